@@ -1,0 +1,5 @@
+"""``python -m kinkcheck`` = the ``kinkcheck`` command."""
+
+from kinkcheck.cli import main
+
+raise SystemExit(main())

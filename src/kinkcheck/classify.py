@@ -1,0 +1,336 @@
+"""Labels for an observed gradient judged against the sympy oracle.
+
+:func:`classify` compares a value (the flat gradient in the oracle's component order) with an
+:class:`~kinkcheck.oracles.symbolic.OracleResult` and returns every label that applies, ordered by
+:data:`LABELS`. That order is the documented precedence: the first label is the one a report shows.
+
+Precedence, and why
+-------------------
+* ``error``, ``unavailable``: nothing was measured; they are the only label.
+* ``nan``: a nan anywhere makes every comparison meaningless; it is the only label.
+* ``+inf``, ``-inf``: an infinite component; ``left``/``right`` follow when it equals that one-sided
+  derivative (``sqrt`` at 0 from the right is ``oo``).
+* ``derivative``: ``f`` is differentiable there; the only correct value.
+* ``left``, ``right``, ``mean``: the one-sided derivatives and their midpoint (one component), before the
+  tie labels and ``min-norm`` because they name the *mechanism* a program used (relu'(0) = 0 is ``left``
+  and also ``min-norm``; ``left`` says more about how it was computed).
+* ``split-even``, ``first``, ``last``, ``one-index``: tie conventions (mean of the tied gradients, the
+  first or last tied element in component order, some other single element).
+* ``min-norm``: PyTorch's documented rule (autograd notes, "Gradients for non-differentiable functions").
+* ``in-clarke``: inside the Clarke generalized gradient (Clarke 1983, *Optimization and Nonsmooth
+  Analysis*); added whenever true, also alongside the labels above, so "valid" can be counted by one label.
+* ``outside-clarke``: finite and matching none of the above. For a jump, or a kink with an infinite
+  one-sided derivative or at the edge of the domain (no Clarke set), a finite value that equals neither
+  one-sided derivative nor their mean is ``outside-clarke``: no oracle set contains it.
+* ``outside-domain``: a finite value where ``f`` is not real-valued near the point (``relu(sqrt(x))`` at -10).
+
+Equality is component-wise within :func:`tolerance` of the dtype (absolute plus relative); two infinities
+of the same sign are equal. This module imports only NumPy; it reads oracle numbers with ``float()``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from kinkcheck.oracles.symbolic import OracleResult
+
+__all__ = ["LABELS", "TOLERANCES", "tolerance", "classify", "hull_distance", "min_norm_point"]
+
+LABELS: tuple[str, ...] = (
+    "error",
+    "unavailable",
+    "nan",
+    "+inf",
+    "-inf",
+    "derivative",
+    "left",
+    "right",
+    "mean",
+    "split-even",
+    "first",
+    "last",
+    "one-index",
+    "min-norm",
+    "in-clarke",
+    "outside-clarke",
+    "outside-domain",
+)
+
+#: Absolute and relative tolerance per dtype: a few units in the last place of each format's epsilon
+#: (float64 2.2e-16, float32 1.2e-7, float16 9.8e-4, bfloat16 7.8e-3), loose enough for one rounding of
+#: a product or a transcendental, tight enough that 0.5 and 0.50000006 differ in float64.
+TOLERANCES: dict[str, float] = {"float64": 1e-9, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
+_ALIASES = {"double": "float64", "float": "float32", "half": "float16", "f64": "float64", "f32": "float32",
+            "f16": "float16", "bf16": "bfloat16"}
+
+
+def tolerance(dtype: str) -> float:
+    """Absolute and relative tolerance for comparing a value of ``dtype`` with an exact oracle value.
+
+    Parameters
+    ----------
+    dtype : str
+        ``"float64"``, ``"float32"``, ``"float16"`` or ``"bfloat16"``; a ``torch.`` or ``jax.numpy.`` prefix
+        and the aliases ``double``/``float``/``half`` are accepted.
+
+    Returns
+    -------
+    float
+        ``1e-9``, ``1e-5``, ``2e-3`` or ``1.6e-2``.
+
+    Raises
+    ------
+    ValueError
+        For any other dtype.
+    """
+    name = str(dtype).rsplit(".", 1)[-1].strip().lower()
+    name = _ALIASES.get(name, name)
+    if name not in TOLERANCES:
+        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(TOLERANCES)})")
+    return TOLERANCES[name]
+
+
+# --------------------------------------------------------------------------- geometry (float64)
+
+
+def _affine_min_norm(B: np.ndarray) -> np.ndarray:
+    """Barycentric weights of the least-norm point of the affine hull of the rows of ``B``."""
+    k = B.shape[0]
+    A = np.zeros((k + 1, k + 1))
+    A[:k, :k] = B @ B.T
+    A[:k, k] = 1.0
+    A[k, :k] = 1.0
+    rhs = np.zeros(k + 1)
+    rhs[k] = 1.0
+    sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
+    return sol[:k]
+
+
+def min_norm_point(points: Sequence[Sequence[float]] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Minimum-norm point of the convex hull of ``points`` (Wolfe's algorithm).
+
+    Parameters
+    ----------
+    points : array_like, shape (k, n), float64
+        Finite points; ``k >= 1``.
+
+    Returns
+    -------
+    x : ndarray, shape (n,)
+        The point of ``conv(points)`` closest to the origin.
+    weights : ndarray, shape (k,)
+        Convex weights with ``weights @ points == x``; nonzero only on the final support.
+
+    Raises
+    ------
+    ValueError
+        When ``points`` is empty, not two-dimensional, or not finite.
+
+    Notes
+    -----
+    P. Wolfe, "Finding the nearest point in a polytope", Mathematical Programming 11 (1976) 128-149.
+    Finite: each major cycle strictly decreases ``|x|``; a cap on iterations guards against rounding.
+    """
+    P = np.asarray(points, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] == 0:
+        raise ValueError(f"points must have shape (k, n) with k >= 1, got {P.shape}")
+    if not np.all(np.isfinite(P)):
+        raise ValueError("points must be finite")
+    k = P.shape[0]
+    # Work on points scaled into [-1, 1]: squared norms of huge values would overflow.
+    scale = float(np.max(np.abs(P)))
+    if scale > 0:
+        P = P / scale
+    else:
+        scale = 1.0
+    eps = 1e-15
+    S = [int(np.argmin(np.einsum("ij,ij->i", P, P)))]
+    lam = np.array([1.0])
+    x = P[S[0]].copy()
+    for _ in range(50 * (k + 1)):
+        j = int(np.argmin(P @ x))
+        if x @ x - x @ P[j] <= eps or j in S:
+            break
+        S.append(j)
+        lam = np.append(lam, 0.0)
+        for _ in range(k + 1):  # minor cycles: drop support points until the affine minimizer is convex
+            alpha = _affine_min_norm(P[S])
+            if np.all(alpha > 1e-14):
+                lam = alpha
+                break
+            neg = alpha <= 1e-14
+            theta = float(np.min(lam[neg] / (lam[neg] - alpha[neg])))
+            lam = theta * alpha + (1 - theta) * lam
+            keep = lam > 1e-14
+            if not np.any(keep):
+                keep[int(np.argmax(lam))] = True
+            S = [s for s, kp in zip(S, keep) if kp]
+            lam = lam[keep] / lam[keep].sum()
+        x = lam @ P[S]
+    weights = np.zeros(k)
+    weights[S] = lam
+    return x * scale, weights
+
+
+def hull_distance(point: Sequence[float], vertices: Sequence[Sequence[float]]) -> float:
+    """Euclidean distance from ``point`` to the convex hull of ``vertices``.
+
+    Parameters
+    ----------
+    point : array_like, shape (n,), float64
+    vertices : array_like, shape (k, n), float64, k >= 1
+
+    Returns
+    -------
+    float
+        0 (up to rounding) when the point lies in the hull.
+
+    Raises
+    ------
+    ValueError
+        On a shape mismatch, no vertices, or non-finite input.
+    """
+    p = np.asarray(point, dtype=np.float64).reshape(-1)
+    V = np.asarray(vertices, dtype=np.float64)
+    if V.ndim == 1:
+        V = V.reshape(-1, 1) if p.size == 1 else V.reshape(1, -1)
+    if V.ndim != 2 or V.shape[0] == 0 or V.shape[1] != p.size:
+        raise ValueError(f"vertices must have shape (k, {p.size}), got {V.shape}")
+    if not np.all(np.isfinite(p)):
+        raise ValueError("point must be finite")
+    x, _ = min_norm_point(V - p)
+    m = float(np.max(np.abs(x)))
+    return 0.0 if m == 0 else m * float(np.linalg.norm(x / m))  # scaled: no overflow for huge values
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def _f(v: Any) -> float:
+    return float(v)  # sympy numbers, oo and -oo convert; sympy is not imported here
+
+
+@lru_cache(maxsize=4096)
+def _numbers(oracle: OracleResult) -> dict[str, Any]:
+    def vec(v: Sequence[Any] | None) -> tuple[float, ...] | None:
+        return None if v is None else tuple(_f(c) for c in v)
+
+    return {
+        "derivative": vec(oracle.derivative),
+        "left": None if oracle.left is None else _f(oracle.left),
+        "right": None if oracle.right is None else _f(oracle.right),
+        "limiting": tuple(vec(g) for g in oracle.limiting_gradients),
+        "clarke": None if oracle.clarke is None else tuple(vec(g) for g in oracle.clarke),
+        "min_norm": vec(oracle.min_norm),
+        "midpoint": vec(oracle.midpoint),
+    }
+
+
+def _close(a: float, b: float, tol: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= tol + tol * abs(b)
+
+
+def _equals(value: Sequence[float], target: Sequence[float] | None, tol: float) -> bool:
+    return target is not None and len(target) == len(value) and all(_close(a, b, tol) for a, b in zip(value, target))
+
+
+def classify(
+    value: Sequence[float] | None,
+    oracle: OracleResult,
+    dtype: str,
+    *,
+    error: str | None = None,
+    unavailable: str | None = None,
+) -> list[str]:
+    """Labels of an observed gradient, in :data:`LABELS` order (the first is the one shown); never empty.
+
+    Parameters
+    ----------
+    value : sequence of float, shape (n,), or None
+        The flat gradient in ``oracle.components`` order; may hold nan and infinities. None only with
+        ``error`` or ``unavailable``.
+    oracle : kinkcheck.oracles.symbolic.OracleResult
+    dtype : str
+        The dtype the value was computed in; sets the tolerance (:func:`tolerance`).
+    error : str, optional
+        The program raised: the only label is ``"error"``.
+    unavailable : str, optional
+        The program could not run here (mode or op missing): the only label is ``"unavailable"``.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        Unknown dtype; ``value`` None without ``error``/``unavailable``; a length other than the oracle's
+        number of components.
+    """
+    tol = tolerance(dtype)
+    if error is not None:
+        return ["error"]
+    if unavailable is not None:
+        return ["unavailable"]
+    if value is None:
+        raise ValueError("value is None but neither error nor unavailable is given")
+    v = [float(c) for c in np.asarray(value, dtype=np.float64).reshape(-1)]
+    if len(v) != len(oracle.components):
+        raise ValueError(f"value has {len(v)} components, the oracle {len(oracle.components)} ({oracle.case_id})")
+    if any(math.isnan(c) for c in v):
+        return ["nan"]
+    num = _numbers(oracle)
+    labels: set[str] = set()
+    scalar = len(v) == 1
+    finite = all(math.isfinite(c) for c in v)
+    if not finite:
+        labels.update("+inf" for c in v if c == math.inf)
+        labels.update("-inf" for c in v if c == -math.inf)
+    if scalar:
+        if num["left"] is not None and _close(v[0], num["left"], tol):
+            labels.add("left")
+        if num["right"] is not None and _close(v[0], num["right"], tol):
+            labels.add("right")
+    if not finite:
+        return _ordered(labels)
+    if oracle.kind == "undefined":
+        return ["outside-domain"]
+    if oracle.kind == "differentiable":
+        return ["derivative"] if _equals(v, num["derivative"], tol) else ["outside-clarke"]
+    if scalar and num["left"] is not None and num["right"] is not None:
+        lo, hi = num["left"], num["right"]
+        if math.isfinite(lo) and math.isfinite(hi) and not _close(lo, hi, tol) and _close(v[0], (lo + hi) / 2, tol):
+            labels.add("mean")
+    limiting = num["limiting"]
+    if oracle.tie and limiting:
+        mean = tuple(sum(g[i] for g in limiting) / len(limiting) for i in range(len(v)))
+        if _equals(v, mean, tol):
+            labels.add("split-even")
+        if _equals(v, limiting[0], tol):
+            labels.add("first")
+        elif _equals(v, limiting[-1], tol):
+            labels.add("last")
+        elif any(_equals(v, g, tol) for g in limiting[1:-1]):
+            labels.add("one-index")
+    clarke = num["clarke"]
+    if clarke is not None:
+        if _equals(v, num["min_norm"], tol):
+            labels.add("min-norm")
+        scale = max(1.0, max(abs(c) for g in clarke for c in g), max(abs(c) for c in v))
+        if hull_distance(v, clarke) <= tol * scale:
+            labels.add("in-clarke")
+    if not labels & {"left", "right", "mean", "split-even", "first", "last", "one-index", "min-norm", "in-clarke"}:
+        labels.add("outside-clarke")
+    return _ordered(labels)
+
+
+def _ordered(labels: set[str]) -> list[str]:
+    return [lab for lab in LABELS if lab in labels]

@@ -1,0 +1,176 @@
+"""The ``kinkcheck`` command: ``grad``, ``probe``, ``report``.
+
+Bad input (an unknown name, a malformed ``--at``, an unknown dtype, a framework that is not installed, a
+corrupt shard) prints one line on stderr and exits with status 2; no traceback, nothing executed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _cmd_grad(args: argparse.Namespace) -> int:
+    from kinkcheck import expr as ex
+    from kinkcheck.catalog import FRAMEWORKS
+    from kinkcheck.frameworks import DTYPES, MODES, FrameworkUnavailable, Unavailable, encode, get_adapter
+
+    if args.dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
+    if args.mode not in MODES:
+        raise UsageError(f"unknown mode {args.mode!r} (known: {', '.join(MODES)})")
+    try:
+        at = ex.parse_point(args.at)
+        tree = ex.parse(args.expr, at, FRAMEWORKS)
+    except ex.ExprError as err:
+        raise UsageError(str(err)) from None
+    roots = ex.roots_of(tree)
+    if len(roots) > 1:
+        raise UsageError(f"expression mixes frameworks {sorted(roots)}; use one")
+    framework = args.framework or (roots.pop() if roots else None)
+    if framework is None:
+        raise UsageError("cannot tell the framework from a method chain; add --framework torch|jax")
+    if roots and framework not in roots:
+        raise UsageError(f"--framework {framework} but the expression uses {sorted(roots)}")
+    used = {n.name for n in ex.walk(tree) if isinstance(n, ex.Input)}
+    unused = [k for k in at if k not in used]
+    if unused:
+        raise UsageError(f"--at gives {', '.join(unused)} but the expression does not use it")
+    try:
+        adapter = get_adapter(framework)
+        grad = adapter.gradient(tree, at, args.dtype, args.device, args.mode)
+    except (FrameworkUnavailable, Unavailable, ex.ExprError) as err:
+        raise UsageError(str(err)) from None
+    except Exception as err:  # noqa: BLE001 - the program itself failed: report it, one line
+        from kinkcheck.frameworks.base import short_error
+
+        raise UsageError(f"{framework} raised {short_error(err)}") from None
+    print(json.dumps({k: encode(v) for k, v in grad.items()}))
+    return 0
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from kinkcheck.catalog import CatalogError, load_catalog
+    from kinkcheck.frameworks import DTYPES, MODES, FrameworkUnavailable
+    from kinkcheck.probe import probe
+    from kinkcheck.shards import ShardError, write_shard
+
+    for d in args.dtype:
+        if d not in DTYPES:
+            raise UsageError(f"unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+    for m in args.mode:
+        if m not in MODES:
+            raise UsageError(f"unknown mode {m!r} (known: {', '.join(MODES)})")
+    try:
+        catalog = load_catalog(args.catalog)
+    except CatalogError as err:
+        raise UsageError(str(err)) from None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = sum(1 for _ in catalog.programs(args.framework))
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn(f"[bold]probe {args.framework} {args.device}[/]"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TextColumn("{task.description}"), console=console, transient=False,
+        disable=args.quiet,
+    ) as progress:
+        task = progress.add_task("", total=total)
+
+        def step(desc: str) -> None:
+            progress.update(task, description=desc[:60])
+            progress.advance(task)
+
+        try:
+            shard = probe(args.framework, args.device, args.dtype or ("float64", "float32"),
+                          args.mode or ("reverse",), catalog, on_step=step)
+        except FrameworkUnavailable as err:
+            raise UsageError(str(err)) from None
+    try:
+        write_shard(args.out, shard)
+    except (ShardError, OSError) as err:
+        raise UsageError(f"cannot write shard {args.out}: {err}") from None
+    obs = shard["observations"]
+    n_err = sum(o["status"] == "error" for o in obs)
+    n_un = sum(o["status"] == "unavailable" for o in obs)
+    print(f"{shard['environment']['id']}: {len(obs)} observations ({n_err} error, {n_un} unavailable), "
+          f"{len(shard['networks'])} network runs -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from kinkcheck.catalog import CatalogError, load_catalog
+    from kinkcheck.report import write_reports
+    from kinkcheck.shards import ShardError, load_shards
+
+    try:
+        catalog = load_catalog(args.catalog)
+        shards, errors = load_shards(args.shards)
+    except (CatalogError, ShardError) as err:
+        raise UsageError(str(err)) from None
+    for e in errors:
+        print(f"kinkcheck report: skipped {e}", file=sys.stderr)
+    if not shards:
+        raise UsageError(f"no readable shard in {args.shards}")
+    paths = write_reports(shards, catalog, Path(args.out), gaps=errors)
+    for p in paths:
+        print(f"wrote {p}", file=sys.stderr)
+    return EXIT_BAD_INPUT if errors and args.strict else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kinkcheck", description="Gradient conventions at kinks, measured in real frameworks.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    g = sub.add_parser("grad", help="gradient of one call expression at a point (one line of JSON)")
+    g.add_argument("expr", help='call expression, e.g. "torch.clamp(x, min=0)"')
+    g.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]'")
+    g.add_argument("--dtype", default="float64")
+    g.add_argument("--device", default="cpu")
+    g.add_argument("--mode", default="reverse", help="reverse (VJP with ones) | forward (JVP per unit tangent)")
+    g.add_argument("--framework", choices=("torch", "jax"), help="only for a bare method chain like x.abs()")
+    g.set_defaults(func=_cmd_grad)
+
+    pr = sub.add_parser("probe", help="probe the whole catalog in the installed framework and write a shard")
+    pr.add_argument("--framework", required=True, choices=("torch", "jax"))
+    pr.add_argument("--out", required=True, help="shard file to write (atomically)")
+    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--dtype", action="append", default=[], help="repeatable; default float64 and float32")
+    pr.add_argument("--mode", action="append", default=[], help="repeatable; default reverse")
+    pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
+    pr.add_argument("--quiet", action="store_true", help="no progress bar")
+    pr.set_defaults(func=_cmd_probe)
+
+    r = sub.add_parser("report", help="render reports/conventions.{md,json} from shards (no framework needed)")
+    r.add_argument("--shards", required=True, help="folder of shard JSON files")
+    r.add_argument("--out", required=True, help="output folder, e.g. reports/")
+    r.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
+    r.add_argument("--strict", action="store_true", help="exit 2 when a shard could not be read")
+    r.set_defaults(func=_cmd_report)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except UsageError as err:
+        print(f"kinkcheck: error: {err}" if not str(err).startswith("kinkcheck") else f"{err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kinkcheck: interrupted", file=sys.stderr)
+        return 130

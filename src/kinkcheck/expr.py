@@ -1,0 +1,526 @@
+"""The call-expression language: parsed with :mod:`ast`, never ``eval``-ed.
+
+One small language serves the catalog, ``kinkcheck grad`` and the report. An expression is
+
+* a dotted name rooted in a namespace (``torch.nn.functional.relu``, ``jax.numpy.maximum``; the aliases
+  ``jnp`` = ``jax.numpy``, ``F`` = ``torch.nn.functional`` and ``lax`` = ``jax.lax`` are accepted);
+* a declared input (``x``, ``v``) or a numeric literal (``0``, ``-0.0``, ``1e-3``), ``True``/``False``;
+* a list or tuple of expressions;
+* a call with positional and keyword arguments (``torch.clamp(x, min=0)``), or a method call on a value
+  (``x.clamp(min=0)``, ``x.pow(2).sum().sqrt()``);
+* a public attribute of a value (``torch.max(x, dim=0).values``) or a subscript (``x[x.argmax()]``, ``v[0]``);
+* arithmetic (``+ - * / // % **``), unary (``- + not``) and comparison operators, including chains.
+
+Anything else is refused with :class:`ExprError` and a one-line reason *before* anything runs: string
+literals (a path would reach ``torch.load``), lambdas, comprehensions, starred arguments, names that are
+neither inputs nor in the namespace, and any attribute that starts with an underscore (dunders, private
+modules). A few subtrees that do I/O or start processes are refused by name (:data:`DENIED`).
+
+Evaluation (:func:`evaluate`) walks the parsed tree. Names are resolved with ``getattr`` one public segment
+at a time; every dotted name in the tree is resolved *before* the first call, so a misspelt name fails
+without executing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ALIASES",
+    "DENIED",
+    "ExprError",
+    "Node",
+    "Name",
+    "Input",
+    "Const",
+    "Seq",
+    "Call",
+    "Attr",
+    "Index",
+    "BinOp",
+    "Unary",
+    "Compare",
+    "parse",
+    "evaluate",
+    "resolve_names",
+    "parse_point",
+]
+
+
+class ExprError(ValueError):
+    """A call expression or point that kinkcheck refuses; ``str(err)`` is a one-line reason."""
+
+
+#: Short names users write, mapped to the dotted path they stand for.
+ALIASES: dict[str, str] = {"jnp": "jax.numpy", "F": "torch.nn.functional", "lax": "jax.lax"}
+
+#: Name segments refused anywhere in a dotted name or attribute: I/O, processes, code loading.
+DENIED = frozenset(
+    {
+        "load", "save", "hub", "utils", "distributed", "multiprocessing", "package", "jit_load",
+        "compile", "export", "onnx", "profiler", "library", "ops", "classes", "serialization",
+        "experimental", "debug", "config", "pure_callback", "io_callback", "callback",
+        "tofile", "fromfile", "memmap", "frombuffer", "storage", "untyped_storage",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    """Base of the parsed tree."""
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    """A dotted name in a namespace, already alias-expanded: ``("torch", "nn", "functional", "relu")``."""
+
+    parts: tuple[str, ...]
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True)
+class Input(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Const(Node):
+    value: int | float | bool
+
+
+@dataclass(frozen=True)
+class Seq(Node):
+    items: tuple[Node, ...]
+    kind: str  # "list" | "tuple"
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: Node
+    args: tuple[Node, ...]
+    kwargs: tuple[tuple[str, Node], ...]
+
+
+@dataclass(frozen=True)
+class Attr(Node):
+    """``value.name`` where ``value`` is not a namespace name (a method or field of a result)."""
+
+    value: Node
+    name: str
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    value: Node
+    index: Node
+
+
+@dataclass(frozen=True)
+class BinOp(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Compare(Node):
+    left: Node
+    ops: tuple[str, ...]
+    rights: tuple[Node, ...]
+
+
+_BINOPS: dict[type, str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Pow: "**",
+}
+_UNARY: dict[type, str] = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not"}
+_CMP: dict[type, str] = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
+
+_BIN_FN: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
+}
+_UNARY_FN: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_}
+_CMP_FN: dict[str, Callable[[Any, Any], Any]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+def _check_segment(seg: str, where: str) -> None:
+    if seg.startswith("_"):
+        raise ExprError(f"private or dunder name {seg!r} is not allowed ({where})")
+    if seg in DENIED:
+        raise ExprError(f"{seg!r} is refused: kinkcheck expressions may not do I/O or load code ({where})")
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """``a.b.c`` → ["a", "b", "c"]; None when the chain does not end in a plain name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return None
+
+
+class _Builder:
+    def __init__(self, inputs: frozenset[str], roots: frozenset[str], source: str) -> None:
+        self.inputs = inputs
+        self.roots = roots
+        self.source = source
+
+    def fail(self, node: ast.AST, why: str) -> ExprError:
+        col = getattr(node, "col_offset", None)
+        at = f" at column {col + 1}" if col is not None else ""
+        return ExprError(f"{why}{at} in {self.source!r}")
+
+    def build(self, node: ast.expr) -> Node:  # noqa: C901 - one branch per syntax form
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            parts = _dotted(node)
+            if parts is not None and parts[0] not in self.inputs:
+                head = ALIASES.get(parts[0])
+                if head is not None:
+                    parts = head.split(".") + parts[1:]
+                if parts[0] in ("True", "False"):
+                    return Const(parts[0] == "True")
+                if parts[0] not in self.roots:
+                    allowed = ", ".join(sorted(self.inputs)) or "none"
+                    raise self.fail(
+                        node,
+                        f"unknown name {parts[0]!r} (inputs: {allowed}; namespaces: {', '.join(sorted(self.roots))})",
+                    )
+                for seg in parts:
+                    _check_segment(seg, ".".join(parts))
+                return Name(tuple(parts))
+            if isinstance(node, ast.Name):
+                return Input(node.id)
+            _check_segment(node.attr, f"attribute .{node.attr}")
+            return Attr(self.build(node.value), node.attr)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or (
+                isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+            ):
+                return Const(node.value)
+            raise self.fail(node, f"literal {node.value!r} is not allowed (numbers only)")
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return Seq(tuple(self.build(e) for e in node.elts), "list" if isinstance(node, ast.List) else "tuple")
+        if isinstance(node, ast.Call):
+            for a in node.args:
+                if isinstance(a, ast.Starred):
+                    raise self.fail(a, "starred arguments are not allowed")
+            kwargs = []
+            for kw in node.keywords:
+                if kw.arg is None:
+                    raise self.fail(node, "**kwargs are not allowed")
+                _check_segment(kw.arg, f"keyword {kw.arg}=")
+                kwargs.append((kw.arg, self.build(kw.value)))
+            return Call(self.build(node.func), tuple(self.build(a) for a in node.args), tuple(kwargs))
+        if isinstance(node, ast.Subscript):
+            sl = node.slice
+            if isinstance(sl, ast.Slice):
+                raise self.fail(node, "slices are not allowed; index with a number or an expression")
+            return Index(self.build(node.value), self.build(sl))
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise self.fail(node, f"operator {type(node.op).__name__} is not allowed")
+            return BinOp(op, self.build(node.left), self.build(node.right))
+        if isinstance(node, ast.UnaryOp):
+            op = _UNARY.get(type(node.op))
+            if op is None:
+                raise self.fail(node, f"operator {type(node.op).__name__} is not allowed")
+            operand = self.build(node.operand)
+            if op == "-" and isinstance(operand, Const) and not isinstance(operand.value, bool):
+                return Const(-operand.value)  # keeps -0.0 a literal
+            return Unary(op, operand)
+        if isinstance(node, ast.Compare):
+            ops = []
+            for o in node.ops:
+                sym = _CMP.get(type(o))
+                if sym is None:
+                    raise self.fail(node, f"comparison {type(o).__name__} is not allowed")
+                ops.append(sym)
+            return Compare(self.build(node.left), tuple(ops), tuple(self.build(c) for c in node.comparators))
+        kind = type(node).__name__
+        friendly = {
+            "Lambda": "lambdas", "ListComp": "comprehensions", "SetComp": "comprehensions",
+            "DictComp": "comprehensions", "GeneratorExp": "generator expressions", "IfExp": "conditional expressions",
+            "NamedExpr": "assignment expressions", "JoinedStr": "f-strings", "Dict": "dict literals",
+            "Set": "set literals", "BoolOp": "and/or", "Await": "await", "Yield": "yield", "Starred": "starred values",
+        }.get(kind, f"{kind} syntax")
+        raise self.fail(node, f"{friendly} are not allowed")
+
+
+def parse(source: str, inputs: Iterable[str], roots: Iterable[str]) -> Node:
+    """Parse ``source`` into a tree of :class:`Node`.
+
+    Parameters
+    ----------
+    source : str
+        One Python expression, e.g. ``"torch.clamp(x, min=0)"``.
+    inputs : iterable of str
+        Declared input names; they shadow namespace roots.
+    roots : iterable of str
+        Allowed namespace roots after alias expansion (``{"torch"}``, ``{"jax"}``, or sympy's).
+
+    Raises
+    ------
+    ExprError
+        On a syntax error or any construct outside the language (one-line reason).
+    """
+    if not isinstance(source, str) or not source.strip():
+        raise ExprError("empty expression")
+    if "\n" in source.strip():
+        raise ExprError(f"one expression on one line expected, got {source!r}")
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError as err:
+        raise ExprError(f"malformed expression {source!r}: {err.msg} at column {err.offset}") from None
+    return _Builder(frozenset(inputs), frozenset(roots), source).build(tree.body)
+
+
+def walk(node: Node) -> Iterable[Node]:
+    """Every node of the tree, parents first."""
+    yield node
+    if isinstance(node, Seq):
+        for i in node.items:
+            yield from walk(i)
+    elif isinstance(node, Call):
+        yield from walk(node.func)
+        for a in node.args:
+            yield from walk(a)
+        for _, v in node.kwargs:
+            yield from walk(v)
+    elif isinstance(node, Attr):
+        yield from walk(node.value)
+    elif isinstance(node, Index):
+        yield from walk(node.value)
+        yield from walk(node.index)
+    elif isinstance(node, BinOp):
+        yield from walk(node.left)
+        yield from walk(node.right)
+    elif isinstance(node, Unary):
+        yield from walk(node.operand)
+    elif isinstance(node, Compare):
+        yield from walk(node.left)
+        for r in node.rights:
+            yield from walk(r)
+
+
+def roots_of(node: Node) -> set[str]:
+    """Namespace roots the tree uses (``{"torch"}``); the framework of a program."""
+    return {n.parts[0] for n in walk(node) if isinstance(n, Name)}
+
+
+def resolve_names(node: Node, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve every dotted name in the tree to an object, before anything is called.
+
+    Raises
+    ------
+    ExprError
+        When a segment does not exist (``torch.nn.functional.rleu``), naming the missing part.
+    """
+    out: dict[str, Any] = {}
+    for n in walk(node):
+        if isinstance(n, Name) and n.dotted not in out:
+            if n.parts[0] not in namespace:
+                raise ExprError(f"namespace {n.parts[0]!r} is not available here")
+            obj = namespace[n.parts[0]]
+            for i, seg in enumerate(n.parts[1:], start=1):
+                try:
+                    obj = getattr(obj, seg)
+                except AttributeError:
+                    raise ExprError(
+                        f"{'.'.join(n.parts[: i + 1])!r} does not exist in this {n.parts[0]} installation"
+                    ) from None
+            out[n.dotted] = obj
+    return out
+
+
+def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
+    """Evaluate a parsed tree.
+
+    ``names`` comes from :func:`resolve_names`; ``inputs`` maps each declared input to its value.
+    Errors raised by the called functions propagate unchanged (the adapters record them).
+    """
+
+    def ev(n: Node) -> Any:
+        if isinstance(n, Const):
+            return n.value
+        if isinstance(n, Input):
+            return inputs[n.name]
+        if isinstance(n, Name):
+            return names[n.dotted]
+        if isinstance(n, Seq):
+            items = [ev(i) for i in n.items]
+            return items if n.kind == "list" else tuple(items)
+        if isinstance(n, Call):
+            fn = ev(n.func)
+            return fn(*[ev(a) for a in n.args], **{k: ev(v) for k, v in n.kwargs})
+        if isinstance(n, Attr):
+            return getattr(ev(n.value), n.name)
+        if isinstance(n, Index):
+            return ev(n.value)[ev(n.index)]
+        if isinstance(n, BinOp):
+            return _BIN_FN[n.op](ev(n.left), ev(n.right))
+        if isinstance(n, Unary):
+            return _UNARY_FN[n.op](ev(n.operand))
+        if isinstance(n, Compare):
+            left = ev(n.left)
+            result = None
+            for op, r in zip(n.ops, n.rights):
+                right = ev(r)
+                step = _CMP_FN[op](left, right)
+                result = step if result is None else result & step
+                left = right
+            return result
+        raise ExprError(f"cannot evaluate {type(n).__name__}")  # unreachable for parsed trees
+
+    return ev(node)
+
+
+def unparse(node: Node) -> str:
+    """Canonical text of a tree (aliases expanded, Python's spacing and minimal parentheses).
+
+    Used as the stable program id: ``unparse(parse("F.relu( x )", ...)) == "torch.nn.functional.relu(x)"``.
+    """
+    return ast.unparse(_to_ast(node))
+
+
+_BIN_AST = {v: k for k, v in _BINOPS.items()}
+_UNARY_AST = {v: k for k, v in _UNARY.items()}
+_CMP_AST = {v: k for k, v in _CMP.items()}
+
+
+def _to_ast(node: Node) -> ast.expr:
+    if isinstance(node, Const):
+        if not isinstance(node.value, bool) and (node.value < 0 or repr(node.value) == "-0.0"):
+            return ast.UnaryOp(ast.USub(), ast.Constant(-node.value))
+        return ast.Constant(node.value)
+    if isinstance(node, Input):
+        return ast.Name(node.name)
+    if isinstance(node, Name):
+        out: ast.expr = ast.Name(node.parts[0])
+        for seg in node.parts[1:]:
+            out = ast.Attribute(out, seg)
+        return out
+    if isinstance(node, Seq):
+        elts = [_to_ast(i) for i in node.items]
+        return ast.List(elts) if node.kind == "list" else ast.Tuple(elts)
+    if isinstance(node, Call):
+        return ast.Call(
+            _to_ast(node.func), [_to_ast(a) for a in node.args], [ast.keyword(k, _to_ast(v)) for k, v in node.kwargs]
+        )
+    if isinstance(node, Attr):
+        return ast.Attribute(_to_ast(node.value), node.name)
+    if isinstance(node, Index):
+        return ast.Subscript(_to_ast(node.value), _to_ast(node.index))
+    if isinstance(node, BinOp):
+        return ast.BinOp(_to_ast(node.left), _BIN_AST[node.op](), _to_ast(node.right))
+    if isinstance(node, Unary):
+        return ast.UnaryOp(_UNARY_AST[node.op](), _to_ast(node.operand))
+    if isinstance(node, Compare):
+        return ast.Compare(_to_ast(node.left), [_CMP_AST[o]() for o in node.ops], [_to_ast(r) for r in node.rights])
+    raise ExprError(f"cannot print {type(node).__name__}")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split ``x=0,v=[1,2]`` at commas outside brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+            if depth < 0:
+                raise ExprError(f"unbalanced brackets in {text!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth != 0:
+        raise ExprError(f"unbalanced brackets in {text!r}")
+    parts.append("".join(cur))
+    return parts
+
+
+def _literal(node: ast.expr, text: str) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _literal(node.operand, text)
+        if isinstance(v, list):
+            raise ExprError(f"a sign before a list is not allowed in {text!r}")
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e, text) for e in node.elts]
+    if isinstance(node, ast.Name) and node.id in ("inf", "nan"):
+        return float(node.id)
+    raise ExprError(f"value must be a number or a (nested) list of numbers, got {text!r}")
+
+
+def parse_point(text: str) -> dict[str, Any]:
+    """Parse ``--at`` text: ``x=0``, ``x=1,y=1``, ``v=[1,3,3]``, ``x=-0.0``.
+
+    Returns a dict of input name → number or nested list (ints stay ints; the adapter casts to the dtype).
+
+    Raises
+    ------
+    ExprError
+        On a missing ``=``, a bad name, a repeated name, or a value that is not numbers.
+    """
+    if not text or not text.strip():
+        raise ExprError("--at is empty; write e.g. --at x=0 or --at x=1,y=1 or --at 'v=[1,3,3]'")
+    out: dict[str, Any] = {}
+    for item in _split_top(text):
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not value.strip():
+            raise ExprError(f"malformed --at item {item.strip()!r}: expected NAME=VALUE")
+        if not name.isidentifier() or name.startswith("_"):
+            raise ExprError(f"malformed --at item {item.strip()!r}: {name!r} is not an input name")
+        if name in out:
+            raise ExprError(f"input {name!r} given twice in --at")
+        try:
+            tree = ast.parse(value.strip(), mode="eval")
+        except SyntaxError:
+            raise ExprError(f"malformed value for {name!r}: {value.strip()!r}") from None
+        val = _literal(tree.body, value.strip())
+        _check_rectangular(val, name)
+        out[name] = val
+    return out
+
+
+def _check_rectangular(val: Any, name: str) -> None:
+    if isinstance(val, list):
+        if not val:
+            raise ExprError(f"input {name!r} is an empty list")
+        shapes = {_shape(v) for v in val}
+        if len(shapes) != 1:
+            raise ExprError(f"input {name!r} is a ragged list")
+
+
+def _shape(val: Any) -> tuple[int, ...]:
+    if isinstance(val, list):
+        inner = {_shape(v) for v in val}
+        if len(inner) != 1:
+            raise ExprError("ragged nested list")
+        return (len(val), *inner.pop())
+    return ()

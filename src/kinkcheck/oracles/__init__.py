@@ -1,0 +1,1 @@
+"""Independent oracles: the sympy symbolic oracle and the NumPy manual-backprop oracle."""

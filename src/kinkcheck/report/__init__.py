@@ -1,0 +1,64 @@
+"""The report: shards + oracles → ``reports/conventions.md`` and ``reports/conventions.json``.
+
+:func:`write_reports` builds the document (:mod:`kinkcheck.report.build`), validates it against
+``schemas/conventions.v1.json`` and writes every file atomically, so an interrupted run leaves the
+previous reports whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kinkcheck.catalog import Catalog
+
+__all__ = ["write_reports", "validate_report"]
+
+
+def validate_report(doc: dict[str, Any]) -> None:
+    """Validate a report document against the committed JSON Schema.
+
+    Raises
+    ------
+    jsonschema.ValidationError
+        When the document breaks the contract.
+    """
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    schema = json.loads(resources.files("kinkcheck").joinpath("schemas/conventions.v1.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
+def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str] = ()) -> list[Path]:
+    """Render ``conventions.json`` and ``conventions.md`` into ``out``; return the paths written."""
+    from kinkcheck.report.build import build
+    from kinkcheck.report.markdown import render_markdown
+    from kinkcheck.shards import write_json_atomic
+
+    doc = build(shards, catalog, gaps)
+    validate_report(doc)
+    out.mkdir(parents=True, exist_ok=True)
+    md = render_markdown(doc)
+    json_path, md_path = out / "conventions.json", out / "conventions.md"
+    write_json_atomic(json_path, doc)
+    _write_text_atomic(md_path, md)
+    return [json_path, md_path]
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,314 @@
+"""Shards + oracles → the report document (the ``kinkcheck/conventions/v1`` JSON contract).
+
+Every observation cell comes from a shard; labels come from :func:`kinkcheck.classify.classify` against
+the sympy oracle; network cross-checks from :mod:`kinkcheck.oracles.backprop`. Nothing is typed in. The
+document is deterministic for the same shards: only ``generated_at`` (in the provenance block) changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+from kinkcheck import __version__
+from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
+from kinkcheck.classify import classify, tolerance
+from kinkcheck.frameworks.base import decode, flatten
+from kinkcheck.oracles import backprop
+from kinkcheck.oracles.symbolic import analyze
+
+__all__ = ["SCHEMA_ID", "build", "P0_PROGRAMS"]
+
+SCHEMA_ID = "kinkcheck/conventions/v1"
+
+#: Programs shown in the P0 worked example, in order (case relu@0).
+P0_PROGRAMS: tuple[tuple[str, str], ...] = (
+    ("torch", "torch.nn.functional.relu(x)"),
+    ("torch", "x.clamp(min=0)"),
+    ("torch", "torch.clamp(x, min=0)"),
+    ("jax", "jax.nn.relu(x)"),
+    ("jax", "jax.numpy.maximum(x, 0.0)"),
+    ("jax", "jax.numpy.clip(x, 0)"),
+)
+#: relu'(0) values the NumPy oracle is shown with in the worked example.
+P0_KINK_DERIVATIVES: tuple[Fraction, ...] = (Fraction(0), Fraction(1, 2), Fraction(1))
+
+
+def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v: Any = Version(env["framework_version"])
+    except InvalidVersion:
+        v = Version("0")
+    fw = env["framework"]
+    rank = FRAMEWORKS.index(fw) if fw in FRAMEWORKS else len(FRAMEWORKS)
+    return (rank, fw, v, env["device"])
+
+
+def _close(a: Sequence[float], b: Sequence[float], dtype: str) -> bool:
+    tol = tolerance(dtype)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if math.isnan(x) or math.isnan(y):
+            if not (math.isnan(x) and math.isnan(y)):
+                return False
+        elif math.isinf(x) or math.isinf(y):
+            if x != y:
+                return False
+        elif abs(x - y) > tol * (1 + max(abs(x), abs(y))):
+            return False
+    return True
+
+
+def _value_key(case: Case, value: dict[str, Any] | None) -> list[float] | None:
+    if value is None:
+        return None
+    return [float(v) for k in case.inputs for v in flatten(decode(value[k]))]
+
+
+def _group(items: Iterable[tuple[str, list[float] | None, str, str]], dtype: str) -> list[dict[str, Any]]:
+    """Group (program, flat value, framework, first label) by value within tolerance, in first-seen order."""
+    groups: list[dict[str, Any]] = []
+    for program, flat, framework, label in items:
+        if flat is None:
+            continue
+        for g in groups:
+            if _close(g["flat"], flat, dtype):
+                g["programs"].append({"framework": framework, "program": program})
+                break
+        else:
+            groups.append({"flat": flat, "label": label, "programs": [{"framework": framework, "program": program}]})
+    return groups
+
+
+def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str] = ()) -> dict[str, Any]:
+    """Build the report document.
+
+    Parameters
+    ----------
+    shards : sequence of dict
+        Shards as read by :func:`kinkcheck.shards.load_shards` (validated).
+    catalog : Catalog
+    gaps : sequence of str
+        One line per shard that could not be read; shown in the report.
+
+    Returns
+    -------
+    dict
+        The ``kinkcheck/conventions/v1`` document (see ``schemas/conventions.v1.json``).
+    """
+    shards = sorted(shards, key=lambda s: _env_sort_key(s["environment"]))
+    environments = [s["environment"] for s in shards]
+    oracles = {c.id: analyze(c) for c in catalog}
+    cases_out = []
+    for c in catalog:
+        o = oracles[c.id]
+        entry = {
+            "id": c.id, "title": c.title, "sympy": c.sympy, "at": c.at, "tie": c.tie, "sources": list(c.sources),
+            "note": c.note,
+            "programs": [{"framework": p.framework, "program": p.id} for p in c.programs],
+            "notes": dict(c.notes), "no_equivalent": dict(c.no_equivalent),
+        }
+        oj = o.to_json()
+        oj.pop("case", None)
+        oj["oracle_notes"] = oj.pop("notes", [])
+        entry.update(oj)
+        cases_out.append(entry)
+
+    observations = []
+    stale: list[str] = []
+    scalar_derivative: dict[tuple[str, str, str, str], float] = {}
+    for s in shards:
+        env = s["environment"]
+        if env["catalog_hash"] != catalog.hash:
+            stale.append(f"{env['id']}: measured with catalog {env['catalog_hash']}, current catalog is {catalog.hash}")
+        for ob in s["observations"]:
+            try:
+                case = catalog.case(ob["case"])
+                case.program(env["framework"], ob["program"])
+            except KeyError:
+                continue  # measured against an older catalog; the staleness line says so
+            flat = _value_key(case, ob["value"])
+            labels = classify(
+                flat, oracles[case.id], ob["dtype"],
+                error=ob["error"] if ob["status"] == "error" else None,
+                unavailable=ob["error"] if ob["status"] == "unavailable" else None,
+            )
+            observations.append({
+                "case": case.id, "program": ob["program"], "framework": env["framework"], "environment": env["id"],
+                "mode": ob["mode"], "dtype": ob["dtype"], "status": ob["status"], "value": ob["value"],
+                "labels": labels, "error": ob["error"],
+            })
+            if flat is not None and len(flat) == 1 and ob["mode"] == "reverse":
+                scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"])] = flat[0]
+
+    networks = []
+    for s in shards:
+        env = s["environment"]
+        for nw in s["networks"]:
+            try:
+                case = catalog.case(nw["case"])
+            except KeyError:
+                continue
+            kd = scalar_derivative.get((env["id"], nw["case"], nw["program"], nw["dtype"]))
+            row: dict[str, Any] = {
+                "case": nw["case"], "program": nw["program"], "framework": env["framework"], "environment": env["id"],
+                "dtype": nw["dtype"], "status": nw["status"], "kink_derivative": None, "ok": None,
+                "max_abs_diff": None, "detail": nw["error"], "W1": nw["W1"], "W2": nw["W2"],
+            }
+            if nw["status"] == "ok" and kd is not None and case.activation in backprop.ACTIVATIONS:
+                cc = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
+                row.update(kink_derivative=_num(kd), ok=bool(cc.ok), max_abs_diff=_num(cc.max_abs_diff),
+                           detail=None if cc.ok else cc.detail)
+            elif nw["status"] == "ok":
+                row["detail"] = "no scalar observation of this program to take the kink derivative from"
+            networks.append(row)
+
+    doc = {
+        "schema": SCHEMA_ID,
+        "provenance": {
+            "generated_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "kinkcheck_version": __version__,
+            "catalog_hash": catalog.hash,
+            "gaps": list(gaps) + stale,
+        },
+        "environments": environments,
+        "cases": cases_out,
+        "observations": observations,
+        "networks": networks,
+        "p0": _p0(networks),
+    }
+    doc["disagreements"] = disagreements(doc, catalog)
+    doc["summary"] = _summary(doc)
+    return doc
+
+
+def _num(v: float) -> Any:
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def _p0(networks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The worked example of P0: NumPy oracle rows for relu'(0) = 0, 1/2, 1 and the measured programs."""
+    oracle_rows = []
+    for kd in P0_KINK_DERIVATIVES:
+        g = backprop.two_layer_grads(backprop.P0, "relu", kd, dtype=Fraction)
+        oracle_rows.append({
+            "kink_derivative": str(kd),
+            "W1": [[_frac_num(v) for v in row] for row in g.dW1.tolist()],
+            "W2": [[_frac_num(v) for v in row] for row in g.dW2.tolist()],
+        })
+    measured = []
+    for fw, prog in P0_PROGRAMS:
+        for nw in networks:
+            if nw["case"] == "relu@0" and nw["framework"] == fw and nw["program"] == prog and nw["dtype"] == "float32":
+                row = {k: nw[k] for k in ("framework", "program", "environment", "dtype", "status",
+                                          "kink_derivative", "ok", "W1", "W2", "detail")}
+                row["W1_minus_oracle0"] = _minus(nw["W1"], oracle_rows[0]["W1"])
+                measured.append(row)
+    net = backprop.P0
+    return {
+        "net": {"X": net.X.tolist(), "W1": net.W1.tolist(), "W2": net.W2.tolist(), "target": net.target.tolist(),
+                "loss": "sum((relu(X @ W1) @ W2 - target) ** 2)"},
+        "oracle": oracle_rows,
+        "measured": measured,
+    }
+
+
+def _minus(a: Any, b: Any) -> Any:
+    """Elementwise a - b of two nested lists (shard numbers, possibly "nan"); None when ``a`` is None."""
+    if a is None:
+        return None
+    if isinstance(a, list):
+        return [_minus(x, y) for x, y in zip(a, b)]
+    return _num(float(a) - float(b))
+
+
+def _frac_num(v: Any) -> Any:
+    f = Fraction(v)
+    return int(f) if f.denominator == 1 else float(f)
+
+
+def disagreements(doc: dict[str, Any], catalog: Catalog) -> dict[str, list[dict[str, Any]]]:
+    """Programs for the same case that return different values (reverse mode), within and across frameworks.
+
+    ``within``: per environment, case and dtype, the groups of programs with equal values, when there are
+    two or more groups. ``across``: per case and dtype, comparing the newest environment of each framework,
+    the values some framework returns that no program of another framework returns.
+    """
+    by_key: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for ob in doc["observations"]:
+        if ob["mode"] != "reverse":
+            continue
+        by_key.setdefault((ob["environment"], ob["case"], ob["dtype"]), []).append(ob)
+    within = []
+    envs = doc["environments"]
+    dtypes = sorted({ob["dtype"] for ob in doc["observations"]}, key=["float64", "float32", "float16", "bfloat16"].index)
+    for env in envs:
+        for case in catalog:
+            for dtype in dtypes:
+                obs = by_key.get((env["id"], case.id, dtype), [])
+                groups = _group(((o["program"], _value_key(case, o["value"]), o["framework"], o["labels"][0])
+                                 for o in obs), dtype)
+                if len(groups) > 1:
+                    within.append({"environment": env["id"], "framework": env["framework"], "case": case.id,
+                                   "dtypes": [dtype], "groups": [_strip(g) for g in groups]})
+    newest: dict[str, str] = {}
+    for env in sorted(envs, key=_env_sort_key):
+        if env["device"] == "cpu":
+            newest[env["framework"]] = env["id"]
+    across = []
+    for case in catalog:
+        for dtype in dtypes:
+            obs = [o for eid in newest.values() for o in by_key.get((eid, case.id, dtype), [])]
+            groups = _group(((o["program"], _value_key(case, o["value"]), o["framework"], o["labels"][0])
+                             for o in obs), dtype)
+            frameworks = {p["framework"] for g in groups for p in g["programs"]}
+            one_sided = [g for g in groups if len({p["framework"] for p in g["programs"]}) == 1]
+            if len(frameworks) > 1 and one_sided:
+                across.append({"case": case.id, "dtypes": [dtype], "environments": sorted(newest.values()),
+                               "groups": [_strip(g) for g in groups]})
+    return {"within": _merge_dtypes(within, ("environment", "case")), "across": _merge_dtypes(across, ("case",))}
+
+
+def _merge_dtypes(entries: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One entry for several dtypes when the programs fall into the same groups with the same labels."""
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        shape = [(g["label"], g["programs"]) for g in e["groups"]]
+        for prev in out:
+            if all(prev[k] == e[k] for k in keys) and [(g["label"], g["programs"]) for g in prev["groups"]] == shape:
+                prev["dtypes"].extend(e["dtypes"])
+                break
+        else:
+            out.append(e)
+    return out
+
+
+def _strip(g: dict[str, Any]) -> dict[str, Any]:
+    return {"value": [_num(v) for v in g["flat"]], "label": g["label"], "programs": g["programs"]}
+
+
+def _summary(doc: dict[str, Any]) -> dict[str, Any]:
+    obs = doc["observations"]
+    return {
+        "cases": len(doc["cases"]),
+        "programs": sum(len(c["programs"]) for c in doc["cases"]),
+        "environments": len(doc["environments"]),
+        "observations": len(obs),
+        "errors": sum(o["status"] == "error" for o in obs),
+        "unavailable": sum(o["status"] == "unavailable" for o in obs),
+        "outside_clarke": sum("outside-clarke" in o["labels"] for o in obs),
+        "nan": sum("nan" in o["labels"] for o in obs),
+        "disagreements_within": len(doc["disagreements"]["within"]),
+        "disagreements_across": len(doc["disagreements"]["across"]),
+        "network_mismatches": sum(n["ok"] is False for n in doc["networks"]),
+    }

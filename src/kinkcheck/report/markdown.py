@@ -1,0 +1,160 @@
+"""Render the report document as Markdown (Jinja2 template ``templates/conventions.md.j2``).
+
+Anchors are stable: ``case-<slug>`` for a case, ``case-<slug>--<framework>-<slug of program>`` for a
+program row, and ``env-<environment id>`` for an environment, so a report link can be cited.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["render_markdown", "slug", "fmt_number", "fmt_value"]
+
+
+#: One line per label, for the legend (the order of :data:`kinkcheck.classify.LABELS` is the precedence).
+LABEL_HELP: dict[str, str] = {
+    "error": "the program raised; the message is listed under *Errors and unavailable cells*",
+    "unavailable": "a name, dtype or mode the program needs does not exist in that version",
+    "nan": "at least one component is NaN",
+    "+inf": "a component is +inf",
+    "-inf": "a component is -inf",
+    "derivative": "f is differentiable at the point and the value is its derivative",
+    "left": "equals the left one-sided derivative f'(x0-)",
+    "right": "equals the right one-sided derivative f'(x0+)",
+    "mean": "equals the midpoint of the Clarke set ((left + right) / 2 for a scalar kink)",
+    "split-even": "a tie: the gradient is shared evenly among the tied pieces",
+    "first": "a tie: everything goes to the first tied piece (lowest input position)",
+    "last": "a tie: everything goes to the last tied piece",
+    "one-index": "a tie: everything goes to one tied piece, neither first nor last",
+    "min-norm": "the minimum-norm element of the Clarke generalized gradient (PyTorch's documented rule)",
+    "in-clarke": "inside the Clarke generalized gradient, but none of the above",
+    "outside-clarke": "not an element of the Clarke generalized gradient (or, at a jump, neither one-sided derivative)",
+    "outside-domain": "f is not real-valued near the point; a finite value is not a derivative",
+}
+
+
+def slug(text: str) -> str:
+    """Anchor-safe id: lowercase letters, digits and single dashes (``relu@0`` → ``relu-0``)."""
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s or "x"
+
+
+def fmt_number(v: Any) -> str:
+    """Shortest readable form: ``0``, ``-0``, ``0.5``, ``0.333333``, ``nan``, ``inf``."""
+    if isinstance(v, str):
+        return v
+    f = float(v)
+    if f == 0:
+        return "-0" if str(f).startswith("-") else "0"
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    return f"{f:.6g}"
+
+
+def _flat(v: Any) -> list[Any]:
+    if isinstance(v, list):
+        out: list[Any] = []
+        for x in v:
+            out.extend(_flat(x))
+        return out
+    return [v]
+
+
+def fmt_value(value: dict[str, Any] | None) -> str:
+    """A gradient per input: ``0.5`` for one scalar input, ``x=0.5, y=0.5``, ``[0.333, 0, …]`` for a vector."""
+    if value is None:
+        return "—"
+    parts = []
+    for k, v in value.items():
+        if isinstance(v, list):
+            text = "[" + ", ".join(fmt_number(x) for x in _flat(v)) + "]"
+        else:
+            text = fmt_number(v)
+        parts.append(text if len(value) == 1 else f"{k}={text}")
+    return ", ".join(parts)
+
+
+def fmt_matrix(rows: Any) -> str:
+    """``[[932, 2376], [354, 904]]`` with numbers in :func:`fmt_number` form."""
+    if rows is None:
+        return "—"
+    if isinstance(rows, list):
+        return "[" + ", ".join(fmt_matrix(r) for r in rows) + "]"
+    return fmt_number(rows)
+
+
+def _exact(entry: Any) -> str:
+    """An oracle value from :meth:`OracleResult.to_json`: exact text, or a vector of them."""
+    if entry is None:
+        return "—"
+    if isinstance(entry, list):
+        if len(entry) == 1:
+            return _exact(entry[0])
+        return "(" + ", ".join(_exact(e) for e in entry) + ")"
+    if isinstance(entry, dict):
+        return str(entry.get("exact"))
+    return str(entry)
+
+
+def _clarke(case: dict[str, Any]) -> str:
+    verts = case.get("clarke")
+    if verts is None:
+        return "undefined"
+    if len(case["components"]) == 1:
+        vals = [_exact(v[0]) for v in verts]
+        return f"[{vals[0]}, {vals[-1]}]" if len(vals) > 1 else f"{{{vals[0]}}}"
+    if len(verts) == 1:
+        return "{" + _exact(verts[0]) + "}"
+    return "conv{" + ", ".join(_exact(v) for v in verts) + "}"
+
+
+def _cell(ob: dict[str, Any] | None) -> str:
+    if ob is None:
+        return "·"
+    if ob["status"] == "error":
+        return "error"
+    if ob["status"] == "unavailable":
+        return "unavailable"
+    return f"{fmt_value(ob['value'])} <sub>{ob['labels'][0]}</sub>"
+
+
+def _columns(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    dtypes = ["float64", "float32", "float16", "bfloat16"]
+    present = {(o["environment"], o["dtype"]) for o in doc["observations"]}
+    cols = []
+    for env in doc["environments"]:
+        for dt in dtypes:
+            if (env["id"], dt) in present:
+                cols.append({"env": env["id"], "framework": env["framework"], "dtype": dt,
+                             "title": f"{env['framework']} {env['framework_version']} {env['device']}<br>{dt}"})
+    return cols
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    """The whole Markdown report as one string (deterministic apart from ``generated_at``)."""
+    from importlib import resources
+
+    import jinja2
+
+    text = resources.files("kinkcheck.report").joinpath("templates/conventions.md.j2").read_text()
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                             lstrip_blocks=True, autoescape=False)
+    env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke, cell=_cell)
+    cols = _columns(doc)
+    index = {(o["case"], o["framework"], o["program"], o["environment"], o["dtype"]): o
+             for o in doc["observations"] if o["mode"] == "reverse"}
+    cells = {}
+    for case in doc["cases"]:
+        for p in case["programs"]:
+            cells[(case["id"], p["framework"], p["program"])] = [
+                index.get((case["id"], p["framework"], p["program"], c["env"], c["dtype"]))
+                if c["framework"] == p["framework"] else None
+                for c in cols
+            ]
+    problems = [o for o in doc["observations"] if o["status"] != "ok"]
+    from kinkcheck.classify import LABELS
+
+    return env.from_string(text).render(
+        doc=doc, cols=cols, cells=cells, problems=problems, labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP,
+    )

@@ -1,0 +1,121 @@
+"""Shards: the observations of one environment in one JSON file, with provenance.
+
+A shard is written atomically (a temporary file in the same folder, then :func:`os.replace`), so an
+interrupted probe leaves the previous shard whole. It is validated against ``schemas/shard.v1.json`` on
+read; a corrupt or truncated shard raises :class:`ShardError` naming the file. Provenance follows the
+array-api-tests compliance records: framework and Python versions, platform, device, date, kinkcheck
+version and the catalog hash (a shard is *fresh* when its hash matches the current catalog).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEMA_ID", "ShardError", "read_shard", "write_json_atomic", "write_shard", "shard_schema", "load_shards"]
+
+SCHEMA_ID = "kinkcheck/shard/v1"
+
+
+class ShardError(ValueError):
+    """A shard that cannot be read or does not match the schema; ``str(err)`` names the file."""
+
+
+@cache
+def shard_schema() -> dict[str, Any]:
+    return json.loads(resources.files("kinkcheck").joinpath("schemas/shard.v1.json").read_text())
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (temp file + rename); the old file survives a crash."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shard is a public record
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_shard(path: str | Path, shard: dict[str, Any]) -> None:
+    """Validate and write a shard atomically.
+
+    Raises
+    ------
+    ShardError
+        When ``shard`` does not match the shard schema (nothing is written).
+    """
+    _validate(shard, str(path))
+    write_json_atomic(path, shard)
+
+
+def _validate(data: Any, name: str) -> None:
+    import jsonschema
+
+    try:
+        jsonschema.validate(data, shard_schema())
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "top level"
+        raise ShardError(f"{name}: not a kinkcheck shard ({where}: {err.message[:160]})") from None
+
+
+def read_shard(path: str | Path) -> dict[str, Any]:
+    """Read and validate one shard.
+
+    Raises
+    ------
+    ShardError
+        Missing file, invalid or truncated JSON, or a schema mismatch; the message names the file.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ShardError(f"{p}: shard not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ShardError(f"{p}: cannot read shard ({err})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ShardError(f"{p}: corrupt shard (invalid JSON at line {err.lineno}, column {err.colno})") from None
+    _validate(data, str(p))
+    return data
+
+
+def load_shards(folder: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """All shards ``*.json`` in ``folder``, sorted by environment id, and one error line per bad file.
+
+    A bad shard does not stop the others from loading: the caller reports the gap.
+
+    Raises
+    ------
+    ShardError
+        When ``folder`` does not exist or is not a folder.
+    """
+    d = Path(folder)
+    if not d.is_dir():
+        raise ShardError(f"{d}: no such shard folder")
+    shards, errors = [], []
+    for p in sorted(d.glob("*.json")):
+        try:
+            shards.append(read_shard(p))
+        except ShardError as err:
+            errors.append(str(err))
+    shards.sort(key=lambda s: s["environment"]["id"])
+    ids = [s["environment"]["id"] for s in shards]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        errors.append(f"{d}: several shards for environment {dup}; using the last one by file name")
+    unique = {s["environment"]["id"]: s for s in shards}
+    return list(unique.values()), errors

@@ -1,0 +1,51 @@
+"""Shared fixtures: the catalog, framework adapters (skipped with a reason when not installed), pins."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from kinkcheck.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Framework versions the pinned expectations (public cases P0-P9) hold for; see noxfile.TESTED.
+PINNED = {"torch": "2.13.0", "jax": "0.10.2"}
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    return load_catalog()
+
+
+def _adapter(name: str):
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not installed in this Python (nox -s tests installs it)")
+    from kinkcheck.frameworks import get_adapter
+
+    return get_adapter(name)
+
+
+@pytest.fixture(scope="session")
+def torch_adapter():
+    return _adapter("torch")
+
+
+@pytest.fixture(scope="session")
+def jax_adapter():
+    return _adapter("jax")
+
+
+def public_version(version: str) -> str:
+    from packaging.version import Version
+
+    return Version(version).public
+
+
+def require_pinned(adapter) -> None:
+    """Skip (with the reason) when the installed framework is not the version an expectation is pinned to."""
+    have, want = public_version(adapter.version), PINNED[adapter.name]
+    if have != want:
+        pytest.skip(f"expectation pinned to {adapter.name} {want}; installed {have} (see the report for it)")

@@ -1,0 +1,161 @@
+"""Labels of observed values against the sympy oracle, and the float geometry behind ``in-clarke``."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kinkcheck.catalog import load_catalog
+from kinkcheck.classify import LABELS, classify, hull_distance, min_norm_point, tolerance
+from kinkcheck.oracles.symbolic import OracleResult, analyze
+
+CATALOG = load_catalog()
+
+
+def oracle(case_id: str) -> OracleResult:
+    return analyze(CATALOG.case(case_id))
+
+
+def labels(case_id: str, value: list[float], dtype: str = "float64") -> list[str]:
+    return classify(value, oracle(case_id), dtype)
+
+
+def test_relu_labels() -> None:
+    got = labels("relu@0", [0.0])
+    assert got[:2] == ["left", "min-norm"], f"relu'(0) = 0 is left then min-norm, got {got}"
+    assert "in-clarke" in got, f"0 is in [0, 1]: {got}"
+    assert labels("relu@0", [1.0])[0] == "right", "relu'(0) = 1 is right"
+    assert labels("relu@0", [0.5])[0] == "mean", "relu'(0) = 1/2 is the mean"
+    assert labels("relu@0", [math.nan]) == ["nan"], "nan is the only label"
+    assert labels("relu@0", [2.0]) == ["outside-clarke"], "2 is outside [0, 1]"
+    assert labels("relu@0", [0.25]) == ["in-clarke"], "0.25 is inside [0, 1] but no named convention"
+
+
+def test_tie_labels() -> None:
+    got = labels("maximum@tie", [0.5, 0.5])
+    assert got[:2] == ["split-even", "min-norm"], f"(1/2, 1/2) splits evenly and is min-norm: {got}"
+    assert labels("maximum@tie", [1.0, 0.0])[0] == "first", "gradient to the first tied argument"
+    assert labels("maximum@tie", [0.0, 1.0])[0] == "last", "gradient to the last tied argument"
+    assert labels("maximum@tie", [1.0, 1.0]) == ["outside-clarke"], "(1, 1) is outside the segment"
+    got = labels("max@[1,0,1,0,1,0]", [0, 0, 1, 0, 0, 0])
+    assert got[0] == "one-index", f"e_2 is one tied element, neither first nor last: {got}"
+    assert labels("max@[1,0,1,0,1,0]", [1, 0, 0, 0, 0, 0])[0] == "first", "e_0 is the first tied element"
+    assert labels("max@[1,0,1,0,1,0]", [0, 0, 0, 0, 1, 0])[0] == "last", "e_4 is the last tied element"
+    third = 1 / 3
+    got = labels("max@[1,0,1,0,1,0]", [third, 0, third, 0, third, 0])
+    assert got[:2] == ["split-even", "min-norm"], f"an even split over three ties: {got}"
+    assert labels("max@[1,0,1,0,1,0]", [0, 1, 0, 0, 0, 0]) == ["outside-clarke"], "e_1 is not a tied element"
+    got = labels("maxpool2d@tied-window", [0.5, 0, 0.5, 0])
+    assert got == ["in-clarke"], f"a split over two of three tied elements is only in-clarke: {got}"
+
+
+def test_dtype_tolerance() -> None:
+    assert labels("relu@0", [0.50000006], "float32")[0] == "mean", "float32 tolerance accepts 0.50000006"
+    assert "mean" not in labels("relu@0", [0.50000006], "float64"), "float64 tolerance rejects 0.50000006"
+    assert tolerance("float64") == 1e-9 and tolerance("bfloat16") == 1.6e-2, "documented tolerances"
+    assert tolerance("torch.float16") == 2e-3, "framework prefixes are accepted"
+    with pytest.raises(ValueError, match="unknown dtype"):
+        tolerance("int8")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        classify([0.0], oracle("relu@0"), "complex64")
+
+
+def test_error_and_unavailable() -> None:
+    o = oracle("relu@0")
+    assert classify(None, o, "float64", error="RuntimeError: boom") == ["error"], "error is the only label"
+    assert classify(None, o, "float64", unavailable="no CUDA device") == ["unavailable"], "unavailable only"
+    assert classify([0.0], o, "float64", error="x") == ["error"], "error wins even with a value"
+    with pytest.raises(ValueError, match="neither error nor unavailable"):
+        classify(None, o, "float64")
+    with pytest.raises(ValueError, match="components"):
+        classify([0.0, 1.0], o, "float64")
+
+
+def test_infinite_values() -> None:
+    assert labels("sqrt@0", [math.inf]) == ["+inf", "right"], "sqrt'(0+) = oo"
+    assert labels("sqrt-abs@0", [-math.inf]) == ["-inf", "left"], "sqrt(|x|)'(0-) = -oo"
+    assert labels("relu@0", [math.inf]) == ["+inf"], "an infinity where none belongs"
+    assert labels("sqrt@0", [0.0]) == ["outside-clarke"], "a finite value where f is not Lipschitz"
+
+
+def test_differentiable_jump_undefined() -> None:
+    assert labels("celu@0", [1.0]) == ["derivative"], "celu is differentiable at 0"
+    assert labels("celu@0", [0.5]) == ["outside-clarke"], "any other finite value is wrong"
+    assert labels("where-sqrt@-1", [math.nan]) == ["nan"], "the where trap leaks nan"
+    assert labels("where-sqrt@[-1,-4]", [1.0, 1.0]) == ["derivative"], "vector derivative"
+    assert labels("threshold@1", [0.0]) == ["left"], "a jump's left derivative"
+    assert labels("threshold@1", [1.0]) == ["right"], "a jump's right derivative"
+    assert labels("threshold@1", [0.5]) == ["mean"], "the mean of a jump's one-sided derivatives"
+    assert labels("threshold@1", [3.0]) == ["outside-clarke"], "matches nothing"
+    assert labels("floor@1", [0.0]) == ["left", "right"], "floor: 0 on both sides"
+    assert labels("relu-sqrt@-10", [0.0]) == ["outside-domain"], "finite where f is not real"
+    assert labels("relu-sqrt@-10", [math.nan]) == ["nan"], "nan where f is not real"
+
+
+def test_norm_labels() -> None:
+    assert labels("norm2@origin", [0.0, 0.0])[0] == "min-norm", "0 is the min-norm element of the unit ball"
+    assert labels("norm2@origin", [0.6, 0.6]) == ["in-clarke"], "inside the inscribed octagon"
+    assert labels("norm2@origin", [1.0, 1.0]) == ["outside-clarke"], "outside the unit ball"
+    assert labels("norm1@origin", [1.0, -1.0]) == ["in-clarke"], "a corner of the square"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([c.id for c in CATALOG if len(c.inputs) == 1 and not isinstance(c.at[c.inputs[0]], list)]),
+    st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), st.sampled_from([0.0, 0.5, 1.0, -1.0])),
+    st.sampled_from(["float64", "float32", "float16", "bfloat16"]),
+)
+def test_labels_are_ordered_and_never_empty(case_id: str, x: float, dtype: str) -> None:
+    got = labels(case_id, [x], dtype)
+    assert got, f"{case_id} {x}: no label"
+    assert set(got) <= set(LABELS), f"{case_id} {x}: unknown labels {got}"
+    assert got == sorted(got, key=LABELS.index), f"{case_id} {x}: labels out of order {got}"
+    assert not ({"in-clarke", "outside-clarke"} <= set(got)), f"{case_id} {x}: contradictory {got}"
+
+
+def _brute_distance(p: np.ndarray, V: np.ndarray) -> float:
+    """Distance to conv(V) by enumerating affine least-norm points of every small subset."""
+    P = V - p
+    best = math.inf
+    for k in range(1, min(len(P), P.shape[1] + 1) + 1):
+        for sub in itertools.combinations(range(len(P)), k):
+            B = P[list(sub)]
+            A = np.block([[B @ B.T, np.ones((k, 1))], [np.ones((1, k)), np.zeros((1, 1))]])
+            if abs(np.linalg.det(A)) < 1e-12:
+                continue
+            lam = np.linalg.solve(A, np.r_[np.zeros(k), 1.0])[:k]
+            if np.all(lam >= -1e-12):
+                best = min(best, float(np.linalg.norm(lam @ B)))
+    return best
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 4).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.floats(-3, 3), min_size=n, max_size=n),
+            st.lists(st.lists(st.floats(-3, 3), min_size=n, max_size=n), min_size=1, max_size=6),
+        )
+    )
+)
+def test_hull_distance_matches_enumeration(data: tuple[list[float], list[list[float]]]) -> None:
+    p, V = np.array(data[0]), np.array(data[1])
+    d = hull_distance(p, V)
+    ref = _brute_distance(p, V)
+    assert d >= -1e-12, f"negative distance {d}"
+    assert abs(d - ref) <= 1e-7 * (1 + ref), f"Wolfe {d} vs enumeration {ref} for p={p}, V={V}"
+
+
+def test_min_norm_point_known() -> None:
+    x, w = min_norm_point([[1.0, 0.0], [0.0, 1.0]])
+    assert np.allclose(x, [0.5, 0.5]), f"min-norm point of the segment e_0..e_1 is (1/2, 1/2), got {x}"
+    assert np.isclose(w.sum(), 1.0) and np.all(w >= 0), f"convex weights {w}"
+    assert hull_distance([0.0, 0.0], [[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]]) == 0.0, "origin in square"
+    assert math.isclose(hull_distance([2.0], [[0.0], [1.0]]), 1.0), "1-D interval distance"
+    with pytest.raises(ValueError):
+        hull_distance([0.0, 0.0], [[1.0]])

@@ -1,0 +1,138 @@
+"""The call-expression language: what it accepts, what it refuses (one line, before anything runs)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinkcheck import expr as ex
+
+ROOTS = {"torch", "jax"}
+
+
+@pytest.mark.parametrize(
+    "source, canonical",
+    [
+        ("torch.clamp(x, min=0)", "torch.clamp(x, min=0)"),
+        ("F.relu( x )", "torch.nn.functional.relu(x)"),
+        ("jnp.maximum(x, 0.)", "jax.numpy.maximum(x, 0.0)"),
+        ("x.clamp(min=0)", "x.clamp(min=0)"),
+        ("(torch.relu(x) + torch.relu(-x) + x) / 2", "(torch.relu(x) + torch.relu(-x) + x) / 2"),
+        ("torch.max(v, dim=0).values", "torch.max(v, dim=0).values"),
+        ("v[v.argmax()]", "v[v.argmax()]"),
+        ("jax.lax.reduce_window(v, -jnp.inf, lax.max, (2,), (2,), ((0, 0),))",
+         "jax.lax.reduce_window(v, -jax.numpy.inf, jax.lax.max, (2,), (2,), ((0, 0),))"),
+        ("torch.where(x > 0, x, -0.0)", "torch.where(x > 0, x, -0.0)"),
+        ("0 < x <= 1", "0 < x <= 1"),
+    ],
+)
+def test_parse_accepts_and_canonicalises(source, canonical):
+    tree = ex.parse(source, {"x", "v"}, ROOTS)
+    assert ex.unparse(tree) == canonical, f"canonical text of {source!r}"
+    assert ex.unparse(ex.parse(ex.unparse(tree), {"x", "v"}, ROOTS)) == canonical, "canonical text is a fixed point"
+
+
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        ("__import__('os')", "unknown name '__import__'"),
+        ("torch.__class__", "private or dunder name '__class__'"),
+        ("x.__class__.__bases__", "private or dunder name"),
+        ("torch._C._nn.relu(x)", "private or dunder name '_C'"),
+        ("torch.load(x)", "'load' is refused"),
+        ("torch.hub.load(x)", "'hub' is refused"),
+        ("torch.relu('x')", "literal 'x' is not allowed"),
+        ("(lambda: 1)()", "lambdas are not allowed"),
+        ("[i for i in x]", "comprehensions are not allowed"),
+        ("torch.relu(*x)", "starred arguments are not allowed"),
+        ("torch.relu(**x)", "**kwargs are not allowed"),
+        ("os.system(1)", "unknown name 'os'"),
+        ("y + 1", "unknown name 'y'"),
+        ("torch.relu(x", "malformed expression"),
+        ("x if x else x", "conditional expressions are not allowed"),
+        ("x[0:1]", "slices are not allowed"),
+        ("{1: x}", "dict literals are not allowed"),
+        ("x and x", "and/or are not allowed"),
+        ("", "empty expression"),
+        ("torch.relu(x)\nimport os", "one expression on one line"),
+    ],
+)
+def test_parse_refuses_with_one_line_reason(source, reason):
+    with pytest.raises(ex.ExprError) as info:
+        ex.parse(source, {"x"}, ROOTS)
+    msg = str(info.value)
+    assert reason in msg, f"refusal of {source!r} should say {reason!r}, said {msg!r}"
+    assert "\n" not in msg, "the reason is one line"
+
+
+def test_resolve_names_fails_before_any_call():
+    calls = []
+
+    class NS:
+        def relu(self, v):  # pragma: no cover - must not run
+            calls.append(v)
+            return v
+
+    tree = ex.parse("fw.relu(fw.rleu(x))", {"x"}, {"fw"})
+    with pytest.raises(ex.ExprError, match="'fw.rleu' does not exist"):
+        ex.resolve_names(tree, {"fw": NS()})
+    assert calls == [], "nothing may run when a name does not resolve"
+
+
+def test_evaluate_arithmetic_and_methods():
+    import types
+
+    ns = {"m": types.SimpleNamespace(add=lambda a, b: a + b, neg=lambda a: -a)}
+    tree = ex.parse("m.add(x, 2) * 3 - m.neg(x) ** 2 / 4", {"x"}, {"m"})
+    got = ex.evaluate(tree, ex.resolve_names(tree, ns), {"x": 2.0})
+    assert got == (2.0 + 2) * 3 - 4.0 / 4, f"evaluated value {got}"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("x=0", {"x": 0}),
+        ("x=1,y=1", {"x": 1, "y": 1}),
+        ("v=[1,3,3]", {"v": [1, 3, 3]}),
+        ("x=-0.0", {"x": -0.0}),
+        ("m=[[3,1],[3,3]], s=2.5", {"m": [[3, 1], [3, 3]], "s": 2.5}),
+        ("x=1e-45", {"x": 1e-45}),
+    ],
+)
+def test_parse_point(text, expected):
+    got = ex.parse_point(text)
+    assert got == expected, f"--at {text!r}"
+    if text == "x=-0.0":
+        assert math.copysign(1.0, got["x"]) == -1.0, "-0.0 keeps its sign"
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "--at is empty"),
+        ("x", "expected NAME=VALUE"),
+        ("x=", "expected NAME=VALUE"),
+        ("1x=2", "is not an input name"),
+        ("x=1,x=2", "given twice"),
+        ("x=[1,[2]]", "ragged"),
+        ("x=[1,2", "unbalanced brackets"),
+        ("x=abc", "must be a number"),
+        ("x=__import__('os')", "must be a number"),
+        ("x=[]", "empty list"),
+    ],
+)
+def test_parse_point_refuses(text, reason):
+    with pytest.raises(ex.ExprError, match=None) as info:
+        ex.parse_point(text)
+    assert reason in str(info.value), f"--at {text!r} should say {reason!r}, said {info.value}"
+
+
+@given(st.text(max_size=40))
+def test_parse_never_raises_anything_but_expr_error(text):
+    try:
+        ex.parse(text, {"x"}, ROOTS)
+    except ex.ExprError as err:
+        assert "\n" not in str(err), f"one-line reason for {text!r}"
