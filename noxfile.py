@@ -103,4 +103,4 @@ def bench(session: nox.Session) -> None:
     session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
                     env=_install_env())
     session.install("-e", ".", env=_install_env())
-    session.run("python", "benchmarks/bench_probe.py", *session.posargs)
+    session.run("python", "-m", "kinkcheck.bench", *session.posargs)

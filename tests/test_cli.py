@@ -1,0 +1,110 @@
+"""The kinkcheck command: grad answers in one JSON line; bad input is one line on stderr, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kinkcheck import cli
+from kinkcheck import expr as ex
+
+from conftest import ROOT
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kinkcheck", *args], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["grad", "torch.clamp(x, min=0)", "--at", "x=1"], {"x": 1.0}),
+        (["grad", "torch.amax(v)", "--at", "v=[1,3,3]"], {"v": [0.0, 0.5, 0.5]}),
+        (["grad", "jax.numpy.fmax(x, y)", "--at", "x=1,y=2"], {"x": 0.0, "y": 1.0}),
+        (["grad", "torch.sqrt(x)", "--at", "x=0"], {"x": "inf"}),
+        (["grad", "x.abs()", "--at", "x=-2", "--framework", "torch"], {"x": -1.0}),
+        (["grad", "jnp.abs(x)", "--at", "x=-2", "--dtype", "float32"], {"x": -1.0}),
+        (["grad", "torch.relu(x) * y", "--at", "x=2,y=3", "--mode", "forward"], {"x": 3.0, "y": 2.0}),
+    ],
+)
+def test_grad_prints_one_json_line(capsys, args, expected):
+    fw = "jax" if ("jax" in args[1] or "jnp" in args[1]) else "torch"
+    pytest.importorskip(fw, reason=f"{fw} is not installed (nox -s tests installs it)")
+    code = cli.main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, f"kinkcheck {' '.join(args)} exited {code}: {err}"
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0]) == expected, f"kinkcheck {' '.join(args)} printed {out!r}"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["grad", "torch.nn.functional.rleu(x)", "--at", "x=0"], "'torch.nn.functional.rleu' does not exist"),
+        (["grad", "torch.relu(x)", "--at", "x=abc"], "must be a number"),
+        (["grad", "torch.relu(x)", "--at", "x"], "expected NAME=VALUE"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--dtype", "float8"], "unknown dtype 'float8'"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--mode", "sideways"], "unknown mode 'sideways'"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--device", "tpu"], "unknown device 'tpu'"),
+        (["grad", "__import__('os').system('true')", "--at", "x=0"], "unknown name '__import__'"),
+        (["grad", "torch.relu(y)", "--at", "x=0"], "unknown name 'y'"),
+        (["grad", "torch.relu(x) + jax.nn.relu(x)", "--at", "x=0"], "mixes frameworks"),
+        (["grad", "x.abs()", "--at", "x=0"], "add --framework"),
+        (["grad", "torch.relu(x)", "--at", "x=0,y=1"], "does not use it"),
+        (["grad", "torch.argmax(x)", "--at", "x=[1,2]"], "which has no gradient"),
+        (["grad", "tensorflow.relu(x)", "--at", "x=0"], "unknown name 'tensorflow'"),
+        (["report", "--shards", "/nonexistent", "--out", "/tmp/x"], "no such shard folder"),
+        (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--dtype", "int8"], "unknown dtype 'int8'"),
+        (["frobnicate"], "invalid choice"),
+        (["grad", "torch.relu(x)"], "required: --at"),
+    ],
+)
+def test_bad_input_exit_2_one_line(args, message):
+    res = run(*args)
+    assert res.returncode == 2, f"kinkcheck {' '.join(args)}: exit {res.returncode}, stderr {res.stderr!r}"
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"one line on stderr, got {res.stderr!r}"
+    assert message in lines[0], f"expected {message!r} in {lines[0]!r}"
+    assert "Traceback" not in res.stderr and res.stdout == "", "no traceback, nothing on stdout"
+
+
+def test_missing_framework_is_bad_input(monkeypatch, capsys):
+    from kinkcheck import frameworks
+
+    def unavailable(name):
+        raise frameworks.FrameworkUnavailable(f"{name} is not installed in this Python (No module named '{name}')")
+
+    monkeypatch.setattr(frameworks, "get_adapter", unavailable)
+    code = cli.main(["grad", "jax.nn.relu(x)", "--at", "x=0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "jax is not installed" in err, f"exit {code}, stderr {err!r}"
+
+
+def test_bad_name_executes_nothing(monkeypatch, capsys):
+    pytest.importorskip("torch", reason="torch is not installed (nox -s tests installs it)")
+    calls = []
+    real = ex.evaluate
+    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    code = cli.main(["grad", "torch.relu(x) + torch.nn.functional.rleu(x)", "--at", "x=0"])
+    assert code == 2, "unknown name is bad input"
+    assert calls == [], "no part of the expression may run when one name does not resolve"
+    assert "rleu" in capsys.readouterr().err
+
+
+def test_report_with_a_corrupt_shard_still_renders(tmp_path):
+    import shutil
+
+    shards = tmp_path / "shards"
+    shutil.copytree(ROOT / "references" / "observations", shards)
+    (shards / "broken.json").write_text('{"schema": "kinkcheck/shard/v1", "environ')
+    res = run("report", "--shards", str(shards), "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, f"report from the good shards: {res.stderr}"
+    assert "broken.json" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    md = (tmp_path / "out" / "conventions.md").read_text()
+    assert "broken.json" in md, "the report shows the gap"
+    strict = run("report", "--shards", str(shards), "--out", str(tmp_path / "out2"), "--strict")
+    assert strict.returncode == 2, "--strict fails on an unreadable shard"

@@ -1,0 +1,79 @@
+"""The probe: a whole catalog → a valid shard; one failing program does not lose the others."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinkcheck.catalog import load_catalog
+from kinkcheck.probe import probe
+from kinkcheck.shards import read_shard, write_shard
+
+SMALL = """
+[[case]]
+id = "relu@0"
+title = "relu at 0"
+sympy = "Max(x, 0)"
+at = { x = 0 }
+activation = "relu"
+[case.programs]
+torch = ["torch.relu(x)", "torch.relu(x, 1, 2)", "torch.nn.functional.no_such_function(x)", "torch.argmax(x)"]
+jax = ["jax.nn.relu(x)", "jax.nn.no_such_function(x)"]
+
+[[case]]
+id = "maximum@tie"
+title = "maximum at a tie"
+sympy = "Max(x, y)"
+at = { x = 1, y = 1 }
+tie = true
+[case.programs]
+torch = ["torch.maximum(x, y)"]
+jax = ["jax.numpy.maximum(x, y)"]
+"""
+
+
+@pytest.fixture
+def small(tmp_path):
+    p = tmp_path / "catalog.toml"
+    p.write_text(SMALL)
+    return load_catalog(p)
+
+
+def _by_program(shard, dtype="float64"):
+    return {o["program"]: o for o in shard["observations"] if o["dtype"] == dtype}
+
+
+def test_torch_probe_isolates_failures(torch_adapter, small, tmp_path):
+    steps = []
+    shard = probe("torch", catalog=small, on_step=steps.append)
+    write_shard(tmp_path / "s.json", shard)
+    assert read_shard(tmp_path / "s.json") == shard, "the probe writes a valid shard"
+    obs = _by_program(shard)
+    assert obs["torch.relu(x)"]["status"] == "ok" and obs["torch.relu(x)"]["value"] == {"x": 0.0}, obs
+    assert obs["torch.relu(x, 1, 2)"]["status"] == "error" and "TypeError" in obs["torch.relu(x, 1, 2)"]["error"]
+    missing = obs["torch.nn.functional.no_such_function(x)"]
+    assert missing["status"] == "unavailable" and "does not exist" in missing["error"], missing
+    assert obs["torch.argmax(x)"]["status"] == "error" and "no gradient" in obs["torch.argmax(x)"]["error"]
+    assert obs["torch.maximum(x, y)"]["value"] == {"x": 0.5, "y": 0.5}, "programs after a failure still run"
+    assert len(steps) == 5, f"progress is reported once per program: {steps}"
+    env = shard["environment"]
+    assert env["id"] == f"torch-{env['framework_version']}-cpu" and env["catalog_hash"] == small.hash
+    nets = [n for n in shard["networks"] if n["program"] == "torch.relu(x)"]
+    assert {n["dtype"] for n in nets} == {"float64", "float32"} and all(n["status"] == "ok" for n in nets)
+    assert nets[0]["W1"][2][1] == 1260.0, "P0 network with relu'(0)=0 gives W1[2][1] = 1260 (NumPy oracle)"
+
+
+def test_jax_probe(jax_adapter, small):
+    shard = probe("jax", catalog=small, dtypes=("float32",))
+    obs = _by_program(shard, "float32")
+    assert obs["jax.nn.relu(x)"]["value"] == {"x": 0.0}, obs["jax.nn.relu(x)"]
+    assert obs["jax.nn.no_such_function(x)"]["status"] == "unavailable"
+    assert obs["jax.numpy.maximum(x, y)"]["value"] == {"x": 0.5, "y": 0.5}
+
+
+def test_probe_without_device(torch_adapter, small):
+    from kinkcheck.frameworks import FrameworkUnavailable
+
+    if "cuda" in torch_adapter.devices():
+        pytest.skip("a CUDA device exists here; the no-device path cannot be exercised")
+    with pytest.raises(FrameworkUnavailable, match="not measured: no cuda device"):
+        probe("torch", device="cuda", catalog=small)

@@ -1,0 +1,117 @@
+"""The report: valid against the committed JSON Schema, deterministic, every cell traced to a shard."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import jsonschema
+import pytest
+
+from kinkcheck.report import validate_report
+from kinkcheck.report.build import build, disagreements
+from kinkcheck.report.markdown import render_markdown
+from kinkcheck.shards import load_shards
+
+from conftest import ROOT
+
+OBS = ROOT / "references" / "observations"
+
+
+@pytest.fixture(scope="module")
+def doc(catalog):
+    shards, errors = load_shards(OBS)
+    assert not errors, errors
+    return build(shards, catalog)
+
+
+def _without_timestamp(d):
+    d = copy.deepcopy(d)
+    d["provenance"].pop("generated_at")
+    return d
+
+
+def test_report_matches_schema(doc):
+    validate_report(doc)
+
+
+def test_schema_rejects_a_broken_report(doc):
+    bad = copy.deepcopy(doc)
+    bad["observations"][0]["labels"] = ["sideways"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(bad)
+
+
+def test_committed_report_is_the_render_of_the_committed_shards(doc):
+    committed = json.loads((ROOT / "reports" / "conventions.json").read_text())
+    validate_report(committed)
+    assert _without_timestamp(committed) == json.loads(json.dumps(_without_timestamp(doc))), (
+        "reports/conventions.json is stale: run `nox -s report` and commit it"
+    )
+    md = (ROOT / "reports" / "conventions.md").read_text()
+    fresh = render_markdown(doc)
+    strip = lambda text: "\n".join(ln for ln in text.splitlines() if "Generated at" not in ln)  # noqa: E731
+    assert strip(md) == strip(fresh), "reports/conventions.md is stale: run `nox -s report` and commit it"
+
+
+def test_same_shards_render_identically(catalog, doc):
+    shards, _ = load_shards(OBS)
+    again = build(shards, catalog)
+    assert _without_timestamp(again) == _without_timestamp(doc), "report must be deterministic"
+    a, b = render_markdown(doc), render_markdown({**again, "provenance": doc["provenance"]})
+    assert a == b, "Markdown must be byte-identical for the same shards and timestamp"
+
+
+def test_every_observation_comes_from_a_shard(doc):
+    shards, _ = load_shards(OBS)
+    recorded = {(s["environment"]["id"], o["case"], o["program"], o["dtype"], o["mode"]): o["value"]
+                for s in shards for o in s["observations"]}
+    for o in doc["observations"]:
+        key = (o["environment"], o["case"], o["program"], o["dtype"], o["mode"])
+        assert key in recorded and recorded[key] == o["value"], f"report cell {key} not traced to a shard"
+
+
+def _obs(doc, env_prefix, case, program, dtype="float64"):
+    for o in doc["observations"]:
+        if o["environment"].startswith(env_prefix) and o["case"] == case and o["program"] == program \
+                and o["dtype"] == dtype:
+            return o
+    raise AssertionError(f"no observation {env_prefix} {case} {program} {dtype}")
+
+
+def test_labels_in_report(doc):
+    o = _obs(doc, "jax-", "relu@0", "jax.numpy.maximum(x, 0.0)")
+    assert o["value"] == {"x": 0.5} and o["labels"][0] == "mean", f"jnp.maximum at 0: {o}"
+    o = _obs(doc, "jax-", "relu@0", "jax.nn.relu(x)")
+    assert o["labels"][:2] == ["left", "min-norm"], f"jax.nn.relu at 0: {o}"
+    o = _obs(doc, "torch-2.13.0", "relu@0", "torch.clamp(x, min=0)")
+    assert o["value"] == {"x": 1.0} and o["labels"][0] == "right", f"torch 2.13 clamp at 0: {o}"
+
+
+def test_disagreements_found(doc, catalog):
+    within = {(d["environment"], d["case"]) for d in doc["disagreements"]["within"]}
+    assert any(env.startswith("jax") and case == "relu@0" for env, case in within), "jax relu@0 programs differ"
+    across = {d["case"] for d in doc["disagreements"]["across"]}
+    assert "abs@0" in across, "torch.abs (0) vs jnp.abs (1) at 0 is an across-framework disagreement"
+    assert disagreements(doc, catalog) == doc["disagreements"], "disagreements are derived, not stored by hand"
+
+
+def test_p0_worked_example(doc):
+    oracle = {r["kink_derivative"]: r for r in doc["p0"]["oracle"]}
+    diff = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(oracle["0"]["W1"], oracle["1"]["W1"])]
+    assert diff == [[0, 0], [0, 0], [0, -38]], f"NumPy oracle relu'(0)=0 minus =1: {diff}"
+    assert oracle["0"]["W2"] == oracle["1"]["W2"], "W2 does not depend on relu'(0)"
+    assert oracle["1/2"]["W1"][2][1] == 1279, "relu'(0)=1/2 lands halfway"
+    rows = {(m["environment"], m["program"]): m for m in doc["p0"]["measured"]}
+    relu = rows[("torch-2.13.0-cpu", "torch.nn.functional.relu(x)")]
+    clamp = rows[("torch-2.13.0-cpu", "x.clamp(min=0)")]
+    measured = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(relu["W1"], clamp["W1"])]
+    assert measured == [[0, 0], [0, 0], [0, -38]], f"PyTorch 2.13.0 reproduces the seed: {measured}"
+    assert all(m["ok"] for m in doc["p0"]["measured"]), "every measured P0 row agrees with the NumPy oracle"
+
+
+def test_markdown_sections(doc):
+    md = render_markdown(doc)
+    for heading in ("## Disagreements", "### Within one framework", "### Across frameworks",
+                    "## Worked example: P0", "## Cases", '<a id="case-relu-0"></a>'):
+        assert heading in md, f"Markdown report lacks {heading!r}"
