@@ -40,7 +40,7 @@ import numpy as np
 if TYPE_CHECKING:
     from kinkcheck.oracles.symbolic import OracleResult
 
-__all__ = ["LABELS", "TOLERANCES", "tolerance", "classify", "hull_distance", "min_norm_point"]
+__all__ = ["LABELS", "TOLERANCES", "tolerance", "classify", "hull_distance", "min_norm_point", "same_value"]
 
 LABELS: tuple[str, ...] = (
     "error",
@@ -240,6 +240,21 @@ def _close(a: float, b: float, tol: float) -> bool:
 
 def _equals(value: Sequence[float], target: Sequence[float] | None, tol: float) -> bool:
     return target is not None and len(target) == len(value) and all(_close(a, b, tol) for a, b in zip(value, target))
+
+
+def same_value(a: Sequence[float], b: Sequence[float], dtype: str) -> bool:
+    """Whether two observed gradients (flat, same component order) are equal within :func:`tolerance`.
+
+    Used to group programs that return the same convention; unlike a comparison with the oracle, NaN
+    matches NaN here (two programs that both return NaN agree with each other).
+    """
+    if len(a) != len(b):
+        return False
+    tol = tolerance(dtype)
+    return all(
+        (math.isnan(x) and math.isnan(y)) or (not math.isnan(x) and not math.isnan(y) and _close(x, y, tol))
+        for x, y in zip(a, b)
+    )
 
 
 def classify(

@@ -15,7 +15,7 @@ from typing import Any
 
 from kinkcheck import __version__
 from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
-from kinkcheck.classify import classify, tolerance
+from kinkcheck.classify import classify, same_value
 from kinkcheck.frameworks.base import decode, flatten
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.symbolic import analyze
@@ -49,22 +49,6 @@ def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
     return (rank, fw, v, env["device"])
 
 
-def _close(a: Sequence[float], b: Sequence[float], dtype: str) -> bool:
-    tol = tolerance(dtype)
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if math.isnan(x) or math.isnan(y):
-            if not (math.isnan(x) and math.isnan(y)):
-                return False
-        elif math.isinf(x) or math.isinf(y):
-            if x != y:
-                return False
-        elif abs(x - y) > tol * (1 + max(abs(x), abs(y))):
-            return False
-    return True
-
-
 def _value_key(case: Case, value: dict[str, Any] | None) -> list[float] | None:
     if value is None:
         return None
@@ -78,7 +62,7 @@ def _group(items: Iterable[tuple[str, list[float] | None, str, str]], dtype: str
         if flat is None:
             continue
         for g in groups:
-            if _close(g["flat"], flat, dtype):
+            if same_value(g["flat"], flat, dtype):
                 g["programs"].append({"framework": framework, "program": program})
                 break
         else:
@@ -184,8 +168,33 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         "p0": _p0(networks),
     }
     doc["disagreements"] = disagreements(doc, catalog)
+    doc["coverage"] = _coverage(doc)
     doc["summary"] = _summary(doc)
     return doc
+
+
+def _coverage(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the shards measured and, derived from their absence, what they did not (with the reason)."""
+    from kinkcheck.frameworks.base import DTYPES, MODES
+
+    obs = doc["observations"]
+    have = {"devices": sorted({e["device"] for e in doc["environments"]}),
+            "dtypes": [d for d in DTYPES if any(o["dtype"] == d for o in obs)],
+            "modes": [m for m in MODES if any(o["mode"] == m for o in obs)]}
+    missing = []
+    for fw in FRAMEWORKS:
+        envs = [e for e in doc["environments"] if e["framework"] == fw]
+        if not envs:
+            missing.append(f"{fw}: not measured: no shard")
+        elif not any(e["device"] == "cuda" for e in envs):
+            missing.append(f"{fw} on CUDA: not measured: no shard from a CUDA device")
+    absent_dtypes = [d for d in DTYPES if d not in have["dtypes"]]
+    if absent_dtypes:
+        missing.append(f"{', '.join(absent_dtypes)}: not measured: no shard probed these dtypes")
+    absent_modes = [m for m in MODES if m not in have["modes"]]
+    if absent_modes:
+        missing.append(f"{', '.join(absent_modes)} mode: not measured: no shard probed it")
+    return {**have, "not_measured": missing}
 
 
 def _num(v: float) -> Any:
