@@ -1,15 +1,18 @@
 """JAX adapter: evaluates call expressions with ``jax.numpy`` arrays.
 
 Reverse mode is ``jax.vjp`` with a cotangent of ones (``jax.grad`` for a scalar output); forward mode is
-``jax.jvp`` along each input component's unit tangent, with the output summed. float64 needs
-``jax_enable_x64``, which this adapter switches on at import (float32 inputs stay float32).
+``jax.jvp`` along each input component's unit tangent, with the output summed. float64 is evaluated
+with ``jax_enable_x64`` switched on (it needs it); every other dtype with it off, JAX's default, so a
+float32 program sees what most users see (with x64 on, a Python float literal becomes float64 and
+``jax.lax.max(x, 0.0)`` refuses the mix).
 Where JAX defines a kink's derivative: ``jax/_src/lax/lax.py`` (``max``/``min`` JVPs split ties evenly,
 ``abs``, ``sign``), ``jax/_src/nn/functions.py`` (``relu``'s custom JVP: 0 at 0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kinkcheck import expr as ex
@@ -27,10 +30,32 @@ try:
     import jax.numpy as jnp
     import numpy as np
 
-    jax.config.update("jax_enable_x64", True)
 except ImportError as _err:  # pragma: no cover - depends on the environment
     jax = None
     _IMPORT_ERROR = str(_err)
+
+
+@contextlib.contextmanager
+def _x64(enabled: bool) -> Iterator[None]:
+    """``jax_enable_x64`` set to ``enabled`` inside the block (the context manager where JAX has one)."""
+    manager = getattr(jax, "enable_x64", None)  # jax >= 0.4.36; older: jax.experimental.enable_x64
+    if manager is None:
+        try:
+            from jax.experimental import disable_x64, enable_x64
+
+            manager = lambda on: enable_x64() if on else disable_x64()  # noqa: E731
+        except ImportError:
+            manager = None
+    if manager is not None:
+        with manager(enabled):
+            yield
+        return
+    old = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", enabled)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", old)
 
 
 def load() -> JaxAdapter:
@@ -91,6 +116,11 @@ class JaxAdapter:
         self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
         check_mode(mode)
+        check_dtype(dtype)
+        with _x64(dtype == "float64"):
+            return self._gradient(tree, at, dtype, device, mode)
+
+    def _gradient(self, tree: ex.Node, at: Mapping[str, Any], dtype: str, device: str, mode: str) -> dict[str, Any]:
         names = self._resolve(tree)
         keys = list(at)
         args = self._inputs(at, dtype, device)
@@ -113,6 +143,13 @@ class JaxAdapter:
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
+    ) -> tuple[list[list[float]], list[list[float]]]:
+        check_dtype(dtype)
+        with _x64(dtype == "float64"):
+            return self._network_grads(tree, input_name, net, dtype, device)
+
+    def _network_grads(
+        self, tree: ex.Node, input_name: str, net: Any, dtype: str, device: str
     ) -> tuple[list[list[float]], list[list[float]]]:
         names = self._resolve(tree)
         X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype, device)

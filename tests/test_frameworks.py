@@ -1,0 +1,195 @@
+"""Adapter behaviour (kinkcheck.frameworks): the contract the probe and the CLI rely on, for torch and JAX.
+
+These tests do not pin kink conventions (test_public_cases.py does); they hold for any installed version.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kinkcheck import expr as ex
+from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
+from kinkcheck.oracles import backprop
+
+FRAMEWORKS = [pytest.param("torch", marks=pytest.mark.torch), pytest.param("jax", marks=pytest.mark.jax)]
+
+#: Per framework, programs written in the call-expression language.
+PROGRAMS = {
+    "torch": {
+        "missing": "torch.relu(x) + torch.nn.functional.no_such_activation_in_this_version(x)",
+        "integer": "torch.argmax(v)",
+        "boolean": "v > 0",
+        "smooth": "torch.sin(x) * y ** 2 + torch.sum(torch.tanh(v) * v)",
+        "sin": "torch.sin(x)",
+        "sign_probe": "x * torch.copysign(torch.ones_like(x), x)",
+        "abs": "torch.abs(x)",
+        "relu": "torch.relu(x)",
+    },
+    "jax": {
+        "missing": "jax.nn.relu(x) + jax.nn.no_such_activation_in_this_version(x)",
+        "integer": "jax.numpy.argmax(v)",
+        "boolean": "v > 0",
+        "smooth": "jax.numpy.sin(x) * y ** 2 + jax.numpy.sum(jax.numpy.tanh(v) * v)",
+        "sin": "jax.numpy.sin(x)",
+        "sign_probe": "x * jax.numpy.copysign(jax.numpy.ones_like(x), x)",
+        "abs": "jax.numpy.abs(x)",
+        "relu": "jax.nn.relu(x)",
+    },
+}
+
+
+def adapter_for(request, framework: str):
+    return request.getfixturevalue(f"{framework}_adapter")
+
+
+def tree(framework: str, key: str, inputs=("x", "y", "v")):
+    return ex.parse(PROGRAMS[framework][key], inputs, {framework})
+
+
+def label(adapter, key: str, at, dtype="float64", mode="reverse") -> str:
+    return f"{PROGRAMS[adapter.name][key]} at {at} ({dtype}, {mode}, {adapter.name} {adapter.version})"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_missing_name_is_unavailable_before_anything_runs(request, monkeypatch, framework):
+    adapter = adapter_for(request, framework)
+    calls = []
+    real_evaluate = ex.evaluate
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(ex, "evaluate", spy)
+    at = {"x": 0.0}
+    where = label(adapter, "missing", at)
+    for mode in ("reverse", "forward"):
+        with pytest.raises(Unavailable, match="no_such_activation_in_this_version") as info:
+            adapter.gradient(tree(framework, "missing"), at, "float64", mode=mode)
+        assert "does not exist" in str(info.value), f"{where} ({mode}): reason {info.value!r} does not say why"
+    with pytest.raises(Unavailable, match="no_such_activation_in_this_version"):
+        adapter.network_grads(tree(framework, "missing"), "x", backprop.P0, "float32")
+    assert calls == [], f"{where}: the program was evaluated {len(calls)} time(s) before the missing name was found"
+
+
+@pytest.mark.parametrize("key", ["integer", "boolean"])
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_non_float_output_is_a_program_error(request, framework, mode, key):
+    adapter = adapter_for(request, framework)
+    at = {"v": [1.0, 3.0, 2.0]}
+    with pytest.raises(ProgramError, match="no gradient") as info:
+        adapter.gradient(tree(framework, key, ("v",)), at, "float64", mode=mode)
+    assert ("int" in str(info.value)) or ("bool" in str(info.value)), (
+        f"{label(adapter, key, at, mode=mode)}: ProgramError {info.value!r} does not name the dtype"
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_forward_and_reverse_agree_on_a_smooth_program(request, framework, dtype):
+    adapter = adapter_for(request, framework)
+    at = {"x": 0.3, "y": -1.2, "v": [[0.5, -2.0], [1.5, 0.0]]}
+    where = label(adapter, "smooth", at, dtype)
+    rev = adapter.gradient(tree(framework, "smooth"), at, dtype, mode="reverse")
+    fwd = adapter.gradient(tree(framework, "smooth"), at, dtype, mode="forward")
+    assert set(rev) == set(fwd) == {"x", "y", "v"}, f"{where}: gradient keys {set(rev)} / {set(fwd)}"
+    v = np.array(at["v"])
+    exact = {
+        "x": math.cos(0.3) * 1.2**2,
+        "y": 2 * math.sin(0.3) * -1.2,
+        "v": (np.tanh(v) + v / np.cosh(v) ** 2).tolist(),
+    }
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for name in ("x", "y", "v"):
+        assert np.shape(rev[name]) == np.shape(at[name]), f"{where}: reverse {name} has shape {np.shape(rev[name])}"
+        assert np.shape(fwd[name]) == np.shape(at[name]), f"{where}: forward {name} has shape {np.shape(fwd[name])}"
+        np.testing.assert_allclose(fwd[name], rev[name], rtol=tol, atol=tol, err_msg=f"{where}: forward vs reverse, {name}")
+        np.testing.assert_allclose(rev[name], exact[name], rtol=tol, atol=tol, err_msg=f"{where}: reverse vs exact, {name}")
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_float32_inputs_give_float32_results(request, framework, mode):
+    adapter = adapter_for(request, framework)
+    at = {"x": 0.1}
+    g32 = adapter.gradient(tree(framework, "sin", ("x",)), at, "float32", mode=mode)["x"]
+    g64 = adapter.gradient(tree(framework, "sin", ("x",)), at, "float64", mode=mode)["x"]
+    where = label(adapter, "sin", at, "float32", mode)
+    assert float(np.float32(g32)) == g32, f"{where}: {g32!r} is not a float32 value"
+    want = float(np.cos(np.float32(0.1)))  # cos of the float32 input, rounded to float32
+    assert g32 == pytest.approx(want, rel=1e-6), f"{where}: {g32!r}, float32 cos(0.1) is {want!r}"
+    assert g64 == math.cos(0.1), f"{label(adapter, 'sin', at, 'float64', mode)}: {g64!r}, cos(0.1) is {math.cos(0.1)!r}"
+    assert g32 != g64, f"{where}: float32 result {g32!r} equals the float64 one; was the input cast to float32?"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_negative_zero_keeps_its_sign(request, catalog, framework, mode, dtype):
+    """-0.0 reaches the framework as -0.0: the catalog keeps it, and d/dx x * copysign(1, x) is -1 there."""
+    adapter = adapter_for(request, framework)
+    x = catalog.case("abs@-0.0").at["x"]
+    assert math.copysign(1.0, x) == -1.0, f"catalog case abs@-0.0 holds {x!r}, not -0.0"
+    for point, want in ((x, -1.0), (0.0, 1.0)):
+        got = adapter.gradient(tree(framework, "sign_probe", ("x",)), {"x": point}, dtype, mode=mode)["x"]
+        assert got == want, f"{label(adapter, 'sign_probe', {'x': point}, dtype, mode)}: {got!r}, expected {want}"
+    # abs at -0.0 through the catalog program runs and returns a finite number (its value is pinned in P5).
+    got = adapter.gradient(tree(framework, "abs", ("x",)), {"x": x}, dtype, mode=mode)["x"]
+    assert math.isfinite(got), f"{label(adapter, 'abs', {'x': x}, dtype, mode)}: {got!r}"
+
+
+@pytest.mark.parametrize("dtype", ["int32", "complex64", "float8", "torch.float64"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_unknown_dtype_is_rejected(request, framework, dtype):
+    adapter = adapter_for(request, framework)
+    with pytest.raises(ex.ExprError, match="unknown dtype") as info:
+        adapter.gradient(tree(framework, "sin", ("x",)), {"x": 0.1}, dtype)
+    assert repr(dtype) in str(info.value), f"{adapter.name} {adapter.version}: {info.value!r} does not name {dtype!r}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_unknown_mode_is_rejected(request, framework):
+    adapter = adapter_for(request, framework)
+    with pytest.raises(ex.ExprError, match="unknown mode"):
+        adapter.gradient(tree(framework, "sin", ("x",)), {"x": 0.1}, "float64", mode="sideways")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_cuda_without_a_gpu_is_framework_unavailable(request, framework):
+    adapter = adapter_for(request, framework)
+    if "cuda" in adapter.devices():
+        pytest.skip(f"{adapter.name} {adapter.version} sees a CUDA device here; the no-GPU path cannot be tested")
+    where = f"{PROGRAMS[framework]['relu']} on cuda ({adapter.name} {adapter.version}, no GPU)"
+    with pytest.raises(FrameworkUnavailable, match="no CUDA device"):
+        adapter.gradient(tree(framework, "relu", ("x",)), {"x": 0.0}, "float64", device="cuda")
+    with pytest.raises(FrameworkUnavailable, match="no CUDA device"):
+        adapter.network_grads(tree(framework, "relu", ("x",)), "x", backprop.P0, "float32", device="cuda")
+    assert adapter.devices() == ["cpu"], f"{where}: devices() is {adapter.devices()}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_unknown_device_is_rejected(request, framework):
+    adapter = adapter_for(request, framework)
+    with pytest.raises(ex.ExprError, match="unknown device"):
+        adapter.gradient(tree(framework, "relu", ("x",)), {"x": 0.0}, "float64", device="tpu7")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_network_grads_relu_matches_the_numpy_oracle(request, framework):
+    adapter = adapter_for(request, framework)
+    w1, w2 = adapter.network_grads(tree(framework, "relu", ("x",)), "x", backprop.P0, "float32")
+    where = f"{PROGRAMS[framework]['relu']} on the P0 net (float32, {adapter.name} {adapter.version})"
+    oracle = backprop.two_layer_grads(backprop.P0, "relu", 0, dtype=object)
+    assert w1 == [[float(v) for v in row] for row in oracle.dW1], f"{where}: W1 {w1}, NumPy oracle (relu'(0)=0) {oracle.dW1.tolist()}"
+    assert w2 == [[float(v) for v in row] for row in oracle.dW2], f"{where}: W2 {w2}, NumPy oracle {oracle.dW2.tolist()}"
+    check = backprop.crosscheck(w1, w2, "relu", 0, "float32")
+    assert check.ok, f"{where}: {check.detail}"
+
+
+def test_unknown_framework_is_framework_unavailable():
+    with pytest.raises(FrameworkUnavailable, match="unknown framework"):
+        get_adapter("tensorflow")
