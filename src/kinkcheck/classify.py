@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,9 @@ import numpy as np
 if TYPE_CHECKING:
     from kinkcheck.oracles.symbolic import OracleResult
 
-__all__ = ["LABELS", "TOLERANCES", "tolerance", "classify", "hull_distance", "min_norm_point", "same_value"]
+__all__ = [
+    "LABELS", "TOLERANCES", "OracleNumbers", "tolerance", "classify", "hull_distance", "min_norm_point", "same_value",
+]
 
 LABELS: tuple[str, ...] = (
     "error",
@@ -212,12 +215,51 @@ def hull_distance(point: Sequence[float], vertices: Sequence[Sequence[float]]) -
 # --------------------------------------------------------------------------- labels
 
 
+@dataclass(frozen=True)
+class OracleNumbers:
+    """The oracle's numbers as floats, read from :meth:`OracleResult.to_json` (e.g. the on-disk cache).
+
+    Has the attributes :func:`classify` reads, with the same meaning as on
+    :class:`~kinkcheck.oracles.symbolic.OracleResult`, so the report can classify without sympy.
+    """
+
+    case_id: str
+    components: tuple[str, ...]
+    kind: str
+    tie: bool
+    derivative: tuple[float, ...] | None
+    left: float | None
+    right: float | None
+    limiting_gradients: tuple[tuple[float, ...], ...]
+    clarke: tuple[tuple[float, ...], ...] | None
+    min_norm: tuple[float, ...] | None
+    midpoint: tuple[float, ...] | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> OracleNumbers:
+        """Build from a ``to_json()`` dict; raises KeyError or ValueError on a malformed one."""
+
+        def num(e: Any) -> float | None:
+            return None if e is None else float(e["float"])
+
+        def vec(v: Any) -> tuple[float, ...] | None:
+            return None if v is None else tuple(num(c) for c in v)
+
+        return cls(
+            case_id=d["case"], components=tuple(d["components"]), kind=d["kind"], tie=bool(d["tie"]),
+            derivative=vec(d["derivative"]), left=num(d["left"]), right=num(d["right"]),
+            limiting_gradients=tuple(vec(g) for g in d["limiting_gradients"]),
+            clarke=None if d["clarke"] is None else tuple(vec(g) for g in d["clarke"]),
+            min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]),
+        )
+
+
 def _f(v: Any) -> float:
     return float(v)  # sympy numbers, oo and -oo convert; sympy is not imported here
 
 
 @lru_cache(maxsize=4096)
-def _numbers(oracle: OracleResult) -> dict[str, Any]:
+def _numbers(oracle: OracleResult | OracleNumbers) -> dict[str, Any]:
     def vec(v: Sequence[Any] | None) -> tuple[float, ...] | None:
         return None if v is None else tuple(_f(c) for c in v)
 
@@ -259,7 +301,7 @@ def same_value(a: Sequence[float], b: Sequence[float], dtype: str) -> bool:
 
 def classify(
     value: Sequence[float] | None,
-    oracle: OracleResult,
+    oracle: OracleResult | OracleNumbers,
     dtype: str,
     *,
     error: str | None = None,

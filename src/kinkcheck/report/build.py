@@ -15,10 +15,10 @@ from typing import Any
 
 from kinkcheck import __version__
 from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
-from kinkcheck.classify import classify, same_value
+from kinkcheck.classify import OracleNumbers, classify, same_value
 from kinkcheck.frameworks.base import decode, flatten
 from kinkcheck.oracles import backprop
-from kinkcheck.oracles.symbolic import analyze
+from kinkcheck.oracles.table import oracle_table
 
 __all__ = ["SCHEMA_ID", "build", "P0_PROGRAMS"]
 
@@ -88,17 +88,17 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     """
     shards = sorted(shards, key=lambda s: _env_sort_key(s["environment"]))
     environments = [s["environment"] for s in shards]
-    oracles = {c.id: analyze(c) for c in catalog}
+    table = oracle_table(catalog)
+    oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
     cases_out = []
     for c in catalog:
-        o = oracles[c.id]
         entry = {
             "id": c.id, "title": c.title, "sympy": c.sympy, "at": c.at, "tie": c.tie, "sources": list(c.sources),
             "note": c.note,
             "programs": [{"framework": p.framework, "program": p.id} for p in c.programs],
             "notes": dict(c.notes), "no_equivalent": dict(c.no_equivalent),
         }
-        oj = o.to_json()
+        oj = dict(table[c.id])
         oj.pop("case", None)
         oj["oracle_notes"] = oj.pop("notes", [])
         entry.update(oj)
