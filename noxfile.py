@@ -50,6 +50,25 @@ def _install_env() -> dict[str, str]:
     return env
 
 
+def _install_once(session: nox.Session, *args: str, env: dict[str, str] | None = None) -> None:
+    """``session.install(*args)`` unless this virtualenv already got exactly that (same pyproject.toml).
+
+    Keeps a re-run of ``nox -s report`` with nothing changed from installing anything.
+    """
+    import hashlib
+
+    venv = getattr(session.virtualenv, "location", None)
+    stamp_text = hashlib.sha256(((ROOT / "pyproject.toml").read_bytes() + repr(args).encode())).hexdigest()
+    stamp = Path(venv) / ".kinkcheck-installed" if venv else None
+    if stamp is not None and stamp.is_file() and stamp_text in stamp.read_text().split():
+        session.log(f"already installed: {' '.join(args)}")
+        return
+    session.install(*args, env=env or {})
+    if stamp is not None:
+        with stamp.open("a") as fh:
+            fh.write(stamp_text + "\n")
+
+
 def _catalog_hash() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     try:
@@ -76,15 +95,15 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
     if _fresh(shard) and "--remeasure" not in session.posargs:
         session.log(f"{shard.relative_to(ROOT)} is fresh (catalog unchanged): nothing to install or probe")
         return
-    session.install(*_requirements(framework, version), env=_install_env())
-    session.install("-e", ".", env=_install_env())
+    _install_once(session, *_requirements(framework, version), env=_install_env())
+    _install_once(session, "-e", ".", env=_install_env())
     session.run("kinkcheck", "probe", "--framework", framework, "--out", str(shard))
 
 
 @nox.session(python=PYTHON, requires=[f"probe({fw}-{v})" for fw, v in REPORT])
 def report(session: nox.Session) -> None:
     """The main job: render reports/conventions.{md,json} from every shard in references/observations/."""
-    session.install("-e", ".")
+    _install_once(session, "-e", ".")
     session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(ROOT / "reports"))
 
 
