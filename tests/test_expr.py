@@ -58,6 +58,9 @@ def test_parse_accepts_and_canonicalises(source, canonical):
         ("x and x", "and/or are not allowed"),
         ("", "empty expression"),
         ("torch.relu(x)\nimport os", "one expression on one line"),
+        ("x" + "+x" * 1000, "expression too long"),
+        ("-" * 150 + "x", "nested more than 100 levels"),
+        ("(" * 300 + "x" + ")" * 300, "too many nested parentheses"),
     ],
 )
 def test_parse_refuses_with_one_line_reason(source, reason):
@@ -122,6 +125,10 @@ def test_parse_point(text, expected):
         ("x=abc", "must be a number"),
         ("x=__import__('os')", "must be a number"),
         ("x=[]", "empty list"),
+        ("x=nan", "must be a number"),
+        ("x=1e400", "is not finite"),
+        ("v=[1, 1e999]", "is not finite"),
+        ("x=" + "[" * 500 + "1" + "]" * 500, "malformed value"),
     ],
 )
 def test_parse_point_refuses(text, reason):
@@ -136,3 +143,43 @@ def test_parse_never_raises_anything_but_expr_error(text):
         ex.parse(text, {"x"}, ROOTS)
     except ex.ExprError as err:
         assert "\n" not in str(err), f"one-line reason for {text!r}"
+
+
+def _fake_framework():
+    import os
+    import types
+
+    fw = types.ModuleType("fw")
+    fw.nn = types.ModuleType("fw.nn")
+    fw.os = os  # frameworks re-export modules like this (torch.os, jax.version.os)
+    fw.length = len  # and builtins
+    fw.name = lambda v: "id"  # a function of the framework that returns a string
+    fw.name.__module__ = "fw"
+    fw.nn.relu = lambda v: v
+    fw.nn.relu.__module__ = "fw.nn"
+    return fw
+
+
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        ("fw.os.getpid()", "'fw.os' is the module 'os', outside the expression namespace"),
+        ("fw.length(x)", "'fw.length' comes from 'builtins', outside fw"),
+    ],
+)
+def test_resolve_is_an_allowlist(source, reason):
+    tree = ex.parse(source, {"x"}, {"fw"})
+    with pytest.raises(ex.ExprError) as info:
+        ex.resolve_names(tree, {"fw": _fake_framework()}, modules={"fw", "fw.nn"}, origins={"fw"})
+    assert reason in str(info.value), f"{source!r}: expected {reason!r}, got {info.value}"
+
+
+def test_allowed_names_resolve_and_strings_are_refused_at_run_time():
+    fw = _fake_framework()
+    tree = ex.parse("fw.nn.relu(x)", {"x"}, {"fw"})
+    names = ex.resolve_names(tree, {"fw": fw}, modules={"fw", "fw.nn"}, origins={"fw"})
+    assert ex.evaluate(tree, names, {"x": 3}) == 3, "an allowed function runs"
+    tree = ex.parse("fw.name(x)", {"x"}, {"fw"})
+    names = ex.resolve_names(tree, {"fw": fw}, modules={"fw", "fw.nn"}, origins={"fw"})
+    with pytest.raises(ex.ExprError, match="produced a str; strings and modules are not allowed"):
+        ex.evaluate(tree, names, {"x": 3})

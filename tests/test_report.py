@@ -112,6 +112,18 @@ def test_p0_worked_example(doc):
 
 def test_markdown_sections(doc):
     md = render_markdown(doc)
-    for heading in ("## Disagreements", "### Within one framework", "### Across frameworks",
-                    "## Worked example: P0", "## Cases", '<a id="case-relu-0"></a>'):
+    for heading in ("Disagreements", "### Within one framework", "### Across frameworks",
+                    "## Worked example: P0", "## Cases", '<a id="case-relu-at-0"></a>',
+                    '<a id="case-clamp-at-minus-1"></a>', '<a id="case-clamp-at-1"></a>'):
         assert heading in md, f"Markdown report lacks {heading!r}"
+
+
+def test_anchors_are_unique(doc):
+    import re
+    from collections import Counter
+
+    anchors = Counter(re.findall(r'<a id="([^"]+)"></a>', render_markdown(doc)))
+    dupes = [a for a, n in anchors.items() if n > 1]
+    assert not dupes, f"anchors must be unique to be citable: {dupes[:5]}"
+    links = set(re.findall(r"\]\(#([^)]+)\)", render_markdown(doc)))
+    assert links <= set(anchors), f"links to missing anchors: {sorted(links - set(anchors))[:5]}"

@@ -11,12 +11,14 @@ Precedence, and why
 * ``+inf``, ``-inf``: an infinite component; ``left``/``right`` follow when it equals that one-sided
   derivative (``sqrt`` at 0 from the right is ``oo``).
 * ``derivative``: ``f`` is differentiable there; the only correct value.
-* ``left``, ``right``, ``mean``: the one-sided derivatives and their midpoint (one component), before the
-  tie labels and ``min-norm`` because they name the *mechanism* a program used (relu'(0) = 0 is ``left``
-  and also ``min-norm``; ``left`` says more about how it was computed).
+* ``left``, ``right``: the one-sided derivatives (one component), before the tie labels and ``min-norm``
+  because they name the *mechanism* a program used (relu'(0) = 0 is ``left`` and also ``min-norm``;
+  ``left`` says more about how it was computed).
 * ``split-even``, ``first``, ``last``, ``one-index``: tie conventions (mean of the tied gradients, the
   first or last tied element in component order, some other single element).
 * ``min-norm``: PyTorch's documented rule (autograd notes, "Gradients for non-differentiable functions").
+* ``mean``: the midpoint of the one-sided derivatives (one component). After ``min-norm``: at a symmetric
+  kink (``abs`` at 0) the two coincide, and 0 there is PyTorch's documented min-norm choice, not an average.
 * ``in-clarke``: inside the Clarke generalized gradient (Clarke 1983, *Optimization and Nonsmooth
   Analysis*); added whenever true, also alongside the labels above, so "valid" can be counted by one label.
 * ``outside-clarke``: finite and matching none of the above. For a jump, or a kink with an infinite
@@ -54,12 +56,12 @@ LABELS: tuple[str, ...] = (
     "derivative",
     "left",
     "right",
-    "mean",
     "split-even",
     "first",
     "last",
     "one-index",
     "min-norm",
+    "mean",
     "in-clarke",
     "outside-clarke",
     "outside-domain",

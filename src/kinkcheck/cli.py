@@ -35,6 +35,9 @@ def _cmd_grad(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown mode {args.mode!r} (known: {', '.join(MODES)})")
     try:
         at = ex.parse_point(args.at)
+        shadowing = sorted(set(at) & (set(FRAMEWORKS) | set(ex.ALIASES)))
+        if shadowing:
+            raise ex.ExprError(f"input name {shadowing[0]!r} is a namespace; call the input x, y, v, …")
         tree = ex.parse(args.expr, at, FRAMEWORKS)
     except ex.ExprError as err:
         raise UsageError(str(err)) from None
@@ -79,6 +82,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         catalog = load_catalog(args.catalog)
     except CatalogError as err:
         raise UsageError(str(err)) from None
+    _check_writable(Path(args.out))
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -102,14 +106,30 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             raise UsageError(str(err)) from None
     try:
         write_shard(args.out, shard)
-    except (ShardError, OSError) as err:
+    except ShardError as err:
         raise UsageError(f"cannot write shard {args.out}: {err}") from None
+    except OSError as err:
+        raise UsageError(f"cannot write shard {args.out}: {err.strerror}") from None
     obs = shard["observations"]
     n_err = sum(o["status"] == "error" for o in obs)
     n_un = sum(o["status"] == "unavailable" for o in obs)
     print(f"{shard['environment']['id']}: {len(obs)} observations ({n_err} error, {n_un} unavailable), "
           f"{len(shard['networks'])} network runs -> {args.out}", file=sys.stderr)
     return 0
+
+
+def _check_writable(out: Path) -> None:
+    """Fail before a long probe, not after it, when the shard cannot be written."""
+    import os
+
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a folder; name a file, e.g. {out / 'torch-2.13.0-cpu.json'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create {out.parent}: {err.strerror}") from None
+    if not os.access(out.parent, os.W_OK):
+        raise UsageError(f"cannot write in {out.parent}")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -136,11 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kinkcheck", description="Gradient conventions at kinks, measured in real frameworks.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    g = sub.add_parser("grad", help="gradient of one call expression at a point (one line of JSON)")
+    g = sub.add_parser(
+        "grad", help="gradient of one call expression at a point (one line of JSON)",
+        epilog='An expression that starts with "-" goes after --: kinkcheck grad --at x=0 -- "-torch.min(-x)"',
+    )
     g.add_argument("expr", help='call expression, e.g. "torch.clamp(x, min=0)"')
-    g.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]'")
-    g.add_argument("--dtype", default="float64")
-    g.add_argument("--device", default="cpu")
+    g.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]' (finite numbers)")
+    g.add_argument("--dtype", default="float64", help="float64 (default) | float32 | float16 | bfloat16")
+    g.add_argument("--device", default="cpu", help="cpu (default) | cuda")
     g.add_argument("--mode", default="reverse", help="reverse (VJP with ones) | forward (JVP per unit tangent)")
     g.add_argument("--framework", choices=("torch", "jax"), help="only for a bare method chain like x.abs()")
     g.set_defaults(func=_cmd_grad)
@@ -148,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("probe", help="probe the whole catalog in the installed framework and write a shard")
     pr.add_argument("--framework", required=True, choices=("torch", "jax"))
     pr.add_argument("--out", required=True, help="shard file to write (atomically)")
-    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--device", default="cpu", help="cpu (default) | cuda")
     pr.add_argument("--dtype", action="append", default=[], help="repeatable; default float64 and float32")
     pr.add_argument("--mode", action="append", default=[], help="repeatable; default reverse")
     pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")

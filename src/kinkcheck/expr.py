@@ -18,13 +18,19 @@ modules). A few subtrees that do I/O or start processes are refused by name (:da
 
 Evaluation (:func:`evaluate`) walks the parsed tree. Names are resolved with ``getattr`` one public segment
 at a time; every dotted name in the tree is resolved *before* the first call, so a misspelt name fails
-without executing anything.
+without executing anything. Resolution is an allowlist, not only a denylist: every module met on a dotted
+path must be one of the namespace's modules (``torch.nn.functional`` yes, ``torch.os`` no), and the object
+a name ends at must come from the framework itself (its ``__module__``), so re-exported helpers such as
+``os``, ``sys`` or ``builtins`` are out of reach. While evaluating, a string, bytes or module value is
+refused wherever it appears, so no path or command can be assembled from pieces.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
+import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +61,15 @@ class ExprError(ValueError):
     """A call expression or point that kinkcheck refuses; ``str(err)`` is a one-line reason."""
 
 
+#: Longest expression accepted (characters); deeper or longer input is refused, not recursed into.
+MAX_LENGTH = 2000
+
+#: Deepest nesting accepted (operators, calls, attributes); keeps evaluation far from Python's recursion limit.
+MAX_DEPTH = 100
+
+#: Most scalar components one ``--at`` input may have.
+MAX_POINT_SIZE = 10_000
+
 #: Short names users write, mapped to the dotted path they stand for.
 ALIASES: dict[str, str] = {"jnp": "jax.numpy", "F": "torch.nn.functional", "lax": "jax.lax"}
 
@@ -64,7 +79,8 @@ DENIED = frozenset(
         "load", "save", "hub", "utils", "distributed", "multiprocessing", "package", "jit_load",
         "compile", "export", "onnx", "profiler", "library", "ops", "classes", "serialization",
         "experimental", "debug", "config", "pure_callback", "io_callback", "callback",
-        "tofile", "fromfile", "memmap", "frombuffer", "storage", "untyped_storage",
+        "tofile", "fromfile", "from_file", "memmap", "frombuffer", "storage", "untyped_storage", "dump", "dumps",
+        "system", "popen", "exec", "eval",
     }
 )
 
@@ -144,14 +160,14 @@ class Compare(Node):
 
 _BINOPS: dict[type, str] = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-    ast.Pow: "**",
+    ast.Pow: "**", ast.MatMult: "@",
 }
 _UNARY: dict[type, str] = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not"}
 _CMP: dict[type, str] = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
 
 _BIN_FN: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
 }
 _UNARY_FN: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_}
 _CMP_FN: dict[str, Callable[[Any, Any], Any]] = {
@@ -184,13 +200,23 @@ class _Builder:
         self.inputs = inputs
         self.roots = roots
         self.source = source
+        self.depth = 0
 
     def fail(self, node: ast.AST, why: str) -> ExprError:
         col = getattr(node, "col_offset", None)
         at = f" at column {col + 1}" if col is not None else ""
-        return ExprError(f"{why}{at} in {self.source!r}")
+        return ExprError(f"{why}{at} in {_short(self.source)}")
 
-    def build(self, node: ast.expr) -> Node:  # noqa: C901 - one branch per syntax form
+    def build(self, node: ast.expr) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"expression nested more than {MAX_DEPTH} levels: {_short(self.source)}")
+        try:
+            return self._build(node)
+        finally:
+            self.depth -= 1
+
+    def _build(self, node: ast.expr) -> Node:  # noqa: C901 - one branch per syntax form
         if isinstance(node, (ast.Name, ast.Attribute)):
             parts = _dotted(node)
             if parts is not None and parts[0] not in self.inputs:
@@ -287,12 +313,21 @@ def parse(source: str, inputs: Iterable[str], roots: Iterable[str]) -> Node:
     if not isinstance(source, str) or not source.strip():
         raise ExprError("empty expression")
     if "\n" in source.strip():
-        raise ExprError(f"one expression on one line expected, got {source!r}")
+        raise ExprError(f"one expression on one line expected, got {_short(source)}")
+    if len(source) > MAX_LENGTH:
+        raise ExprError(f"expression too long ({len(source)} characters; at most {MAX_LENGTH})")
     try:
         tree = ast.parse(source.strip(), mode="eval")
+        return _Builder(frozenset(inputs), frozenset(roots), source).build(tree.body)
     except SyntaxError as err:
-        raise ExprError(f"malformed expression {source!r}: {err.msg} at column {err.offset}") from None
-    return _Builder(frozenset(inputs), frozenset(roots), source).build(tree.body)
+        raise ExprError(f"malformed expression {_short(source)}: {err.msg} at column {err.offset}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression nested too deeply: {_short(source)}") from None
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``repr`` of ``text``, cut to ``limit`` characters so an error stays one readable line."""
+    return repr(text) if len(text) <= limit else repr(text[: limit - 1] + "…")
 
 
 def walk(node: Node) -> Iterable[Node]:
@@ -328,14 +363,43 @@ def roots_of(node: Node) -> set[str]:
     return {n.parts[0] for n in walk(node) if isinstance(n, Name)}
 
 
-def resolve_names(node: Node, namespace: Mapping[str, Any]) -> dict[str, Any]:
+def _origin(obj: Any) -> str:
+    """The module an object was defined in (``__module__``, or its class's for descriptors and instances)."""
+    for holder in (obj, getattr(obj, "__objclass__", None), getattr(obj, "__self__", None)):
+        mod = getattr(holder, "__module__", None) if holder is not None else None
+        if isinstance(mod, str) and mod != "builtins":
+            return mod
+        if isinstance(holder, types.ModuleType):
+            return holder.__name__
+    return type(obj).__module__
+
+
+def resolve_names(
+    node: Node,
+    namespace: Mapping[str, Any],
+    modules: Iterable[str] | None = None,
+    origins: Iterable[str] | None = None,
+) -> dict[str, Any]:
     """Resolve every dotted name in the tree to an object, before anything is called.
+
+    Parameters
+    ----------
+    namespace : mapping
+        Root name → object (``{"torch": torch}``).
+    modules : iterable of str, optional
+        Modules a dotted path may pass through or end at (``"torch.nn.functional"``); None allows any.
+    origins : iterable of str, optional
+        Top-level packages the final object may come from (``"torch"``); numbers are always allowed;
+        None allows any.
 
     Raises
     ------
     ExprError
-        When a segment does not exist (``torch.nn.functional.rleu``), naming the missing part.
+        When a segment does not exist (``torch.nn.functional.rleu``), or a path leaves the allowed modules
+        or origins (``torch.os.system``), naming the offending part.
     """
+    allowed_modules = None if modules is None else frozenset(modules)
+    allowed_origins = None if origins is None else frozenset(origins)
     out: dict[str, Any] = {}
     for n in walk(node):
         if isinstance(n, Name) and n.dotted not in out:
@@ -343,14 +407,29 @@ def resolve_names(node: Node, namespace: Mapping[str, Any]) -> dict[str, Any]:
                 raise ExprError(f"namespace {n.parts[0]!r} is not available here")
             obj = namespace[n.parts[0]]
             for i, seg in enumerate(n.parts[1:], start=1):
+                here = ".".join(n.parts[: i + 1])
                 try:
                     obj = getattr(obj, seg)
                 except AttributeError:
-                    raise ExprError(
-                        f"{'.'.join(n.parts[: i + 1])!r} does not exist in this {n.parts[0]} installation"
-                    ) from None
+                    raise ExprError(f"{here!r} does not exist in this {n.parts[0]} installation") from None
+                if isinstance(obj, types.ModuleType) and allowed_modules is not None \
+                        and obj.__name__ not in allowed_modules:
+                    raise ExprError(f"{here!r} is the module {obj.__name__!r}, outside the expression namespace")
+            if allowed_origins is not None and not isinstance(obj, (types.ModuleType, int, float, complex)):
+                origin = _origin(obj)
+                if origin.split(".")[0] not in allowed_origins:
+                    raise ExprError(f"{n.dotted!r} comes from {origin!r}, outside {', '.join(sorted(allowed_origins))}")
             out[n.dotted] = obj
     return out
+
+
+_FORBIDDEN_VALUES = (str, bytes, bytearray, types.ModuleType)
+
+
+def _guard(value: Any, where: Node) -> Any:
+    if isinstance(value, _FORBIDDEN_VALUES):
+        raise ExprError(f"{unparse(where)[:60]!r} produced a {type(value).__name__}; strings and modules are not allowed")
+    return value
 
 
 def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
@@ -372,11 +451,11 @@ def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any]) ->
             return items if n.kind == "list" else tuple(items)
         if isinstance(n, Call):
             fn = ev(n.func)
-            return fn(*[ev(a) for a in n.args], **{k: ev(v) for k, v in n.kwargs})
+            return _guard(fn(*[ev(a) for a in n.args], **{k: ev(v) for k, v in n.kwargs}), n)
         if isinstance(n, Attr):
-            return getattr(ev(n.value), n.name)
+            return _guard(getattr(_guard(ev(n.value), n.value), n.name), n)
         if isinstance(n, Index):
-            return ev(n.value)[ev(n.index)]
+            return _guard(ev(n.value)[ev(n.index)], n)
         if isinstance(n, BinOp):
             return _BIN_FN[n.op](ev(n.left), ev(n.right))
         if isinstance(n, Unary):
@@ -471,9 +550,7 @@ def _literal(node: ast.expr, text: str) -> Any:
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e, text) for e in node.elts]
-    if isinstance(node, ast.Name) and node.id in ("inf", "nan"):
-        return float(node.id)
-    raise ExprError(f"value must be a number or a (nested) list of numbers, got {text!r}")
+    raise ExprError(f"value must be a number or a (nested) list of numbers, got {_short(text, 40)}")
 
 
 def parse_point(text: str) -> dict[str, Any]:
@@ -501,11 +578,27 @@ def parse_point(text: str) -> dict[str, Any]:
         try:
             tree = ast.parse(value.strip(), mode="eval")
         except SyntaxError:
-            raise ExprError(f"malformed value for {name!r}: {value.strip()!r}") from None
-        val = _literal(tree.body, value.strip())
+            raise ExprError(f"malformed value for {name!r}: {_short(value.strip(), 40)}") from None
+        except RecursionError:
+            raise ExprError(f"value for {name!r} is nested too deeply") from None
+        try:
+            val = _literal(tree.body, value.strip())
+        except RecursionError:
+            raise ExprError(f"value for {name!r} is nested too deeply") from None
         _check_rectangular(val, name)
+        flat = _flat(val)
+        if len(flat) > MAX_POINT_SIZE:
+            raise ExprError(f"value for {name!r} has {len(flat)} numbers; at most {MAX_POINT_SIZE}")
+        if not all(math.isfinite(v) for v in flat):
+            raise ExprError(f"value for {name!r} is not finite ({_short(value.strip(), 40)}); a point must be finite")
         out[name] = val
     return out
+
+
+def _flat(val: Any) -> list[float]:
+    if isinstance(val, list):
+        return [x for v in val for x in _flat(v)]
+    return [float(val)]
 
 
 def _check_rectangular(val: Any, name: str) -> None:

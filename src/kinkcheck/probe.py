@@ -49,6 +49,7 @@ def environment(adapter: Adapter, device: str, catalog: Catalog) -> dict[str, An
         "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "kinkcheck_version": __version__,
         "catalog_hash": catalog.hash,
+        "settings": adapter.settings(),
     }
     return env
 

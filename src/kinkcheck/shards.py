@@ -107,15 +107,17 @@ def load_shards(folder: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     d = Path(folder)
     if not d.is_dir():
         raise ShardError(f"{d}: no such shard folder")
-    shards, errors = [], []
+    by_env: dict[str, tuple[Path, dict[str, Any]]] = {}
+    errors = []
     for p in sorted(d.glob("*.json")):
         try:
-            shards.append(read_shard(p))
+            shard = read_shard(p)
         except ShardError as err:
             errors.append(str(err))
-    shards.sort(key=lambda s: s["environment"]["id"])
-    ids = [s["environment"]["id"] for s in shards]
-    for dup in sorted({i for i in ids if ids.count(i) > 1}):
-        errors.append(f"{d}: several shards for environment {dup}; using the last one by file name")
-    unique = {s["environment"]["id"]: s for s in shards}
-    return list(unique.values()), errors
+            continue
+        eid = shard["environment"]["id"]
+        if eid in by_env:
+            errors.append(f"{p}: a second shard for environment {eid} (first: {by_env[eid][0].name}); ignored")
+            continue
+        by_env[eid] = (p, shard)
+    return [by_env[e][1] for e in sorted(by_env)], errors

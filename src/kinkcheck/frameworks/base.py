@@ -43,6 +43,9 @@ class Adapter(Protocol):
     def devices(self) -> list[str]:
         """Devices usable here: ``["cpu"]`` or ``["cpu", "cuda"]``."""
 
+    def settings(self) -> dict[str, str]:
+        """Framework settings that affect the values (recorded in the shard's provenance)."""
+
     def namespace(self) -> dict[str, Any]:
         """Root names for :func:`kinkcheck.expr.resolve_names`."""
 

@@ -58,6 +58,13 @@ def _x64(enabled: bool) -> Iterator[None]:
         jax.config.update("jax_enable_x64", old)
 
 
+#: Modules an expression may reach; everything else a framework module re-exports (os, sys, builtins,
+#: serialization) is out of reach. See kinkcheck.expr.resolve_names.
+MODULES = frozenset(("jax", "jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.nn", "jax.lax", "jax.scipy", "jax.scipy.special"))
+#: Packages a resolved function or constant may come from.
+ORIGINS = frozenset(("jax", "jaxlib"))
+
+
 def load() -> JaxAdapter:
     if jax is None:
         raise FrameworkUnavailable(f"jax is not installed in this Python ({_IMPORT_ERROR})")
@@ -80,6 +87,10 @@ class JaxAdapter:
             gpus = []
         return ["cpu", "cuda"] if gpus else ["cpu"]
 
+    def settings(self) -> dict[str, str]:
+        """Framework settings that affect the values, recorded in the shard's provenance."""
+        return {"jax_enable_x64": "on for float64, off (JAX's default) for other dtypes"}
+
     def namespace(self) -> dict[str, Any]:
         return {"jax": jax}
 
@@ -95,7 +106,7 @@ class JaxAdapter:
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         try:
-            return ex.resolve_names(tree, self.namespace())
+            return ex.resolve_names(tree, self.namespace(), MODULES, ORIGINS)
         except ex.ExprError as err:
             raise Unavailable(str(err)) from None
 

@@ -28,6 +28,13 @@ except ImportError as _err:  # pragma: no cover - depends on the environment
     _IMPORT_ERROR = str(_err)
 
 
+#: Modules an expression may reach; everything else a framework module re-exports (os, sys, builtins,
+#: serialization) is out of reach. See kinkcheck.expr.resolve_names.
+MODULES = frozenset(("torch", "torch.nn", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"))
+#: Packages a resolved function or constant may come from.
+ORIGINS = frozenset(("torch",))
+
+
 def load() -> TorchAdapter:
     if torch is None:
         raise FrameworkUnavailable(f"torch is not installed in this Python ({_IMPORT_ERROR})")
@@ -46,6 +53,10 @@ class TorchAdapter:
     def devices(self) -> list[str]:
         return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
 
+    def settings(self) -> dict[str, str]:
+        """Framework settings that affect the values, recorded in the shard's provenance."""
+        return {}
+
     def namespace(self) -> dict[str, Any]:
         return {"torch": torch}
 
@@ -62,7 +73,7 @@ class TorchAdapter:
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         try:
-            return ex.resolve_names(tree, self.namespace())
+            return ex.resolve_names(tree, self.namespace(), MODULES, ORIGINS)
         except ex.ExprError as err:
             raise Unavailable(str(err)) from None
 

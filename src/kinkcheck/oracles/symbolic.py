@@ -347,7 +347,7 @@ def to_sympy(case: Case) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...], tuple[sy
     n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
     # Pair literal texts with Const nodes only when the counts agree; otherwise use each float's repr.
     tree = _exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
-    names = ex.resolve_names(tree, sympy_namespace())
+    names = ex.resolve_names(tree, sympy_namespace(), modules=(), origins=("sympy", "kinkcheck"))
     syms: list[sympy.Symbol] = []
     vals: list[sympy.Expr] = []
     inputs = {name: _symbols_for(name, value, syms, vals) for name, value in case.at.items()}

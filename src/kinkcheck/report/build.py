@@ -106,6 +106,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
 
     observations = []
     stale: list[str] = []
+    unknown: dict[str, set[str]] = {}
     scalar_derivative: dict[tuple[str, str, str, str], float] = {}
     for s in shards:
         env = s["environment"]
@@ -116,7 +117,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 case = catalog.case(ob["case"])
                 case.program(env["framework"], ob["program"])
             except KeyError:
-                continue  # measured against an older catalog; the staleness line says so
+                unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
+                continue
             flat = _value_key(case, ob["value"])
             labels = classify(
                 flat, oracles[case.id], ob["dtype"],
@@ -159,7 +161,10 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
             "generated_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
             "kinkcheck_version": __version__,
             "catalog_hash": catalog.hash,
-            "gaps": list(gaps) + stale,
+            "gaps": list(gaps) + stale + [
+                f"{eid}: {len(items)} observation(s) of cases or programs not in the catalog were ignored "
+                f"(e.g. {sorted(items)[0]})" for eid, items in sorted(unknown.items())
+            ],
         },
         "environments": environments,
         "cases": cases_out,
@@ -283,8 +288,12 @@ def disagreements(doc: dict[str, Any], catalog: Catalog) -> dict[str, list[dict[
             frameworks = {p["framework"] for g in groups for p in g["programs"]}
             one_sided = [g for g in groups if len({p["framework"] for p in g["programs"]}) == 1]
             if len(frameworks) > 1 and one_sided:
+                stripped = []
+                for g in groups:
+                    fws = {p["framework"] for p in g["programs"]}
+                    stripped.append({**_strip(g), "only": fws.pop() if len(fws) == 1 else None})
                 across.append({"case": case.id, "dtypes": [dtype], "environments": sorted(newest.values()),
-                               "groups": [_strip(g) for g in groups]})
+                               "groups": stripped})
     return {"within": _merge_dtypes(within, ("environment", "case")), "across": _merge_dtypes(across, ("case",))}
 
 

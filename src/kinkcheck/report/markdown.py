@@ -35,9 +35,26 @@ LABEL_HELP: dict[str, str] = {
 
 
 def slug(text: str) -> str:
-    """Anchor-safe id: lowercase letters, digits and single dashes (``relu@0`` → ``relu-0``)."""
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return s or "x"
+    """Anchor-safe, collision-free id: lowercase letters, digits and single dashes.
+
+    ``@`` reads ``-at-``; a minus sign (a ``-`` not preceded by a letter or digit) reads ``minus``, so
+    ``clamp@-1`` → ``clamp-at-minus-1`` and ``clamp@1`` → ``clamp-at-1`` stay distinct, while the
+    separator in ``sqrt-abs@0`` stays a dash: ``sqrt-abs-at-0``.
+    """
+    out = []
+    prev = ""
+    for ch in text.lower():
+        if ch == "@":
+            out.append("-at-")
+        elif ch == "-" and not prev.isalnum():
+            out.append("-minus-")
+        elif ch.isalnum() and ch.isascii():
+            out.append(ch)
+        else:
+            out.append("-")
+        if not ch.isspace():
+            prev = ch
+    return re.sub(r"-+", "-", "".join(out)).strip("-") or "x"
 
 
 def fmt_number(v: Any) -> str:
@@ -93,7 +110,10 @@ def _exact(entry: Any) -> str:
             return _exact(entry[0])
         return "(" + ", ".join(_exact(e) for e in entry) + ")"
     if isinstance(entry, dict):
-        return str(entry.get("exact"))
+        text = str(entry.get("exact"))
+        if len(text) > 24:  # 60-digit rationals (selu's constants) help nobody; the JSON keeps them exact
+            return f"≈{fmt_number(entry.get('float'))}"
+        return text
     return str(entry)
 
 
