@@ -75,6 +75,8 @@ class Case:
         Framework → note about its programs (e.g. "JAX has no hardshrink").
     no_equivalent : dict
         Framework → why it has no program for this case.
+    modes : tuple of str
+        Modes probed for this case besides the probe's own (P9 needs ``forward`` next to ``reverse``).
     """
 
     id: str
@@ -88,6 +90,7 @@ class Case:
     programs: tuple[Program, ...] = ()
     notes: Mapping[str, str] = field(default_factory=dict)
     no_equivalent: Mapping[str, str] = field(default_factory=dict)
+    modes: tuple[str, ...] = ()
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -200,7 +203,15 @@ def _case(entry: Mapping[str, Any], index: int) -> Case:
         programs=tuple(programs),
         notes=dict(entry.get("notes", {})),
         no_equivalent=no_eq,
+        modes=_modes(entry.get("modes", ()), where),
     )
+
+
+def _modes(value: Any, where: str) -> tuple[str, ...]:
+    known = ("reverse", "forward")  # kinkcheck.frameworks.MODES; not imported: the catalog stays framework-free
+    if not isinstance(value, (list, tuple)) or any(m not in known for m in value):
+        raise CatalogError(f"{where}: 'modes' must be a list of {', '.join(known)}")
+    return tuple(value)
 
 
 @cache

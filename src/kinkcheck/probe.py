@@ -87,7 +87,7 @@ def probe(
     for case, program in catalog.programs(framework):
         if on_step:
             on_step(f"{case.id}  {program.id}")
-        for mode in modes:
+        for mode in dict.fromkeys([*modes, *case.modes]):
             for dtype in dtypes:
                 status, value, error = "ok", None, None
                 try:

@@ -6,8 +6,9 @@ A case's ``sympy`` field is parsed with :mod:`kinkcheck.expr` and evaluated over
 1. For each probe direction ``d`` it decides, exactly, which analytic piece of every ``Max``/``Min``/``Abs``/
    ``sign``/``Heaviside``/``floor``/``ceiling``/``Piecewise`` is active on the curve ``p + t d + t**2 w``.
    ``w`` is a fixed generic tie-breaker, so a tie among several elements resolves to one piece whose region
-   contains the curve. Conditions are decided by the sign of exact expressions evaluated at ``t = 10**-30``
-   and ``t = 10**-40`` with 400 significant digits; the two signs must agree.
+   contains the curve. Conditions are decided by the sign of exact expressions evaluated at ``t = s 10**-30``
+   and ``t = s 10**-40`` with 400 significant digits, where ``s = min(1, smallest nonzero |p_i|)`` keeps
+   the probes far closer to ``p`` than ``p`` is to 0; the two signs must agree.
 2. The selected piece has no kinks left; its gradient is differentiated and its limit along the ray is
    taken with :func:`sympy.limit` (or by substitution when the gradient is finite at the point, which is
    its limit by continuity of elementary functions).
@@ -394,8 +395,12 @@ class _Curve:
 
     def __init__(self, syms: Sequence[sympy.Symbol], point: Sequence[sympy.Expr], d: Sequence[int]) -> None:
         w = _tie_breaker(len(syms))
+        # Probe far closer to p than p is to 0 (a point at 1e-45 must not see relu's kink at 0).
+        nonzero = [abs(p) for p in point if p != 0]
+        scale = min([sympy.Integer(1), *nonzero])
         self.subs = [
-            {s: p + t * di + t * t * wi for s, p, di, wi in zip(syms, point, d, w)} for t in _T_PROBES
+            {s: p + t * di + t * t * wi for s, p, di, wi in zip(syms, point, d, w)}
+            for t in (scale * t0 for t0 in _T_PROBES)
         ]
 
     def values(self, e: sympy.Expr) -> list[sympy.Expr]:

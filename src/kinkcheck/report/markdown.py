@@ -162,19 +162,25 @@ def render_markdown(doc: dict[str, Any]) -> str:
                              lstrip_blocks=True, autoescape=False)
     env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke, cell=_cell)
     cols = _columns(doc)
-    index = {(o["case"], o["framework"], o["program"], o["environment"], o["dtype"]): o
-             for o in doc["observations"] if o["mode"] == "reverse"}
-    cells = {}
+    index = {(o["case"], o["framework"], o["program"], o["mode"], o["environment"], o["dtype"]): o
+             for o in doc["observations"]}
+    modes_of: dict[str, list[str]] = {}
+    for o in doc["observations"]:
+        ms = modes_of.setdefault(o["case"], ["reverse"])
+        if o["mode"] not in ms:
+            ms.append(o["mode"])
+    rows: dict[str, list[dict[str, Any]]] = {}
     for case in doc["cases"]:
-        for p in case["programs"]:
-            cells[(case["id"], p["framework"], p["program"])] = [
-                index.get((case["id"], p["framework"], p["program"], c["env"], c["dtype"]))
-                if c["framework"] == p["framework"] else None
-                for c in cols
-            ]
+        rows[case["id"]] = [
+            {"framework": p["framework"], "program": p["program"], "mode": mode,
+             "cells": [index.get((case["id"], p["framework"], p["program"], mode, c["env"], c["dtype"]))
+                       if c["framework"] == p["framework"] else None for c in cols]}
+            for mode in modes_of.get(case["id"], ["reverse"])
+            for p in case["programs"]
+        ]
     problems = [o for o in doc["observations"] if o["status"] != "ok"]
     from kinkcheck.classify import LABELS
 
     return env.from_string(text).render(
-        doc=doc, cols=cols, cells=cells, problems=problems, labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP,
+        doc=doc, cols=cols, rows=rows, problems=problems, labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP,
     )
