@@ -1,18 +1,26 @@
 """kinkcheck's sessions: ``nox -l`` is the menu.
 
-* ``nox -s report``  — the main job: probe PyTorch and JAX (newest releases), each in its own virtualenv,
-  then render ``reports/conventions.{md,json}``. A probe whose shard is fresh (same catalog hash, same
-  framework version) is skipped without installing anything.
-* ``nox -s tests``   — the test suite (oracles, classifier, catalog, CLI, the public cases P0-P9 on the
-  pinned framework versions below).
+* ``nox -s report``  — the main job: probe every environment of the version matrix that has no fresh shard
+  (each in its own virtualenv, one after another, removed once its shard is written), then render
+  ``reports/conventions.{md,json}`` from all shards in ``references/observations/``.
+* ``nox -t latest``  — probe only the newest release of each framework (then ``nox -s render``).
+* ``nox -s tests``   — the test suite (pinned PyTorch and JAX, CPU); the version matrix stays out of it.
 * ``nox -s bench``   — import time vs probe time vs a hand-written loop, printed side by side.
+
+Posargs: ``nox -s report -- --remeasure`` re-probes environments whose shard is fresh; ``-- --keep`` keeps
+each probe's virtualenv (and installer cache) instead of removing it after its shard is written.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
+import subprocess
 import sys
+import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nox
@@ -26,19 +34,42 @@ ROOT = Path(__file__).parent
 OBSERVATIONS = ROOT / "references" / "observations"
 PYTHON = "3.11"
 
-#: Newest releases that install here (checked 2026-11-29 with `pip index versions`).
-LATEST = {"torch": "2.15.0", "jax": "0.10.2"}
+#: The default version matrix (checked 2026-11-29 with `pip index versions`): PyTorch 1.13.1 and the newest
+#: patch of every minor line from 2.0; JAX 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of
+#: every minor line from 0.5. The last entry of each list is the newest release.
+MATRIX: dict[str, list[str]] = {
+    "torch": ["1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
+              "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"],
+    "jax": ["0.4.13", "0.4.20", "0.4.26", "0.4.30", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2",
+            "0.10.2"],
+}
+LATEST = {fw: versions[-1] for fw, versions in MATRIX.items()}
 #: Versions the tests pin their expected values to (torch 2.13.0 has a CPU wheel on the dev machines, and
 #: it is the release the public cases P0-P2 were reported against).
 TESTED = {"torch": "2.13.0", "jax": "0.10.2"}
-#: Environments `nox -s report` probes: the newest release of each framework, plus the pinned torch.
-REPORT = [("torch", LATEST["torch"]), ("torch", TESTED["torch"]), ("jax", LATEST["jax"])]
+
+PROBES = [
+    nox.param(fw, v, id=f"{fw}-{v}", tags=["probe", fw] + (["latest"] if v == LATEST[fw] else []))
+    for fw, versions in MATRIX.items()
+    for v in versions
+]
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
 def _requirements(framework: str, version: str) -> list[str]:
+    """What to install for one environment; old releases were built against NumPy 1."""
     if framework == "torch":
-        return [f"torch=={version}"]
-    return [f"jax=={version}", f"jaxlib=={version}"]
+        reqs = [f"torch=={version}"]
+        if _version_tuple(version) < (2, 3):
+            reqs.append("numpy<2")
+        return reqs
+    reqs = [f"jax=={version}", f"jaxlib=={version}"]
+    if _version_tuple(version) < (0, 4, 26):
+        reqs += ["numpy<2", "scipy<1.13"]
+    return reqs
 
 
 def _install_env() -> dict[str, str]:
@@ -69,6 +100,28 @@ def _install_once(session: nox.Session, *args: str, env: dict[str, str] | None =
             fh.write(stamp_text + "\n")
 
 
+def _install_framework(session: nox.Session, reqs: list[str], cache: Path) -> str | None:
+    """Install ``reqs`` into the session's virtualenv; None on success, else the reason (one line)."""
+    venv = Path(session.virtualenv.location)
+    python = venv / "bin" / "python"
+    env = {**os.environ, **_install_env(), "UV_CACHE_DIR": str(cache), "PIP_CACHE_DIR": str(cache)}
+    uv = None
+    if session.venv_backend == "uv":
+        from nox.virtualenv import find_uv
+
+        found, uv_path, _ = find_uv()
+        uv = uv_path if found else shutil.which("uv")
+    cmd = [uv, "pip", "install", "--python", str(python), *reqs] if uv else [str(python), "-m", "pip", "install", *reqs]
+    session.log(" ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode == 0:
+        return None
+    lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
+    first_error = next((ln for ln in lines if ln.lower().startswith(("error", "×", "because"))), None)
+    reason = first_error or (lines[-1] if lines else f"exit status {proc.returncode}")
+    return f"install failed: {' '.join(reqs)}: {reason[:200]}"
+
+
 def _catalog_hash() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     try:
@@ -87,24 +140,69 @@ def _fresh(shard: Path) -> bool:
     return env.get("catalog_hash") == _catalog_hash()
 
 
+def _write_not_measured(shard: Path, framework: str, version: str, reason: str) -> None:
+    """A shard with no observations that says why the environment was not measured (shown in the report)."""
+    record = {
+        "schema": "kinkcheck/shard/v1",
+        "environment": {
+            "id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version,
+            "device": "cpu", "python": platform.python_version(), "platform": platform.platform(),
+            "measured_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+            "kinkcheck_version": "", "catalog_hash": _catalog_hash(), "not_measured": reason,
+        },
+        "observations": [],
+        "networks": [],
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{shard.name}.", suffix=".tmp", dir=shard.parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(record, indent=1) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, shard)
+
+
 @nox.session(python=PYTHON)
-@nox.parametrize(("framework", "version"), REPORT, ids=[f"{fw}-{v}" for fw, v in REPORT])
+@nox.parametrize(("framework", "version"), PROBES)
 def probe(session: nox.Session, framework: str, version: str) -> None:
-    """Probe one framework release (its own virtualenv) into references/observations/ (skipped when fresh)."""
+    """Probe one framework release in its own virtualenv into references/observations/ (skipped when fresh)."""
     shard = OBSERVATIONS / f"{framework}-{version}-cpu.json"
     if _fresh(shard) and "--remeasure" not in session.posargs:
         session.log(f"{shard.relative_to(ROOT)} is fresh (catalog unchanged): nothing to install or probe")
         return
-    _install_once(session, *_requirements(framework, version), env=_install_env())
-    _install_once(session, "-e", ".", env=_install_env())
-    session.run("kinkcheck", "probe", "--framework", framework, "--out", str(shard))
+    keep = "--keep" in session.posargs
+    cache = Path(session.virtualenv.location).parent / f".cache-{framework}-{version}"
+    try:
+        reason = _install_framework(session, _requirements(framework, version), cache)
+        if reason is None:
+            _install_once(session, "-e", ".", env=_install_env())
+            try:
+                session.run("kinkcheck", "probe", "--framework", framework, "--out", str(shard))
+            except nox.command.CommandFailed as err:
+                reason = f"probe failed: {err.reason}"
+        if reason is not None:
+            session.warn(f"{framework} {version}: not measured: {reason}")
+            _write_not_measured(shard, framework, version, reason)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        if not keep:
+            session.log(f"removing {session.virtualenv.location} (pass -- --keep to keep it)")
+            shutil.rmtree(session.virtualenv.location, ignore_errors=True)
 
 
-@nox.session(python=PYTHON, requires=[f"probe({fw}-{v})" for fw, v in REPORT])
-def report(session: nox.Session) -> None:
-    """The main job: render reports/conventions.{md,json} from every shard in references/observations/."""
+def _render(session: nox.Session) -> None:
     _install_once(session, "-e", ".")
     session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(ROOT / "reports"))
+
+
+@nox.session(python=PYTHON)
+def render(session: nox.Session) -> None:
+    """Render reports/conventions.{md,json} from the shards already in references/observations/."""
+    _render(session)
+
+
+@nox.session(python=PYTHON, requires=[f"probe({fw}-{v})" for fw, versions in MATRIX.items() for v in versions])
+def report(session: nox.Session) -> None:
+    """The main job: probe the version matrix where shards are missing or stale, then render the report."""
+    _render(session)
 
 
 @nox.session(python=PYTHON)

@@ -1,4 +1,4 @@
-"""The ``kinkcheck`` command: ``grad``, ``probe``, ``report``.
+"""The ``kinkcheck`` command: ``grad``, ``probe``, ``report``, ``diff``.
 
 Bad input (an unknown name, a malformed ``--at``, an unknown dtype, a framework that is not installed, a
 corrupt shard) prints one line on stderr and exits with status 2; no traceback, nothing executed.
@@ -152,6 +152,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_BAD_INPUT if errors and args.strict else 0
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from kinkcheck.diff import DiffError, compare, load_side
+
+    try:
+        old, new = load_side(args.old), load_side(args.new)
+        changes = compare(old, new)
+    except DiffError as err:
+        raise UsageError(str(err)) from None
+    for ch in changes:
+        print(ch.describe())
+    common = sum(1 for k in old.observations if k in new.observations)
+    print(f"{len(changes)} of {common} conventions changed from {old.environment['id']} to {new.environment['id']}",
+          file=sys.stderr)
+    return 1 if changes else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kinkcheck", description="Gradient conventions at kinks, measured in real frameworks.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -184,6 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     r.add_argument("--strict", action="store_true", help="exit 2 when a shard could not be read")
     r.set_defaults(func=_cmd_report)
+
+    d = sub.add_parser(
+        "diff", help="conventions that changed between two environments (exit 0: none, 1: some, 2: bad input)",
+        description="Each side is a shard file, or REPORT.json#ENV for an environment inside a report.",
+    )
+    d.add_argument("old", help="e.g. references/observations/torch-2.13.0-cpu.json")
+    d.add_argument("new", help="e.g. reports/conventions.json#torch-2.15.0-cpu")
+    d.set_defaults(func=_cmd_diff)
     return p
 
 

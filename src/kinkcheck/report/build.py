@@ -16,6 +16,7 @@ from typing import Any
 from kinkcheck import __version__
 from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
+from kinkcheck.diff import Side, changed_in, compare
 from kinkcheck.frameworks.base import decode, flatten
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
@@ -173,9 +174,31 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         "p0": _p0(networks),
     }
     doc["disagreements"] = disagreements(doc, catalog)
+    doc["changed_in"] = changed_in(environments, observations, _env_sort_key)
+    doc["version_span"] = _version_span(doc)
     doc["coverage"] = _coverage(doc)
     doc["summary"] = _summary(doc)
     return doc
+
+
+def _version_span(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per framework (CPU): how many programs changed between the oldest and newest measured release."""
+    measured = {o["environment"] for o in doc["observations"]}
+    out = []
+    for fw in FRAMEWORKS:
+        envs = sorted((e for e in doc["environments"] if e["framework"] == fw and e["device"] == "cpu"
+                       and e["id"] in measured), key=_env_sort_key)
+        if len(envs) < 2:
+            continue
+        sides = []
+        for e in (envs[0], envs[-1]):
+            obs = {(o["case"], o["program"], o["mode"], o["dtype"]): o for o in doc["observations"]
+                   if o["environment"] == e["id"]}
+            sides.append(Side(e["id"], e, obs))
+        changes = compare(*sides)
+        out.append({"framework": fw, "oldest": envs[0]["framework_version"], "newest": envs[-1]["framework_version"],
+                    "releases": len(envs), "programs_changed": len({(c.case, c.program) for c in changes})})
+    return out
 
 
 def _coverage(doc: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +209,7 @@ def _coverage(doc: dict[str, Any]) -> dict[str, Any]:
     have = {"devices": sorted({e["device"] for e in doc["environments"]}),
             "dtypes": [d for d in DTYPES if any(o["dtype"] == d for o in obs)],
             "modes": [m for m in MODES if any(o["mode"] == m for o in obs)]}
-    missing = []
+    missing = [f"{e['id']}: {e['not_measured']}" for e in doc["environments"] if e.get("not_measured")]
     for fw in FRAMEWORKS:
         envs = [e for e in doc["environments"] if e["framework"] == fw]
         if not envs:
@@ -329,4 +352,6 @@ def _summary(doc: dict[str, Any]) -> dict[str, Any]:
         "disagreements_within": len(doc["disagreements"]["within"]),
         "disagreements_across": len(doc["disagreements"]["across"]),
         "network_mismatches": sum(n["ok"] is False for n in doc["networks"]),
+        "changed_in": len(doc["changed_in"]),
+        "not_measured": sum(1 for e in doc["environments"] if e.get("not_measured")),
     }

@@ -129,25 +129,38 @@ def _clarke(case: dict[str, Any]) -> str:
     return "conv{" + ", ".join(_exact(v) for v in verts) + "}"
 
 
-def _cell(ob: dict[str, Any] | None) -> str:
+def _one(ob: dict[str, Any] | None) -> str:
     if ob is None:
-        return "·"
-    if ob["status"] == "error":
-        return "error"
-    if ob["status"] == "unavailable":
-        return "unavailable"
+        return "—"
+    if ob["status"] != "ok":
+        return ob["status"]
     return f"{fmt_value(ob['value'])} <sub>{ob['labels'][0]}</sub>"
 
 
-def _columns(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    dtypes = ["float64", "float32", "float16", "bfloat16"]
-    present = {(o["environment"], o["dtype"]) for o in doc["observations"]}
-    cols = []
+def _cell(obs: list[dict[str, Any] | None]) -> str:
+    """One environment's cell: the first dtype's value and label, then each other dtype that differs."""
+    present = [o for o in obs if o is not None]
+    if not present:
+        return "—"
+    first = present[0]
+    text = _one(first)
+    for o in present[1:]:
+        if _one(o) != text:
+            text += f"<br>{_DTYPE_SHORT.get(o['dtype'], o['dtype'])}: {_one(o)}"
+    return text
+
+
+_DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def _columns(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Framework → one column per measured environment (environments without observations are skipped)."""
+    measured = {o["environment"] for o in doc["observations"]}
+    cols: dict[str, list[dict[str, Any]]] = {}
     for env in doc["environments"]:
-        for dt in dtypes:
-            if (env["id"], dt) in present:
-                cols.append({"env": env["id"], "framework": env["framework"], "dtype": dt,
-                             "title": f"{env['framework']} {env['framework_version']} {env['device']}<br>{dt}"})
+        if env["id"] in measured:
+            cols.setdefault(env["framework"], []).append(
+                {"env": env["id"], "title": f"{env['framework_version']}" + ("" if env["device"] == "cpu" else f" {env['device']}")})
     return cols
 
 
@@ -162,6 +175,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                              lstrip_blocks=True, autoescape=False)
     env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke, cell=_cell)
     cols = _columns(doc)
+    dtypes = [d for d in ("float64", "float32", "float16", "bfloat16") if any(o["dtype"] == d for o in doc["observations"])]
     index = {(o["case"], o["framework"], o["program"], o["mode"], o["environment"], o["dtype"]): o
              for o in doc["observations"]}
     modes_of: dict[str, list[str]] = {}
@@ -169,18 +183,22 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ms = modes_of.setdefault(o["case"], ["reverse"])
         if o["mode"] not in ms:
             ms.append(o["mode"])
-    rows: dict[str, list[dict[str, Any]]] = {}
+    tables: dict[str, list[dict[str, Any]]] = {}
     for case in doc["cases"]:
-        rows[case["id"]] = [
-            {"framework": p["framework"], "program": p["program"], "mode": mode,
-             "cells": [index.get((case["id"], p["framework"], p["program"], mode, c["env"], c["dtype"]))
-                       if c["framework"] == p["framework"] else None for c in cols]}
-            for mode in modes_of.get(case["id"], ["reverse"])
-            for p in case["programs"]
-        ]
+        tables[case["id"]] = []
+        for fw, fw_cols in cols.items():
+            rows = [
+                {"program": p["program"], "mode": mode, "framework": fw,
+                 "cells": [[index.get((case["id"], fw, p["program"], mode, c["env"], d)) for d in dtypes]
+                           for c in fw_cols]}
+                for mode in modes_of.get(case["id"], ["reverse"])
+                for p in case["programs"] if p["framework"] == fw
+            ]
+            if rows:
+                tables[case["id"]].append({"framework": fw, "cols": fw_cols, "rows": rows})
     problems = [o for o in doc["observations"] if o["status"] != "ok"]
     from kinkcheck.classify import LABELS
 
     return env.from_string(text).render(
-        doc=doc, cols=cols, rows=rows, problems=problems, labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP,
+        doc=doc, tables=tables, dtypes=dtypes, problems=problems, labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP,
     )

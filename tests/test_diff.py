@@ -1,0 +1,117 @@
+"""kinkcheck diff and the report's "Changed in" section, on hand-made shards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kinkcheck import cli
+from kinkcheck.diff import DiffError, changed_in, compare, load_side, side_from_shard
+from kinkcheck.report.build import _env_sort_key
+from kinkcheck.shards import write_shard
+
+
+def shard(version, values, framework="torch"):
+    """values: {(case, program): value or status string}."""
+    obs = []
+    for (case, program), v in values.items():
+        for dtype in ("float64", "float32"):
+            ok = not isinstance(v, str)
+            obs.append({"case": case, "program": program, "mode": "reverse", "dtype": dtype,
+                        "status": "ok" if ok else v, "value": {"x": v} if ok else None,
+                        "error": None if ok else "AttributeError: absent"})
+    return {
+        "schema": "kinkcheck/shard/v1",
+        "environment": {"id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version,
+                        "device": "cpu", "python": "3.11", "platform": "test", "measured_at": "2026-01-01",
+                        "kinkcheck_version": "0.1.0", "catalog_hash": "x"},
+        "observations": obs, "networks": [],
+    }
+
+
+CLAMP = ("relu@0", "torch.clamp(x, min=0)")
+RELU = ("relu@0", "torch.relu(x)")
+CLAMP1 = ("clamp@1", "torch.clamp(x, -1, 1)")
+OLD = shard("2.0.1", {CLAMP: 1.0, RELU: 0.0, CLAMP1: 1.0})
+MID = shard("2.10.0", {CLAMP: 1.0, RELU: 0.0, CLAMP1: 1.0})
+NEW = shard("2.15.0", {CLAMP: 0.0, RELU: 0.0, CLAMP1: 0.0})
+
+
+def test_compare_lists_changed_conventions():
+    changes = compare(side_from_shard(OLD, "old"), side_from_shard(NEW, "new"))
+    got = {(c.case, c.program, c.dtype) for c in changes}
+    assert got == {(*CLAMP, "float64"), (*CLAMP, "float32"), (*CLAMP1, "float64"), (*CLAMP1, "float32")}, got
+    assert changes[0].describe() == "relu@0  torch.clamp(x, min=0)  [reverse, float64]: 1 -> 0"
+
+
+def test_changed_in_names_the_boundary_newest_first():
+    obs = [{**o, "environment": s["environment"]["id"]} for s in (NEW, OLD, MID) for o in s["observations"]]
+    envs = [s["environment"] for s in (NEW, OLD, MID)]
+    lines = changed_in(envs, obs, _env_sort_key)
+    assert len(lines) == 2, f"one line per program and boundary: {lines}"
+    first = lines[0]
+    assert (first["from"], first["to"], first["change"]) == ("2.10.0", "2.15.0", "1 → 0"), first
+    assert {tuple(e["cases"]) for e in lines} == {("relu@0",), ("clamp@1",)}, "cases listed per program"
+    assert _env_sort_key(MID["environment"]) > _env_sort_key(OLD["environment"]), "2.10 sorts after 2.0 (not as text)"
+
+
+def test_status_change_counts():
+    old = shard("1.13.1", {RELU: "unavailable"})
+    new = shard("2.0.1", {RELU: 0.0})
+    changes = compare(side_from_shard(old, "a"), side_from_shard(new, "b"))
+    assert [c.describe().split(": ", 1)[1] for c in changes] == ["unavailable -> 0"] * 2
+
+
+@pytest.mark.parametrize("pair, code", [((OLD, NEW), 1), ((OLD, MID), 0)])
+def test_diff_exit_codes(tmp_path, capsys, pair, code):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_shard(a, pair[0])
+    write_shard(b, pair[1])
+    assert cli.main(["diff", str(a), str(b)]) == code, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert ("torch.clamp(x, min=0)" in out) == (code == 1), out
+
+
+def test_diff_inside_a_report(tmp_path, capsys):
+    from conftest import ROOT
+
+    report = ROOT / "reports" / "conventions.json"
+    envs = [e["id"] for e in json.loads(report.read_text())["environments"]]
+    torch_envs = [e for e in envs if e.startswith("torch-")]
+    code = cli.main(["diff", f"{report}#{torch_envs[0]}", f"{report}#{torch_envs[-1]}"])
+    assert code in (0, 1), "two environments of one report can be compared"
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.write_text("{"), "cannot read"),
+        (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v1", "environments": [{"id": "e"}]}'),
+         "is a report: name an environment"),
+        (lambda p: p.write_text('{"a": 1}'), "neither a kinkcheck shard nor a kinkcheck report"),
+    ],
+)
+def test_diff_bad_input(tmp_path, capsys, setup, message):
+    p = tmp_path / "x.json"
+    setup(p)
+    good = tmp_path / "good.json"
+    write_shard(good, OLD)
+    assert cli.main(["diff", str(p), str(good)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_diff_across_frameworks_is_bad_input(tmp_path):
+    a = side_from_shard(OLD, "torch")
+    b = side_from_shard(shard("0.10.2", {("relu@0", "jax.nn.relu(x)"): 0.0}, "jax"), "jax")
+    with pytest.raises(DiffError, match="no observation in common"):
+        compare(a, b)
+
+
+def test_load_side_env_mismatch(tmp_path):
+    p = tmp_path / "a.json"
+    write_shard(p, OLD)
+    with pytest.raises(DiffError, match="holds torch-2.0.1-cpu"):
+        load_side(f"{p}#torch-9.9.9-cpu")
