@@ -132,12 +132,13 @@ def _catalog_hash() -> str:
 
 
 def _fresh(shard: Path) -> bool:
-    """A shard is fresh when it parses and was measured against the current catalog."""
+    """A shard is fresh when it parses and was measured against the current catalog (kinkcheck.shards.is_fresh)."""
+    sys.path.insert(0, str(ROOT / "src"))
     try:
-        env = json.loads(shard.read_text())["environment"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return env.get("catalog_hash") == _catalog_hash()
+        from kinkcheck.shards import is_fresh
+    finally:
+        sys.path.pop(0)
+    return is_fresh(shard, _catalog_hash())
 
 
 def _write_not_measured(shard: Path, framework: str, version: str, reason: str) -> None:
@@ -158,6 +159,29 @@ def _write_not_measured(shard: Path, framework: str, version: str, reason: str) 
         fh.write(json.dumps(record, indent=1) + "\n")
     os.chmod(tmp, 0o644)
     os.replace(tmp, shard)
+
+
+DISK_LOG = ROOT / ".nox" / "matrix-disk.jsonl"
+
+
+def _du(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _record_disk(session: nox.Session, framework: str, version: str, cache: Path) -> None:
+    """Log this environment's disk use (virtualenv + installer cache), the matrix's peak while one lives."""
+    venv, cached = _du(Path(session.virtualenv.location)), _du(cache)
+    session.log(f"disk: virtualenv {venv / 2**30:.2f} GiB + installer cache {cached / 2**30:.2f} GiB")
+    DISK_LOG.parent.mkdir(exist_ok=True)
+    with DISK_LOG.open("a") as fh:
+        fh.write(json.dumps({"environment": f"{framework}-{version}", "venv_bytes": venv, "cache_bytes": cached}) + "\n")
 
 
 @nox.session(python=PYTHON)
@@ -182,6 +206,7 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
             session.warn(f"{framework} {version}: not measured: {reason}")
             _write_not_measured(shard, framework, version, reason)
     finally:
+        _record_disk(session, framework, version, cache)
         shutil.rmtree(cache, ignore_errors=True)
         if not keep:
             session.log(f"removing {session.virtualenv.location} (pass -- --keep to keep it)")
@@ -221,3 +246,22 @@ def bench(session: nox.Session) -> None:
                     env=_install_env())
     session.install("-e", ".", env=_install_env())
     session.run("python", "-m", "kinkcheck.bench", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_report(session: nox.Session) -> None:
+    """Benchmark: a warm `nox -s report` (every shard fresh) beside `kinkcheck report` alone."""
+    import time
+
+    _install_once(session, "-e", ".")
+    out = Path(tempfile.mkdtemp(prefix="kinkcheck-bench-"))
+    t0 = time.perf_counter()
+    session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(out), silent=True)
+    render_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "report"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    warm_s = time.perf_counter() - t0
+    shutil.rmtree(out, ignore_errors=True)
+    session.log(f"warm nox -s report: {warm_s:.2f} s; kinkcheck report alone: {render_s:.2f} s "
+                f"(target: warm report <= 5 s)")

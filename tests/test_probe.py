@@ -77,3 +77,37 @@ def test_probe_without_device(torch_adapter, small):
         pytest.skip("a CUDA device exists here; the no-device path cannot be exercised")
     with pytest.raises(FrameworkUnavailable, match="not measured: no cuda device"):
         probe("torch", device="cuda", catalog=small)
+
+
+def test_a_crashing_case_does_not_lose_the_shard(torch_adapter, small, tmp_path):
+    """A worker that dies inside a case (here: abort() injected at relu@0) is restarted after it."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "s.json"
+    env = {**os.environ, "KINKCHECK_CRASH_CASE": "relu@0"}
+    res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog",
+                          small.path, "--out", str(out), "--quiet"], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr
+    shard = read_shard(out)
+    crashed = [o for o in shard["observations"] if o["case"] == "relu@0"]
+    assert crashed and all(o["status"] == "error" and "interpreter crashed: signal 6 (SIGABRT)" in o["error"]
+                           for o in crashed), crashed[:2]
+    after = _by_program(shard)["torch.maximum(x, y)"]
+    assert after["status"] == "ok" and after["value"] == {"x": 0.5, "y": 0.5}, "the cases after the crash are measured"
+
+
+def test_missing_device_in_worker_is_one_line(torch_adapter, small, tmp_path):
+    import subprocess
+    import sys
+
+    if "cuda" in torch_adapter.devices():
+        pytest.skip("a CUDA device exists here")
+    res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--device", "cuda",
+                          "--catalog", small.path, "--out", str(tmp_path / "s.json"), "--quiet"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 2 and "no cuda device" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not (tmp_path / "s.json").exists(), "nothing is written"

@@ -89,7 +89,7 @@ def test_labels_in_report(doc):
 
 
 def test_disagreements_found(doc, catalog):
-    within = {(d["environment"], d["case"]) for d in doc["disagreements"]["within"]}
+    within = {(env, d["case"]) for d in doc["disagreements"]["within"] for env in d["environments"]}
     assert any(env.startswith("jax") and case == "relu@0" for env, case in within), "jax relu@0 programs differ"
     across = {d["case"] for d in doc["disagreements"]["across"]}
     assert "abs@0" in across, "torch.abs (0) vs jnp.abs (1) at 0 is an across-framework disagreement"
@@ -102,7 +102,7 @@ def test_p0_worked_example(doc):
     assert diff == [[0, 0], [0, 0], [0, -38]], f"NumPy oracle relu'(0)=0 minus =1: {diff}"
     assert oracle["0"]["W2"] == oracle["1"]["W2"], "W2 does not depend on relu'(0)"
     assert oracle["1/2"]["W1"][2][1] == 1279, "relu'(0)=1/2 lands halfway"
-    rows = {(m["environment"], m["program"]): m for m in doc["p0"]["measured"]}
+    rows = {(env, m["program"]): m for m in doc["p0"]["measured"] for env in m["environments"]}
     relu = rows[("torch-2.13.0-cpu", "torch.nn.functional.relu(x)")]
     clamp = rows[("torch-2.13.0-cpu", "x.clamp(min=0)")]
     measured = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(relu["W1"], clamp["W1"])]

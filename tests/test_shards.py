@@ -94,3 +94,15 @@ def test_atomic_write_interrupted_leaves_old_file(tmp_path, monkeypatch):
 def test_missing_folder():
     with pytest.raises(ShardError, match="no such shard folder"):
         load_shards(ROOT / "does-not-exist")
+
+
+def test_freshness(tmp_path):
+    from kinkcheck.shards import is_fresh
+
+    p = tmp_path / "s.json"
+    assert not is_fresh(p, "0"), "a missing shard is not fresh"
+    write_shard(p, _minimal())
+    assert is_fresh(p, "0"), "same catalog hash: fresh"
+    assert not is_fresh(p, "1"), "another catalog hash: stale"
+    p.write_text(p.read_text()[:40])
+    assert not is_fresh(p, "0"), "a truncated shard is not fresh"

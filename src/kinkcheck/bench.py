@@ -8,6 +8,10 @@
 
 and the ratio probe / (import + loop) against the target of 1.5. Every figure is wall time of a fresh
 process, the best of ``--repeat`` runs.
+
+``--installs`` times a cold install (new virtualenv, empty cache) of two releases of each framework with
+uv and with pip/venv, side by side, with the ratio (target <= 0.35). ``--matrix-disk LOG`` prints the peak
+disk use of the version matrix from the log the probe sessions write (target < 15 GB).
 """
 
 from __future__ import annotations
@@ -90,11 +94,79 @@ def _best(cmd: list[str], repeat: int) -> float:
     return best
 
 
+#: Two releases of each framework for the cold-install comparison (none of them lies in a local wheel folder).
+INSTALLS = (("torch", "2.12.1"), ("torch", "2.11.0"), ("jax", "0.9.2"), ("jax", "0.8.3"))
+
+
+def _requirements(framework: str, version: str) -> list[str]:
+    return [f"torch=={version}"] if framework == "torch" else [f"jax=={version}", f"jaxlib=={version}"]
+
+
+def cold_installs() -> int:
+    """Cold install (empty cache, new virtualenv) with uv vs pip/venv, side by side, and the ratio."""
+    import os
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is None:
+        print("uv is not on PATH: pip install uv")
+        return 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_FIND_LINKS", "UV_FIND_LINKS"))}
+    rows = []
+    for fw, version in INSTALLS:
+        times = {}
+        for backend in ("uv", "pip"):
+            with tempfile.TemporaryDirectory(prefix="kinkcheck-install-") as tmp:
+                venv, cache = Path(tmp) / "venv", Path(tmp) / "cache"
+                if backend == "uv":
+                    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True)
+                    cmd = [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+                           *_requirements(fw, version)]
+                    run_env = {**env, "UV_CACHE_DIR": str(cache)}
+                else:
+                    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-cache-dir",
+                           *_requirements(fw, version)]
+                    run_env = env
+                t0 = time.perf_counter()
+                ok = subprocess.run(cmd, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+                times[backend] = (time.perf_counter() - t0) if ok == 0 else float("nan")
+        rows.append((fw, version, times["uv"], times["pip"]))
+        print(f"{fw} {version}: uv {times['uv']:.1f} s, pip {times['pip']:.1f} s, "
+              f"ratio {times['uv'] / times['pip']:.2f}", flush=True)
+    uv_total, pip_total = sum(r[2] for r in rows), sum(r[3] for r in rows)
+    print(f"total: uv {uv_total:.1f} s, pip/venv {pip_total:.1f} s, ratio {uv_total / pip_total:.2f} "
+          f"(target <= 0.35)")
+    return 0
+
+
+def matrix_disk(log: Path) -> int:
+    """Peak disk use of the matrix: the largest virtualenv + installer cache alive at one time."""
+    import json
+
+    if not log.is_file():
+        print(f"{log} not found: run nox -s report (the probes log their disk use there)")
+        return 2
+    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    peak = max(rows, key=lambda r: r["venv_bytes"] + r["cache_bytes"])
+    total = (peak["venv_bytes"] + peak["cache_bytes"]) / 2**30
+    print(f"matrix disk: peak {total:.2f} GiB ({peak['environment']}: virtualenv "
+          f"{peak['venv_bytes'] / 2**30:.2f} GiB + installer cache {peak['cache_bytes'] / 2**30:.2f} GiB) over "
+          f"{len(rows)} probed environments, one alive at a time (target < 15 GB)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", action="append", choices=("torch", "jax"))
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--installs", action="store_true", help="cold installs, uv vs pip/venv (downloads GBs)")
+    ap.add_argument("--matrix-disk", metavar="LOG", help="peak disk of the matrix from nox's .nox/matrix-disk.jsonl")
     args = ap.parse_args(argv)
+    if args.installs:
+        return cold_installs()
+    if args.matrix_disk:
+        return matrix_disk(Path(args.matrix_disk))
     py = sys.executable
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

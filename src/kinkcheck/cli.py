@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 EXIT_BAD_INPUT = 2
 
@@ -69,7 +70,7 @@ def _cmd_grad(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
     from kinkcheck.frameworks import DTYPES, MODES, FrameworkUnavailable
-    from kinkcheck.probe import probe
+    from kinkcheck.probe import DEFAULT_DTYPES
     from kinkcheck.shards import ShardError, write_shard
 
     for d in args.dtype:
@@ -82,28 +83,21 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         catalog = load_catalog(args.catalog)
     except CatalogError as err:
         raise UsageError(str(err)) from None
+    if args.worker:
+        return _probe_worker(args, catalog)
+    if not args.out:
+        raise UsageError("probe: the following arguments are required: --out")
     _check_writable(Path(args.out))
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from kinkcheck.probe import probe_isolated
 
-    total = sum(1 for _ in catalog.programs(args.framework))
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn(f"[bold]probe {args.framework} {args.device}[/]"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TextColumn("{task.description}"), console=console, transient=False,
-        disable=args.quiet,
-    ) as progress:
-        task = progress.add_task("", total=total)
-
-        def step(desc: str) -> None:
-            progress.update(task, description=desc[:60])
-            progress.advance(task)
-
-        try:
-            shard = probe(args.framework, args.device, args.dtype or ("float64", "float32"),
-                          args.mode or ("reverse",), catalog, on_step=step)
-        except FrameworkUnavailable as err:
-            raise UsageError(str(err)) from None
+    try:
+        if args.no_isolate:
+            shard = _probe_with_progress(args, catalog, journal=None)
+        else:
+            shard = probe_isolated(args.framework, args.device, args.dtype or DEFAULT_DTYPES,
+                                   args.mode or ("reverse",), catalog, quiet=args.quiet)
+    except FrameworkUnavailable as err:
+        raise UsageError(str(err)) from None
     try:
         write_shard(args.out, shard)
     except ShardError as err:
@@ -115,6 +109,40 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     n_un = sum(o["status"] == "unavailable" for o in obs)
     print(f"{shard['environment']['id']}: {len(obs)} observations ({n_err} error, {n_un} unavailable), "
           f"{len(shard['networks'])} network runs -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | None) -> dict[str, Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kinkcheck.probe import DEFAULT_DTYPES, probe
+
+    total = sum(1 for _ in catalog.programs(args.framework))
+    with Progress(
+        TextColumn(f"[bold]probe {args.framework} {args.device}[/]"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(stderr=True), disable=args.quiet,
+    ) as progress:
+        task = progress.add_task("", total=total)
+
+        def step(desc: str) -> None:
+            progress.update(task, description=desc[:60])
+            progress.advance(task)
+
+        return probe(args.framework, args.device, args.dtype or DEFAULT_DTYPES, args.mode or ("reverse",), catalog,
+                     on_step=step, journal=journal)
+
+
+def _probe_worker(args: argparse.Namespace, catalog: Any) -> int:
+    """The worker half of an isolated probe: results go to the journal, not to --out."""
+    from kinkcheck.frameworks import FrameworkUnavailable
+    from kinkcheck.probe import _append
+
+    try:
+        _probe_with_progress(args, catalog, journal=args.worker)
+    except FrameworkUnavailable as err:
+        _append(args.worker, {"fatal": str(err)})
+        return EXIT_BAD_INPUT
     return 0
 
 
@@ -186,12 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("probe", help="probe the whole catalog in the installed framework and write a shard")
     pr.add_argument("--framework", required=True, choices=("torch", "jax"))
-    pr.add_argument("--out", required=True, help="shard file to write (atomically)")
+    pr.add_argument("--out", help="shard file to write (atomically); required")
     pr.add_argument("--device", default="cpu", help="cpu (default) | cuda")
     pr.add_argument("--dtype", action="append", default=[], help="repeatable; default float64 and float32")
     pr.add_argument("--mode", action="append", default=[], help="repeatable; default reverse")
     pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
+    pr.add_argument("--no-isolate", action="store_true",
+                    help="probe in this process (default: a worker process, restarted after a case that crashes it)")
+    pr.add_argument("--worker", metavar="JOURNAL", help=argparse.SUPPRESS)
     pr.set_defaults(func=_cmd_probe)
 
     r = sub.add_parser("report", help="render reports/conventions.{md,json} from shards (no framework needed)")

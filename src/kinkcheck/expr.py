@@ -39,6 +39,7 @@ __all__ = [
     "ALIASES",
     "DENIED",
     "ExprError",
+    "NameMissing",
     "Node",
     "Name",
     "Input",
@@ -59,6 +60,10 @@ __all__ = [
 
 class ExprError(ValueError):
     """A call expression or point that kinkcheck refuses; ``str(err)`` is a one-line reason."""
+
+
+class NameMissing(ExprError):
+    """A dotted name that does not exist in the installed framework (``torch.func`` before 2.0)."""
 
 
 #: Longest expression accepted (characters); deeper or longer input is refused, not recursed into.
@@ -411,7 +416,7 @@ def resolve_names(
                 try:
                     obj = getattr(obj, seg)
                 except AttributeError:
-                    raise ExprError(f"{here!r} does not exist in this {n.parts[0]} installation") from None
+                    raise NameMissing(f"{here!r} does not exist in this {n.parts[0]} installation") from None
                 if isinstance(obj, types.ModuleType) and allowed_modules is not None \
                         and obj.__name__ not in allowed_modules:
                     raise ExprError(f"{here!r} is the module {obj.__name__!r}, outside the expression namespace")

@@ -17,7 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA_ID", "ShardError", "read_shard", "write_json_atomic", "write_shard", "shard_schema", "load_shards"]
+__all__ = ["SCHEMA_ID", "ShardError", "is_fresh", "load_shards", "read_shard", "shard_schema", "write_json_atomic",
+           "write_shard"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
 
@@ -61,11 +62,20 @@ def write_shard(path: str | Path, shard: dict[str, Any]) -> None:
     write_json_atomic(path, shard)
 
 
+@cache
+def _validator() -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(shard_schema())
+    cls.check_schema(shard_schema())
+    return cls(shard_schema())
+
+
 def _validate(data: Any, name: str) -> None:
     import jsonschema
 
     try:
-        jsonschema.validate(data, shard_schema())
+        _validator().validate(data)
     except jsonschema.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path) or "top level"
         raise ShardError(f"{name}: not a kinkcheck shard ({where}: {err.message[:160]})") from None
@@ -90,8 +100,40 @@ def read_shard(path: str | Path) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ShardError(f"{p}: corrupt shard (invalid JSON at line {err.lineno}, column {err.colno})") from None
-    _validate(data, str(p))
+    # Schema validation costs ~0.1 s a shard; a marker keyed on (content, schema) skips it the next time.
+    marker = _validated_marker(text)
+    if not marker.exists():
+        _validate(data, str(p))
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:
+            pass  # an unwritable cache only costs time
     return data
+
+
+def _validated_marker(text: str) -> Path:
+    import hashlib
+
+    from kinkcheck.cache import cache_dir
+
+    schema = json.dumps(shard_schema(), sort_keys=True)
+    digest = hashlib.sha256((schema + "\0" + text).encode()).hexdigest()[:32]
+    return cache_dir() / "validated-shards" / digest
+
+
+def is_fresh(path: str | Path, catalog_hash: str) -> bool:
+    """Whether the shard at ``path`` exists, parses, and was measured against the catalog ``catalog_hash``.
+
+    A stale or missing shard is re-probed by ``nox -s report``; a fresh one is kept as it is (and so is a
+    shard of an environment outside the matrix, e.g. one recorded on a CUDA machine). Reads JSON only, no
+    schema validation, so nox can call it without kinkcheck's dependencies.
+    """
+    try:
+        env = json.loads(Path(path).read_text(encoding="utf-8"))["environment"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(env, dict) and env.get("catalog_hash") == catalog_hash
 
 
 def load_shards(folder: str | Path) -> tuple[list[dict[str, Any]], list[str]]:

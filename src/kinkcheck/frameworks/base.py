@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kinkcheck import expr as ex
 
-__all__ = ["DTYPES", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "short_error"]
+__all__ = ["DTYPES", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
+           "short_error"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
 DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
@@ -62,6 +63,17 @@ class Adapter(Protocol):
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's two-layer net with the program as the activation (see oracles.backprop)."""
+
+
+def resolve(tree: ex.Node, namespace: Mapping[str, Any], modules: Iterable[str], origins: Iterable[str]) -> dict[str, Any]:
+    """:func:`kinkcheck.expr.resolve_names`, with a name missing in this version as :class:`Unavailable`.
+
+    Refusals (a name outside the allowed modules) stay :class:`kinkcheck.expr.ExprError`.
+    """
+    try:
+        return ex.resolve_names(tree, namespace, modules, origins)
+    except ex.NameMissing as err:
+        raise Unavailable(str(err)) from None
 
 
 def encode(value: Any) -> Any:

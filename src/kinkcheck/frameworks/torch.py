@@ -18,6 +18,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    resolve,
     unit_tangents,
 )
 
@@ -72,10 +73,7 @@ class TorchAdapter:
         return torch.device(device)
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
-        try:
-            return ex.resolve_names(tree, self.namespace(), MODULES, ORIGINS)
-        except ex.ExprError as err:
-            raise Unavailable(str(err)) from None
+        return resolve(tree, self.namespace(), MODULES, ORIGINS)
 
     @staticmethod
     def _check_output(out: Any) -> Any:

@@ -11,24 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case, Catalog
 
 __all__ = ["cache_dir", "case_key", "oracle_table"]
-
-
-def cache_dir() -> Path:
-    """Where oracle results are cached: ``$KINKCHECK_CACHE_DIR`` or the platform's user cache folder."""
-    env = os.environ.get("KINKCHECK_CACHE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kinkcheck"))
 
 
 def _oracle_source_hash() -> str:

@@ -108,6 +108,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     observations = []
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
+    labels_memo: dict[tuple[Any, ...], list[str]] = {}
     scalar_derivative: dict[tuple[str, str, str, str], float] = {}
     for s in shards:
         env = s["environment"]
@@ -121,11 +122,14 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
                 continue
             flat = _value_key(case, ob["value"])
-            labels = classify(
-                flat, oracles[case.id], ob["dtype"],
-                error=ob["error"] if ob["status"] == "error" else None,
-                unavailable=ob["error"] if ob["status"] == "unavailable" else None,
-            )
+            memo_key = (case.id, ob["dtype"], ob["status"], None if flat is None else tuple(flat))
+            if memo_key not in labels_memo:  # many environments return the same value: classify it once
+                labels_memo[memo_key] = classify(
+                    flat, oracles[case.id], ob["dtype"],
+                    error=ob["error"] if ob["status"] == "error" else None,
+                    unavailable=ob["error"] if ob["status"] == "unavailable" else None,
+                )
+            labels = list(labels_memo[memo_key])
             observations.append({
                 "case": case.id, "program": ob["program"], "framework": env["framework"], "environment": env["id"],
                 "mode": ob["mode"], "dtype": ob["dtype"], "status": ob["status"], "value": ob["value"],
@@ -171,14 +175,32 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         "cases": cases_out,
         "observations": observations,
         "networks": networks,
-        "p0": _p0(networks),
+        "p0": _p0(networks, {e["id"]: e for e in environments}),
     }
     doc["disagreements"] = disagreements(doc, catalog)
     doc["changed_in"] = changed_in(environments, observations, _env_sort_key)
     doc["version_span"] = _version_span(doc)
     doc["coverage"] = _coverage(doc)
+    doc["network_summary"] = _network_summary(doc["networks"])
     doc["summary"] = _summary(doc)
     return doc
+
+
+def _network_summary(networks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per case and program: how many end-to-end network runs agree with the NumPy oracle."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for n in networks:
+        row = out.setdefault((n["case"], n["framework"], n["program"]), {
+            "case": n["case"], "framework": n["framework"], "program": n["program"], "runs": 0, "agree": 0,
+            "differ": [], "not_checked": 0})
+        row["runs"] += 1
+        if n["ok"] is True:
+            row["agree"] += 1
+        elif n["ok"] is False:
+            row["differ"].append(f"{n['environment']} {n['dtype']}: {n['detail']}")
+        else:
+            row["not_checked"] += 1
+    return list(out.values())
 
 
 def _version_span(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -233,7 +255,7 @@ def _num(v: float) -> Any:
     return v
 
 
-def _p0(networks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _p0(networks: Sequence[dict[str, Any]], env_by_id: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The worked example of P0: NumPy oracle rows for relu'(0) = 0, 1/2, 1 and the measured programs."""
     oracle_rows = []
     for kd in P0_KINK_DERIVATIVES:
@@ -245,12 +267,23 @@ def _p0(networks: Sequence[dict[str, Any]]) -> dict[str, Any]:
         })
     measured = []
     for fw, prog in P0_PROGRAMS:
-        for nw in networks:
-            if nw["case"] == "relu@0" and nw["framework"] == fw and nw["program"] == prog and nw["dtype"] == "float32":
-                row = {k: nw[k] for k in ("framework", "program", "environment", "dtype", "status",
-                                          "kink_derivative", "ok", "W1", "W2", "detail")}
-                row["W1_minus_oracle0"] = _minus(nw["W1"], oracle_rows[0]["W1"])
-                measured.append(row)
+        runs = sorted((nw for nw in networks if nw["case"] == "relu@0" and nw["framework"] == fw
+                       and nw["program"] == prog and nw["dtype"] == "float32"),
+                      key=lambda nw: _env_sort_key(env_by_id[nw["environment"]]))
+        for nw in runs:  # consecutive releases with the same result share one row
+            same = ("W1", "W2", "kink_derivative", "ok", "status")
+            if measured and measured[-1]["program"] == prog and measured[-1]["framework"] == fw and \
+                    all(measured[-1][k] == nw[k] for k in same):
+                measured[-1]["environments"].append(nw["environment"])
+                continue
+            row = {k: nw[k] for k in ("framework", "program", "dtype", "status", "kink_derivative", "ok", "W1", "W2",
+                                      "detail")}
+            row["environments"] = [nw["environment"]]
+            row["W1_minus_oracle0"] = _minus(nw["W1"], oracle_rows[0]["W1"])
+            measured.append(row)
+    for row in measured:
+        versions = [env_by_id[e]["framework_version"] for e in row["environments"]]
+        row["releases"] = versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]} ({len(versions)} releases)"
     net = backprop.P0
     return {
         "net": {"X": net.X.tolist(), "W1": net.W1.tolist(), "W2": net.W2.tolist(), "target": net.target.tolist(),
@@ -317,7 +350,25 @@ def disagreements(doc: dict[str, Any], catalog: Catalog) -> dict[str, list[dict[
                     stripped.append({**_strip(g), "only": fws.pop() if len(fws) == 1 else None})
                 across.append({"case": case.id, "dtypes": [dtype], "environments": sorted(newest.values()),
                                "groups": stripped})
-    return {"within": _merge_dtypes(within, ("environment", "case")), "across": _merge_dtypes(across, ("case",))}
+    merged = _merge_dtypes(within, ("environment", "case"))
+    return {"within": _merge_environments(merged, {e["id"]: e for e in envs}), "across": _merge_dtypes(across, ("case",))}
+
+
+def _merge_environments(entries: list[dict[str, Any]], env_by_id: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry for all releases of a framework whose programs split the same way (case order kept)."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for e in entries:
+        key = (e["framework"], e["case"], tuple(e["dtypes"]),
+               tuple((g["label"], tuple((p["framework"], p["program"]) for p in g["programs"])) for g in e["groups"]))
+        if key in out:
+            out[key]["environments"].append(e["environment"])
+        else:
+            out[key] = {**{k: v for k, v in e.items() if k != "environment"}, "environments": [e["environment"]]}
+    for e in out.values():
+        versions = [env_by_id[i]["framework_version"] for i in e["environments"]]
+        e["releases"] = versions[0] if len(versions) == 1 else f"{', '.join(versions)}"
+    order = {c: i for i, c in enumerate(dict.fromkeys(e["case"] for e in entries))}
+    return sorted(out.values(), key=lambda e: (order[e["case"]], e["framework"] != "torch", e["environments"][0]))
 
 
 def _merge_dtypes(entries: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -352,6 +403,7 @@ def _summary(doc: dict[str, Any]) -> dict[str, Any]:
         "disagreements_within": len(doc["disagreements"]["within"]),
         "disagreements_across": len(doc["disagreements"]["across"]),
         "network_mismatches": sum(n["ok"] is False for n in doc["networks"]),
+        "network_runs": len(doc["networks"]),
         "changed_in": len(doc["changed_in"]),
         "not_measured": sum(1 for e in doc["environments"] if e.get("not_measured")),
     }
