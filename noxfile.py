@@ -164,21 +164,27 @@ def _write_not_measured(shard: Path, framework: str, version: str, reason: str) 
 DISK_LOG = ROOT / ".nox" / "matrix-disk.jsonl"
 
 
-def _du(path: Path) -> int:
+def _du(path: Path, seen: set[tuple[int, int]]) -> int:
+    """Bytes of the files under ``path``, each inode once (uv hardlinks its cache into the virtualenv)."""
     total = 0
     for root, _, files in os.walk(path):
         for f in files:
             try:
-                total += os.lstat(os.path.join(root, f)).st_size
+                st = os.lstat(os.path.join(root, f))
             except OSError:
-                pass
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
     return total
 
 
 def _record_disk(session: nox.Session, framework: str, version: str, cache: Path) -> None:
     """Log this environment's disk use (virtualenv + installer cache), the matrix's peak while one lives."""
-    venv, cached = _du(Path(session.virtualenv.location)), _du(cache)
-    session.log(f"disk: virtualenv {venv / 2**30:.2f} GiB + installer cache {cached / 2**30:.2f} GiB")
+    seen: set[tuple[int, int]] = set()
+    venv, cached = _du(Path(session.virtualenv.location), seen), _du(cache, seen)
+    session.log(f"disk: virtualenv {venv / 2**30:.2f} GiB + installer cache {cached / 2**30:.2f} GiB "
+                "(hardlinked files counted once)")
     DISK_LOG.parent.mkdir(exist_ok=True)
     with DISK_LOG.open("a") as fh:
         fh.write(json.dumps({"environment": f"{framework}-{version}", "venv_bytes": venv, "cache_bytes": cached}) + "\n")

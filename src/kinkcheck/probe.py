@@ -22,7 +22,6 @@ from kinkcheck import __version__
 from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import Adapter, FrameworkUnavailable, Unavailable, encode, get_adapter
 from kinkcheck.frameworks.base import short_error
-from kinkcheck.oracles.backprop import P0
 
 __all__ = ["DEFAULT_DTYPES", "environment", "probe", "probe_isolated"]
 
@@ -137,6 +136,8 @@ def _probe_case(adapter: Adapter, case: Any, framework: str, device: str, dtypes
                      "status": status, "value": value, "error": error}
                 )
         if case.activation and len(case.at) == 1:
+            from kinkcheck.oracles.backprop import P0  # numpy: imported only where a network runs
+
             (name,) = case.at
             for dtype in dtypes:
                 status, w1, w2, error = "ok", None, None, None
