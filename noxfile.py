@@ -154,12 +154,12 @@ def _write_not_measured(shard: Path, framework: str, version: str, reason: str) 
         "observations": [],
         "networks": [],
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{shard.name}.", suffix=".tmp", dir=shard.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(record, indent=1) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, shard)
-
+    sys.path.insert(0, str(ROOT / "src"))
+    try:
+        from kinkcheck.shards import write_json_atomic
+    finally:
+        sys.path.pop(0)
+    write_json_atomic(shard, record)
 
 DISK_LOG = ROOT / ".nox" / "matrix-disk.jsonl"
 

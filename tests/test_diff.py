@@ -78,9 +78,12 @@ def test_diff_inside_a_report(tmp_path, capsys):
 
     report = ROOT / "reports" / "conventions.json"
     envs = [e["id"] for e in json.loads(report.read_text())["environments"]]
-    torch_envs = [e for e in envs if e.startswith("torch-")]
-    code = cli.main(["diff", f"{report}#{torch_envs[0]}", f"{report}#{torch_envs[-1]}"])
-    assert code in (0, 1), "two environments of one report can be compared"
+    assert {"torch-1.13.1-cpu", "torch-2.15.0-cpu"} <= set(envs), f"matrix ends in the committed report: {envs}"
+    code = cli.main(["diff", f"{report}#torch-1.13.1-cpu", f"{report}#torch-2.15.0-cpu"])
+    out = capsys.readouterr().out
+    assert code == 1 and "relu@0  torch.clamp(x, min=0)  [reverse, float64]: 1 (right) -> 0 (left)" in out, (
+        f"torch 1.13.1 -> 2.15.0 changed clamp at its bound (measured shards): exit {code}, {out[:300]}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -91,6 +94,8 @@ def test_diff_inside_a_report(tmp_path, capsys):
         (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v1", "environments": [{"id": "e"}]}'),
          "is a report: name an environment"),
         (lambda p: p.write_text('{"a": 1}'), "neither a kinkcheck shard nor a kinkcheck report"),
+        (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v1", "environments": [{"x": 1}]}'),
+         "malformed kinkcheck report"),
     ],
 )
 def test_diff_bad_input(tmp_path, capsys, setup, message):
@@ -98,7 +103,8 @@ def test_diff_bad_input(tmp_path, capsys, setup, message):
     setup(p)
     good = tmp_path / "good.json"
     write_shard(good, OLD)
-    assert cli.main(["diff", str(p), str(good)]) == 2
+    spec = f"{p}#e" if "malformed" in message else str(p)
+    assert cli.main(["diff", spec, str(good)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import decode, flatten
+from kinkcheck.frameworks.base import flat_value, flatten
 
 __all__ = ["Change", "DiffError", "Side", "compare", "load_side"]
 
@@ -70,17 +70,13 @@ def _fmt(v: Any) -> str:
     return str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:.6g}"
 
 
-def _flat(ob: Mapping[str, Any]) -> list[float]:
-    return [float(v) for vals in ob["value"].values() for v in flatten(decode(vals))]
-
-
 def differs(old: Mapping[str, Any], new: Mapping[str, Any], dtype: str) -> bool:
     """Whether two observations of the same key show different conventions."""
     if old["status"] != new["status"]:
         return True
     if old["status"] != "ok":
         return False
-    return not same_value(_flat(old), _flat(new), dtype)
+    return not same_value(flat_value(old["value"]), flat_value(new["value"]), dtype)
 
 
 def compare(old: Side, new: Side) -> list[Change]:
@@ -143,7 +139,10 @@ def load_side(spec: str) -> Side:
         if not env_id:
             ids = ", ".join(e["id"] for e in data.get("environments", []))
             raise DiffError(f"{p} is a report: name an environment, {p}#ENV (one of: {ids})")
-        return side_from_report(data, env_id, spec)
+        try:
+            return side_from_report(data, env_id, spec)
+        except (KeyError, TypeError, AttributeError):
+            raise DiffError(f"{p}: malformed kinkcheck report (not the conventions/v1 layout)") from None
     raise DiffError(f"{p}: neither a kinkcheck shard nor a kinkcheck report")
 
 

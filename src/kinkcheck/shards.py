@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["SCHEMA_ID", "ShardError", "is_fresh", "load_shards", "read_shard", "shard_schema", "write_json_atomic",
-           "write_shard"]
+           "write_shard", "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
 
@@ -32,22 +32,26 @@ def shard_schema() -> dict[str, Any]:
     return json.loads(resources.files("kinkcheck").joinpath("schemas/shard.v1.json").read_text())
 
 
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (temp file + rename); the old file survives a crash."""
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder + rename); the old file survives a crash."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shard is a public record
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; shards and reports are public records
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`."""
+    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) -> None:

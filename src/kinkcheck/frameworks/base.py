@@ -110,6 +110,11 @@ def flatten(value: Any) -> list[float]:
     return [value]
 
 
+def flat_value(value: Mapping[str, Any]) -> list[float]:
+    """A shard's ``value`` (input name → number or nested list, non-finite as strings) → flat floats, input order."""
+    return [float(v) for vals in value.values() for v in flatten(decode(vals))]
+
+
 def short_error(err: BaseException, limit: int = 240) -> str:
     """``"TypeError: first line of the message"``, cut to ``limit`` characters."""
     msg = str(err).strip().splitlines()[0] if str(err).strip() else ""

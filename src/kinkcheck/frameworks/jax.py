@@ -19,7 +19,6 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import (
     FrameworkUnavailable,
     ProgramError,
-    Unavailable,
     check_dtype,
     check_mode,
     resolve,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from importlib import metadata, resources
-from pathlib import Path
 from typing import Any
 
 from kinkcheck.cache import cache_dir

@@ -37,27 +37,13 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
     """Render ``conventions.json`` and ``conventions.md`` into ``out``; return the paths written."""
     from kinkcheck.report.build import build
     from kinkcheck.report.markdown import render_markdown
-    from kinkcheck.shards import write_json_atomic
+    from kinkcheck.shards import write_json_atomic, write_text_atomic
 
     doc = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render (9 s)
     out.mkdir(parents=True, exist_ok=True)
     md = render_markdown(doc)
     json_path, md_path = out / "conventions.json", out / "conventions.md"
     write_json_atomic(json_path, doc)
-    _write_text_atomic(md_path, md)
+    write_text_atomic(md_path, md)
     return [json_path, md_path]
 
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -17,7 +17,7 @@ from kinkcheck import __version__
 from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
 from kinkcheck.diff import Side, changed_in, compare
-from kinkcheck.frameworks.base import decode, flatten
+from kinkcheck.frameworks.base import flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
 
@@ -51,9 +51,7 @@ def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _value_key(case: Case, value: dict[str, Any] | None) -> list[float] | None:
-    if value is None:
-        return None
-    return [float(v) for k in case.inputs for v in flatten(decode(value[k]))]
+    return None if value is None else flat_value({k: value[k] for k in case.inputs})
 
 
 def _group(items: Iterable[tuple[str, list[float] | None, str, str]], dtype: str) -> list[dict[str, Any]]:
