@@ -62,7 +62,9 @@ def _version_tuple(v: str) -> tuple[int, ...]:
 def _requirements(framework: str, version: str) -> list[str]:
     """What to install for one environment; old releases were built against NumPy 1."""
     if framework == "torch":
-        reqs = [f"torch=={version}"]
+        # setuptools: inductor imports it at compile time (torch <= 2.10); uv's virtualenvs have none. torch 2.1
+        # imports pkg_resources, which recent setuptools no longer ships: an older setuptools for old torch.
+        reqs = [f"torch=={version}", "setuptools" if _version_tuple(version) >= (2, 4) else "setuptools<70"]
         if _version_tuple(version) < (2, 3):
             reqs.append("numpy<2")
         return reqs
@@ -207,6 +209,8 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
             try:
                 session.run("kinkcheck", "probe", "--framework", framework, "--out", str(shard))
             except nox.command.CommandFailed as err:
+                if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): keep the shard there was
+                    session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was")
                 reason = f"probe failed: {err.reason}"
         if reason is not None:
             session.warn(f"{framework} {version}: not measured: {reason}")

@@ -29,6 +29,11 @@ def run(*args: str) -> subprocess.CompletedProcess:
         (["grad", "x.abs()", "--at", "x=-2", "--framework", "torch"], {"x": -1.0}),
         (["grad", "jnp.abs(x)", "--at", "x=-2", "--dtype", "float32"], {"x": -1.0}),
         (["grad", "torch.relu(x) * y", "--at", "x=2,y=3", "--mode", "forward"], {"x": 3.0, "y": 2.0}),
+        (["grad", "torch.maximum(x, y)", "--at", "x=1,y=1", "--mode", "forward-ad"], {"x": 0.5, "y": 0.5}),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--mode", "aot_eager", "--dtype", "bfloat16"], {"x": 0.0}),
+        (["grad", "jax.nn.relu(x)", "--at", "x=0", "--mode", "jit", "--dtype", "float16"], {"x": 0.0}),
+        (["grad", "x * x * x", "--at", "x=2", "--mode", "second-order", "--framework", "jax"], {"x": 12.0}),
+        (["grad", "jax.numpy.clip(x, -0.7, 0.7)", "--at", "x=0.69921875", "--dtype", "bfloat16"], {"x": 0.5}),
     ],
 )
 def test_grad_prints_one_json_line(capsys, args, expected):
@@ -69,6 +74,12 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["report", "--shards", "/nonexistent", "--out", "/tmp/x"], "no such shard folder"),
         (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--dtype", "int8"], "unknown dtype 'int8'"),
         (["frobnicate"], "invalid choice"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--mode", "jit"], "unknown mode 'jit'"),
+        (["grad", "jax.nn.relu(x)", "--at", "x=0", "--mode", "sideways"], "unknown mode 'sideways'"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--device", "tpu"], "unknown device 'tpu'"),
+        (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--mode", "jit"], "unknown mode 'jit' for torch"),
+        (["probe", "--out-dir", "/nonexistent-dir"], "not a folder"),
+        (["probe", "--framework", "torch"], "exactly one of --out"),
         (["grad", "torch.relu(x)"], "required: --at"),
     ],
 )
@@ -117,3 +128,21 @@ def test_report_with_a_corrupt_shard_still_renders(tmp_path):
     assert "broken.json" in md, "the report shows the gap"
     strict = run("report", "--shards", str(shards), "--out", str(tmp_path / "out2"), "--strict")
     assert strict.returncode == 2, "--strict fails on an unreadable shard"
+
+
+def test_cuda_without_a_device_is_one_line_exit_2(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device exists here; the no-device path cannot be exercised")
+    res = run("grad", "torch.relu(x)", "--at", "x=0", "--device", "cuda")
+    assert res.returncode == 2 and res.stderr.strip() == "kinkcheck: error: not measured: no CUDA device", res.stderr
+    res = run("probe", "--device", "cuda", "--out-dir", str(tmp_path), "--quiet")
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and lines[-1] == "kinkcheck: error: nothing measured on cuda", res.stderr
+    assert any(ln.startswith("torch: not measured: no cuda device") for ln in lines), lines
+    assert list(tmp_path.iterdir()) == [], "no shard is written for a device that is not there"

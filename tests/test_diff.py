@@ -121,3 +121,13 @@ def test_load_side_env_mismatch(tmp_path):
     write_shard(p, OLD)
     with pytest.raises(DiffError, match="holds torch-2.0.1-cpu"):
         load_side(f"{p}#torch-9.9.9-cpu")
+
+
+def test_a_mode_that_appears_is_one_changed_in_line():
+    """torch.func arrives in 2.0: one line for the mode, not one per program."""
+    old = shard("1.13.1", {RELU: "unavailable"})
+    new = shard("2.0.1", {RELU: 0.0})
+    obs = [{**o, "environment": s["environment"]["id"]} for s in (old, new) for o in s["observations"]]
+    lines = changed_in([old["environment"], new["environment"]], obs, _env_sort_key)
+    assert len(lines) == 1 and lines[0]["program"] == "(every program in this mode)", lines
+    assert lines[0]["change"] == "mode unavailable → ok" and lines[0]["cases"] == [], lines[0]

@@ -38,13 +38,13 @@ def small(tmp_path):
     return load_catalog(p)
 
 
-def _by_program(shard, dtype="float64"):
-    return {o["program"]: o for o in shard["observations"] if o["dtype"] == dtype}
+def _by_program(shard, dtype="float64", mode="reverse"):
+    return {o["program"]: o for o in shard["observations"] if o["dtype"] == dtype and o["mode"] == mode}
 
 
 def test_torch_probe_isolates_failures(torch_adapter, small, tmp_path):
     steps = []
-    shard = probe("torch", catalog=small, on_step=steps.append)
+    shard = probe("torch", catalog=small, on_step=steps.append, modes=("reverse", "forward"))
     write_shard(tmp_path / "s.json", shard)
     assert read_shard(tmp_path / "s.json") == shard, "the probe writes a valid shard"
     obs = _by_program(shard)
@@ -58,12 +58,14 @@ def test_torch_probe_isolates_failures(torch_adapter, small, tmp_path):
     env = shard["environment"]
     assert env["id"] == f"torch-{env['framework_version']}-cpu" and env["catalog_hash"] == small.hash
     nets = [n for n in shard["networks"] if n["program"] == "torch.relu(x)"]
-    assert {n["dtype"] for n in nets} == {"float64", "float32"} and all(n["status"] == "ok" for n in nets)
+    assert {(n["mode"], n["dtype"]) for n in nets} == {(m, d) for m in ("reverse", "forward")
+                                                       for d in ("float64", "float32")}, nets
+    assert all(n["status"] == "ok" for n in nets)
     assert nets[0]["W1"][2][1] == 1260.0, "P0 network with relu'(0)=0 gives W1[2][1] = 1260 (NumPy oracle)"
 
 
 def test_jax_probe(jax_adapter, small):
-    shard = probe("jax", catalog=small, dtypes=("float32",))
+    shard = probe("jax", catalog=small, dtypes=("float32",), modes=("reverse", "jit"))
     obs = _by_program(shard, "float32")
     assert obs["jax.nn.relu(x)"]["value"] == {"x": 0.0}, obs["jax.nn.relu(x)"]
     assert obs["jax.nn.no_such_function(x)"]["status"] == "unavailable"
@@ -88,8 +90,8 @@ def test_a_crashing_case_does_not_lose_the_shard(torch_adapter, small, tmp_path)
     out = tmp_path / "s.json"
     env = {**os.environ, "KINKCHECK_CRASH_CASE": "relu@0"}
     res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog",
-                          small.path, "--out", str(out), "--quiet"], env=env, capture_output=True, text=True,
-                         timeout=600)
+                          small.path, "--out", str(out), "--quiet", "--mode", "reverse", "--mode", "forward"],
+                         env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     shard = read_shard(out)
     crashed = [o for o in shard["observations"] if o["case"] == "relu@0"]
@@ -111,3 +113,18 @@ def test_missing_device_in_worker_is_one_line(torch_adapter, small, tmp_path):
     assert res.returncode == 2 and "no cuda device" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "s.json").exists(), "nothing is written"
+
+
+def test_a_crashed_case_keeps_its_journaled_compiled_cells(small):
+    """Compiled batches run before the cases; a case that crashes later keeps their cells."""
+    from kinkcheck.probe import _batch_key, _crashed
+
+    done = {"batch:inductor/float32": {"results": {
+        _batch_key("obs", "relu@0", "torch.relu(x)", "inductor", "float32"):
+            {"status": "ok", "value": {"x": 0.0}, "error": None}}}}
+    out = _crashed(small, "relu@0", "torch", ["float32"], ["reverse", "inductor"], "interpreter crashed: signal 11",
+                   done)
+    cells = {(o["program"], o["mode"]): o for o in out["observations"]}
+    assert cells[("torch.relu(x)", "inductor")]["value"] == {"x": 0.0}, "the journaled compiled cell is kept"
+    assert cells[("torch.relu(x)", "reverse")]["status"] == "error", "the eager cell of the crashed case is an error"
+    assert "signal 11" in cells[("torch.relu(x)", "reverse")]["error"]

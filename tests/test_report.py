@@ -127,3 +127,49 @@ def test_anchors_are_unique(doc):
     assert not dupes, f"anchors must be unique to be citable: {dupes[:5]}"
     links = set(re.findall(r"\]\(#([^)]+)\)", render_markdown(doc)))
     assert links <= set(anchors), f"links to missing anchors: {sorted(links - set(anchors))[:5]}"
+
+
+def _mode_rows(doc, **match):
+    return [r for r in doc["mode_disagreements"]["rows"] if all(r[k] == v for k, v in match.items())]
+
+
+def test_mode_dtype_device_section_is_computed_from_the_shards(doc):
+    """Rows come from the shards' own cells: each names environments whose cells hold exactly those values."""
+    index = {(o["environment"], o["case"], o["program"], o["mode"], o["dtype"]): o for o in doc["observations"]}
+    rows = doc["mode_disagreements"]["rows"]
+    assert rows, "the measured shards differ by mode or dtype somewhere"
+    for r in rows:
+        for eid in r["environments"]:
+            for d in r["dtypes"]:
+                ob = index[(eid, r["case"], r["program"], r["mode"], d)]
+                ref_dtype = r["reference_dtype"] if r["comparison"].startswith("float64") else d
+                ref = index[(eid, r["case"], r["program"], r["reference_mode"], ref_dtype)]
+                assert ob["value"] == r["observed"]["value"] and ref["value"] == r["reference"]["value"], r
+                assert ob["labels"][0] == r["observed"]["label"], r
+
+
+def test_known_mode_and_dtype_disagreements_are_listed(doc):
+    envs = {e["id"] for e in doc["environments"] if e.get("modes")}
+    if "torch-2.13.0-cpu" not in envs or "jax-0.10.2-cpu" not in envs:
+        pytest.skip("the pinned releases' shards predate the mode matrix")
+    fmax = _mode_rows(doc, case="maximum@tie", program="torch.fmax(x, y)", mode="forward")
+    assert fmax and "torch-2.13.0-cpu" in fmax[0]["environments"], "torch.fmax: reverse [1, 0], forward [0, 1]"
+    assert fmax[0]["reference"]["value"] == {"x": 1.0, "y": 0.0} and fmax[0]["observed"]["value"] == {"x": 0.0, "y": 1.0}
+    where = _mode_rows(doc, case="where-sqrt@-1", framework="jax", mode="forward")
+    assert where and where[0]["reference"]["label"] == "nan" and where[0]["observed"]["value"] == {"x": 1.0}
+    bf16 = _mode_rows(doc, case="hardtanh0.7@0.69921875", program="torch.minimum(x, torch.full_like(x, 0.7))",
+                      comparison="float64 vs bfloat16")
+    assert bf16 and bf16[0]["observed"]["value"] == {"x": 0.5}, "0.7 rounds to x in bfloat16: a tie"
+    rounded = _mode_rows(doc, case="relu@1e-45", program="torch.relu(x)", comparison="float64 vs float16")
+    assert rounded and rounded[0]["observed"]["input"] == {"x": 0.0}, "the cell says the input rounded to 0"
+    assert any("CPU vs CUDA not measured" in m for m in doc["mode_disagreements"]["not_measured"]) or \
+        any(e["device"] == "cuda" for e in doc["environments"])
+
+
+def test_networks_cross_checked_per_mode(doc):
+    modes = {(n["framework"], n["mode"]) for n in doc["networks"] if n["ok"] is True}
+    if not any(e.get("modes") for e in doc["environments"]):
+        pytest.skip("no shard with the mode matrix")
+    for want in [("torch", "reverse"), ("torch", "forward"), ("torch", "inductor"), ("torch", "aot_eager"),
+                 ("jax", "reverse"), ("jax", "forward"), ("jax", "jit")]:
+        assert want in modes, f"P0 network cross-checked in {want}: {sorted(modes)}"

@@ -275,3 +275,25 @@ def test_probe_scale_follows_a_tiny_point() -> None:
     for cid, slope in (("relu@1e-45", 1), ("relu@-1e-45", 0)):
         r = analyze(CATALOG.case(cid))
         assert r.kind == "differentiable" and r.derivative == (slope,), f"{cid}: {r.kind} {r.derivative}"
+
+
+@pytest.mark.parametrize(("case_id", "kind", "limiting"), [
+    ("relu@0", "differentiable", [["0"]]),  # piecewise linear: H @ 1 = 0 on both sides (the Dirac mass is left out)
+    ("hardswish@3", "kink", [["1/3"], ["0"]]),  # x (x + 3) / 6 on the left: second derivative 1/3; x on the right
+    ("softplus@0", "differentiable", [["1/4"]]),  # sigmoid'(0) = 1/4
+    ("norm2-squared@[0]", "differentiable", [["2"]]),
+    ("sqrt@0", "undefined", []),  # sqrt'' = -x^(-3/2) / 4 -> -oo
+])
+def test_second_order_oracle(catalog, case_id, kind, limiting):
+    so = analyze(catalog.case(case_id)).second_order
+    assert so["kind"] == kind, so
+    assert [[c["exact"] for c in g] for g in so["limiting_gradients"]] == limiting, so["limiting_gradients"]
+
+
+def test_second_order_oracle_classifies(catalog):
+    from kinkcheck.classify import OracleNumbers, classify
+
+    so = OracleNumbers.from_json(analyze(catalog.case("hardswish@3")).second_order)
+    assert classify([1 / 3], so, "float64")[0] == "left", "hardswish''(3-) = 1/3 is the left value"
+    assert classify([0.0], so, "float64")[0] == "right"
+    assert classify([0.5], so, "float64") == ["outside-clarke"]

@@ -9,6 +9,9 @@
 and the ratio probe / (import + loop) against the target of 1.5. Every figure is wall time of a fresh
 process, the best of ``--repeat`` runs.
 
+``--compiled`` times the whole catalog in compiled mode (``torch.compile``, inductor and aot_eager: every
+program of a dtype compiled together in one call) beside eager reverse mode (target: inductor <= 120 s).
+
 ``--installs`` times a cold install (new virtualenv, empty cache) of two releases of each framework with
 uv and with pip/venv, side by side, with the ratio (target <= 0.35). ``--matrix-disk LOG`` prints the peak
 disk use of the version matrix from the log the probe sessions write (target < 15 GB).
@@ -156,17 +159,58 @@ def matrix_disk(log: Path) -> int:
     return 0
 
 
+COMPILED_TARGET = 120.0
+
+
+def compiled_vs_eager(repeat: int) -> int:
+    """Whole catalog, all four dtypes, P0 networks: ``--mode inductor`` vs ``--mode reverse``, side by side.
+
+    Each compiled run gets an empty inductor cache (``TORCHINDUCTOR_CACHE_DIR`` in a new temporary folder),
+    so no kernel compiled by an earlier run is reused: the figure is a cold compile of the catalog.
+    """
+    import os
+
+    py = sys.executable
+    times = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("reverse", "inductor", "aot_eager"):
+            best = float("inf")
+            for i in range(repeat):
+                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / f"inductor-{mode}-{i}")}
+                t0 = time.perf_counter()
+                subprocess.run([py, "-m", "kinkcheck", "probe", "--framework", "torch", "--quiet", "--no-isolate",
+                                "--mode", mode, "--out", str(Path(tmp) / f"{mode}.json")], check=True, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                best = min(best, time.perf_counter() - t0)
+            times[mode] = best
+    import torch
+
+    print(f"torch {torch.__version__}, whole catalog ({sum(1 for _ in load_catalog().programs('torch'))} programs), "
+          "float64/float32/float16/bfloat16, with P0 networks; wall s of a fresh process, best of", repeat)
+    print(f"{'eager (reverse)':<22}{times['reverse']:>8.1f} s")
+    for mode in ("inductor", "aot_eager"):
+        ok = "ok" if mode != "inductor" or times[mode] <= COMPILED_TARGET else "MISSED"
+        target = f"  target <= {COMPILED_TARGET:.0f} s {ok}" if mode == "inductor" else ""
+        print(f"{'compiled (' + mode + ')':<22}{times[mode]:>8.1f} s   {times[mode] / times['reverse']:>5.1f} x eager"
+              f"{target}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", action="append", choices=("torch", "jax"))
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--installs", action="store_true", help="cold installs, uv vs pip/venv (downloads GBs)")
     ap.add_argument("--matrix-disk", metavar="LOG", help="peak disk of the matrix from nox's .nox/matrix-disk.jsonl")
+    ap.add_argument("--compiled", action="store_true",
+                    help="the whole catalog with torch.compile (inductor) vs eager reverse mode, all four dtypes")
     args = ap.parse_args(argv)
     if args.installs:
         return cold_installs()
     if args.matrix_disk:
         return matrix_disk(Path(args.matrix_disk))
+    if args.compiled:
+        return compiled_vs_eager(args.repeat)
     py = sys.executable
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             script.write_text(hand_written_loop(fw))
             imp = _best([py, "-c", f"import {fw}" + (".numpy" if fw == "jax" else "")], args.repeat)
             loop = _best([py, str(script)], args.repeat)
-            probe = _best([py, "-m", "kinkcheck", "probe", "--framework", fw, "--quiet",
-                           "--out", str(Path(tmp) / f"{fw}.json")], args.repeat)
+            probe = _best([py, "-m", "kinkcheck", "probe", "--framework", fw, "--quiet", "--mode", "reverse",
+                           "--dtype", "float64", "--dtype", "float32", "--out", str(Path(tmp) / f"{fw}.json")],
+                          args.repeat)
             rows.append((fw, imp, loop, probe))
     print(f"{'framework':<10}{'import s':>10}{'hand loop s':>13}{'probe s':>10}{'probe/(import+loop)':>22}  target")
     for fw, imp, loop, probe in rows:

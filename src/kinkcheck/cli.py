@@ -69,9 +69,8 @@ def _cmd_grad(args: argparse.Namespace) -> int:
 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.frameworks import DTYPES, MODES, FrameworkUnavailable
-    from kinkcheck.probe import DEFAULT_DTYPES
-    from kinkcheck.shards import ShardError, write_shard
+    from kinkcheck.frameworks import DTYPES, MODES
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES
 
     for d in args.dtype:
         if d not in DTYPES:
@@ -85,19 +84,54 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     if args.worker:
         return _probe_worker(args, catalog)
-    if not args.out:
-        raise UsageError("probe: the following arguments are required: --out")
-    _check_writable(Path(args.out))
-    from kinkcheck.probe import probe_isolated
+    if bool(args.out) == bool(args.out_dir):
+        raise UsageError("probe: give exactly one of --out FILE (one framework) or --out-dir DIR")
+    if args.out and not args.framework:
+        raise UsageError("probe: --out needs --framework torch|jax (or use --out-dir DIR for every framework)")
+    if args.out:
+        _check_writable(Path(args.out))
+        return _probe_one(args, catalog, args.framework, Path(args.out))
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        raise UsageError(f"--out-dir {out_dir}: not a folder")
+    _check_writable(out_dir / "probe.json")
+    measured = 0
+    for fw in [args.framework] if args.framework else list(FRAMEWORK_MODES):
+        try:
+            measured += _probe_one(argparse.Namespace(**vars(args)), catalog, fw, None, out_dir) == 0
+        except UsageError as err:  # one framework missing or without the device: say so, go on
+            print(f"{fw}: {err}", file=sys.stderr)
+    if not measured:
+        raise UsageError(f"nothing measured on {args.device}")
+    return 0
 
+
+def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path | None,
+               out_dir: Path | None = None) -> int:
+    """Probe one framework into ``out`` (or ``out_dir/<environment id>.json``)."""
+    from kinkcheck.frameworks import FrameworkUnavailable
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.probe import DEFAULT_DTYPES, probe_isolated
+    from kinkcheck.shards import ShardError, write_shard
+
+    modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]
+    if args.mode and args.framework and len(modes) < len(args.mode):
+        bad = [m for m in args.mode if m not in modes]
+        raise UsageError(f"unknown mode {bad[0]!r} for {framework} (known: {', '.join(FRAMEWORK_MODES[framework])})")
+    if args.mode and not modes:
+        raise UsageError(f"none of the modes {', '.join(args.mode)} exists for {framework}")
+    args.framework = framework
     try:
         if args.no_isolate:
-            shard = _probe_with_progress(args, catalog, journal=None)
+            shard = _probe_with_progress(args, catalog, journal=None, modes=modes or None)
         else:
-            shard = probe_isolated(args.framework, args.device, args.dtype or DEFAULT_DTYPES,
-                                   args.mode or ("reverse",), catalog, quiet=args.quiet)
+            shard = probe_isolated(framework, args.device, args.dtype or DEFAULT_DTYPES,
+                                   modes or None, catalog, quiet=args.quiet)
     except FrameworkUnavailable as err:
         raise UsageError(str(err)) from None
+    if out is None:
+        out = out_dir / f"{shard['environment']['id']}.json"
+    args.out = str(out)
     try:
         write_shard(args.out, shard, validate=False)  # built by the probe itself; readers validate
     except ShardError as err:
@@ -112,13 +146,17 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | None) -> dict[str, Any]:
+def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | None,
+                         modes: Sequence[str] | None = None) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
     from kinkcheck.probe import DEFAULT_DTYPES, probe
 
-    total = sum(1 for _ in catalog.programs(args.framework))
+    modes = list(modes or args.mode or FRAMEWORK_MODES[args.framework])
+    n_batches = sum(m in COMPILED_MODES for m in modes) * len(args.dtype or DEFAULT_DTYPES)
+    total = sum(1 for _ in catalog.programs(args.framework)) + n_batches
     with Progress(
         TextColumn(f"[bold]probe {args.framework} {args.device}[/]"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(stderr=True), disable=args.quiet,
@@ -129,7 +167,7 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
             progress.update(task, description=desc[:60])
             progress.advance(task)
 
-        return probe(args.framework, args.device, args.dtype or DEFAULT_DTYPES, args.mode or ("reverse",), catalog,
+        return probe(args.framework, args.device, args.dtype or DEFAULT_DTYPES, modes, catalog,
                      on_step=step, journal=journal)
 
 
@@ -208,16 +246,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]' (finite numbers)")
     g.add_argument("--dtype", default="float64", help="float64 (default) | float32 | float16 | bfloat16")
     g.add_argument("--device", default="cpu", help="cpu (default) | cuda")
-    g.add_argument("--mode", default="reverse", help="reverse (VJP with ones) | forward (JVP per unit tangent)")
+    g.add_argument("--mode", default="reverse",
+                   help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
+                        "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
     g.add_argument("--framework", choices=("torch", "jax"), help="only for a bare method chain like x.abs()")
     g.set_defaults(func=_cmd_grad)
 
     pr = sub.add_parser("probe", help="probe the whole catalog in the installed framework and write a shard")
-    pr.add_argument("--framework", required=True, choices=("torch", "jax"))
-    pr.add_argument("--out", help="shard file to write (atomically); required")
+    pr.add_argument("--framework", choices=("torch", "jax"), help="default with --out-dir: every installed framework")
+    pr.add_argument("--out", help="shard file to write (atomically), for one --framework")
+    pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>.json")
     pr.add_argument("--device", default="cpu", help="cpu (default) | cuda")
-    pr.add_argument("--dtype", action="append", default=[], help="repeatable; default float64 and float32")
-    pr.add_argument("--mode", action="append", default=[], help="repeatable; default reverse")
+    pr.add_argument("--dtype", action="append", default=[], help="repeatable; default all four dtypes")
+    pr.add_argument("--mode", action="append", default=[], help="repeatable; default every mode of the framework")
     pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
     pr.add_argument("--no-isolate", action="store_true",

@@ -166,15 +166,22 @@ def changed_in(environments: Iterable[Mapping[str, Any]], observations: Iterable
             for ch in compare(old, new):
                 # Value only: the same step (1 → 0) is "right → left" at one bound and "left → right" at the other.
                 change = f"{describe_observation(ch.old, False)} → {describe_observation(ch.new, False)}"
-                key = (fw, device, ch.program, a["framework_version"], b["framework_version"], change, ch.mode)
+                program = ch.program
+                if "unavailable" in (ch.old.get("status"), ch.new.get("status")):
+                    program = "(every program in this mode)"  # a mode that appeared or went: one line, not one per program
+                    change = f"mode {ch.old.get('status')} → {ch.new.get('status')}"
+                key = (fw, device, program, a["framework_version"], b["framework_version"], change, ch.mode)
                 entry = lines.setdefault(key, {
-                    "framework": fw, "device": device, "program": ch.program, "mode": ch.mode,
+                    "framework": fw, "device": device, "program": program, "mode": ch.mode,
                     "from": a["framework_version"], "to": b["framework_version"], "from_environment": a["id"],
                     "to_environment": b["id"], "change": change, "cases": [], "dtypes": []})
                 if ch.case not in entry["cases"]:
                     entry["cases"].append(ch.case)
                 if ch.dtype not in entry["dtypes"]:
                     entry["dtypes"].append(ch.dtype)
+    for entry in lines.values():
+        if entry["program"].startswith("(every program"):
+            entry["cases"] = []  # every case: the mode itself appeared or went
     order = {(e["framework"], e["device"], e["id"]): i
              for (fw, dev), envs in groups.items() for i, e in enumerate(sorted(envs, key=version_key))}
     return sorted(lines.values(),

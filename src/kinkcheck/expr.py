@@ -431,18 +431,25 @@ def resolve_names(
 _FORBIDDEN_VALUES = (str, bytes, bytearray, types.ModuleType)
 
 
-def _guard(value: Any, where: Node) -> Any:
+def _guard_off(value: Any, where: Node) -> Any:
+    return value
+
+
+def _guard_on(value: Any, where: Node) -> Any:
     if isinstance(value, _FORBIDDEN_VALUES):
         raise ExprError(f"{unparse(where)[:60]!r} produced a {type(value).__name__}; strings and modules are not allowed")
     return value
 
 
-def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
+def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any], guard: bool = True) -> Any:
     """Evaluate a parsed tree.
 
     ``names`` comes from :func:`resolve_names`; ``inputs`` maps each declared input to its value.
     Errors raised by the called functions propagate unchanged (the adapters record them).
+    ``guard=False`` skips the run-time refusal of strings and modules; only for a tree that has already
+    been evaluated once with the guard on the same names (``torch.compile`` cannot trace the check).
     """
+    _guard = _guard_on if guard else _guard_off
 
     def ev(n: Node) -> Any:
         if isinstance(n, Const):

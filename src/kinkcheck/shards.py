@@ -49,9 +49,11 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise
 
 
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`."""
-    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+def write_json_atomic(path: str | Path, data: Any, compact: bool = False) -> None:
+    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic` (``compact``: no whitespace)."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False,
+                      **({"separators": (",", ":")} if compact else {"indent": 1}))
+    write_text_atomic(path, text + "\n")
 
 
 def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) -> None:

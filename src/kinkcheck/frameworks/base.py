@@ -8,16 +8,38 @@ from typing import Any, Protocol
 
 from kinkcheck import expr as ex
 
-__all__ = ["DTYPES", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
+__all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODE_INFO", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
            "short_error"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
 DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
 
-#: Differentiation modes. ``reverse``: VJP with a cotangent of ones (``y.backward(ones)``, ``jax.vjp``);
-#: ``forward``: JVP along each input component's unit tangent (``torch.func.jvp``, ``jax.jvp``), summed over
-#: the output like the VJP, so the two are comparable component by component.
-MODES: tuple[str, ...] = ("reverse", "forward")
+#: Differentiation modes, in report order, with what each computes. Every mode returns a value of the
+#: inputs' shapes that is comparable with the reverse-mode gradient of ``f(x).sum()``, except
+#: ``second-order`` (the Hessian times a vector of ones, ``H @ 1``: the gradient of the gradient's sum).
+MODE_INFO: dict[str, str] = {
+    "reverse": "reverse mode: torch `y.backward(ones)`; JAX `jax.grad` of the sum",
+    "functional": "torch.func.grad of the sum",
+    "forward": "forward mode: `torch.func.jvp` / `jax.jvp` along each input component's unit tangent",
+    "forward-ad": "forward mode with dual numbers: `torch.autograd.forward_ad`",
+    "jacfwd": "`jax.jacfwd`, summed over the output",
+    "jacrev": "`jax.jacrev`, summed over the output",
+    "jit": "`jax.jit(jax.grad(...))`",
+    "inductor": "`torch.compile(backend=\"inductor\")`, backward through the compiled graph",
+    "aot_eager": "`torch.compile(backend=\"aot_eager\")`: AOTAutograd's traced backward, no code generation",
+    "vmap": "`torch.func.vmap(torch.func.grad(...))` / `jax.vmap(jax.grad(...))` over a batch of two copies of the point",
+    "second-order": "the Hessian times ones, `H @ 1`: torch double backward, `jax.hessian`",
+}
+MODES: tuple[str, ...] = tuple(MODE_INFO)
+#: The modes each adapter implements (``Adapter.modes``).
+FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {
+    "torch": ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
+    "jax": ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"),
+}
+#: Modes whose value is a gradient (comparable with ``reverse``); second-order is judged on its own.
+GRADIENT_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "second-order")
+#: Compiled modes: the probe batches every program of the catalog into one compiled call per dtype.
+COMPILED_MODES: frozenset[str] = frozenset(("inductor", "aot_eager"))
 
 
 class FrameworkUnavailable(RuntimeError):
@@ -49,6 +71,9 @@ class Adapter(Protocol):
 
     def namespace(self) -> dict[str, Any]:
         """Root names for :func:`kinkcheck.expr.resolve_names`."""
+
+    #: Modes this adapter knows (a subset of :data:`MODES`).
+    modes: tuple[str, ...]
 
     def gradient(
         self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
@@ -127,9 +152,29 @@ def check_dtype(dtype: str) -> None:
         raise ex.ExprError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
 
 
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ex.ExprError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+def check_mode(mode: str, known: Sequence[str] = MODES) -> None:
+    if mode not in known:
+        raise ex.ExprError(f"unknown mode {mode!r} (known: {', '.join(known)})")
+
+
+def rounded_point(at: Mapping[str, Any], cast: Any) -> dict[str, Any] | None:
+    """The point as the framework holds it in a dtype, when that differs from ``at`` (else None).
+
+    ``cast`` maps a nested list of floats to the same nested list after a round trip through the dtype.
+    -0.0 and 0.0 count as different (the sign bit is part of the input).
+    """
+    out, differs = {}, False
+    for k, v in at.items():
+        r = cast(v)
+        out[k] = r
+        a, b = flatten(v), flatten(r)
+        differs |= any(float(x) != float(y) or math.copysign(1, float(x)) != math.copysign(1, float(y))
+                       for x, y in zip(a, b))
+    return encode_point(out) if differs else None
+
+
+def encode_point(at: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: encode(v) for k, v in at.items()}
 
 
 def unit_tangents(shapes: Sequence[tuple[str, Sequence[int]]]) -> list[tuple[str, tuple[int, ...]]]:

@@ -1,7 +1,9 @@
 """JAX adapter: evaluates call expressions with ``jax.numpy`` arrays.
 
-Reverse mode is ``jax.vjp`` with a cotangent of ones (``jax.grad`` for a scalar output); forward mode is
-``jax.jvp`` along each input component's unit tangent, with the output summed. float64 is evaluated
+Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``jax.grad`` of the output's sum (the VJP
+with ones); jit is ``jax.jit(jax.grad(...))``; forward is ``jax.jvp`` along each input component's unit
+tangent; jacfwd and jacrev are ``jax.jacfwd``/``jax.jacrev`` summed over the output; vmap is
+``jax.vmap(jax.grad(...))``; second-order is ``jax.hessian`` times ones (``H @ 1``). float64 is evaluated
 with ``jax_enable_x64`` switched on (it needs it); every other dtype with it off, JAX's default, so a
 float32 program sees what most users see (with x64 on, a Python float literal becomes float64 and
 ``jax.lax.max(x, 0.0)`` refuses the mix).
@@ -17,11 +19,13 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import (
+    FRAMEWORK_MODES,
     FrameworkUnavailable,
     ProgramError,
     check_dtype,
     check_mode,
     resolve,
+    rounded_point,
     unit_tangents,
 )
 
@@ -75,6 +79,7 @@ class JaxAdapter:
     """The :class:`kinkcheck.frameworks.base.Adapter` for JAX."""
 
     name = "jax"
+    modes: tuple[str, ...] = FRAMEWORK_MODES["jax"]
 
     @property
     def version(self) -> str:
@@ -86,6 +91,14 @@ class JaxAdapter:
         except RuntimeError:
             gpus = []
         return ["cpu", "cuda"] if gpus else ["cpu"]
+
+    def device_name(self, device: str) -> str:
+        """The accelerator's ``device_kind`` (e.g. ``"NVIDIA H200"``), or the platform's processor for ``cpu``."""
+        if device == "cuda":
+            return str(self._device("cuda").device_kind)
+        import platform
+
+        return platform.processor() or platform.machine()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""
@@ -123,7 +136,7 @@ class JaxAdapter:
     def gradient(
         self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
-        check_mode(mode)
+        check_mode(mode, self.modes)
         check_dtype(dtype)
         with _x64(dtype == "float64"):
             return self._gradient(tree, at, dtype, device, mode)
@@ -132,22 +145,51 @@ class JaxAdapter:
         names = self._resolve(tree)
         keys = list(at)
         args = self._inputs(at, dtype, device)
+        argnums = tuple(range(len(keys)))
 
         def f(*a: Any) -> Any:
             return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
 
-        if mode == "reverse":
-            out, vjp = jax.vjp(f, *args)
-            grads = vjp(jnp.ones_like(out))
+        def total(*a: Any) -> Any:
+            return f(*a).sum()
+
+        def lists(grads: Any) -> dict[str, Any]:
             return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(keys, grads)}
+
+        if mode == "reverse":
+            return lists(jax.grad(total, argnums=argnums)(*args))
+        if mode == "jit":
+            return lists(jax.jit(jax.grad(total, argnums=argnums))(*args))
+        if mode == "vmap":
+            batched = [jnp.stack([a, a]) for a in args]
+            return lists(g[0] for g in jax.vmap(jax.grad(total, argnums=argnums))(*batched))
+        if mode in ("jacfwd", "jacrev"):
+            jac = getattr(jax, mode)(f, argnums=argnums)(*args)
+            out_ndim = jnp.ndim(f(*args))
+            return lists(jnp.sum(j, axis=tuple(range(out_ndim))) for j in jac)
+        if mode == "second-order":
+            hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape args[i].shape + args[j].shape
+            return lists(
+                sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(args[i]), jnp.ndim(hess[i][j]))))
+                    for j in range(len(args)))
+                for i in range(len(args))
+            )
+        # forward: jax.jvp along each unit tangent
         result = {k: np.zeros(np.shape(a), dtype=np.float64) for k, a in zip(keys, args)}
         for name, idx in unit_tangents([(k, np.shape(a)) for k, a in zip(keys, args)]):
             tangents = [jnp.zeros_like(a) for a in args]
             i = keys.index(name)
             tangents[i] = tangents[i].at[idx].set(1)
-            _, jvp = jax.jvp(lambda *a: f(*a).sum(), tuple(args), tuple(tangents))
+            _, jvp = jax.jvp(total, tuple(args), tuple(tangents))
             result[name][idx] = float(jvp)
         return {k: v.tolist() for k, v in result.items()}
+
+    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
+        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
+        check_dtype(dtype)
+        with _x64(dtype == "float64"):
+            return rounded_point(at, lambda v: np.asarray(jnp.asarray(np.asarray(v, dtype=np.float64), dtype=dtype),
+                                                          dtype=np.float64).tolist())
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"

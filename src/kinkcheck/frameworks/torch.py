@@ -1,24 +1,32 @@
 """PyTorch adapter: evaluates call expressions with ``torch`` tensors.
 
-Reverse mode is ``y.backward(torch.ones_like(y))`` (the VJP with ones, what ``y.sum().backward()`` gives);
-forward mode is ``torch.func.jvp`` along each input component's unit tangent, with the output summed.
+Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``y.backward(torch.ones_like(y))`` (the VJP
+with ones, what ``y.sum().backward()`` gives); functional is ``torch.func.grad``; forward is
+``torch.func.jvp`` and forward-ad ``torch.autograd.forward_ad``, along each input component's unit tangent
+with the output summed; inductor and aot_eager are ``torch.compile`` backends (reverse through the compiled
+graph, many programs compiled together, see :meth:`TorchAdapter.compiled_gradients`); vmap is
+``torch.func.vmap(torch.func.grad(...))``; second-order is double backward (``H @ 1``).
 Where PyTorch defines a kink's derivative: ``tools/autograd/derivatives.yaml`` (e.g. ``clamp``,
 ``maximum``, ``abs``) and ``torch/csrc/autograd/FunctionsManual.cpp``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import (
+    FRAMEWORK_MODES,
+    COMPILED_MODES,
     FrameworkUnavailable,
     ProgramError,
     Unavailable,
     check_dtype,
     check_mode,
     resolve,
+    rounded_point,
+    short_error,
     unit_tangents,
 )
 
@@ -36,6 +44,23 @@ MODULES = frozenset(("torch", "torch.nn", "torch.nn.functional", "torch.linalg",
 ORIGINS = frozenset(("torch",))
 
 
+def _to_lists(keys: Sequence[str], grads: Sequence[Any], like: Sequence[Any]) -> dict[str, Any]:
+    """Gradients (None for an input the output does not depend on: zeros) → input name → nested floats."""
+    # clone(): some backward formulas (torch.sgn) return a storage-less "zero tensor".
+    return {k: (torch.zeros_like(b) if g is None else g).detach().to("cpu", torch.float64).clone().tolist()
+            for k, g, b in zip(keys, grads, like)}
+
+
+def _compile_error(err: BaseException) -> BaseException:
+    """The innermost error of a failed compilation (dynamo wraps the backend's in BackendCompilerFailed)."""
+    inner = err
+    while getattr(inner, "inner_exception", None) is not None:
+        inner = inner.inner_exception
+    if inner is not err:
+        return RuntimeError(f"torch.compile failed: {short_error(inner)}")
+    return err
+
+
 def load() -> TorchAdapter:
     if torch is None:
         raise FrameworkUnavailable(f"torch is not installed in this Python ({_IMPORT_ERROR})")
@@ -46,6 +71,7 @@ class TorchAdapter:
     """The :class:`kinkcheck.frameworks.base.Adapter` for PyTorch."""
 
     name = "torch"
+    modes: tuple[str, ...] = FRAMEWORK_MODES["torch"]
 
     @property
     def version(self) -> str:
@@ -53,6 +79,14 @@ class TorchAdapter:
 
     def devices(self) -> list[str]:
         return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+    def device_name(self, device: str) -> str:
+        """The accelerator's name (``torch.cuda.get_device_name``), or the platform's processor for ``cpu``."""
+        if device == "cuda":
+            return str(torch.cuda.get_device_name(0))
+        import platform
+
+        return platform.processor() or platform.machine()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""
@@ -86,32 +120,201 @@ class TorchAdapter:
     def gradient(
         self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
-        check_mode(mode)
+        check_mode(mode, self.modes)
+        if mode in COMPILED_MODES:
+            (result,) = self.compiled_gradients([(tree, at)], dtype, device, mode)
+            if isinstance(result, BaseException):
+                raise result
+            return result
         tdtype, tdev = self._dtype(dtype), self._device(device)
         names = self._resolve(tree)
         keys = list(at)
         base = [torch.tensor(at[k], dtype=tdtype, device=tdev) for k in keys]
-        if mode == "reverse":
-            leaves = [b.clone().requires_grad_(True) for b in base]
-            out = self._check_output(ex.evaluate(tree, names, dict(zip(keys, leaves))))
-            out.backward(torch.ones_like(out))
-            grads = [lf.grad if lf.grad is not None else torch.zeros_like(lf) for lf in leaves]
-            # clone(): some backward formulas (torch.sgn) return a storage-less "zero tensor".
-            return {k: g.detach().to("cpu", torch.float64).clone().tolist() for k, g in zip(keys, grads)}
-        func = getattr(torch, "func", None)
-        if func is None or not hasattr(func, "jvp"):
-            raise Unavailable(f"torch.func.jvp does not exist in torch {torch.__version__}")
 
         def f(*args: Any) -> Any:
-            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args)))).sum()
+            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
 
+        if mode == "reverse":
+            leaves = [b.clone().requires_grad_(True) for b in base]
+            out = f(*leaves)
+            out.backward(torch.ones_like(out))
+            return _to_lists(keys, [lf.grad for lf in leaves], base)
+        if mode == "second-order":
+            leaves = [b.clone().requires_grad_(True) for b in base]
+            out = f(*leaves).sum()
+            grads = torch.autograd.grad(out, leaves, create_graph=True, allow_unused=True)
+            total = sum((g.sum() for g in grads if g is not None and g.requires_grad), torch.zeros((), dtype=tdtype))
+            if not total.requires_grad:  # every gradient is a constant: H = 0
+                return _to_lists(keys, [None] * len(keys), base)
+            return _to_lists(keys, torch.autograd.grad(total, leaves, allow_unused=True), base)
+        if mode == "forward-ad":
+            fwd = torch.autograd.forward_ad
+            result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(keys, base)}
+            for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)]):
+                with fwd.dual_level():
+                    tangents = [torch.zeros_like(b) for b in base]
+                    tangents[keys.index(name)][idx] = 1
+                    duals = [fwd.make_dual(b, t) for b, t in zip(base, tangents)]
+                    tangent = fwd.unpack_dual(f(*duals)).tangent
+                    result[name][idx] = 0.0 if tangent is None else float(tangent.sum().to("cpu", torch.float64))
+            return {k: v.tolist() for k, v in result.items()}
+        func = getattr(torch, "func", None)
+        if func is None:
+            raise Unavailable(f"torch.func does not exist in torch {torch.__version__} (added in 2.0)")
+        argnums = tuple(range(len(keys)))
+        if mode == "functional":
+            grads = func.grad(lambda *a: f(*a).sum(), argnums=argnums)(*base)
+            return _to_lists(keys, grads, base)
+        if mode == "vmap":
+            batched = [torch.stack([b, b]) for b in base]
+            grads = func.vmap(func.grad(lambda *a: f(*a).sum(), argnums=argnums))(*batched)
+            return _to_lists(keys, [g[0] for g in grads], base)
+        # forward: torch.func.jvp along each unit tangent
         result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(keys, base)}
         for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)]):
             tangents = [torch.zeros_like(b) for b in base]
             tangents[keys.index(name)][idx] = 1
-            _, jvp = func.jvp(f, tuple(base), tuple(tangents))
+            _, jvp = func.jvp(lambda *a: f(*a).sum(), tuple(base), tuple(tangents))
             result[name][idx] = jvp.detach().to("cpu", torch.float64)
         return {k: v.tolist() for k, v in result.items()}
+
+    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
+        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
+        tdtype = self._dtype(dtype)
+        return rounded_point(at, lambda v: torch.tensor(v, dtype=tdtype).to(torch.float64).tolist())
+
+    def compiled_gradients(
+        self, items: Sequence[tuple[ex.Node, Mapping[str, Any]]], dtype: str, device: str, mode: str
+    ) -> list[dict[str, Any] | BaseException]:
+        """Reverse-mode gradients of many programs through ``torch.compile``, compiled together.
+
+        All ``items`` (program tree, point) are evaluated by one compiled function returning each program's
+        output; ``torch.autograd.backward`` sends ones into each output, so every program gets its own
+        gradient, as if compiled alone. One compilation per call instead of one per program and point
+        (compiling is what costs: about 2 s per graph with inductor on 2 cores). The batch is compiled with
+        ``fullgraph=True``, so nothing silently falls back to eager; when it fails to compile or run, it is
+        split in halves until the failing programs are alone, and a program alone is compiled as users
+        compile it (``fullgraph=False``: graph breaks run eagerly). Exceptions are returned in their places.
+        Each program is first evaluated once eagerly with the expression guard on (see
+        :func:`kinkcheck.expr.evaluate`); the traced evaluation skips that check.
+
+        Returns
+        -------
+        list
+            Per item, the gradient (input name → nested list of float) or the exception it raised.
+
+        Raises
+        ------
+        Unavailable
+            ``torch.compile`` does not exist (torch < 2.0) or the backend is unknown in this version.
+        """
+        check_mode(mode, tuple(COMPILED_MODES))
+        if not hasattr(torch, "compile"):
+            raise Unavailable(f"torch.compile does not exist in torch {torch.__version__} (added in 2.0)")
+        try:
+            torch.compile(lambda v: v, backend=mode)
+        except RuntimeError as err:  # torch 2.0 on Python 3.11: "Python 3.11+ not yet supported for torch.compile"
+            raise Unavailable(f"torch.compile is not usable here: {short_error(err)}") from None
+        self._backend_works(mode, tdtype_name=dtype, device=device)
+        tdtype, tdev = self._dtype(dtype), self._device(device)
+        prepared: list[Any] = []
+        for tree, at in items:
+            try:
+                names = self._resolve(tree)
+                with torch.no_grad():  # the guarded evaluation: refusals and eager failures surface here
+                    self._check_output(ex.evaluate(tree, names, {k: torch.tensor(v, dtype=tdtype, device=tdev)
+                                                                 for k, v in at.items()}))
+                prepared.append((tree, names, list(at), at))
+            except Exception as err:  # noqa: BLE001 - the program's own failure, as in eager mode
+                prepared.append(err)
+        results: list[Any] = [p if isinstance(p, BaseException) else None for p in prepared]
+        todo = [i for i, p in enumerate(prepared) if not isinstance(p, BaseException)]
+        # Dynamo alone (backend "eager", no code generation) finds the programs with a graph break cheaply;
+        # they are compiled one by one, graph breaks allowed, the rest in one graph.
+        alone = [i for i in todo if not self._traces_whole(prepared[i], tdtype, tdev)]
+
+        self._compiled_batch(prepared, [i for i in todo if i not in alone], results, tdtype, tdev, mode)
+        for i in alone:
+            self._compiled_batch(prepared, [i], results, tdtype, tdev, mode, fullgraph=False)
+        return results
+
+    def _backend_works(self, mode: str, tdtype_name: str, device: str) -> None:
+        """Compile one trivial graph with a backward pass; a backend that cannot (no C++ compiler, say) makes
+        the whole batch unavailable at once instead of failing program by program."""
+        import torch._dynamo
+
+        cache = self.__dict__.setdefault("_backend_ok", {})
+        key = (mode, tdtype_name, device)
+        if key not in cache:
+            torch._dynamo.reset()
+            v = torch.ones(2, dtype=self._dtype(tdtype_name), device=self._device(device), requires_grad=True)
+            try:
+                torch.compile(lambda a: (a * a).sum(), backend=mode, fullgraph=True)(v).backward()
+                cache[key] = None
+            except Exception as err:  # noqa: BLE001
+                cache[key] = f"torch.compile backend {mode!r} does not work here: {short_error(_compile_error(err))}"
+        if cache[key] is not None:
+            raise Unavailable(cache[key])
+
+    def _traces_whole(self, item: Any, tdtype: Any, tdev: Any) -> bool:
+        tree, names, keys, at = item
+        cache = self.__dict__.setdefault("_whole_graph", {})  # per program: dtypes and backends trace alike
+        key = (ex.unparse(tree), tuple(keys), repr(at))
+        if key not in cache:
+            cache[key] = self._trace_whole(tree, names, keys, at, tdtype, tdev)
+        return cache[key]
+
+    @staticmethod
+    def _trace_whole(tree: Any, names: Any, keys: Any, at: Any, tdtype: Any, tdev: Any) -> bool:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        try:
+            fn = torch.compile(lambda *a: ex.evaluate(tree, names, dict(zip(keys, a)), guard=False),
+                               backend="eager", fullgraph=True)
+            fn(*[torch.tensor(at[k], dtype=tdtype, device=tdev, requires_grad=True) for k in keys])
+        except Exception:  # noqa: BLE001 - a graph break (or a failure the full compile will report)
+            return False
+        return True
+
+    def _compiled_batch(self, prepared: list[Any], todo: list[int], results: list[Any], tdtype: Any, tdev: Any,
+                        mode: str, fullgraph: bool = True) -> None:
+        if not todo:
+            return
+        import torch._dynamo
+
+        torch._dynamo.reset()  # a fresh cache: no recompile limit, no guards left by the previous batch
+        bases = [[torch.tensor(prepared[i][3][k], dtype=tdtype, device=tdev) for k in prepared[i][2]] for i in todo]
+        leaves = [[b.clone().requires_grad_(True) for b in bs] for bs in bases]
+        flat = [lf for ls in leaves for lf in ls]
+        sizes = [len(ls) for ls in leaves]
+        check = self._check_output
+
+        def run_all(*args: Any) -> tuple[Any, ...]:
+            outs, pos = [], 0
+            for i, n in zip(todo, sizes):
+                tree, names, keys, _ = prepared[i]
+                outs.append(check(ex.evaluate(tree, names, dict(zip(keys, args[pos:pos + n])), guard=False)))
+                pos += n
+            return tuple(outs)
+
+        try:
+            compiled = torch.compile(run_all, backend=mode, fullgraph=fullgraph)
+            outs = compiled(*flat)
+            torch.autograd.backward(list(outs), [torch.ones_like(o) for o in outs])
+        except Exception as err:  # noqa: BLE001 - find the program(s) that fail, alone
+            if len(todo) == 1:
+                if fullgraph:  # alone, compile it as a user would: graph breaks allowed
+                    self._compiled_batch(prepared, todo, results, tdtype, tdev, mode, fullgraph=False)
+                else:
+                    results[todo[0]] = _compile_error(err)
+                return
+            half = len(todo) // 2
+            self._compiled_batch(prepared, todo[:half], results, tdtype, tdev, mode)
+            self._compiled_batch(prepared, todo[half:], results, tdtype, tdev, mode)
+            return
+        for i, ls, bs in zip(todo, leaves, bases):
+            results[i] = _to_lists(prepared[i][2], [lf.grad for lf in ls], bs)
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"

@@ -34,7 +34,7 @@ import itertools
 import math
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -123,6 +123,8 @@ class OracleResult:
     sympy_diff: tuple[sympy.Expr | None, ...]
     notes: tuple[str, ...] = ()
     tie: bool = False
+    #: The oracle of the ``second-order`` mode (see :func:`_second_order`), a ``to_json``-shaped dict.
+    second_order: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict.
@@ -148,6 +150,7 @@ class OracleResult:
             "midpoint": vec(self.midpoint),
             "sympy_diff": vec(self.sympy_diff),
             "notes": list(self.notes),
+            "second_order": self.second_order,
         }
 
 
@@ -504,6 +507,7 @@ class _Probe:
     value: sympy.Expr
     gradient: tuple[sympy.Expr, ...]
     singular: bool
+    hessian_sum: tuple[sympy.Expr, ...] | None = None  # H @ 1 of the active piece; None: no finite real limit
 
 
 def _probe(
@@ -524,7 +528,21 @@ def _probe(
             singular |= sing
     except _OutsideDomain:
         return None
-    return _Probe(d, value, tuple(grad), singular)
+    return _Probe(d, value, tuple(grad), singular, _hessian_sum(piece, syms, at_point, ray))
+
+
+def _hessian_sum(piece: sympy.Expr, syms: Sequence[sympy.Symbol], at_point: dict[sympy.Symbol, sympy.Expr],
+                 ray: dict[sympy.Symbol, sympy.Expr]) -> tuple[sympy.Expr, ...] | None:
+    """One-sided ``H @ 1`` of the active piece: component i is the limit of ``sum_j d2 piece / dx_i dx_j``."""
+    total = sum((sympy.diff(piece, s) for s in syms), sympy.S.Zero)
+    out = []
+    try:
+        for s in syms:
+            v, _ = _limit(sympy.diff(total, s), at_point, ray)
+            out.append(v)
+    except (_OutsideDomain, OracleError):
+        return None
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- sets
@@ -728,11 +746,13 @@ def _analyze(case: Case) -> OracleResult:
         left = lp.gradient[0] if lp is not None else None
         right = rp.gradient[0] if rp is not None else None
 
+    second = _second_order(case, components, probes)
+
     def result(kind: str, **kw: Any) -> OracleResult:
         base = dict(
             case_id=case.id, components=components, kind=kind, derivative=None, left=left, right=right,
             limiting_gradients=(), clarke=None, min_norm=None, midpoint=None, sympy_diff=sympy_diff,
-            notes=tuple(notes), tie=case.tie,
+            notes=tuple(notes), tie=case.tie, second_order=second,
         )
         base.update(kw)
         return OracleResult(**base)
@@ -788,3 +808,55 @@ def _analyze(case: Case) -> OracleResult:
                 )
     mid = tuple(sympy.simplify(sum((v[i] for v in clarke), sympy.S.Zero) / len(clarke)) for i in range(n))
     return result("kink", limiting_gradients=limiting, clarke=clarke, min_norm=tuple(mn), midpoint=mid)
+
+
+def _second_order(case: Case, components: tuple[str, ...], probes: dict[tuple[int, ...], _Probe | None]
+                  ) -> dict[str, Any]:
+    """The oracle for the ``second-order`` mode (``H @ 1``), as a :meth:`OracleResult.to_json`-shaped dict.
+
+    Its "limiting gradients" are the one-sided ``H @ 1`` of the active smooth pieces along the probe
+    directions: the piecewise second derivative. The distributional part (a Dirac mass at a kink of the
+    gradient, e.g. ``relu'' = delta``) has no finite value and is left out, as every framework leaves it
+    out. When all directions agree the kind is ``"differentiable"`` (label ``derivative``); otherwise
+    ``"kink"`` with the convex hull of the one-sided values standing in for the Clarke set (so ``left``,
+    ``right``, ``mean``, ``in-clarke`` read as for gradients). No probe direction with a finite real
+    ``H @ 1``: ``"undefined"`` (e.g. sqrt at 0, where the second derivative is infinite).
+    """
+    n = len(components)
+    sides = [p.hessian_sum for p in probes.values() if p is not None and p.hessian_sum is not None]
+    left = right = None
+    if n == 1:
+        lp, rp = probes.get((-1,)), probes.get((1,))
+        left = lp.hessian_sum[0] if lp is not None and lp.hessian_sum is not None else None
+        right = rp.hessian_sum[0] if rp is not None and rp.hessian_sum is not None else None
+    notes = ["second order: one-sided H @ 1 of the active smooth pieces; a Dirac mass at the kink is left out"]
+    base = {"case": case.id, "components": list(components), "tie": False, "left": _num_json(left),
+            "right": _num_json(right), "sympy_diff": [None] * n}
+    finite = [g for g in sides if all(c.is_finite is not False for c in g)]
+    if len(finite) < len(sides):
+        notes.append("H @ 1 is infinite on some side; only the finite sides are kept")
+    limiting = _distinct(finite) if finite else []
+    if not limiting:
+        notes.append("no finite one-sided H @ 1 at the point")
+        return {**base, "kind": "undefined", "derivative": None, "limiting_gradients": [], "clarke": None,
+                "min_norm": None, "midpoint": None, "notes": notes}
+
+    def vec(v: Sequence[sympy.Expr] | None) -> list[Any] | None:
+        return None if v is None else [_num_json(c) for c in v]
+
+    if len(limiting) == 1:
+        g = limiting[0]
+        return {**base, "kind": "differentiable", "derivative": vec(g), "limiting_gradients": [vec(g)],
+                "clarke": [vec(g)], "min_norm": vec(g), "midpoint": vec(g), "notes": notes}
+    if n == 1:
+        lo = min(limiting, key=lambda g: _key(g[0]))
+        hi = max(limiting, key=lambda g: _key(g[0]))
+        hull = [lo, hi]
+        mn = (sympy.S.Zero,) if _key(lo[0]) <= 0 <= _key(hi[0]) else (lo if _key(lo[0]) > 0 else hi)
+    else:
+        hull = _hull_vertices(list(limiting))
+        mn = _exact_min_norm(list(hull))
+    mid = tuple(sympy.simplify(sum((v[i] for v in hull), sympy.S.Zero) / len(hull)) for i in range(n))
+    notes.append("the one-sided values differ; their convex hull stands in for a Clarke set")
+    return {**base, "kind": "kink", "derivative": None, "limiting_gradients": [vec(g) for g in limiting],
+            "clarke": [vec(g) for g in hull], "min_norm": vec(mn), "midpoint": vec(mid), "notes": notes}

@@ -43,7 +43,7 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
     out.mkdir(parents=True, exist_ok=True)
     md = render_markdown(doc)
     json_path, md_path = out / "conventions.json", out / "conventions.md"
-    write_json_atomic(json_path, doc)
+    write_json_atomic(json_path, doc, compact=True)  # about 100 000 observations: no indentation
     write_text_atomic(md_path, md)
     return [json_path, md_path]
 

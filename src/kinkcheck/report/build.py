@@ -89,6 +89,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     environments = [s["environment"] for s in shards]
     table = oracle_table(catalog)
     oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
+    second = {cid: OracleNumbers.from_json(d["second_order"]) for cid, d in table.items() if d.get("second_order")}
     cases_out = []
     for c in catalog:
         entry = {
@@ -120,21 +121,27 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
                 continue
             flat = _value_key(case, ob["value"])
-            memo_key = (case.id, ob["dtype"], ob["status"], None if flat is None else tuple(flat))
+            order = 2 if ob["mode"] == "second-order" else 1
+            memo_key = (case.id, order, ob["dtype"], ob["status"], None if flat is None else tuple(flat))
             if memo_key not in labels_memo:  # many environments return the same value: classify it once
+                if order == 2 and case.id not in second:
+                    raise ValueError(f"the oracle table has no second-order entry for {case.id}")
                 labels_memo[memo_key] = classify(
-                    flat, oracles[case.id], ob["dtype"],
+                    flat, second[case.id] if order == 2 else oracles[case.id], ob["dtype"],
                     error=ob["error"] if ob["status"] == "error" else None,
                     unavailable=ob["error"] if ob["status"] == "unavailable" else None,
                 )
             labels = list(labels_memo[memo_key])
-            observations.append({
+            row = {
                 "case": case.id, "program": ob["program"], "framework": env["framework"], "environment": env["id"],
                 "mode": ob["mode"], "dtype": ob["dtype"], "status": ob["status"], "value": ob["value"],
                 "labels": labels, "error": ob["error"],
-            })
-            if flat is not None and len(flat) == 1 and ob["mode"] == "reverse":
-                scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"])] = flat[0]
+            }
+            if ob.get("input") is not None:
+                row["input"] = ob["input"]
+            observations.append(row)
+            if flat is not None and len(flat) == 1:
+                scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"], ob["mode"])] = flat[0]
 
     networks = []
     for s in shards:
@@ -144,10 +151,11 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 case = catalog.case(nw["case"])
             except KeyError:
                 continue
-            kd = scalar_derivative.get((env["id"], nw["case"], nw["program"], nw["dtype"]))
+            mode = nw.get("mode", "reverse")
+            kd = scalar_derivative.get((env["id"], nw["case"], nw["program"], nw["dtype"], mode))
             row: dict[str, Any] = {
                 "case": nw["case"], "program": nw["program"], "framework": env["framework"], "environment": env["id"],
-                "dtype": nw["dtype"], "status": nw["status"], "kink_derivative": None, "ok": None,
+                "mode": mode, "dtype": nw["dtype"], "status": nw["status"], "kink_derivative": None, "ok": None,
                 "max_abs_diff": None, "detail": nw["error"], "W1": nw["W1"], "W2": nw["W2"],
             }
             if nw["status"] == "ok" and kd is not None and case.activation in backprop.ACTIVATIONS:
@@ -176,6 +184,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         "p0": _p0(networks, {e["id"]: e for e in environments}),
     }
     doc["disagreements"] = disagreements(doc, catalog)
+    doc["mode_disagreements"] = mode_disagreements(doc)
     doc["changed_in"] = changed_in(environments, observations, _env_sort_key)
     doc["version_span"] = _version_span(doc)
     doc["coverage"] = _coverage(doc)
@@ -190,12 +199,14 @@ def _network_summary(networks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     for n in networks:
         row = out.setdefault((n["case"], n["framework"], n["program"]), {
             "case": n["case"], "framework": n["framework"], "program": n["program"], "runs": 0, "agree": 0,
-            "differ": [], "not_checked": 0})
+            "differ": [], "not_checked": 0, "modes": []})
         row["runs"] += 1
+        if n["mode"] not in row["modes"]:
+            row["modes"].append(n["mode"])
         if n["ok"] is True:
             row["agree"] += 1
         elif n["ok"] is False:
-            row["differ"].append(f"{n['environment']} {n['dtype']}: {n['detail']}")
+            row["differ"].append(f"{n['environment']} {n['mode']} {n['dtype']}: {n['detail']}")
         else:
             row["not_checked"] += 1
     return list(out.values())
@@ -215,7 +226,8 @@ def _version_span(doc: dict[str, Any]) -> list[dict[str, Any]]:
             obs = {(o["case"], o["program"], o["mode"], o["dtype"]): o for o in doc["observations"]
                    if o["environment"] == e["id"]}
             sides.append(Side(e["id"], e, obs))
-        changes = compare(*sides)
+        # A mode or dtype that did not exist in the oldest release is coverage, not a changed convention.
+        changes = [c for c in compare(*sides) if "unavailable" not in (c.old.get("status"), c.new.get("status"))]
         out.append({"framework": fw, "oldest": envs[0]["framework_version"], "newest": envs[-1]["framework_version"],
                     "releases": len(envs), "programs_changed": len({(c.case, c.program) for c in changes})})
     return out
@@ -230,6 +242,11 @@ def _coverage(doc: dict[str, Any]) -> dict[str, Any]:
             "dtypes": [d for d in DTYPES if any(o["dtype"] == d for o in obs)],
             "modes": [m for m in MODES if any(o["mode"] == m for o in obs)]}
     missing = [f"{e['id']}: {e['not_measured']}" for e in doc["environments"] if e.get("not_measured")]
+    old = [e["id"] for e in doc["environments"] if not e.get("not_measured") and "modes" not in e]
+    if old:
+        missing.append(f"{', '.join(old)}: measured before the mode and dtype matrix (reverse mode, float64 and "
+                       "float32, forward mode for P9 cases only); their other modes and dtypes are not measured "
+                       "(`nox -s report` re-probes these stale shards)")
     for fw in FRAMEWORKS:
         envs = [e for e in doc["environments"] if e["framework"] == fw]
         if not envs:
@@ -266,7 +283,7 @@ def _p0(networks: Sequence[dict[str, Any]], env_by_id: dict[str, dict[str, Any]]
     measured = []
     for fw, prog in P0_PROGRAMS:
         runs = sorted((nw for nw in networks if nw["case"] == "relu@0" and nw["framework"] == fw
-                       and nw["program"] == prog and nw["dtype"] == "float32"),
+                       and nw["program"] == prog and nw["dtype"] == "float32" and nw["mode"] == "reverse"),
                       key=lambda nw: _env_sort_key(env_by_id[nw["environment"]]))
         for nw in runs:  # consecutive releases with the same result share one row
             same = ("W1", "W2", "kink_derivative", "ok", "status")
@@ -401,7 +418,141 @@ def _summary(doc: dict[str, Any]) -> dict[str, Any]:
         "disagreements_within": len(doc["disagreements"]["within"]),
         "disagreements_across": len(doc["disagreements"]["across"]),
         "network_mismatches": sum(n["ok"] is False for n in doc["networks"]),
+        "mode_disagreements": len(doc["mode_disagreements"]["rows"]),
         "network_runs": len(doc["networks"]),
         "changed_in": len(doc["changed_in"]),
         "not_measured": sum(1 for e in doc["environments"] if e.get("not_measured")),
     }
+
+
+#: How a mode is compared with its reference, and the heading of the comparison in the report.
+COMPARISONS: dict[str, str] = {
+    "functional": "reverse vs functional",
+    "jacrev": "reverse vs functional",
+    "forward": "reverse vs forward",
+    "forward-ad": "reverse vs forward",
+    "jacfwd": "reverse vs forward",
+    "inductor": "eager vs compiled",
+    "aot_eager": "eager vs compiled",
+    "jit": "grad vs jit",
+    "vmap": "unbatched vs vmap",
+}
+_DTYPE_ORDER = ("float64", "float32", "float16", "bfloat16")
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any], case: dict[str, Any], dtype: str) -> bool:
+    """Whether two observations of one program disagree: status, value beyond ``dtype``'s tolerance, or label.
+
+    A mode or dtype ``unavailable`` in a version is coverage, not a disagreement.
+    """
+    if "unavailable" in (a["status"], b["status"]):
+        return False
+    if a["status"] != b["status"]:
+        return True
+    if a["status"] != "ok":
+        return False
+    fa = flat_value({k: a["value"][k] for k in case["at"]})
+    fb = flat_value({k: b["value"][k] for k in case["at"]})
+    return not same_value(fa, fb, dtype) or a["labels"][0] != b["labels"][0]
+
+
+def _brief(ob: dict[str, Any]) -> dict[str, Any]:
+    out = {"status": ob["status"], "value": ob["value"], "label": ob["labels"][0], "error": ob["error"]}
+    if ob.get("input") is not None:
+        out["input"] = ob["input"]
+    return out
+
+
+def mode_disagreements(doc: dict[str, Any]) -> dict[str, Any]:
+    """Where the same program gives different values or labels by mode, dtype or device.
+
+    Comparisons, each within one environment unless said otherwise:
+
+    * a mode against reverse mode in the same dtype (:data:`COMPARISONS`: reverse vs forward, eager vs
+      compiled, grad vs jit, unbatched vs vmap, reverse vs functional);
+    * a lower precision against float64, in reverse and in second-order mode ("float64 vs bfloat16");
+    * a CUDA environment against the CPU environment of the same framework version ("CPU vs CUDA").
+
+    Rows that differ the same way in several environments (and dtypes) are merged; ``releases`` lists them.
+
+    Returns
+    -------
+    dict
+        ``rows``: list of dicts (framework, case, program, comparison, mode, reference_mode, dtypes, reference,
+        observed, environments, releases); ``not_measured``: comparisons that could not be made, with why.
+    """
+    cases = {c["id"]: c for c in doc["cases"]}
+    env_by_id = {e["id"]: e for e in doc["environments"]}
+    index: dict[tuple[str, str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+    for ob in doc["observations"]:
+        index.setdefault((ob["environment"], ob["case"], ob["program"]), {})[(ob["mode"], ob["dtype"])] = ob
+    raw: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], str, str]] = []
+    for (eid, cid, prog), cells in index.items():
+        case = cases[cid]
+        for (mode, dtype), ob in cells.items():
+            if mode in COMPARISONS:
+                ref = cells.get(("reverse", dtype))
+                if ref is not None and _differs(ref, ob, case, dtype):
+                    raw.append((ref, ob, case, COMPARISONS[mode], eid))
+            if mode in ("reverse", "second-order") and dtype != "float64":
+                ref = cells.get((mode, "float64"))
+                if ref is not None and _differs(ref, ob, case, dtype):
+                    raw.append((ref, ob, case, f"float64 vs {dtype}", eid))
+    not_measured = []
+    for env in doc["environments"]:
+        if env["device"] == "cpu":
+            continue
+        cpu = next((e for e in doc["environments"] if e["device"] == "cpu" and e["framework"] == env["framework"]
+                    and e["framework_version"] == env["framework_version"]), None)
+        if cpu is None:
+            not_measured.append(f"{env['id']}: no CPU shard of {env['framework']} {env['framework_version']} "
+                                "to compare with")
+            continue
+        for (eid, cid, prog), cells in index.items():
+            if eid != env["id"]:
+                continue
+            cpu_cells = index.get((cpu["id"], cid, prog), {})
+            for key, ob in cells.items():
+                ref = cpu_cells.get(key)
+                if ref is not None and _differs(ref, ob, cases[cid], key[1]):
+                    raw.append((ref, ob, cases[cid], f"CPU vs {env['device'].upper()}", eid))
+    for fw in FRAMEWORKS:
+        if not any(e["framework"] == fw and e["device"] != "cpu" for e in doc["environments"]):
+            not_measured.append(f"{fw}: CPU vs CUDA not measured: no shard from a CUDA device")
+    # First the dtypes per environment, then one row per set of environments with the same dtypes, so that
+    # every (release, dtype) a row names really shows the difference.
+    per_env: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for ref, ob, case, comparison, eid in raw:
+        r, o = _brief(ref), _brief(ob)
+        key = (ob["framework"], case["id"], ob["program"], comparison, ref["mode"], ob["mode"],
+               repr((r["value"], r["label"], r["status"], r.get("input"))),
+               repr((o["value"], o["label"], o["status"], o.get("input"))), eid)
+        entry = per_env.setdefault(key, {
+            "framework": ob["framework"], "case": case["id"], "program": ob["program"], "comparison": comparison,
+            "reference_mode": ref["mode"], "mode": ob["mode"], "reference_dtype": ref["dtype"], "dtypes": [],
+            "reference": r, "observed": o, "environments": [eid],
+        })
+        if ob["dtype"] not in entry["dtypes"]:
+            entry["dtypes"].append(ob["dtype"])
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for key, entry in per_env.items():
+        entry["dtypes"].sort(key=_DTYPE_ORDER.index)
+        mkey = (*key[:-1], tuple(entry["dtypes"]))
+        if mkey in merged:
+            merged[mkey]["environments"].append(key[-1])
+        else:
+            merged[mkey] = entry
+    rows = list(merged.values())
+    case_order = {c["id"]: i for i, c in enumerate(doc["cases"])}
+    fams = list(dict.fromkeys([*COMPARISONS.values(), "float64 vs float32", "float64 vs float16",
+                               "float64 vs bfloat16"]))
+    for row in rows:
+        row["environments"].sort(key=lambda i: _env_sort_key(env_by_id[i]))
+        versions = [env_by_id[i]["framework_version"] + ("" if env_by_id[i]["device"] == "cpu"
+                                                          else f" {env_by_id[i]['device']}")
+                    for i in row["environments"]]
+        row["releases"] = ", ".join(versions)
+    rows.sort(key=lambda r: (fams.index(r["comparison"]) if r["comparison"] in fams else len(fams), r["comparison"],
+                             FRAMEWORKS.index(r["framework"]) if r["framework"] in FRAMEWORKS else 9,
+                             case_order[r["case"]], r["program"], r["mode"], r["environments"][0]))
+    return {"rows": rows, "not_measured": not_measured}

@@ -178,27 +178,73 @@ def render_markdown(doc: dict[str, Any]) -> str:
     dtypes = [d for d in ("float64", "float32", "float16", "bfloat16") if any(o["dtype"] == d for o in doc["observations"])]
     index = {(o["case"], o["framework"], o["program"], o["mode"], o["environment"], o["dtype"]): o
              for o in doc["observations"]}
-    modes_of: dict[str, list[str]] = {}
+    from kinkcheck.frameworks.base import MODE_INFO, MODES
+
+    env_modes: dict[str, list[str]] = {}
     for o in doc["observations"]:
-        ms = modes_of.setdefault(o["case"], ["reverse"])
+        ms = env_modes.setdefault(o["environment"], [])
         if o["mode"] not in ms:
             ms.append(o["mode"])
     tables: dict[str, list[dict[str, Any]]] = {}
+    mode_tables: dict[str, list[dict[str, Any]]] = {}
     for case in doc["cases"]:
-        tables[case["id"]] = []
+        tables[case["id"]], mode_tables[case["id"]] = [], []
         for fw, fw_cols in cols.items():
+            progs = [p["program"] for p in case["programs"] if p["framework"] == fw]
             rows = [
-                {"program": p["program"], "mode": mode, "framework": fw,
-                 "cells": [[index.get((case["id"], fw, p["program"], mode, c["env"], d)) for d in dtypes]
-                           for c in fw_cols]}
-                for mode in modes_of.get(case["id"], ["reverse"])
-                for p in case["programs"] if p["framework"] == fw
+                {"program": p, "mode": "reverse", "framework": fw,
+                 "cells": [[index.get((case["id"], fw, p, "reverse", c["env"], d)) for d in dtypes] for c in fw_cols]}
+                for p in progs
             ]
             if rows:
                 tables[case["id"]].append({"framework": fw, "cols": fw_cols, "rows": rows})
-    problems = [o for o in doc["observations"] if o["status"] != "ok"]
+            newest = next((c for c in reversed(fw_cols) if len(env_modes.get(c["env"], [])) > 1), None)
+            if newest is None or not progs:
+                continue
+            modes = [m for m in MODES if m in env_modes[newest["env"]]]
+            mode_tables[case["id"]].append({
+                "framework": fw, "title": newest["title"], "modes": modes,
+                "rows": [{"program": p, "cells": [[index.get((case["id"], fw, p, m, newest["env"], d)) for d in dtypes]
+                                                  for m in modes]} for p in progs],
+            })
     from kinkcheck.classify import LABELS
 
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in doc["mode_disagreements"]["rows"]:
+        groups.setdefault(r["comparison"], []).append(r)
+    env.filters["brief"] = _brief
     return env.from_string(text).render(
-        doc=doc, tables=tables, dtypes=dtypes, problems=problems, labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP,
+        doc=doc, tables=tables, mode_tables=mode_tables, dtypes=dtypes, problems=_problems(doc),
+        labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP, mode_groups=list(groups.items()),
+        mode_help={m: MODE_INFO[m] for m in MODES},
     )
+
+
+def _brief(cell: dict[str, Any]) -> str:
+    """A mode-disagreement cell: ``value label`` or the status, and the rounded input where there is one."""
+    text = f"{fmt_value(cell['value'])} {cell['label']}" if cell["status"] == "ok" else \
+        f"{cell['status']}: {(cell['error'] or '')[:80]}".replace("|", "\\|")
+    if cell.get("input"):
+        text += f" (*input* {fmt_value(cell['input'])})"
+    return text
+
+
+def _problems(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Error and unavailable observations, one row per case, program, mode, status and message."""
+    env_by_id = {e["id"]: e for e in doc["environments"]}
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for o in doc["observations"]:
+        if o["status"] == "ok":
+            continue
+        key = (o["case"], o["framework"], o["program"], o["mode"], o["status"], o["error"] or "")
+        row = out.setdefault(key, {**{k: o[k] for k in ("case", "framework", "program", "mode", "status", "error")},
+                                   "dtypes": [], "envs": []})
+        if o["dtype"] not in row["dtypes"]:
+            row["dtypes"].append(o["dtype"])
+        if o["environment"] not in row["envs"]:
+            row["envs"].append(o["environment"])
+    for row in out.values():
+        row["releases"] = ", ".join(env_by_id[e]["framework_version"] + ("" if env_by_id[e]["device"] == "cpu"
+                                                                          else f" {env_by_id[e]['device']}")
+                                    for e in row["envs"])
+    return list(out.values())
