@@ -183,9 +183,9 @@ def compiled_vs_eager(repeat: int) -> int:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 best = min(best, time.perf_counter() - t0)
             times[mode] = best
-    import torch
+    from kinkcheck.frameworks import get_adapter
 
-    print(f"torch {torch.__version__}, whole catalog ({sum(1 for _ in load_catalog().programs('torch'))} programs), "
+    print(f"torch {get_adapter('torch').version}, whole catalog ({sum(1 for _ in load_catalog().programs('torch'))} programs), "
           "float64/float32/float16/bfloat16, with P0 networks; wall s of a fresh process, best of", repeat)
     print(f"{'eager (reverse)':<22}{times['reverse']:>8.1f} s")
     for mode in ("inductor", "aot_eager"):
