@@ -146,8 +146,8 @@ def probe(
     if device not in adapter.devices():
         raise FrameworkUnavailable(f"not measured: no {device} device for {framework}")
     env = environment(adapter, device, catalog, dtypes, modes)
-    _, done, _ = _read_journal(journal) if journal else (None, {}, [])
-    if journal and not _read_journal(journal)[0]:
+    journaled_env, done, _ = _read_journal(journal) if journal else (None, {}, [])
+    if journal and not journaled_env:
         _append(journal, {"environment": env})
     crash = os.environ.get(CRASH_ENV)
     compiled: dict[str, Any] = {}
