@@ -115,16 +115,35 @@ def test_missing_device_in_worker_is_one_line(torch_adapter, small, tmp_path):
     assert not (tmp_path / "s.json").exists(), "nothing is written"
 
 
-def test_a_crashed_case_keeps_its_journaled_compiled_cells(small):
-    """Compiled batches run before the cases; a case that crashes later keeps their cells."""
-    from kinkcheck.probe import _batch_key, _crashed
+def test_a_crashed_case_keeps_its_compiled_cells(small):
+    """Compiled batches run after the eager cases (in a new worker after a crash); the shard takes a crashed
+    case's compiled cells from them, its eager cells are errors."""
+    from kinkcheck.probe import _assemble, _batch_key, _crashed
 
-    done = {"batch:inductor/float32": {"results": {
-        _batch_key("obs", "relu@0", "torch.relu(x)", "inductor", "float32"):
-            {"status": "ok", "value": {"x": 0.0}, "error": None}}}}
-    out = _crashed(small, "relu@0", "torch", ["float32"], ["reverse", "inductor"], "interpreter crashed: signal 11",
-                   done)
-    cells = {(o["program"], o["mode"]): o for o in out["observations"]}
-    assert cells[("torch.relu(x)", "inductor")]["value"] == {"x": 0.0}, "the journaled compiled cell is kept"
+    done = {"relu@0": _crashed(small, "relu@0", "torch", ["float32"], ["reverse", "inductor"],
+                               "interpreter crashed: signal 11"),
+            "batch:inductor/float32": {"results": {
+                _batch_key("obs", "relu@0", "torch.relu(x)", "inductor", "float32"):
+                    {"status": "ok", "value": {"x": 0.0}, "error": None}}}}
+    assert all(o["mode"] == "reverse" for o in done["relu@0"]["observations"]), "crash cells are eager cells only"
+    env = {"framework": "torch", "modes": ["reverse", "inductor"], "dtypes": ["float32"]}
+    shard = _assemble(env, small, done)
+    cells = {(o["program"], o["mode"]): o for o in shard["observations"]}
+    assert cells[("torch.relu(x)", "inductor")]["value"] == {"x": 0.0}, "the compiled cell comes from the batch"
     assert cells[("torch.relu(x)", "reverse")]["status"] == "error", "the eager cell of the crashed case is an error"
     assert "signal 11" in cells[("torch.relu(x)", "reverse")]["error"]
+
+
+def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeypatch):
+    """Loading inductor's kernels can change the process's floating-point state (torch 2.4.1/2.5.1 flushed
+    subnormals afterwards), so every eager cell is measured before the first compiled batch."""
+    from kinkcheck import probe as pr
+
+    order = []
+    monkeypatch.setattr(pr, "_probe_case", lambda *a, **k: order.append("case") or
+                        {"observations": [], "networks": [], "rounded": {}})
+    monkeypatch.setattr(pr, "_compiled_batch", lambda *a, **k: order.append(f"batch:{a[4]}") or {})
+    pr.probe("torch", dtypes=["float32"], modes=["reverse", "inductor", "aot_eager"], catalog=small)
+    assert "batch:inductor" in order and order.index("batch:inductor") > max(
+        i for i, x in enumerate(order) if x == "case"), order
+    assert order.index("batch:aot_eager") < order.index("batch:inductor"), f"inductor last: {order}"

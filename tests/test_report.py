@@ -10,6 +10,7 @@ import pytest
 
 from kinkcheck.report import validate_report
 from kinkcheck.report.build import build, disagreements
+from kinkcheck.report.csvfile import read_observations, render_csv
 from kinkcheck.report.markdown import render_markdown
 from kinkcheck.shards import load_shards
 
@@ -52,6 +53,25 @@ def test_committed_report_is_the_render_of_the_committed_shards(doc):
     fresh = render_markdown(doc)
     strip = lambda text: "\n".join(ln for ln in text.splitlines() if "Generated at" not in ln)  # noqa: E731
     assert strip(md) == strip(fresh), "reports/conventions.md is stale: run `nox -s report` and commit it"
+    csv_text = (ROOT / "reports" / "conventions.csv").read_text()
+    assert csv_text == render_csv(doc), "reports/conventions.csv is stale: run `nox -s report` and commit it"
+
+
+def test_csv_round_trips_into_the_json_observations(doc, tmp_path):
+    path = tmp_path / "conventions.csv"
+    path.write_text(render_csv(doc))
+    back = read_observations(path)
+    assert len(back) == len(doc["observations"]), "one CSV row per observation"
+    assert back == json.loads(json.dumps(doc["observations"])), "CSV rows must read back as the JSON observations"
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[:3] == ["case", "program", "framework"] and "conformance" in header, header
+
+
+def test_csv_refuses_another_file(tmp_path):
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a kinkcheck observations CSV"):
+        read_observations(path)
 
 
 def test_same_shards_render_identically(catalog, doc):

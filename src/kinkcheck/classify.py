@@ -236,6 +236,7 @@ class OracleNumbers:
     clarke: tuple[tuple[float, ...], ...] | None
     min_norm: tuple[float, ...] | None
     midpoint: tuple[float, ...] | None
+    shape: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> OracleNumbers:
@@ -252,7 +253,7 @@ class OracleNumbers:
             derivative=vec(d["derivative"]), left=num(d["left"]), right=num(d["right"]),
             limiting_gradients=tuple(vec(g) for g in d["limiting_gradients"]),
             clarke=None if d["clarke"] is None else tuple(vec(g) for g in d["clarke"]),
-            min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]),
+            min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]), shape=d.get("shape"),
         )
 
 

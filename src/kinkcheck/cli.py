@@ -1,4 +1,4 @@
-"""The ``kinkcheck`` command: ``grad``, ``probe``, ``report``, ``diff``.
+"""The ``kinkcheck`` command: ``grad``, ``probe``, ``report``, ``diff``, ``cite``, ``migrate``, ``check``.
 
 Bad input (an unknown name, a malformed ``--at``, an unknown dtype, a framework that is not installed, a
 corrupt shard) prints one line on stderr and exits with status 2; no traceback, nothing executed.
@@ -234,6 +234,56 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 1 if changes else 0
 
 
+def _cmd_cite(args: argparse.Namespace) -> int:
+    from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
+
+    try:
+        doc = load_report(args.report)
+        c = cite(doc, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
+                 dtype=args.dtype, device=args.device)
+    except CiteError as err:
+        raise UsageError(str(err)) from None
+    print(c.sentence)
+    print(f"Report cell: {args.link_base}#{c.anchor}")
+    print()
+    print(cff(doc) if args.cff else bibtex(doc))
+    return 0
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from kinkcheck.cite import CiteError, load_report
+    from kinkcheck.migrate import MigrateError, migrate, render
+
+    try:
+        doc = load_report(args.report)
+        m = migrate(doc, args.source, args.target, mode=args.mode, dtype=args.dtype, device=args.device,
+                    case=args.case)
+    except (CiteError, MigrateError) as err:
+        raise UsageError(str(err)) from None
+    sys.stdout.write(render(m, only_differences=args.only_differences))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from kinkcheck import expr as ex
+    from kinkcheck.check import CheckError, check_pair, load_function, render
+    from kinkcheck.frameworks import DTYPES, FrameworkUnavailable
+
+    frameworks = tuple(f.strip() for f in args.frameworks.split(","))
+    if len(frameworks) != 2 or any(f not in ("torch", "jax") for f in frameworks):
+        raise UsageError(f"--frameworks takes two of torch, jax separated by a comma, got {args.frameworks!r}")
+    if args.dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
+    try:
+        at = ex.parse_point(args.at)
+        fns = [load_function(args.first), load_function(args.second)]
+        result = check_pair(fns[0], fns[1], at, frameworks=frameworks, dtype=args.dtype)
+    except (ex.ExprError, CheckError, FrameworkUnavailable) as err:
+        raise UsageError(str(err)) from None
+    sys.stdout.write(render(result, [f"{args.first} ({frameworks[0]})", f"{args.second} ({frameworks[1]})"]))
+    return 1 if result.differing else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kinkcheck", description="Gradient conventions at kinks, measured in real frameworks.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -280,16 +330,58 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("old", help="e.g. references/observations/torch-2.13.0-cpu.json")
     d.add_argument("new", help="e.g. reports/conventions.json#torch-2.15.0-cpu")
     d.set_defaults(func=_cmd_diff)
+
+    c = sub.add_parser("cite", help="one sentence stating a measured convention, with its report anchor and a "
+                                    "BibTeX (or CITATION.cff) entry for the report")
+    c.add_argument("program", help='a catalog program, e.g. "torch.clamp(x, min=0)" or "jnp.maximum(x, 0.0)"')
+    c.add_argument("--case", help="case id, when the program is measured in several cases (e.g. relu@0)")
+    c.add_argument("--framework-version", help="release (default: the newest measured)")
+    c.add_argument("--mode", default="reverse", help="default reverse")
+    c.add_argument("--dtype", default="float64", help="default float64")
+    c.add_argument("--device", default="cpu", help="default cpu")
+    c.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
+    c.add_argument("--link-base", default="reports/conventions.md",
+                   help="what the anchor is appended to (default reports/conventions.md; reports/conventions.html works too)")
+    c.add_argument("--cff", action="store_true", help="print a CITATION.cff references item instead of BibTeX")
+    c.set_defaults(func=_cmd_cite)
+
+    mg = sub.add_parser("migrate", help="per case, source vs target programs' conventions, with replacements that "
+                                        "keep the source value (an equivalent program or generated code)")
+    mg.add_argument("--from", dest="source", required=True, help="torch | torch==2.13.0 | jax | jax==0.10.2")
+    mg.add_argument("--to", dest="target", required=True, help="jax | torch==2.15.0 | …")
+    mg.add_argument("--case", help="one case id only")
+    mg.add_argument("--mode", default="reverse", help="default reverse")
+    mg.add_argument("--dtype", default="float64", help="default float64")
+    mg.add_argument("--device", default="cpu", help="default cpu")
+    mg.add_argument("--only-differences", action="store_true", help="leave out the pairs that agree")
+    mg.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
+    mg.set_defaults(func=_cmd_migrate)
+
+    ck = sub.add_parser("check", help="two implementations of one function: gradients at the input and at "
+                                      "kink-hitting variants of it (exit 0: agree, 1: differ, 2: bad input)")
+    ck.add_argument("first", help="MODULE:FUNCTION or path/to/file.py:FUNCTION (the first framework's version)")
+    ck.add_argument("second", help="MODULE:FUNCTION (the second framework's version)")
+    ck.add_argument("--at", required=True, help="the input: x=0.5,y=2 | 'v=[1,2,3]'; passed positionally in this order")
+    ck.add_argument("--frameworks", default="torch,jax", help="framework of each function (default torch,jax)")
+    ck.add_argument("--dtype", default="float64", help="default float64")
+    ck.set_defaults(func=_cmd_check)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        rc = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
+        return rc
     except UsageError as err:
         print(f"kinkcheck: error: {err}" if not str(err).startswith("kinkcheck") else f"{err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kinkcheck: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `kinkcheck cite … | head -1`: the reader left; nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

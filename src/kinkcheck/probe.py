@@ -112,8 +112,9 @@ def probe(
     """Probe the whole catalog for ``framework`` on ``device`` in this process; return a shard.
 
     Every program is evaluated at its case's point in every mode and dtype. Compiled modes
-    (:data:`kinkcheck.frameworks.base.COMPILED_MODES`) run first, one compiled call per mode and dtype for
-    the whole catalog (see ``TorchAdapter.compiled_gradients``); eager modes run program by program.
+    (:data:`kinkcheck.frameworks.base.COMPILED_MODES`) run last, one compiled call per mode and dtype for
+    the whole catalog (see ``TorchAdapter.compiled_gradients``), after every eager cell: loading compiled
+    kernels can change the process's floating-point state; eager modes run program by program.
     Activation programs also run end to end on P0's network (:func:`network_tree`) in the
     :data:`NETWORK_MODES` the adapter has, in float64 and float32.
 
@@ -150,20 +151,7 @@ def probe(
     if journal and not journaled_env:
         _append(journal, {"environment": env})
     crash = os.environ.get(CRASH_ENV)
-    compiled: dict[str, Any] = {}
-    for mode in (m for m in modes if m in COMPILED_MODES):
-        for dtype in dtypes:
-            key = f"batch:{mode}/{dtype}"
-            if key not in done:
-                if on_step:
-                    on_step(f"compiling the catalog: {mode} {dtype}")
-                if journal:
-                    _append(journal, {"start": key})
-                done[key] = {"results": _compiled_batch(adapter, catalog, framework, device, mode, dtype, dtypes)}
-                if journal:
-                    _append(journal, {"case": key, **done[key]})
-            compiled.update(done[key]["results"])
-    for case in catalog:
+    for case in catalog:  # eager modes first, each case journaled
         if case.id in done or not case.programs_for(framework):
             if on_step:
                 for program in case.programs_for(framework):
@@ -173,9 +161,24 @@ def probe(
             _append(journal, {"start": case.id})
         if crash == case.id:
             os.abort()  # fault injection for the crash-isolation test (KINKCHECK_CRASH_CASE)
-        done[case.id] = _probe_case(adapter, case, framework, device, dtypes, modes, on_step, compiled)
+        done[case.id] = _probe_case(adapter, case, framework, device, dtypes, modes, on_step)
         if journal:
             _append(journal, {"case": case.id, **done[case.id]})
+    # Compiled batches after every eager cell, inductor last: loading inductor's C++ kernels can change the
+    # process's floating-point state (torch 2.4.1/2.5.1 on CPU flushed subnormals afterwards), which must
+    # not reach the eager cells.
+    for mode in sorted((m for m in modes if m in COMPILED_MODES), key=lambda m: m == "inductor"):
+        for dtype in dtypes:
+            key = f"batch:{mode}/{dtype}"
+            if key in done:
+                continue
+            if on_step:
+                on_step(f"compiling the catalog: {mode} {dtype}")
+            if journal:
+                _append(journal, {"start": key})
+            done[key] = {"results": _compiled_batch(adapter, catalog, framework, device, mode, dtype, dtypes)}
+            if journal:
+                _append(journal, {"case": key, **done[key]})
     return _assemble(env, catalog, done)
 
 
@@ -235,9 +238,8 @@ def _run(adapter: Adapter, tree: Any, at: Any, dtype: str, device: str, mode: st
 
 
 def _probe_case(adapter: Adapter, case: Any, framework: str, device: str, dtypes: Sequence[str],
-                modes: Sequence[str], on_step: Callable[[str], None] | None,
-                compiled: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
-    compiled = compiled or {}
+                modes: Sequence[str], on_step: Callable[[str], None] | None) -> dict[str, Any]:
+    """Eager-mode cells of one case (compiled modes come from the batches, see :func:`_assemble`)."""
     observations: list[dict[str, Any]] = []
     networks: list[dict[str, Any]] = []
     rounded = {d: adapter.rounded(case.at, d) for d in dtypes}
@@ -245,11 +247,10 @@ def _probe_case(adapter: Adapter, case: Any, framework: str, device: str, dtypes
         if on_step:
             on_step(f"{case.id}  {program.id}")
         for mode in dict.fromkeys([*modes, *(m for m in case.modes if m in adapter.modes)]):
+            if mode in COMPILED_MODES:
+                continue
             for dtype in dtypes:
-                r = compiled.get(_batch_key("obs", case.id, program.id, mode, dtype)) if mode in COMPILED_MODES \
-                    else _run(adapter, program.tree, case.at, dtype, device, mode)
-                if r is None:
-                    continue
+                r = _run(adapter, program.tree, case.at, dtype, device, mode)
                 ob = {"case": case.id, "program": program.id, "mode": mode, "dtype": dtype, **r}
                 if rounded[dtype] is not None:
                     ob["input"] = rounded[dtype]
@@ -257,26 +258,24 @@ def _probe_case(adapter: Adapter, case: Any, framework: str, device: str, dtypes
         if not _has_network(case):
             continue
         net = network_tree(program.tree, case.inputs[0])
-        for mode in (m for m in NETWORK_MODES if m in modes):
+        for mode in (m for m in NETWORK_MODES if m in modes and m not in COMPILED_MODES):
             for dtype in (d for d in dtypes if d in NETWORK_DTYPES):
-                r = compiled.get(_batch_key("net", case.id, program.id, mode, dtype)) if mode in COMPILED_MODES \
-                    else _run(adapter, net, network_point(), dtype, device, mode)
-                if r is None:
-                    continue
+                r = _run(adapter, net, network_point(), dtype, device, mode)
                 v = r["value"]
                 networks.append({"case": case.id, "program": program.id, "mode": mode, "dtype": dtype,
                                  "status": r["status"], "W1": v["W1"] if v else None, "W2": v["W2"] if v else None,
                                  "error": r["error"]})
-    return {"observations": observations, "networks": networks}
+    return {"observations": observations, "networks": networks,
+            "rounded": {d: r for d, r in rounded.items() if r is not None}}
 
 
 def _crashed(catalog: Catalog, key: str, framework: str, dtypes: Sequence[str], modes: Sequence[str],
              reason: str, done: dict[str, Any] | None = None) -> dict[str, Any]:
     """Error cells for every observation of a case (or compiled batch) whose worker process died.
 
-    A case's compiled-mode cells come from the compiled batches already journaled (``done``): they ran
-    before the case and are not lost with it. A crash inside a compiled batch loses that mode and dtype
-    for the whole catalog (the batch is one call); the cells say so.
+    A case's compiled-mode cells come from the compiled batches (they run after the eager cases, in a new
+    worker), so they are not lost with it. A crash inside a compiled batch loses that mode and dtype for the
+    whole catalog (the batch is one call); the cells say so.
     """
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
 
@@ -296,24 +295,52 @@ def _crashed(catalog: Catalog, key: str, framework: str, dtypes: Sequence[str], 
     obs = []
     for p in case.programs_for(framework):
         for m in dict.fromkeys([*modes, *(m for m in case.modes if m in known)]):
+            if m in COMPILED_MODES:
+                continue
             for d in dtypes:
-                batch = done.get(f"batch:{m}/{d}", {}).get("results", {})
-                cell = batch.get(_batch_key("obs", case.id, p.id, m, d)) if m in COMPILED_MODES else None
-                cell = cell or {"status": "error", "value": None, "error": reason}
-                obs.append({"case": case.id, "program": p.id, "mode": m, "dtype": d, **cell})
+                obs.append({"case": case.id, "program": p.id, "mode": m, "dtype": d, "status": "error",
+                            "value": None, "error": reason})
     nets = [{"case": case.id, "program": p.id, "mode": m, "dtype": d, "status": "error", "W1": None, "W2": None,
              "error": reason}
             for p in case.programs_for(framework) if _has_network(case)
-            for m in NETWORK_MODES if m in modes for d in dtypes if d in NETWORK_DTYPES]
+            for m in NETWORK_MODES if m in modes and m not in COMPILED_MODES for d in dtypes if d in NETWORK_DTYPES]
     return {"observations": obs, "networks": nets}
 
 
 def _assemble(env: dict[str, Any], catalog: Catalog, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The shard: each case's eager cells, then its cells from the compiled batches, in catalog order."""
+    framework = env["framework"]
+    batches = {k[len("batch:"):]: v["results"] for k, v in done.items() if k.startswith("batch:")}
+    modes = [m for m in env.get("modes", ()) if m in COMPILED_MODES]
+    dtypes = list(env.get("dtypes", ()))
     observations, networks = [], []
-    for case in catalog:  # catalog order, whatever order the journal has (compiled batches are merged per case)
-        if case.id in done:
-            observations += done[case.id]["observations"]
-            networks += done[case.id]["networks"]
+    for case in catalog:  # catalog order, whatever order the journal has
+        if case.id not in done:
+            continue
+        observations += done[case.id]["observations"]
+        networks += done[case.id]["networks"]
+        rounded = done[case.id].get("rounded", {})
+        for program in case.programs_for(framework):
+            for mode in modes:
+                for dtype in dtypes:
+                    r = batches.get(f"{mode}/{dtype}", {}).get(_batch_key("obs", case.id, program.id, mode, dtype))
+                    if r is None:
+                        continue
+                    ob = {"case": case.id, "program": program.id, "mode": mode, "dtype": dtype, **r}
+                    if rounded.get(dtype) is not None:
+                        ob["input"] = rounded[dtype]
+                    observations.append(ob)
+            if not _has_network(case):
+                continue
+            for mode in (m for m in NETWORK_MODES if m in modes):
+                for dtype in (d for d in dtypes if d in NETWORK_DTYPES):
+                    r = batches.get(f"{mode}/{dtype}", {}).get(_batch_key("net", case.id, program.id, mode, dtype))
+                    if r is None:
+                        continue
+                    v = r["value"]
+                    networks.append({"case": case.id, "program": program.id, "mode": mode, "dtype": dtype,
+                                     "status": r["status"], "W1": v["W1"] if v else None,
+                                     "W2": v["W2"] if v else None, "error": r["error"]})
     return {"schema": "kinkcheck/shard/v1", "environment": env, "observations": observations, "networks": networks}
 
 

@@ -50,10 +50,28 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, data: Any, compact: bool = False) -> None:
-    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic` (``compact``: no whitespace)."""
-    text = json.dumps(data, ensure_ascii=False, allow_nan=False,
-                      **({"separators": (",", ":")} if compact else {"indent": 1}))
-    write_text_atomic(path, text + "\n")
+    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`.
+
+    ``compact``: no indentation, but one line per top-level key and one line per element of a top-level
+    list (an observation of the report), so a re-render that changes one observation or the timestamp
+    changes one line in version control, not the whole file.
+    """
+    if not compact or not isinstance(data, dict):
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False,
+                          **({"separators": (",", ":")} if compact else {"indent": 1}))
+        write_text_atomic(path, text + "\n")
+        return
+
+    def one(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+    parts = []
+    for k, v in data.items():
+        if isinstance(v, list) and v:
+            parts.append(f"{one(k)}:[\n" + ",\n".join(one(x) for x in v) + "\n]")
+        else:
+            parts.append(f"{one(k)}:{one(v)}")
+    write_text_atomic(path, "{\n" + ",\n".join(parts) + "\n}\n")
 
 
 def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) -> None:

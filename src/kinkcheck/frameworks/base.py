@@ -84,6 +84,15 @@ class Adapter(Protocol):
         name does not resolve; anything the framework raises while running propagates.
         """
 
+    def callable_gradient(
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu"
+    ) -> dict[str, Any]:
+        """Reverse-mode gradient of ``sum(fn(*inputs))`` for a user's Python function (``kinkcheck check``).
+
+        ``fn`` takes the inputs positionally, in the order of ``at``, as the framework's arrays of ``dtype``;
+        returns input name → float or nested list. Whatever ``fn`` or the framework raises propagates.
+        """
+
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:

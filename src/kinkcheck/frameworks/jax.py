@@ -141,6 +141,18 @@ class JaxAdapter:
         with _x64(dtype == "float64"):
             return self._gradient(tree, at, dtype, device, mode)
 
+    def callable_gradient(
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu"
+    ) -> dict[str, Any]:
+        check_dtype(dtype)
+        with _x64(dtype == "float64"):
+            args = self._inputs(at, dtype, device)
+            out = fn(*args)
+            if not isinstance(out, jax.Array):  # a Python float would differentiate to 0 silently
+                raise TypeError(f"the function returned a {type(out).__name__}, not a jax.Array")
+            grads = jax.grad(lambda *a: jnp.sum(fn(*a)), argnums=tuple(range(len(args))))(*args)
+            return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(at, grads)}
+
     def _gradient(self, tree: ex.Node, at: Mapping[str, Any], dtype: str, device: str, mode: str) -> dict[str, Any]:
         names = self._resolve(tree)
         keys = list(at)

@@ -178,6 +178,19 @@ class TorchAdapter:
             result[name][idx] = jvp.detach().to("cpu", torch.float64)
         return {k: v.tolist() for k, v in result.items()}
 
+    def callable_gradient(
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu"
+    ) -> dict[str, Any]:
+        tdtype, tdev = self._dtype(dtype), self._device(device)
+        keys = list(at)
+        base = [torch.tensor(at[k], dtype=tdtype, device=tdev) for k in keys]
+        leaves = [b.clone().requires_grad_(True) for b in base]
+        out = fn(*leaves)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the function returned a {type(out).__name__}, not a torch.Tensor")
+        out.sum().backward()
+        return _to_lists(keys, [lf.grad for lf in leaves], base)
+
     def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
         """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
         tdtype = self._dtype(dtype)

@@ -108,6 +108,15 @@ class OracleResult:
     notes : tuple of str
     tie : bool
         Copied from the case: the kink is a tie, so tie labels apply.
+    shape : str or None
+        First-order shape of the kink, for PyTorch's documented rule (see :mod:`kinkcheck.conformance`):
+        ``"convex"`` when along every probe direction ``d`` the directional derivative ``f'(p; d)`` is the
+        largest of ``g . d`` over the limiting gradients ``g`` (f is locally a max of its pieces, so the
+        Clarke set is the subdifferential), ``"concave"`` when it is the smallest (a min of its pieces: the
+        superdifferential), and every active piece curves upwards along the probe lines (``d^T H d >= 0``
+        in the limit at the point); ``"concave"`` when it is the smallest and every piece curves downwards;
+        ``"neither"`` otherwise (``selu`` at 0: left slope 1.758 > right slope 1.051, but the left piece
+        ``λα(e^x - 1)`` is strictly convex). None unless ``kind == "kink"`` with a Clarke set.
     """
 
     case_id: str
@@ -125,6 +134,7 @@ class OracleResult:
     tie: bool = False
     #: The oracle of the ``second-order`` mode (see :func:`_second_order`), a ``to_json``-shaped dict.
     second_order: dict[str, Any] | None = field(default=None, compare=False)
+    shape: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict.
@@ -151,6 +161,7 @@ class OracleResult:
             "sympy_diff": vec(self.sympy_diff),
             "notes": list(self.notes),
             "second_order": self.second_order,
+            "shape": self.shape,
         }
 
 
@@ -508,6 +519,7 @@ class _Probe:
     gradient: tuple[sympy.Expr, ...]
     singular: bool
     hessian_sum: tuple[sympy.Expr, ...] | None = None  # H @ 1 of the active piece; None: no finite real limit
+    curvature: sympy.Expr | None = None  # lim d^T H d of the active piece along the ray; None: undecided
 
 
 def _probe(
@@ -528,7 +540,20 @@ def _probe(
             singular |= sing
     except _OutsideDomain:
         return None
-    return _Probe(d, value, tuple(grad), singular, _hessian_sum(piece, syms, at_point, ray))
+    return _Probe(d, value, tuple(grad), singular, _hessian_sum(piece, syms, at_point, ray),
+                  _curvature(piece, syms, d, at_point, ray))
+
+
+def _curvature(piece: sympy.Expr, syms: Sequence[sympy.Symbol], d: tuple[int, ...],
+               at_point: dict[sympy.Symbol, sympy.Expr], ray: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr | None:
+    """``lim_{t->0+} d^T H(p + t d) d`` of the active piece (its second derivative along the probe line)."""
+    along = sum((di * sympy.diff(piece, s) for s, di in zip(syms, d) if di), sympy.S.Zero)
+    second = sum((di * sympy.diff(along, s) for s, di in zip(syms, d) if di), sympy.S.Zero)
+    try:
+        v, _ = _limit(second, at_point, ray)
+    except (OracleError, _OutsideDomain, ValueError, TypeError, NotImplementedError):
+        return None
+    return v
 
 
 def _hessian_sum(piece: sympy.Expr, syms: Sequence[sympy.Symbol], at_point: dict[sympy.Symbol, sympy.Expr],
@@ -807,7 +832,30 @@ def _analyze(case: Case) -> OracleResult:
                     "Clarke set is the closed unit ball"
                 )
     mid = tuple(sympy.simplify(sum((v[i] for v in clarke), sympy.S.Zero) / len(clarke)) for i in range(n))
-    return result("kink", limiting_gradients=limiting, clarke=clarke, min_norm=tuple(mn), midpoint=mid)
+    return result("kink", limiting_gradients=limiting, clarke=clarke, min_norm=tuple(mn), midpoint=mid,
+                  shape=_local_shape(defined, limiting))
+
+
+def _local_shape(defined: Sequence[_Probe], limiting: Sequence[tuple[sympy.Expr, ...]]) -> str:
+    """``"convex"``, ``"concave"`` or ``"neither"`` (see ``OracleResult.shape``)."""
+    convex = concave = True
+    for p in defined:
+        along = sum((g * d for g, d in zip(p.gradient, p.direction)), sympy.S.Zero)
+        others = [sum((g * d for g, d in zip(lg, p.direction)), sympy.S.Zero) for lg in limiting]
+        convex &= _eq(along, max(others, key=_key))
+        concave &= _eq(along, min(others, key=_key))
+        # the pieces themselves: curved the other way (selu's left piece is convex) is neither
+        k = p.curvature
+        if k is None:
+            convex = concave = False
+        else:
+            convex &= _key(k) >= 0
+            concave &= _key(k) <= 0
+    if convex and not concave:
+        return "convex"
+    if concave and not convex:
+        return "concave"
+    return "neither"
 
 
 def _second_order(case: Case, components: tuple[str, ...], probes: dict[tuple[int, ...], _Probe | None]

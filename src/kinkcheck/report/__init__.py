@@ -1,4 +1,4 @@
-"""The report: shards + oracles → ``reports/conventions.md`` and ``reports/conventions.json``.
+"""The report: shards + oracles → ``reports/conventions.md``, ``.json``, ``.csv`` and ``.html``.
 
 :func:`write_reports` builds the document (:mod:`kinkcheck.report.build`) and writes every file
 atomically, so an interrupted run leaves the previous reports whole. :func:`validate_report` checks a
@@ -34,16 +34,21 @@ def validate_report(doc: dict[str, Any]) -> None:
 
 
 def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str] = ()) -> list[Path]:
-    """Render ``conventions.json`` and ``conventions.md`` into ``out``; return the paths written."""
+    """Render ``conventions.json``, ``.md``, ``.csv`` and ``.html`` into ``out``; return the paths written."""
     from kinkcheck.report.build import build
+    from kinkcheck.report.csvfile import render_csv
+    from kinkcheck.report.html import render_html
     from kinkcheck.report.markdown import render_markdown
     from kinkcheck.shards import write_json_atomic, write_text_atomic
 
     doc = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render (9 s)
     out.mkdir(parents=True, exist_ok=True)
     md = render_markdown(doc)
-    json_path, md_path = out / "conventions.json", out / "conventions.md"
+    json_path, md_path, csv_path = out / "conventions.json", out / "conventions.md", out / "conventions.csv"
     write_json_atomic(json_path, doc, compact=True)  # about 100 000 observations: no indentation
     write_text_atomic(md_path, md)
-    return [json_path, md_path]
+    write_text_atomic(csv_path, render_csv(doc))
+    html_path = out / "conventions.html"
+    write_text_atomic(html_path, render_html(doc, catalog))
+    return [json_path, md_path, csv_path, html_path]
 

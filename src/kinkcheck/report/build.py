@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from kinkcheck import __version__
+from kinkcheck import conformance as conf
 from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
 from kinkcheck.diff import Side, changed_in, compare
@@ -108,6 +109,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
     labels_memo: dict[tuple[Any, ...], list[str]] = {}
+    predictions: dict[tuple[str, str, str], conf.Prediction] = {}
     scalar_derivative: dict[tuple[str, str, str, str], float] = {}
     for s in shards:
         env = s["environment"]
@@ -137,6 +139,14 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 "mode": ob["mode"], "dtype": ob["dtype"], "status": ob["status"], "value": ob["value"],
                 "labels": labels, "error": ob["error"],
             }
+            if ob["mode"] != "second-order" and ob["dtype"] in conf.JUDGED_DTYPES and ob.get("input") is None:
+                pkey = (case.id, env["framework"], ob["program"])
+                if pkey not in predictions:
+                    predictions[pkey] = conf.predict(env["framework"], case.program(env["framework"], ob["program"]).tree,
+                                                     oracles[case.id])
+                verdict = conf.verdict(predictions[pkey], flat if ob["status"] == "ok" else None, ob["dtype"])
+                if verdict is not None:
+                    row["conformance"] = verdict
             if ob.get("input") is not None:
                 row["input"] = ob["input"]
             observations.append(row)
@@ -186,11 +196,54 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     doc["disagreements"] = disagreements(doc, catalog)
     doc["mode_disagreements"] = mode_disagreements(doc)
     doc["changed_in"] = changed_in(environments, observations, _env_sort_key)
+    doc["conformance"] = _conformance(doc, predictions)
     doc["version_span"] = _version_span(doc)
     doc["coverage"] = _coverage(doc)
     doc["network_summary"] = _network_summary(doc["networks"])
     doc["summary"] = _summary(doc)
     return doc
+
+
+def _conformance(doc: dict[str, Any], predictions: dict[tuple[str, str, str], conf.Prediction]) -> dict[str, Any]:
+    """The Conformance section: each framework's rule, counts, and per program (reverse mode, float64) its
+    verdict in every release, consecutive releases with the same verdict and value merged into one row."""
+    env_by_id = {e["id"]: e for e in doc["environments"]}
+    order = {e["id"]: i for i, e in enumerate(doc["environments"])}
+    rows: list[dict[str, Any]] = []
+    last: dict[tuple[str, str, str], dict[str, Any]] = {}
+    obs = sorted((o for o in doc["observations"] if o["mode"] == "reverse" and o["dtype"] == "float64"
+                  and o.get("conformance")), key=lambda o: order[o["environment"]])
+    case_rank = {c["id"]: i for i, c in enumerate(doc["cases"])}
+    for o in obs:
+        key = (o["case"], o["framework"], o["program"])
+        p = predictions[key]
+        prev = last.get(key)
+        if prev is not None and prev["verdict"] == o["conformance"] and prev["value"] == o["value"]:
+            prev["environments"].append(o["environment"])
+            continue
+        row = {"case": o["case"], "framework": o["framework"], "program": o["program"], "verdict": o["conformance"],
+               "step": p.step, "predicted": [[_num(v) for v in vec] for vec in p.values], "value": o["value"],
+               "label": o["labels"][0], "environments": [o["environment"]]}
+        last[key] = row
+        rows.append(row)
+    rows.sort(key=lambda r: (case_rank[r["case"]], FRAMEWORKS.index(r["framework"]) if r["framework"] in FRAMEWORKS
+                             else len(FRAMEWORKS), r["program"], order[r["environments"][0]]))
+    for r in rows:
+        versions = [env_by_id[e]["framework_version"] + ("" if env_by_id[e]["device"] == "cpu"
+                                                          else f" {env_by_id[e]['device']}") for e in r["environments"]]
+        r["releases"] = versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]} ({len(versions)} releases)"
+    newest: dict[str, dict[str, int]] = {}
+    for fw in FRAMEWORKS:
+        envs = [e["id"] for e in doc["environments"] if e["framework"] == fw and e["device"] == "cpu"
+                and any(o["environment"] == e["id"] for o in obs)]
+        if envs:
+            counts = {v: 0 for v in conf.VERDICTS}
+            for o in obs:
+                if o["environment"] == envs[-1]:
+                    counts[o["conformance"]] += 1
+            newest[fw] = {"environment": envs[-1], **counts}
+    return {"rules": {fw: {"text": r.text, "source": r.source} for fw, r in conf.RULES.items()},
+            "newest": newest, "rows": rows}
 
 
 def _network_summary(networks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -421,6 +474,7 @@ def _summary(doc: dict[str, Any]) -> dict[str, Any]:
         "mode_disagreements": len(doc["mode_disagreements"]["rows"]),
         "network_runs": len(doc["networks"]),
         "changed_in": len(doc["changed_in"]),
+        "conformance": {v: sum(o.get("conformance") == v for o in obs) for v in conf.VERDICTS},
         "not_measured": sum(1 for e in doc["environments"] if e.get("not_measured")),
     }
 

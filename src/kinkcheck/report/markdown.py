@@ -173,7 +173,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
     text = resources.files("kinkcheck.report").joinpath("templates/conventions.md.j2").read_text()
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, autoescape=False)
-    env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke, cell=_cell)
+    env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke,
+                       cell=_cell, brief=_brief, vec=fmt_vector)
+    return env.from_string(text).render(**context(doc))
+
+
+def context(doc: dict[str, Any]) -> dict[str, Any]:
+    """What the Markdown and HTML templates render: the document plus its tables, grouped for display."""
     cols = _columns(doc)
     dtypes = [d for d in ("float64", "float32", "float16", "bfloat16") if any(o["dtype"] == d for o in doc["observations"])]
     index = {(o["case"], o["framework"], o["program"], o["mode"], o["environment"], o["dtype"]): o
@@ -185,6 +191,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ms = env_modes.setdefault(o["environment"], [])
         if o["mode"] not in ms:
             ms.append(o["mode"])
+    verdicts = {(r["case"], r["framework"], r["program"], e): r for r in doc["conformance"]["rows"]
+                for e in r["environments"]}
+    departing = {(r["case"], r["framework"], r["program"]) for r in doc["conformance"]["rows"] if r["verdict"] == "departs"}
     tables: dict[str, list[dict[str, Any]]] = {}
     mode_tables: dict[str, list[dict[str, Any]]] = {}
     for case in doc["cases"]:
@@ -193,7 +202,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             progs = [p["program"] for p in case["programs"] if p["framework"] == fw]
             rows = [
                 {"program": p, "mode": "reverse", "framework": fw,
-                 "cells": [[index.get((case["id"], fw, p, "reverse", c["env"], d)) for d in dtypes] for c in fw_cols]}
+                 "cells": [[index.get((case["id"], fw, p, "reverse", c["env"], d)) for d in dtypes] for c in fw_cols],
+                 "conformance": _verdict(verdicts.get((case["id"], fw, p, fw_cols[-1]["env"])))}
                 for p in progs
             ]
             if rows:
@@ -212,12 +222,26 @@ def render_markdown(doc: dict[str, Any]) -> str:
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in doc["mode_disagreements"]["rows"]:
         groups.setdefault(r["comparison"], []).append(r)
-    env.filters["brief"] = _brief
-    return env.from_string(text).render(
+    return dict(
+        conformance_rows=[r for r in doc["conformance"]["rows"] if (r["case"], r["framework"], r["program"]) in departing],
         doc=doc, tables=tables, mode_tables=mode_tables, dtypes=dtypes, problems=_problems(doc),
         labels=[lb for lb in LABELS if lb in LABEL_HELP], label_help=LABEL_HELP, mode_groups=list(groups.items()),
         mode_help={m: MODE_INFO[m] for m in MODES},
     )
+
+
+def fmt_vector(v: list[Any]) -> str:
+    """A flat gradient vector: one number alone, else ``[a, b]``."""
+    return fmt_number(v[0]) if len(v) == 1 else "[" + ", ".join(fmt_number(x) for x in v) + "]"
+
+
+def _verdict(row: dict[str, Any] | None) -> str:
+    """The rule column of a case table: the verdict, and what the rule admits when the program departs."""
+    if row is None:
+        return "—"
+    if row["verdict"] == "departs":
+        return "**departs**: admits " + " or ".join(fmt_vector(v) for v in row["predicted"])
+    return row["verdict"]
 
 
 def _brief(cell: dict[str, Any]) -> str:

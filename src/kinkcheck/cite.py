@@ -1,0 +1,220 @@
+"""``kinkcheck cite``: one sentence, ready to paste, stating a measured convention, and a citation entry.
+
+The sentence names the value, its label, the framework release, device, dtype and mode, whether the value
+follows the framework's documented rule, and the report anchor of the cell
+(``reports/conventions.md#case-<case>--<framework>-<program>--<environment>``). The entry cites the report
+as a dataset (BibTeX ``@misc`` or a CITATION.cff ``references`` item), with its generation date and catalog
+hash. Everything comes from the report JSON; nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kinkcheck import expr as ex
+from kinkcheck.catalog import FRAMEWORKS
+from kinkcheck.report.markdown import LABEL_HELP, fmt_value, slug
+
+__all__ = ["CiteError", "Citation", "cite", "bibtex", "cff", "load_report"]
+
+FRAMEWORK_NAMES = {"torch": "PyTorch", "jax": "JAX"}
+REPORT_MD = "reports/conventions.md"
+
+
+class CiteError(ValueError):
+    """The program, case or environment is not in the report (one-line reason)."""
+
+
+@dataclass(frozen=True)
+class Citation:
+    sentence: str
+    anchor: str
+    observation: dict[str, Any]
+    environment: dict[str, Any]
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """The report document; raises CiteError when the file is missing or not a kinkcheck report."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise CiteError(f"no report at {path} (run `nox -s report`, or pass --report)") from None
+    except (OSError, ValueError) as err:
+        raise CiteError(f"{path}: not a readable JSON report ({type(err).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "kinkcheck/conventions/v1":
+        raise CiteError(f"{path}: not a kinkcheck/conventions/v1 report")
+    missing = [k for k in ("provenance", "environments", "cases", "observations") if not isinstance(doc.get(k), (list, dict))]
+    if missing:
+        raise CiteError(f"{path}: a kinkcheck report without {', '.join(missing)} (truncated or hand-made?)")
+    return doc
+
+
+def check_cell(framework: str | None, mode: str, dtype: str) -> None:
+    """Raises CiteError for a dtype or mode no framework (or not ``framework``) has."""
+    from kinkcheck.frameworks.base import DTYPES, FRAMEWORK_MODES, MODES
+
+    if dtype not in DTYPES:
+        raise CiteError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    if mode not in MODES:
+        raise CiteError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    if framework is not None and mode not in FRAMEWORK_MODES.get(framework, MODES):
+        raise CiteError(f"{framework} has no {mode} mode (its modes: {', '.join(FRAMEWORK_MODES[framework])})")
+
+
+def _matches(program: str, case: dict[str, Any]) -> str | None:
+    """The case's program id that ``program`` spells (aliases and spacing canonicalised), or None."""
+    ids = {p["program"] for p in case["programs"]}
+    if program in ids:
+        return program
+    try:
+        canonical = ex.unparse(ex.parse(program, case["at"].keys(), FRAMEWORKS))
+    except ex.ExprError:
+        return None
+    return canonical if canonical in ids else None
+
+
+def cite(doc: dict[str, Any], program: str, case: str | None = None, framework_version: str | None = None,
+         mode: str = "reverse", dtype: str = "float64", device: str = "cpu") -> Citation:
+    """The citation sentence for one cell of the report.
+
+    Parameters
+    ----------
+    doc : dict
+        The report (``reports/conventions.json``).
+    program : str
+        A program of the catalog, e.g. ``"torch.clamp(x, min=0)"`` (``jnp``/``F``/``lax`` aliases accepted).
+    case : str, optional
+        Case id; needed when the program is measured in several cases.
+    framework_version : str, optional
+        Release; default the newest release measured on ``device``.
+
+    Raises
+    ------
+    CiteError
+        Unknown program, ambiguous or unknown case, release not measured, no such cell.
+    """
+    hits = [(c, pid) for c in doc["cases"] if (pid := _matches(program, c)) is not None]
+    if case is not None:
+        hits = [(c, pid) for c, pid in hits if c["id"] == case]
+        if not hits:
+            known = [c["id"] for c in doc["cases"]]
+            raise CiteError(f"case {case!r} has no program {program!r}" if case in known
+                            else f"unknown case {case!r}")
+    if not hits:
+        raise CiteError(f"program {program!r} is not in the report's catalog")
+    if len(hits) > 1:
+        raise CiteError(f"{hits[0][1]} is measured in {len(hits)} cases ({', '.join(c['id'] for c, _ in hits)}); "
+                        "pick one with --case")
+    c, pid = hits[0]
+    framework = next(p["framework"] for p in c["programs"] if p["program"] == pid)
+    check_cell(framework, mode, dtype)
+    envs = [e for e in doc["environments"] if e["framework"] == framework and e["device"] == device
+            and not e.get("not_measured")]
+    if framework_version is not None:
+        envs = [e for e in envs if e["framework_version"] == framework_version]
+        if not envs:
+            measured = _sorted_versions({e["framework_version"] for e in doc["environments"] if e["framework"] == framework})
+            raise CiteError(f"{framework} {framework_version} on {device} is not in the report "
+                            f"(measured: {', '.join(measured)})")
+    obs = {o["environment"]: o for o in doc["observations"] if o["case"] == c["id"] and o["program"] == pid
+           and o["mode"] == mode and o["dtype"] == dtype}
+    envs = [e for e in envs if e["id"] in obs]
+    if not envs:
+        raise CiteError(f"no observation of {pid} at {c['id']} in {mode} mode, {dtype}, on {device}")
+    env, ob = envs[-1], obs[envs[-1]["id"]]
+    row = f"case-{slug(c['id'])}--{framework}-{slug(pid)}"
+    if mode == "reverse":  # the case table: one cell per release, every dtype in it
+        anchor = f"{row}--{slug(env['id'])}"
+    elif env["id"] == newest_with_modes(doc, framework, device):  # the modes table shows the newest release
+        anchor = f"{row}--modes--{slug(mode)}"
+    else:  # other modes of older releases are in the JSON and CSV only: the program's row
+        anchor = row
+    return Citation(_sentence(c, pid, env, ob, mode, dtype), anchor, ob, env)
+
+
+def newest_with_modes(doc: dict[str, Any], framework: str, device: str) -> str | None:
+    """The environment whose modes the report's per-case modes table shows (newest with several modes)."""
+    modes: dict[str, set[str]] = {}
+    for o in doc["observations"]:
+        if o["framework"] == framework:
+            modes.setdefault(o["environment"], set()).add(o["mode"])
+    envs = [e["id"] for e in doc["environments"] if e["framework"] == framework and len(modes.get(e["id"], ())) > 1
+            and e["device"] == device]
+    return envs[-1] if envs else None
+
+
+def _sentence(case: dict[str, Any], program: str, env: dict[str, Any], ob: dict[str, Any], mode: str,
+              dtype: str) -> str:
+    name = FRAMEWORK_NAMES.get(env["framework"], env["framework"])
+    point = ", ".join(f"{k} = {json.dumps(v)}" for k, v in case["at"].items())
+    where = f"{name} {env['framework_version']} ({env['device'].upper() if env['device'] == 'cpu' else env['device']}, " \
+            f"{dtype}, {mode} mode)"
+    if ob["status"] != "ok":
+        what = f"`{program}` at {point} gives no derivative ({ob['status']}: {ob['error']})"
+    else:
+        label = ob["labels"][0]
+        what = f"the derivative of `{program}` at {point} is {fmt_value(ob['value'])} ({label}: {LABEL_HELP.get(label, label)})"
+        if ob.get("input"):
+            what += f"; in {dtype} the input is {fmt_value(ob['input'])}"
+    rule = {"conforms": f"; this follows {name}'s documented rule",
+            "departs": f"; this departs from {name}'s documented rule",
+            "open": f"; {name}'s documented rules leave this value open"}.get(ob.get("conformance", ""), "")
+    return f"In {where}, {what}{rule} (kinkcheck, case {case['id']})."
+
+
+def _sorted_versions(versions: Any) -> list[str]:
+    from packaging.version import InvalidVersion, Version
+
+    def key(v: str) -> Any:
+        try:
+            return (0, Version(v), v)
+        except InvalidVersion:
+            return (1, Version("0"), v)
+
+    return sorted(versions, key=key)
+
+
+def _span(doc: dict[str, Any]) -> str:
+    """``PyTorch 1.13.1–2.15.0 (17 releases) and JAX 0.4.13–0.10.2 (11 releases)``."""
+    parts = []
+    for fw in FRAMEWORKS:
+        vs = _sorted_versions({e["framework_version"] for e in doc["environments"]
+                               if e["framework"] == fw and not e.get("not_measured")})
+        if vs:
+            name = FRAMEWORK_NAMES.get(fw, fw)
+            parts.append(f"{name} {vs[0]}" if len(vs) == 1 else f"{name} {vs[0]}–{vs[-1]} ({len(vs)} releases)")
+    return " and ".join(parts)
+
+
+def bibtex(doc: dict[str, Any]) -> str:
+    """A BibTeX ``@misc`` entry for the report (date and catalog hash from its provenance)."""
+    prov = doc["provenance"]
+    date = prov["generated_at"][:10]
+    envs = _span(doc)
+    return (
+        f"@misc{{kinkcheck-{date},\n"
+        f"  title        = {{Gradient conventions at kinks: a kinkcheck report}},\n"
+        f"  author       = {{{{kinkcheck contributors}}}},\n"
+        f"  year         = {{{date[:4]}}},\n"
+        f"  note         = {{kinkcheck {prov['kinkcheck_version']}, catalog {prov['catalog_hash']}, generated "
+        f"{prov['generated_at']}; {len(doc['cases'])} cases measured in {envs}}},\n"
+        f"  howpublished = {{{REPORT_MD}}}\n"
+        f"}}"
+    )
+
+
+def cff(doc: dict[str, Any]) -> str:
+    """A CITATION.cff ``references`` item (YAML) for the report."""
+    prov = doc["provenance"]
+    return (
+        "- type: data\n"
+        "  title: \"Gradient conventions at kinks: a kinkcheck report\"\n"
+        "  authors:\n"
+        "    - name: kinkcheck contributors\n"
+        f"  date-released: \"{prov['generated_at'][:10]}\"\n"
+        f"  version: \"{prov['kinkcheck_version']}+catalog.{prov['catalog_hash']}\"\n"
+        f"  notes: \"{REPORT_MD}; {len(doc['cases'])} cases, {len(doc['observations'])} observations\"\n"
+    )

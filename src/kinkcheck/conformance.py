@@ -1,0 +1,206 @@
+"""Policy conformance: does a program follow its own framework's documented rule at a kink?
+
+Each framework's rule is turned into a prediction from the sympy oracle (:mod:`kinkcheck.oracles.symbolic`):
+the set of gradient values the rule admits at the case's point. A measured value then **conforms** (it is
+one of them, within the dtype tolerance of :func:`kinkcheck.classify.same_value`), **departs** (it is not),
+or the rule leaves the value **open** (no documented choice for this program, or the rule itself says
+"arbitrary"). Error and unavailable cells, and second-order cells (the rules are about gradients), get no
+verdict; nor do float16/bfloat16 cells or cells whose input the dtype rounded (:data:`JUDGED_DTYPES`): in low
+precision the function itself can change (hardtanh's bound 0.7 rounds onto the point in bfloat16), so the
+float64 oracle no longer describes it.
+
+Both frameworks state their rules for single operations, so only a program that is **one operation** on the
+case's inputs and constants is judged (``torch.clamp(x, min=0)``, ``x.clamp(min=0)``, ``torch.maximum(x, y)``,
+``x ** 0.5``); a composite (``torch.relu(-x) + x``, ``torch.maximum(x, torch.zeros_like(x))`` — a
+two-argument maximum whose second argument is a tensor — or ``torch.sqrt(x * x)``) is open: each of its
+operations may follow the rule while the composition does not give the rule's value for the whole function.
+
+PyTorch
+    One rule for every operator, in the autograd notes, section "Gradients for non-differentiable
+    functions" (``docs/source/notes/autograd.rst``): 1. the gradient where f is differentiable; 2. where f
+    is locally convex, the minimum-norm subgradient; 3. where locally concave, the minimum-norm
+    supergradient; 4. where f is defined, the gradient "by continuity" (``inf`` possible, e.g. ``sqrt(0)``),
+    any one where several values are possible; 5. where f is not defined, arbitrary. Local convexity is
+    read off the one-sided (directional) derivatives: ``OracleResult.shape``. Step 4 admits each limiting
+    gradient (the limits of the gradient of the pieces next to the point).
+JAX
+    No framework-wide rule. Documented per function: ``jax.nn.relu`` takes ``∇relu(0) = 0`` and
+    ``jax.nn.relu6`` ``∇relu6(0) = ∇relu6(6) = 0`` (docstrings in ``jax/_src/nn/functions.py``); the
+    elementwise ``lax.max``/``lax.min`` (so ``jnp.maximum``, ``jnp.minimum``, ``jnp.clip``) share the
+    derivative evenly between tied arguments (``_balanced_eq`` in the ``max_p``/``min_p`` JVPs,
+    ``jax/_src/lax/lax.py``), and the reductions ``jnp.max``/``jnp.min`` (``reduce_max``/``reduce_min``)
+    share it evenly among tied entries (``_reduce_chooser_jvp_rule``, same file). These apply to a program
+    that is one call of such a function on the inputs; anywhere else at a kink the value is open. Where f is
+    differentiable the rule is the derivative (``jax.grad`` evaluates the gradient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kinkcheck import expr as ex
+from kinkcheck.classify import OracleNumbers, same_value
+
+__all__ = ["VERDICTS", "JUDGED_DTYPES", "Rule", "RULES", "Prediction", "predict", "verdict", "single_operation"]
+
+#: Verdicts, in the order the report counts them.
+VERDICTS: tuple[str, ...] = ("conforms", "departs", "open")
+#: dtypes whose cells are judged (the catalog's points and constants hold in them).
+JUDGED_DTYPES: tuple[str, ...] = ("float64", "float32")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A framework's documented rule, as shown in the report's Conformance section."""
+
+    framework: str
+    text: str
+    source: str
+
+
+RULES: dict[str, Rule] = {
+    "torch": Rule(
+        "torch",
+        "1. the gradient where f is differentiable; 2. locally convex: the minimum-norm subgradient; "
+        "3. locally concave: the minimum-norm supergradient; 4. f defined: the gradient by continuity (inf "
+        "possible; any one where several values are possible); 5. f not defined: arbitrary",
+        "PyTorch autograd notes, \"Gradients for non-differentiable functions\" (docs/source/notes/autograd.rst)",
+    ),
+    "jax": Rule(
+        "jax",
+        "no framework-wide rule; documented choices: jax.nn.relu'(0) = 0 and jax.nn.relu6'(0) = relu6'(6) = 0; "
+        "lax.max/lax.min (jnp.maximum, jnp.minimum, jnp.clip) and the reductions jnp.max/jnp.min share the "
+        "derivative evenly among tied arguments; elsewhere at a kink the value is left open",
+        "jax/_src/nn/functions.py (relu, relu6 docstrings); jax/_src/lax/lax.py (_balanced_eq in the max_p/min_p "
+        "JVPs, _reduce_chooser_jvp_rule)",
+    ),
+}
+
+_JAX_ZERO_AT_KINK = {"jax.nn.relu", "jax.nn.relu6"}
+_JAX_EVEN_TIE = {
+    "jax.numpy.maximum", "jax.numpy.minimum", "jax.numpy.clip", "jax.lax.max", "jax.lax.min",
+    "jax.numpy.max", "jax.numpy.min", "jax.numpy.amax", "jax.numpy.amin",
+}
+_JAX_EVEN_TIE_METHODS = {"max", "min"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a framework's rule admits at a case's point.
+
+    Attributes
+    ----------
+    step : str
+        The part of the rule that applies, e.g. ``"2. minimum-norm subgradient (locally convex)"``.
+    values : tuple of tuple of float
+        The admitted gradients, flat in the case's component order; empty when the rule leaves it open.
+    """
+
+    step: str
+    values: tuple[tuple[float, ...], ...]
+
+    @property
+    def open(self) -> bool:
+        return not self.values
+
+
+def _simple_arg(node: ex.Node) -> bool:
+    if isinstance(node, (ex.Input, ex.Const)):
+        return True
+    if isinstance(node, ex.Unary):
+        return isinstance(node.operand, ex.Const)
+    if isinstance(node, ex.Seq):
+        return all(_simple_arg(i) for i in node.items)
+    return False
+
+
+def single_operation(tree: ex.Node) -> bool:
+    """One call (function or method of an input) or one arithmetic operator on inputs and constants."""
+    if isinstance(tree, ex.Call):
+        func_ok = isinstance(tree.func, ex.Name) or (isinstance(tree.func, ex.Attr) and
+                                                      isinstance(tree.func.value, ex.Input))
+        return func_ok and all(_simple_arg(a) for a in tree.args) and all(_simple_arg(v) for _, v in tree.kwargs)
+    if isinstance(tree, ex.BinOp):
+        return _simple_arg(tree.left) and _simple_arg(tree.right)
+    return False
+
+
+def _jax_family(tree: ex.Node) -> str | None:
+    """``"zero"`` (relu, relu6), ``"even"`` (max/min ties) or None: the program is one call of such a function."""
+    if not isinstance(tree, ex.Call) or not all(_simple_arg(a) for a in tree.args) or \
+            not all(_simple_arg(v) for _, v in tree.kwargs):
+        return None
+    if isinstance(tree.func, ex.Name):
+        if tree.func.dotted in _JAX_ZERO_AT_KINK:
+            return "zero"
+        if tree.func.dotted in _JAX_EVEN_TIE:
+            return "even"
+    if isinstance(tree.func, ex.Attr) and isinstance(tree.func.value, ex.Input) and \
+            tree.func.name in _JAX_EVEN_TIE_METHODS and not tree.args:
+        return "even"
+    return None
+
+
+def predict(framework: str, tree: ex.Node, oracle: OracleNumbers) -> Prediction:
+    """The values ``framework``'s documented rule admits for the program ``tree`` at the oracle's point.
+
+    Parameters
+    ----------
+    framework : str
+        ``"torch"`` or ``"jax"``; any other framework has no rule here (open).
+    tree : kinkcheck.expr.Node
+        The parsed program (``Program.tree``); PyTorch's rule does not depend on it, JAX's does.
+    oracle : OracleNumbers
+        The first-order sympy oracle of the case.
+
+    Returns
+    -------
+    Prediction
+        Float vectors in the oracle's component order (``inf`` where the rule gives an infinite value).
+    """
+    if not single_operation(tree):
+        return Prediction("a composite program: the documented rules are stated for single operations", ())
+    if oracle.kind == "differentiable" and oracle.derivative is not None:
+        return Prediction("1. the gradient (f is differentiable)", (oracle.derivative,))
+    if framework == "torch":
+        return _predict_torch(oracle)
+    if framework == "jax":
+        return _predict_jax(tree, oracle)
+    return Prediction(f"no documented rule for {framework}", ())
+
+
+def _predict_torch(o: OracleNumbers) -> Prediction:
+    if o.kind == "undefined":
+        return Prediction("5. f is not defined near the point: arbitrary", ())
+    if o.kind == "kink" and o.clarke is not None and o.min_norm is not None:
+        if o.shape == "convex":
+            return Prediction("2. minimum-norm subgradient (locally convex)", (o.min_norm,))
+        if o.shape == "concave":
+            return Prediction("3. minimum-norm supergradient (locally concave)", (o.min_norm,))
+    grads = tuple(g for g in o.limiting_gradients if g is not None)
+    if not grads:
+        return Prediction("4. by continuity: no limiting gradient to continue", ())
+    why = {"jump": "f jumps", "kink": "neither locally convex nor concave" if o.clarke is not None
+           else "an infinite one-sided derivative or the edge of the domain"}[o.kind]
+    return Prediction(f"4. by continuity ({why}): one of the limiting gradients", grads)
+
+
+def _predict_jax(tree: ex.Node, o: OracleNumbers) -> Prediction:
+    family = _jax_family(tree)
+    n = len(o.components)
+    if family == "zero" and o.kind == "kink" and n == 1:
+        return Prediction("documented: relu'(0) = 0 (relu6: also at 6)", ((0.0,),))
+    # one call of max/min on inputs and constants: its only kinks are ties
+    if family == "even" and o.kind == "kink" and o.midpoint is not None:
+        return Prediction("documented: the derivative is shared evenly among tied arguments", (o.midpoint,))
+    return Prediction("no documented rule for this program at a kink", ())
+
+
+def verdict(prediction: Prediction, flat: Sequence[float] | None, dtype: str) -> str | None:
+    """``"conforms"``, ``"departs"`` or ``"open"`` for a measured gradient; None when there is no value."""
+    if flat is None:
+        return None
+    if prediction.open:
+        return "open"
+    return "conforms" if any(same_value(flat, list(v), dtype) for v in prediction.values) else "departs"

@@ -1,0 +1,294 @@
+"""``kinkcheck migrate``: what changes at each kink when code moves between frameworks or releases.
+
+For every case of the report, each source program's measured value is compared with each target
+program's (same mode and dtype, the newest release unless one is named). For a target that differs, a
+replacement keeping the source convention is offered:
+
+1. an equivalent target program of the same case whose measured value is the source value (e.g.
+   ``jax.nn.relu(x)`` for ``torch.relu(x)`` at 0 instead of ``jnp.maximum(x, 0.0)``); else
+2. generated code: a ``jax.custom_jvp`` or ``torch.autograd.Function`` around the target program that
+   returns the source value at the kink and the target's own derivative elsewhere (the true derivative
+   where the function is differentiable). Generated only where the kink is a single point of one scalar
+   input and the source value and both one-sided derivatives are finite; otherwise the reason is given.
+
+Every value comes from the report JSON (measured, with provenance); the snippets are executed by the
+tests (``tests/test_migrate.py``) at the kink and beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from kinkcheck.catalog import FRAMEWORKS
+from kinkcheck.classify import same_value
+from kinkcheck.frameworks.base import flat_value
+from kinkcheck.report.markdown import fmt_number, fmt_value
+
+__all__ = ["MigrateError", "Pair", "Migration", "parse_side", "migrate", "render", "snippet"]
+
+
+class MigrateError(ValueError):
+    """A side names an unknown framework or a release the report does not hold (one-line reason)."""
+
+
+@dataclass
+class Pair:
+    case: str
+    source: str
+    source_value: dict[str, Any] | None
+    source_label: str
+    target: str
+    target_value: dict[str, Any] | None
+    target_label: str
+    differs: bool
+    equivalent: str | None = None
+    snippet: str | None = None
+    no_replacement: str | None = None
+
+
+@dataclass
+class Migration:
+    source_env: dict[str, Any]
+    target_env: dict[str, Any]
+    mode: str
+    dtype: str
+    cases: list[dict[str, Any]] = field(default_factory=list)  # {"case": case dict, "pairs": [Pair]}
+
+    @property
+    def pairs(self) -> list[Pair]:
+        return [p for c in self.cases for p in c["pairs"]]
+
+
+def parse_side(text: str) -> tuple[str, str | None]:
+    """``"torch"`` → ``("torch", None)``; ``"jax==0.10.2"`` → ``("jax", "0.10.2")``."""
+    fw, sep, version = text.partition("==")
+    fw = fw.strip()
+    if fw not in FRAMEWORKS:
+        raise MigrateError(f"unknown framework {fw!r} (known: {', '.join(FRAMEWORKS)})")
+    if sep and not version.strip():
+        raise MigrateError(f"{text!r}: no version after == (write {fw} for the newest measured release)")
+    return fw, (version.strip() or None)
+
+
+def _environment(doc: dict[str, Any], fw: str, version: str | None, device: str) -> dict[str, Any]:
+    from packaging.version import Version
+
+    envs = [e for e in doc["environments"] if e["framework"] == fw and e["device"] == device
+            and not e.get("not_measured")]
+    if version is not None:
+        from packaging.version import InvalidVersion
+
+        try:
+            want = Version(version)
+        except InvalidVersion:
+            raise MigrateError(f"{fw}=={version}: not a version number") from None
+        match = [e for e in envs if Version(e["framework_version"]) == want]  # 2.13 is 2.13.0
+        if not match:
+            have = ", ".join(sorted({e["framework_version"] for e in envs}, key=Version))
+            raise MigrateError(f"{fw} {version} on {device} is not in the report (measured: {have or 'none'})")
+        return match[0]
+    if not envs:
+        raise MigrateError(f"no measured {fw} environment on {device} in the report")
+    return max(envs, key=lambda e: Version(e["framework_version"]))
+
+
+def migrate(doc: dict[str, Any], source: str, target: str, mode: str = "reverse", dtype: str = "float64",
+            device: str = "cpu", case: str | None = None) -> Migration:
+    """Compare every case's programs between two environments of the report.
+
+    Parameters
+    ----------
+    doc : dict
+        The report (``reports/conventions.json``).
+    source, target : str
+        ``"torch"``, ``"torch==2.13.0"``, ``"jax"``, ``"jax==0.10.2"``; the same framework twice compares releases.
+
+    Raises
+    ------
+    MigrateError
+        Unknown framework or case, a release not in the report, the same environment on both sides.
+    """
+    from kinkcheck.cite import CiteError, check_cell
+
+    sfw, sver = parse_side(source)
+    tfw, tver = parse_side(target)
+    try:
+        check_cell(sfw, mode, dtype)
+        check_cell(tfw, mode, dtype)
+    except CiteError as err:
+        raise MigrateError(str(err)) from None
+    senv, tenv = _environment(doc, sfw, sver, device), _environment(doc, tfw, tver, device)
+    if senv["id"] == tenv["id"]:
+        raise MigrateError(f"both sides are {senv['id']}: name two releases (torch==2.13.0 → torch==2.15.0)")
+    if case is not None and case not in {c["id"] for c in doc["cases"]}:
+        raise MigrateError(f"unknown case {case!r}")
+    obs = {(o["environment"], o["case"], o["program"]): o for o in doc["observations"]
+           if o["mode"] == mode and o["dtype"] == dtype and o["environment"] in (senv["id"], tenv["id"])}
+    m = Migration(senv, tenv, mode, dtype)
+    for c in doc["cases"]:
+        if case is not None and c["id"] != case:
+            continue
+        sprogs = [p["program"] for p in c["programs"] if p["framework"] == sfw]
+        tprogs = [p["program"] for p in c["programs"] if p["framework"] == tfw]
+        pairs = []
+        for s in sprogs:
+            so = obs.get((senv["id"], c["id"], s))
+            if so is None:
+                continue
+            targets = [s] if sfw == tfw else tprogs  # across releases: the same program, then alternatives
+            for t in targets:
+                to = obs.get((tenv["id"], c["id"], t))
+                if to is None:
+                    continue
+                pairs.append(_pair(c, so, to, tprogs, obs, tenv, sfw, tfw))
+        if pairs:
+            m.cases.append({"case": c, "pairs": pairs})
+    return m
+
+
+def _flat(c: dict[str, Any], o: dict[str, Any]) -> list[float] | None:
+    if o["status"] != "ok" or o["value"] is None:
+        return None
+    return flat_value({k: o["value"][k] for k in c["at"]})
+
+
+def _label(o: dict[str, Any]) -> str:
+    return o["labels"][0] if o["status"] == "ok" else o["status"]
+
+
+def _pair(c: dict[str, Any], so: dict[str, Any], to: dict[str, Any], tprogs: list[str], obs: dict[Any, Any],
+          tenv: dict[str, Any], sfw: str, tfw: str) -> Pair:
+    sv, tv = _flat(c, so), _flat(c, to)
+    differs = not (sv is not None and tv is not None and same_value(sv, tv, so["dtype"])) and \
+        not (sv is None and tv is None and so["status"] == to["status"])
+    p = Pair(c["id"], so["program"], so["value"], _label(so), to["program"], to["value"], _label(to), differs)
+    if not differs:
+        return p
+    if sv is not None:
+        for alt in tprogs:
+            ao = obs.get((tenv["id"], c["id"], alt))
+            av = None if ao is None else _flat(c, ao)
+            if alt != to["program"] and av is not None and same_value(sv, av, so["dtype"]):
+                p.equivalent = alt
+                return p
+    why = _why_no_snippet(c, sv)
+    if why is None:
+        p.snippet = snippet(tfw, to["program"], next(iter(c["at"])), float(c["at"][next(iter(c["at"]))]), sv[0],
+                            note=f"{so['program']} ({sfw}) gives {fmt_number(sv[0])} here")
+    else:
+        p.no_replacement = why
+    return p
+
+
+def _why_no_snippet(c: dict[str, Any], sv: list[float] | None) -> str | None:
+    if sv is None:
+        return "the source gives no derivative here"
+    if len(c["at"]) != 1 or isinstance(next(iter(c["at"].values())), list):
+        return "the kink is not a single point of one scalar input (a tie or a vector): no generated code"
+    if not all(math.isfinite(v) for v in sv):
+        return "the source value is not finite"
+    sides = [c.get("left"), c.get("right")]
+    if any(s is None or not isinstance(s.get("float"), (int, float)) for s in sides):
+        return "a one-sided derivative is infinite or undefined here: no generated code"
+    return None
+
+
+def snippet(framework: str, target: str, name: str, point: float, value: float, note: str = "") -> str:
+    """Python source defining ``f``: ``target`` with derivative ``value`` at ``name == point``.
+
+    Parameters
+    ----------
+    framework : str
+        ``"jax"`` (a ``jax.custom_jvp``) or ``"torch"`` (a ``torch.autograd.Function``).
+    target : str
+        The target program, an expression in the input ``name`` (canonical catalog text).
+    point, value : float
+        The kink and the derivative to return there; elsewhere ``f`` differentiates ``target`` itself.
+    """
+    p, v = repr(float(point)), repr(float(value))
+    comment = f"    # {note}\n" if note else ""
+    if framework == "jax":
+        return (
+            "import jax\nimport jax.numpy\n\n\n"
+            f"def _target({name}):\n    return {target}\n\n\n"
+            "@jax.custom_jvp\n"
+            f"def f({name}):\n    return _target({name})\n\n\n"
+            "@f.defjvp\n"
+            "def _f_jvp(primals, tangents):\n"
+            f"    ({name},), (t,) = primals, tangents\n"
+            f"    at_kink = {name} == {p}\n"
+            "    # the target's own derivative, taken off the kink: there it is replaced, and an inf or NaN\n"
+            "    # evaluated there would reach jax.grad through the unselected branch of the where\n"
+            f"    _, dy = jax.jvp(_target, (jax.numpy.where(at_kink, {p} + 1.0, {name}),), (t,))\n"
+            f"{comment}"
+            f"    return _target({name}), jax.numpy.where(at_kink, {v} * t, dy)\n"
+        )
+    if framework == "torch":
+        return (
+            "import torch\n\n\n"
+            f"def _target({name}):\n    return {target}\n\n\n"
+            "class _F(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            f"    def forward(ctx, {name}):\n"
+            f"        ctx.save_for_backward({name})\n"
+            f"        return _target({name})\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            f"        ({name},) = ctx.saved_tensors\n"
+            "        with torch.enable_grad():\n"
+            f"            leaf = {name}.detach().requires_grad_(True)\n"
+            "            (d,) = torch.autograd.grad(_target(leaf), leaf, grad)\n"
+            f"{comment.replace('    #', '        #')}"
+            f"        return torch.where({name} == {p}, grad * {v}, d)\n\n\n"
+            f"def f({name}):\n    return _F.apply({name})\n"
+        )
+    raise MigrateError(f"no snippet generator for {framework!r}")
+
+
+def render(m: Migration, only_differences: bool = False) -> str:
+    """The migration as Markdown: one table per case, then the generated code, then a summary line."""
+    s, t = m.source_env, m.target_env
+    sname, tname = f"{s['framework']} {s['framework_version']}", f"{t['framework']} {t['framework_version']}"
+    lines = [f"# Migration {sname} → {tname} ({s['device']}, {m.dtype}, {m.mode} mode)", "",
+             "Measured values from the report; a differing target gets a replacement that keeps the source value.", ""]
+    snippets: list[tuple[str, Pair]] = []
+    numbered: dict[tuple[str, str, str], int] = {}  # the same code for several source programs: shown once
+    for entry in m.cases:
+        c, pairs = entry["case"], entry["pairs"]
+        if only_differences and not any(p.differs for p in pairs):
+            continue
+        point = ", ".join(f"{k} = {v}" for k, v in c["at"].items())
+        lines += [f"## {c['id']} — {c['title']} ({point})", "",
+                  f"| {sname} program | value | {tname} program | value | | replacement keeping the source value |",
+                  "|---|---|---|---|---|---|"]
+        for p in pairs:
+            if only_differences and not p.differs:
+                continue
+            fix = ""
+            if p.equivalent:
+                fix = f"use `{p.equivalent}`"
+            elif p.snippet:
+                key = (c["id"], p.target, fmt_value(p.source_value))
+                if key not in numbered:
+                    snippets.append((f"{c['id']}: `{p.target}` with {p.source}'s value", p))
+                    numbered[key] = len(snippets)
+                fix = f"generated code [{numbered[key]}](#code-{numbered[key]})"
+            elif p.no_replacement:
+                fix = p.no_replacement
+            lines.append(f"| `{p.source}` | {fmt_value(p.source_value)} {p.source_label} | `{p.target}` | "
+                         f"{fmt_value(p.target_value)} {p.target_label} | {'**differs**' if p.differs else 'same'} | {fix} |")
+        lines.append("")
+    if snippets:
+        lines += ["## Generated code", ""]
+        for i, (title, p) in enumerate(snippets, 1):
+            lines += [f"### <a id=\"code-{i}\"></a>[{i}] {title}", "", "```python", p.snippet.rstrip(), "```", ""]
+    pairs = m.pairs
+    differ = [p for p in pairs if p.differs]
+    cases = len({p.case for p in differ})
+    lines.append(f"{len(differ)} of {len(pairs)} program pairs differ, in {cases} of {len(m.cases)} cases: "
+                 f"{sum(1 for p in differ if p.equivalent)} have an equivalent {t['framework']} program, "
+                 f"{sum(1 for p in differ if p.snippet)} generated code, "
+                 f"{sum(1 for p in differ if p.no_replacement)} no replacement.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,139 @@
+"""``kinkcheck migrate``: the torch→jax tables on relu/clamp/abs/maximum, and every generated snippet executed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy
+
+from kinkcheck.cite import load_report
+from kinkcheck.cli import main
+from kinkcheck.migrate import MigrateError, migrate, render
+from kinkcheck.oracles.symbolic import to_sympy
+
+from conftest import ROOT
+
+REPORT = ROOT / "reports" / "conventions.json"
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return load_report(REPORT)
+
+
+def _pair(m, case, source, target):
+    hits = [p for p in m.pairs if p.case == case and p.source == source and p.target == target]
+    assert len(hits) == 1, f"expected one pair {source} → {target} at {case}, got {hits}"
+    return hits[0]
+
+
+def test_torch_to_jax_relu_offers_the_equivalent_program(doc):
+    m = migrate(doc, "torch==2.13.0", "jax==0.10.2", case="relu@0")
+    p = _pair(m, "relu@0", "torch.relu(x)", "jax.numpy.maximum(x, 0.0)")
+    assert p.differs and p.source_value == {"x": 0.0} and p.target_value == {"x": 0.5}, p
+    assert p.equivalent == "jax.nn.relu(x)", f"jax.nn.relu keeps torch.relu's 0 at 0: {p}"
+    same = _pair(m, "relu@0", "torch.relu(x)", "jax.nn.relu(x)")
+    assert not same.differs and same.equivalent is None, same
+    clamp = _pair(m, "relu@0", "torch.clamp(x, min=0)", "jax.nn.relu(x)")  # torch 2.13: clamp gives 1 at 0
+    assert clamp.differs and clamp.equivalent == "jax.nn.relu(-x) + x", clamp
+
+
+def test_torch_to_jax_clamp_abs_maximum(doc):
+    m = migrate(doc, "torch==2.15.0", "jax==0.10.2")
+    clamp = _pair(m, "clamp@-1", "torch.clamp(x, -1, 1)", "jax.numpy.clip(x, -1, 1)")
+    assert clamp.differs and clamp.source_value == {"x": 0.0} and clamp.target_value == {"x": 0.5}, clamp
+    assert clamp.equivalent or clamp.snippet, f"a replacement keeping 0 at the bound: {clamp}"
+    ab = _pair(m, "abs@0", "torch.abs(x)", "jax.numpy.abs(x)")
+    assert ab.differs and ab.equivalent is None and ab.snippet and "jax.custom_jvp" in ab.snippet, ab
+    mx = _pair(m, "maximum@tie", "torch.maximum(x, y)", "jax.numpy.fmax(x, y)")
+    assert mx.differs and mx.equivalent == "jax.numpy.maximum(x, y)", mx
+    text = render(m, only_differences=True)
+    assert "## abs@0" in text and "generated code [" in text and "```python" in text, text[:500]
+    assert text.rstrip().splitlines()[-1].endswith("no replacement."), text.rstrip().splitlines()[-1]
+
+
+def test_releases_of_one_framework(doc):
+    m = migrate(doc, "torch==2.13", "torch==2.15.0", case="relu@0")  # 2.13 is 2.13.0 (PEP 440)
+    assert m.source_env["framework_version"] == "2.13.0", m.source_env
+    p = _pair(m, "relu@0", "torch.clamp(x, min=0)", "torch.clamp(x, min=0)")
+    assert p.differs and p.source_value == {"x": 1.0} and p.target_value == {"x": 0.0}, p
+    assert p.equivalent == "torch.relu(-x) + x", f"2.15.0 program that still gives 1 at 0: {p}"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"source": "tf", "target": "jax"}, "unknown framework"),
+    ({"source": "torch==9.9", "target": "jax"}, "not in the report"),
+    ({"source": "torch", "target": "torch"}, "both sides are"),
+    ({"source": "torch", "target": "jax", "case": "nope@0"}, "unknown case"),
+    ({"source": "torch", "target": "jax", "mode": "jit"}, "torch has no jit mode"),
+    ({"source": "torch", "target": "jax", "dtype": "float128"}, "unknown dtype"),
+    ({"source": "torch==", "target": "jax"}, "no version after =="),
+])
+def test_bad_sides(doc, kwargs, message):
+    with pytest.raises(MigrateError, match=message):
+        migrate(doc, **kwargs)
+
+
+def test_cli(capsys):
+    assert main(["migrate", "--from", "torch", "--to", "jax", "--case", "relu@0", "--report", str(REPORT)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Migration torch ") and "use `jax.nn.relu(x)`" in out, out[:300]
+    assert main(["migrate", "--from", "torch==0.1", "--to", "jax", "--report", str(REPORT)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not in the report" in err[0], err
+
+
+def _snippet_pairs(doc):
+    out = []
+    for src, dst in [("torch", "jax"), ("jax", "torch"), ("torch==2.13.0", "torch==2.15.0"),
+                     ("torch==2.15.0", "torch==2.13.0")]:
+        for p in migrate(doc, src, dst).pairs:
+            if p.snippet:
+                out.append((dst.split("==")[0], p))
+    return out
+
+
+def _true_derivative(case, x):
+    f, syms, _ = to_sympy(case)
+    d = sympy.diff(f, syms[0]).subs(syms[0], sympy.nsimplify(x)).doit()
+    return float(d)
+
+
+def test_every_generated_snippet_gives_the_source_value_at_the_kink_and_the_derivative_elsewhere(
+        doc, catalog, torch_adapter, jax_adapter):
+    import jax
+    import torch
+
+    from kinkcheck.frameworks.jax import _x64
+
+    pairs = _snippet_pairs(doc)
+    assert len(pairs) >= 10, f"expected generated code for several cases, got {len(pairs)}"
+    seen = set()
+    for framework, p in pairs:
+        if (framework, p.case, p.target, str(p.source_value)) in seen:
+            continue
+        seen.add((framework, p.case, p.target, str(p.source_value)))
+        case = catalog.case(p.case)
+        (name, point), = case.at.items()
+        want = p.source_value[name]
+        ns: dict = {}
+        exec(compile(p.snippet, f"<snippet {p.case} {p.target}>", "exec"), ns)  # the generated code, as a user runs it
+        f = ns["f"]
+
+        def grad(x, f=f):
+            if framework == "jax":
+                with _x64(True):
+                    return float(jax.grad(f)(jax.numpy.asarray(x, dtype=jax.numpy.float64)))
+            t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+            f(t).backward()
+            return float(t.grad)
+
+        got = grad(float(point))
+        assert got == pytest.approx(want), f"{p.case}: {framework} snippet for {p.target} gives {got} at the kink, " \
+                                           f"source {p.source} gave {want}"
+        for dx in (-0.25, 0.25):
+            x = float(point) + dx
+            true = _true_derivative(case, x)
+            assert math.isclose(grad(x), true, rel_tol=1e-9, abs_tol=1e-12), \
+                f"{p.case}: {framework} snippet for {p.target} at {x}: {grad(x)}, true derivative {true}"
