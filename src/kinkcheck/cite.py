@@ -54,13 +54,14 @@ def load_report(path: str | Path) -> dict[str, Any]:
 
 def check_cell(framework: str | None, mode: str, dtype: str) -> None:
     """Raises CiteError for a dtype or mode no framework (or not ``framework``) has."""
-    from kinkcheck.frameworks.base import DTYPES, FRAMEWORK_MODES, MODES
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES, check_dtype, check_mode
 
-    if dtype not in DTYPES:
-        raise CiteError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
-    if mode not in MODES:
-        raise CiteError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
-    if framework is not None and mode not in FRAMEWORK_MODES.get(framework, MODES):
+    try:
+        check_dtype(dtype)
+        check_mode(mode)
+    except ex.ExprError as err:
+        raise CiteError(str(err)) from None
+    if framework is not None and mode not in FRAMEWORK_MODES.get(framework, (mode,)):
         raise CiteError(f"{framework} has no {mode} mode (its modes: {', '.join(FRAMEWORK_MODES[framework])})")
 
 

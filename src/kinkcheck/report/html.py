@@ -14,12 +14,9 @@ from typing import Any
 from markupsafe import Markup
 
 from kinkcheck.catalog import Catalog
-from kinkcheck.report.markdown import context, fmt_matrix, fmt_number, fmt_value, fmt_vector, slug
+from kinkcheck.report.markdown import context, dtype_cell, fmt_matrix, fmt_number, fmt_value, fmt_vector, slug
 
 __all__ = ["render_html"]
-
-_DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-
 
 def _one(ob: dict[str, Any] | None) -> Markup:
     if ob is None:
@@ -36,16 +33,8 @@ def _one(ob: dict[str, Any] | None) -> Markup:
 
 def _cell(obs: list[dict[str, Any] | None]) -> Markup:
     """One cell: the first dtype's value, then each other dtype whose value or label differs."""
-    present = [o for o in obs if o is not None]
-    if not present:
-        return Markup('<span class="none">—</span>')
-    first = _one(present[0])
-    out = first
-    for o in present[1:]:
-        one = _one(o)
-        if str(one) != str(first):
-            out += Markup("<br>{}: {}").format(_DTYPE_SHORT.get(o["dtype"], o["dtype"]), one)
-    return out
+    cell = dtype_cell(obs, _one, lambda d, text: Markup("<br>{}: {}").format(d, text))
+    return Markup('<span class="none">—</span>') if cell is None else cell
 
 
 def _brief(cell: dict[str, Any]) -> Markup:

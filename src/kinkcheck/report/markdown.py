@@ -137,20 +137,27 @@ def _one(ob: dict[str, Any] | None) -> str:
     return f"{fmt_value(ob['value'])} <sub>{ob['labels'][0]}</sub>"
 
 
-def _cell(obs: list[dict[str, Any] | None]) -> str:
-    """One environment's cell: the first dtype's value and label, then each other dtype that differs."""
+def dtype_cell(obs: list[dict[str, Any] | None], one: Any, line: Any) -> Any:
+    """One environment's cell: ``one`` of the first dtype's observation, then ``line(short dtype, one(o))``
+    for each other dtype whose rendering differs; None when there is no observation."""
     present = [o for o in obs if o is not None]
     if not present:
-        return "—"
-    first = present[0]
-    text = _one(first)
+        return None
+    first = one(present[0])
+    out = first
     for o in present[1:]:
-        if _one(o) != text:
-            text += f"<br>{_DTYPE_SHORT.get(o['dtype'], o['dtype'])}: {_one(o)}"
-    return text
+        text = one(o)
+        if str(text) != str(first):
+            out += line(DTYPE_SHORT.get(o["dtype"], o["dtype"]), text)
+    return out
 
 
-_DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+def _cell(obs: list[dict[str, Any] | None]) -> str:
+    cell = dtype_cell(obs, _one, lambda d, text: f"<br>{d}: {text}")
+    return "—" if cell is None else cell
+
+
+DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
 def _columns(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
