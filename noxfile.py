@@ -1,14 +1,17 @@
-"""kinkcheck's sessions: ``nox -l`` is the menu.
+"""kinkcheck's sessions (main sessions first, then one probe session per framework release).
 
-* ``nox -s report``  — the main job: probe every environment of the version matrix that has no fresh shard
-  (each in its own virtualenv, one after another, removed once its shard is written), then render
-  ``reports/conventions.{md,json}`` from all shards in ``references/observations/``.
-* ``nox -t latest``  — probe only the newest release of each framework (then ``nox -s render``).
-* ``nox -s tests``   — the test suite (pinned PyTorch and JAX, CPU); the version matrix stays out of it.
-* ``nox -s bench``   — import time vs probe time vs a hand-written loop, printed side by side.
+  nox -s report    the main job: probe only what each release's shard lacks, then write reports/conventions.*
+  nox -s render    write the reports from the shards in references/observations/; probes nothing
+  nox -s tests     the test suite against the pinned PyTorch and JAX (CPU)
+  nox -s bench     import time vs whole-catalog probe vs a hand-written loop, side by side
+  nox -t latest    probe only the newest release of each framework (then nox -s render)
 
-Posargs: ``nox -s report -- --remeasure`` re-probes environments whose shard is fresh; ``-- --keep`` keeps
-each probe's virtualenv (and installer cache) instead of removing it after its shard is written.
+  nox -s report -- --remeasure   re-measure every release in full (kinkcheck probe --replace)
+  nox -s report -- --keep        keep each probe's virtualenv (.nox/probe-<framework>-<version>)
+
+Sessions run on the Python that runs nox; a release with no wheels for it is probed with Python 3.11 where
+one is available, else recorded as not measured with the reason. A failed install or probe never replaces a
+measured shard.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -32,7 +36,15 @@ nox.options.sessions = ["tests"]
 
 ROOT = Path(__file__).parent
 OBSERVATIONS = ROOT / "references" / "observations"
-PYTHON = "3.11"
+CATALOG = ROOT / "references" / "catalog.toml"
+#: Where each probe's virtualenv (``probe-<framework>-<version>``) and installer cache live while it runs.
+VENVS = ROOT / ".nox"
+#: Python of the sessions that install no old framework release (report, render, tests, bench): None is
+#: the interpreter running nox, so they run on the Python the user has (README: Python >= 3.11).
+PYTHON = None
+#: Python of a probe whose release has no wheels for the running interpreter (every release of the matrix
+#: has wheels for it).
+FALLBACK_PYTHON = "3.11"
 
 #: The default version matrix (checked 2026-11-29 with `pip index versions`): PyTorch 1.13.1 and the newest
 #: patch of every minor line from 2.0; JAX 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of
@@ -42,6 +54,15 @@ MATRIX: dict[str, list[str]] = {
               "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"],
     "jax": ["0.4.13", "0.4.20", "0.4.26", "0.4.30", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2",
             "0.10.2"],
+}
+#: The newest CPython (major, minor) each release has wheels for (torch: cp312 from 2.2, cp313 from 2.5, cp314
+#: from 2.9; jaxlib: cp312 from 0.4.17, cp313 from 0.4.34, cp314 from 0.8). A release not listed has wheels for
+#: every Python the project supports.
+MAX_PYTHON: dict[str, dict[str, tuple[int, int]]] = {
+    "torch": {"1.13.1": (3, 11), "2.0.1": (3, 11), "2.1.2": (3, 11), "2.2.2": (3, 12), "2.3.1": (3, 12),
+              "2.4.1": (3, 12), "2.5.1": (3, 13), "2.6.0": (3, 13), "2.7.1": (3, 13), "2.8.0": (3, 13)},
+    "jax": {"0.4.13": (3, 11), "0.4.20": (3, 12), "0.4.26": (3, 12), "0.4.30": (3, 12), "0.4.38": (3, 13),
+            "0.5.3": (3, 13), "0.6.2": (3, 13), "0.7.2": (3, 13)},
 }
 LATEST = {fw: versions[-1] for fw, versions in MATRIX.items()}
 #: Versions the tests pin their expected values to (torch 2.13.0 has a CPU wheel on the dev machines, and
@@ -88,82 +109,150 @@ def _install_once(session: nox.Session, *args: str, env: dict[str, str] | None =
 
     Keeps a re-run of ``nox -s report`` with nothing changed from installing anything.
     """
-    import hashlib
-
     venv = getattr(session.virtualenv, "location", None)
-    stamp_text = hashlib.sha256(((ROOT / "pyproject.toml").read_bytes() + repr(args).encode())).hexdigest()
     stamp = Path(venv) / ".kinkcheck-installed" if venv else None
-    if stamp is not None and stamp.is_file() and stamp_text in stamp.read_text().split():
+    if stamp is not None and _stamped(stamp, args):
         session.log(f"already installed: {' '.join(args)}")
         return
     session.install(*args, env=env or {})
     if stamp is not None:
-        with stamp.open("a") as fh:
-            fh.write(stamp_text + "\n")
+        _stamp(stamp, args)
 
 
-def _install_framework(session: nox.Session, reqs: list[str], cache: Path) -> str | None:
-    """Install ``reqs`` into the session's virtualenv; None on success, else the reason (one line)."""
-    venv = Path(session.virtualenv.location)
-    python = venv / "bin" / "python"
-    env = {**os.environ, **_install_env(), "UV_CACHE_DIR": str(cache), "PIP_CACHE_DIR": str(cache)}
-    uv = None
-    if session.venv_backend == "uv":
+def _stamp_text(args: tuple[str, ...] | list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + repr(tuple(args)).encode()).hexdigest()
+
+
+def _stamped(stamp: Path, args: tuple[str, ...] | list[str]) -> bool:
+    return stamp.is_file() and _stamp_text(args) in stamp.read_text().split()
+
+
+def _stamp(stamp: Path, args: tuple[str, ...] | list[str]) -> None:
+    with stamp.open("a") as fh:
+        fh.write(_stamp_text(args) + "\n")
+
+
+# --- What to probe (no virtualenv, no framework: kinkcheck's catalog and shards modules read JSON/TOML) --
+
+
+def _kinkcheck(module: str = "") -> Any:
+    """Import ``kinkcheck.<module>`` (or ``kinkcheck``) from ``src/`` into nox's own Python (stdlib-only modules)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "src"))
+    try:
+        return importlib.import_module("kinkcheck" + (f".{module}" if module else ""))
+    finally:
+        sys.path.pop(0)
+
+
+def _catalog() -> Any:
+    return _kinkcheck("catalog").load_catalog(CATALOG)
+
+
+def _read(shard: Path) -> dict[str, Any] | None:
+    """The shard at ``shard`` as JSON, or None when it is missing or unreadable (then it is probed in full)."""
+    return _kinkcheck("shards")._read_loose(shard)
+
+
+def _plan(shard: Path, framework: str, catalog: Any) -> Any:
+    """``kinkcheck.shards.Work``: what ``shard`` lacks for the full matrix (every mode of ``framework``, 4 dtypes)."""
+    return _kinkcheck("shards").missing_work(_read(shard), catalog, framework)
+
+
+def _probe_args(work: Any, catalog: Any, framework: str, remeasure: bool) -> list[str]:
+    """``kinkcheck probe`` options for ``work`` (a ``kinkcheck.shards.Work``).
+
+    ``--replace`` for a full re-measure; else ``--case`` for each case with a missing cell (none when that is
+    every case), ``--mode`` and ``--dtype`` for the modes and dtypes missing (none when that is all of them):
+    cases × modes × dtypes, a superset of the missing cells, merged into the shard.
+    """
+    if remeasure:
+        return ["--replace"]
+    base = _kinkcheck("frameworks.base")
+    every_case = {c.id for c in catalog if c.programs_for(framework)}
+    args = [] if set(work.cases) >= every_case else [a for c in work.cases for a in ("--case", c)]
+    if set(work.modes) != set(base.FRAMEWORK_MODES[framework]):
+        args += [a for m in work.modes for a in ("--mode", m)]
+    if set(work.dtypes) != set(base.DTYPES):
+        args += [a for d in work.dtypes for a in ("--dtype", d)]
+    return args
+
+
+def _python_for(framework: str, version: str, running: tuple[int, int] | None = None) -> str:
+    """The Python to probe ``framework`` ``version`` with: the running one (``sys.executable``) where the release
+    has wheels for it, else :data:`FALLBACK_PYTHON`."""
+    cap = MAX_PYTHON.get(framework, {}).get(version)
+    running = running or (sys.version_info[0], sys.version_info[1])
+    return sys.executable if cap is None or running <= cap else FALLBACK_PYTHON
+
+
+def _uv() -> str | None:
+    """The uv executable (nox's own, else on PATH), or None: then venv and pip."""
+    try:
         from nox.virtualenv import find_uv
 
-        found, uv_path, _ = find_uv()
-        uv = uv_path if found else shutil.which("uv")
-    cmd = [uv, "pip", "install", "--python", str(python), *reqs] if uv else [str(python), "-m", "pip", "install", *reqs]
-    session.log(" ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode == 0:
-        return None
+        found, path, _ = find_uv()
+        if found:
+            return path
+    except (ImportError, ValueError, TypeError):
+        pass
+    return shutil.which("uv")
+
+
+def _first_error(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
-    first_error = next((ln for ln in lines if ln.lower().startswith(("error", "×", "because"))), None)
-    reason = first_error or (lines[-1] if lines else f"exit status {proc.returncode}")
-    return f"install failed: {' '.join(reqs)}: {reason[:200]}"
+    first = next((ln for ln in lines if ln.lower().startswith(("error", "×", "because"))), None)
+    return (first or (lines[-1] if lines else f"exit status {proc.returncode}"))[:200]
 
 
-def _catalog_hash() -> str:
-    sys.path.insert(0, str(ROOT / "src"))
-    try:
-        from kinkcheck.catalog import load_catalog
-    finally:
-        sys.path.pop(0)
-    return load_catalog(ROOT / "references" / "catalog.toml").hash
+def _make_venv(session: nox.Session, location: Path, python: str) -> str | None:
+    """Create the probe's virtualenv at ``location`` (kept as it is when it exists); None, else the reason."""
+    if (location / "bin" / "python").exists():
+        return None
+    uv = _uv()
+    if uv:
+        cmd = [uv, "venv", "--quiet", "--python", python, str(location)]
+    else:
+        interp = python if os.path.isabs(python) else shutil.which(f"python{python}")
+        if interp is None:
+            return (f"no Python {python} here (this release has no wheels for Python "
+                    f"{sys.version_info[0]}.{sys.version_info[1]}): install python{python} or uv")
+        cmd = [interp, "-m", "venv", str(location)]
+    session.log(" ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return None if proc.returncode == 0 else f"virtualenv failed: {_first_error(proc)}"
 
 
-def _fresh(shard: Path) -> bool:
-    """A shard is fresh when it parses and was measured against the current catalog (kinkcheck.shards.is_fresh)."""
-    sys.path.insert(0, str(ROOT / "src"))
-    try:
-        from kinkcheck.shards import is_fresh
-    finally:
-        sys.path.pop(0)
-    return is_fresh(shard, _catalog_hash())
+def _install(session: nox.Session, location: Path, args: list[str], cache: Path) -> str | None:
+    """Install ``args`` into the virtualenv at ``location``; None on success, else the reason (one line)."""
+    stamp = location / ".kinkcheck-installed"
+    if _stamped(stamp, args):
+        session.log(f"already installed: {' '.join(args)}")
+        return None
+    python = location / "bin" / "python"
+    env = {**os.environ, **_install_env(), "UV_CACHE_DIR": str(cache), "PIP_CACHE_DIR": str(cache)}
+    uv = _uv()
+    cmd = [uv, "pip", "install", "--python", str(python), *args] if uv else [str(python), "-m", "pip", "install", *args]
+    session.log(" ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        return f"install failed: {' '.join(args)}: {_first_error(proc)}"
+    _stamp(stamp, args)
+    return None
 
 
-def _write_not_measured(shard: Path, framework: str, version: str, reason: str) -> None:
-    """A shard with no observations that says why the environment was not measured (shown in the report)."""
-    record = {
-        "schema": "kinkcheck/shard/v1",
-        "environment": {
-            "id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version,
-            "device": "cpu", "python": platform.python_version(), "platform": platform.platform(),
-            "measured_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-            "kinkcheck_version": "", "catalog_hash": _catalog_hash(), "not_measured": reason,
-        },
-        "observations": [],
-        "networks": [],
+def _not_measured_environment(framework: str, version: str, reason: str, python: str) -> dict[str, Any]:
+    """The environment of a record that says why ``framework`` ``version`` was not measured."""
+    return {
+        "id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version, "device": "cpu",
+        "python": python, "platform": platform.platform(),
+        "measured_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "kinkcheck_version": _kinkcheck().__version__,
+        "catalog_hash": _catalog().hash, "not_measured": reason,
     }
-    sys.path.insert(0, str(ROOT / "src"))
-    try:
-        from kinkcheck.shards import write_json_atomic
-    finally:
-        sys.path.pop(0)
-    write_json_atomic(shard, record)
-
-DISK_LOG = ROOT / ".nox" / "matrix-disk.jsonl"
 
 
 def _du(path: Path, seen: set[tuple[int, int]]) -> int:
@@ -181,77 +270,55 @@ def _du(path: Path, seen: set[tuple[int, int]]) -> int:
     return total
 
 
-def _record_disk(session: nox.Session, framework: str, version: str, cache: Path) -> None:
+def _record_disk(session: nox.Session, framework: str, version: str, venv: Path, cache: Path) -> None:
     """Log this environment's disk use (virtualenv + installer cache), the matrix's peak while one lives."""
     seen: set[tuple[int, int]] = set()
-    venv, cached = _du(Path(session.virtualenv.location), seen), _du(cache, seen)
-    session.log(f"disk: virtualenv {venv / 2**30:.2f} GiB + installer cache {cached / 2**30:.2f} GiB "
+    venv_bytes, cached = _du(venv, seen), _du(cache, seen)
+    session.log(f"disk: virtualenv {venv_bytes / 2**30:.2f} GiB + installer cache {cached / 2**30:.2f} GiB "
                 "(hardlinked files counted once)")
-    DISK_LOG.parent.mkdir(exist_ok=True)
-    with DISK_LOG.open("a") as fh:
-        fh.write(json.dumps({"environment": f"{framework}-{version}", "venv_bytes": venv, "cache_bytes": cached}) + "\n")
+    VENVS.mkdir(exist_ok=True)
+    with (VENVS / "matrix-disk.jsonl").open("a") as fh:
+        fh.write(json.dumps({"environment": f"{framework}-{version}", "venv_bytes": venv_bytes,
+                             "cache_bytes": cached}) + "\n")
 
 
-@nox.session(python=PYTHON)
-@nox.parametrize(("framework", "version"), PROBES)
-def probe(session: nox.Session, framework: str, version: str) -> None:
-    """Probe one framework release in its own virtualenv into references/observations/ (skipped when fresh)."""
-    shard = OBSERVATIONS / f"{framework}-{version}-cpu.json"
-    if _fresh(shard) and "--remeasure" not in session.posargs:
-        session.log(f"{shard.relative_to(ROOT)} is fresh (catalog unchanged): nothing to install or probe")
-        return
-    keep = "--keep" in session.posargs
-    cache = Path(session.virtualenv.location).parent / f".cache-{framework}-{version}"
-    try:
-        reason = _install_framework(session, _requirements(framework, version), cache)
-        if reason is None:
-            _install_once(session, "-e", ".", env=_install_env())
-            try:
-                session.run("kinkcheck", "probe", "--framework", framework, "--out", str(shard))
-            except nox.command.CommandFailed as err:
-                if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): keep the shard there was
-                    session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was")
-                reason = f"probe failed: {err.reason}"
-        if reason is not None:
-            session.warn(f"{framework} {version}: not measured: {reason}")
-            _write_not_measured(shard, framework, version, reason)
-    finally:
-        _record_disk(session, framework, version, cache)
-        shutil.rmtree(cache, ignore_errors=True)
-        if not keep:
-            session.log(f"removing {session.virtualenv.location} (pass -- --keep to keep it)")
-            shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+# --- Sessions: the main ones first (nox -l lists in definition order), the 28 probe sessions last ----------
+
+
+#: The release that draws the HTML report's plots: SVG layout differs between matplotlib releases, so the
+#: committed report is byte-identical to a re-render only when both use this one.
+MATPLOTLIB = "matplotlib==3.11.2"
 
 
 def _render(session: nox.Session) -> None:
-    _install_once(session, "-e", ".")
+    _install_once(session, "-e", ".", MATPLOTLIB)
     session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(ROOT / "reports"))
-
-
-@nox.session(python=PYTHON)
-def render(session: nox.Session) -> None:
-    """Render reports/conventions.{md,json} from the shards already in references/observations/."""
-    _render(session)
 
 
 @nox.session(python=PYTHON, requires=[f"probe({fw}-{v})" for fw, versions in MATRIX.items() for v in versions])
 def report(session: nox.Session) -> None:
-    """The main job: probe the version matrix where shards are missing or stale, then render the report."""
+    """Main job: probe what each release's shard lacks (only that), then write reports/conventions.*."""
+    _render(session)
+
+
+@nox.session(python=PYTHON)
+def render(session: nox.Session) -> None:
+    """Write reports/conventions.{html,md,json,csv} from the shards in references/observations/ (no probe)."""
     _render(session)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite with the pinned PyTorch and JAX (CPU)."""
+    """Run the test suite (pytest) against the pinned PyTorch 2.13.0 and JAX 0.10.2 on CPU."""
     session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
                     env=_install_env())
-    session.install("-e", ".[test]", env=_install_env())
+    session.install("-e", ".[test]", MATPLOTLIB, env=_install_env())
     session.run("pytest", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmark: bare framework import, probe of the whole catalog (both dtypes), hand-written loop."""
+    """Print bare framework import time vs a whole-catalog probe vs a hand-written loop."""
     session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
                     env=_install_env())
     session.install("-e", ".", env=_install_env())
@@ -260,10 +327,10 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_report(session: nox.Session) -> None:
-    """Benchmark: a warm `nox -s report` (every shard fresh) beside `kinkcheck report` alone."""
+    """Print the time of a warm `nox -s report` (every shard fresh) beside `kinkcheck report` alone."""
     import time
 
-    _install_once(session, "-e", ".")
+    _install_once(session, "-e", ".", MATPLOTLIB)
     out = Path(tempfile.mkdtemp(prefix="kinkcheck-bench-"))
     t0 = time.perf_counter()
     session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(out), silent=True)
@@ -275,3 +342,50 @@ def bench_report(session: nox.Session) -> None:
     shutil.rmtree(out, ignore_errors=True)
     session.log(f"warm nox -s report: {warm_s:.2f} s; kinkcheck report alone: {render_s:.2f} s "
                 f"(target: warm report <= 5 s)")
+
+
+@nox.session(venv_backend="none")
+@nox.parametrize(("framework", "version"), PROBES)
+def probe(session: nox.Session, framework: str, version: str) -> None:
+    """Probe one release into its shard in references/observations/: only what it lacks (fresh: no venv)."""
+    shard = OBSERVATIONS / f"{framework}-{version}-cpu.json"
+    remeasure = "--remeasure" in session.posargs
+    catalog = _catalog()
+    work = _plan(shard, framework, catalog)
+    name = shard.relative_to(ROOT) if shard.is_relative_to(ROOT) else shard
+    if work.fresh and not remeasure:
+        dropped = _kinkcheck("shards").drop_removed(shard, catalog)
+        session.log(f"{name} is fresh (every case × mode × dtype measured as the catalog defines it): nothing to "
+                    "install or probe" + (f"; dropped the cases no longer in the catalog: {', '.join(dropped)}"
+                                          if dropped else ""))
+        return
+    args = _probe_args(work, catalog, framework, remeasure)
+    session.log(f"{name}: " + ("full re-measure (--remeasure)" if remeasure else work.summary()))
+    python = _python_for(framework, version)
+    venv = VENVS / f"probe-{framework}-{version}"
+    cache = VENVS / f".cache-{framework}-{version}"
+    try:
+        reason = (_make_venv(session, venv, python)
+                  or _install(session, venv, _requirements(framework, version), cache)
+                  or _install(session, venv, ["-e", str(ROOT)], cache))
+        if reason is None:
+            try:
+                session.run(str(venv / "bin" / "python"), "-m", "kinkcheck", "probe", "--framework", framework,
+                            "--catalog", str(CATALOG), "--out", str(shard), *args, external=True)
+            except nox.command.CommandFailed as err:
+                if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
+                    session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was, "
+                                  "the next run resumes from its journal")
+                reason = f"probe failed: {err.reason}"
+        if reason is not None:
+            session.warn(f"{framework} {version}: not measured: {reason}")
+            env = _not_measured_environment(framework, version, reason, python if python != sys.executable
+                                            else platform.python_version())
+            session.log(_kinkcheck("shards").record_failed_attempt(shard, env))
+    finally:
+        if venv.exists():
+            _record_disk(session, framework, version, venv, cache)
+        shutil.rmtree(cache, ignore_errors=True)
+        if "--keep" not in session.posargs and venv.exists():
+            session.log(f"removing {venv} (pass -- --keep to keep it)")
+            shutil.rmtree(venv, ignore_errors=True)

@@ -89,3 +89,73 @@ def test_bad_catalog_is_refused(tmp_path, body, reason):
 def test_missing_catalog(tmp_path):
     with pytest.raises(CatalogError, match="cannot read catalog"):
         load_catalog(tmp_path / "nope.toml")
+
+
+ONE = """[[case]]
+id = "relu@0"
+title = "relu at 0"
+sympy = "Max(x, 0)"
+at = { x = 0 }
+activation = "relu"
+sources = ["P0"]
+[case.programs]
+torch = ["torch.relu(x)"]
+jax = ["jax.nn.relu(x)"]
+"""
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        ("case = 1\n", "'case' must be an array of tables ([[case]]), not an integer"),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", "not valid TOML: nested too deeply"),
+        ("x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n", "not valid TOML: nested too deeply"),
+        ("case = [1]\n", "case #1: a case must be a table ([[case]]), not an integer"),
+        ("", "has no case"),
+        ("# only a comment\ntitle = 'x'\n", "has no case"),
+        (ONE.replace('sources = ["P0"]', "sources = 5"), "field 'sources' must be a list, not an integer"),
+        (ONE.replace('sources = ["P0"]', "sources = [5]"), "field 'sources' must hold strings, not an integer 5"),
+        (ONE.replace("at = { x = 0 }", 'at = { x = "a" }'), "input 'x': a string 'a' is not a number"),
+        (ONE.replace("at = { x = 0 }", "at = { x = [1, true] }"), "input 'x': a boolean"),
+        (ONE.replace("at = { x = 0 }", "at = { x = nan }"), "nan is not a finite float64 number"),
+        (ONE.replace("at = { x = 0 }", "at = { x = 1979-05-27 }"), "is not a number"),
+        (ONE.replace("at = { x = 0 }", "at = { x = [[1], [2, 3]] }"), "ragged"),
+        (ONE.replace("at = { x = 0 }", "at = 3"), "field 'at' must be a table"),
+        (ONE.replace("at = { x = 0 }", "at = { torch = 0 }"), "input name 'torch' must be an identifier"),
+        (ONE.replace('title = "relu at 0"', "title = 1"), "field 'title' must be a string, not an integer"),
+        (ONE.replace("[case.programs]", "notes = 1\n[case.programs]"), "field 'notes' must be a table"),
+        (ONE.replace("[case.programs]", "notes = { jax = 1 }\n[case.programs]"), "field 'notes' must hold strings"),
+        (ONE.replace('torch = ["torch.relu(x)"]', 'torch = ["torch.relu(x)", 1]'), "'torch' must hold strings"),
+        (ONE.replace('torch = ["torch.relu(x)"]', 'torch = "torch.relu(x)"'), "'torch' must be a list"),
+        (ONE.replace('activation = "relu"', 'activation = "relu"\ntie = "yes"'), "'tie' must be true or false"),
+        (ONE.replace('activation = "relu"', "activation = 1"), "'activation' must be a string"),
+        (ONE.replace('activation = "relu"', 'activation = "relu"\nnote = []'), "'note' must be a string"),
+        (ONE.replace('activation = "relu"', 'activation = "relu"\nmodes = [1]'), "'modes' must be a list of"),
+        (ONE.replace('activation = "relu"', 'activation = "relu"\nno_equivalent = 1'), "'no_equivalent' must be a table"),
+    ],
+)
+def test_mistyped_catalog_is_one_line(tmp_path, body, reason):
+    p = tmp_path / "bad.toml"
+    p.write_text(body)
+    with pytest.raises(CatalogError) as info:
+        load_catalog(p)
+    assert reason in str(info.value) and "\n" not in str(info.value), f"expected {reason!r} in {info.value}"
+
+
+@pytest.mark.parametrize("command", ["probe", "report"])
+@pytest.mark.parametrize("body", ["", "case = [1]\n", ONE.replace('sources = ["P0"]', "sources = 5")])
+def test_cli_refuses_a_bad_catalog(tmp_path, capsys, command, body):
+    """`probe --catalog empty.toml` used to probe the default catalog; now every bad catalog is exit 2."""
+    from kinkcheck import cli
+
+    cat = tmp_path / "c.toml"
+    cat.write_text(body)
+    (tmp_path / "shards").mkdir()
+    argv = {"probe": ["probe", "--framework", "torch", "--out", str(tmp_path / "torch-9-cpu.json"), "--no-isolate",
+                      "--quiet", "--catalog", str(cat)],
+            "report": ["report", "--shards", str(tmp_path / "shards"), "--out", str(tmp_path / "out"),
+                       "--catalog", str(cat)]}[command]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("catalog" in err[0] or "case" in err[0]), err
+    assert not (tmp_path / "torch-9-cpu.json").exists(), "nothing probed"

@@ -5,8 +5,11 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kinkcheck.check import CheckError, check_pair, load_function, variants
+from kinkcheck import check
+from kinkcheck.check import BOUNDS, CheckError, check_pair, count_variants, load_function, variants
 from kinkcheck.cli import main
 
 MODULE = textwrap.dedent('''
@@ -128,3 +131,85 @@ def test_cli_exit_codes(mod, capsys):
     assert main(["check", "userpair:torch_layer", "userpair:jax_layer", "--at", "x=0.5,w=2", "--frameworks", "tf,jax"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kinkcheck: error:"), err
+
+
+def _brute_force_variants(at):
+    """The definition, written out: every variant in order, then duplicates dropped (quadratic; small points only)."""
+    import copy
+
+    from kinkcheck.frameworks.base import flatten
+
+    entries = check._entries(at)
+
+    def put(p, name, idx, value):
+        q = copy.deepcopy(p)
+        if not idx:
+            q[name] = value
+            return q
+        v = q[name]
+        for i in idx[:-1]:
+            v = v[i]
+        v[idx[-1]] = value
+        return q
+
+    zeros = dict(at)
+    for name, idx in entries:
+        zeros = put(zeros, name, idx, 0.0)
+    every = [dict(at), zeros]
+    every += [put(at, n, i, 0.0) for n, i in entries]
+    every += [put(at, n, i, b) for n, i in entries for b in BOUNDS]
+    every += [put(at, n2, i2, check._get(at, n1, i1))
+              for k, (n1, i1) in enumerate(entries) for n2, i2 in entries[k + 1:]]
+    out, seen = [], set()
+    for p in every:
+        key = tuple((k, tuple(repr(float(x)) for x in flatten(v))) for k, v in p.items())
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+_values = st.sampled_from([0, 0.0, -0.0, 1, 1.0, -1.0, 0.5, 3, 6.0, 2.5, 7.0])
+_inputs = st.one_of(_values, st.lists(_values, min_size=1, max_size=4),
+                    st.integers(1, 3).flatmap(lambda n: st.lists(st.lists(_values, min_size=n, max_size=n),
+                                                                 min_size=1, max_size=3)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["x", "v", "w"]), _inputs, min_size=1, max_size=3))
+def test_lazy_variants_are_the_definition_in_order(at):
+    from kinkcheck.frameworks.base import flatten
+
+    got = [tuple((k, tuple(repr(float(x)) for x in flatten(v))) for k, v in p.items()) for p, _, _ in variants(at)]
+    assert got == _brute_force_variants(at), f"variants of {at}: same points, same order, no duplicate"
+    assert count_variants(at) == len(got), f"count_variants({at})"
+
+
+def test_variants_do_not_alias_the_input():
+    at = {"m": [[1.5, 2.5], [3.5, 4.5]]}
+    for p, _, _ in variants(at):
+        pass
+    assert at == {"m": [[1.5, 2.5], [3.5, 4.5]]}, "the given point is never modified"
+
+
+def test_a_large_input_costs_the_limit_not_the_square(monkeypatch):
+    """1,500 entries have 1.1 million tie variants; only the first ``limit`` are built and evaluated."""
+    copies = []
+    real_set = check._set
+    monkeypatch.setattr(check, "_set", lambda *a: copies.append(1) or real_set(*a))
+
+    class Fake:
+        calls = 0
+
+        def callable_gradient(self, fn, at, dtype):
+            Fake.calls += 1
+            return {k: v for k, v in at.items()}
+
+    from kinkcheck import frameworks
+
+    monkeypatch.setattr(frameworks, "get_adapter", lambda name: Fake())
+    at = {"v": [0.01 * i + 10 for i in range(1500)]}
+    r = check_pair(lambda v: v, lambda v: v, at, limit=400)
+    assert len(r.points) == 400 and Fake.calls == 800, f"{len(r.points)} points, {Fake.calls} evaluations"
+    assert len(copies) <= 400, f"{len(copies)} points built for 400 tried"
+    assert r.not_tried == count_variants(at) - 400 == 2 + 1500 + 7 * 1500 + 1500 * 1499 // 2 - 400, r.not_tried

@@ -106,3 +106,19 @@ def test_cli_refuses_a_file_that_is_not_a_report(tmp_path, capsys):
     bad.write_text(json.dumps({"schema": "something/else"}))
     assert main(["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(bad)]) == 2
     assert "not a kinkcheck/conventions/v1 report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("part", "value", "words"), [
+    ("generated_at", 5, "provenance/generated_at: 5 is not of type 'string'"),
+    ("catalog_hash", None, "provenance/catalog_hash: None is not of type 'string'"),
+    ("kinkcheck_version", [], "provenance/kinkcheck_version"),
+])
+def test_mistyped_provenance_prints_no_sentence_then_a_traceback(doc, tmp_path, capsys, part, value, words):
+    """cite used to print its sentence and then fail in the BibTeX entry: now it checks first, prints nothing."""
+    small = {**doc, "observations": doc["observations"][:50], "provenance": {**doc["provenance"], part: value}}
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(small))
+    assert main(["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "", f"nothing on stdout before the error: {out!r}"
+    assert len(err.strip().splitlines()) == 1 and words in err, err

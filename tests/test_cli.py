@@ -39,7 +39,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_grad_prints_one_json_line(capsys, args, expected):
     fw = "jax" if ("jax" in args[1] or "jnp" in args[1]) else "torch"
     pytest.importorskip(fw, reason=f"{fw} is not installed (nox -s tests installs it)")
-    code = cli.main(args)
+    code = cli.main([*args, "--no-isolate"])  # in this process: the worker path is tested in test_bounded.py
     out, err = capsys.readouterr()
     assert code == 0, f"kinkcheck {' '.join(args)} exited {code}: {err}"
     lines = out.strip().splitlines()
@@ -61,7 +61,7 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "x * jax.version.os.getpid()", "--at", "x=0"], "is the module 'jax.version', outside"),
         (["grad", "x + torch.builtins.len(x)", "--at", "x=0"], "is the module 'builtins', outside"),
         (["grad", "x + torch.from_file(x)", "--at", "x=0"], "'from_file' is refused"),
-        (["grad", "torch.relu(x)", "--at", "x=1e400"], "is not finite"),
+        (["grad", "torch.relu(x)", "--at", "x=1e400"], "not a finite float64 number"),
         (["grad", "torch.relu(x)", "--at", "x=nan"], "must be a number"),
         (["grad", "x" + "+x" * 1200, "--at", "x=0"], "expression too long"),
         (["grad", "torch.relu(" * 120 + "x" + ")" * 120, "--at", "x=0"], "nested more than 100 levels"),
@@ -81,6 +81,27 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["probe", "--out-dir", "/nonexistent-dir"], "not a folder"),
         (["probe", "--framework", "torch"], "exactly one of --out"),
         (["grad", "torch.relu(x)"], "required: --at"),
+        # issue 10: numbers beyond float64, in --at (scalars, lists, > 4300 digits) and in the expression
+        (["grad", "torch.relu(x)", "--at", "x=" + "1" + "0" * 309], "not a finite float64 number"),
+        (["grad", "torch.relu(v)", "--at", "v=[1e999999, 2]"], "not a finite float64 number"),
+        (["grad", "torch.relu(v)", "--at", "v=[2, " + "1" + "0" * 309 + "]"], "not a finite float64 number"),
+        (["grad", "torch.relu(x)", "--at", "x=" + "1" + "0" * 5000], "not a finite float64 number"),
+        (["grad", "10 ** 10 ** 10 * x", "--at", "x=1", "--framework", "torch"], "not a finite float64 number"),
+        (["grad", "x * 1" + "0" * 400, "--at", "x=1", "--framework", "torch"], "not a finite float64 number"),
+        (["grad", "x * 1e999", "--at", "x=1", "--framework", "jax"], "not a finite float64 number"),
+        (["check", "m:f", "m:g", "--at", "x=" + "1" + "0" * 309], "not a finite float64 number"),
+        (["check", "m:f", "m:g", "--at", "v=[1e999999, 2]"], "not a finite float64 number"),
+        # issue 10: state-changing, compiling and loading names are refused by kind, before anything runs
+        (["grad", "x * torch.set_grad_enabled(False)", "--at", "x=1"], "'set_grad_enabled' is refused"),
+        (["grad", "x * torch.set_default_dtype(torch.float16)", "--at", "x=1"], "'set_default_dtype' is refused"),
+        (["grad", "x * torch.CompilationUnit()", "--at", "x=1"], "'CompilationUnit' is refused"),
+        (["grad", "x * torch.manual_seed(0).initial_seed()", "--at", "x=1"], "'manual_seed' is refused"),
+        (["grad", "jax.jit(jax.numpy.abs)(x)", "--at", "x=1"], "'jit' is refused"),
+        (["grad", "x * jax.numpy_rank_promotion(x)", "--at", "x=1"], "is refused: it comes from 'jax._src.config'"),
+        (["grad", "x * torch.no_grad()", "--at", "x=1"], "is refused: it comes from 'torch.autograd.grad_mode'"),
+        (["grad", "x.register_hook(torch.neg)", "--at", "x=1", "--framework", "torch"], "'register_hook' is refused"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--timeout", "0"], "--timeout must be a positive number"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--memory", "lots"], "--memory must be a positive number"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, message):
@@ -99,7 +120,7 @@ def test_missing_framework_is_bad_input(monkeypatch, capsys):
         raise frameworks.FrameworkUnavailable(f"{name} is not installed in this Python (No module named '{name}')")
 
     monkeypatch.setattr(frameworks, "get_adapter", unavailable)
-    code = cli.main(["grad", "jax.nn.relu(x)", "--at", "x=0"])
+    code = cli.main(["grad", "jax.nn.relu(x)", "--at", "x=0", "--no-isolate"])
     err = capsys.readouterr().err
     assert code == 2 and "jax is not installed" in err, f"exit {code}, stderr {err!r}"
 
@@ -109,7 +130,7 @@ def test_bad_name_executes_nothing(monkeypatch, capsys):
     calls = []
     real = ex.evaluate
     monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k))
-    code = cli.main(["grad", "torch.relu(x) + torch.nn.functional.rleu(x)", "--at", "x=0"])
+    code = cli.main(["grad", "torch.relu(x) + torch.nn.functional.rleu(x)", "--at", "x=0", "--no-isolate"])
     assert code == 2, "unknown name is bad input"
     assert calls == [], "no part of the expression may run when one name does not resolve"
     assert "rleu" in capsys.readouterr().err
@@ -146,3 +167,28 @@ def test_cuda_without_a_device_is_one_line_exit_2(tmp_path):
     assert res.returncode == 2 and lines[-1] == "kinkcheck: error: nothing measured on cuda", res.stderr
     assert any(ln.startswith("torch: not measured: no cuda device") for ln in lines), lines
     assert list(tmp_path.iterdir()) == [], "no shard is written for a device that is not there"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([b"grad", b"torch.relu(x)", b"--at", b"x=\xff"], "argument 4 is not valid UTF-8 text (byte 0xff"),
+        ([b"grad", b"torch.relu(x)\xff", b"--at", b"x=0"], "argument 2 is not valid UTF-8 text (byte 0xff"),
+        ([b"check", b"m:f", b"m:g", b"--at", b"x=\xfe"], "argument 5 is not valid UTF-8 text (byte 0xfe"),
+        ([b"diff", b"\xff.json", b"b.json"], "argument 2 is not valid UTF-8 text"),
+    ],
+)
+def test_non_utf8_arguments_are_one_line_exit_2(argv, message):
+    """On Linux, argv bytes that are not UTF-8 arrive as lone surrogates, which cannot be printed or parsed."""
+    res = subprocess.run([sys.executable.encode(), b"-m", b"kinkcheck", *argv], capture_output=True, timeout=300)
+    err = res.stderr.decode("utf-8", "replace")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and message in lines[0], f"{argv}: exit {res.returncode}, {err!r}"
+    assert res.stdout == b"", "nothing on stdout"
+
+
+def test_non_utf8_text_is_refused_by_the_parsers():
+    with pytest.raises(ex.ExprError, match=r"--at is not valid UTF-8 text \(byte 0xff at position 3\)"):
+        ex.parse_point("x=\udcff")
+    with pytest.raises(ex.ExprError, match="the expression is not valid UTF-8 text"):
+        ex.parse("torch.relu(x)\udcff", {"x"}, {"torch"})

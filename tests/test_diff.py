@@ -95,7 +95,10 @@ def test_diff_inside_a_report(tmp_path, capsys):
          "is a report: name an environment"),
         (lambda p: p.write_text('{"a": 1}'), "neither a kinkcheck shard nor a kinkcheck report"),
         (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v1", "environments": [{"x": 1}]}'),
-         "malformed kinkcheck report"),
+         "malformed kinkcheck report (a kinkcheck report without cases, observations"),
+        (lambda p: p.write_text('{"schema": "kinkcheck/shard/v1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+         "cannot read (JSON nested too deeply)"),
+        (lambda p: p.write_bytes(b'{"schema": "\xff"}'), "cannot read (not UTF-8 text"),
     ],
 )
 def test_diff_bad_input(tmp_path, capsys, setup, message):
@@ -109,11 +112,57 @@ def test_diff_bad_input(tmp_path, capsys, setup, message):
     assert message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_diff_across_frameworks_is_bad_input(tmp_path):
-    a = side_from_shard(OLD, "torch")
-    b = side_from_shard(shard("0.10.2", {("relu@0", "jax.nn.relu(x)"): 0.0}, "jax"), "jax")
+def test_diff_across_frameworks_is_bad_input(tmp_path, capsys):
+    jax = shard("0.10.2", {("relu@0", "jax.nn.relu(x)"): 0.0}, "jax")
+    a, b = side_from_shard(OLD, "torch"), side_from_shard(jax, "jax")
+    with pytest.raises(DiffError, match="cannot diff torch against jax: .* use `kinkcheck migrate --from torch --to jax`"):
+        compare(a, b)
+    write_shard(tmp_path / "t.json", OLD)
+    write_shard(tmp_path / "j.json", jax)
+    assert cli.main(["diff", str(tmp_path / "t.json"), str(tmp_path / "j.json")]) == 2, "refused, not 'N changed'"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot diff torch against jax" in err[0], err
+
+
+def test_no_observation_in_common_is_bad_input():
+    a = side_from_shard(shard("2.0.1", {CLAMP: 1.0}), "a")
+    b = side_from_shard(shard("2.1.0", {RELU: 1.0}), "b")
     with pytest.raises(DiffError, match="no observation in common"):
         compare(a, b)
+
+
+def test_exit_status_survives_a_closed_pipe():
+    """`kinkcheck diff A B | head -1`: the reader leaves after one line; the status is still 1 (changes)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    obs = ROOT / "references" / "observations"
+    old, new = obs / "torch-1.13.1-cpu.json", obs / "torch-2.15.0-cpu.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kinkcheck", "diff", str(old), str(new)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # more than a pipe buffer (64 KiB) is still to come: the next write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1, f"diff found changes: exit 1 even through a closed pipe ({err!r})"
+    assert first.strip() and "Traceback" not in err, err
+    assert "conventions changed from torch-1.13.1-cpu to torch-2.15.0-cpu" in err, "the count reaches stderr"
+
+
+def test_exit_status_survives_a_closed_pipe_in_process(tmp_path, monkeypatch):
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError
+
+        def flush(self):
+            raise BrokenPipeError
+
+    write_shard(tmp_path / "a.json", OLD)
+    write_shard(tmp_path / "b.json", NEW)
+    monkeypatch.setattr("sys.stdout", Closed())
+    assert cli.main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    assert cli.main(["diff", str(tmp_path / "a.json"), str(tmp_path / "a.json")]) == 0
 
 
 def test_load_side_env_mismatch(tmp_path):

@@ -126,8 +126,8 @@ def test_parse_point(text, expected):
         ("x=__import__('os')", "must be a number"),
         ("x=[]", "empty list"),
         ("x=nan", "must be a number"),
-        ("x=1e400", "is not finite"),
-        ("v=[1, 1e999]", "is not finite"),
+        ("x=1e400", "not a finite float64 number"),
+        ("v=[1, 1e999]", "not a finite float64 number"),
         ("x=" + "[" * 500 + "1" + "]" * 500, "malformed value"),
     ],
 )
@@ -183,3 +183,147 @@ def test_allowed_names_resolve_and_strings_are_refused_at_run_time():
     names = ex.resolve_names(tree, {"fw": fw}, modules={"fw", "fw.nn"}, origins={"fw"})
     with pytest.raises(ex.ExprError, match="produced a str; strings and modules are not allowed"):
         ex.evaluate(tree, names, {"x": 3})
+
+
+@pytest.mark.parametrize(
+    "source, kind",
+    [
+        # setters of global state
+        ("torch.set_grad_enabled(False)", "changes global state"),
+        ("torch.set_default_dtype(torch.float16)", "changes global state"),
+        ("torch.set_flush_denormal(True)", "changes global state"),
+        ("torch.use_deterministic_algorithms(True)", "changes global state"),
+        ("torch.manual_seed(0)", "changes global state"),
+        ("torch.seed()", "is refused"),
+        ("torch.default_generator.initial_seed()", "is refused"),
+        ("torch.cuda.set_device(0)", "changes global state"),
+        ("torch.autocast_increment_nesting()", "changes global state"),
+        ("jax.clear_caches()", "changes global state"),
+        ("jax.numpy.set_printoptions(precision=1)", "changes global state"),
+        ("x.register_hook(torch.neg)", "changes global state"),
+        ("x.share_memory_()", "changes global state"),
+        ("x.set_(x)", "changes global state"),
+        # compilers and tracers
+        ("torch.compile(torch.relu)(x)", "is refused"),
+        ("torch.CompilationUnit()", "compiles or traces code"),
+        ("torch.jit.script(torch.relu)", "is refused"),
+        ("torch.ScriptModule()", "compiles or traces code"),
+        ("torch.export.export(x)", "is refused"),
+        ("jax.jit(jax.numpy.abs)(x)", "is refused"),
+        ("jax.ensure_compile_time_eval()", "compiles or traces code"),
+        ("jax.experimental.compilation_cache.compilation_cache.reset_cache()", "is refused"),
+        # loaders, savers, files
+        ("torch.load(x)", "is refused"),
+        ("torch.hub.load(x)", "is refused"),
+        ("torch.from_file(x)", "is refused"),
+        ("torch.PyTorchFileReader(x)", "loads or saves data or code"),
+        ("torch.import_ir_module_from_buffer(x)", "loads or saves data or code"),
+        ("jax.numpy.savez(x)", "loads or saves data or code"),
+        ("x.untyped_storage()", "is refused"),
+        ("torch.nn.Linear(1, 1).load_state_dict(x)", "loads or saves data or code"),
+        # infrastructure: ops registration, backends, processes, configuration, profiling, callbacks
+        ("torch.library.Library(x)", "is refused"),
+        ("torch.ops.aten.relu(x)", "is refused"),
+        ("torch.utils.cpp_extension.load_inline(x)", "is refused"),
+        ("torch.backends.cudnn.benchmark", "is refused"),
+        ("torch.distributed.init_process_group()", "is refused"),
+        ("torch.multiprocessing.spawn(x)", "is refused"),
+        ("torch.prepare_multiprocessing_environment(x)", "framework infrastructure"),
+        ("jax.config.update(x, x)", "is refused"),
+        ("jax.profiler.start_trace(x)", "is refused"),
+        ("jax.debug.callback(torch.neg, x)", "is refused"),
+        ("jax.pure_callback(jax.numpy.abs, x, x)", "is refused"),
+        ("jax.experimental.io_callback(jax.numpy.abs, x, x)", "is refused"),
+        ("jax.experimental.host_callback.id_tap(x, x)", "is refused"),
+        ("jax.debug_nans(True)", "framework infrastructure"),
+        ("jax.print_environment_info()", "framework infrastructure"),
+    ],
+)
+def test_state_changing_compiling_and_loading_names_are_refused_by_kind(source, kind):
+    with pytest.raises(ex.ExprError) as info:
+        ex.parse(source, {"x"}, ROOTS)
+    assert "is refused" in str(info.value) and kind in str(info.value), f"{source!r}: {info.value}"
+
+
+def test_refused_kind_covers_names_a_future_release_may_add():
+    for name in ("set_new_global_mode", "enable_fast_path", "use_new_backend", "load_something", "save_all",
+                 "something_callback", "compile_all", "ScriptThing", "export_program", "register_kernel"):
+        assert ex.refused_kind(name) is not None, f"{name} should be refused by its kind"
+    for name in ("relu", "clamp", "maximum", "hardtanh", "nuclear_norm", "setdiff1d", "is_set_to", "where",
+                 "sort", "topk", "amax", "quantile", "reduce_window", "full_like", "module_load"):
+        assert ex.refused_kind(name) is None, f"{name} is ordinary math and must stay allowed"
+
+
+def test_objects_from_denied_modules_are_refused_wherever_re_exported():
+    import types
+
+    fw = types.ModuleType("fw")
+    fw.relu = lambda v: v
+    fw.relu.__module__ = "fw.nn"
+    fw.Unit = type("Unit", (), {"__module__": "fw.jit"})  # like torch.CompilationUnit, from torch.jit
+    fw.promotion = type("State", (), {"__module__": "fw._src.config"})()  # like jax.numpy_rank_promotion
+    for source, origin in (("fw.Unit(x)", "fw.jit"), ("fw.promotion(x)", "fw._src.config")):
+        tree = ex.parse(source, {"x"}, {"fw"})
+        with pytest.raises(ex.ExprError, match=f"is refused: it comes from '{origin}'"):
+            ex.resolve_names(tree, {"fw": fw}, modules={"fw"}, origins={"fw"})
+    tree = ex.parse("fw.relu(x)", {"x"}, {"fw"})
+    assert ex.resolve_names(tree, {"fw": fw}, modules={"fw"}, origins={"fw"})["fw.relu"] is fw.relu
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_every_catalog_program_still_resolves(catalog, framework, request):
+    adapter = request.getfixturevalue(f"{framework}_adapter")
+    from kinkcheck.frameworks import Unavailable
+
+    refused = []
+    for case, program in catalog.programs(framework):
+        try:
+            adapter._resolve(program.tree)
+        except Unavailable:
+            pass  # a name this release lacks is an unavailable cell, not a refusal
+        except ex.ExprError as err:
+            refused.append(f"{case.id}: {program.id}: {err}")
+    assert refused == [], "the deny rules must not refuse a catalog program:\n" + "\n".join(refused)
+
+
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        ("x * 1e999", "literal '1e309' is not a finite float64 number"),
+        ("x * 1" + "0" * 400, "is not a finite float64 number"),
+        ("-1" + "0" * 400 + " + x", "is not a finite float64 number"),
+    ],
+)
+def test_literals_beyond_float64_are_refused(source, reason):
+    with pytest.raises(ex.ExprError) as info:
+        ex.parse(source, {"x"}, ROOTS)
+    assert reason in str(info.value), f"{source!r}: {info.value}"
+
+
+@pytest.mark.parametrize(
+    "source, value",
+    [("10 ** 10 ** 10 * x", None), ("(10 ** 300) * (10 ** 300) * x", None), ("(-7) ** 9999 + x", None),
+     ("2 ** 10 * x", 1024), ("2 ** -2 * x", 0.25), ("3 * 4 // 5 % 7 + x", 3), ("10 ** 300 + x", 10 ** 300 + 1)],
+)
+def test_integer_constant_arithmetic_is_bounded(source, value):
+    """Python ints grow without bound: 10 ** 10 ** 10 would run for minutes before any framework sees it."""
+    tree = ex.parse(source, {"x"}, ROOTS)
+    if value is None:
+        with pytest.raises(ex.ExprError, match="is not a finite float64 number"):
+            ex.evaluate(tree, {}, {"x": 1})
+    else:
+        assert ex.evaluate(tree, {}, {"x": 1}) == value, source
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x=" + "1" + "0" * 309, "v=[1e999999, 2]", "v=[2, -" + "1" + "0" * 309 + "]", "x=" + "9" * 5000,
+     "m=[[1, 2], [3, 1e400]]"],
+)
+def test_point_values_beyond_float64_are_refused(text):
+    with pytest.raises(ex.ExprError, match="is not a finite float64 number"):
+        ex.parse_point(text)
+
+
+def test_large_integers_within_float64_stay_exact():
+    assert ex.parse_point("x=" + "1" + "0" * 300) == {"x": 10 ** 300}, "an int within float64 range is accepted"

@@ -193,3 +193,28 @@ def test_network_grads_relu_matches_the_numpy_oracle(request, framework):
 def test_unknown_framework_is_framework_unavailable():
     with pytest.raises(FrameworkUnavailable, match="unknown framework"):
         get_adapter("tensorflow")
+
+
+@pytest.mark.parametrize(
+    "framework, sources",
+    [
+        pytest.param("torch", ["x * torch.set_grad_enabled(False)", "x * torch.set_default_dtype(torch.float16)",
+                               "x * torch.no_grad()", "x * torch.inference_mode()", "x * torch.autocast(x)",
+                               "x * torch.CompilationUnit()"], marks=pytest.mark.torch),
+        pytest.param("jax", ["x * jax.numpy_rank_promotion(x)", "x * jax.default_matmul_precision(x)",
+                             "x * jax.transfer_guard(x)", "jax.jit(jax.numpy.abs)(x)"], marks=pytest.mark.jax),
+    ],
+)
+def test_state_changing_programs_are_refused_and_leave_the_next_evaluation_alone(framework, sources):
+    adapter = get_adapter(framework)
+    plain = ex.parse({"torch": "torch.abs(x)", "jax": "jax.numpy.abs(x)"}[framework], {"x"}, {framework})
+    before = adapter.gradient(plain, {"x": -2.0})
+    for source in sources:
+        with pytest.raises(ex.ExprError, match="is refused"):  # at parse or name resolution: nothing ran
+            adapter.gradient(ex.parse(source, {"x"}, {framework}), {"x": -2.0})
+    after = adapter.gradient(plain, {"x": -2.0})
+    assert before == after == {"x": -1.0}, f"{before} then {after}"
+    if framework == "torch":
+        import torch
+
+        assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32, "global state unchanged"

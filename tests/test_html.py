@@ -3,6 +3,7 @@ errors, no network requests, filters, anchors, plots), plus a screenshot."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -41,8 +42,16 @@ def test_render_is_deterministic_and_self_contained(doc, catalog):
 
 def test_committed_html_belongs_to_the_committed_report(doc):
     html = HTML.read_text()
-    assert doc["provenance"]["generated_at"] in html and doc["provenance"]["catalog_hash"] in html, \
-        "reports/conventions.html is stale: run `nox -s report` (or kinkcheck report) and commit it"
+    digest = hashlib.sha256(REPORT.read_bytes()).hexdigest()
+    assert f'<meta name="kinkcheck-json-sha256" content="{digest}">' in html, \
+        "reports/conventions.html is stale: run `nox -s render` (or kinkcheck report) and commit it"
+    assert doc["provenance"]["generated_at"] in html and doc["provenance"]["catalog_hash"] in html
+
+
+def test_html_names_the_json_it_belongs_to(doc, catalog):
+    html = render_html(doc, catalog, json_sha256="ab" * 32)
+    assert html.count("ab" * 32) == 2, "in the meta element and beside the link to conventions.json"
+    assert "kinkcheck-json-sha256" not in render_html(doc, catalog), "no digest given: none shown"
 
 
 def test_html_in_headless_chromium(tmp_path):

@@ -137,3 +137,14 @@ def test_every_generated_snippet_gives_the_source_value_at_the_kink_and_the_deri
             true = _true_derivative(case, x)
             assert math.isclose(grad(x), true, rel_tol=1e-9, abs_tol=1e-12), \
                 f"{p.case}: {framework} snippet for {p.target} at {x}: {grad(x)}, true derivative {true}"
+
+
+def test_a_release_that_is_not_a_version_number_does_not_crash(doc):
+    """A hand-made environment with framework_version "nightly" sorts below every release, and is found by name."""
+    odd = {**doc["environments"][0], "id": "torch-nightly-cpu", "framework_version": "nightly"}
+    obs = [{**o, "environment": odd["id"]} for o in doc["observations"][:50]]
+    small = {**doc, "environments": doc["environments"] + [odd], "observations": doc["observations"] + obs}
+    m = migrate(small, "torch", "jax")
+    assert m.source_env["framework_version"] != "nightly", "the newest release is a version number, not 'nightly'"
+    with pytest.raises(MigrateError, match="torch 9.9 on cpu is not in the report .*nightly"):
+        migrate(small, "torch==9.9", "jax")

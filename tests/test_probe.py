@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from kinkcheck.catalog import load_catalog
@@ -87,7 +89,9 @@ def test_a_crashing_case_does_not_lose_the_shard(torch_adapter, small, tmp_path)
     import subprocess
     import sys
 
-    out = tmp_path / "s.json"
+    from kinkcheck.probe import environment_id
+
+    out = tmp_path / f"{environment_id('torch')}.json"
     env = {**os.environ, "KINKCHECK_CRASH_CASE": "relu@0"}
     res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog",
                           small.path, "--out", str(out), "--quiet", "--mode", "reverse", "--mode", "forward"],
@@ -107,12 +111,13 @@ def test_missing_device_in_worker_is_one_line(torch_adapter, small, tmp_path):
 
     if "cuda" in torch_adapter.devices():
         pytest.skip("a CUDA device exists here")
+    out = tmp_path / f"torch-{torch_adapter.version.split('+')[0]}-cuda.json"
     res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--device", "cuda",
-                          "--catalog", small.path, "--out", str(tmp_path / "s.json"), "--quiet"],
+                          "--catalog", small.path, "--out", str(out), "--quiet"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 2 and "no cuda device" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
-    assert not (tmp_path / "s.json").exists(), "nothing is written"
+    assert [p.name for p in tmp_path.iterdir()] == ["catalog.toml"], "nothing is written, and no journal is left"
 
 
 def test_a_crashed_case_keeps_its_compiled_cells(small):
@@ -147,3 +152,401 @@ def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeyp
     assert "batch:inductor" in order and order.index("batch:inductor") > max(
         i for i, x in enumerate(order) if x == "case"), order
     assert order.index("batch:aot_eager") < order.index("batch:inductor"), f"inductor last: {order}"
+
+# --- Narrowed probes merge, names match environments, killed probes resume (issue 10) ------------------
+
+
+def _main(*argv):
+    from kinkcheck.cli import main
+
+    return main(list(argv))
+
+
+def _current(folder, catalog):
+    """Observations of the current catalog's cases in the shards of ``folder`` (the count no command may lower)."""
+    from kinkcheck.shards import current_count, load_shards
+
+    shards, errors = load_shards(folder)
+    assert not errors, errors
+    return sum(current_count(s, catalog) for s in shards)
+
+
+def test_probe_only_the_cases_asked(torch_adapter, small):
+    from kinkcheck.catalog import CatalogError
+
+    shard = probe("torch", catalog=small, cases=["maximum@tie"], modes=("reverse",), dtypes=("float64",))
+    assert {o["case"] for o in shard["observations"]} == {"maximum@tie"}, "only the case asked"
+    assert shard["environment"]["case_hashes"] == {"maximum@tie": small.case("maximum@tie").measurement_hash("torch")}
+    assert shard["environment"]["catalog_hash"] == small.hash, "the whole catalog's hash, for provenance"
+    with pytest.raises(CatalogError, match="no case 'nope'"):
+        probe("torch", catalog=small, cases=["nope"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "{tmp}/torch-2.12.0-cpu.json"], "its shard file must be named torch-"),
+    (["--out", "{tmp}/shard.json"], "its shard file must be named torch-"),
+    (["--out-dir", "{tmp}", "--replace", "--mode", "reverse"], "--replace re-measures the full matrix"),
+    (["--out-dir", "{tmp}", "--case", "nope"], "no case 'nope' in the catalog"),
+])
+def test_probe_refusals_are_one_line(torch_adapter, small, tmp_path, capsys, argv, message):
+    """Issue 10 item 4: `probe --out FILE` with another environment's name overwrote that release's shard."""
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = _main("probe", "--framework", "torch", "--catalog", small.path, "--quiet", "--no-isolate",
+               *[a.format(tmp=out) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, f"one line, exit 2: {rc} {err!r}"
+    assert list(out.iterdir()) == [], "refused before probing: nothing written"
+
+
+def test_narrowed_probe_merges_into_the_full_shard(torch_adapter, tmp_path, catalog):
+    """Issue 10 item 2: `probe --framework torch --mode reverse --dtype float64 --out-dir references/observations`
+    replaced the full torch-2.13.0 shard (8 modes, 4 dtypes) with 121 observations."""
+    import shutil
+
+    from conftest import ROOT, require_pinned
+
+    from kinkcheck.shards import missing_work
+
+    require_pinned(torch_adapter)
+    committed = ROOT / "references" / "observations" / "torch-2.13.0-cpu.json"
+    shutil.copy(committed, tmp_path)
+    assert _main("probe", "--framework", "torch", "--mode", "reverse", "--dtype", "float64", "--out-dir",
+                 str(tmp_path), "--quiet", "--no-isolate") == 0
+    old, new = read_shard(committed), read_shard(tmp_path / committed.name)
+    assert len(new["observations"]) == len(old["observations"]) == 3808, "8 modes × 4 dtypes kept"
+    assert [(o["case"], o["program"], o["mode"], o["dtype"]) for o in new["observations"]] == \
+        [(o["case"], o["program"], o["mode"], o["dtype"]) for o in old["observations"]], "each cell in its place"
+    assert new["observations"] == old["observations"], "torch 2.13.0 measured again gives the committed values"
+    assert missing_work(new, catalog).fresh, "still fresh: every case × mode × dtype present"
+    assert new["environment"]["history"][-1]["modes"] == ["reverse"], "the part is recorded"
+    assert not list(tmp_path.glob(".*.journal.jsonl")), "the journal is deleted once the shard is written"
+
+
+def test_a_killed_probe_resumes_from_its_journal(torch_adapter, small, tmp_path):
+    """A probe killed after relu@0 (here: the worker aborts at the next case) keeps relu@0 in its journal
+    beside the shard; the next probe reuses it and measures only what is left."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from kinkcheck.probe import environment_id, journal_path
+
+    out = tmp_path / f"{environment_id('torch')}.json"
+    journal = journal_path(out)
+    assert journal.name == f".{out.stem}.journal.jsonl"
+    cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog", small.path, "--quiet",
+           "--mode", "reverse", "--dtype", "float64"]
+    res = subprocess.run(cmd + ["--worker", str(journal)], env={**os.environ, "KINKCHECK_CRASH_CASE": "maximum@tie"},
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode != 0 and not out.exists(), "killed: no shard written"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    done = [r for r in records if r.get("case") == "relu@0"]
+    assert len(done) == 1 and records[-1] == {"start": "maximum@tie"}, records[-1]
+    for ob in done[0]["observations"]:  # mark the journaled result: the resumed shard must carry it
+        if ob["program"] == "torch.relu(x)":
+            ob["value"] = {"x": 42.0}
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = subprocess.run(cmd + ["--out", str(out)], capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr
+    obs = _by_program(read_shard(out))
+    assert obs["torch.relu(x)"]["value"] == {"x": 42.0}, "relu@0 came from the journal, not probed again"
+    assert obs["torch.maximum(x, y)"]["value"] == {"x": 0.5, "y": 0.5}, "the case left is measured"
+    assert not journal.exists(), "the journal is deleted once the shard is written"
+
+
+def test_a_journal_is_reused_only_where_it_still_applies(small, tmp_path):
+    import json
+
+    from kinkcheck.probe import _prepare_journal
+
+    hashes = {c.id: c.measurement_hash("torch") for c in small}
+    env = {"id": "torch-2.13.0-cpu", "framework_build": "2.13.0+cpu", "device": "cpu", "modes": ["reverse"],
+           "dtypes": ["float64"], "kinkcheck_version": "0.1.0", "case_hashes": hashes}
+    records = [{"environment": {**env, "case_hashes": {**hashes, "maximum@tie": "0" * 16}}},
+               {"start": "relu@0"}, {"case": "relu@0", "observations": [], "networks": []},
+               {"start": "maximum@tie"}, {"case": "maximum@tie", "observations": [], "networks": []},
+               {"case": "batch:inductor/float64", "results": {}}, {"fatal": "old"}]
+    journal = tmp_path / ".j.journal.jsonl"
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"case": "torn')
+    _prepare_journal(journal, env)
+    kept = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [r.get("case") for r in kept] == [None, "relu@0"], \
+        f"the changed case and the batch compiled with it are probed again; starts and fatal lines go: {kept}"
+    assert kept[0]["environment"]["case_hashes"] == hashes
+    _prepare_journal(journal, {**env, "modes": ["reverse", "forward"]})
+    assert not journal.exists(), "a journal of another mode list is discarded"
+
+
+NEW_CASE = """
+[[case]]
+id = "abs@0-again"
+title = "abs at 0, added by a test"
+sympy = "Abs(x)"
+at = { x = 0 }
+[case.programs]
+torch = ["torch.abs(x)"]
+jax = ["jax.numpy.abs(x)"]
+"""
+
+
+def test_no_command_sequence_lowers_the_measured_count(torch_adapter, tmp_path):
+    """Narrowed probe, killed probe + resume, catalog edit + incremental probe, failed install, full render: on
+    a copy of committed shards, the count of current observations never goes down."""
+    import itertools
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    from kinkcheck.catalog import load_catalog
+    from kinkcheck.probe import environment_id, journal_path
+    from kinkcheck.shards import missing_work, record_failed_attempt
+
+    obs_dir = tmp_path / "observations"
+    obs_dir.mkdir()
+    eid = environment_id("torch")
+    for name in (f"{eid}.json", "jax-0.10.2-cpu.json"):
+        if not (ROOT / "references" / "observations" / name).exists():
+            pytest.skip(f"no committed shard {name} to copy")
+        shutil.copy(ROOT / "references" / "observations" / name, obs_dir)
+    cat_path = tmp_path / "catalog.toml"
+    shutil.copy(ROOT / "references" / "catalog.toml", cat_path)
+    catalog = load_catalog(cat_path)
+    counts = [_current(obs_dir, catalog)]
+    shard = obs_dir / f"{eid}.json"
+    narrow = ["--mode", "reverse", "--dtype", "float64"]
+
+    # 1. a narrowed probe of one case
+    assert _main("probe", "--framework", "torch", "--catalog", str(cat_path), "--out-dir", str(obs_dir), "--quiet",
+                 "--no-isolate", "--case", "relu@0", *narrow) == 0
+    counts.append(_current(obs_dir, catalog))
+    # 2. a probe killed at its second case, then resumed
+    cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog", str(cat_path), "--quiet",
+           "--case", "relu@0", "--case", "clamp@-1", *narrow]
+    subprocess.run(cmd + ["--worker", str(journal_path(shard))], capture_output=True, timeout=600, check=False,
+                   env={**os.environ, "KINKCHECK_CRASH_CASE": "clamp@-1"})
+    assert journal_path(shard).exists(), "the killed probe left its journal"
+    counts.append(_current(obs_dir, catalog))
+    res = subprocess.run(cmd + ["--out", str(shard)], capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr
+    assert not journal_path(shard).exists()
+    counts.append(_current(obs_dir, catalog))
+    # 3. a catalog edit (a new case), then an incremental probe of what is missing
+    edited = tmp_path / "edited.toml"  # a new path: load_catalog caches by path
+    edited.write_text(cat_path.read_text() + NEW_CASE)
+    catalog = load_catalog(edited)
+    work = missing_work(read_shard(shard), catalog)
+    assert work.absent == ("abs@0-again",) and work.cases == ("abs@0-again",), work.summary()
+    counts.append(_current(obs_dir, catalog))
+    assert _main("probe", "--framework", "torch", "--catalog", str(edited), "--out-dir", str(obs_dir), "--quiet",
+                 "--no-isolate", "--case", "abs@0-again", *narrow) == 0
+    counts.append(_current(obs_dir, catalog))
+    assert len(missing_work(read_shard(shard), catalog).cells) == 8 * 4 - 1, "the new case's other cells remain"
+    # 4. a failed install (as nox records it) when re-probing what is missing
+    env = {**read_shard(shard)["environment"], "measured_at": "2026-11-30T00:00:00+00:00",
+           "not_measured": "install failed: torch==2.13.0: the package index is unreachable"}
+    record_failed_attempt(shard, env)
+    counts.append(_current(obs_dir, catalog))
+    # 5. a full render
+    assert _main("report", "--shards", str(obs_dir), "--out", str(tmp_path / "reports"), "--catalog",
+                 str(edited)) == 0
+    counts.append(_current(obs_dir, catalog))
+    md = (tmp_path / "reports" / "conventions.md").read_text()
+    assert "the package index is unreachable" in md, "the report names the failed attempt beside the measured shard"
+    assert all(b >= a for a, b in itertools.pairwise(counts)), f"the measured count went down: {counts}"
+    assert counts[-1] == counts[0] + 1, f"one observation more (the new case's one cell): {counts}"
+
+
+# --- Bounded probe: a case that hangs or allocates without limit becomes error cells (issue 10) -------------
+
+BOUNDS = """
+[[case]]
+id = "hang@0"
+title = "a loop that never ends"
+sympy = "Abs(x)"
+at = { x = 0 }
+[case.programs]
+torch = ["torch.abs(x)"]
+jax = ["jax.lax.while_loop(jax.numpy.isfinite, jax.numpy.abs, x)"]
+
+[[case]]
+id = "huge@0"
+title = "an 80 GB allocation"
+sympy = "x"
+at = { x = 0 }
+[case.programs]
+torch = ["torch.ones(100000, 100000) * x"]
+jax = ["jax.numpy.ones((100000, 100000)) * x"]
+
+[[case]]
+id = "maximum@tie"
+title = "maximum at a tie"
+sympy = "Max(x, y)"
+at = { x = 1, y = 1 }
+tie = true
+[case.programs]
+torch = ["torch.maximum(x, y)"]
+jax = ["jax.numpy.maximum(x, y)"]
+"""
+
+
+#: The memory bound is RLIMIT_DATA, which only Linux enforces on every private mapping (see kinkcheck.bounded).
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA bounds allocations only on Linux")
+
+
+def _bounded_probe(tmp_path, framework, *argv, env=None):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from kinkcheck.probe import environment_id
+
+    cat = tmp_path / "bounds.toml"
+    cat.write_text(BOUNDS)
+    out = tmp_path / f"{environment_id(framework)}.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kinkcheck", "probe", "--framework", framework, "--catalog",
+                             str(cat), "--out", str(out), "--quiet", "--dtype", "float64", *argv],
+                            env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=600)
+    finally:  # SIGTERM, not run()'s SIGKILL: the probe then kills its worker, which may be in an endless loop
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    return {(o["case"], o["mode"]): o for o in read_shard(out)["observations"]}
+
+
+@linux_only
+def test_a_hanging_case_and_a_huge_allocation_become_error_cells(jax_adapter, tmp_path):
+    """Issue 10: `jax.lax.while_loop(jax.numpy.isfinite, jax.numpy.abs, x)` at 0 never returns and hung the
+    probe; the worker is killed after the per-case limit and a new one measures the cases after it. An 80 GB
+    array under a 4 GiB limit fails to allocate instead of taking the machine's memory."""
+    cells = _bounded_probe(tmp_path, "jax", "--mode", "reverse", "--case-timeout", "5", "--memory", "4")
+    hang = cells[("hang@0", "reverse")]
+    assert hang["status"] == "error" and hang["value"] is None, hang
+    assert hang["error"].startswith("exceeded the per-case time limit of 5 s"), hang["error"]
+    huge = cells[("huge@0", "reverse")]
+    assert huge["status"] == "error" and huge["error"].startswith("exceeded the memory limit of 4 GiB"), huge
+    assert "RESOURCE_EXHAUSTED" in huge["error"], f"the framework's own message follows: {huge['error']}"
+    after = cells[("maximum@tie", "reverse")]
+    assert after["status"] == "ok" and after["value"] == {"x": 0.5, "y": 0.5}, "the case after them is measured"
+
+
+@linux_only
+def test_a_hanging_compiled_batch_becomes_error_cells(torch_adapter, tmp_path):
+    """A compiled batch (the whole catalog in one mode and dtype) has its own limit; here the worker hangs at
+    the aot_eager batch (KINKCHECK_HANG_CASE), which costs that batch's cells and no eager cell."""
+    cells = _bounded_probe(tmp_path, "torch", "--mode", "reverse", "--mode", "aot_eager", "--batch-timeout", "3",
+                           "--memory", "4", env={"KINKCHECK_HANG_CASE": "batch:aot_eager/float64"})
+    compiled = [o for (_, mode), o in cells.items() if mode == "aot_eager"]
+    assert len(compiled) == 3 and all(
+        o["status"] == "error" and o["error"].startswith("exceeded the compiled-batch time limit of 3 s")
+        for o in compiled), compiled
+    assert cells[("hang@0", "reverse")]["value"] == {"x": 0.0}, "eager cells are kept"
+    assert cells[("maximum@tie", "reverse")]["value"] == {"x": 0.5, "y": 0.5}
+    huge = cells[("huge@0", "reverse")]
+    assert huge["status"] == "error" and "exceeded the memory limit of 4 GiB" in huge["error"] and \
+        "can't allocate memory" in huge["error"], f"torch's allocation failure under the limit: {huge}"
+
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["--case-timeout", "0"], {}, "--case-timeout must be a positive number, got '0'"),
+    (["--batch-timeout", "inf"], {}, "--batch-timeout must be a positive number, got 'inf'"),
+    (["--memory", "-1"], {}, "--memory must be a positive number, got '-1'"),
+    ([], {"KINKCHECK_CASE_TIMEOUT": "soon"}, "KINKCHECK_CASE_TIMEOUT must be a positive number, got 'soon'"),
+])
+def test_bad_probe_limits_are_one_line(small, tmp_path, capsys, monkeypatch, argv, env, message):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    rc = _main("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(tmp_path), "--quiet",
+               *argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, f"one line, exit 2: {rc} {err!r}"
+
+
+def test_probe_limits_resolve_options_then_environment_then_defaults():
+    from kinkcheck.probe import DEFAULT_BATCH_TIMEOUT_S, ProbeLimits
+
+    limits = ProbeLimits.resolve("7", None, None, {"KINKCHECK_CASE_TIMEOUT": "9", "KINKCHECK_PROBE_MEMORY_GIB": "3"})
+    assert limits == ProbeLimits(7.0, DEFAULT_BATCH_TIMEOUT_S, 3.0), limits
+    assert limits.time_message("relu@0").startswith("exceeded the per-case time limit of 7 s"), limits
+    assert limits.time_message("batch:inductor/float32").startswith(
+        f"exceeded the compiled-batch time limit of {DEFAULT_BATCH_TIMEOUT_S:g} s")
+
+
+def test_a_record_after_a_torn_journal_line_is_kept(tmp_path):
+    """A worker killed mid-write leaves a line without its end; the parent's error record must not join it."""
+    from kinkcheck.probe import _append, _last_start, _read_journal
+
+    journal = tmp_path / ".j.journal.jsonl"
+    journal.write_text('{"environment": {}}\n{"start": "relu@0"}\n')
+    assert _last_start(journal) == "relu@0", "a case in progress"
+    with journal.open("a") as fh:
+        fh.write('{"case": "relu@0", "observ')
+    _append(journal, {"case": "relu@0", "observations": [], "networks": []})
+    _, done, started = _read_journal(journal)
+    assert started == ["relu@0"] and done == {"relu@0": {"observations": [], "networks": []}}, journal.read_text()
+    assert _last_start(journal) is None, "the last line is a finished case"
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
+def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_path, signame):
+    """The worker runs in its own session (so its whole group can be killed), where a signal to the probe no
+    longer reaches it: SIGTERM (the probe kills the worker on its way out) or SIGKILL (no handler runs; the
+    worker asked Linux for SIGKILL when its parent dies) must still end the worker, which would otherwise loop
+    forever, or go on writing the journal beside the next probe's worker."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from kinkcheck.probe import environment_id, journal_path
+
+    cat = tmp_path / "bounds.toml"
+    cat.write_text(BOUNDS)
+    out = tmp_path / f"{environment_id('jax')}.json"
+    proc = subprocess.Popen([sys.executable, "-m", "kinkcheck", "probe", "--framework", "jax", "--catalog", str(cat),
+                             "--out", str(out), "--quiet", "--mode", "reverse", "--dtype", "float64"],
+                            stderr=subprocess.PIPE, text=True)
+    journal = journal_path(out)
+    workers: list[str] = []
+    try:
+        for _ in range(6000):  # until the worker is inside the endless loop (at most ~10 min)
+            if journal.exists() and '{"start": "hang@0"}' in journal.read_text():
+                break
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+        table = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True,
+                               check=False).stdout.splitlines()
+        workers = [line.split()[0] for line in table if f"--worker {journal}" in line]
+        assert len(workers) == 1, f"one worker probing: {workers}"
+        if signame == "SIGKILL" and not sys.platform.startswith("linux"):
+            pytest.skip("the worker follows its parent's death only on Linux (PR_SET_PDEATHSIG)")
+        proc.send_signal(getattr(signal, signame))
+        rc = proc.wait(timeout=60)
+        assert rc == (128 + signal.SIGTERM if signame == "SIGTERM" else -signal.SIGKILL), (rc, proc.stderr.read())
+        proc.stderr.close()
+        for _ in range(600):  # until the kernel has removed it (a zombie for a moment; at most ~1 min)
+            status = subprocess.run(["ps", "-o", "stat=", "-p", workers[0]], capture_output=True, text=True,
+                                    check=False).stdout
+            if not status.strip() or status.strip().startswith("Z"):
+                break
+            time.sleep(0.1)
+        assert not status.strip() or status.strip().startswith("Z"), f"the worker still runs: {status!r}"
+        assert not out.exists() and journal.exists(), "no shard; the journal is kept for the next run to resume"
+    finally:  # a failed assertion must not leave the probe (and its endless worker) running
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(pid), signal.SIGKILL)  # the worker leads its own group

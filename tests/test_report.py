@@ -1,15 +1,25 @@
-"""The report: valid against the committed JSON Schema, deterministic, every cell traced to a shard."""
+"""The report: valid against the committed JSON Schema, byte-identical for the same shards, written as a set
+into a checked folder, every cell traced to a shard."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
 
 import jsonschema
 import pytest
 
-from kinkcheck.report import validate_report
-from kinkcheck.report.build import build, disagreements
+from kinkcheck import cli
+from kinkcheck.report import FILES, OutputError, _replace_set, set_problems, validate_report, write_reports
+from kinkcheck.report.build import build, disagreements, report_date
 from kinkcheck.report.csvfile import read_observations, render_csv
 from kinkcheck.report.markdown import render_markdown
 from kinkcheck.shards import load_shards
@@ -26,12 +36,6 @@ def doc(catalog):
     return build(shards, catalog)
 
 
-def _without_timestamp(d):
-    d = copy.deepcopy(d)
-    d["provenance"].pop("generated_at")
-    return d
-
-
 def test_report_matches_schema(doc):
     validate_report(doc)
 
@@ -43,18 +47,19 @@ def test_schema_rejects_a_broken_report(doc):
         validate_report(bad)
 
 
-def test_committed_report_is_the_render_of_the_committed_shards(doc):
+def test_committed_reports_are_the_byte_identical_render_of_the_committed_shards(catalog, tmp_path):
     committed = json.loads((ROOT / "reports" / "conventions.json").read_text())
     validate_report(committed)
-    assert _without_timestamp(committed) == json.loads(json.dumps(_without_timestamp(doc))), (
-        "reports/conventions.json is stale: run `nox -s report` and commit it"
-    )
-    md = (ROOT / "reports" / "conventions.md").read_text()
-    fresh = render_markdown(doc)
-    strip = lambda text: "\n".join(ln for ln in text.splitlines() if "Generated at" not in ln)  # noqa: E731
-    assert strip(md) == strip(fresh), "reports/conventions.md is stale: run `nox -s report` and commit it"
-    csv_text = (ROOT / "reports" / "conventions.csv").read_text()
-    assert csv_text == render_csv(doc), "reports/conventions.csv is stale: run `nox -s report` and commit it"
+    shards, errors = load_shards(OBS, catalog)
+    write_reports(shards, catalog, tmp_path, gaps=errors)
+    for name in FILES:
+        fresh, kept = (tmp_path / name).read_text(), (ROOT / "reports" / name).read_text()
+        drawn = re.search(r'<meta name="generator" content="[^"]*; (matplotlib [^"]+)">', kept)
+        here = f"matplotlib {metadata.version('matplotlib')}"
+        if name == "conventions.html" and drawn and drawn.group(1) != here:  # the plots: compare all but them
+            fresh, kept = (re.sub(r"<svg.*?</svg>|matplotlib [^\"]+", "", t, flags=re.S) for t in (fresh, kept))
+        assert fresh == kept, f"reports/{name} is stale: run `nox -s render` and commit it"
+    assert set_problems(ROOT / "reports") == [], "the committed report files are one set"
 
 
 def test_csv_round_trips_into_the_json_observations(doc, tmp_path):
@@ -77,9 +82,128 @@ def test_csv_refuses_another_file(tmp_path):
 def test_same_shards_render_identically(catalog, doc):
     shards, _ = load_shards(OBS)
     again = build(shards, catalog)
-    assert _without_timestamp(again) == _without_timestamp(doc), "report must be deterministic"
-    a, b = render_markdown(doc), render_markdown({**again, "provenance": doc["provenance"]})
-    assert a == b, "Markdown must be byte-identical for the same shards and timestamp"
+    assert again == doc, "report must be deterministic, timestamp included"
+    assert render_markdown(doc) == render_markdown(again), "Markdown must be byte-identical for the same shards"
+    newest = max(s["environment"]["measured_at"] for s in shards)  # the committed shards all write +00:00
+    assert doc["provenance"]["generated_at"] == newest, "the report's date is the newest measurement, not the clock"
+
+
+def test_report_date_is_the_newest_measurement():
+    envs = [{"measured_at": "2026-03-01T12:00:00+00:00"}, {"measured_at": "2026-03-01T13:30:00+02:00"},
+            {"measured_at": "2026-03-01T11:00:00"}, {"measured_at": "yesterday"}, {}]
+    assert report_date(envs) == "2026-03-01T12:00:00+00:00", "13:30+02:00 is 11:30 UTC; a naive time is UTC"
+    assert report_date([{"measured_at": "soon"}]) == "unknown", "nothing readable: said, not invented"
+
+
+#: A small report (two cases of two shards) for the tests that render whole sets.
+SMALL_CASES = ("relu@0", "where-sqrt@-1")
+SMALL_SHARDS = ("torch-2.13.0-cpu.json", "jax-0.10.2-cpu.json")
+_SMALL_RENDER = """
+import dataclasses, json, sys
+from pathlib import Path
+from kinkcheck.catalog import load_catalog
+from kinkcheck.report import write_reports
+cases, shards = json.loads(sys.argv[1]), [json.loads(Path(p).read_text()) for p in json.loads(sys.argv[2])]
+catalog = load_catalog()
+catalog = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in cases))
+for s in shards:
+    s["observations"] = [o for o in s["observations"] if o["case"] in cases]
+write_reports(shards, catalog, Path(sys.argv[3]))
+"""
+
+
+def _render_small(out: Path, cache: Path, tz: str = "UTC") -> None:
+    """Render the small report in a fresh process with its own plot cache and time zone."""
+    env = {**os.environ, "KINKCHECK_CACHE_DIR": str(cache), "TZ": tz}
+    args = [json.dumps(SMALL_CASES), json.dumps([str(OBS / n) for n in SMALL_SHARDS]), str(out)]
+    proc = subprocess.run([sys.executable, "-c", _SMALL_RENDER, *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Warning" not in proc.stderr, f"the render warned: {proc.stderr[-2000:]}"
+
+
+def test_two_processes_render_byte_identical_sets(tmp_path):
+    """Another process, another time zone, every plot drawn anew: the same bytes (what a fresh clone gets)."""
+    _render_small(tmp_path / "a", tmp_path / "cache-a", "UTC")
+    _render_small(tmp_path / "b", tmp_path / "cache-b", "Pacific/Kiritimati")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(FILES), \
+        "the render writes the four files and nothing else (no cache, no temporary file) into its folder"
+    for name in FILES:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), f"{name} differs"
+    assert set_problems(tmp_path / "a") == []
+    digest = hashlib.sha256((tmp_path / "a" / "conventions.json").read_bytes()).hexdigest()
+    assert digest in (tmp_path / "a" / "conventions.md").read_text(), "the Markdown names its JSON's digest"
+
+
+def test_a_mixed_set_is_detected(tmp_path):
+    _render_small(tmp_path / "a", tmp_path / "cache")
+    older = json.loads((tmp_path / "a" / "conventions.json").read_text())
+    older["provenance"]["gaps"] = ["an older render"]
+    (tmp_path / "a" / "conventions.json").write_text(json.dumps(older))
+    problems = set_problems(tmp_path / "a")
+    assert len(problems) == 2 and all("does not belong to" in p for p in problems), problems
+
+
+def _old_set(folder: Path) -> dict[str, bytes]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in FILES:
+        (folder / name).write_text(f"old {name}\n")
+    return {name: (folder / name).read_bytes() for name in FILES}
+
+
+def test_a_failed_write_keeps_the_old_set_whole_and_cleans_up(tmp_path, monkeypatch):
+    old = _old_set(tmp_path)
+    (tmp_path / ".conventions.md.k1ll3d.tmp").write_text("left by a killed run")
+    real_replace = os.replace
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OutputError, match="previous report files are untouched"):
+        _replace_set(tmp_path, {name: f"new {name}\n" for name in FILES})
+    assert {n: (tmp_path / n).read_bytes() for n in FILES} == old, "the old set must survive a failed render"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(FILES), "temporary files are removed"
+    monkeypatch.setattr(os, "replace", real_replace)
+    (tmp_path / ".conventions.json.k1ll3d.tmp").write_text("left by a killed run")
+    _replace_set(tmp_path, {name: f"new {name}\n" for name in FILES})
+    assert all((tmp_path / n).read_text() == f"new {n}\n" for n in FILES), "all four replaced"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(FILES), "stale temporary files are removed"
+
+
+def _bad_outputs(tmp: Path) -> dict[str, Path]:
+    (tmp / "file").write_text("a regular file\n")
+    _old_set(tmp / "html-is-a-folder")
+    (tmp / "html-is-a-folder" / "conventions.html").unlink()
+    (tmp / "html-is-a-folder" / "conventions.html").mkdir()
+    return {"/dev/null": Path("/dev/null"), "under a file": tmp / "file" / "reports",
+            "/proc": Path("/proc/kinkcheck-reports"), "html is a folder": tmp / "html-is-a-folder", "empty": ""}
+
+
+@pytest.mark.parametrize("kind", ["/dev/null", "under a file", "/proc", "html is a folder", "empty"])
+def test_report_refuses_an_unusable_output_folder(tmp_path, capsys, kind):
+    out = _bad_outputs(tmp_path)[kind]
+    if kind == "/proc" and not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    old = {n: (Path(out) / n).read_bytes() for n in FILES if (Path(out) / n).is_file()}  # "" is the cwd
+    code = cli.main(["report", "--shards", str(OBS), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, f"{kind}: exit {code}, {err}"
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and ("--out" in err if kind == "empty"
+                                                                             else str(out) in err), err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before, f"{kind}: something was written"
+    assert {n: (Path(out) / n).read_bytes() for n in FILES if (Path(out) / n).is_file()} == old, \
+        f"{kind}: old files changed"
+    assert not Path("/proc/kinkcheck-reports").exists()
+
+
+def test_temporary_files_are_ignored_by_git():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("reports/.conventions.json.abc123.tmp", "references/observations/.torch-2.13.0-cpu.json.x.tmp"):
+        proc = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, check=False)
+        assert proc.returncode == 0, f"{path} is not ignored by .gitignore"
 
 
 def test_every_observation_comes_from_a_shard(doc):

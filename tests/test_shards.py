@@ -77,6 +77,18 @@ def test_load_shards_keeps_good_ones_and_reports_bad(tmp_path):
     assert len(errors) == 1 and "c.json" in errors[0], f"the truncated shard is named: {errors}"
 
 
+def test_the_shard_named_for_its_environment_wins_over_a_stray_copy(tmp_path):
+    shard = _minimal("torch-2.13.0-cpu")
+    write_shard(tmp_path / "torch-2.13.0-cpu.json", shard)
+    copy = json.loads(json.dumps(shard))
+    copy["environment"]["platform"] = "the copy"
+    write_shard(tmp_path / "torch-2.13.0-cpu (copy).json", copy)  # sorts before the real one
+    shards, errors = load_shards(tmp_path)
+    assert [s["environment"].get("platform") for s in shards] == [shard["environment"].get("platform")], \
+        "the file named <environment id>.json is the one loaded"
+    assert len(errors) == 1 and "(copy).json" in errors[0] and "kept: torch-2.13.0-cpu.json" in errors[0], errors
+
+
 def test_atomic_write_interrupted_leaves_old_file(tmp_path, monkeypatch):
     p = tmp_path / "s.json"
     write_json_atomic(p, {"old": True})
@@ -96,13 +108,262 @@ def test_missing_folder():
         load_shards(ROOT / "does-not-exist")
 
 
-def test_freshness(tmp_path):
-    from kinkcheck.shards import is_fresh
+# --- Per-case freshness, merging, failed attempts (issue 10: never lose a measurement) -------------------
 
-    p = tmp_path / "s.json"
-    assert not is_fresh(p, "0"), "a missing shard is not fresh"
-    write_shard(p, _minimal())
-    assert is_fresh(p, "0"), "same catalog hash: fresh"
-    assert not is_fresh(p, "1"), "another catalog hash: stale"
+TINY = """
+[[case]]
+id = "relu@0"
+title = "relu at 0"
+sympy = "Max(x, 0)"
+at = { x = 0 }
+activation = "relu"
+sources = ["P0"]
+[case.programs]
+torch = ["torch.relu(x)", "torch.clamp(x, min=0)"]
+jax = ["jax.nn.relu(x)"]
+
+[[case]]
+id = "maximum@tie"
+title = "maximum at a tie"
+sympy = "Max(x, y)"
+at = { x = 1, y = 1 }
+tie = true
+[case.programs]
+torch = ["torch.maximum(x, y)"]
+jax = ["jax.numpy.maximum(x, y)"]
+"""
+
+MODES = ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order")
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def _catalog(tmp_path, text=TINY, name="catalog.toml"):
+    from kinkcheck.catalog import load_catalog
+
+    p = tmp_path / name
+    p.write_text(text)
+    return load_catalog(p)
+
+
+def _value(case_id, v=0.0):
+    return {"x": v} if case_id == "relu@0" else {"x": v, "y": v}
+
+
+def _shard(catalog, cases=None, modes=MODES, dtypes=DTYPES, v=0.0, status="ok", hashes=True, measured_at="t0"):
+    """A torch-2.13.0-cpu shard of ``cases`` × every program × ``modes`` × ``dtypes`` (value ``v``)."""
+    cases = [c for c in catalog if cases is None or c.id in cases]
+    env = {"id": "torch-2.13.0-cpu", "framework": "torch", "framework_version": "2.13.0", "device": "cpu",
+           "python": "3.11.7", "platform": "test", "measured_at": measured_at, "kinkcheck_version": "0.1.0",
+           "catalog_hash": catalog.hash, "dtypes": list(dtypes), "modes": list(modes)}
+    if hashes:
+        env["case_hashes"] = {c.id: c.measurement_hash("torch") for c in cases}
+    obs = [{"case": c.id, "program": p.id, "mode": m, "dtype": d, "status": status,
+            "value": _value(c.id, v) if status == "ok" else None, "error": None if status == "ok" else "why"}
+           for c in cases for p in c.programs_for("torch") for m in modes for d in dtypes]
+    nets = [{"case": c.id, "program": p.id, "mode": m, "dtype": d, "status": "ok", "W1": [[v, v]] * 3,
+             "W2": [[v, v]] * 2, "error": None}
+            for c in cases if c.activation for p in c.programs_for("torch") for m in ("reverse", "forward")
+            if m in modes for d in ("float64", "float32") if d in dtypes]
+    return {"schema": "kinkcheck/shard/v1", "environment": env, "observations": obs, "networks": nets}
+
+
+def test_case_hash_covers_what_determines_a_measurement(tmp_path):
+    base = _catalog(tmp_path).case("relu@0")
+    h = base.measurement_hash("torch")
+    assert len(h) == 16 and int(h, 16) >= 0, f"16 hex digits, got {h!r}"
+
+    def variant(old, new):
+        assert old in TINY, old
+        name = f"v{len(list(tmp_path.iterdir()))}.toml"  # load_catalog caches by path: a new file each time
+        return _catalog(tmp_path, TINY.replace(old, new, 1), name).case("relu@0").measurement_hash("torch")
+
+    assert variant('"torch.clamp(x, min=0)"]', '"torch.clamp(x, min=0)", "torch.nn.functional.relu(x)"]') != h, \
+        "a new program changes the case's hash"
+    assert variant("at = { x = 0 }", "at = { x = 1e-45 }") != h, "another point changes it"
+    assert variant('activation = "relu"', 'activation = "relu6"') != h, "another activation (P0 network) changes it"
+    assert variant('sources = ["P0"]', 'sources = ["P0"]\nmodes = ["forward"]') != h, "extra modes change it"
+    for old, new, what in [('title = "relu at 0"', 'title = "ReLU"', "the title"),
+                           ('sources = ["P0"]', 'sources = ["P1", "P2"]', "the sources"),
+                           ('sympy = "Max(x, 0)"', 'sympy = "Max(0, x)"', "the oracle expression (judged at render)"),
+                           ('jax = ["jax.nn.relu(x)"]', 'jax = ["jax.nn.relu(x)", "jax.numpy.maximum(x, 0.0)"]',
+                            "another framework's programs")]:
+        assert variant(old, new) == h, f"{what} does not determine what torch returns: same hash"
+
+
+def test_committed_shards_are_fresh_per_case(catalog):
+    from kinkcheck.shards import missing_work
+
+    shards, errors = load_shards(OBS)
+    assert not errors, errors
+    for s in shards:
+        env = s["environment"]
+        if env.get("not_measured"):
+            continue
+        assert isinstance(env.get("case_hashes"), dict) and env["case_hashes"], f"{env['id']}: records case_hashes"
+        work = missing_work(s, catalog)
+        assert work.fresh, f"{env['id']}: every case × mode × dtype present and current, got {work.summary()}"
+
+
+def test_missing_work_cell_by_cell(tmp_path):
+    from kinkcheck.shards import missing_work
+
+    cat = _catalog(tmp_path)
+    full = _shard(cat)
+    assert missing_work(full, cat).fresh, "the full matrix, current hashes: fresh"
+    assert missing_work(_shard(cat, status="unavailable"), cat).fresh, \
+        "an unavailable cell (a mode the release lacks) is present"
+    one_gone = {**full, "observations": [o for o in full["observations"] if not (
+        o["case"] == "relu@0" and o["program"] == "torch.clamp(x, min=0)" and o["mode"] == "vmap"
+        and o["dtype"] == "bfloat16")]}
+    work = missing_work(one_gone, cat)
+    assert not work.fresh and work.cells == (("relu@0", "vmap", "bfloat16"),), \
+        f"one program's observation missing: that one cell, got {work.cells}"
+    assert work.cases == ("relu@0",) and work.modes == ("vmap",) and work.dtypes == ("bfloat16",)
+    narrowed = _shard(cat, modes=("reverse",), dtypes=("float64",))  # the issue's narrowed probe
+    work = missing_work(narrowed, cat)
+    assert not work.fresh and len(work.cells) == 2 * (8 * 4 - 1), f"every other mode × dtype missing: {work.summary()}"
+    absent = missing_work(_shard(cat, cases=["relu@0"]), cat)
+    assert absent.absent == ("maximum@tie",) and len(absent.cells) == 32, absent.summary()
+    assert missing_work(None, cat, "torch").absent == ("relu@0", "maximum@tie"), "no shard: every case"
+
+
+def test_changed_removed_and_legacy_cases(tmp_path):
+    from kinkcheck.shards import missing_work
+
+    cat = _catalog(tmp_path)
+    edited = _catalog(tmp_path, TINY.replace("at = { x = 1, y = 1 }", "at = { x = 2, y = 2 }"), "edited.toml")
+    work = missing_work(_shard(cat), edited)
+    assert work.changed == ("maximum@tie",) and work.cases == ("maximum@tie",) and len(work.cells) == 32, \
+        f"a case whose point changed is re-probed in full, the other is kept: {work.summary()}"
+    fewer = _catalog(tmp_path, TINY[: TINY.index("[[case]]", 10)], "fewer.toml")
+    work = missing_work(_shard(cat), fewer)
+    assert work.fresh and work.removed == ("maximum@tie",), f"a removed case is listed, not probed: {work}"
+    legacy = _shard(cat, hashes=False)
+    assert missing_work(legacy, cat).fresh, "no case_hashes, same catalog hash: every case current"
+    legacy["environment"]["catalog_hash"] = "0" * 16
+    assert missing_work(legacy, cat).changed == ("relu@0", "maximum@tie"), \
+        "no case_hashes and another catalog: every case is stale"
+
+
+def test_not_measured_record_is_never_fresh(tmp_path):
+    from kinkcheck.shards import is_fresh, missing_work, record_failed_attempt
+
+    cat = _catalog(tmp_path)
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    env = {**_shard(cat)["environment"], "not_measured": "install failed: index unreachable"}
+    msg = record_failed_attempt(p, env)
+    assert "not measured" in msg and read_shard(p)["environment"]["not_measured"].startswith("install failed")
+    assert not is_fresh(p, cat), "a not-measured record carries the current hashes but is never fresh"
+    assert missing_work(read_shard(p), cat).not_measured, "and says why"
+    assert not is_fresh(tmp_path / "missing.json", cat), "a missing shard is not fresh"
     p.write_text(p.read_text()[:40])
-    assert not is_fresh(p, "0"), "a truncated shard is not fresh"
+    assert not is_fresh(p, cat), "a truncated shard is not fresh"
+
+
+def test_failed_attempt_never_replaces_a_measured_shard(tmp_path):
+    """Issue 10 item 1: a failed install during --remeasure replaced all 28 shards with not-measured records."""
+    from kinkcheck.shards import is_fresh, record_failed_attempt
+
+    cat = _catalog(tmp_path)
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    write_shard(p, _shard(cat))
+    before = read_shard(p)
+    env = {**before["environment"], "measured_at": "t1", "not_measured": "install failed: torch==2.13.0: no index"}
+    env.pop("case_hashes")
+    msg = record_failed_attempt(p, env)
+    after = read_shard(p)
+    assert after["observations"] == before["observations"] and after["networks"] == before["networks"], \
+        "every observation kept"
+    assert after["environment"]["last_attempt"] == {"attempted_at": "t1",
+                                                    "not_measured": "install failed: torch==2.13.0: no index"}, msg
+    assert "not_measured" not in after["environment"], "the shard stays a measurement"
+    assert is_fresh(p, cat), "a complete shard stays fresh after a failed re-measure (nothing is missing)"
+    shards, errors = load_shards(tmp_path)
+    assert len(shards) == 1 and not errors, f"one environment, no duplicate: {errors}"
+    (tmp_path / "junk.json").write_text("{")
+    assert "left as it is" in record_failed_attempt(tmp_path / "junk.json", env), "an unreadable file is not replaced"
+    assert (tmp_path / "junk.json").read_text() == "{"
+
+
+def test_narrowed_merge_keeps_every_other_cell(tmp_path):
+    """Issue 10 item 2: `probe --mode reverse --dtype float64` replaced the full shard with 121 observations."""
+    from kinkcheck.shards import merge_shard, missing_work
+
+    cat = _catalog(tmp_path)
+    old = _shard(cat)
+    new = _shard(cat, modes=("reverse",), dtypes=("float64",), v=1.0, measured_at="t1")
+    merged = merge_shard(old, new, cat)
+    assert len(merged["observations"]) == len(old["observations"]) == 96, "nothing lost, nothing doubled"
+    changed = [i for i, (a, b) in enumerate(zip(old["observations"], merged["observations"])) if a != b]
+    assert len(changed) == 3 and all(merged["observations"][i]["mode"] == "reverse" and
+                                     merged["observations"][i]["dtype"] == "float64" and
+                                     merged["observations"][i]["value"]["x"] == 1.0 for i in changed), \
+        "exactly the 3 re-probed cells change, each in its old place"
+    assert len(merged["networks"]) == len(old["networks"]) and sum(
+        n["W1"][0][0] == 1.0 for n in merged["networks"]) == 2, "the re-probed network runs replaced, others kept"
+    env = merged["environment"]
+    assert env["modes"] == list(MODES) and env["dtypes"] == list(DTYPES), "the matrix is the union"
+    assert [h["measured_at"] for h in env["history"]] == ["t0", "t1"], env["history"]
+    assert env["measured_at"] == "t1" and missing_work(merged, cat).fresh
+    write_shard(tmp_path / "m.json", merged)  # valid against the schema
+
+
+def test_merge_drops_removed_and_redefined_cases(tmp_path):
+    from kinkcheck.shards import merge_shard
+
+    cat = _catalog(tmp_path)
+    old = _shard(cat)
+    fewer = _catalog(tmp_path, TINY[: TINY.index("[[case]]", 10)], "fewer.toml")
+    new = _shard(fewer, modes=("reverse",), dtypes=("float64",))
+    merged = merge_shard(old, new, fewer)
+    assert {o["case"] for o in merged["observations"]} == {"relu@0"}, "a case no longer in the catalog drops out"
+    assert set(merged["environment"]["case_hashes"]) == {"relu@0"}
+    edited = _catalog(tmp_path, TINY.replace("at = { x = 1, y = 1 }", "at = { x = 2, y = 2 }"), "edited.toml")
+    new = _shard(edited, cases=["maximum@tie"], modes=("reverse",), dtypes=("float64",), v=2.0)
+    merged = merge_shard(old, new, edited)
+    tie = [o for o in merged["observations"] if o["case"] == "maximum@tie"]
+    assert len(tie) == 1 and tie[0]["value"] == {"x": 2.0, "y": 2.0}, \
+        "the old cells of a redefined case measure another point: only the new one stays"
+    assert merged["environment"]["case_hashes"]["maximum@tie"] == edited.case("maximum@tie").measurement_hash("torch")
+
+
+def test_merge_refuses_to_shrink_and_other_environments(tmp_path):
+    from kinkcheck.shards import merge_shard
+
+    cat = _catalog(tmp_path)
+    old = _shard(cat)
+    new = _shard(cat, cases=["relu@0"], modes=("reverse",), dtypes=("float64",))
+    new["observations"] = new["observations"][:1]  # one program of a two-program cell
+    with pytest.raises(ShardError, match="refusing to write a shard with 95 current observations over one with 96"):
+        merge_shard(old, new, cat)
+    assert merge_shard(old, new, cat, replace=True) is new, "an explicit full re-measure replaces"
+    other = _shard(cat)
+    other["environment"]["id"] = "torch-2.12.0-cpu"
+    with pytest.raises(ShardError, match="holds torch-2.13.0-cpu, not torch-2.12.0-cpu"):
+        merge_shard(old, other, cat)
+
+
+def test_write_merged_over_an_unreadable_shard_writes_nothing(tmp_path):
+    from kinkcheck.shards import write_merged
+
+    cat = _catalog(tmp_path)
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text('{"schema": "kinkcheck/shard/v1", "environment": {')
+    with pytest.raises(ShardError, match="left as it is"):
+        write_merged(p, _shard(cat), cat)
+    assert p.read_text().endswith("{"), "the unreadable file is untouched"
+    write_merged(p, _shard(cat), cat, replace=True)
+    assert len(read_shard(p)["observations"]) == 96, "--replace overwrites it"
+
+
+def test_drop_removed(tmp_path):
+    from kinkcheck.shards import drop_removed
+
+    cat = _catalog(tmp_path)
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    write_shard(p, _shard(cat))
+    assert drop_removed(p, cat) == (), "nothing removed: nothing written"
+    fewer = _catalog(tmp_path, TINY[: TINY.index("[[case]]", 10)], "fewer.toml")
+    assert drop_removed(p, fewer) == ("maximum@tie",)
+    s = read_shard(p)
+    assert {o["case"] for o in s["observations"]} == {"relu@0"} and list(s["environment"]["case_hashes"]) == ["relu@0"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -105,6 +106,23 @@ class Case:
                 return p
         raise KeyError(f"case {self.id!r} has no program {program_id!r}")
 
+    def measurement_hash(self, framework: str) -> str:
+        """16 hex digits of what determines ``framework``'s observations of this case.
+
+        SHA-256 of the canonical JSON of the point (input order kept: it orders the gradient), the
+        framework's program ids (canonical text, so an alias spelling does not count as a change), the
+        extra modes and the activation (P0's network runs). The sympy expression, tie flag, title, notes
+        and sources are left out: they change how observations are judged, which every render redoes, not
+        what a framework returns; and another framework's programs do not make this one's shard stale.
+        Shards record it per case (``environment.case_hashes``) for per-case freshness.
+        """
+        canon = json.dumps(
+            {"at": [[k, v] for k, v in self.at.items()], "programs": [p.id for p in self.programs_for(framework)],
+             "modes": list(self.modes), "activation": self.activation},
+            separators=(",", ":"), default=str,
+        )
+        return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -142,27 +160,77 @@ def default_catalog_path() -> Path:
     raise CatalogError(f"catalog not found next to {here.parent} (expected references/catalog.toml)")
 
 
+_KIND_NAMES = {str: "a string", dict: "a table", list: "a list", bool: "true or false"}
+
+
 def _need(entry: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     if key not in entry:
         raise CatalogError(f"{where}: missing field {key!r}")
+    return _opt(entry, key, kind, where, None)
+
+
+def _opt(entry: Mapping[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
+    """``entry[key]`` (or ``default`` when absent), which must be a ``kind``; a list or table of strings
+    for ``list``/``dict`` (every catalog list and table holds text)."""
+    if key not in entry:
+        return default
     val = entry[key]
     if not isinstance(val, kind):
-        raise CatalogError(f"{where}: field {key!r} must be {kind.__name__}")
+        raise CatalogError(f"{where}: field {key!r} must be {_KIND_NAMES.get(kind, kind.__name__)}, "
+                           f"not {_toml_type(val)}")
+    items = val.values() if isinstance(val, dict) else val if isinstance(val, list) else ()
+    bad = next((v for v in items if not isinstance(v, str)), None)
+    if bad is not None:
+        raise CatalogError(f"{where}: field {key!r} must hold strings, not {_toml_type(bad)} {bad!r}")
     return val
 
 
-def _case(entry: Mapping[str, Any], index: int) -> Case:
-    where = f"case #{index + 1}"
-    cid = _need(entry, "id", str, where)
-    where = f"case {cid!r}"
-    at = dict(_need(entry, "at", dict, where))
-    if not at:
-        raise CatalogError(f"{where}: 'at' names no input")
+def _toml_type(val: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list",
+            dict: "a table"}.get(type(val), type(val).__name__)
+
+
+def _point(at: Mapping[str, Any], where: str) -> None:
+    """Each input of ``at``: a finite number (float64) or a non-empty rectangular list of them."""
     for name, val in at.items():
+        if not name.isidentifier() or name in FRAMEWORKS or name in ex.ALIASES:
+            raise CatalogError(f"{where}: input name {name!r} must be an identifier other than a namespace")
+        stack = [val]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, list):
+                stack.extend(v)
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise CatalogError(f"{where}: input {name!r}: {_toml_type(v)} {str(v)[:20]!r} is not a number")
+            try:
+                ok = math.isfinite(float(v))
+            except OverflowError:
+                ok = False
+            if not ok:
+                raise CatalogError(f"{where}: input {name!r}: {v!r} is not a finite float64 number")
         try:
             ex._check_rectangular(val, name)
+            if isinstance(val, list):
+                ex._shape(val)
         except ex.ExprError as err:
             raise CatalogError(f"{where}: {err}") from None
+
+
+def _case(entry: Any, index: int) -> Case:
+    where = f"case #{index + 1}"
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{where}: a case must be a table ([[case]]), not {_toml_type(entry)}")
+    cid = _need(entry, "id", str, where)
+    where = f"case {cid!r}"
+    if "at" not in entry:
+        raise CatalogError(f"{where}: missing field 'at'")
+    if not isinstance(entry["at"], dict):
+        raise CatalogError(f"{where}: field 'at' must be a table of input = number or list, not {_toml_type(entry['at'])}")
+    at = dict(entry["at"])
+    if not at:
+        raise CatalogError(f"{where}: 'at' names no input")
+    _point(at, where)
     sympy_text = _need(entry, "sympy", str, where)
     try:
         ex.parse(sympy_text, at, SYMPY_NAMES)
@@ -173,10 +241,11 @@ def _case(entry: Mapping[str, Any], index: int) -> Case:
     table = entry.get("programs", {})
     if not isinstance(table, dict):
         raise CatalogError(f"{where}: 'programs' must be a table of framework = [expressions]")
-    no_eq = dict(entry.get("no_equivalent", {}))
+    no_eq = dict(_opt(entry, "no_equivalent", dict, where, {}))
     for fw in table:
         if fw not in FRAMEWORKS:
             raise CatalogError(f"{where}: unknown framework {fw!r} (known: {', '.join(FRAMEWORKS)})")
+        _opt(table, fw, list, f"{where}: programs", [])
     for fw in FRAMEWORKS:
         texts = table.get(fw, [])
         if not texts and fw not in no_eq:
@@ -193,15 +262,15 @@ def _case(entry: Mapping[str, Any], index: int) -> Case:
             programs.append(Program(pid, fw, tree))
     return Case(
         id=cid,
-        title=entry.get("title", cid),
+        title=_opt(entry, "title", str, where, cid),
         sympy=sympy_text,
         at=at,
-        tie=bool(entry.get("tie", False)),
-        activation=entry.get("activation"),
-        sources=tuple(entry.get("sources", ())),
-        note=entry.get("note"),
+        tie=_opt(entry, "tie", bool, where, False),
+        activation=_opt(entry, "activation", str, where, None),
+        sources=tuple(_opt(entry, "sources", list, where, ())),
+        note=_opt(entry, "note", str, where, None),
         programs=tuple(programs),
-        notes=dict(entry.get("notes", {})),
+        notes=dict(_opt(entry, "notes", dict, where, {})),
         no_equivalent=no_eq,
         modes=_modes(entry.get("modes", ()), where),
     )
@@ -209,7 +278,7 @@ def _case(entry: Mapping[str, Any], index: int) -> Case:
 
 def _modes(value: Any, where: str) -> tuple[str, ...]:
     known = ("reverse", "forward")  # kinkcheck.frameworks.MODES; not imported: the catalog stays framework-free
-    if not isinstance(value, (list, tuple)) or any(m not in known for m in value):
+    if not isinstance(value, (list, tuple)) or any(not isinstance(m, str) or m not in known for m in value):
         raise CatalogError(f"{where}: 'modes' must be a list of {', '.join(known)}")
     return tuple(value)
 
@@ -225,8 +294,17 @@ def _load(path: str) -> Catalog:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise CatalogError(f"catalog {path} is not valid TOML: {err}") from None
+    except RecursionError:
+        raise CatalogError(f"catalog {path} is not valid TOML: nested too deeply") from None
     entries = data.get("case", [])
-    cases = tuple(_case(e, i) for i, e in enumerate(entries))
+    if not isinstance(entries, list):
+        raise CatalogError(f"catalog {path}: 'case' must be an array of tables ([[case]]), not {_toml_type(entries)}")
+    if not entries:
+        raise CatalogError(f"catalog {path} has no case (add [[case]] tables; see references/catalog.toml)")
+    try:
+        cases = tuple(_case(e, i) for i, e in enumerate(entries))
+    except RecursionError:  # a point nested past what the shape checks walk (parsed, but no catalog point)
+        raise CatalogError(f"catalog {path}: a value is nested too deeply") from None
     ids = [c.id for c in cases]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:

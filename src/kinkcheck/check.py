@@ -8,6 +8,11 @@ a usual bound (clamp/hardtanh at ±1, relu6 at 6, hardswish/hardsigmoid at ±3, 
 :func:`kinkcheck.classify.same_value`; the result lists every differing input, and the smallest one (least
 Euclidean norm, then fewest changed entries).
 
+Cost: at most :data:`MAX_VARIANTS` inputs are tried, and the variants are generated lazily, so a check
+costs O(limit × entries) however many variants exist (n entries have n²/2 ties); duplicates are recognised
+from the changed entry alone, without building the point. The command line runs the pair in a bounded
+worker process (:mod:`kinkcheck.bounded`).
+
 Python API: :func:`check_pair`. Command line: ``kinkcheck check MODULE:FN MODULE:FN --at x=0.5,y=2``.
 """
 
@@ -24,7 +29,7 @@ from typing import Any
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value
 
-__all__ = ["CheckError", "Point", "CheckResult", "variants", "check_pair", "load_function", "BOUNDS"]
+__all__ = ["CheckError", "Point", "CheckResult", "variants", "count_variants", "check_pair", "load_function", "BOUNDS"]
 
 #: Bound values tried for each entry: clamp/hardtanh ±1, relu6 6, hardswish/hardsigmoid ±3, shrink ±0.5.
 BOUNDS: tuple[float, ...] = (1.0, -1.0, 6.0, 3.0, -3.0, 0.5, -0.5)
@@ -91,48 +96,111 @@ def _get(at: Mapping[str, Any], name: str, idx: tuple[int, ...]) -> float:
 
 
 def _set(at: Mapping[str, Any], name: str, idx: tuple[int, ...], value: float) -> dict[str, Any]:
-    import copy
-
-    new = copy.deepcopy(dict(at))
+    """A new point with one entry changed; only the lists on the entry's path are copied (the rest is shared)."""
+    new = dict(at)
     if not idx:
         new[name] = value
         return new
-    v = new[name]
+    top = list(new[name])
+    new[name] = v = top
     for i in idx[:-1]:
+        v[i] = list(v[i])
         v = v[i]
     v[idx[-1]] = value
     return new
+
+
+def _zeros(value: Any) -> Any:
+    return [_zeros(v) for v in value] if isinstance(value, list) else 0.0
 
 
 def _label(name: str, idx: tuple[int, ...]) -> str:
     return name + "".join(f"[{i}]" for i in idx)
 
 
-def variants(at: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str, int]]:
-    """The given point, then kink-hitting variants: ``(point, why, number of entries changed)``, deduplicated."""
-    seen: set[str] = set()
+def _key(value: float) -> str:
+    """Identity of an entry's value: 1 and 1.0 are one value, 0.0 and -0.0 two (the sign is part of the input)."""
+    return repr(float(value))
 
-    def new(p: dict[str, Any], why: str, changed: int) -> Iterator[tuple[dict[str, Any], str, int]]:
-        key = repr(sorted(p.items()))
-        if key not in seen:
-            seen.add(key)
-            yield p, why, changed
 
-    yield from new(dict(at), "the given input", 0)
+_ZERO = _key(0.0)
+
+
+def _plan(at: Mapping[str, Any]) -> Iterator[tuple[str, int, float, str]]:
+    """The variants after the given input, lazily and without duplicates, as (kind, entry, value, label).
+
+    kind is ``"zeros"`` (every entry 0; entry and value unused), ``"one"`` (one entry set to value).
+    Work is linear in the number of entries plus the number of variants taken: a duplicate is skipped
+    without building its point, and a tie value is only tried from its first occurrence (a later entry of
+    the same value, or a value that is 0 or a bound, would give variants already generated).
+    """
     entries = _entries(at)
-    zeros = dict(at)
-    for name, idx in entries:
-        zeros = _set(zeros, name, idx, 0.0)
-    yield from new(zeros, "every entry 0", len(entries))
+    values = [_get(at, n, i) for n, i in entries]
+    keys = [_key(v) for v in values]
+    singles: set[tuple[int, str]] = set()
+    zeros = [j for j, k in enumerate(keys) if k != _ZERO]
+    if zeros:
+        if len(zeros) == 1:
+            singles.add((zeros[0], _ZERO))
+        yield "zeros", len(zeros), 0.0, "every entry 0"
     # zeros and bounds (linear in the number of entries) before ties (quadratic), so a limit cuts ties first
-    for name, idx in entries:
-        yield from new(_set(at, name, idx, 0.0), f"{_label(name, idx)} = 0", 1)
-    for name, idx in entries:
+    for j, (name, idx) in enumerate(entries):
+        if keys[j] != _ZERO and (j, _ZERO) not in singles:
+            singles.add((j, _ZERO))
+            yield "one", j, 0.0, f"{_label(name, idx)} = 0"
+    for j, (name, idx) in enumerate(entries):
         for b in BOUNDS:
-            yield from new(_set(at, name, idx, b), f"{_label(name, idx)} = {b:g} (a usual bound)", 1)
+            kb = _key(b)
+            if keys[j] != kb and (j, kb) not in singles:
+                singles.add((j, kb))
+                yield "one", j, b, f"{_label(name, idx)} = {b:g} (a usual bound)"
+    done = {_ZERO, *(_key(b) for b in BOUNDS)}
     for i, (n1, i1) in enumerate(entries):
-        for n2, i2 in entries[i + 1:]:
-            yield from new(_set(at, n2, i2, _get(at, n1, i1)), f"{_label(n2, i2)} tied to {_label(n1, i1)}", 1)
+        if keys[i] in done:
+            continue
+        done.add(keys[i])
+        for j in range(i + 1, len(entries)):
+            if keys[j] != keys[i]:
+                n2, i2 = entries[j]
+                yield "one", j, values[i], f"{_label(n2, i2)} tied to {_label(n1, i1)}"
+
+
+def count_variants(at: Mapping[str, Any]) -> int:
+    """How many points :func:`variants` yields (the given input included), in time linear in the entries."""
+    from collections import Counter
+
+    entries = _entries(at)
+    keys = [_key(_get(at, n, i)) for n, i in entries]
+    total = 1
+    changed = sum(k != _ZERO for k in keys)
+    total += changed > 0  # every entry 0 (when it differs from the input)
+    total += changed - (changed == 1)  # each entry 0 (one of them is the every-zero point when only one differs)
+    bound_keys = [_key(b) for b in BOUNDS]
+    total += sum(k != kb for k in keys for kb in bound_keys)
+    count = Counter(keys)
+    done = {_ZERO, *bound_keys}
+    for i, k in enumerate(keys):
+        if k not in done:
+            done.add(k)
+            total += (len(keys) - 1 - i) - (count[k] - 1)  # later entries of another value
+    return total
+
+
+def variants(at: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str, int]]:
+    """The given point, then kink-hitting variants: ``(point, why, number of entries changed)``, deduplicated.
+
+    Lazy: each point is built when it is taken, so taking the first ``k`` costs O(k × entries) whatever
+    the number of variants (quadratic in the entries, because of the ties). :func:`count_variants` gives
+    their number without building them.
+    """
+    yield dict(at), "the given input", 0
+    entries = _entries(at)
+    for kind, j, value, why in _plan(at):
+        if kind == "zeros":
+            yield {k: _zeros(v) for k, v in at.items()}, why, j
+        else:
+            name, idx = entries[j]
+            yield _set(at, name, idx, value), why, 1
 
 
 def load_function(spec: str) -> Callable[..., Any]:
@@ -200,11 +268,9 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
 
     adapters = [get_adapter(fw) for fw in frameworks]
     points = []
-    not_tried = 0
     for n, (p, why, changed) in enumerate(variants(at)):
         if n >= limit:
-            not_tried += 1
-            continue
+            break
         pt = Point(p, why, changed)
         for fn, ad in zip((first, second), adapters):
             try:
@@ -220,7 +286,7 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
         else:
             pt.differs = not same_value(flat_value(a), flat_value(b), dtype)
         points.append(pt)
-    return CheckResult((frameworks[0], frameworks[1]), dtype, points, not_tried)
+    return CheckResult((frameworks[0], frameworks[1]), dtype, points, count_variants(at) - len(points))
 
 
 def render(result: CheckResult, names: Sequence[str]) -> str:

@@ -37,18 +37,21 @@ class Citation:
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
-    """The report document; raises CiteError when the file is missing or not a kinkcheck report."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CiteError(f"no report at {path} (run `nox -s report`, or pass --report)") from None
-    except (OSError, ValueError) as err:
-        raise CiteError(f"{path}: not a readable JSON report ({type(err).__name__})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != "kinkcheck/conventions/v1":
-        raise CiteError(f"{path}: not a kinkcheck/conventions/v1 report")
-    missing = [k for k in ("provenance", "environments", "cases", "observations") if not isinstance(doc.get(k), (list, dict))]
-    if missing:
-        raise CiteError(f"{path}: a kinkcheck report without {', '.join(missing)} (truncated or hand-made?)")
+    """The report document, checked before use (:func:`kinkcheck.validate.report_problem`).
+
+    Raises
+    ------
+    CiteError
+        The file is missing, unreadable, not JSON or too deeply nested, not a ``kinkcheck/conventions/v1``
+        report, or a report with missing or mistyped parts (the first one named, e.g. a hand-made or
+        truncated report).
+    """
+    from kinkcheck.validate import read_json, report_problem
+
+    doc, _text = read_json(path, CiteError, missing=f"no report at {path} (run `nox -s report`, or pass --report)")
+    problem = report_problem(doc)
+    if problem:
+        raise CiteError(f"{path}: {problem}")
     return doc
 
 

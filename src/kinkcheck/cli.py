@@ -25,10 +25,33 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _limits(args: argparse.Namespace) -> Any:
+    """``--timeout``/``--memory`` (else the environment, else the defaults) as :class:`kinkcheck.bounded.Limits`."""
+    from kinkcheck.bounded import Limits
+
+    try:
+        return Limits.resolve(args.timeout, args.memory)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _evaluate(args: argparse.Namespace, task: str, payload: dict[str, Any]) -> Any:
+    """Run a task in a bounded worker (or in this process with ``--no-isolate``); its errors as UsageError."""
+    from kinkcheck import bounded
+
+    limits = _limits(args)
+    try:
+        if args.no_isolate:
+            return bounded.run_inline(task, payload, limits)
+        return bounded.run(task, payload, limits)
+    except bounded.TaskError as err:
+        raise UsageError(str(err)) from None
+
+
 def _cmd_grad(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
     from kinkcheck.catalog import FRAMEWORKS
-    from kinkcheck.frameworks import DTYPES, MODES, FrameworkUnavailable, Unavailable, encode, get_adapter
+    from kinkcheck.frameworks import DTYPES, MODES
 
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
@@ -54,16 +77,9 @@ def _cmd_grad(args: argparse.Namespace) -> int:
     unused = [k for k in at if k not in used]
     if unused:
         raise UsageError(f"--at gives {', '.join(unused)} but the expression does not use it")
-    try:
-        adapter = get_adapter(framework)
-        grad = adapter.gradient(tree, at, args.dtype, args.device, args.mode)
-    except (FrameworkUnavailable, Unavailable, ex.ExprError) as err:
-        raise UsageError(str(err)) from None
-    except Exception as err:  # noqa: BLE001 - the program itself failed: report it, one line
-        from kinkcheck.frameworks.base import short_error
-
-        raise UsageError(f"{framework} raised {short_error(err)}") from None
-    print(json.dumps({k: encode(v) for k, v in grad.items()}))
+    grad = _evaluate(args, "grad", {"expr": args.expr, "at": at, "framework": framework, "dtype": args.dtype,
+                                    "device": args.device, "mode": args.mode})
+    print(json.dumps(grad))
     return 0
 
 
@@ -78,12 +94,19 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     for m in args.mode:
         if m not in MODES:
             raise UsageError(f"unknown mode {m!r} (known: {', '.join(MODES)})")
+    args.limits = _probe_limits(args)
     try:
         catalog = load_catalog(args.catalog)
+        from kinkcheck.probe import select_cases
+
+        select_cases(catalog, args.case)
     except CatalogError as err:
         raise UsageError(str(err)) from None
     if args.worker:
         return _probe_worker(args, catalog)
+    if args.replace and (args.case or args.mode or args.dtype):
+        raise UsageError("probe: --replace re-measures the full matrix; drop --case, --mode and --dtype "
+                         "(a narrowed probe merges into the shard there is)")
     if bool(args.out) == bool(args.out_dir):
         raise UsageError("probe: give exactly one of --out FILE (one framework) or --out-dir DIR")
     if args.out and not args.framework:
@@ -108,11 +131,16 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path | None,
                out_dir: Path | None = None) -> int:
-    """Probe one framework into ``out`` (or ``out_dir/<environment id>.json``)."""
+    """Probe one framework and merge the result into ``out`` (or ``out_dir/<environment id>.json``).
+
+    The shard file is named after its environment; the journal beside it (``.<id>.journal.jsonl``) lets a
+    killed probe resume, and is deleted once the shard is written.
+    """
+    from kinkcheck.catalog import CatalogError
     from kinkcheck.frameworks import FrameworkUnavailable
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
-    from kinkcheck.probe import DEFAULT_DTYPES, probe_isolated
-    from kinkcheck.shards import ShardError, write_shard
+    from kinkcheck.probe import DEFAULT_DTYPES, environment_id, journal_path, probe_isolated
+    from kinkcheck.shards import ShardError, write_merged
 
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]
     if args.mode and args.framework and len(modes) < len(args.mode):
@@ -121,29 +149,63 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
     if args.mode and not modes:
         raise UsageError(f"none of the modes {', '.join(args.mode)} exists for {framework}")
     args.framework = framework
+    expected = environment_id(framework, args.device)  # from the installed metadata, before a long probe
+    if out is not None and expected is not None:
+        _check_shard_name(out, expected)
+    target = out if out is not None else (out_dir / f"{expected}.json" if expected else None)
+    journal = journal_path(target) if target is not None else None
     try:
         if args.no_isolate:
-            shard = _probe_with_progress(args, catalog, journal=None, modes=modes or None)
+            shard = _probe_with_progress(args, catalog, journal=str(journal) if journal else None,
+                                         modes=modes or None)
         else:
-            shard = probe_isolated(framework, args.device, args.dtype or DEFAULT_DTYPES,
-                                   modes or None, catalog, quiet=args.quiet)
-    except FrameworkUnavailable as err:
+            shard = probe_isolated(framework, args.device, args.dtype or DEFAULT_DTYPES, modes or None, catalog,
+                                   quiet=args.quiet, cases=args.case or None, journal=journal, limits=args.limits)
+    except (FrameworkUnavailable, CatalogError) as err:
+        _drop_empty_journal(journal)
         raise UsageError(str(err)) from None
-    if out is None:
-        out = out_dir / f"{shard['environment']['id']}.json"
+    eid = shard["environment"]["id"]
+    if out is not None:
+        _check_shard_name(out, eid)
+    out = out if out is not None else out_dir / f"{eid}.json"
     args.out = str(out)
     try:
-        write_shard(args.out, shard, validate=False)  # built by the probe itself; readers validate
-    except ShardError as err:
-        raise UsageError(f"cannot write shard {args.out}: {err}") from None
+        merged = write_merged(out, shard, catalog, replace=args.replace)
+    except ShardError as err:  # nothing written; the journal keeps what was probed
+        raise UsageError(f"cannot write shard {out}: {err}") from None
     except OSError as err:
-        raise UsageError(f"cannot write shard {args.out}: {err.strerror}") from None
+        raise UsageError(f"cannot write shard {out}: {err.strerror}") from None
+    if journal is not None:
+        journal.unlink(missing_ok=True)
     obs = shard["observations"]
     n_err = sum(o["status"] == "error" for o in obs)
     n_un = sum(o["status"] == "unavailable" for o in obs)
-    print(f"{shard['environment']['id']}: {len(obs)} observations ({n_err} error, {n_un} unavailable), "
-          f"{len(shard['networks'])} network runs -> {args.out}", file=sys.stderr)
+    what = f"{len(shard['environment'].get('case_hashes') or {})} case(s)" if args.case else "every case"
+    print(f"{eid}: probed {what}: {len(obs)} observations ({n_err} error, {n_un} unavailable), "
+          f"{len(shard['networks'])} network runs -> {out} ({'replaced' if args.replace else 'merged'}: "
+          f"{len(merged['observations'])} observations, {len(merged['networks'])} network runs)", file=sys.stderr)
     return 0
+
+
+def _check_shard_name(out: Path, environment_id: str) -> None:
+    """A shard file is named after its environment, so one release's shard cannot overwrite another's."""
+    if out.name != f"{environment_id}.json":
+        raise UsageError(f"--out {out}: this probe measures {environment_id}; its shard file must be named "
+                         f"{environment_id}.json")
+
+
+def _drop_empty_journal(journal: Path | None) -> None:
+    """Delete a journal that holds no finished case (e.g. only the worker's 'no cuda device' line)."""
+    from kinkcheck.probe import _read_journal
+
+    if journal is None or not journal.exists():
+        return
+    try:
+        _, done, _ = _read_journal(journal)
+    except Exception:  # noqa: BLE001 - a fatal line: nothing finished
+        done = {}
+    if not done:
+        journal.unlink(missing_ok=True)
 
 
 def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | None,
@@ -152,8 +214,9 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
-    from kinkcheck.probe import DEFAULT_DTYPES, probe
+    from kinkcheck.probe import DEFAULT_DTYPES, probe, select_cases
 
+    catalog = select_cases(catalog, args.case)
     modes = list(modes or args.mode or FRAMEWORK_MODES[args.framework])
     n_batches = sum(m in COMPILED_MODES for m in modes) * len(args.dtype or DEFAULT_DTYPES)
     total = sum(1 for _ in catalog.programs(args.framework)) + n_batches
@@ -171,11 +234,24 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
                      on_step=step, journal=journal)
 
 
+def _probe_limits(args: argparse.Namespace) -> Any:
+    """``--case-timeout``/``--batch-timeout``/``--memory`` (else the environment, else the defaults)."""
+    from kinkcheck.probe import ProbeLimits
+
+    try:
+        return ProbeLimits.resolve(args.case_timeout, args.batch_timeout, args.memory)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
 def _probe_worker(args: argparse.Namespace, catalog: Any) -> int:
     """The worker half of an isolated probe: results go to the journal, not to --out."""
+    from kinkcheck.bounded import limit_memory
     from kinkcheck.frameworks import FrameworkUnavailable
-    from kinkcheck.probe import _append
+    from kinkcheck.probe import _append, die_with_parent
 
+    die_with_parent()
+    limit_memory(int(args.limits.memory_gib * 2 ** 30))  # before the framework is imported
     try:
         _probe_with_progress(args, catalog, journal=args.worker)
     except FrameworkUnavailable as err:
@@ -200,19 +276,23 @@ def _check_writable(out: Path) -> None:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.report import write_reports
+    from kinkcheck.report import OutputError, check_output, write_reports
     from kinkcheck.shards import ShardError, load_shards
 
     try:
+        check_output(args.out)  # before a render of minutes, and before anything is written
         catalog = load_catalog(args.catalog)
-        shards, errors = load_shards(args.shards)
-    except (CatalogError, ShardError) as err:
+        shards, errors = load_shards(args.shards, catalog)
+    except (CatalogError, ShardError, OutputError) as err:
         raise UsageError(str(err)) from None
     for e in errors:
         print(f"kinkcheck report: skipped {e}", file=sys.stderr)
     if not shards:
         raise UsageError(f"no readable shard in {args.shards}")
-    paths = write_reports(shards, catalog, Path(args.out), gaps=errors)
+    try:
+        paths = write_reports(shards, catalog, Path(args.out), gaps=errors)
+    except OutputError as err:
+        raise UsageError(str(err)) from None
     for p in paths:
         print(f"wrote {p}", file=sys.stderr)
     return EXIT_BAD_INPUT if errors and args.strict else 0
@@ -226,12 +306,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         changes = compare(old, new)
     except DiffError as err:
         raise UsageError(str(err)) from None
-    for ch in changes:
-        print(ch.describe())
+    args.exit_status = 1 if changes else 0  # decided before any output: `kinkcheck diff A B | head -1` keeps it
     common = sum(1 for k in old.observations if k in new.observations)
-    print(f"{len(changes)} of {common} conventions changed from {old.environment['id']} to {new.environment['id']}",
-          file=sys.stderr)
-    return 1 if changes else 0
+    try:
+        for ch in changes:
+            print(ch.describe())
+        sys.stdout.flush()
+    finally:  # the count reaches stderr even when the reader of stdout has left
+        print(f"{len(changes)} of {common} conventions changed from {old.environment['id']} to "
+              f"{new.environment['id']}", file=sys.stderr)
+    return args.exit_status
 
 
 def _cmd_cite(args: argparse.Namespace) -> int:
@@ -266,8 +350,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
-    from kinkcheck.check import CheckError, check_pair, load_function, render
-    from kinkcheck.frameworks import DTYPES, FrameworkUnavailable
+    from kinkcheck.check import CheckResult, Point, render
+    from kinkcheck.frameworks import DTYPES
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))
     if len(frameworks) != 2 or any(f not in ("torch", "jax") for f in frameworks):
@@ -276,12 +360,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
     try:
         at = ex.parse_point(args.at)
-        fns = [load_function(args.first), load_function(args.second)]
-        result = check_pair(fns[0], fns[1], at, frameworks=frameworks, dtype=args.dtype)
-    except (ex.ExprError, CheckError, FrameworkUnavailable) as err:
+    except ex.ExprError as err:
         raise UsageError(str(err)) from None
+    done = _evaluate(args, "check", {"first": args.first, "second": args.second, "at": at,
+                                     "frameworks": list(frameworks), "dtype": args.dtype})
+    result = CheckResult((frameworks[0], frameworks[1]), done["dtype"], [Point(**p) for p in done["points"]],
+                         done["not_tried"])
+    args.exit_status = 1 if result.differing else 0  # decided before any output: survives `| head -1`
     sys.stdout.write(render(result, [f"{args.first} ({frameworks[0]})", f"{args.second} ({frameworks[1]})"]))
-    return 1 if result.differing else 0
+    return args.exit_status
+
+
+def _bound_options(p: argparse.ArgumentParser) -> None:
+    from kinkcheck.bounded import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S, ENV_MEMORY, ENV_TIMEOUT
+
+    p.add_argument("--timeout", metavar="SECONDS",
+                   help=f"wall-clock limit of the evaluation (default ${ENV_TIMEOUT}, else {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--memory", metavar="GIB",
+                   help=f"memory limit of the evaluation in GiB (default ${ENV_MEMORY}, else {DEFAULT_MEMORY_GIB:g})")
+    p.add_argument("--no-isolate", action="store_true",
+                   help="evaluate in this process, without the time and memory limits (default: a worker process)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -300,19 +398,51 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
                         "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
     g.add_argument("--framework", choices=("torch", "jax"), help="only for a bare method chain like x.abs()")
+    _bound_options(g)
     g.set_defaults(func=_cmd_grad)
 
-    pr = sub.add_parser("probe", help="probe the whole catalog in the installed framework and write a shard")
+    from kinkcheck.probe import (
+        DEFAULT_BATCH_TIMEOUT_S,
+        DEFAULT_CASE_TIMEOUT_S,
+        DEFAULT_PROBE_MEMORY_GIB,
+        ENV_BATCH_TIMEOUT,
+        ENV_CASE_TIMEOUT,
+        ENV_PROBE_MEMORY,
+    )
+
+    pr = sub.add_parser("probe", help="probe the catalog in the installed framework and merge it into its shard",
+                        description="Measures the catalog (or the --case, --mode, --dtype cells asked for) and merges "
+                                    "the result into the environment's shard atomically: the cells probed are "
+                                    "replaced, every other cell is kept, cases no longer in the catalog drop out. A "
+                                    "write that would lower the shard's count of current observations is refused "
+                                    "(exit 2). A killed probe resumes from its journal, .<id>.journal.jsonl beside "
+                                    "the shard.")
     pr.add_argument("--framework", choices=("torch", "jax"), help="default with --out-dir: every installed framework")
-    pr.add_argument("--out", help="shard file to write (atomically), for one --framework")
+    pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>.json "
+                                  "after the environment probed")
     pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>.json")
     pr.add_argument("--device", default="cpu", help="cpu (default) | cuda")
     pr.add_argument("--dtype", action="append", default=[], help="repeatable; default all four dtypes")
     pr.add_argument("--mode", action="append", default=[], help="repeatable; default every mode of the framework")
+    pr.add_argument("--case", action="append", default=[], metavar="ID",
+                    help="repeatable; probe only this catalog case (default every case)")
+    pr.add_argument("--replace", action="store_true",
+                    help="an explicit full re-measure: replace the shard there is instead of merging into it "
+                         "(not with --case, --mode or --dtype)")
     pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
     pr.add_argument("--no-isolate", action="store_true",
-                    help="probe in this process (default: a worker process, restarted after a case that crashes it)")
+                    help="probe in this process, without the time and memory limits (default: a worker process, "
+                         "restarted after a case that crashes it or runs past a limit)")
+    pr.add_argument("--case-timeout", metavar="SECONDS",
+                    help=f"seconds one case's eager cells may take before the worker is killed and the case "
+                         f"recorded as errors (default ${ENV_CASE_TIMEOUT}, else {DEFAULT_CASE_TIMEOUT_S:g})")
+    pr.add_argument("--batch-timeout", metavar="SECONDS",
+                    help=f"the same for one compiled batch, the whole catalog in one mode and dtype "
+                         f"(default ${ENV_BATCH_TIMEOUT}, else {DEFAULT_BATCH_TIMEOUT_S:g})")
+    pr.add_argument("--memory", metavar="GIB",
+                    help=f"memory limit of the probe worker in GiB; an allocation past it becomes an error cell "
+                         f"(default ${ENV_PROBE_MEMORY}, else {DEFAULT_PROBE_MEMORY_GIB:g})")
     pr.add_argument("--worker", metavar="JOURNAL", help=argparse.SUPPRESS)
     pr.set_defaults(func=_cmd_probe)
 
@@ -364,24 +494,51 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--at", required=True, help="the input: x=0.5,y=2 | 'v=[1,2,3]'; passed positionally in this order")
     ck.add_argument("--frameworks", default="torch,jax", help="framework of each function (default torch,jax)")
     ck.add_argument("--dtype", default="float64", help="default float64")
+    _bound_options(ck)
     ck.set_defaults(func=_cmd_check)
     return p
 
 
+def _check_utf8(argv: Sequence[str]) -> None:
+    """Refuse an argument holding non-UTF-8 bytes (Linux hands them over as lone surrogates, which cannot be
+    printed, parsed or written to a UTF-8 report)."""
+    for i, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as err:
+            code = ord(arg[err.start])
+            byte = f"0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+            raise UsageError(f"argument {i} is not valid UTF-8 text (byte {byte} at position {err.start + 1}): "
+                             f"{ascii(arg[:40])}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit status: 0, 1 (``diff``/``check``: a difference), 2 (bad input), 130 (interrupted).
+
+    A command that knows its status before writing its output sets ``args.exit_status``; when the reader of
+    stdout leaves early (``| head -1``) that status is returned, not 0.
+    """
+    args = None
     try:
+        _check_utf8(sys.argv[1:] if argv is None else argv)
         args = build_parser().parse_args(argv)
         rc = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return rc
     except UsageError as err:
-        print(f"kinkcheck: error: {err}" if not str(err).startswith("kinkcheck") else f"{err}", file=sys.stderr)
+        from kinkcheck.validate import one_line
+
+        msg = one_line(str(err), limit=2000)  # names read from a user's file may hold line breaks
+        print(f"kinkcheck: error: {msg}" if not msg.startswith("kinkcheck") else msg, file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kinkcheck: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `kinkcheck cite … | head -1`: the reader left; nothing to report
+    except BrokenPipeError:  # `kinkcheck diff … | head -1`: the reader left; the status stays the command's
         import os
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        try:  # later writes (and the interpreter's last flush) go nowhere instead of raising again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor (embedded, captured)
+            pass
+        return int(getattr(args, "exit_status", 0))

@@ -10,7 +10,6 @@ differs (``ok``/``error``/``unavailable``) or their values differ beyond the dty
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,8 +84,13 @@ def compare(old: Side, new: Side) -> list[Change]:
     Raises
     ------
     DiffError
-        When the two sides have no observation in common (different frameworks, or a not-measured side).
+        When the sides are of different frameworks (their programs differ; ``kinkcheck migrate`` compares
+        across frameworks), or have no observation in common (e.g. a not-measured side).
     """
+    ofw, nfw = old.environment.get("framework"), new.environment.get("framework")
+    if ofw != nfw:
+        raise DiffError(f"cannot diff {ofw} against {nfw}: {old.label} and {new.label} measure different programs; "
+                        f"use `kinkcheck migrate --from {ofw} --to {nfw}` for a framework move")
     common = [k for k in old.observations if k in new.observations]
     if not common:
         raise DiffError(f"{old.label} and {new.label} have no observation in common "
@@ -114,16 +118,14 @@ def load_side(spec: str) -> Side:
     Raises
     ------
     DiffError
-        Missing or corrupt file, a report without ``#ENV``, an unknown environment.
+        Missing, corrupt or too deeply nested file, a shard or report that fails its schema or semantic checks
+        (:mod:`kinkcheck.validate`), a report without ``#ENV``, an unknown environment.
     """
+    from kinkcheck.validate import read_json, report_problem
+
     path, _, env_id = spec.partition("#")
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DiffError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise DiffError(f"{p}: cannot read ({type(err).__name__})") from None
+    data, _text = read_json(p, DiffError)
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema == "kinkcheck/shard/v1":
         from kinkcheck.shards import ShardError, read_shard
@@ -137,12 +139,14 @@ def load_side(spec: str) -> Side:
         return side_from_shard(shard, spec)
     if schema == "kinkcheck/conventions/v1":
         if not env_id:
-            ids = ", ".join(e["id"] for e in data.get("environments", []))
-            raise DiffError(f"{p} is a report: name an environment, {p}#ENV (one of: {ids})")
-        try:
-            return side_from_report(data, env_id, spec)
-        except (KeyError, TypeError, AttributeError):
-            raise DiffError(f"{p}: malformed kinkcheck report (not the conventions/v1 layout)") from None
+            envs = data.get("environments")
+            ids = ", ".join(e["id"] for e in envs if isinstance(e, dict) and isinstance(e.get("id"), str)) \
+                if isinstance(envs, list) else ""
+            raise DiffError(f"{p} is a report: name an environment, {p}#ENV (one of: {ids or 'none'})")
+        problem = report_problem(data, ("environments", "cases", "observations"))
+        if problem:
+            raise DiffError(f"{p}: malformed kinkcheck report ({problem})")
+        return side_from_report(data, env_id, spec)
     raise DiffError(f"{p}: neither a kinkcheck shard nor a kinkcheck report")
 
 

@@ -14,7 +14,12 @@ One small language serves the catalog, ``kinkcheck grad`` and the report. An exp
 Anything else is refused with :class:`ExprError` and a one-line reason *before* anything runs: string
 literals (a path would reach ``torch.load``), lambdas, comprehensions, starred arguments, names that are
 neither inputs nor in the namespace, and any attribute that starts with an underscore (dunders, private
-modules). A few subtrees that do I/O or start processes are refused by name (:data:`DENIED`).
+modules). Names are also refused by kind (:data:`DENIED`, :data:`DENIED_KINDS`, :data:`DENIED_ORIGINS`):
+I/O and processes, loaders and savers, compilers and tracers (``torch.compile``, ``torch.CompilationUnit``,
+``jax.jit``), setters of global state (``torch.set_grad_enabled``, ``torch.manual_seed``), configuration
+objects, callbacks and ops registration, so that one evaluation cannot change the next one's results.
+Numbers are float64-sized: a literal, a ``--at`` value or an integer constant computed in the expression
+(``10 ** 10 ** 10``) beyond the float64 range is refused rather than computed for minutes.
 
 Evaluation (:func:`evaluate`) walks the parsed tree. Names are resolved with ``getattr`` one public segment
 at a time; every dotted name in the tree is resolved *before* the first call, so a misspelt name fails
@@ -38,6 +43,8 @@ from typing import Any
 __all__ = [
     "ALIASES",
     "DENIED",
+    "DENIED_KINDS",
+    "DENIED_ORIGINS",
     "ExprError",
     "NameMissing",
     "Node",
@@ -54,6 +61,7 @@ __all__ = [
     "parse",
     "evaluate",
     "resolve_names",
+    "refused_kind",
     "parse_point",
 ]
 
@@ -78,7 +86,7 @@ MAX_POINT_SIZE = 10_000
 #: Short names users write, mapped to the dotted path they stand for.
 ALIASES: dict[str, str] = {"jnp": "jax.numpy", "F": "torch.nn.functional", "lax": "jax.lax"}
 
-#: Name segments refused anywhere in a dotted name or attribute: I/O, processes, code loading.
+#: Name segments refused anywhere in a dotted name, attribute or keyword, by exact name.
 DENIED = frozenset(
     {
         "load", "save", "hub", "utils", "distributed", "multiprocessing", "package", "jit_load",
@@ -86,6 +94,32 @@ DENIED = frozenset(
         "experimental", "debug", "config", "pure_callback", "io_callback", "callback",
         "tofile", "fromfile", "from_file", "memmap", "frombuffer", "storage", "untyped_storage", "dump", "dumps",
         "system", "popen", "exec", "eval",
+        "jit", "fx", "seed", "cpp_extension", "backends", "monitoring", "empty_cache", "default_generator",
+    }
+)
+
+#: Refused kinds of names: (kind, prefixes, substrings), matched on the lower-cased segment. A kind, not a
+#: list of today's names: a framework release that adds ``torch.set_foo`` or ``jax.foo_callback`` is refused
+#: without a change here. Every catalog program still resolves (tests/test_expr.py checks it).
+DENIED_KINDS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("it changes global state (a setter, seed, hook registration or cache reset)",
+     ("set_", "use_", "enable_", "disable_", "clear_", "reset_", "register", "manual_seed", "seed_", "init_",
+      "autocast_", "share_memory"),
+     ()),
+    ("it compiles or traces code", ("aot",), ("compil", "script", "export", "dynamo", "inductor")),
+    ("it loads or saves data or code", ("load", "save"), ("file", "import", "storage", "pickle", "serializ")),
+    ("it reaches framework infrastructure (configuration, callbacks, ops registration, debugging, processes)", (),
+     ("config", "callback", "debug", "custom_op", "profil", "environ", "multiprocessing", "distributed")),
+)
+
+#: Modules whose objects are refused wherever they are re-exported (``torch.CompilationUnit`` is
+#: ``torch.jit``'s, ``jax.numpy_rank_promotion`` a ``jax._src.config`` state): a segment of the object's
+#: ``__module__``, leading underscores stripped.
+DENIED_ORIGINS = frozenset(
+    {
+        "config", "jit", "serialization", "hub", "library", "distributed", "multiprocessing", "profiler",
+        "debugging", "cpp_extension", "backends", "export", "onnx", "package", "dynamo", "compiler",
+        "compilation_cache", "callback", "random", "cuda", "mps", "xpu", "grad_mode", "autocast_mode",
     }
 )
 
@@ -181,11 +215,23 @@ _CMP_FN: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+def refused_kind(seg: str) -> str | None:
+    """Why a name segment is refused (one of :data:`DENIED_KINDS`), or None when it is allowed."""
+    if seg in DENIED:
+        return "kinkcheck expressions may not do I/O, load or compile code, or change global state"
+    low = seg.lower()
+    for kind, prefixes, parts in DENIED_KINDS:
+        if low.startswith(prefixes) or any(p in low for p in parts):
+            return kind
+    return None
+
+
 def _check_segment(seg: str, where: str) -> None:
     if seg.startswith("_"):
         raise ExprError(f"private or dunder name {seg!r} is not allowed ({where})")
-    if seg in DENIED:
-        raise ExprError(f"{seg!r} is refused: kinkcheck expressions may not do I/O or load code ({where})")
+    kind = refused_kind(seg)
+    if kind is not None:
+        raise ExprError(f"{seg!r} is refused: {kind} ({where})")
 
 
 def _dotted(node: ast.expr) -> list[str] | None:
@@ -244,9 +290,11 @@ class _Builder:
             _check_segment(node.attr, f"attribute .{node.attr}")
             return Attr(self.build(node.value), node.attr)
         if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or (
-                isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-            ):
+            if isinstance(node.value, bool):
+                return Const(node.value)
+            if isinstance(node.value, (int, float)):
+                if not _finite_float(node.value):
+                    raise self.fail(node, f"literal {_short(ast.unparse(node), 40)} is not a finite float64 number")
                 return Const(node.value)
             raise self.fail(node, f"literal {node.value!r} is not allowed (numbers only)")
         if isinstance(node, (ast.List, ast.Tuple)):
@@ -321,6 +369,7 @@ def parse(source: str, inputs: Iterable[str], roots: Iterable[str]) -> Node:
         raise ExprError(f"one expression on one line expected, got {_short(source)}")
     if len(source) > MAX_LENGTH:
         raise ExprError(f"expression too long ({len(source)} characters; at most {MAX_LENGTH})")
+    _check_text(source, "the expression")
     try:
         tree = ast.parse(source.strip(), mode="eval")
         return _Builder(frozenset(inputs), frozenset(roots), source).build(tree.body)
@@ -328,6 +377,20 @@ def parse(source: str, inputs: Iterable[str], roots: Iterable[str]) -> Node:
         raise ExprError(f"malformed expression {_short(source)}: {err.msg} at column {err.offset}") from None
     except (RecursionError, MemoryError):
         raise ExprError(f"expression nested too deeply: {_short(source)}") from None
+
+
+def _check_text(text: str, what: str) -> None:
+    """Refuse text that is not valid Unicode: on Linux, non-UTF-8 bytes in argv arrive as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ExprError(f"{what} is not valid UTF-8 text (byte {_byte(text[err.start])} at position "
+                        f"{err.start + 1}): {ascii(text[:40])}") from None
+
+
+def _byte(ch: str) -> str:
+    code = ord(ch)
+    return f"0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -424,6 +487,10 @@ def resolve_names(
                 origin = _origin(obj)
                 if origin.split(".")[0] not in allowed_origins:
                     raise ExprError(f"{n.dotted!r} comes from {origin!r}, outside {', '.join(sorted(allowed_origins))}")
+                denied = [m for m in origin.split(".") if m.lstrip("_") in DENIED_ORIGINS]
+                if denied:
+                    raise ExprError(f"{n.dotted!r} is refused: it comes from {origin!r} (compilers, loaders, "
+                                    "configuration and global-state setters are out of reach)")
             out[n.dotted] = obj
     return out
 
@@ -439,6 +506,36 @@ def _guard_on(value: Any, where: Node) -> Any:
     if isinstance(value, _FORBIDDEN_VALUES):
         raise ExprError(f"{unparse(where)[:60]!r} produced a {type(value).__name__}; strings and modules are not allowed")
     return value
+
+
+#: Largest integer constant the expression may compute: float64's largest finite value, rounded up.
+MAX_INT = 2 ** 1024
+
+
+def _finite_float(value: int | float) -> bool:
+    """True when ``value`` is a finite float64 number (an int beyond ±2**1024 is not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _plain_int(value: Any) -> bool:
+    return type(value) in (int, bool)
+
+
+def _int_arithmetic(n: BinOp, left: int, right: int) -> Any:
+    """Python-int arithmetic on constants, refused past :data:`MAX_INT` (``10 ** 10 ** 10`` would run for minutes)."""
+    def too_big() -> ExprError:
+        return ExprError(f"{_short(unparse(n), 60)} is not a finite float64 number "
+                         "(integer constants stay below 2**1024)")
+
+    if n.op == "**" and right > 0 and abs(left) > 1 and right * math.log2(abs(left)) > 1024:
+        raise too_big()  # decided from the exponent: computing 10 ** 10 ** 10 would take minutes
+    out = _BIN_FN[n.op](left, right)
+    if _plain_int(out) and abs(out) > MAX_INT:
+        raise too_big()
+    return out
 
 
 def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any], guard: bool = True) -> Any:
@@ -469,7 +566,10 @@ def evaluate(node: Node, names: Mapping[str, Any], inputs: Mapping[str, Any], gu
         if isinstance(n, Index):
             return _guard(ev(n.value)[ev(n.index)], n)
         if isinstance(n, BinOp):
-            return _BIN_FN[n.op](ev(n.left), ev(n.right))
+            left, right = ev(n.left), ev(n.right)
+            if _plain_int(left) and _plain_int(right):
+                return _int_arithmetic(n, left, right)
+            return _BIN_FN[n.op](left, right)
         if isinstance(n, Unary):
             return _UNARY_FN[n.op](ev(n.operand))
         if isinstance(n, Compare):
@@ -577,6 +677,7 @@ def parse_point(text: str) -> dict[str, Any]:
     """
     if not text or not text.strip():
         raise ExprError("--at is empty; write e.g. --at x=0 or --at x=1,y=1 or --at 'v=[1,3,3]'")
+    _check_text(text, "--at")
     out: dict[str, Any] = {}
     for item in _split_top(text):
         name, eq, value = item.partition("=")
@@ -589,7 +690,10 @@ def parse_point(text: str) -> dict[str, Any]:
             raise ExprError(f"input {name!r} given twice in --at")
         try:
             tree = ast.parse(value.strip(), mode="eval")
-        except SyntaxError:
+        except SyntaxError as err:
+            if "Exceeds the limit" in str(err.msg):  # an integer of more than 4300 digits
+                raise ExprError(f"value for {name!r} is not a finite float64 number "
+                                f"({_short(value.strip(), 40)})") from None
             raise ExprError(f"malformed value for {name!r}: {_short(value.strip(), 40)}") from None
         except RecursionError:
             raise ExprError(f"value for {name!r} is nested too deeply") from None
@@ -601,16 +705,17 @@ def parse_point(text: str) -> dict[str, Any]:
         flat = _flat(val)
         if len(flat) > MAX_POINT_SIZE:
             raise ExprError(f"value for {name!r} has {len(flat)} numbers; at most {MAX_POINT_SIZE}")
-        if not all(math.isfinite(v) for v in flat):
-            raise ExprError(f"value for {name!r} is not finite ({_short(value.strip(), 40)}); a point must be finite")
+        if not all(_finite_float(v) for v in flat):
+            raise ExprError(f"value for {name!r} is not a finite float64 number ({_short(value.strip(), 40)}); "
+                            "a point must be finite")
         out[name] = val
     return out
 
 
-def _flat(val: Any) -> list[float]:
+def _flat(val: Any) -> list[int | float]:
     if isinstance(val, list):
         return [x for v in val for x in _flat(v)]
-    return [float(val)]
+    return [val]
 
 
 def _check_rectangular(val: Any, name: str) -> None:

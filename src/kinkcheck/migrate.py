@@ -72,26 +72,34 @@ def parse_side(text: str) -> tuple[str, str | None]:
     return fw, (version.strip() or None)
 
 
+def _version(text: str) -> Any:
+    """A release as a sortable key; a version packaging cannot parse sorts first, by its text."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(text), text)
+    except InvalidVersion:
+        return (0, None, text)
+
+
 def _environment(doc: dict[str, Any], fw: str, version: str | None, device: str) -> dict[str, Any]:
-    from packaging.version import Version
+    from packaging.version import InvalidVersion, Version
 
     envs = [e for e in doc["environments"] if e["framework"] == fw and e["device"] == device
             and not e.get("not_measured")]
     if version is not None:
-        from packaging.version import InvalidVersion
-
         try:
             want = Version(version)
         except InvalidVersion:
             raise MigrateError(f"{fw}=={version}: not a version number") from None
-        match = [e for e in envs if Version(e["framework_version"]) == want]  # 2.13 is 2.13.0
+        match = [e for e in envs if _version(e["framework_version"])[1:2] == (want,)]  # 2.13 is 2.13.0
         if not match:
-            have = ", ".join(sorted({e["framework_version"] for e in envs}, key=Version))
+            have = ", ".join(sorted({e["framework_version"] for e in envs}, key=_version))
             raise MigrateError(f"{fw} {version} on {device} is not in the report (measured: {have or 'none'})")
         return match[0]
     if not envs:
         raise MigrateError(f"no measured {fw} environment on {device} in the report")
-    return max(envs, key=lambda e: Version(e["framework_version"]))
+    return max(envs, key=lambda e: _version(e["framework_version"]))
 
 
 def migrate(doc: dict[str, Any], source: str, target: str, mode: str = "reverse", dtype: str = "float64",

@@ -2,33 +2,89 @@
 
 Each program is evaluated at its case's point for every requested dtype and mode, each in its own
 ``try``: a program that raises becomes an ``error`` cell with the message, a name missing in this
-version an ``unavailable`` cell; neither loses the rest of the shard. A case that crashes the interpreter
-itself is isolated by :func:`probe_isolated` (a worker process, restarted after the crashing case). Activation programs (cases with an
+version an ``unavailable`` cell; neither loses the rest of the shard. A case that crashes the interpreter,
+hangs or allocates past a memory limit is isolated by :func:`probe_isolated` (a bounded worker process,
+restarted after the case: see :class:`ProbeLimits`). Activation programs (cases with an
 ``activation``) are also run end to end on P0's two-layer network (``networks``), for the NumPy
 backprop cross-check in the report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import os
 import platform
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from collections.abc import Callable, Sequence
 from typing import Any
 
 from kinkcheck import __version__
-from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck import expr as ex
+from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, encode, get_adapter
 from kinkcheck.frameworks.base import COMPILED_MODES, check_mode, short_error
 
-__all__ = ["DEFAULT_DTYPES", "environment", "probe", "probe_isolated"]
+__all__ = ["DEFAULT_DTYPES", "ProbeLimits", "die_with_parent", "environment", "environment_id", "journal_path",
+           "probe", "probe_isolated", "select_cases"]
 
 #: dtypes of a probe: all four.
 DEFAULT_DTYPES: tuple[str, ...] = DTYPES
+
+#: Seconds an isolated probe waits for a case's eager cells before killing its worker (a case took at most
+#: 22 s in every mode and dtype, jax 0.10.2 on 2 busy cores).
+DEFAULT_CASE_TIMEOUT_S = 600.0
+#: Seconds for one compiled batch (the whole catalog in one mode and dtype; inductor took ~290 s cold on 2 cores).
+DEFAULT_BATCH_TIMEOUT_S = 3600.0
+#: Memory of the probe worker, GiB (``RLIMIT_DATA``, see :mod:`kinkcheck.bounded`; a whole probe peaked at
+#: 3.7 GiB with jax 0.10.2, 0.5 GiB with torch 2.13.0).
+DEFAULT_PROBE_MEMORY_GIB = 16.0
+#: Least seconds a probe worker gets to import its framework (seconds; much more on a loaded machine).
+STARTUP_TIMEOUT_S = 300.0
+ENV_CASE_TIMEOUT = "KINKCHECK_CASE_TIMEOUT"
+ENV_BATCH_TIMEOUT = "KINKCHECK_BATCH_TIMEOUT"
+ENV_PROBE_MEMORY = "KINKCHECK_PROBE_MEMORY_GIB"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeLimits:
+    """Bounds of an isolated probe: seconds without progress per case and per compiled batch, worker memory (GiB).
+
+    The time limits count from the worker's last journal line, so they bound one case (or batch), not the
+    probe; the worker's start-up (the framework import) gets the largest of them and :data:`STARTUP_TIMEOUT_S`.
+    """
+
+    case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S
+    batch_timeout_s: float = DEFAULT_BATCH_TIMEOUT_S
+    memory_gib: float = DEFAULT_PROBE_MEMORY_GIB
+
+    @classmethod
+    def resolve(cls, case_timeout: str | float | None = None, batch_timeout: str | float | None = None,
+                memory: str | float | None = None, environ: Any = None) -> ProbeLimits:
+        """Option values, else ``KINKCHECK_CASE_TIMEOUT``/``KINKCHECK_BATCH_TIMEOUT``/``KINKCHECK_PROBE_MEMORY_GIB``,
+        else the defaults.
+
+        Raises
+        ------
+        ValueError
+            A value that is not a positive finite number (one line naming the option or variable).
+        """
+        from kinkcheck.bounded import _positive
+
+        env = os.environ if environ is None else environ
+        return cls(_positive(case_timeout, ENV_CASE_TIMEOUT, "--case-timeout", env, DEFAULT_CASE_TIMEOUT_S),
+                   _positive(batch_timeout, ENV_BATCH_TIMEOUT, "--batch-timeout", env, DEFAULT_BATCH_TIMEOUT_S),
+                   _positive(memory, ENV_PROBE_MEMORY, "--memory", env, DEFAULT_PROBE_MEMORY_GIB))
+
+    def time_message(self, key: str) -> str:
+        if key.startswith("batch:"):
+            return (f"exceeded the compiled-batch time limit of {self.batch_timeout_s:g} s "
+                    f"(change it with --batch-timeout or {ENV_BATCH_TIMEOUT})")
+        return (f"exceeded the per-case time limit of {self.case_timeout_s:g} s "
+                f"(change it with --case-timeout or {ENV_CASE_TIMEOUT})")
 
 
 def _public_version(version: str) -> str:
@@ -42,7 +98,11 @@ def _public_version(version: str) -> str:
 
 def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequence[str] = (),
                 modes: Sequence[str] = ()) -> dict[str, Any]:
-    """Provenance of a shard: ``id`` is ``"<framework>-<public version>-<device>"``."""
+    """Provenance of a shard: ``id`` is ``"<framework>-<public version>-<device>"``.
+
+    ``catalog`` is the catalog probed (a part of it when the probe is narrowed to some cases: ``catalog_hash``
+    is the whole catalog's, ``case_hashes`` names the cases probed, each with its measurement hash).
+    """
     version = _public_version(adapter.version)
     env = {
         "id": f"{adapter.name}-{version}-{device}",
@@ -55,6 +115,7 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
         "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "kinkcheck_version": __version__,
         "catalog_hash": catalog.hash,
+        "case_hashes": {c.id: c.measurement_hash(adapter.name) for c in catalog if c.programs_for(adapter.name)},
         "settings": adapter.settings(),
         "dtypes": list(dtypes),
         "modes": list(modes),
@@ -62,6 +123,55 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
     if device == "cuda":
         env["device_name"] = adapter.device_name(device)
     return env
+
+
+#: Distribution whose installed version names a framework's environment (read without importing it).
+DISTRIBUTIONS: dict[str, str] = {"torch": "torch", "jax": "jax"}
+
+
+def environment_id(framework: str, device: str = "cpu") -> str | None:
+    """The id a probe of the installed ``framework`` will give its shard, without importing the framework.
+
+    Read from the installed distribution's metadata (``torch.__version__`` is the distribution version);
+    None when it is not installed (the probe then says why).
+    """
+    from importlib import metadata
+
+    try:
+        version = metadata.version(DISTRIBUTIONS.get(framework, framework))
+    except metadata.PackageNotFoundError:
+        return None
+    return f"{framework}-{_public_version(version)}-{device}"
+
+
+def journal_path(shard_path: str | Path) -> Path:
+    """Where a probe into ``shard_path`` journals its finished cases: ``.<file stem>.journal.jsonl`` beside it.
+
+    Kept when the probe is interrupted (the next probe of the same environment resumes from it), deleted
+    once the shard is written; ``.gitignore`` covers it.
+    """
+    p = Path(shard_path)
+    return p.with_name(f".{p.stem}.journal.jsonl")
+
+
+def select_cases(catalog: Catalog, cases: Sequence[str] | None) -> Catalog:
+    """``catalog`` narrowed to ``cases`` (ids, kept in catalog order; hash and path unchanged).
+
+    Raises
+    ------
+    CatalogError
+        An id the catalog does not hold.
+    """
+    if not cases:
+        return catalog
+    from kinkcheck.catalog import CatalogError
+
+    ids = {c.id for c in catalog}
+    unknown = [c for c in cases if c not in ids]
+    if unknown:
+        raise CatalogError(f"no case {unknown[0]!r} in the catalog {catalog.path}")
+    wanted = set(cases)
+    return dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in wanted))
 
 
 def network_tree(tree: ex.Node, input_name: str) -> ex.Node:
@@ -108,8 +218,9 @@ def probe(
     catalog: Catalog | None = None,
     on_step: Callable[[str], None] | None = None,
     journal: str | Path | None = None,
+    cases: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Probe the whole catalog for ``framework`` on ``device`` in this process; return a shard.
+    """Probe the catalog (or its ``cases``) for ``framework`` on ``device`` in this process; return a shard.
 
     Every program is evaluated at its case's point in every mode and dtype. Compiled modes
     (:data:`kinkcheck.frameworks.base.COMPILED_MODES`) run last, one compiled call per mode and dtype for
@@ -132,14 +243,20 @@ def probe(
     journal : path, optional
         JSON-lines file: a ``{"start": key}`` line before each case or compiled batch and a record with its
         results after it, flushed to disk; keys already in the journal are skipped. This is how
-        :func:`probe_isolated` survives a case that crashes the interpreter.
+        :func:`probe_isolated` survives a case that crashes the interpreter, and how a killed probe resumes:
+        an earlier journal is first cut to what still applies (:func:`_prepare_journal`).
+    cases : sequence of str, optional
+        Probe only these case ids (compiled batches compile only them); the shard's ``case_hashes`` names
+        them, so :func:`kinkcheck.shards.write_merged` merges it into the full shard.
 
     Raises
     ------
     FrameworkUnavailable
         The framework is not installed, or ``device`` is not present (``"not measured: no CUDA device"``).
+    CatalogError
+        A case id of ``cases`` the catalog does not hold.
     """
-    catalog = catalog or load_catalog()
+    catalog = select_cases(catalog if catalog is not None else load_catalog(), cases)  # an empty Catalog is falsy
     adapter = get_adapter(framework)
     modes = tuple(modes or adapter.modes)
     for m in modes:
@@ -147,10 +264,12 @@ def probe(
     if device not in adapter.devices():
         raise FrameworkUnavailable(f"not measured: no {device} device for {framework}")
     env = environment(adapter, device, catalog, dtypes, modes)
+    if journal:
+        _prepare_journal(journal, env)  # resume: keep the cases an earlier, interrupted probe finished
     journaled_env, done, _ = _read_journal(journal) if journal else (None, {}, [])
     if journal and not journaled_env:
         _append(journal, {"environment": env})
-    crash = os.environ.get(CRASH_ENV)
+    crash, hang = os.environ.get(CRASH_ENV), os.environ.get(HANG_ENV)
     for case in catalog:  # eager modes first, each case journaled
         if case.id in done or not case.programs_for(framework):
             if on_step:
@@ -161,6 +280,7 @@ def probe(
             _append(journal, {"start": case.id})
         if crash == case.id:
             os.abort()  # fault injection for the crash-isolation test (KINKCHECK_CRASH_CASE)
+        _hang_if(hang == case.id)
         done[case.id] = _probe_case(adapter, case, framework, device, dtypes, modes, on_step)
         if journal:
             _append(journal, {"case": case.id, **done[case.id]})
@@ -176,6 +296,7 @@ def probe(
                 on_step(f"compiling the catalog: {mode} {dtype}")
             if journal:
                 _append(journal, {"start": key})
+            _hang_if(hang == key)
             done[key] = {"results": _compiled_batch(adapter, catalog, framework, device, mode, dtype, dtypes)}
             if journal:
                 _append(journal, {"case": key, **done[key]})
@@ -184,6 +305,16 @@ def probe(
 
 #: Environment variable naming a case at which a probe worker aborts (tests the crash isolation).
 CRASH_ENV = "KINKCHECK_CRASH_CASE"
+#: Environment variable naming a case or compiled batch (``batch:<mode>/<dtype>``) at which a probe worker
+#: hangs (tests the time limits).
+HANG_ENV = "KINKCHECK_HANG_CASE"
+
+
+def _hang_if(hang: bool) -> None:
+    import time
+
+    while hang:  # fault injection (KINKCHECK_HANG_CASE): never returns
+        time.sleep(60)
 
 #: Modes in which activation programs also run on P0's network (where the adapter has them): the
 #: end-to-end cross-check of reverse, forward and compiled gradients against the NumPy oracle.
@@ -211,13 +342,13 @@ def _compiled_batch(adapter: Adapter, catalog: Catalog, framework: str, device: 
     except Unavailable as err:
         return {k: {"status": "unavailable", "value": None, "error": str(err)} for k in keys}
     except Exception as err:  # noqa: BLE001
-        return {k: {"status": "error", "value": None, "error": short_error(err)} for k in keys}
+        return {k: {"status": "error", "value": None, "error": _error_text(err)} for k in keys}
     out = {}
     for k, r in zip(keys, results):
         if isinstance(r, Unavailable):
             out[k] = {"status": "unavailable", "value": None, "error": str(r)}
         elif isinstance(r, BaseException):
-            out[k] = {"status": "error", "value": None, "error": short_error(r)}
+            out[k] = {"status": "error", "value": None, "error": _error_text(r)}
         else:
             out[k] = {"status": "ok", "value": {n: encode(v) for n, v in r.items()}, "error": None}
     return out
@@ -234,7 +365,29 @@ def _run(adapter: Adapter, tree: Any, at: Any, dtype: str, device: str, mode: st
     except Unavailable as err:
         return {"status": "unavailable", "value": None, "error": str(err)}
     except Exception as err:  # noqa: BLE001 - any framework failure is an observation
-        return {"status": "error", "value": None, "error": short_error(err)}
+        return {"status": "error", "value": None, "error": _error_text(err)}
+
+
+def _error_text(err: BaseException) -> str:
+    """An error cell's message; an allocation that failed under the worker's memory limit says so."""
+    from kinkcheck.bounded import _is_oom
+
+    text = short_error(err)
+    limit = _memory_limit()
+    if limit is None or not _is_oom(err):
+        return text
+    return (f"exceeded the memory limit of {limit / 2 ** 30:g} GiB (change it with --memory or {ENV_PROBE_MEMORY}): "
+            f"{short_error(err, 160)}")
+
+
+def _memory_limit() -> int | None:
+    """This process's ``RLIMIT_DATA`` in bytes (set by an isolated probe's worker), None when unlimited."""
+    try:
+        import resource
+    except ImportError:  # Windows: no rlimit
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _probe_case(adapter: Adapter, case: Any, framework: str, device: str, dtypes: Sequence[str],
@@ -345,8 +498,13 @@ def _assemble(env: dict[str, Any], catalog: Catalog, done: dict[str, dict[str, A
 
 
 def _append(journal: str | Path, record: dict[str, Any]) -> None:
-    with open(journal, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record) + "\n")
+    with open(journal, "a+b") as fh:
+        end = fh.seek(0, os.SEEK_END)
+        if end:
+            fh.seek(end - 1)  # a line cut short by a killed worker must not swallow this record
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+        fh.write(json.dumps(record).encode() + b"\n")
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -379,42 +537,236 @@ def probe_isolated(
     modes: Sequence[str] | None = None,
     catalog: Catalog | None = None,
     quiet: bool = False,
+    cases: Sequence[str] | None = None,
+    journal: str | Path | None = None,
+    limits: ProbeLimits | None = None,
 ) -> dict[str, Any]:
-    """Like :func:`probe`, in a worker process that is restarted after the case that crashed it.
+    """Like :func:`probe`, in a bounded worker process that is restarted after the case that crashed it.
 
     The worker journals each case as it finishes; when it dies (a segfault or abort inside the framework),
     the case it had started becomes ``error`` cells ("interpreter crashed: …") and a new worker resumes
-    with the next case, so one crashing case does not lose the rest of the shard.
+    with the next case, so one crashing case does not lose the rest of the shard. The same holds for a case
+    that hangs: when no journal line arrives within ``limits.case_timeout_s`` (``batch_timeout_s`` for a
+    compiled batch), the worker's process group is killed and the case's cells say "exceeded the per-case
+    time limit of N s". The worker runs under ``RLIMIT_DATA`` of ``limits.memory_gib``: an allocation past
+    it fails, and the cell says "exceeded the memory limit of N GiB".
+
+    Parameters
+    ----------
+    cases : sequence of str, optional
+        Probe only these case ids (see :func:`probe`).
+    journal : path, optional
+        The journal (:func:`journal_path` of the shard). Given, it outlives the call: a probe that is killed
+        keeps there every case it finished, and the next call with the same journal resumes after them
+        (a case whose measurement hash changed is probed again; a journal of another build, device, mode
+        list or dtype list is discarded). The caller deletes it once the shard is written. Default: a
+        temporary file, gone with the call.
+    limits : ProbeLimits, optional
+        Default :meth:`ProbeLimits.resolve` (the environment variables, else the defaults).
 
     Raises
     ------
     FrameworkUnavailable
         The framework or device is missing (reported by the worker), or the worker died before any case.
+    CatalogError
+        A case id of ``cases`` the catalog does not hold.
     """
-    import signal
-    import subprocess
-    import sys
     import tempfile
 
-    catalog = catalog or load_catalog()
+    limits = limits or ProbeLimits.resolve()
+    catalog = select_cases(catalog if catalog is not None else load_catalog(), cases)  # an empty Catalog is falsy
+    if journal is not None:
+        Path(journal).parent.mkdir(parents=True, exist_ok=True)
+        return _isolated(framework, device, dtypes, modes, catalog, quiet, cases, Path(journal), limits)
     with tempfile.TemporaryDirectory(prefix="kinkcheck-probe-") as tmp:
-        journal = Path(tmp) / "journal.jsonl"
-        cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", framework, "--device", device,
-               "--worker", str(journal), "--catalog", catalog.path]
-        cmd += [a for d in dtypes for a in ("--dtype", d)] + [a for m in modes or () for a in ("--mode", m)]
-        if quiet:
-            cmd.append("--quiet")
-        for _ in range(len(catalog) + len(COMPILED_MODES) * len(dtypes) + 1):  # cases and compiled batches
-            rc = subprocess.run(cmd).returncode
-            env, done, started = _read_journal(journal)
-            if rc == 0:
-                return _assemble(env, catalog, done)
-            crashed = next((c for c in reversed(started) if c not in done), None)
-            if env is None or crashed is None:
-                raise FrameworkUnavailable(f"probe worker for {framework} exited with status {rc} before any case")
+        return _isolated(framework, device, dtypes, modes, catalog, quiet, cases, Path(tmp) / "journal.jsonl",
+                         limits)
+
+
+def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequence[str] | None, catalog: Catalog,
+              quiet: bool, cases: Sequence[str] | None, journal: Path, limits: ProbeLimits) -> dict[str, Any]:
+    import signal
+    import subprocess
+
+    cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", framework, "--device", device,
+           "--worker", str(journal), "--catalog", catalog.path, "--memory", repr(limits.memory_gib)]
+    cmd += [a for d in dtypes for a in ("--dtype", d)] + [a for m in modes or () for a in ("--mode", m)]
+    cmd += [a for c in cases or () for a in ("--case", c)]
+    if quiet:
+        cmd.append("--quiet")
+    for _ in range(len(catalog) + len(COMPILED_MODES) * len(dtypes) + 1):  # cases and compiled batches
+        # its own group, so that a kill takes its compile workers too
+        proc = subprocess.Popen(cmd, start_new_session=True, env={**os.environ, PARENT_ENV: str(os.getpid())})
+        try:
+            with _exit_on_termination():
+                stalled = _watch(proc, journal, limits)
+        finally:
+            if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches the new session): end the worker too
+                from kinkcheck.bounded import kill_group
+
+                kill_group(proc)
+                proc.wait()
+        rc = proc.returncode
+        env, done, started = _read_journal(journal)
+        if rc == 0 and stalled is None:
+            return _assemble(env, catalog, done)
+        crashed = next((c for c in reversed(started) if c not in done), None)
+        if env is None or crashed is None:
+            if stalled is not None:
+                raise FrameworkUnavailable(f"probe worker for {framework} made no progress for {stalled:g} s "
+                                           "outside any case (start-up or between cases)")
+            raise FrameworkUnavailable(f"probe worker for {framework} exited with status {rc} before any case")
+        if stalled is not None:
+            reason = limits.time_message(crashed)
+        else:
             why = f"signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exit status {rc}"
             reason = f"interpreter crashed: {why} while probing this case"
-            modes_run = env.get("modes") or modes or ()
-            _append(journal, {"case": crashed, **_crashed(catalog, crashed, framework, dtypes, modes_run, reason,
-                                                           done)})
-        raise FrameworkUnavailable(f"probe worker for {framework} kept crashing")
+            if -rc in (signal.SIGABRT, getattr(signal, "SIGKILL", None)):  # an uncaught bad_alloc, the OOM killer
+                reason += f" (the worker's memory limit is {limits.memory_gib:g} GiB)"
+        modes_run = env.get("modes") or modes or ()
+        _append(journal, {"case": crashed, **_crashed(catalog, crashed, framework, dtypes, modes_run, reason, done)})
+    raise FrameworkUnavailable(f"probe worker for {framework} kept crashing")
+
+
+def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> float | None:
+    """Wait for a probe worker; kill its process group once no journal line arrives in time.
+
+    The limit runs from the last change of the journal: ``case_timeout_s`` after a case's ``start`` line,
+    ``batch_timeout_s`` after a compiled batch's; the worker's start-up (the framework import) gets the
+    largest of them and :data:`STARTUP_TIMEOUT_S`.
+    Returns the limit that ran out, or None when the worker exited by itself.
+    """
+    import subprocess
+    import time
+
+    from kinkcheck.bounded import kill_group
+
+    size = _size(journal)
+    limit = max(limits.case_timeout_s, limits.batch_timeout_s, STARTUP_TIMEOUT_S)  # importing the framework
+    since = time.monotonic()
+    poll = min(0.5, limits.case_timeout_s / 10)
+    while True:
+        try:
+            proc.wait(timeout=poll)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        now, new_size = time.monotonic(), _size(journal)
+        if new_size != size:
+            size, since = new_size, now
+            key = _last_start(journal)
+            limit = limits.batch_timeout_s if key is not None and key.startswith("batch:") else limits.case_timeout_s
+        elif now - since > limit:
+            kill_group(proc)
+            proc.wait()
+            return limit
+
+
+#: Environment variable with the pid of the probe that started a worker (see :func:`die_with_parent`).
+PARENT_ENV = "KINKCHECK_PROBE_PARENT"
+
+
+def die_with_parent() -> None:
+    """In a probe worker: be killed when the probe that started it dies, even by SIGKILL (Linux only).
+
+    The worker has its own session, so neither a signal to the probe's group nor the probe's exit reaches it;
+    an orphan would go on writing the journal beside the next probe's worker (or loop forever in a case
+    that hangs). Exits at once when that probe is already gone.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl in this libc: the time limits still hold
+        return
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and os.getppid() != int(parent):  # it died before prctl took effect
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def _exit_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise SystemExit while a worker runs, so that its group is killed on the way out
+    (the worker has its own session: a signal to the probe no longer reaches it, and an orphan that hangs
+    would run forever)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]  # Windows has no SIGHUP
+    old = {n: signal.signal(getattr(signal, n), leave) for n in names}
+    try:
+        yield
+    finally:
+        for n, handler in old.items():
+            signal.signal(getattr(signal, n), handler)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _last_start(journal: Path) -> str | None:
+    """The key of the journal's last line when that line is a ``start`` line (a case in progress), else None."""
+    try:
+        with open(journal, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))  # a start line is short; a case record may be long
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    try:
+        rec = json.loads(tail.rstrip("\n").rsplit("\n", 1)[-1])
+    except json.JSONDecodeError:
+        return None
+    return rec.get("start") if isinstance(rec, dict) and isinstance(rec.get("start"), str) else None
+
+
+def _prepare_journal(journal: str | Path, env: dict[str, Any]) -> None:
+    """Keep of a journal what a probe with environment ``env`` can reuse, before it resumes from it.
+
+    A journal of another environment, build, device, mode list, dtype list or kinkcheck version is deleted. Otherwise a case's
+    record is kept when the case is still probed with the same measurement hash, and a compiled batch's
+    when every case is (a batch compiles all of them in one call); ``start`` lines of unfinished cases and
+    ``fatal`` lines of an earlier run are dropped.
+    """
+    from kinkcheck.shards import write_text_atomic
+
+    p = Path(journal)
+    if not p.exists():
+        return
+    records = []
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line a kill cut short
+        if isinstance(rec, dict):
+            records.append(rec)
+    header = next((r["environment"] for r in records if isinstance(r.get("environment"), dict)), None)
+    if header is None or any(header.get(k) != env.get(k) for k in ("id", "framework_build", "device", "modes",
+                                                                      "dtypes", "kinkcheck_version")):
+        p.unlink(missing_ok=True)
+        return
+    old, new = header.get("case_hashes") or {}, env["case_hashes"]
+    keep: list[dict[str, Any]] = [{"environment": {**header, "case_hashes": new}}]
+    for r in records:
+        key = r.get("case")
+        if not isinstance(key, str):
+            continue
+        batch = key.startswith("batch:")
+        if (batch and old == new) or (not batch and key in new and old.get(key) == new[key]):
+            keep.append(r)
+    if keep != records:
+        write_text_atomic(p, "".join(json.dumps(r) + "\n" for r in keep))

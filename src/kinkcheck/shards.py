@@ -4,7 +4,10 @@ A shard is written atomically (a temporary file in the same folder, then :func:`
 interrupted probe leaves the previous shard whole. It is validated against ``schemas/shard.v1.json`` on
 read; a corrupt or truncated shard raises :class:`ShardError` naming the file. Provenance follows the
 array-api-tests compliance records: framework and Python versions, platform, device, date, kinkcheck
-version and the catalog hash (a shard is *fresh* when its hash matches the current catalog).
+version, the catalog hash and a hash per case (``case_hashes``). A shard is *fresh* when every case × mode ×
+dtype of its matrix is present and measured against the case's current definition (:func:`missing_work`); a
+probe of part of the matrix merges into the shard there is (:func:`write_merged`) and never lowers its
+count of current observations; a failed attempt never replaces a measured shard (:func:`record_failed_attempt`).
 """
 
 from __future__ import annotations
@@ -12,13 +15,19 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["SCHEMA_ID", "ShardError", "is_fresh", "load_shards", "read_shard", "shard_schema", "write_json_atomic",
-           "write_shard", "write_text_atomic"]
+if TYPE_CHECKING:
+    from kinkcheck.catalog import Catalog
+
+__all__ = ["SCHEMA_ID", "ShardError", "Work", "current_count", "drop_removed", "is_fresh", "json_text", "load_shards",
+           "merge_shard", "missing_work", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_schema",
+           "write_json_atomic", "write_merged", "write_shard", "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
 
@@ -50,17 +59,21 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, data: Any, compact: bool = False) -> None:
-    """Write ``data`` as JSON to ``path`` with :func:`write_text_atomic`.
+    """Write ``data`` as JSON (:func:`json_text`) to ``path`` with :func:`write_text_atomic`."""
+    write_text_atomic(path, json_text(data, compact))
+
+
+def json_text(data: Any, compact: bool = False) -> str:
+    """``data`` as JSON text ending in a newline (one space indentation; non-finite floats raise ValueError).
 
     ``compact``: no indentation, but one line per top-level key and one line per element of a top-level
-    list (an observation of the report), so a re-render that changes one observation or the timestamp
-    changes one line in version control, not the whole file.
+    list (an observation of the report), so a re-render that changes one observation changes one line in
+    version control, not the whole file.
     """
     if not compact or not isinstance(data, dict):
         text = json.dumps(data, ensure_ascii=False, allow_nan=False,
                           **({"separators": (",", ":")} if compact else {"indent": 1}))
-        write_text_atomic(path, text + "\n")
-        return
+        return text + "\n"
 
     def one(v: Any) -> str:
         return json.dumps(v, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -71,7 +84,7 @@ def write_json_atomic(path: str | Path, data: Any, compact: bool = False) -> Non
             parts.append(f"{one(k)}:[\n" + ",\n".join(one(x) for x in v) + "\n]")
         else:
             parts.append(f"{one(k)}:{one(v)}")
-    write_text_atomic(path, "{\n" + ",\n".join(parts) + "\n}\n")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) -> None:
@@ -107,27 +120,28 @@ def _validate(data: Any, name: str) -> None:
     except jsonschema.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path) or "top level"
         raise ShardError(f"{name}: not a kinkcheck shard ({where}: {err.message[:160]})") from None
+    except RecursionError:  # parsed, but nested past what the validator can walk
+        raise ShardError(f"{name}: not a kinkcheck shard (nested too deeply)") from None
 
 
-def read_shard(path: str | Path) -> dict[str, Any]:
-    """Read and validate one shard.
+def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, Any]:
+    """Read and validate one shard: the schema, then the semantics (:func:`kinkcheck.validate.shard_problem`).
+
+    Parameters
+    ----------
+    catalog : Catalog, optional
+        When given, ``ok`` values must have the inputs and shapes of their case's point in it.
 
     Raises
     ------
     ShardError
-        Missing file, invalid or truncated JSON, or a schema mismatch; the message names the file.
+        Missing file, invalid, truncated or too deeply nested JSON, a schema mismatch, or a semantic
+        problem (e.g. an ``ok`` observation without a value); the message names the file and the first problem.
     """
+    from kinkcheck.validate import read_json, shard_problem
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ShardError(f"{p}: shard not found") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ShardError(f"{p}: cannot read shard ({err})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ShardError(f"{p}: corrupt shard (invalid JSON at line {err.lineno}, column {err.colno})") from None
+    data, text = read_json(p, ShardError, missing=f"{p}: shard not found")
     # Schema validation costs ~0.1 s a shard; a marker keyed on (content, schema) skips it the next time.
     marker = _validated_marker(text)
     if not marker.exists():
@@ -137,6 +151,9 @@ def read_shard(path: str | Path) -> dict[str, Any]:
             marker.touch()
         except OSError:
             pass  # an unwritable cache only costs time
+    problem = shard_problem(data, catalog)
+    if problem:
+        raise ShardError(f"{p}: {problem}")
     return data
 
 
@@ -150,30 +167,31 @@ def _validated_marker(text: str) -> Path:
     return cache_dir() / "validated-shards" / digest
 
 
-def is_fresh(path: str | Path, catalog_hash: str) -> bool:
-    """Whether the shard at ``path`` exists, parses, and was measured against the catalog ``catalog_hash``.
+def is_fresh(path: str | Path, catalog: Catalog, modes: Sequence[str] | None = None,
+             dtypes: Sequence[str] | None = None) -> bool:
+    """Whether the shard at ``path`` holds every case × mode × dtype of its matrix, each case measured
+    against its current definition (:func:`missing_work` finds nothing to probe).
 
-    A stale or missing shard is re-probed by ``nox -s report``; a fresh one is kept as it is (and so is a
-    shard of an environment outside the matrix, e.g. one recorded on a CUDA machine). Reads JSON only, no
-    schema validation, so nox can call it without kinkcheck's dependencies.
+    A missing or unreadable file and a not-measured record are never fresh. Reads JSON only, no schema
+    validation, so nox can call it without kinkcheck's dependencies.
     """
-    try:
-        env = json.loads(Path(path).read_text(encoding="utf-8"))["environment"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return isinstance(env, dict) and env.get("catalog_hash") == catalog_hash
+    shard = _read_loose(path)
+    return shard is not None and missing_work(shard, catalog, modes=modes, dtypes=dtypes).fresh
 
 
-def load_shards(folder: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+def load_shards(folder: str | Path, catalog: Catalog | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """All shards ``*.json`` in ``folder``, sorted by environment id, and one error line per bad file.
 
-    A bad shard does not stop the others from loading: the caller reports the gap.
+    A bad shard (unreadable, off the schema, or semantically broken: see :func:`read_shard`, checked against
+    ``catalog`` when given) does not stop the others from loading: the caller reports the gap.
 
     Raises
     ------
     ShardError
         When ``folder`` does not exist or is not a folder.
     """
+    from kinkcheck.validate import one_line
+
     d = Path(folder)
     if not d.is_dir():
         raise ShardError(f"{d}: no such shard folder")
@@ -181,13 +199,385 @@ def load_shards(folder: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     errors = []
     for p in sorted(d.glob("*.json")):
         try:
-            shard = read_shard(p)
+            shard = read_shard(p, catalog)
         except ShardError as err:
-            errors.append(str(err))
+            errors.append(one_line(str(err)))  # the report prints and lists each as one line
             continue
         eid = shard["environment"]["id"]
         if eid in by_env:
-            errors.append(f"{p}: a second shard for environment {eid} (first: {by_env[eid][0].name}); ignored")
+            # the file named for its environment wins over a stray copy ("torch-2.13.0-cpu (copy).json")
+            kept, dropped = ((p, shard), by_env[eid][0]) if p.name == f"{eid}.json" else (by_env[eid], p)
+            errors.append(one_line(f"{dropped}: a second shard for environment {eid} (kept: {kept[0].name}); ignored"))
+            by_env[eid] = kept
             continue
         by_env[eid] = (p, shard)
     return [by_env[e][1] for e in sorted(by_env)], errors
+
+
+# --- Freshness per case × mode × dtype, merging, failed attempts ------------------------------------------
+#
+# A shard records ``environment.case_hashes`` ({case id: Case.measurement_hash(framework)}) for the cases it
+# measured. A cell is a (case, mode, dtype); it is present when every program of the case has an observation
+# there, whatever its status (a mode a release lacks is present as ``unavailable`` cells).
+
+
+def _read_loose(path: str | Path) -> dict[str, Any] | None:
+    """The JSON at ``path`` when it looks like a shard (an environment and lists of rows), else None."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    ok = (isinstance(data, dict) and isinstance(data.get("environment"), dict)
+          and isinstance(data["environment"].get("framework"), str)
+          and isinstance(data.get("observations"), list) and isinstance(data.get("networks"), list)
+          and all(isinstance(o, dict) and {"case", "program", "mode", "dtype"} <= o.keys()
+                  for o in data["observations"]))
+    return data if ok else None
+
+
+def _cell_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return row["case"], row.get("mode", "reverse"), row["dtype"]  # shard networks before modes were reverse
+
+
+def _row_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    return row["case"], row["program"], row.get("mode", "reverse"), row["dtype"]
+
+
+def _measured(catalog: Catalog, framework: str) -> dict[str, Any]:
+    """Case id → case, for the cases that have programs for ``framework`` (the only ones a shard measures)."""
+    return {c.id: c for c in catalog if c.programs_for(framework)}
+
+
+def recorded_case_hashes(shard: dict[str, Any], catalog: Catalog) -> dict[str, str | None]:
+    """Case id → the measurement hash each case of ``shard`` was measured against (None: unknown).
+
+    A shard written before per-case hashes has none: every case counts as measured against the shard's
+    catalog, so when that catalog is the current one each case gets its current hash, otherwise None.
+    """
+    env = shard["environment"]
+    measured = dict.fromkeys(o["case"] for o in shard["observations"])
+    hashes = env.get("case_hashes")
+    if isinstance(hashes, dict):
+        return {c: hashes.get(c) if isinstance(hashes.get(c), str) else None for c in measured}
+    cases = _measured(catalog, env["framework"])
+    current = env.get("catalog_hash") == catalog.hash
+    return {c: cases[c].measurement_hash(env["framework"]) if current and c in cases else None for c in measured}
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a shard lacks for its matrix (:func:`missing_work`); ids in catalog order.
+
+    Attributes
+    ----------
+    environment : str
+        The shard's environment id ("" when there is no shard).
+    absent : tuple of str
+        Cases with programs for the framework and no observation in the shard.
+    changed : tuple of str
+        Cases measured against another definition (their measurement hash differs, or is unknown).
+    cells : tuple of (case, mode, dtype)
+        Every cell to (re-)probe: all cells of absent and changed cases, and the missing cells of the others.
+    removed : tuple of str
+        Cases the shard holds that the catalog no longer measures for its framework (dropped on the next write).
+    not_measured : str or None
+        The shard is the record of an attempt that measured nothing (never fresh).
+    """
+
+    environment: str = ""
+    absent: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    cells: tuple[tuple[str, str, str], ...] = ()
+    removed: tuple[str, ...] = ()
+    not_measured: str | None = None
+
+    @property
+    def fresh(self) -> bool:
+        """Nothing to probe, and the shard is a measurement."""
+        return not self.cells and self.not_measured is None
+
+    @property
+    def cases(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for c, _, _ in self.cells))
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(m for _, m, _ in self.cells))
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d for _, _, d in self.cells))
+
+    def summary(self) -> str:
+        """One line: what will be probed (cases × modes × dtypes, the case ids) and why."""
+        if self.fresh:
+            return "fresh: every case × mode × dtype measured" + (
+                f"; {len(self.removed)} removed case(s) to drop: {', '.join(self.removed)}" if self.removed else "")
+        why = [f"{len(self.absent)} new" if self.absent else "", f"{len(self.changed)} changed" if self.changed else "",
+               f"not measured before ({self.not_measured})" if self.not_measured else ""]
+        partial = len(self.cases) - len(self.absent) - len(self.changed)
+        why.append(f"{partial} with missing cells" if partial > 0 else "")
+        text = (f"{len(self.cells)} cells to probe: {len(self.cases)} case(s) × {len(self.modes)} mode(s) × "
+                f"{len(self.dtypes)} dtype(s) ({', '.join(w for w in why if w)}): {', '.join(self.cases)}")
+        return text + (f"; {len(self.removed)} removed case(s) to drop: {', '.join(self.removed)}" if self.removed
+                       else "")
+
+
+def missing_work(shard: dict[str, Any] | None, catalog: Catalog, framework: str | None = None,
+                 modes: Sequence[str] | None = None, dtypes: Sequence[str] | None = None) -> Work:
+    """What must be (re-)probed so that ``shard`` holds the full matrix of the current catalog.
+
+    Parameters
+    ----------
+    shard : dict or None
+        A shard (None: there is none yet; then ``framework`` is required).
+    framework : str, optional
+        Default: the shard's.
+    modes, dtypes : sequence of str, optional
+        The matrix; default every mode of the framework (``FRAMEWORK_MODES``: a release that lacks one
+        holds ``unavailable`` cells for it) and the four dtypes.
+
+    Returns
+    -------
+    Work
+        ``Work.fresh`` is True when nothing is missing and the shard is not a not-measured record.
+    """
+    from kinkcheck.frameworks.base import DTYPES, FRAMEWORK_MODES
+
+    framework = framework or (shard["environment"]["framework"] if shard else None)
+    if framework is None:
+        raise ValueError("missing_work: no shard, so name the framework")
+    known = FRAMEWORK_MODES.get(framework, ())
+    modes = tuple(modes or known)
+    dtypes = tuple(dtypes or DTYPES)
+    cases = _measured(catalog, framework)
+    env = shard["environment"] if shard else {}
+    not_measured = env.get("not_measured") if shard else None
+    if shard is None or not_measured is not None:
+        recorded: dict[str, str | None] = {}
+        present: set[tuple[str, str, str, str]] = set()
+    else:
+        recorded = recorded_case_hashes(shard, catalog)
+        present = {_row_key(o) for o in shard["observations"]}
+    absent, changed, cells = [], [], []
+    for cid, case in cases.items():
+        case_modes = tuple(dict.fromkeys([*modes, *(m for m in case.modes if m in known)]))
+        grid = [(cid, m, d) for m in case_modes for d in dtypes]
+        if cid not in recorded:
+            absent.append(cid)
+            cells += grid
+        elif recorded[cid] != case.measurement_hash(framework):
+            changed.append(cid)
+            cells += grid
+        else:
+            programs = [p.id for p in case.programs_for(framework)]
+            cells += [(c, m, d) for c, m, d in grid if any((c, p, m, d) not in present for p in programs)]
+    removed = tuple(c for c in recorded if c not in cases)
+    return Work(str(env.get("id", "")), tuple(absent), tuple(changed), tuple(cells), removed,
+                str(not_measured) if not_measured is not None else None)
+
+
+def current_count(shard: dict[str, Any] | None, catalog: Catalog) -> int:
+    """Observations of ``shard`` that measure a case and program of ``catalog`` as defined now.
+
+    The count a write must not lower (:func:`merge_shard`): observations of removed cases or programs, or of
+    a case measured against another definition, measure something the catalog no longer holds.
+    """
+    if shard is None or shard["environment"].get("not_measured") is not None:
+        return 0
+    fw = shard["environment"]["framework"]
+    cases = _measured(catalog, fw)
+    recorded = recorded_case_hashes(shard, catalog)
+    current = {c for c, h in recorded.items() if c in cases and h == cases[c].measurement_hash(fw)}
+    programs = {(c, p.id) for c in current for p in cases[c].programs_for(fw)}
+    return sum((o["case"], o["program"]) in programs for o in shard["observations"])
+
+
+def _part(env: dict[str, Any], cases: Sequence[str] | None) -> dict[str, Any]:
+    """One entry of ``environment.history``: when and how one part of a merged shard was measured."""
+    part = {k: env[k] for k in ("measured_at", "python", "framework_build", "kinkcheck_version", "modes", "dtypes")
+            if k in env}
+    if cases is not None:
+        part["cases"] = list(cases)
+    return part
+
+
+def _with_case_hashes(env: dict[str, Any], hashes: dict[str, str]) -> dict[str, Any]:
+    """``env`` with ``case_hashes`` right after ``catalog_hash`` (where a probe writes it)."""
+    out: dict[str, Any] = {}
+    for k, v in env.items():
+        if k != "case_hashes":
+            out[k] = v
+        if k == "catalog_hash":
+            out["case_hashes"] = hashes
+    if "case_hashes" not in out:
+        out["case_hashes"] = hashes
+    return out
+
+
+def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalog,
+                replace: bool = False) -> dict[str, Any]:
+    """The shard to write where ``old`` is when a probe of some cases × modes × dtypes returned ``new``.
+
+    The observations and network runs of exactly the cells ``new`` measured are replaced (in place, so a
+    re-probe that finds the same values changes no row), everything else of ``old`` is kept; cases the catalog
+    no longer measures drop out, and so do the old rows of a case whose definition changed (its
+    measurement hash differs: they measure a function the catalog no longer holds). ``case_hashes`` and
+    the provenance take ``new``'s values; ``history`` lists when each part was measured (``cases`` only
+    where a part did not cover every case). ``last_attempt`` (a failed attempt) is cleared.
+
+    Parameters
+    ----------
+    old : dict or None
+        The shard there is (None, or a not-measured record: ``new`` is written as it is).
+    new : dict
+        A probe's shard (``kinkcheck.probe.probe``), with ``environment.case_hashes`` of the cases it probed.
+    replace : bool
+        An explicit full re-measure: ``new`` replaces ``old`` whole, with no check on the count.
+
+    Raises
+    ------
+    ShardError
+        ``new`` is a not-measured record, ``old`` is another environment, or the result would hold fewer
+        observations of current cases (:func:`current_count`) than ``old`` (unless ``replace``).
+    """
+    env_new = new["environment"]
+    if env_new.get("not_measured") is not None:
+        raise ShardError(f"{env_new['id']}: a not-measured record is not merged (record_failed_attempt keeps it apart)")
+    if old is None or old["environment"].get("not_measured") is not None or replace:
+        return new
+    env_old = old["environment"]
+    if env_old["id"] != env_new["id"]:
+        raise ShardError(f"the shard there is holds {env_old['id']}, not {env_new['id']}: nothing merged")
+    fw = env_new["framework"]
+    cases = _measured(catalog, fw)
+    recorded = recorded_case_hashes(old, catalog)
+    probed = {c: h for c, h in (env_new.get("case_hashes") or {}).items()}
+    probed.update({o["case"]: cases[o["case"]].measurement_hash(fw) for o in new["observations"]
+                   if o["case"] not in probed and o["case"] in cases})
+    redefined = {c for c in probed if recorded.get(c) != probed[c]}
+    cells = {_cell_key(o) for o in new["observations"]}
+
+    def merged_rows(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        fresh = {_row_key(r): r for r in new_rows}
+        placed: set[tuple[str, str, str, str]] = set()
+        by_case: dict[str, list[dict[str, Any]]] = {}
+        for r in old_rows:
+            if r["case"] not in cases:
+                continue
+            if r["case"] in redefined or _cell_key(r) in cells:
+                k = _row_key(r)
+                if k in fresh and k not in placed:  # the new row takes the old one's place
+                    by_case.setdefault(r["case"], []).append(fresh[k])
+                    placed.add(k)
+                continue
+            by_case.setdefault(r["case"], []).append(r)
+        for r in new_rows:
+            if _row_key(r) not in placed:
+                by_case.setdefault(r["case"], []).append(r)
+        return [r for c in cases for r in by_case.get(c, [])]
+
+    observations = merged_rows(old["observations"], new["observations"])
+    networks = merged_rows(old["networks"], new["networks"])
+    from kinkcheck.frameworks.base import DTYPES, MODES
+
+    env = {k: v for k, v in env_old.items() if k not in ("last_attempt", "not_measured")}
+    for k in ("framework_build", "python", "platform", "measured_at", "kinkcheck_version", "catalog_hash",
+              "settings", "device_name", "packages"):
+        if k in env_new:
+            env[k] = env_new[k]
+    env["modes"] = [m for m in MODES if m in (*env_old.get("modes", ()), *env_new.get("modes", ()))]
+    env["dtypes"] = [d for d in DTYPES if d in (*env_old.get("dtypes", ()), *env_new.get("dtypes", ()))]
+    kept = dict.fromkeys(o["case"] for o in observations)
+    hashes = {c: probed[c] if c in probed else recorded.get(c) for c in kept}
+    env = _with_case_hashes(env, {c: h for c, h in hashes.items() if h is not None})
+    every = set(probed) >= set(cases)
+    env["history"] = [*(env_old.get("history") or [_part(env_old, None)]), _part(env_new, None if every else list(probed))]
+    merged = {**new, "environment": env, "observations": observations, "networks": networks}
+    before, after = current_count(old, catalog), current_count(merged, catalog)
+    if after < before:
+        raise ShardError(f"{env['id']}: refusing to write a shard with {after} current observations over one with "
+                         f"{before} (a full re-measure replaces it: kinkcheck probe --replace)")
+    return merged
+
+
+def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replace: bool = False) -> dict[str, Any]:
+    """Merge ``new`` into the shard at ``path`` (:func:`merge_shard`) and write the result atomically.
+
+    Returns the shard written.
+
+    Raises
+    ------
+    ShardError
+        The shard at ``path`` cannot be read (unless ``replace``), or :func:`merge_shard` refuses; nothing is
+        written then.
+    OSError
+        The write itself failed (the old file is whole: :func:`write_text_atomic`).
+    """
+    p = Path(path)
+    old = None
+    if p.exists() and not replace:
+        try:
+            old = read_shard(p)
+        except ShardError as err:
+            raise ShardError(f"{err}; it is left as it is (kinkcheck probe --replace overwrites it)") from None
+    merged = merge_shard(old, new, catalog, replace=replace)
+    write_shard(p, merged)
+    return merged
+
+
+def drop_removed(path: str | Path, catalog: Catalog) -> tuple[str, ...]:
+    """Drop from the shard at ``path`` the rows of cases the catalog no longer measures; the cases dropped.
+
+    Needs no framework (nox calls it for a shard that is otherwise fresh). Writes only when something is
+    dropped; a missing, unreadable or not-measured file is left as it is.
+    """
+    shard = _read_loose(path)
+    if shard is None or shard["environment"].get("not_measured") is not None:
+        return ()
+    removed = missing_work(shard, catalog).removed
+    if not removed:
+        return ()
+    keep = _measured(catalog, shard["environment"]["framework"])
+    env = dict(shard["environment"])
+    if isinstance(env.get("case_hashes"), dict):
+        env["case_hashes"] = {c: h for c, h in env["case_hashes"].items() if c in keep}
+    write_json_atomic(path, {**shard, "environment": env,
+                             "observations": [o for o in shard["observations"] if o["case"] in keep],
+                             "networks": [n for n in shard["networks"] if n["case"] in keep]})
+    return removed
+
+
+def record_failed_attempt(path: str | Path, environment: dict[str, Any]) -> str:
+    """Record an attempt that measured nothing (install or probe failed) without losing a measurement.
+
+    Where ``path`` holds a shard with observations, the shard stays and its environment gets
+    ``last_attempt`` = ``{"attempted_at", "not_measured"}`` (observations untouched, written atomically; the
+    report names the failed attempt beside the measured shard). Where there is no shard, or only an earlier
+    not-measured record, ``path`` becomes a not-measured record (no observations). A not-measured record is
+    never fresh (:func:`missing_work`), so the next run retries. An unreadable file is left as it is.
+
+    Parameters
+    ----------
+    environment : dict
+        The record's environment: ``id``, ``framework``, ``framework_version``, ``device``, ``python``,
+        ``platform``, ``measured_at``, ``kinkcheck_version``, ``catalog_hash`` and ``not_measured`` (the reason).
+
+    Returns
+    -------
+    str
+        One line saying what was written.
+    """
+    p = Path(path)
+    reason = environment["not_measured"]
+    old = _read_loose(p) if p.exists() else None
+    if p.exists() and old is None:
+        return f"{p} is not a readable shard: left as it is; not measured: {reason}"
+    if old is not None and old["observations"] and old["environment"].get("not_measured") is None:
+        env = {**old["environment"], "last_attempt": {"attempted_at": environment["measured_at"],
+                                                      "not_measured": reason}}
+        write_json_atomic(p, {**old, "environment": env})
+        return (f"{p}: kept its {len(old['observations'])} observations; the failed attempt is recorded in it "
+                f"(environment.last_attempt): {reason}")
+    write_json_atomic(p, {"schema": SCHEMA_ID, "environment": environment, "observations": [], "networks": []})
+    return f"{p}: not measured: {reason}"

@@ -2,7 +2,8 @@
 
 Every observation cell comes from a shard; labels come from :func:`kinkcheck.classify.classify` against
 the sympy oracle; network cross-checks from :mod:`kinkcheck.oracles.backprop`. Nothing is typed in. The
-document is deterministic for the same shards: only ``generated_at`` (in the provenance block) changes.
+document is a function of the shards and the catalog alone, with no wall clock: ``generated_at`` is the newest
+``measured_at`` of its environments (:func:`report_date`), so the same shards give the same bytes on any machine.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from kinkcheck.diff import Side, changed_in, compare
 from kinkcheck.frameworks.base import flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
+from kinkcheck.shards import missing_work
 
-__all__ = ["SCHEMA_ID", "build", "P0_PROGRAMS"]
+__all__ = ["P0_PROGRAMS", "SCHEMA_ID", "build", "report_date"]
 
 SCHEMA_ID = "kinkcheck/conventions/v1"
 
@@ -87,7 +89,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         The ``kinkcheck/conventions/v1`` document (see ``schemas/conventions.v1.json``).
     """
     shards = sorted(shards, key=lambda s: _env_sort_key(s["environment"]))
-    environments = [s["environment"] for s in shards]
+    # case_hashes (per-case freshness, 16 hex digits a case) stay in the shards: bookkeeping, not provenance
+    environments = [{k: v for k, v in s["environment"].items() if k != "case_hashes"} for s in shards]
     table = oracle_table(catalog)
     oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
     second = {cid: OracleNumbers.from_json(d["second_order"]) for cid, d in table.items() if d.get("second_order")}
@@ -111,11 +114,18 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     labels_memo: dict[tuple[Any, ...], list[str]] = {}
     predictions: dict[tuple[str, str, str], conf.Prediction] = {}
     scalar_derivative: dict[tuple[str, str, str, str], float] = {}
+    changed_cases: dict[str, set[str]] = {}
     for s in shards:
         env = s["environment"]
-        if env["catalog_hash"] != catalog.hash:
-            stale.append(f"{env['id']}: measured with catalog {env['catalog_hash']}, current catalog is {catalog.hash}")
+        changed = () if env.get("not_measured") is not None else missing_work(s, catalog).changed  # per case
+        changed_cases[env["id"]] = set(changed)
+        if changed:
+            stale.append(f"{env['id']}: {len(changed)} case(s) measured against another definition than the "
+                         f"catalog's ({', '.join(changed[:3])}{', …' if len(changed) > 3 else ''}); not shown "
+                         "until `nox -s report` re-probes them")
         for ob in s["observations"]:
+            if ob["case"] in changed:  # judged against today's oracle, an old point's value could be mislabelled
+                continue
             try:
                 case = catalog.case(ob["case"])
                 case.program(env["framework"], ob["program"])
@@ -157,6 +167,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     for s in shards:
         env = s["environment"]
         for nw in s["networks"]:
+            if nw["case"] in changed_cases[env["id"]]:
+                continue
             try:
                 case = catalog.case(nw["case"])
             except KeyError:
@@ -169,9 +181,14 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 "max_abs_diff": None, "detail": nw["error"], "W1": nw["W1"], "W2": nw["W2"],
             }
             if nw["status"] == "ok" and kd is not None and case.activation in backprop.ACTIVATIONS:
-                cc = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
-                row.update(kink_derivative=_num(kd), ok=bool(cc.ok), max_abs_diff=_num(cc.max_abs_diff),
-                           detail=None if cc.ok else cc.detail)
+                try:
+                    cc = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
+                except OverflowError:  # a finite but huge measured kink derivative: the exact oracle leaves float64
+                    row.update(kink_derivative=_num(kd), detail=f"not checked: with the kink derivative {kd:.6g} "
+                               "the oracle's gradient overflows float64")
+                else:
+                    row.update(kink_derivative=_num(kd), ok=bool(cc.ok), max_abs_diff=_num(cc.max_abs_diff),
+                               detail=None if cc.ok else cc.detail)
             elif nw["status"] == "ok":
                 row["detail"] = "no scalar observation of this program to take the kink derivative from"
             networks.append(row)
@@ -179,7 +196,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     doc = {
         "schema": SCHEMA_ID,
         "provenance": {
-            "generated_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "generated_at": report_date(environments),
             "kinkcheck_version": __version__,
             "catalog_hash": catalog.hash,
             "gaps": list(gaps) + stale + [
@@ -202,6 +219,28 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     doc["network_summary"] = _network_summary(doc["networks"])
     doc["summary"] = _summary(doc)
     return doc
+
+
+def report_date(environments: Sequence[dict[str, Any]]) -> str:
+    """The report's date: the newest ``measured_at`` (ISO 8601) among ``environments``, as written there.
+
+    Derived from the data rather than read from the clock, so a re-render of the same shards is byte-identical.
+    A time without an offset counts as UTC; a value that is not ISO 8601 is skipped. ``"unknown"`` when no
+    environment has a readable ``measured_at``.
+    """
+    def key(text: str) -> dt.datetime | None:
+        try:
+            t = dt.datetime.fromisoformat(text)
+        except (TypeError, ValueError):
+            return None
+        return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+    dated = []
+    for e in environments:
+        when = key(e.get("measured_at"))
+        if when is not None:
+            dated.append((when, e["measured_at"]))
+    return max(dated)[1] if dated else "unknown"
 
 
 def _conformance(doc: dict[str, Any], predictions: dict[tuple[str, str, str], conf.Prediction]) -> dict[str, Any]:
@@ -295,6 +334,9 @@ def _coverage(doc: dict[str, Any]) -> dict[str, Any]:
             "dtypes": [d for d in DTYPES if any(o["dtype"] == d for o in obs)],
             "modes": [m for m in MODES if any(o["mode"] == m for o in obs)]}
     missing = [f"{e['id']}: {e['not_measured']}" for e in doc["environments"] if e.get("not_measured")]
+    missing += [f"{e['id']}: the attempt to measure it again on {a['attempted_at']} failed ({a['not_measured']}); "
+                f"shown as measured on {e['measured_at']}"
+                for e in doc["environments"] if isinstance(a := e.get("last_attempt"), dict)]
     old = [e["id"] for e in doc["environments"] if not e.get("not_measured") and "modes" not in e]
     if old:
         missing.append(f"{', '.join(old)}: measured before the mode and dtype matrix (reverse mode, float64 and "

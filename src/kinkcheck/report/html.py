@@ -4,7 +4,7 @@ The tables of the Markdown report with each cell coloured by its first label, fi
 release and mode (inline script, no request leaves the page), and for every case a plot (inline SVG from
 :mod:`kinkcheck.report.plots`). Anchors are those of the Markdown report (``case-…``, ``case-…--<fw>-…``,
 the cell ``case-…--<fw>-…--<environment>``, ``env-…``, ``section-…``), so ``kinkcheck cite`` links work in
-both. Deterministic for the same document apart from ``generated_at``.
+both. Byte-identical for the same document and matplotlib release (see :mod:`kinkcheck.report.plots`).
 """
 
 from __future__ import annotations
@@ -73,8 +73,15 @@ def _plots(doc: dict[str, Any], catalog: Catalog) -> dict[str, Markup]:
     return out
 
 
-def render_html(doc: dict[str, Any], catalog: Catalog) -> str:
-    """The whole HTML report as one string (one file: styles, script and plots inline)."""
+def render_html(doc: dict[str, Any], catalog: Catalog, json_sha256: str | None = None) -> str:
+    """The whole HTML report as one string (one file: styles, script and plots inline).
+
+    ``json_sha256``: the SHA-256 (hex) of the ``conventions.json`` written beside it, in a
+    ``<meta name="kinkcheck-json-sha256">`` and the introduction; left out when None. The matplotlib release
+    that drew the plots is named in ``<meta name="generator">`` (another release may lay them out differently).
+    """
+    from importlib import metadata
+
     from importlib import resources
 
     import jinja2
@@ -90,4 +97,5 @@ def render_html(doc: dict[str, Any], catalog: Catalog) -> str:
     from kinkcheck.frameworks.base import MODES
 
     modes = [m for m in MODES if any(m in t["modes"] for ts in ctx["mode_tables"].values() for t in ts)]
-    return env.from_string(text).render(**ctx, plots=_plots(doc, catalog), filter_envs=envs, filter_modes=modes)
+    return env.from_string(text).render(**ctx, plots=_plots(doc, catalog), filter_envs=envs, filter_modes=modes,
+                                        json_sha256=json_sha256, matplotlib_version=metadata.version("matplotlib"))

@@ -171,8 +171,12 @@ def _columns(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return cols
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
-    """The whole Markdown report as one string (deterministic apart from ``generated_at``)."""
+def render_markdown(doc: dict[str, Any], json_sha256: str | None = None) -> str:
+    """The whole Markdown report as one string, a function of ``doc`` alone (byte-identical for the same doc).
+
+    ``json_sha256``: the SHA-256 (hex) of the ``conventions.json`` written beside it, named in the footer so a
+    reader can tell the Markdown belongs to that JSON; left out when None.
+    """
     from importlib import resources
 
     import jinja2
@@ -182,7 +186,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                              lstrip_blocks=True, autoescape=False)
     env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke,
                        cell=_cell, brief=_brief, vec=fmt_vector)
-    return env.from_string(text).render(**context(doc))
+    return env.from_string(text).render(**context(doc), json_sha256=json_sha256)
 
 
 def context(doc: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,123 @@
+"""Bounded evaluation: ``grad`` and ``check`` run in a worker with a time and a memory limit (issue 10)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from kinkcheck import bounded
+from kinkcheck.bounded import BoundExceeded, Limits, TaskError
+from kinkcheck.cli import main
+
+
+def _one_error_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert out == "" and len(lines) == 1 and "Traceback" not in err, f"one line on stderr, got {err!r}"
+    return lines[0]
+
+
+def test_limits_come_from_options_then_environment_then_defaults():
+    assert Limits.resolve(environ={}) == Limits(bounded.DEFAULT_TIMEOUT_S, bounded.DEFAULT_MEMORY_GIB)
+    env = {bounded.ENV_TIMEOUT: "30", bounded.ENV_MEMORY: "2.5"}
+    assert Limits.resolve(environ=env) == Limits(30.0, 2.5), "the environment overrides the defaults"
+    assert Limits.resolve("7", None, environ=env) == Limits(7.0, 2.5), "an option overrides the environment"
+    for bad in ("0", "-1", "inf", "nan", "ten"):
+        with pytest.raises(ValueError, match="--timeout must be a positive number"):
+            Limits.resolve(bad, None, environ={})
+    with pytest.raises(ValueError, match=f"{bounded.ENV_MEMORY} must be a positive number"):
+        Limits.resolve(environ={bounded.ENV_MEMORY: "0"})
+
+
+def test_grad_in_a_worker_gives_the_in_process_value(capsys, torch_adapter, jax_adapter):
+    for args, expected in ((["grad", "torch.amax(v)", "--at", "v=[1,3,3]"], {"v": [0.0, 0.5, 0.5]}),
+                           (["grad", "jax.numpy.sqrt(x)", "--at", "x=0"], {"x": "inf"})):
+        assert main(args) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == 1 and json.loads(out[0]) == expected, f"{args}: {out}"
+
+
+def test_a_program_that_never_returns_is_stopped(capsys, jax_adapter):
+    code = main(["grad", "jax.lax.while_loop(jax.numpy.isfinite, jax.numpy.abs, x)", "--at", "x=0", "--timeout", "3"])
+    line = _one_error_line(capsys)
+    assert code == 2 and "the evaluation exceeded 3 s" in line, line
+
+
+def test_a_program_that_allocates_40_gb_is_stopped(capsys, torch_adapter):
+    code = main(["grad", "torch.ones(100000, 100000).sum() * x", "--at", "x=1"])
+    line = _one_error_line(capsys)
+    assert code == 2 and "exceeded the memory limit of 8 GiB" in line, line
+
+
+def test_errors_inside_the_worker_stay_one_line(capsys, torch_adapter):
+    assert main(["grad", "torch.nn.functional.rleu(x)", "--at", "x=0"]) == 2
+    assert "'torch.nn.functional.rleu' does not exist" in _one_error_line(capsys)
+    assert main(["grad", "torch.argmax(x)", "--at", "x=[1,2]"]) == 2
+    assert "which has no gradient" in _one_error_line(capsys)
+
+
+USER = textwrap.dedent('''
+    import os
+    import signal
+    import torch
+    import jax.numpy as jnp
+
+    def torch_layer(x, w):
+        print("a user's print must not corrupt the worker's answer")
+        return torch.relu(x * w)
+
+    def jax_layer(x, w):
+        return jnp.maximum(x * w, 0.0)
+
+    def spin(x, w):
+        while True:
+            pass
+
+    def hog(x, w):
+        return torch.ones(100000, 100000).sum() * x
+
+    def dies(x, w):
+        os.kill(os.getpid(), signal.SIGKILL)
+''')
+
+
+@pytest.fixture()
+def user(tmp_path, monkeypatch, torch_adapter, jax_adapter):
+    (tmp_path / "userbound.py").write_text(USER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_check_in_a_worker_gives_the_in_process_result(user):
+    payload = {"first": "userbound:torch_layer", "second": "userbound:jax_layer", "at": {"x": 0.5, "w": 2.0},
+               "frameworks": ["torch", "jax"], "dtype": "float64"}
+    isolated = bounded.run("check", payload, Limits(120, 8))
+    inline = json.loads(json.dumps(bounded.run_inline("check", payload)))
+    assert isolated == inline, "the worker's result is the in-process result"
+    assert sum(p["differs"] for p in isolated["points"]) == 2, isolated
+
+
+@pytest.mark.parametrize(
+    "function, limits, message",
+    [
+        ("spin", Limits(3, 8), "the evaluation exceeded 3 s"),
+        ("hog", Limits(120, 8), "exceeded the memory limit of 8 GiB"),
+        ("dies", Limits(120, 8), "the evaluation was killed by SIGKILL"),
+    ],
+)
+def test_check_functions_are_bounded_too(user, function, limits, message):
+    payload = {"first": f"userbound:{function}", "second": "userbound:jax_layer", "at": {"x": 0.5, "w": 2.0},
+               "frameworks": ["torch", "jax"], "dtype": "float64"}
+    with pytest.raises(BoundExceeded) as info:
+        bounded.run("check", payload, limits)
+    assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_bad_input_found_in_the_worker_is_a_task_error(user):
+    payload = {"first": "userbound:nope", "second": "userbound:jax_layer", "at": {"x": 0.5, "w": 2.0},
+               "frameworks": ["torch", "jax"], "dtype": "float64"}
+    with pytest.raises(TaskError, match="userbound has no function 'nope'"):
+        bounded.run("check", payload, Limits())

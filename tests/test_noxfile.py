@@ -1,0 +1,166 @@
+"""The noxfile's plan: fresh shards make no virtualenv, stale ones re-probe only what they lack, a failed install
+keeps the measured shard. Its helpers are imported from noxfile.py and run with a stand-in session (no nox run,
+no install)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+
+import pytest
+from conftest import ROOT
+
+from kinkcheck.shards import missing_work, read_shard, write_shard
+
+pytest.importorskip("nox", reason="nox is not installed (pip install -e .[test] installs it)")
+
+OBS = ROOT / "references" / "observations"
+
+
+@pytest.fixture(scope="module")
+def noxfile():
+    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Session:
+    """What the probe session uses of ``nox.Session``; ``run`` records the command instead of running it."""
+
+    def __init__(self, *posargs):
+        self.posargs, self.logs, self.runs = list(posargs), [], []
+
+    def log(self, msg):
+        self.logs.append(str(msg))
+
+    warn = log
+
+    def error(self, msg):
+        raise AssertionError(f"session.error: {msg}")
+
+    def run(self, *args, **kwargs):
+        self.runs.append([str(a) for a in args])
+
+
+@pytest.fixture
+def sandbox(noxfile, tmp_path, monkeypatch):
+    """The noxfile pointed at a copy of the committed shards and a virtualenv folder in tmp_path, with the
+    virtualenv maker and installer replaced by recorders (a real venv or install never happens here)."""
+    obs = tmp_path / "observations"
+    shutil.copytree(OBS, obs)
+    made = []
+
+    def make_venv(session, location, python):
+        made.append(location)
+        (location / "bin").mkdir(parents=True)
+
+    monkeypatch.setattr(noxfile, "OBSERVATIONS", obs)
+    monkeypatch.setattr(noxfile, "VENVS", tmp_path / "venvs")
+    monkeypatch.setattr(noxfile, "_make_venv", make_venv)
+    monkeypatch.setattr(noxfile, "_install", lambda *a, **k: None)
+    return noxfile, obs, made
+
+
+def _run_probe(noxfile, session, framework, version):
+    noxfile.probe(session, framework=framework, version=version)
+
+
+def test_every_fresh_shard_makes_no_virtualenv(sandbox, catalog):
+    """Issue 10: a `nox -s report` with every shard fresh created 28 virtualenvs it never used."""
+    noxfile, obs, made = sandbox
+    before = {p.name: p.read_bytes() for p in obs.iterdir()}
+    for fw, versions in noxfile.MATRIX.items():
+        for v in versions:
+            session = Session()
+            _run_probe(noxfile, session, fw, v)
+            assert not session.runs and "is fresh" in session.logs[-1], (fw, v, session.logs)
+    assert made == [], f"no virtualenv is made when nothing is to be measured: {made}"
+    assert {p.name: p.read_bytes() for p in obs.iterdir()} == before, "and no shard is touched"
+
+
+def test_a_stale_shard_reprobes_only_its_missing_cells(sandbox, catalog):
+    noxfile, obs, made = sandbox
+    shard = obs / "torch-2.13.0-cpu.json"
+    s = read_shard(shard)
+    s["observations"] = [o for o in s["observations"] if not (o["case"] == "relu@0" and o["mode"] == "reverse"
+                                                              and o["dtype"] == "float64")]
+    write_shard(shard, s)
+    session = Session()
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    assert any("1 cells to probe: 1 case(s) × 1 mode(s) × 1 dtype(s)" in line and "relu@0" in line
+               for line in session.logs), f"what will be re-probed is printed first: {session.logs}"
+    assert len(made) == 1 and len(session.runs) == 1, "one virtualenv, one probe"
+    cmd = session.runs[0]
+    assert cmd[cmd.index("--out") + 1] == str(shard), cmd
+    assert cmd[cmd.index("--catalog") + 1] == str(noxfile.CATALOG), "the catalog the plan was made from"
+    assert cmd[-6:] == ["--case", "relu@0", "--mode", "reverse", "--dtype", "float64"], \
+        f"only the missing cells, merged into the shard: {cmd}"
+    assert not made[0].exists(), "the virtualenv is removed afterwards"
+
+
+def test_remeasure_is_a_full_replace(sandbox):
+    noxfile, _, made = sandbox
+    session = Session("--remeasure", "--keep")
+    _run_probe(noxfile, session, "jax", "0.10.2")
+    assert session.runs and session.runs[0][-1] == "--replace" and "--case" not in session.runs[0], session.runs
+    assert made and made[0].exists(), "--keep keeps the virtualenv"
+
+
+def test_a_failed_install_never_touches_a_measured_shard(sandbox, monkeypatch, catalog):
+    """Issue 10 item 1: a failed install during --remeasure replaced all 28 shards with not-measured records."""
+    noxfile, obs, made = sandbox
+    monkeypatch.setattr(noxfile, "_install", lambda *a, **k: "install failed: torch==2.13.0: index unreachable")
+    shard = obs / "torch-2.13.0-cpu.json"
+    before = read_shard(shard)
+    session = Session("--remeasure")
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    after = read_shard(shard)
+    assert after["observations"] == before["observations"] and after["networks"] == before["networks"], \
+        "every measurement kept"
+    assert after["environment"]["last_attempt"]["not_measured"] == "install failed: torch==2.13.0: index unreachable"
+    assert missing_work(after, catalog).fresh, "the complete shard stays fresh: the next plain run probes nothing"
+    assert not session.runs and not made[0].exists(), "nothing probed; the virtualenv removed"
+
+    gone = obs / "torch-2.15.0-cpu.json"
+    gone.unlink()
+    _run_probe(noxfile, Session(), "torch", "2.15.0")
+    record = read_shard(gone)
+    assert record["environment"]["not_measured"].startswith("install failed") and not record["observations"]
+    assert not noxfile._plan(gone, "torch", catalog).fresh, "a not-measured record is never fresh: retried next run"
+
+
+def test_probe_args(noxfile, catalog):
+    from kinkcheck.shards import Work
+
+    every = tuple((c.id, "reverse", "float64") for c in catalog if c.programs_for("jax"))
+    assert noxfile._probe_args(Work(cells=every), catalog, "jax", False) == ["--mode", "reverse", "--dtype",
+                                                                           "float64"], \
+        "every case in one mode and dtype: no --case, narrowed to that mode and dtype"
+    assert noxfile._probe_args(Work(cells=every[:1]), catalog, "jax", True) == ["--replace"]
+    modes = ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order")
+    dtypes = ("float64", "float32", "float16", "bfloat16")
+    full = tuple(("relu@0", m, d) for m in modes for d in dtypes)
+    assert noxfile._probe_args(Work(cells=full), catalog, "jax", False) == ["--case", "relu@0"], \
+        "a whole case: no mode or dtype narrowing"
+    everything = tuple((c.id, m, d) for c in catalog if c.programs_for("jax") for m in modes for d in dtypes)
+    assert noxfile._probe_args(Work(cells=everything), catalog, "jax", False) == [], "the plain full probe"
+
+
+def test_python_follows_the_user_where_wheels_allow(noxfile):
+    assert noxfile._python_for("torch", "2.15.0", (3, 13)) == sys.executable, "a new release: the running Python"
+    assert noxfile._python_for("torch", "1.13.1", (3, 11)) == sys.executable
+    assert noxfile._python_for("torch", "1.13.1", (3, 12)) == "3.11", "torch 1.13.1 has no wheel above cp311"
+    assert noxfile._python_for("jax", "0.4.38", (3, 14)) == "3.11"
+    assert noxfile.PYTHON is None, "render, tests and bench run on the Python that runs nox"
+
+
+def test_nox_menu_lists_the_main_sessions_first(noxfile):
+    import nox.registry
+
+    names = [n for n in nox.registry.get() if n in ("report", "render", "tests", "bench", "bench_report", "probe")]
+    assert names == ["report", "render", "tests", "bench", "bench_report", "probe"], names
+    for name in names:
+        doc = nox.registry.get()[name].__doc__ or ""
+        assert doc.strip() and len(doc.splitlines()[0]) <= 110, f"{name}: a one-line docstring for `nox -l`"

@@ -1,0 +1,347 @@
+"""kinkcheck.validate: JSON files a user hands in, and the semantics of shards and reports beyond the schema.
+
+Each example of issue 10 ("shards that pass the schema but break the code", "a hand-made report with the
+right schema id but missing or mistyped parts", deeply nested JSON) is here with its outcome: a one-line
+error naming the file and the problem (exit 2), or for ``kinkcheck report`` the shard named and skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from kinkcheck import cli
+from kinkcheck.catalog import load_catalog
+from kinkcheck.cite import CiteError, load_report
+from kinkcheck.diff import DiffError, load_side
+from kinkcheck.shards import ShardError, load_shards, read_shard
+from kinkcheck.validate import read_json, report_problem, shape_of, shard_problem
+
+from conftest import ROOT
+
+REPORT = ROOT / "reports" / "conventions.json"
+OBS = ROOT / "references" / "observations"
+
+
+def _shard(framework="torch", version="2.13.0"):
+    """A small valid shard of the default catalog: relu@0 (x), maximum@tie (x, y), max@[1,1] (v) and a P0 run."""
+    prog = {"torch": ("torch.relu(x)", "torch.maximum(x, y)", "torch.max(v)"),
+            "jax": ("jax.nn.relu(x)", "jax.numpy.maximum(x, y)", "jax.numpy.max(v)")}[framework]
+    obs = [
+        {"case": "relu@0", "program": prog[0], "mode": "reverse", "dtype": "float64", "status": "ok",
+         "value": {"x": 0.0}, "error": None},
+        {"case": "maximum@tie", "program": prog[1], "mode": "reverse", "dtype": "float64", "status": "ok",
+         "value": {"x": 0.5, "y": 0.5}, "error": None},
+        {"case": "max@[1,1]", "program": prog[2], "mode": "reverse", "dtype": "float64", "status": "ok",
+         "value": {"v": [0.5, 0.5]}, "error": None},
+        {"case": "relu@0", "program": prog[0], "mode": "reverse", "dtype": "float32", "status": "error",
+         "value": None, "error": "RuntimeError: boom"},
+    ]
+    return {
+        "schema": "kinkcheck/shard/v1",
+        "environment": {"id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version,
+                        "device": "cpu", "python": "3.11.7", "platform": "test", "measured_at": "2026-01-01",
+                        "kinkcheck_version": "0.1.0", "catalog_hash": load_catalog().hash},  # measured as defined now
+        "observations": obs,
+        "networks": [{"case": "relu@0", "program": prog[0], "dtype": "float64", "status": "ok",
+                      "W1": [[0.0, 0.0], [0.0, 0.0], [0.0, -19.0]], "W2": [[1.0, 2.0], [3.0, 4.0]], "error": None}],
+    }
+
+
+def _set(path, value):
+    def f(s):
+        node = s
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+    return f
+
+
+# (mutation of the valid shard, words the one-line error must contain)
+SEMANTIC = [
+    (_set(("observations", 0, "value"), None), "is ok but has no value"),
+    (_set(("observations", 0, "value"), {}), "not a table of the case's inputs"),
+    (_set(("observations", 0, "value"), {"z": 0.0}), "names input 'z'"),
+    (_set(("observations", 1, "value"), {"x": 0.5}), "lacks input 'y'"),
+    (_set(("observations", 0, "value"), {"x": [0.0, 1.0]}), "input 'x' is a list of 2"),
+    (_set(("observations", 2, "value"), {"v": [0.5, 0.5, 0.0]}), "input 'v' is a list of 3"),
+    (_set(("observations", 2, "value"), {"v": [[0.5], 0.5]}), "not a number or a rectangular list"),
+    (_set(("observations", 0, "dtype"), "float32"), "listed twice"),
+    (_set(("observations", 3, "dtype"), "float64"), "listed twice"),
+    (_set(("observations", 0, "dtype"), "float16"), None),  # valid: a float16 cell
+    (lambda s: s["observations"].__setitem__(0, {**s["observations"][0], "dtype": "float16", "value": {"x": 1e308}}),
+     "beyond the largest finite float16"),
+    (_set(("observations", 0, "input"), {"x": [1, 2]}), "input: input 'x' is a list of 2"),
+    (_set(("networks", 0, "W1"), [[1.0, 2.0, 3.0]]), "W1 is a 1x3 array, P0's W1 gradient is a 3x2 array"),
+    (_set(("networks", 0, "W2"), [[1.0], [2.0]]), "W2 is a 2x1 array"),
+    (_set(("networks", 0, "W1"), None), "W1 is missing"),
+    (_set(("networks", 0, "W1"), []), "W1 is not a number or a rectangular list"),
+    (_set(("environment", "framework"), "jax"), "does not match its framework, version and device"),
+    (_set(("environment", "framework_version"), "2.14.0"), "does not match"),
+    (_set(("observations",), []), "no observation, and no environment.not_measured reason"),
+    (_set(("environment", "not_measured"), ""), "not_measured must be a sentence"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "words"), SEMANTIC)
+def test_semantic_problems_of_schema_valid_shards(catalog, tmp_path, mutate, words):
+    s = _shard()
+    mutate(s)
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text(json.dumps(s))
+    if words is None:
+        assert read_shard(p, catalog)["observations"], "a valid variant reads back"
+        return
+    with pytest.raises(ShardError) as info:
+        read_shard(p, catalog)
+    msg = str(info.value)
+    assert str(p) in msg and words in msg and "\n" not in msg, f"one line naming the file and {words!r}: {msg!r}"
+
+
+def test_huge_finite_float64_is_a_measurement(catalog, tmp_path):
+    """1.7e308 is a float64 value a framework can return: kept, and the report renders with it."""
+    s = _shard()
+    s["observations"][0]["value"] = {"x": 1.7e308}
+    s["networks"] = []
+    assert shard_problem(s, catalog) is None
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(s))
+    assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
+    doc = json.loads((tmp_path / "out" / "conventions.json").read_text())
+    assert {"x": 1.7e308} in [o["value"] for o in doc["observations"]], "the huge value is in the report"
+
+
+def test_unknown_case_is_skipped_with_a_note_not_rejected(catalog, tmp_path):
+    s = _shard()
+    s["observations"].append({**s["observations"][0], "case": "gone@0", "value": {"q": [1, 2]}})
+    assert shard_problem(s, catalog) is None, "observations of a case the catalog dropped do not void the shard"
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(s))
+    assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
+    gaps = json.loads((tmp_path / "out" / "conventions.json").read_text())["provenance"]["gaps"]
+    assert any("gone@0" in g for g in gaps), f"the report names the ignored observation: {gaps}"
+
+
+def test_without_a_catalog_values_of_one_case_must_agree():
+    s = _shard()
+    s["observations"].append({**s["observations"][0], "mode": "forward", "value": {"z": 0.0}})
+    problem = shard_problem(s)
+    assert problem and "names input 'z'" in problem and "observation #1 of relu@0" in problem, problem
+
+
+def test_not_measured_record_is_valid():
+    s = _shard()
+    s["observations"], s["networks"] = [], []
+    s["environment"]["not_measured"] = "install failed: index unreachable"
+    assert shard_problem(s) is None
+
+
+def test_report_skips_a_semantically_bad_shard_and_renders_the_good(tmp_path, capsys):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    bad = _shard()
+    bad["observations"][0]["value"] = None
+    (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(bad))
+    (shards / "jax-0.10.2-cpu.json").write_text(json.dumps(_shard("jax", "0.10.2")))
+    (shards / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "torch-2.13.0-cpu.json: observation #1" in err and "is ok but has no value" in err, err
+    assert "deep.json: cannot read (JSON nested too deeply)" in err, err
+    doc = json.loads((tmp_path / "out" / "conventions.json").read_text())
+    assert [e["id"] for e in doc["environments"]] == ["jax-0.10.2-cpu"], "the good shard is rendered"
+    assert sum("torch-2.13.0-cpu.json" in g for g in doc["provenance"]["gaps"]) == 1, doc["provenance"]["gaps"]
+
+
+def test_only_not_measured_records_render(tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for fw, v in (("torch", "2.13.0"), ("jax", "0.10.2")):
+        s = _shard(fw, v)
+        s["observations"], s["networks"] = [], []
+        s["environment"]["not_measured"] = f"install of {fw} {v} failed"
+        (shards / f"{fw}-{v}-cpu.json").write_text(json.dumps(s))
+    assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "conventions.md").read_text()
+    assert "**not measured**: install of torch 2.13.0 failed" in md and "install of jax 0.10.2 failed" in md, md[:2000]
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
+    (b'{"a": "\xff\xfe"}', "not UTF-8"),
+    (b'{"a": 1' + b"1" * 5000 + b"}", "invalid JSON"),
+    (b'{"a": ', "invalid JSON at line 1"),
+])
+def test_read_json_one_line(tmp_path, content, words):
+    p = tmp_path / "f.json"
+    p.write_bytes(content)
+    with pytest.raises(ValueError) as info:
+        read_json(p, ValueError)
+    assert str(p) in str(info.value) and words in str(info.value), info.value
+
+
+@pytest.mark.parametrize("command", ["diff", "cite", "migrate", "shard"])
+def test_deeply_nested_file_is_one_line_exit_2(tmp_path, capsys, command):
+    p = tmp_path / "deep.json"
+    p.write_text('{"schema": "kinkcheck/shard/v1", "x": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_shard()))
+    argv = {"diff": ["diff", str(p), str(good)],
+            "cite": ["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(p)],
+            "migrate": ["migrate", "--from", "torch", "--to", "jax", "--report", str(p)],
+            "shard": ["diff", str(good), str(p)]}[command]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nested too deeply" in err[0], err
+
+
+def test_schema_valid_but_deep_value_is_refused(tmp_path):
+    """Parsed fine (depth 300) but past what the value checks and the validator walk."""
+    s = _shard()
+    s["observations"][0]["value"] = {"x": json.loads("[" * 300 + "1" + "]" * 300)}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(s))
+    with pytest.raises(ShardError, match="nested too deeply|not a number or a rectangular list"):
+        read_shard(p)
+
+
+def test_shape_of():
+    assert shape_of(0.5) == () and shape_of("nan") == () and shape_of([[1, 2], [3, 4]]) == (2, 2)
+    for bad in ([], [[1], 2], True, "NaN!", float("nan"), float("inf"), 10 ** 400, {"a": 1}, None):
+        assert shape_of(bad) is None, f"{bad!r} is not a value"
+
+
+def test_committed_shards_pass_with_the_catalog(catalog):
+    shards, errors = load_shards(OBS, catalog)
+    assert not errors and len(shards) >= 2, errors
+
+
+# --- reports ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def report():
+    return json.loads(REPORT.read_text())
+
+
+@pytest.fixture(scope="module")
+def small_report(report):
+    """The committed report cut to its first 50 observations (relu@0 in the oldest release) and a few rows of
+    the parts cite, diff and migrate do not read: fast to copy and write."""
+    doc = {k: (v[:3] if isinstance(v, list) else v) for k, v in report.items()}
+    doc["observations"] = report["observations"][:50]
+    doc["disagreements"] = {"within": [], "across": []}
+    doc["mode_disagreements"] = {"rows": [], "not_measured": []}
+    doc["conformance"] = {**report["conformance"], "rows": []}
+    return doc
+
+
+def test_committed_report_passes(report):
+    assert report_problem(report) is None
+
+
+def _report_mutations():
+    def obs(i, **kw):
+        def f(d):
+            d["observations"][i].update(kw)
+        return f
+
+    def drop(*path):
+        def f(d):
+            node = d
+            for k in path[:-1]:
+                node = node[k]
+            del node[path[-1]]
+        return f
+
+    return [
+        (drop("provenance"), "without provenance"),
+        (drop("provenance", "generated_at"), "provenance: 'generated_at' is a required property"),
+        (lambda d: d["provenance"].update(generated_at=5), "provenance/generated_at: 5 is not of type 'string'"),
+        (drop("environments", 0, "framework"), "environments/0: 'framework' is a required property"),
+        (lambda d: d["environments"][0].update(framework_version=2.1), "framework_version must be a string"),
+        (lambda d: d.update(environments={}), "environments: {} is not of type 'array'"),
+        (drop("cases", 0, "at"), "cases/0: 'at' is a required property"),
+        (lambda d: d["cases"][0].update(programs=[{"framework": "torch"}]), "'program' is a required property"),
+        (drop("observations", 0, "labels"), "observations/0: labels must be a non-empty list"),
+        (obs(0, value={"z": 1.0}), "observations/0: value names input 'z'"),
+        (obs(0, value=None), "observations/0: value is null"),
+        (obs(0, environment="torch-0.0.0-cpu"), "not among the report's environments"),
+        (obs(0, framework="jax"), "but environment"),
+        (obs(0, case="nope@0"), "not among the report's cases"),
+        (obs(0, program="torch.nope(x)"), "is not a torch program of case relu@0"),
+        (obs(0, mode=5), "mode, dtype or status missing or unknown"),
+        (lambda d: d["observations"].append(7), "not an object"),
+    ]
+
+
+@pytest.mark.parametrize(("mutate", "words"), _report_mutations())
+def test_hand_made_report_is_one_line_exit_2(small_report, tmp_path, capsys, mutate, words):
+    doc = copy.deepcopy(small_report)
+    assert report_problem(doc) is None, "the shortened report is valid"
+    mutate(doc)
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    env = doc["observations"][0]["environment"] if isinstance(doc["observations"][0], dict) else "torch-1.13.1-cpu"
+    for argv in (["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(p)],
+                 ["migrate", "--from", "torch", "--to", "jax", "--report", str(p)],
+                 ["diff", f"{p}#{env}", f"{p}#{env}"]):
+        if argv[0] == "diff" and "provenance" in words:
+            continue  # diff reads environments and observations only
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and str(p) in err[0], f"{argv[0]}: {err}"
+
+
+def test_cite_speed_budget_parts(report):
+    """cite checks provenance, environments, cases (subschemas) and observations (structurally), not the
+    whole schema; an observation that no check reads may still be odd, the ones cite reads are checked."""
+    doc = {**report, "summary": "not an object"}  # a part cite, diff and migrate never read
+    assert report_problem(doc) is None
+
+
+def test_load_report_and_side_name_the_file(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"schema": "kinkcheck/conventions/v1", "environments": []}))
+    with pytest.raises(CiteError, match="without provenance, cases, observations"):
+        load_report(p)
+    with pytest.raises(DiffError, match="malformed kinkcheck report"):
+        load_side(f"{p}#torch-2.13.0-cpu")
+
+
+def test_huge_kink_derivative_leaves_the_network_unchecked_not_crashed(tmp_path):
+    """relu'(0) = 1e308 measured: the exact P0 oracle's float64 gradient overflows; the run says so."""
+    s = _shard()
+    s["observations"][0]["value"] = {"x": 1e308}
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(s))
+    assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
+    nets = json.loads((tmp_path / "out" / "conventions.json").read_text())["networks"]
+    assert len(nets) == 1 and nets[0]["ok"] is None and "overflows float64" in nets[0]["detail"], nets
+
+
+def test_a_case_measured_against_an_old_definition_is_left_out_not_the_shard(catalog, tmp_path):
+    """A catalog edit that changes relu@0's point makes that case stale in every shard: the shard still loads
+    (its other cases are current), and the report leaves the stale case out instead of judging an old point's
+    value against today's oracle."""
+    from kinkcheck.report.build import build
+
+    s = _shard()
+    fw = s["environment"]["framework"]
+    hashes = {c.id: c.measurement_hash(fw) for c in catalog}
+    s["environment"]["case_hashes"] = {**hashes, "relu@0": "0" * 16}
+    for ob in s["observations"]:
+        if ob["case"] == "relu@0" and ob["status"] == "ok":
+            ob["value"] = {"x": [0.0, 1.0]}  # the old point was a vector: wrong for today's relu@0
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text(json.dumps(s))
+    shard = read_shard(p, catalog)
+    doc = build([shard], catalog)
+    cases = {o["case"] for o in doc["observations"]}
+    assert "relu@0" not in cases and {"maximum@tie", "max@[1,1]"} <= cases, f"stale case left out: {sorted(cases)}"
+    assert not any(n["case"] == "relu@0" for n in doc["networks"]), "its network runs are left out too"
+    assert any("relu@0" in g and "not shown" in g for g in doc["provenance"]["gaps"]), doc["provenance"]["gaps"]
