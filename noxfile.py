@@ -157,6 +157,17 @@ def _read(shard: Path) -> dict[str, Any] | None:
     return _kinkcheck("shards")._read_loose(shard)
 
 
+def _unreadable(shard: Path) -> str | None:
+    """Why the file at ``shard`` is not a readable shard (one line), or None when it is one or is missing."""
+    if not shard.exists() or _read(shard) is not None:
+        return None
+    try:
+        json.loads(shard.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:
+        return " ".join(f"{type(err).__name__}: {err}".split())[:200]
+    return "not a kinkcheck shard"
+
+
 def _plan(shard: Path, framework: str, catalog: Any) -> Any:
     """``kinkcheck.shards.Work``: what ``shard`` lacks for the full matrix (every mode of ``framework``, 4 dtypes)."""
     return _kinkcheck("shards").missing_work(_read(shard), catalog, framework)
@@ -353,6 +364,10 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
     catalog = _catalog()
     work = _plan(shard, framework, catalog)
     name = shard.relative_to(ROOT) if shard.is_relative_to(ROOT) else shard
+    broken = _unreadable(shard)
+    if broken is not None:  # before any install: the probe's merge would refuse to write over it anyway
+        session.warn(f"{name} is unreadable ({broken}): fix or remove it; not probed")
+        return
     if work.fresh and not remeasure:
         dropped = _kinkcheck("shards").drop_removed(shard, catalog)
         session.log(f"{name} is fresh (every case × mode × dtype measured as the catalog defines it): nothing to "
@@ -371,7 +386,8 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
         if reason is None:
             try:
                 session.run(str(venv / "bin" / "python"), "-m", "kinkcheck", "probe", "--framework", framework,
-                            "--catalog", str(CATALOG), "--out", str(shard), *args, external=True)
+                            "--catalog", str(CATALOG), "--out", str(shard), "--drop-removed", *args,
+                            external=True)
             except nox.command.CommandFailed as err:
                 if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
                     session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was, "

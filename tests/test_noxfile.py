@@ -164,3 +164,35 @@ def test_nox_menu_lists_the_main_sessions_first(noxfile):
     for name in names:
         doc = nox.registry.get()[name].__doc__ or ""
         assert doc.strip() and len(doc.splitlines()[0]) <= 110, f"{name}: a one-line docstring for `nox -l`"
+
+
+@pytest.mark.parametrize("content, why", [
+    ('{"schema": "kinkcheck/shard/v1", "environment": {"id": "jax-0.10.2-cpu", ', "JSONDecodeError"),
+    ('{"schema": "kinkcheck/shard/v1"}', "not a kinkcheck shard"),
+])
+def test_an_unreadable_shard_is_named_and_skipped_before_any_install(sandbox, content, why):
+    """Issue 10: `nox -s "probe(jax-0.10.2)"` with a truncated shard planned a full probe and installed jax before
+    the CLI refused to write over it at the end. It is named in one line before anything is installed."""
+    noxfile, obs, made = sandbox
+    shard = obs / "jax-0.10.2-cpu.json"
+    shard.write_text(content)
+    session = Session()
+    _run_probe(noxfile, session, "jax", "0.10.2")
+    assert not made and not session.runs, "no virtualenv, no install, no probe"
+    assert len(session.logs) == 1, session.logs
+    line = session.logs[0]
+    assert line.startswith(f"{shard} is unreadable (") and why in line and \
+        line.endswith("): fix or remove it; not probed"), line
+    assert shard.read_text() == content, "the file is left as it is"
+    session = Session("--remeasure")
+    _run_probe(noxfile, session, "jax", "0.10.2")
+    assert not made and not session.runs and shard.read_text() == content, "not with --remeasure either"
+
+
+def test_the_probe_session_drops_removed_cases(sandbox):
+    """The probe session always passes references/catalog.toml, so cases it no longer holds are dropped
+    (`kinkcheck probe` keeps them unless --drop-removed)."""
+    noxfile, _, _ = sandbox
+    session = Session("--remeasure")
+    _run_probe(noxfile, session, "jax", "0.10.2")
+    assert "--drop-removed" in session.runs[0], session.runs

@@ -234,8 +234,8 @@ def test_a_killed_probe_resumes_from_its_journal(torch_adapter, small, tmp_path)
     from kinkcheck.probe import environment_id, journal_path
 
     out = tmp_path / f"{environment_id('torch')}.json"
-    journal = journal_path(out)
-    assert journal.name == f".{out.stem}.journal.jsonl"
+    journal = journal_path(out, ["reverse"], ["float64"])
+    assert journal.name.startswith(f".{out.stem}.") and journal.name.endswith(".journal.jsonl"), journal.name
     cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog", small.path, "--quiet",
            "--mode", "reverse", "--dtype", "float64"]
     res = subprocess.run(cmd + ["--worker", str(journal)], env={**os.environ, "KINKCHECK_CRASH_CASE": "maximum@tie"},
@@ -327,13 +327,15 @@ def test_no_command_sequence_lowers_the_measured_count(torch_adapter, tmp_path):
     # 2. a probe killed at its second case, then resumed
     cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog", str(cat_path), "--quiet",
            "--case", "relu@0", "--case", "clamp@-1", *narrow]
-    subprocess.run(cmd + ["--worker", str(journal_path(shard))], capture_output=True, timeout=600, check=False,
+    journal = journal_path(shard, ["reverse"], ["float64"], ["relu@0", "clamp@-1"])
+    subprocess.run(cmd + ["--worker", str(journal)], capture_output=True, timeout=600, check=False,
                    env={**os.environ, "KINKCHECK_CRASH_CASE": "clamp@-1"})
-    assert journal_path(shard).exists(), "the killed probe left its journal"
+    assert journal.exists(), "the killed probe left its journal"
     counts.append(_current(obs_dir, catalog))
     res = subprocess.run(cmd + ["--out", str(shard)], capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 0, res.stderr
-    assert not journal_path(shard).exists()
+    assert "resuming: 1 of 2 cases already probed" in res.stderr, res.stderr
+    assert not journal.exists()
     counts.append(_current(obs_dir, catalog))
     # 3. a catalog edit (a new case), then an incremental probe of what is missing
     edited = tmp_path / "edited.toml"  # a new path: load_catalog caches by path
@@ -517,7 +519,7 @@ def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_pa
     proc = subprocess.Popen([sys.executable, "-m", "kinkcheck", "probe", "--framework", "jax", "--catalog", str(cat),
                              "--out", str(out), "--quiet", "--mode", "reverse", "--dtype", "float64"],
                             stderr=subprocess.PIPE, text=True)
-    journal = journal_path(out)
+    journal = journal_path(out, ["reverse"], ["float64"])
     workers: list[str] = []
     try:
         for _ in range(6000):  # until the worker is inside the endless loop (at most ~10 min)
@@ -550,3 +552,144 @@ def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_pa
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(pid), signal.SIGKILL)  # the worker leads its own group
+
+
+# --- A probe interrupted, narrowed, run twice at once or cut to a small catalog loses nothing (issue 10) ------
+
+
+def _full_small_shard(out_dir, small):
+    """The small catalog probed in reverse/float64 into ``out_dir`` (in this process); the shard's path."""
+    from kinkcheck.probe import environment_id
+
+    assert _main("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(out_dir), "--quiet",
+                 "--no-isolate", "--mode", "reverse", "--dtype", "float64") == 0
+    return out_dir / f"{environment_id('torch')}.json"
+
+
+def test_a_worker_killed_from_outside_stops_the_probe_and_resumes(torch_adapter, small, tmp_path, capfd,
+                                                                    monkeypatch):
+    """Issue 10: `kill -9` of the probe worker (a person, the OOM killer) wrote "interpreter crashed: signal 9
+    (SIGKILL)" error cells over good ok cells. Now the probe stops: one line, exit 2, the journal kept, nothing
+    merged; the same command resumes from the journal and says so."""
+    import json
+
+    from kinkcheck.probe import journal_path
+
+    shard = _full_small_shard(tmp_path, small)
+    before = shard.read_bytes()
+    capfd.readouterr()
+    argv = ("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(tmp_path), "--quiet",
+            "--mode", "reverse", "--dtype", "float64")
+    monkeypatch.setenv("KINKCHECK_CRASH_CASE", "maximum@tie")
+    monkeypatch.setenv("KINKCHECK_CRASH_SIGNAL", "SIGKILL")
+    rc = _main(*argv)
+    err = capfd.readouterr().err
+    assert rc == 2 and "the probe worker was killed by SIGKILL; run the same command again to resume" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, f"one line: {err!r}"
+    assert shard.read_bytes() == before, "nothing merged: the ok cells stay"
+    journal = journal_path(shard, ["reverse"], ["float64"])
+    assert journal.exists() and '"case": "relu@0"' in journal.read_text(), "the journal keeps relu@0"
+    monkeypatch.delenv("KINKCHECK_CRASH_CASE")
+    assert _main(*argv) == 0
+    err = capfd.readouterr().err
+    assert f"resuming: 1 of 2 cases already probed (journal {journal})" in err, err
+    after = read_shard(shard)
+    assert after["observations"] == json.loads(before)["observations"], "the same values, resumed"
+    assert not any("interpreter crashed" in (o["error"] or "") for o in after["observations"]), "no crash cells"
+    assert _by_program(after)["torch.maximum(x, y)"]["value"] == {"x": 0.5, "y": 0.5}, "the case left is measured"
+    assert not journal.exists()
+
+
+def test_which_worker_deaths_are_interruptions():
+    import signal
+
+    from kinkcheck.probe import _interrupting_signal
+
+    for name in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"):
+        assert _interrupting_signal(-getattr(signal, name)) == name, name
+    assert _interrupting_signal(130) == "SIGINT", "a worker's KeyboardInterrupt exits 130"
+    for rc in (0, 1, 2, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS, None):
+        assert _interrupting_signal(rc) is None, f"{rc}: a crash of the case, recorded as error cells"
+
+
+def test_each_selection_has_its_own_journal(torch_adapter, small, tmp_path, capfd):
+    """Issue 10: a narrowed probe deleted the journal of a killed full probe (hours of resumable work)."""
+    import fnmatch
+    import json
+
+    from kinkcheck.probe import environment_id, journal_path
+
+    shard = tmp_path / f"{environment_id('torch')}.json"
+    full = journal_path(shard)
+    assert full == journal_path(shard, [], None, ()), "no selection is the full probe"
+    assert journal_path(shard, ["reverse", "jit"], ["float64"]) == journal_path(shard, ["jit", "reverse"], ["float64"])
+    assert len({full, journal_path(shard, ["reverse"]), journal_path(shard, None, ["float64"]),
+                journal_path(shard, None, None, ["relu@0"])}) == 4, "each selection its own file"
+    assert fnmatch.fnmatch(full.name, ".*.journal.jsonl"), "matched by the .gitignore pattern"
+    env = {"id": environment_id("torch"), "framework": "torch", "modes": ["reverse"], "dtypes": ["float64"]}
+    text = f'{{"environment": {json.dumps(env)}}}\n{{"start": "relu@0"}}\n'
+    full.write_text(text)
+    _full_small_shard(tmp_path, small)
+    assert full.read_text() == text, "the killed full probe's journal is untouched by a narrowed probe"
+
+
+def test_a_second_probe_of_the_same_environment_stops_at_once(torch_adapter, small, tmp_path, capsys):
+    """Issue 10: two probes into one shard at once: the first ended in a TypeError traceback in _assemble,
+    losing its results. The second now stops with one line and exit 2 while the first holds the lock."""
+    import os
+
+    from kinkcheck.probe import environment_id, probe_lock
+
+    shard = tmp_path / f"{environment_id('torch')}.json"
+    with probe_lock(shard):
+        rc = _main("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(tmp_path), "--quiet",
+                   "--no-isolate", "--mode", "reverse", "--dtype", "float64")
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"another probe is writing {shard.stem} (pid {os.getpid()}); wait for it" in err, err
+    assert not shard.exists(), "nothing probed"
+    assert _full_small_shard(tmp_path, small).exists(), "the lock is released with its holder"
+    assert not list(tmp_path.glob(".*.lock")), "and its file removed"
+
+
+def test_a_journal_without_its_environment_line_is_one_line():
+    from kinkcheck.frameworks import FrameworkUnavailable
+    from kinkcheck.probe import _assemble
+
+    with pytest.raises(FrameworkUnavailable, match="the probe journal has no environment line"):
+        _assemble(None, load_catalog(), {"relu@0": {"observations": [], "networks": []}})
+
+
+def test_the_lock_holder_removes_stale_temporary_files_of_its_shard(tmp_path):
+    """Issue 10: a killed probe left `.jax-0.10.2-cpu.json.XXXX.tmp` beside the shard, and no later probe
+    removed it."""
+    from kinkcheck.probe import probe_lock
+
+    shard = tmp_path / "jax-0.10.2-cpu.json"
+    stale = tmp_path / ".jax-0.10.2-cpu.json.k3j2h1.tmp"
+    other = tmp_path / ".torch-2.13.0-cpu.json.a1b2c3.tmp"
+    for p in (stale, other):
+        p.write_text("{")
+    with probe_lock(shard):
+        assert not stale.exists(), "this shard's leftover is removed"
+        assert other.exists(), "another environment's (maybe being written) is not"
+
+
+def test_a_catalog_cut_to_one_case_keeps_the_other_cases(torch_adapter, small, tmp_path, capsys):
+    """Issue 10: `kinkcheck probe --catalog small.toml --out-dir obs` (one case) dropped 49 cases from the
+    shard. They are kept and the probe says so; --drop-removed (what nox passes) drops them."""
+    shard = _full_small_shard(tmp_path, small)
+    before = read_shard(shard)
+    one = tmp_path / "one.toml"
+    one.write_text(SMALL[: SMALL.index("[[case]]", 10)])
+    capsys.readouterr()
+    argv = ("probe", "--framework", "torch", "--catalog", str(one), "--out-dir", str(tmp_path), "--quiet",
+            "--no-isolate", "--mode", "reverse", "--dtype", "float64")
+    assert _main(*argv) == 0
+    err = capsys.readouterr().err
+    assert f"kept 1 case(s) the catalog {one} does not hold, as they were (--drop-removed drops them): maximum@tie" \
+        in err, err
+    after = read_shard(shard)
+    assert after["observations"] == before["observations"], "every case kept, each value the same"
+    assert _main(*argv, "--drop-removed") == 0
+    assert {o["case"] for o in read_shard(shard)["observations"]} == {"relu@0"}, "asked: dropped"

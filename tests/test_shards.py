@@ -315,8 +315,8 @@ def test_merge_drops_removed_and_redefined_cases(tmp_path):
     old = _shard(cat)
     fewer = _catalog(tmp_path, TINY[: TINY.index("[[case]]", 10)], "fewer.toml")
     new = _shard(fewer, modes=("reverse",), dtypes=("float64",))
-    merged = merge_shard(old, new, fewer)
-    assert {o["case"] for o in merged["observations"]} == {"relu@0"}, "a case no longer in the catalog drops out"
+    merged = merge_shard(old, new, fewer, drop_removed=True)
+    assert {o["case"] for o in merged["observations"]} == {"relu@0"}, "asked: a case no longer in the catalog drops out"
     assert set(merged["environment"]["case_hashes"]) == {"relu@0"}
     edited = _catalog(tmp_path, TINY.replace("at = { x = 1, y = 1 }", "at = { x = 2, y = 2 }"), "edited.toml")
     new = _shard(edited, cases=["maximum@tie"], modes=("reverse",), dtypes=("float64",), v=2.0)
@@ -334,7 +334,8 @@ def test_merge_refuses_to_shrink_and_other_environments(tmp_path):
     old = _shard(cat)
     new = _shard(cat, cases=["relu@0"], modes=("reverse",), dtypes=("float64",))
     new["observations"] = new["observations"][:1]  # one program of a two-program cell
-    with pytest.raises(ShardError, match="refusing to write a shard with 95 current observations over one with 96"):
+    with pytest.raises(ShardError, match="refusing to write a shard with 95 measured .ok. observations of current "
+                                         "cases over one with 96"):
         merge_shard(old, new, cat)
     assert merge_shard(old, new, cat, replace=True) is new, "an explicit full re-measure replaces"
     other = _shard(cat)
@@ -367,3 +368,91 @@ def test_drop_removed(tmp_path):
     assert drop_removed(p, fewer) == ("maximum@tie",)
     s = read_shard(p)
     assert {o["case"] for o in s["observations"]} == {"relu@0"} and list(s["environment"]["case_hashes"]) == ["relu@0"]
+
+
+def test_a_catalog_cut_to_one_case_drops_nothing_unless_asked(tmp_path):
+    """Issue 10: `probe --catalog small.toml --out-dir obs` (a catalog of one case) dropped 49 cases from the
+    shard (2856 -> 196 observations). The others are kept as they are; --drop-removed drops them."""
+    from kinkcheck.shards import merge_shard, missing_work
+
+    cat = _catalog(tmp_path)
+    old = _shard(cat)
+    one = _catalog(tmp_path, TINY[: TINY.index("[[case]]", 10)], "one.toml")
+    new = _shard(one, modes=("reverse",), dtypes=("float64",), v=1.0, measured_at="t1")
+    merged = merge_shard(old, new, one)
+    assert len(merged["observations"]) == len(old["observations"]) == 96, "no case dropped, none doubled"
+    assert [(o["case"], o["program"], o["mode"], o["dtype"]) for o in merged["observations"]] == \
+        [(o["case"], o["program"], o["mode"], o["dtype"]) for o in old["observations"]], "each row in its place"
+    tie = [o for o in merged["observations"] if o["case"] == "maximum@tie"]
+    assert tie == [o for o in old["observations"] if o["case"] == "maximum@tie"], "the case outside kept as it was"
+    assert merged["environment"]["case_hashes"]["maximum@tie"] == cat.case("maximum@tie").measurement_hash("torch")
+    assert missing_work(merged, cat).fresh, "against the full catalog the shard is still complete"
+    assert len(merged["networks"]) == len(old["networks"])
+    dropped = merge_shard(old, new, one, drop_removed=True)
+    assert {o["case"] for o in dropped["observations"]} == {"relu@0"}, "--drop-removed drops it"
+
+
+@pytest.mark.parametrize("status, error", [
+    ("error", "interpreter crashed: signal 9 (SIGKILL) while probing this case"),
+    ("unavailable", "inductor: InvalidCxxCompiler: No working C++ compiler found"),
+])
+def test_an_ok_value_is_never_replaced_by_one_that_could_not_be_measured(tmp_path, status, error):
+    """Issue 10: a killed worker wrote error cells over good ok cells, and a re-probe where inductor cannot
+    compile (CXX=/bin/false) wrote `unavailable` over measured values; the row count stayed, so no guard fired.
+    Within one build the measured value stays and the history says how many could not be re-measured."""
+    from kinkcheck.shards import current_count, merge_shard
+
+    cat = _catalog(tmp_path)
+    old = _shard(cat)
+    new = _shard(cat, modes=("inductor", "forward", "reverse"), dtypes=("float64",), v=1.0, measured_at="t1")
+    for o in new["observations"] + new["networks"]:
+        if o["mode"] in ("inductor", "forward"):
+            o.update(status=status, error=error, **({"value": None} if "value" in o else {"W1": None, "W2": None}))
+    merged = merge_shard(old, new, cat)
+    cell = {(o["case"], o["program"], o["mode"], o["dtype"]): o for o in merged["observations"]}
+    assert cell[("relu@0", "torch.relu(x)", "inductor", "float64")] == \
+        next(o for o in old["observations"] if o["mode"] == "inductor" and o["dtype"] == "float64"), \
+        "the old ok cell is kept whole"
+    assert cell[("relu@0", "torch.relu(x)", "reverse", "float64")]["value"] == {"x": 1.0}, "ok cells are replaced"
+    assert current_count(merged, cat) == current_count(old, cat) == 96
+    part = merged["environment"]["history"][-1]
+    assert part["not_remeasured"] == {"observations": 6, "networks": 2, "reasons": [f"{status}: {error}"]}, part
+    assert [n["W1"][0][0] for n in merged["networks"] if n["dtype"] == "float64"] == [1.0, 0.0, 1.0, 0.0], \
+        "reverse network runs re-measured, forward ones kept"
+    write_shard(tmp_path / "m.json", merged)  # the history entry is valid against the schema
+
+
+def test_the_guard_counts_measured_cells_not_rows(tmp_path):
+    """Issue 10: the guard counted rows, so `unavailable` over measured values passed it. It counts ok cells:
+    with another build (no ok cell is kept then), turning measured values into errors is refused."""
+    from kinkcheck.shards import current_count, merge_shard
+
+    cat = _catalog(tmp_path)
+    old = _shard(cat)
+    old["environment"]["framework_build"] = "2.13.0+cpu"
+    new = _shard(cat, modes=("inductor",), dtypes=("float64",), status="unavailable", measured_at="t1")
+    new["environment"]["framework_build"] = "2.13.0+cu128"
+    assert current_count(new, cat) == 0, "unavailable cells are not measurements"
+    with pytest.raises(ShardError, match="refusing to write a shard with 93 measured .ok. observations"):
+        merge_shard(old, new, cat)
+    assert merge_shard(old, new, cat, replace=True) is new, "--replace is the explicit way"
+
+
+def test_nox_writes_wait_for_no_probe_but_never_overwrite_one(tmp_path):
+    """A failed attempt or a drop of removed cases (nox) while a probe holds the environment's lock would
+    overwrite that probe's merge: nothing is written then, and the line says why."""
+    from kinkcheck.shards import drop_removed, record_failed_attempt, shard_lock
+
+    cat = _catalog(tmp_path)
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    write_shard(p, _shard(cat))
+    before = p.read_bytes()
+    fewer = _catalog(tmp_path, TINY[: TINY.index("[[case]]", 10)], "fewer.toml")
+    env = {**_shard(cat)["environment"], "measured_at": "t1", "not_measured": "install failed"}
+    with shard_lock(p):
+        assert drop_removed(p, fewer) == (), "busy: nothing dropped"
+        line = record_failed_attempt(p, env)
+        assert "another probe is writing torch-2.13.0-cpu" in line and "not recorded" in line, line
+    assert p.read_bytes() == before, "the shard untouched while locked"
+    assert drop_removed(p, fewer) == ("maximum@tie",), "unlocked: dropped"
+    assert not list(tmp_path.glob(".*.lock")), "no lock file left behind"

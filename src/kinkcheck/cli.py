@@ -122,6 +122,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     for fw in [args.framework] if args.framework else list(FRAMEWORK_MODES):
         try:
             measured += _probe_one(argparse.Namespace(**vars(args)), catalog, fw, None, out_dir) == 0
+        except ProbeStopped:  # interrupted, or another probe is writing: stop here, say only that
+            raise
         except UsageError as err:  # one framework missing or without the device: say so, go on
             print(f"{fw}: {err}", file=sys.stderr)
     if not measured:
@@ -129,18 +131,23 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+class ProbeStopped(UsageError):
+    """The probe stops for every framework: its worker was killed from outside, or another probe holds the lock."""
+
+
 def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path | None,
                out_dir: Path | None = None) -> int:
     """Probe one framework and merge the result into ``out`` (or ``out_dir/<environment id>.json``).
 
-    The shard file is named after its environment; the journal beside it (``.<id>.journal.jsonl``) lets a
-    killed probe resume, and is deleted once the shard is written.
+    The shard file is named after its environment; the journal beside it (``.<id>.<selection>.journal.jsonl``,
+    one per selection of modes, dtypes and cases) lets a killed probe resume, and is deleted once the shard is
+    written. The whole probe holds the environment's lock (:func:`kinkcheck.probe.probe_lock`): a second probe
+    of the same environment stops at once.
     """
-    from kinkcheck.catalog import CatalogError
-    from kinkcheck.frameworks import FrameworkUnavailable
+    import contextlib
+
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
-    from kinkcheck.probe import DEFAULT_DTYPES, environment_id, journal_path, probe_isolated
-    from kinkcheck.shards import ShardError, write_merged
+    from kinkcheck.probe import ProbeBusy, environment_id, probe_lock
 
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]
     if args.mode and args.framework and len(modes) < len(args.mode):
@@ -148,12 +155,37 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
         raise UsageError(f"unknown mode {bad[0]!r} for {framework} (known: {', '.join(FRAMEWORK_MODES[framework])})")
     if args.mode and not modes:
         raise UsageError(f"none of the modes {', '.join(args.mode)} exists for {framework}")
+    expected = environment_id(framework, args.device)  # from the installed metadata, before a long probe
+    if out is not None and expected is not None:
+        _check_shard_name(out, expected)  # before the lock file is made beside it
+    target = out if out is not None else (out_dir / f"{expected}.json" if expected else None)
+    with contextlib.ExitStack() as stack:
+        if target is not None:  # None: not installed, and the probe says so
+            try:
+                stack.enter_context(probe_lock(target))
+            except ProbeBusy as err:
+                raise ProbeStopped(str(err)) from None
+            except OSError as err:
+                raise UsageError(f"cannot lock {target.parent}: {err.strerror}") from None
+        return _probe_locked(args, catalog, framework, out, out_dir)
+
+
+def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: Path | None,
+                  out_dir: Path | None) -> int:
+    """:func:`_probe_one` once the environment's lock is held."""
+    from kinkcheck.catalog import CatalogError
+    from kinkcheck.frameworks import FrameworkUnavailable
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.probe import DEFAULT_DTYPES, ProbeInterrupted, environment_id, journal_path, probe_isolated
+    from kinkcheck.shards import ShardError, write_merged
+
+    modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]  # checked by _probe_one
     args.framework = framework
     expected = environment_id(framework, args.device)  # from the installed metadata, before a long probe
     if out is not None and expected is not None:
         _check_shard_name(out, expected)
     target = out if out is not None else (out_dir / f"{expected}.json" if expected else None)
-    journal = journal_path(target) if target is not None else None
+    journal = journal_path(target, modes, args.dtype, args.case) if target is not None else None
     try:
         if args.no_isolate:
             shard = _probe_with_progress(args, catalog, journal=str(journal) if journal else None,
@@ -161,6 +193,8 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
         else:
             shard = probe_isolated(framework, args.device, args.dtype or DEFAULT_DTYPES, modes or None, catalog,
                                    quiet=args.quiet, cases=args.case or None, journal=journal, limits=args.limits)
+    except ProbeInterrupted as err:  # the journal stays: the same command resumes
+        raise ProbeStopped(str(err)) from None
     except (FrameworkUnavailable, CatalogError) as err:
         _drop_empty_journal(journal)
         raise UsageError(str(err)) from None
@@ -170,7 +204,7 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
     out = out if out is not None else out_dir / f"{eid}.json"
     args.out = str(out)
     try:
-        merged = write_merged(out, shard, catalog, replace=args.replace)
+        merged = write_merged(out, shard, catalog, replace=args.replace, drop_removed=args.drop_removed)
     except ShardError as err:  # nothing written; the journal keeps what was probed
         raise UsageError(f"cannot write shard {out}: {err}") from None
     except OSError as err:
@@ -184,6 +218,17 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
     print(f"{eid}: probed {what}: {len(obs)} observations ({n_err} error, {n_un} unavailable), "
           f"{len(shard['networks'])} network runs -> {out} ({'replaced' if args.replace else 'merged'}: "
           f"{len(merged['observations'])} observations, {len(merged['networks'])} network runs)", file=sys.stderr)
+    kept = (merged["environment"].get("history") or [{}])[-1].get("not_remeasured") if not args.replace else None
+    if kept and merged is not shard:
+        print(f"{eid}: kept {kept['observations']} measured observations and {kept['networks']} network runs that "
+              f"could not be re-measured here ({'; '.join(kept['reasons'])[:300]}); recorded in environment.history",
+              file=sys.stderr)
+    measured = {c.id for c in catalog if c.programs_for(framework)}
+    outside = list(dict.fromkeys(o["case"] for o in merged["observations"] if o["case"] not in measured))
+    if outside:
+        print(f"{eid}: kept {len(outside)} case(s) the catalog {catalog.path} does not hold, as they were "
+              f"(--drop-removed drops them): {', '.join(outside[:5])}{', …' if len(outside) > 5 else ''}",
+              file=sys.stderr)
     return 0
 
 
@@ -210,11 +255,13 @@ def _drop_empty_journal(journal: Path | None) -> None:
 
 def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | None,
                          modes: Sequence[str] | None = None) -> dict[str, Any]:
+    import os
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
-    from kinkcheck.probe import DEFAULT_DTYPES, probe, select_cases
+    from kinkcheck.probe import DEFAULT_DTYPES, RESTARTED_ENV, probe, select_cases
 
     catalog = select_cases(catalog, args.case)
     modes = list(modes or args.mode or FRAMEWORK_MODES[args.framework])
@@ -230,8 +277,12 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
             progress.update(task, description=desc[:60])
             progress.advance(task)
 
+        def resume(line: str) -> None:
+            if not os.environ.get(RESTARTED_ENV):  # a worker restarted after a crash: said once already
+                progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
         return probe(args.framework, args.device, args.dtype or DEFAULT_DTYPES, modes, catalog,
-                     on_step=step, journal=journal)
+                     on_step=step, journal=journal, on_resume=resume)
 
 
 def _probe_limits(args: argparse.Namespace) -> Any:
@@ -413,10 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("probe", help="probe the catalog in the installed framework and merge it into its shard",
                         description="Measures the catalog (or the --case, --mode, --dtype cells asked for) and merges "
                                     "the result into the environment's shard atomically: the cells probed are "
-                                    "replaced, every other cell is kept, cases no longer in the catalog drop out. A "
-                                    "write that would lower the shard's count of current observations is refused "
-                                    "(exit 2). A killed probe resumes from its journal, .<id>.journal.jsonl beside "
-                                    "the shard.")
+                                    "replaced, every other cell is kept, and so are cases the --catalog does not hold "
+                                    "(unless --drop-removed). A measured (ok) value is never replaced by an error or "
+                                    "unavailable cell of the same build (kept, and counted in the shard's history); a "
+                                    "write that would lower the shard's count of measured observations is refused "
+                                    "(exit 2). A killed probe resumes from its journal (.<id>.<selection>.journal.jsonl "
+                                    "beside the shard, one per selection of cases, modes and dtypes); one probe per "
+                                    "environment at a time (.<id>.lock).")
     pr.add_argument("--framework", choices=("torch", "jax"), help="default with --out-dir: every installed framework")
     pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>.json "
                                   "after the environment probed")
@@ -429,6 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--replace", action="store_true",
                     help="an explicit full re-measure: replace the shard there is instead of merging into it "
                          "(not with --case, --mode or --dtype)")
+    pr.add_argument("--drop-removed", action="store_true",
+                    help="drop from the shard the cases the --catalog does not hold (default: keep them as they are, "
+                         "so a catalog cut to a few cases loses nothing)")
     pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
     pr.add_argument("--no-isolate", action="store_true",

@@ -27,9 +27,10 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, encode, get_adapter
 from kinkcheck.frameworks.base import COMPILED_MODES, check_mode, short_error
+from kinkcheck.shards import ShardBusy, shard_lock
 
-__all__ = ["DEFAULT_DTYPES", "ProbeLimits", "die_with_parent", "environment", "environment_id", "journal_path",
-           "probe", "probe_isolated", "select_cases"]
+__all__ = ["DEFAULT_DTYPES", "ProbeBusy", "ProbeInterrupted", "ProbeLimits", "die_with_parent", "environment",
+           "environment_id", "journal_path", "probe", "probe_isolated", "probe_lock", "select_cases"]
 
 #: dtypes of a probe: all four.
 DEFAULT_DTYPES: tuple[str, ...] = DTYPES
@@ -144,14 +145,36 @@ def environment_id(framework: str, device: str = "cpu") -> str | None:
     return f"{framework}-{_public_version(version)}-{device}"
 
 
-def journal_path(shard_path: str | Path) -> Path:
-    """Where a probe into ``shard_path`` journals its finished cases: ``.<file stem>.journal.jsonl`` beside it.
+def journal_path(shard_path: str | Path, modes: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
+                 cases: Sequence[str] | None = None) -> Path:
+    """Where a probe of one selection into ``shard_path`` journals its finished cases, beside the shard:
+    ``.<file stem>.<selection>.journal.jsonl``.
 
-    Kept when the probe is interrupted (the next probe of the same environment resumes from it), deleted
-    once the shard is written; ``.gitignore`` covers it.
+    ``<selection>`` is a short hash of the modes, dtypes and cases asked for (None or empty: every mode,
+    the four dtypes, every case), so each selection has its own journal: a narrowed probe never touches
+    the journal of a killed full probe. Kept when the probe is interrupted (the same command resumes from
+    it), deleted once the shard is written; ``.gitignore`` covers it (``.*.journal.jsonl``).
     """
+    import hashlib
+
+    selection = json.dumps([sorted(set(modes or ())), sorted(set(dtypes or DEFAULT_DTYPES)), sorted(set(cases or ()))])
     p = Path(shard_path)
-    return p.with_name(f".{p.stem}.journal.jsonl")
+    return p.with_name(f".{p.stem}.{hashlib.sha256(selection.encode()).hexdigest()[:8]}.journal.jsonl")
+
+
+class ProbeInterrupted(RuntimeError):
+    """The probe worker was killed by a signal the probe did not send (a person, the OOM killer): the probe
+    stops, its journal kept for the next run to resume; ``str(err)`` is one line."""
+
+
+#: Signals that end a worker from outside: an interruption of the probe, not a crash of the case it probes.
+INTERRUPTING_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+
+
+#: Another probe (or nox) holds the lock of the environment: ``kinkcheck.shards.ShardBusy``.
+ProbeBusy = ShardBusy
+#: The exclusive lock of one environment for a whole probe: ``kinkcheck.shards.shard_lock``.
+probe_lock = shard_lock
 
 
 def select_cases(catalog: Catalog, cases: Sequence[str] | None) -> Catalog:
@@ -219,6 +242,7 @@ def probe(
     on_step: Callable[[str], None] | None = None,
     journal: str | Path | None = None,
     cases: Sequence[str] | None = None,
+    on_resume: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Probe the catalog (or its ``cases``) for ``framework`` on ``device`` in this process; return a shard.
 
@@ -248,6 +272,9 @@ def probe(
     cases : sequence of str, optional
         Probe only these case ids (compiled batches compile only them); the shard's ``case_hashes`` names
         them, so :func:`kinkcheck.shards.write_merged` merges it into the full shard.
+    on_resume : callable, optional
+        Called with one line ("resuming: N of M cases already probed (journal …)") when the journal already
+        holds finished cases.
 
     Raises
     ------
@@ -269,6 +296,10 @@ def probe(
     journaled_env, done, _ = _read_journal(journal) if journal else (None, {}, [])
     if journal and not journaled_env:
         _append(journal, {"environment": env})
+    measured = [c.id for c in catalog if c.programs_for(framework)]
+    if on_resume and any(c in done for c in measured):
+        on_resume(f"resuming: {sum(c in done for c in measured)} of {len(measured)} cases already probed "
+                  f"(journal {journal})")
     crash, hang = os.environ.get(CRASH_ENV), os.environ.get(HANG_ENV)
     for case in catalog:  # eager modes first, each case journaled
         if case.id in done or not case.programs_for(framework):
@@ -278,8 +309,8 @@ def probe(
             continue
         if journal:
             _append(journal, {"start": case.id})
-        if crash == case.id:
-            os.abort()  # fault injection for the crash-isolation test (KINKCHECK_CRASH_CASE)
+        if crash == case.id:  # fault injection for the crash-isolation tests (KINKCHECK_CRASH_CASE)
+            _crash(os.environ.get(CRASH_SIGNAL_ENV))
         _hang_if(hang == case.id)
         done[case.id] = _probe_case(adapter, case, framework, device, dtypes, modes, on_step)
         if journal:
@@ -305,6 +336,18 @@ def probe(
 
 #: Environment variable naming a case at which a probe worker aborts (tests the crash isolation).
 CRASH_ENV = "KINKCHECK_CRASH_CASE"
+#: Environment variable naming the signal the worker sends itself at :data:`CRASH_ENV` (default: abort, SIGABRT).
+CRASH_SIGNAL_ENV = "KINKCHECK_CRASH_SIGNAL"
+
+
+def _crash(signame: str | None) -> None:
+    import signal
+
+    if signame:
+        os.kill(os.getpid(), getattr(signal, signame))
+    os.abort()
+
+
 #: Environment variable naming a case or compiled batch (``batch:<mode>/<dtype>``) at which a probe worker
 #: hangs (tests the time limits).
 HANG_ENV = "KINKCHECK_HANG_CASE"
@@ -461,7 +504,16 @@ def _crashed(catalog: Catalog, key: str, framework: str, dtypes: Sequence[str], 
 
 
 def _assemble(env: dict[str, Any], catalog: Catalog, done: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The shard: each case's eager cells, then its cells from the compiled batches, in catalog order."""
+    """The shard: each case's eager cells, then its cells from the compiled batches, in catalog order.
+
+    Raises
+    ------
+    FrameworkUnavailable
+        ``env`` is not an environment (a journal without its environment line: another process rewrote it).
+    """
+    if not isinstance(env, dict) or not isinstance(env.get("framework"), str):
+        raise FrameworkUnavailable("the probe journal has no environment line (was it rewritten by another "
+                                   "process?); run the same command again")
     framework = env["framework"]
     batches = {k[len("batch:"):]: v["results"] for k, v in done.items() if k.startswith("batch:")}
     modes = [m for m in env.get("modes", ()) if m in COMPILED_MODES]
@@ -564,10 +616,15 @@ def probe_isolated(
     limits : ProbeLimits, optional
         Default :meth:`ProbeLimits.resolve` (the environment variables, else the defaults).
 
+    A worker killed by SIGKILL, SIGTERM, SIGINT or SIGHUP that the probe did not send (a person, the OOM
+    killer) is not a crash of its case: the probe stops (:class:`ProbeInterrupted`), the journal kept.
+
     Raises
     ------
     FrameworkUnavailable
         The framework or device is missing (reported by the worker), or the worker died before any case.
+    ProbeInterrupted
+        The worker was killed from outside; the same call resumes from the journal.
     CatalogError
         A case id of ``cases`` the catalog does not hold.
     """
@@ -594,9 +651,10 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
     cmd += [a for c in cases or () for a in ("--case", c)]
     if quiet:
         cmd.append("--quiet")
-    for _ in range(len(catalog) + len(COMPILED_MODES) * len(dtypes) + 1):  # cases and compiled batches
+    for attempt in range(len(catalog) + len(COMPILED_MODES) * len(dtypes) + 1):  # cases and compiled batches
         # its own group, so that a kill takes its compile workers too
-        proc = subprocess.Popen(cmd, start_new_session=True, env={**os.environ, PARENT_ENV: str(os.getpid())})
+        proc = subprocess.Popen(cmd, start_new_session=True, env={**os.environ, PARENT_ENV: str(os.getpid()),
+                                                                  RESTARTED_ENV: "1" if attempt else ""})
         try:
             with _exit_on_termination():
                 stalled = _watch(proc, journal, limits)
@@ -610,6 +668,10 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
         env, done, started = _read_journal(journal)
         if rc == 0 and stalled is None:
             return _assemble(env, catalog, done)
+        signame = _interrupting_signal(rc)
+        if stalled is None and signame is not None:  # not our own time-limit kill: someone stopped the probe
+            raise ProbeInterrupted(f"the probe worker was killed by {signame}; run the same command again to resume "
+                                   f"(journal {journal})")
         crashed = next((c for c in reversed(started) if c not in done), None)
         if env is None or crashed is None:
             if stalled is not None:
@@ -621,11 +683,29 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
         else:
             why = f"signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exit status {rc}"
             reason = f"interpreter crashed: {why} while probing this case"
-            if -rc in (signal.SIGABRT, getattr(signal, "SIGKILL", None)):  # an uncaught bad_alloc, the OOM killer
+            if -rc == signal.SIGABRT:  # an uncaught bad_alloc
                 reason += f" (the worker's memory limit is {limits.memory_gib:g} GiB)"
         modes_run = env.get("modes") or modes or ()
         _append(journal, {"case": crashed, **_crashed(catalog, crashed, framework, dtypes, modes_run, reason, done)})
     raise FrameworkUnavailable(f"probe worker for {framework} kept crashing")
+
+
+def _interrupting_signal(rc: int | None) -> str | None:
+    """The name of the signal in :data:`INTERRUPTING_SIGNALS` that ended a worker with status ``rc``, else None.
+
+    A worker that gets SIGINT as a Python exception exits with 130 (``kinkcheck.cli.main``).
+    """
+    import signal
+
+    if rc == 130:
+        return "SIGINT"
+    if rc is None or rc >= 0:
+        return None
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        return None
+    return name if name in INTERRUPTING_SIGNALS else None
 
 
 def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> float | None:
@@ -664,6 +744,8 @@ def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> float | None:
 
 #: Environment variable with the pid of the probe that started a worker (see :func:`die_with_parent`).
 PARENT_ENV = "KINKCHECK_PROBE_PARENT"
+#: Environment variable set ("1") for a worker started after another one crashed (it does not announce resuming).
+RESTARTED_ENV = "KINKCHECK_PROBE_RESTARTED"
 
 
 def die_with_parent() -> None:

@@ -6,16 +6,17 @@ read; a corrupt or truncated shard raises :class:`ShardError` naming the file. P
 array-api-tests compliance records: framework and Python versions, platform, device, date, kinkcheck
 version, the catalog hash and a hash per case (``case_hashes``). A shard is *fresh* when every case × mode ×
 dtype of its matrix is present and measured against the case's current definition (:func:`missing_work`); a
-probe of part of the matrix merges into the shard there is (:func:`write_merged`) and never lowers its
-count of current observations; a failed attempt never replaces a measured shard (:func:`record_failed_attempt`).
+probe of part of the matrix merges into the shard there is (:func:`write_merged`), never replaces a measured
+value by an error within one build, and never lowers its count of measured observations of current cases; a failed attempt never replaces a measured shard (:func:`record_failed_attempt`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -25,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
-__all__ = ["SCHEMA_ID", "ShardError", "Work", "current_count", "drop_removed", "is_fresh", "json_text", "load_shards",
-           "merge_shard", "missing_work", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_schema",
+__all__ = ["SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count", "drop_removed", "is_fresh", "json_text", "load_shards",
+           "merge_shard", "missing_work", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_lock", "shard_schema",
            "write_json_atomic", "write_merged", "write_shard", "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
@@ -34,6 +35,60 @@ SCHEMA_ID = "kinkcheck/shard/v1"
 
 class ShardError(ValueError):
     """A shard that cannot be read or does not match the schema; ``str(err)`` names the file."""
+
+
+class ShardBusy(ShardError):
+    """Another probe holds the lock of the same environment (:func:`shard_lock`); ``str(err)`` is one line."""
+
+
+@contextlib.contextmanager
+def shard_lock(shard_path: str | Path) -> Iterator[None]:
+    """Hold the exclusive lock of the environment whose shard is ``shard_path`` (a whole probe, or one write by nox).
+
+    The lock is ``fcntl.flock`` on ``.<file stem>.lock`` beside the shard (removed on release; a killed probe
+    leaves it, ``.gitignore`` covers it, and the kernel releases its lock however the probe dies). While it is held, the temporary files a killed
+    write of this shard left (``.<shard name>.*.tmp``) are removed. Where ``fcntl`` is missing (Windows)
+    nothing is locked.
+
+    Raises
+    ------
+    ShardBusy
+        Another probe holds the lock ("another probe is writing <id> (pid N); wait for it").
+    OSError
+        The lock file cannot be created.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock: one probe per environment is then the user's to ensure
+        yield
+        return
+    shard = Path(shard_path)
+    lock = shard.with_name(f".{shard.stem}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise ShardBusy(f"another probe is writing {shard.stem}" + (f" (pid {holder})" if holder.isdigit() else "")
+                            + "; wait for it") from None
+        try:  # the holder before us removes the file on release: ours must still be the one at the path
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        for tmp in shard.parent.glob(f".{shard.name}.*.tmp"):  # a killed atomic write's leftovers
+            tmp.unlink(missing_ok=True)
+        yield
+    finally:
+        Path(lock).unlink(missing_ok=True)  # while still held, so no dot-file is left beside the shard
+        os.close(fd)  # releases the lock
 
 
 @cache
@@ -378,10 +433,12 @@ def missing_work(shard: dict[str, Any] | None, catalog: Catalog, framework: str 
 
 
 def current_count(shard: dict[str, Any] | None, catalog: Catalog) -> int:
-    """Observations of ``shard`` that measure a case and program of ``catalog`` as defined now.
+    """Measured (``ok``) observations of ``shard`` of a case and program of ``catalog`` as defined now.
 
     The count a write must not lower (:func:`merge_shard`): observations of removed cases or programs, or of
-    a case measured against another definition, measure something the catalog no longer holds.
+    a case measured against another definition, measure something the catalog no longer holds; an ``error``
+    or ``unavailable`` cell is not a measured value (a re-probe that turns values into ``unavailable`` keeps
+    the row count, not the measurements).
     """
     if shard is None or shard["environment"].get("not_measured") is not None:
         return 0
@@ -390,7 +447,7 @@ def current_count(shard: dict[str, Any] | None, catalog: Catalog) -> int:
     recorded = recorded_case_hashes(shard, catalog)
     current = {c for c, h in recorded.items() if c in cases and h == cases[c].measurement_hash(fw)}
     programs = {(c, p.id) for c in current for p in cases[c].programs_for(fw)}
-    return sum((o["case"], o["program"]) in programs for o in shard["observations"])
+    return sum((o["case"], o["program"]) in programs and o.get("status") == "ok" for o in shard["observations"])
 
 
 def _part(env: dict[str, Any], cases: Sequence[str] | None) -> dict[str, Any]:
@@ -416,13 +473,17 @@ def _with_case_hashes(env: dict[str, Any], hashes: dict[str, str]) -> dict[str, 
 
 
 def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalog,
-                replace: bool = False) -> dict[str, Any]:
+                replace: bool = False, drop_removed: bool = False) -> dict[str, Any]:
     """The shard to write where ``old`` is when a probe of some cases × modes × dtypes returned ``new``.
 
     The observations and network runs of exactly the cells ``new`` measured are replaced (in place, so a
-    re-probe that finds the same values changes no row), everything else of ``old`` is kept; cases the catalog
-    no longer measures drop out, and so do the old rows of a case whose definition changed (its
-    measurement hash differs: they measure a function the catalog no longer holds). ``case_hashes`` and
+    re-probe that finds the same values changes no row), everything else of ``old`` is kept; the old rows of a
+    case whose definition changed drop out (its measurement hash differs: they measure a function the catalog
+    no longer holds), and so do cases ``catalog`` does not measure, but only with ``drop_removed`` (a catalog
+    cut to a few cases must not drop the others). Within one build (same ``framework_build``) an ``ok`` row is
+    never replaced by an ``error`` or ``unavailable`` one: a value that cannot be re-measured now (no C++
+    compiler, a crash) says something about this machine, not about the framework; the old row stays and the
+    new ``history`` entry records ``not_remeasured`` = ``{"observations", "networks", "reasons"}``. ``case_hashes`` and
     the provenance take ``new``'s values; ``history`` lists when each part was measured (``cases`` only
     where a part did not cover every case). ``last_attempt`` (a failed attempt) is cleared.
 
@@ -434,12 +495,14 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
         A probe's shard (``kinkcheck.probe.probe``), with ``environment.case_hashes`` of the cases it probed.
     replace : bool
         An explicit full re-measure: ``new`` replaces ``old`` whole, with no check on the count.
+    drop_removed : bool
+        Drop the rows of cases ``catalog`` does not measure (the full catalog given); default: keep them.
 
     Raises
     ------
     ShardError
         ``new`` is a not-measured record, ``old`` is another environment, or the result would hold fewer
-        observations of current cases (:func:`current_count`) than ``old`` (unless ``replace``).
+        measured observations of current cases (:func:`current_count`) than ``old`` (unless ``replace``).
     """
     env_new = new["environment"]
     if env_new.get("not_measured") is not None:
@@ -457,28 +520,39 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
                    if o["case"] not in probed and o["case"] in cases})
     redefined = {c for c in probed if recorded.get(c) != probed[c]}
     cells = {_cell_key(o) for o in new["observations"]}
+    same_build = env_old.get("framework_build") in (None, env_new.get("framework_build"))
+    order = [*cases, *(c for c in dict.fromkeys(o["case"] for o in old["observations"]) if c not in cases)]
+    reasons: dict[str, int] = {}
 
-    def merged_rows(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def merged_rows(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         fresh = {_row_key(r): r for r in new_rows}
         placed: set[tuple[str, str, str, str]] = set()
         by_case: dict[str, list[dict[str, Any]]] = {}
+        kept_ok = 0
         for r in old_rows:
-            if r["case"] not in cases:
+            if r["case"] not in cases and drop_removed:
                 continue
             if r["case"] in redefined or _cell_key(r) in cells:
                 k = _row_key(r)
                 if k in fresh and k not in placed:  # the new row takes the old one's place
-                    by_case.setdefault(r["case"], []).append(fresh[k])
+                    row = fresh[k]
+                    if (same_build and r["case"] not in redefined and r.get("status") == "ok"
+                            and row.get("status") != "ok"):  # not re-measurable here: the measured value stays
+                        why = f"{row.get('status')}: {row.get('error') or 'no value'}"
+                        reasons[why[:200]] = reasons.get(why[:200], 0) + 1
+                        kept_ok += 1
+                        row = r
+                    by_case.setdefault(r["case"], []).append(row)
                     placed.add(k)
                 continue
             by_case.setdefault(r["case"], []).append(r)
         for r in new_rows:
             if _row_key(r) not in placed:
                 by_case.setdefault(r["case"], []).append(r)
-        return [r for c in cases for r in by_case.get(c, [])]
+        return [r for c in order for r in by_case.get(c, [])], kept_ok
 
-    observations = merged_rows(old["observations"], new["observations"])
-    networks = merged_rows(old["networks"], new["networks"])
+    observations, kept_obs = merged_rows(old["observations"], new["observations"])
+    networks, kept_nets = merged_rows(old["networks"], new["networks"])
     from kinkcheck.frameworks.base import DTYPES, MODES
 
     env = {k: v for k, v in env_old.items() if k not in ("last_attempt", "not_measured")}
@@ -492,16 +566,21 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
     hashes = {c: probed[c] if c in probed else recorded.get(c) for c in kept}
     env = _with_case_hashes(env, {c: h for c, h in hashes.items() if h is not None})
     every = set(probed) >= set(cases)
-    env["history"] = [*(env_old.get("history") or [_part(env_old, None)]), _part(env_new, None if every else list(probed))]
+    part = _part(env_new, None if every else list(probed))
+    if kept_obs or kept_nets:
+        part["not_remeasured"] = {"observations": kept_obs, "networks": kept_nets,
+                                  "reasons": sorted(reasons, key=lambda r: -reasons[r])[:5]}
+    env["history"] = [*(env_old.get("history") or [_part(env_old, None)]), part]
     merged = {**new, "environment": env, "observations": observations, "networks": networks}
     before, after = current_count(old, catalog), current_count(merged, catalog)
     if after < before:
-        raise ShardError(f"{env['id']}: refusing to write a shard with {after} current observations over one with "
-                         f"{before} (a full re-measure replaces it: kinkcheck probe --replace)")
+        raise ShardError(f"{env['id']}: refusing to write a shard with {after} measured (ok) observations of current "
+                         f"cases over one with {before} (a full re-measure replaces it: kinkcheck probe --replace)")
     return merged
 
 
-def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replace: bool = False) -> dict[str, Any]:
+def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replace: bool = False,
+                 drop_removed: bool = False) -> dict[str, Any]:
     """Merge ``new`` into the shard at ``path`` (:func:`merge_shard`) and write the result atomically.
 
     Returns the shard written.
@@ -521,7 +600,7 @@ def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replac
             old = read_shard(p)
         except ShardError as err:
             raise ShardError(f"{err}; it is left as it is (kinkcheck probe --replace overwrites it)") from None
-    merged = merge_shard(old, new, catalog, replace=replace)
+    merged = merge_shard(old, new, catalog, replace=replace, drop_removed=drop_removed)
     write_shard(p, merged)
     return merged
 
@@ -530,8 +609,17 @@ def drop_removed(path: str | Path, catalog: Catalog) -> tuple[str, ...]:
     """Drop from the shard at ``path`` the rows of cases the catalog no longer measures; the cases dropped.
 
     Needs no framework (nox calls it for a shard that is otherwise fresh). Writes only when something is
-    dropped; a missing, unreadable or not-measured file is left as it is.
+    dropped, under the environment's lock (:func:`shard_lock`; nothing is dropped while a probe holds it); a
+    missing, unreadable or not-measured file is left as it is.
     """
+    try:
+        with shard_lock(path):
+            return _drop_removed(path, catalog)
+    except ShardBusy:
+        return ()
+
+
+def _drop_removed(path: str | Path, catalog: Catalog) -> tuple[str, ...]:
     shard = _read_loose(path)
     if shard is None or shard["environment"].get("not_measured") is not None:
         return ()
@@ -555,7 +643,8 @@ def record_failed_attempt(path: str | Path, environment: dict[str, Any]) -> str:
     ``last_attempt`` = ``{"attempted_at", "not_measured"}`` (observations untouched, written atomically; the
     report names the failed attempt beside the measured shard). Where there is no shard, or only an earlier
     not-measured record, ``path`` becomes a not-measured record (no observations). A not-measured record is
-    never fresh (:func:`missing_work`), so the next run retries. An unreadable file is left as it is.
+    never fresh (:func:`missing_work`), so the next run retries. An unreadable file is left as it is, and so
+    is the shard while a probe holds its lock (:func:`shard_lock`: that probe's merge must not be overwritten).
 
     Parameters
     ----------
@@ -568,7 +657,14 @@ def record_failed_attempt(path: str | Path, environment: dict[str, Any]) -> str:
     str
         One line saying what was written.
     """
-    p = Path(path)
+    try:
+        with shard_lock(path):
+            return _record_failed_attempt(Path(path), environment)
+    except ShardBusy as err:
+        return f"{path}: {err}; the failed attempt is not recorded"
+
+
+def _record_failed_attempt(p: Path, environment: dict[str, Any]) -> str:
     reason = environment["not_measured"]
     old = _read_loose(p) if p.exists() else None
     if p.exists() and old is None:
