@@ -102,6 +102,11 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "x.register_hook(torch.neg)", "--at", "x=1", "--framework", "torch"], "'register_hook' is refused"),
         (["grad", "torch.relu(x)", "--at", "x=0", "--timeout", "0"], "--timeout must be a positive number"),
         (["grad", "torch.relu(x)", "--at", "x=0", "--memory", "lots"], "--memory must be a positive number"),
+        (["grad", "torch.relu(x)", "--at", "x=1", "--memory", "1e30"], "--memory must be a positive number up to"),
+        # torch warns (UserWarning) on the way to this error: the error is still the one line
+        (["grad", "torch.tensor(x)", "--at", "x=0"], "torch raised"),
+        (["grad", "torch.relu(x.sub_(1))", "--at", "x=[1.5,1.5]", "--mode", "forward"], "modifies a tensor in place"),
+        (["grad", "torch.nn.functional.dropout(x)", "--at", "x=[1,1]"], "random number generator"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, message):
@@ -192,3 +197,23 @@ def test_non_utf8_text_is_refused_by_the_parsers():
         ex.parse_point("x=\udcff")
     with pytest.raises(ex.ExprError, match="the expression is not valid UTF-8 text"):
         ex.parse("torch.relu(x)\udcff", {"x"}, {"torch"})
+
+
+def test_an_answer_that_cannot_be_written_is_exit_2_not_a_traceback(tmp_path):
+    """`> /dev/full` (disk full) or a closed stdout: one line, exit 2 — not 0, and not diff's 1 ("changes")."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    obs = ROOT / "references" / "observations"
+    argv = [sys.executable, "-m", "kinkcheck", "diff", str(obs / "torch-2.13.0-cpu.json"),
+            str(obs / "torch-2.15.0-cpu.json")]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, check=False)
+    assert proc.returncode == 2 and "cannot write the output" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+                          preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 2 and "standard output is closed" in proc.stderr, proc.stderr

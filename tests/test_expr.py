@@ -237,6 +237,18 @@ def test_allowed_names_resolve_and_strings_are_refused_at_run_time():
         ("jax.experimental.host_callback.id_tap(x, x)", "is refused"),
         ("jax.debug_nans(True)", "framework infrastructure"),
         ("jax.print_environment_info()", "framework infrastructure"),
+        # in place: the point would move under the next tangent or evaluation (wrong gradients, exit 0)
+        ("torch.relu(x.sub_(1))", "modifies a tensor in place"),
+        ("torch.relu(x + x.detach().sub_(1) * 0)", "modifies a tensor in place"),
+        ("x.data", "modifies a tensor in place"),
+        ("x.requires_grad_(False)", "modifies a tensor in place"),
+        # random: a value that changes from run to run is no measurement
+        ("torch.nn.functional.dropout(x)", "random number generator"),
+        ("torch.nn.functional.rrelu(x, training=True)", "random number generator"),
+        ("torch.randn(3) * x", "random number generator"),
+        ("torch.rand_like(x)", "random number generator"),
+        ("torch.bernoulli(x)", "random number generator"),
+        ("torch.normal(x, x)", "is refused"),
     ],
 )
 def test_state_changing_compiling_and_loading_names_are_refused_by_kind(source, kind):
@@ -250,7 +262,8 @@ def test_refused_kind_covers_names_a_future_release_may_add():
                  "something_callback", "compile_all", "ScriptThing", "export_program", "register_kernel"):
         assert ex.refused_kind(name) is not None, f"{name} should be refused by its kind"
     for name in ("relu", "clamp", "maximum", "hardtanh", "nuclear_norm", "setdiff1d", "is_set_to", "where",
-                 "sort", "topk", "amax", "quantile", "reduce_window", "full_like", "module_load"):
+                 "sort", "topk", "amax", "quantile", "reduce_window", "full_like", "module_load", "normalize",
+                 "rank", "argmax"):
         assert ex.refused_kind(name) is None, f"{name} is ordinary math and must stay allowed"
 
 

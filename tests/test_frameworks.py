@@ -200,7 +200,8 @@ def test_unknown_framework_is_framework_unavailable():
     [
         pytest.param("torch", ["x * torch.set_grad_enabled(False)", "x * torch.set_default_dtype(torch.float16)",
                                "x * torch.no_grad()", "x * torch.inference_mode()", "x * torch.autocast(x)",
-                               "x * torch.CompilationUnit()"], marks=pytest.mark.torch),
+                               "x * torch.CompilationUnit()", "torch.cond(x > 0, torch.sin, torch.cos, (x,))"],
+                     marks=pytest.mark.torch),
         pytest.param("jax", ["x * jax.numpy_rank_promotion(x)", "x * jax.default_matmul_precision(x)",
                              "x * jax.transfer_guard(x)", "jax.jit(jax.numpy.abs)(x)"], marks=pytest.mark.jax),
     ],

@@ -274,6 +274,10 @@ def _report_mutations():
         (obs(0, case="nope@0"), "not among the report's cases"),
         (obs(0, program="torch.nope(x)"), "is not a torch program of case relu@0"),
         (obs(0, mode=5), "mode, dtype or status missing or unknown"),
+        (obs(0, mode=["reverse"]), "mode, dtype or status missing or unknown"),
+        (obs(0, conformance=[1]), "conformance must be conforms, departs or open"),
+        (obs(0, conformance={"a": 1}), "conformance must be conforms, departs or open"),
+        (obs(0, labels={"a": 1}), "labels must be a non-empty list of strings"),
         (lambda d: d["observations"].append(7), "not an object"),
     ]
 
@@ -345,3 +349,29 @@ def test_a_case_measured_against_an_old_definition_is_left_out_not_the_shard(cat
     assert "relu@0" not in cases and {"maximum@tie", "max@[1,1]"} <= cases, f"stale case left out: {sorted(cases)}"
     assert not any(n["case"] == "relu@0" for n in doc["networks"]), "its network runs are left out too"
     assert any("relu@0" in g and "not shown" in g for g in doc["provenance"]["gaps"]), doc["provenance"]["gaps"]
+
+
+def test_a_fifo_or_duplicate_keys_are_refused_not_waited_on(tmp_path, capsys):
+    """A FIFO among the inputs would block the reader forever; a JSON object with a key twice means different
+    things to different parsers (the last or the first wins): both are one line, exit 2."""
+    import os
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    dup = tmp_path / "dup.json"
+    dup.write_text('{"schema": "kinkcheck/shard/v1", "observations": [], "observations": [1]}')
+    shard = OBS / "torch-2.13.0-cpu.json"
+    for bad, words in ((fifo, "not a regular file"), (dup, "appears twice")):
+        for argv in (["diff", str(bad), str(shard)], ["cite", "torch.relu(x)", "--report", str(bad)],
+                     ["migrate", "--from", "torch", "--to", "jax", "--report", str(bad)]):
+            assert cli.main(argv) == 2, argv
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and words in err[0], f"{argv}: {err}"
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    os.mkfifo(folder / "x.json")
+    shards, errors = load_shards(folder)
+    assert shards == [] and len(errors) == 1 and "not a regular file" in errors[0], errors
+    assert cli.main(["report", "--shards", str(OBS), "--out", str(tmp_path / "r"), "--catalog", str(fifo)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a regular file" in err[0], err

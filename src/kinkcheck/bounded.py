@@ -111,9 +111,15 @@ def _positive(value: str | float | None, env_name: str, option: str, env: Mappin
         out = float(value)
     except (TypeError, ValueError):
         out = math.nan
-    if not (math.isfinite(out) and out > 0):
-        raise ValueError(f"{where} must be a positive number, got {ascii(value) if isinstance(value, str) else value}")
+    if not (math.isfinite(out) and 0 < out <= MAX_LIMIT):
+        raise ValueError(f"{where} must be a positive number up to {MAX_LIMIT:g}, got "
+                         f"{ascii(value) if isinstance(value, str) else value}")
     return out
+
+
+#: Largest time (s) or memory (GiB) limit accepted: a day, or 84 TiB; past that a limit means nothing
+#: (and a byte count past 2**63 would not fit the operating system's limit).
+MAX_LIMIT = 86_400.0
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -220,9 +226,10 @@ def run(task: str, payload: Mapping[str, Any], limits: Limits) -> Any:
     except ValueError:
         answer = None
     if isinstance(answer, dict) and ("ok" in answer or isinstance(answer.get("error"), str)):
-        sys.stderr.write(text)  # the worker's warnings, as an in-process run would show them
         if "ok" in answer:
+            sys.stderr.write(text)  # the worker's warnings, as an in-process run would show them
             return answer["ok"]
+        # an error is one line: the framework's warnings on the way there would bury it
         raise (BoundExceeded if answer.get("bound") else TaskError)(answer["error"])
     # the worker died without answering: one line, with the last thing it said
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

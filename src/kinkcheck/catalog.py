@@ -286,6 +286,8 @@ def _modes(value: Any, where: str) -> tuple[str, ...]:
 @cache
 def _load(path: str) -> Catalog:
     p = Path(path)
+    if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or device would block the reader
+        raise CatalogError(f"cannot read catalog {path}: not a regular file")
     try:
         raw = p.read_bytes()
     except OSError as err:

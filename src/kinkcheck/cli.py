@@ -579,6 +579,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_utf8(sys.argv[1:] if argv is None else argv)
         args = build_parser().parse_args(argv)
+        if sys.stdout is None:  # started with stdout closed (`>&-`): there is nowhere to answer
+            raise UsageError("standard output is closed: nowhere to write the answer")
         rc = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return rc
@@ -592,10 +594,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("kinkcheck: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `kinkcheck diff … | head -1`: the reader left; the status stays the command's
-        import os
-
-        try:  # later writes (and the interpreter's last flush) go nowhere instead of raising again
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor (embedded, captured)
-            pass
+        _quiet_stdout()
         return int(getattr(args, "exit_status", 0))
+    except OSError as err:  # `> /dev/full`: the answer could not be written; neither 0 nor diff's 1 would be true
+        _quiet_stdout()
+        try:
+            print(f"kinkcheck: error: cannot write the output: {err.strerror or err}", file=sys.stderr)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_BAD_INPUT
+
+
+def _quiet_stdout() -> None:
+    """Send later writes to stdout (and the interpreter's last flush) to /dev/null, so they cannot fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor (embedded, captured)
+        pass

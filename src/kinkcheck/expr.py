@@ -36,6 +36,7 @@ import ast
 import math
 import operator
 import types
+from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,7 @@ DENIED = frozenset(
         "tofile", "fromfile", "from_file", "memmap", "frombuffer", "storage", "untyped_storage", "dump", "dumps",
         "system", "popen", "exec", "eval",
         "jit", "fx", "seed", "cpp_extension", "backends", "monitoring", "empty_cache", "default_generator",
+        "normal",  # torch.normal draws from the RNG; normalize is deterministic and stays
     }
 )
 
@@ -107,6 +109,8 @@ DENIED_KINDS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
       "autocast_", "share_memory"),
      ()),
     ("it compiles or traces code", ("aot",), ("compil", "script", "export", "dynamo", "inductor")),
+    ("it draws from the global random number generator (a value that changes from run to run is no measurement)",
+     ("rand", "bernoulli", "multinomial", "poisson", "normal_", "log_normal"), ("dropout", "rrelu")),
     ("it loads or saves data or code", ("load", "save"), ("file", "import", "storage", "pickle", "serializ")),
     ("it reaches framework infrastructure (configuration, callbacks, ops registration, debugging, processes)", (),
      ("config", "callback", "debug", "custom_op", "profil", "environ", "multiprocessing", "distributed")),
@@ -120,6 +124,7 @@ DENIED_ORIGINS = frozenset(
         "config", "jit", "serialization", "hub", "library", "distributed", "multiprocessing", "profiler",
         "debugging", "cpp_extension", "backends", "export", "onnx", "package", "dynamo", "compiler",
         "compilation_cache", "callback", "random", "cuda", "mps", "xpu", "grad_mode", "autocast_mode",
+        "higher_order_ops",  # torch.cond, torch.while_loop: they run dynamo
     }
 )
 
@@ -223,6 +228,8 @@ def refused_kind(seg: str) -> str | None:
     for kind, prefixes, parts in DENIED_KINDS:
         if low.startswith(prefixes) or any(p in low for p in parts):
             return kind
+    if seg.endswith("_") or seg == "data":  # x.sub_(1), x.data: the point moves under the next evaluation
+        return "it modifies a tensor in place (a name ending in '_', or .data)"
     return None
 
 
@@ -442,6 +449,14 @@ def _origin(obj: Any) -> str:
     return type(obj).__module__
 
 
+def _defining_file(obj: Any, root: str) -> tuple[str, ...]:
+    """Package path of the file that defines a function, below ``root`` (``torch.cond`` says its
+    ``__module__`` is ``torch`` but lives in ``torch/_higher_order_ops/cond.py``); () for other objects."""
+    code = getattr(obj, "__code__", None)
+    parts = Path(code.co_filename).with_suffix("").parts if code is not None else ()
+    return tuple(parts[len(parts) - parts[::-1].index(root):]) if root in parts else ()
+
+
 def resolve_names(
     node: Node,
     namespace: Mapping[str, Any],
@@ -487,7 +502,8 @@ def resolve_names(
                 origin = _origin(obj)
                 if origin.split(".")[0] not in allowed_origins:
                     raise ExprError(f"{n.dotted!r} comes from {origin!r}, outside {', '.join(sorted(allowed_origins))}")
-                denied = [m for m in origin.split(".") if m.lstrip("_") in DENIED_ORIGINS]
+                denied = [m for m in (*origin.split("."), *_defining_file(obj, origin.split(".")[0]))
+                          if m.lstrip("_") in DENIED_ORIGINS]
                 if denied:
                     raise ExprError(f"{n.dotted!r} is refused: it comes from {origin!r} (compilers, loaders, "
                                     "configuration and global-state setters are out of reach)")

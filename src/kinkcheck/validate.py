@@ -38,6 +38,18 @@ _DTYPES = ("float64", "float32", "float16", "bfloat16")
 _STATUSES = ("ok", "error", "unavailable")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return out
+
+
 def read_json(path: str | Path, error: type[Exception], missing: str | None = None) -> tuple[Any, str]:
     """Read and parse a JSON file a user handed in; every failure is ``error`` with a one-line reason.
 
@@ -62,6 +74,8 @@ def read_json(path: str | Path, error: type[Exception], missing: str | None = No
     """
     p = Path(path)
     try:
+        if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or device would block or never end
+            raise error(f"{p}: not a regular file")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise error(missing or f"{p}: no such file") from None
@@ -72,7 +86,10 @@ def read_json(path: str | Path, error: type[Exception], missing: str | None = No
     except OSError as err:
         raise error(f"{p}: cannot read ({err.strerror or type(err).__name__})") from None
     try:
-        return json.loads(text), text
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys), text
+    except _DuplicateKey as err:
+        raise error(f"{p}: cannot read (key {str(err)!r} appears twice in one object; readers would disagree "
+                    "on which one counts)") from None
     except json.JSONDecodeError as err:
         raise error(f"{p}: cannot read (invalid JSON at line {err.lineno}, column {err.colno})") from None
     except RecursionError:
@@ -414,8 +431,10 @@ def _observation_fast(ob: Any, env_fw: Mapping[str, str], cases: Mapping[str, di
                 and (ob["case"], ob["framework"], ob["program"]) in programs):  # implies they are strings
             return False
         labels = ob["labels"]
-        key = tuple(labels) if type(labels) is list else None
-        if key is None or key not in good_labels:
+        if type(labels) is not list:
+            return False
+        key = tuple(labels)
+        if key not in good_labels:
             if not labels or not all(type(x) is str for x in labels):
                 return False
             good_labels.add(key)  # type: ignore[arg-type]
@@ -424,7 +443,7 @@ def _observation_fast(ob: Any, env_fw: Mapping[str, str], cases: Mapping[str, di
         return False
     if not (err is None or type(err) is str) or ob.get("input") is not None:
         return False
-    if "conformance" in ob and ob["conformance"] not in _VERDICTS:
+    if "conformance" in ob and (type(ob["conformance"]) is not str or ob["conformance"] not in _VERDICTS):
         return False
     if value is None:
         return ob["status"] != "ok"
