@@ -31,6 +31,7 @@ from kinkcheck.catalog import load_catalog
 from kinkcheck.shards import shard_schema
 from kinkcheck.validate import report_schema
 
+from catalogs import MAXIMUM_AT_TIE
 from conftest import ROOT
 
 hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema", reason="pip install hypothesis-jsonschema "
@@ -47,17 +48,7 @@ sources = ["P0"]
 [case.programs]
 torch = ["torch.relu(x)", "torch.nn.functional.relu(x)"]
 jax = ["jax.nn.relu(x)", "jax.numpy.maximum(x, 0.0)"]
-
-[[case]]
-id = "maximum@tie"
-title = "maximum of a tie"
-sympy = "Max(x, y)"
-at = { x = 1, y = 1 }
-tie = true
-[case.programs]
-torch = ["torch.maximum(x, y)"]
-jax = ["jax.numpy.maximum(x, y)"]
-"""
+""" + MAXIMUM_AT_TIE
 PROGRAMS = ["torch.relu(x)", "torch.nn.functional.relu(x)", "jax.nn.relu(x)", "jax.numpy.maximum(x, 0.0)",
             "torch.maximum(x, y)", "jax.numpy.maximum(x, y)", "torch.abs(x)"]
 MODES = ["reverse", "forward", "jit", "second-order"]

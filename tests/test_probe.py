@@ -10,6 +10,8 @@ from kinkcheck.catalog import load_catalog
 from kinkcheck.probe import probe
 from kinkcheck.shards import read_shard, write_shard
 
+from catalogs import MAXIMUM_AT_TIE
+
 SMALL = """
 [[case]]
 id = "relu@0"
@@ -20,17 +22,7 @@ activation = "relu"
 [case.programs]
 torch = ["torch.relu(x)", "torch.relu(x, 1, 2)", "torch.nn.functional.no_such_function(x)", "torch.argmax(x)"]
 jax = ["jax.nn.relu(x)", "jax.nn.no_such_function(x)"]
-
-[[case]]
-id = "maximum@tie"
-title = "maximum at a tie"
-sympy = "Max(x, y)"
-at = { x = 1, y = 1 }
-tie = true
-[case.programs]
-torch = ["torch.maximum(x, y)"]
-jax = ["jax.numpy.maximum(x, y)"]
-"""
+""" + MAXIMUM_AT_TIE
 
 
 @pytest.fixture
@@ -383,17 +375,7 @@ at = { x = 0 }
 [case.programs]
 torch = ["torch.ones(100000, 100000) * x"]
 jax = ["jax.numpy.ones((100000, 100000)) * x"]
-
-[[case]]
-id = "maximum@tie"
-title = "maximum at a tie"
-sympy = "Max(x, y)"
-at = { x = 1, y = 1 }
-tie = true
-[case.programs]
-torch = ["torch.maximum(x, y)"]
-jax = ["jax.numpy.maximum(x, y)"]
-"""
+""" + MAXIMUM_AT_TIE
 
 
 #: The memory bound is RLIMIT_DATA, which only Linux enforces on every private mapping (see kinkcheck.bounded).

@@ -9,6 +9,7 @@ import pytest
 
 from kinkcheck.shards import ShardError, load_shards, read_shard, write_json_atomic, write_shard
 
+from catalogs import MAXIMUM_AT_TIE
 from conftest import ROOT
 
 OBS = ROOT / "references" / "observations"
@@ -121,17 +122,7 @@ sources = ["P0"]
 [case.programs]
 torch = ["torch.relu(x)", "torch.clamp(x, min=0)"]
 jax = ["jax.nn.relu(x)"]
-
-[[case]]
-id = "maximum@tie"
-title = "maximum at a tie"
-sympy = "Max(x, y)"
-at = { x = 1, y = 1 }
-tie = true
-[case.programs]
-torch = ["torch.maximum(x, y)"]
-jax = ["jax.numpy.maximum(x, y)"]
-"""
+""" + MAXIMUM_AT_TIE
 
 MODES = ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order")
 DTYPES = ("float64", "float32", "float16", "bfloat16")

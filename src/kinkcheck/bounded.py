@@ -112,8 +112,8 @@ def _positive(value: str | float | None, env_name: str, option: str, env: Mappin
     except (TypeError, ValueError):
         out = math.nan
     if not (math.isfinite(out) and 0 < out <= MAX_LIMIT):
-        raise ValueError(f"{where} must be a positive number up to {MAX_LIMIT:g}, got "
-                         f"{ascii(value) if isinstance(value, str) else value}")
+        raise ValueError(f"{where} must be a positive number, got {ascii(value) if isinstance(value, str) else value}"
+                         f" (at most {MAX_LIMIT:g})")
     return out
 
 
