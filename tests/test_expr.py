@@ -112,6 +112,11 @@ def test_parse_point(text, expected):
         assert math.copysign(1.0, got["x"]) == -1.0, "-0.0 keeps its sign"
 
 
+def test_parse_point_keeps_zeros_and_the_smallest_subnormal():
+    got = ex.parse_point("x=0.0,y=0e5,z=5e-324")
+    assert got == {"x": 0.0, "y": 0.0, "z": 5e-324}, f"only a nonzero literal that became 0 is refused: {got}"
+
+
 @pytest.mark.parametrize(
     "text, reason",
     [
@@ -128,6 +133,8 @@ def test_parse_point(text, expected):
         ("x=nan", "must be a number"),
         ("x=1e400", "not a finite float64 number"),
         ("v=[1, 1e999]", "not a finite float64 number"),
+        ("x=1e-400", "underflows to 0 in float64"),  # it would be measured at the kink 0 itself
+        ("v=[1, -2.5e-330]", "underflows to 0 in float64"),
         ("x=" + "[" * 500 + "1" + "]" * 500, "malformed value"),
     ],
 )

@@ -670,6 +670,11 @@ def _split_top(text: str) -> list[str]:
 
 def _literal(node: ast.expr, text: str) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        if node.value == 0 and isinstance(node.value, float):
+            written = ast.get_source_segment(text, node) or ""
+            if any(c in "123456789" for c in written.lower().partition("e")[0]):  # 1e-400: not the zero it became
+                raise ExprError(f"{written} underflows to 0 in float64: the point would be the kink at 0 itself "
+                                "(the smallest float64 is about 5e-324)")
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         v = _literal(node.operand, text)
