@@ -43,7 +43,7 @@ import sympy
 from kinkcheck import catalog as cat
 from kinkcheck import expr as ex
 from kinkcheck.catalog import Case
-from kinkcheck.classify import hull_distance, min_norm_point
+from kinkcheck.geometry import hull_distance, min_norm_point
 
 __all__ = [
     "OracleError",
@@ -52,7 +52,6 @@ __all__ = [
     "to_sympy",
     "analyze",
     "probe_directions",
-    "hull_distance",
 ]
 
 _DPS = 400  # working precision (significant digits) for sign decisions
