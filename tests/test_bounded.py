@@ -34,7 +34,7 @@ def test_limits_come_from_options_then_environment_then_defaults():
 def test_grad_in_a_worker_gives_the_in_process_value(capsys, torch_adapter, jax_adapter):
     for args, expected in ((["grad", "torch.amax(v)", "--at", "v=[1,3,3]"], {"v": [0.0, 0.5, 0.5]}),
                            (["grad", "jax.numpy.sqrt(x)", "--at", "x=0"], {"x": "inf"})):
-        assert main(args) == 0, capsys.readouterr().err
+        assert main([*args, "--no-judge"]) == 0, capsys.readouterr().err  # the bare value (judged: test_explain)
         out = capsys.readouterr().out.strip().splitlines()
         assert len(out) == 1 and json.loads(out[0]) == expected, f"{args}: {out}"
 
@@ -121,3 +121,41 @@ def test_bad_input_found_in_the_worker_is_a_task_error(user):
                "frameworks": ["torch", "jax"], "dtype": "float64"}
     with pytest.raises(TaskError, match="userbound has no function 'nope'"):
         bounded.run("check", payload, Limits())
+
+
+# -- issue 11 part 4: callables passed as values, non-finite points, --wrt and int: inputs through the worker ----
+
+
+def _grad_line(capsys, args) -> dict:
+    code = main([*args, "--no-judge"])  # the bare value; the judgement is tested in test_explain.py
+    out, err = capsys.readouterr()
+    assert code == 0, f"{args}: exit {code}: {err}"
+    return json.loads(out)
+
+
+def test_a_callable_passed_as_a_value_runs_in_the_bounded_worker(capsys, jax_adapter):
+    """A resolved function is a value like any other (``lax.map``'s body, ``while_loop``'s test and body);
+    what bounds it is the worker: at x = inf ``while_loop(isfinite, abs, x)`` ends at once (the forward
+    tangent of the identity, 1), at x = 0 it never ends and the time limit stops it (test above)."""
+    assert _grad_line(capsys, ["grad", "jax.lax.map(jax.numpy.abs, v)", "--at", "v=[-1,2]"]) == {"v": [-1.0, 1.0]}
+    args = ["grad", "jax.lax.while_loop(jax.numpy.isfinite, jax.numpy.abs, x)", "--at", "x=inf", "--mode", "forward"]
+    assert _grad_line(capsys, args) == {"x": 1.0}, "the loop's test is False at inf: the identity"
+
+
+@pytest.mark.parametrize("source, reason", [
+    ("torch.func.grad(torch.sin)(x)", "'torch.func' is the module 'torch.func', outside the expression namespace"),
+    ("jax.jit(jax.numpy.abs)(x)", "'jit' is refused"),
+    ("jax.pure_callback(jax.numpy.abs, x, x)", "'pure_callback' is refused"),
+    ("torch.cond(x > 0, torch.sin, torch.cos, (x,))", "is refused"),
+])
+def test_callables_that_compile_trace_or_call_back_are_refused_before_running(capsys, torch_adapter, source, reason):
+    assert main(["grad", source, "--at", "x=1", "--no-isolate"]) == 2, source
+    line = _one_error_line(capsys)
+    assert reason in line, f"{source}: {line}"
+
+
+def test_non_finite_points_wrt_and_int_inputs_cross_the_worker(capsys, torch_adapter):
+    """The payload is JSON: inf/nan travel as Infinity/NaN, --wrt and int: as name lists."""
+    args = ["grad", "torch.where(x <= 10, torch.exp(x), 1.0) * y ** k", "--at", "x=inf,y=2,k=int:3", "--wrt", "y"]
+    assert _grad_line(capsys, args) == {"y": 12.0}, "d/dy of 1 * y**3 at y = 2; x and k are constants"
+    assert _grad_line(capsys, ["grad", "torch.exp(x)", "--at", "x=-inf"]) == {"x": 0.0}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -49,6 +51,18 @@ MODULE = textwrap.dedent('''
 
     def jax_clip(v):
         return jnp.clip(v, -1, 1)         # 0.5 at a bound
+
+    def torch_fmax(x, y):
+        return torch.fmax(x, y)           # a tie: reverse gives it to x, forward (jvp) to y
+
+    def jax_where(x, y):
+        return jnp.where(x >= y, x, y)    # a tie: x in every mode
+
+    def torch_relu_shift(x):
+        return torch.relu(x - 0.3)        # relu'(0) = 0
+
+    def jax_max_shift(x):
+        return jnp.maximum(x - 0.3, 0.0)  # 0.5 at the tie
 ''')
 
 
@@ -201,7 +215,7 @@ def test_a_large_input_costs_the_limit_not_the_square(monkeypatch):
     class Fake:
         calls = 0
 
-        def callable_gradient(self, fn, at, dtype):
+        def callable_gradient(self, fn, at, dtype, mode="reverse"):
             Fake.calls += 1
             return {k: v for k, v in at.items()}
 
@@ -213,3 +227,104 @@ def test_a_large_input_costs_the_limit_not_the_square(monkeypatch):
     assert len(r.points) == 400 and Fake.calls == 800, f"{len(r.points)} points, {Fake.calls} evaluations"
     assert len(copies) <= 400, f"{len(copies)} points built for 400 tried"
     assert r.not_tried == count_variants(at) - 400 == 2 + 1500 + 7 * 1500 + 1500 * 1499 // 2 - 400, r.not_tried
+
+
+def _one_line_exit_2(argv, capsys):
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kinkcheck: error:"), err
+    return err[0]
+
+
+def test_file_form_in_a_fresh_interpreter(tmp_path, torch_adapter, jax_adapter):
+    """Q12: ``path/to/file.py:fn`` once failed with "module 'importlib' has no attribute 'util'" unless some other
+    module had imported importlib.util first (as the test suite does): so a fresh interpreter checks it."""
+    pairs = tmp_path / "sub" / "mypairs.py"
+    pairs.parent.mkdir()
+    pairs.write_text(MODULE)
+    code = "import sys; from kinkcheck.check import load_function; print(load_function(sys.argv[1]).__name__)"
+    fresh = subprocess.run([sys.executable, "-c", code, f"{pairs}:torch_layer"], capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert fresh.returncode == 0 and fresh.stdout.strip() == "torch_layer", fresh.stderr
+    run = subprocess.run([sys.executable, "-m", "kinkcheck", "check", f"{pairs}:torch_layer",
+                          "sub/mypairs.py:jax_layer", "--at", "x=0.5,w=2"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert run.returncode == 1, run.stderr
+    assert "2 give different gradients" in run.stdout and "smallest differing input: x=0.5, w=0" in run.stdout, \
+        run.stdout
+
+
+def test_file_form_errors_are_one_line(tmp_path, capsys, torch_adapter, jax_adapter):
+    good = tmp_path / "good.py"
+    good.write_text(MODULE)
+    (tmp_path / "bad.py").write_text("def f(x:\n    return x\n")
+    (tmp_path / "notes.txt").write_text("hello")
+    cases = [(f"{tmp_path}/missing.py:f", "no file"), (f"{good}:nope", "has no function 'nope'"),
+             (f"{tmp_path}/bad.py:f", "SyntaxError"), (f"{tmp_path}/notes.txt:f", "is not a Python file"),
+             (f"{tmp_path}:f", "no file")]
+    for spec, words in cases:
+        with pytest.raises(CheckError, match=words):
+            load_function(spec)
+        line = _one_line_exit_2(["check", spec, f"{good}:jax_layer", "--at", "x=1,w=1", "--no-isolate"], capsys)
+        assert words in line, (spec, line)
+
+
+def test_a_pair_that_agrees_in_reverse_can_differ_in_forward_mode(mod):
+    """Q13: torch.fmax gives a tie to x in reverse mode and to y in forward mode; jnp.where(x >= y, x, y) to x."""
+    f, g = load_function("userpair:torch_fmax"), load_function("userpair:jax_where")
+    at = {"x": 1.0, "y": 1.0}
+    assert not check_pair(f, g, at).differing, "reverse mode: both give the tie to x"
+    for mode in ["forward", ("forward-ad", "jacfwd")]:
+        r = check_pair(f, g, at, mode=mode)
+        given = r.points[0]
+        assert given.differs and given.grads == [{"x": 0.0, "y": 1.0}, {"x": 1.0, "y": 0.0}], (mode, given.grads)
+        assert {p.why for p in r.differing} == {"the given input", "every entry 0"}, "only the ties differ"
+    r = check_pair(f, g, at, mode=("aot_eager", "jit"))
+    assert r.modes == ("aot_eager", "jit") and not r.differing, [(p.why, p.grads) for p in r.differing]
+
+
+def test_modes_on_the_command_line(mod, capsys):
+    argv = ["check", "userpair:torch_fmax", "userpair:jax_where", "--at", "x=1,y=1", "--no-isolate"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("16 inputs tried (float64, reverse mode):")
+    assert main([a for a in argv if a != "--no-isolate"] + ["--mode", "forward"]) == 1, "through the worker too"
+    out = capsys.readouterr().out
+    assert out.startswith("16 inputs tried (float64, forward mode):") and \
+        "the given input: at x=1, y=1: userpair:torch_fmax (torch) x=0, y=1 | userpair:jax_where (jax) x=1, y=0" \
+        in out, out
+    assert main(argv + ["--mode", "vmap,jacrev"]) == 0
+    assert "(float64, torch vmap mode, jax jacrev mode)" in capsys.readouterr().out
+    line = _one_line_exit_2(argv + ["--mode", "inductor"], capsys)
+    assert "jax has no inductor mode (its modes: reverse, jit" in line, line
+    assert "torch has no jit mode" in _one_line_exit_2(argv + ["--mode", "jit,jit"], capsys)
+    assert "unknown mode 'sideways'" in _one_line_exit_2(argv + ["--mode", "sideways"], capsys)
+    assert "or two (one per function), got 3" in _one_line_exit_2(argv + ["--mode", "reverse,reverse,jit"], capsys)
+
+
+def test_a_pair_that_differs_only_in_lower_precision(mod, capsys):
+    """Q13: relu(x - 0.3) against maximum(x - 0.3, 0) at x = 0.3 + 1e-13 agree in float64; float32, float16 and
+    bfloat16 round x onto 0.3 (as they round the literal), the kink, where relu gives 0 and maximum 0.5."""
+    f, g = load_function("userpair:torch_relu_shift"), load_function("userpair:jax_max_shift")
+    at = {"x": 0.3000000000001}
+    assert not check_pair(f, g, at).differing, "float64 holds x apart from 0.3"
+    seen = {"float32": 0.30000001192092896, "float16": 0.300048828125, "bfloat16": 0.30078125}
+    for dtype, x in seen.items():
+        r = check_pair(f, g, at, dtype=dtype)
+        assert [p.why for p in r.differing] == ["the given input"], (dtype, [p.why for p in r.differing])
+        given = r.points[0]
+        assert given.grads == [{"x": 0.0}, {"x": 0.5}] and given.seen == {"x": x}, (dtype, given)
+    argv = ["check", "userpair:torch_relu_shift", "userpair:jax_max_shift", "--at", "x=0.3000000000001",
+            "--no-isolate"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([a for a in argv if a != "--no-isolate"] + ["--dtype", "float32"]) == 1, "through the worker too"
+    out = capsys.readouterr().out
+    assert "at x=0.3000000000001 (in float32: x=0.30000001192092896): userpair:torch_relu_shift (torch) x=0 | " \
+           "userpair:jax_max_shift (jax) x=0.5" in out, out
+    assert "unknown dtype 'float8'" in _one_line_exit_2(argv + ["--dtype", "float8"], capsys)
+
+
+def test_second_order_compares_h_times_ones(mod):
+    r = check_pair(load_function("userpair:torch_relu_shift"), load_function("userpair:jax_max_shift"), {"x": 2.0},
+                   mode="second-order")
+    assert r.points[0].grads == [{"x": 0.0}, {"x": 0.0}] and not r.points[0].differs, r.points[0]

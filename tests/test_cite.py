@@ -7,7 +7,7 @@ import json
 import pytest
 from packaging.version import Version
 
-from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
+from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report, principal_case
 from kinkcheck.cli import main
 
 from conftest import ROOT
@@ -62,7 +62,9 @@ def test_mode_and_dtype_select_the_cell(doc):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"program": "torch.relu(x)"}, "pick one with --case"),
+    ({"program": "x ** 0.5", "case": "sqrt@0"}, "measured in both torch and jax at sqrt@0; pick one with --framework"),
+    ({"program": "torch.relu(x)", "framework": "jax"}, "not in the report's catalog for jax"),
+    ({"program": "torch.relu(x)", "case": "maximum@tie"}, "case 'maximum@tie' has no program"),
     ({"program": "torch.foo(x)"}, "not in the report's catalog"),
     ({"program": "torch.relu(x)", "case": "nope@0"}, "unknown case"),
     ({"program": "torch.relu(x)", "case": "relu@0", "framework_version": "9.9"}, "not in the report"),
@@ -90,7 +92,8 @@ def test_cli_prints_sentence_anchor_and_entry(capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["cite", "torch.relu(x)"],                                     # ambiguous case
+    ["cite", "torch.foo(x)"],                                      # not in the catalog
+    ["cite", "x ** 0.5"],                                          # both frameworks measure this text
     ["cite", "torch.relu(x)", "--case", "relu@0", "--report", "/nonexistent/report.json"],
 ])
 def test_cli_bad_input_is_one_line_exit_2(argv, capsys, tmp_path):
@@ -122,3 +125,51 @@ def test_mistyped_provenance_prints_no_sentence_then_a_traceback(doc, tmp_path, 
     out, err = capsys.readouterr()
     assert out == "", f"nothing on stdout before the error: {out!r}"
     assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+@pytest.mark.parametrize(("program", "principal"), [
+    ("torch.relu(x)", "relu@0"),                  # not relu@-0.0 / relu@1e-45: floating-point edges of that kink
+    ("torch.maximum(x, y)", "maximum@tie"),       # maximum@-0.0 comes first in the catalog but is a signed-zero edge
+    ("jax.lax.max(x, 0.0)", "relu@0"),
+    ("torch.abs(x)", "abs@0"),
+    ("torch.clamp(x, -1, 1)", "clamp@-1"),        # two ordinary kinks: the first in catalog order
+    ("torch.nn.functional.softplus(x)", "softplus@0"),  # only a differentiable control: that one
+])
+def test_without_a_case_the_principal_kink_is_cited(doc, program, principal):
+    measured = [c["id"] for c in doc["cases"] if any(p["program"] == program for p in c["programs"])]
+    assert principal in measured, f"catalog changed: {program} is measured in {measured}"
+    c = cite(doc, program)
+    assert c.case == principal and f"(kinkcheck, case {principal})." in c.sentence, (c.case, c.sentence)
+    assert set(c.others) == set(measured) - {principal}, c.others
+    assert c.sentence == cite(doc, program, case=principal).sentence, "the same cell as naming the case"
+
+
+def test_principal_case_rule_on_hand_made_cases():
+    def case(cid, kind, **at):
+        return {"id": cid, "kind": kind, "at": at}
+
+    cases = [case("a", "differentiable", x=0), case("b", "kink", x=-0.0), case("c", "kink", v=[0, 1e-45]),
+             case("d", "jump", x=0.5), case("e", "kink", x=0)]
+    assert principal_case(cases)["id"] == "d", "skip differentiable, signed-zero and subnormal points"
+    assert principal_case(cases[:3])["id"] == "a", "none qualifies: the first in catalog order"
+    with pytest.raises(ValueError):
+        principal_case([])
+
+
+def test_framework_picks_a_text_both_frameworks_measure(doc):
+    t = cite(doc, "x ** 0.5", case="sqrt@0", framework="torch")
+    j = cite(doc, "x ** 0.5", framework="jax")
+    assert t.environment["framework"] == "torch" and j.environment["framework"] == "jax", (t.environment, j.environment)
+    assert j.sentence.startswith("In JAX ") and j.anchor.startswith("case-sqrt-at-0--jax-x-0-5--"), j.anchor
+
+
+def test_cli_without_case_lists_the_other_cases(capsys):
+    assert main(["cite", "torch.relu(x)", "--report", str(REPORT)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("In PyTorch ") and out[0].endswith("(kinkcheck, case relu@0)."), out[0]
+    assert out[1].startswith("Report cell: reports/conventions.md#case-relu-at-0--torch-torch-relu-x--"), out[1]
+    assert out[2] == ("Also measured in: relu@1e-45, relu@-1e-45, relu@-0.0 "
+                      "(kinkcheck cite 'torch.relu(x)' --case ID)"), out[2]
+    assert main(["cite", "torch.relu(x)", "--case", "relu@-0.0", "--report", str(REPORT)]) == 0
+    out = capsys.readouterr().out
+    assert "case relu@-0.0)." in out and "Also measured in" not in out, out

@@ -39,7 +39,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_grad_prints_one_json_line(capsys, args, expected):
     fw = "jax" if ("jax" in args[1] or "jnp" in args[1]) else "torch"
     pytest.importorskip(fw, reason=f"{fw} is not installed (nox -s tests installs it)")
-    code = cli.main([*args, "--no-isolate"])  # in this process: the worker path is tested in test_bounded.py
+    code = cli.main([*args, "--no-isolate", "--no-judge"])  # in this process: the worker path is in test_bounded.py
     out, err = capsys.readouterr()
     assert code == 0, f"kinkcheck {' '.join(args)} exited {code}: {err}"
     lines = out.strip().splitlines()
@@ -62,7 +62,8 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "x + torch.builtins.len(x)", "--at", "x=0"], "is the module 'builtins', outside"),
         (["grad", "x + torch.from_file(x)", "--at", "x=0"], "'from_file' is refused"),
         (["grad", "torch.relu(x)", "--at", "x=1e400"], "not a finite float64 number"),
-        (["grad", "torch.relu(x)", "--at", "x=nan"], "must be a number"),
+        # grad takes inf and nan (issue 11, Q10); check's kink variants need a finite point
+        (["check", "m:f", "m:g", "--at", "x=nan"], "must be a number"),
         (["grad", "x" + "+x" * 1200, "--at", "x=0"], "expression too long"),
         (["grad", "torch.relu(" * 120 + "x" + ")" * 120, "--at", "x=0"], "nested more than 100 levels"),
         (["grad", "torch.relu(y)", "--at", "x=0"], "unknown name 'y'"),
@@ -218,3 +219,92 @@ def test_an_answer_that_cannot_be_written_is_exit_2_not_a_traceback(tmp_path):
     proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
                           preexec_fn=lambda: os.close(1))
     assert proc.returncode == 2 and "standard output is closed" in proc.stderr, proc.stderr
+
+
+def test_version_is_the_package_version():
+    """Q14: ``kinkcheck --version`` prints the installed distribution's version and exits 0."""
+    from importlib.metadata import version
+
+    import kinkcheck
+
+    done = run("--version")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == f"kinkcheck {kinkcheck.__version__}\n", done.stdout
+    assert kinkcheck.__version__ == version("kinkcheck"), "the package and its installed metadata agree"
+
+
+# -- issue 11 part 3: grad explains (the judgement itself: tests/test_explain.py) ----------------------------------
+
+
+def test_grad_explains_the_value_beside_it(torch_adapter):
+    """A real run in a worker, with the committed report: the first line stays the bare value."""
+    from conftest import require_pinned
+
+    require_pinned(torch_adapter)
+    done = run("grad", "torch.clamp(x, min=0)", "--at", "x=0")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and json.loads(lines[0]) == {"x": 1.0}, f"torch 2.13.0: {done.stdout}{done.stderr}"
+    for expected in ("sympy form: Max(0, x)", "one-sided derivatives: left 0, right 1",
+                     "Clarke set: [0, 1]; min-norm element: 0", "labels of this value (float64, torch): right, in-clarke",
+                     "report (reports/conventions.json), case relu@0, reverse float64 cpu:"):
+        assert any(ln.startswith(expected) for ln in lines), f"{expected!r} missing from:\n{done.stdout}"
+    own = next(ln for ln in lines if ln.startswith("  torch "))
+    assert "torch.clamp(x, min=0)" in own and "1 (right) 1.13.1–2.13.0 · 0 (left) 2.14.1–2.15.0" in own \
+        and own.endswith("← this program"), f"the program's own row comes first: {own!r}"
+
+
+def _grad(capsys, *args: str) -> tuple[int, list[str], str]:
+    code = cli.main(["grad", *args, "--no-isolate"])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def test_grad_judges_jax_maximum_at_0_as_the_mean(capsys, jax_adapter):
+    code, lines, err = _grad(capsys, "jax.numpy.maximum(x, 0.0)", "--at", "x=0")
+    assert code == 0 and json.loads(lines[0]) == {"x": 0.5}, err
+    assert "labels of this value (float64, jax): mean, in-clarke" in lines, lines
+
+
+def test_grad_of_an_unmapped_function_gives_the_value_and_why_not_judged(capsys, torch_adapter):
+    code, lines, err = _grad(capsys, "torch.lgamma(x)", "--at", "x=2")
+    assert code == 0 and json.loads(lines[0]) == {"x": pytest.approx(1 - 0.5772156649015329)}, err
+    assert "not judged: no symbolic form for torch.lgamma (pass one with --sympy '…')" in lines, lines
+
+
+def test_grad_json_is_one_object_with_the_judgement(capsys, torch_adapter):
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--json")
+    assert code == 0 and len(lines) == 1, f"one JSON object: {lines} {err}"
+    doc = json.loads(lines[0])
+    assert {"value", "sympy", "oracle", "labels", "report", "reason"} <= set(doc), sorted(doc)
+    assert doc["value"] == {"x": 0.0} and doc["sympy"] == {"text": "Max(0, x)", "source": "mapping"}, doc["sympy"]
+    assert doc["labels"] == ["left", "min-norm", "in-clarke"] and doc["oracle"]["kind"] == "kink", doc["labels"]
+    rows = doc["report"]["rows"]
+    assert rows[0]["this"] and rows[0]["program"] == "torch.relu(x)" and rows[0]["ranges"][0]["label"] == "left", rows[0]
+
+
+def test_grad_sympy_option_overrides_the_mapping(capsys, torch_adapter):
+    code, lines, err = _grad(capsys, "torch.cumsum(x, 0)", "--at", "x=[0,1]", "--sympy", "2 * x[0] + x[1]")
+    assert code == 0 and json.loads(lines[0]) == {"x": [2.0, 1.0]}, err
+    assert "sympy form: 2*x[0] + x[1]  (from --sympy)" in lines and "derivative: (2, 1)" in lines, lines
+    assert "labels of this value (float64, torch): derivative" in lines, lines
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sympy", "Max(x, 0"], "--sympy: malformed"),
+    (["--sympy", "os.system(x)"], "--sympy: unknown name 'os'"),
+    (["--sympy", "Max(x)(x)"], "--sympy:"),
+    (["--oracle-timeout", "0"], "--oracle-timeout must be a positive number"),
+])
+def test_grad_bad_judgement_options_are_one_line_exit_2(capsys, torch_adapter, args, message):
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", *args)
+    err_lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and lines == [] and len(err_lines) == 1 and message in err_lines[0], (code, lines, err)
+
+
+def test_grad_with_a_missing_report_says_no_report_or_refuses_an_explicit_one(capsys, torch_adapter, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0")
+    assert code == 0 and "report: no report at reports/conventions.json" in lines, lines
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--report", "elsewhere.json")
+    assert code == 2 and "no report at elsewhere.json" in err and lines == [], (lines, err)

@@ -122,3 +122,29 @@ def test_report_observations_carry_verdicts(doc):
     newest = doc["conformance"]["newest"]
     assert newest["torch"]["environment"] == "torch-2.15.0-cpu" and newest["torch"]["departs"] > 0, newest
     assert sum(doc["summary"]["conformance"].values()) > 0, doc["summary"]["conformance"]
+
+
+def test_not_judged_and_path_dependent_cases_are_open(catalog):
+    """No rule is checked against an oracle that did not judge, nor against the path-dependent limits of a
+    gradient where f of several inputs is not locally Lipschitz (atan2 at the origin, Q6)."""
+    import sympy
+
+    from kinkcheck.oracles.symbolic import analyze_expression, sympy_namespace
+
+    x, y = sympy.symbols("x y", real=True)
+    tree = _tree(catalog, "maximum@tie", "torch", "torch.maximum(x, y)")  # one operation: the rule would apply
+    wiggle = OracleNumbers.from_json(analyze_expression(x**2 * sympy.sin(1 / x) + 0 * y, (x, y),
+                                                        (sympy.Integer(0), sympy.Integer(1))).to_json())
+    assert wiggle.kind == "not-judged", wiggle
+    for fw in ("torch", "jax"):
+        p = conf.predict(fw, tree, wiggle)
+        assert p.open and p.step.startswith("not judged:"), f"{fw}: {p}"
+        assert conf.verdict(p, [0.0, 0.0], "float64") == "open"
+    atan2 = OracleNumbers.from_json(analyze_expression(sympy_namespace()["atan2"](y, x), (y, x),
+                                                       (sympy.Integer(0), sympy.Integer(0))).to_json())
+    assert atan2.lipschitz is False, atan2
+    p = conf.predict("torch", _tree(catalog, "maximum@tie", "torch", "torch.maximum(x, y)"), atan2)
+    assert p.open and "not locally Lipschitz" in p.step, p
+    sqrt = numbers(catalog, "sqrt@0")
+    assert sqrt.lipschitz is False and not conf.predict("torch", _tree(catalog, "sqrt@0", "torch", "torch.sqrt(x)"),
+                                                        sqrt).open, "one input: step 4 admits the one-sided limits"

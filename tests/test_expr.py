@@ -44,7 +44,19 @@ def test_parse_accepts_and_canonicalises(source, canonical):
         ("torch._C._nn.relu(x)", "private or dunder name '_C'"),
         ("torch.load(x)", "'load' is refused"),
         ("torch.hub.load(x)", "'hub' is refused"),
-        ("torch.relu('x')", "literal 'x' is not allowed"),
+        ("x + 'x'", "string 'x' is allowed only as a call's argument"),
+        ("torch.load('model.pt')", "'load' is refused"),
+        ("torch.nn.functional.gelu(x, approximate='/etc/passwd')", "contains '/'"),
+        ("torch.relu(x, 'a' * 3)", "allowed only as a call's argument"),
+        ("'os'.join(x)", "the literal \"'os'\" has no attributes here"),
+        ("None(x)", "the literal 'None' cannot be called"),
+        ("x['real']", "allowed only as a call's argument"),
+        ("torch.relu(['a'])", "allowed only as a call's argument"),
+        ("torch.relu(b'x')", "literal \"b'x'\" is not allowed"),
+        ("torch.relu(f'{x}')", "f-strings are not allowed"),
+        ("torch.relu(x, '" + "a" * 65 + "')", "longer than 64 characters"),
+        ("torch.nn.Linear(1, 1).get_submodule('weight')", "looks a name up by a string"),
+        ("getattr(x, 'data')", "unknown name 'getattr'"),
         ("(lambda: 1)()", "lambdas are not allowed"),
         ("[i for i in x]", "comprehensions are not allowed"),
         ("torch.relu(*x)", "starred arguments are not allowed"),
@@ -249,6 +261,8 @@ def test_allowed_names_resolve_and_strings_are_refused_at_run_time():
         ("torch.relu(x + x.detach().sub_(1) * 0)", "modifies a tensor in place"),
         ("x.data", "modifies a tensor in place"),
         ("x.requires_grad_(False)", "modifies a tensor in place"),
+        ("torch.relu(x, out=x)", "modifies a tensor in place"),
+        ("torch.nn.functional.relu(x * 1, inplace=True)", "modifies a tensor in place"),
         # random: a value that changes from run to run is no measurement
         ("torch.nn.functional.dropout(x)", "random number generator"),
         ("torch.nn.functional.rrelu(x, training=True)", "random number generator"),
@@ -347,3 +361,119 @@ def test_point_values_beyond_float64_are_refused(text):
 
 def test_large_integers_within_float64_stay_exact():
     assert ex.parse_point("x=" + "1" + "0" * 300) == {"x": 10 ** 300}, "an int within float64 range is accepted"
+
+
+# -- issue 11 part 4: string/None/bool literals, int: and non-differentiated inputs, non-finite points ---------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "torch.nn.functional.gelu(x, approximate='tanh')",
+        "torch.nn.functional.l1_loss(x, v, reduction='sum')",
+        "torch.linalg.matrix_norm(A, ord='nuc')",
+        "jax.numpy.linalg.norm(A, 'nuc')",
+        "v[None]",
+        "v[None, 0]",
+        "v[..., 0]",
+        "torch.sum(v, dim=None, keepdim=True)",
+        "torch.clamp(x, None, 1)",
+        "torch.einsum('ij,jk->ik', A, A)",
+        "torch.einsum('...i->...', v)",
+        "torch.div(x, v, rounding_mode='floor')",
+    ],
+)
+def test_string_none_and_bool_literals_are_arguments(source):
+    """Q8: the canonical text keeps the literal as written (a program id, like every other)."""
+    tree = ex.parse(source, {"x", "v", "A"}, ROOTS)
+    assert ex.unparse(tree) == source, f"canonical text of {source!r}: {ex.unparse(tree)!r}"
+    literals = [n.value for n in ex.walk(tree) if isinstance(n, ex.Const)]
+    assert any(v is None or v is Ellipsis or isinstance(v, (str, bool)) for v in literals), \
+        f"{source!r} keeps its literal: {literals}"
+
+
+def test_a_string_argument_reaches_the_function_as_written_and_a_produced_string_is_refused():
+    import types
+
+    seen = []
+    fw = types.ModuleType("fw")
+    fw.f = lambda v, mode=None: seen.append(mode) or v
+    fw.name = lambda v, mode: mode  # returns the string it was given: a string *met* while evaluating
+    tree = ex.parse("fw.f(x, mode='tanh')", {"x"}, {"fw"})
+    assert ex.evaluate(tree, ex.resolve_names(tree, {"fw": fw}), {"x": 2}) == 2 and seen == ["tanh"], seen
+    tree = ex.parse("fw.f(fw.name(x, 'os'))", {"x"}, {"fw"})
+    with pytest.raises(ex.ExprError, match="produced a str; strings and modules are not allowed"):
+        ex.evaluate(tree, ex.resolve_names(tree, {"fw": fw}), {"x": 2})
+    assert seen == ["tanh"], "nothing ran with the produced string"
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=80))
+def test_a_string_argument_outside_the_safe_characters_is_refused(text):
+    source = f"torch.relu(x, {text!r})"
+    try:
+        tree = ex.parse(source, {"x"}, ROOTS)
+    except ex.ExprError as err:
+        assert "\n" not in str(err), source
+        return
+    (value,) = [n.value for n in ex.walk(tree) if isinstance(n, ex.Const)]
+    assert set(value) <= ex.STRING_CHARS and len(value) <= ex.MAX_STRING, f"{source!r} accepted {value!r}"
+
+
+@pytest.mark.parametrize(
+    "text, wrt, at, diff, ints",
+    [
+        ("x=0,k=int:0", None, {"x": 0, "k": 0}, ("x",), ("k",)),
+        ("x=0,y=1", "x", {"x": 0, "y": 1}, ("x",), ()),
+        ("x=0,y=1", "y, x", {"x": 0, "y": 1}, ("x", "y"), ()),
+        ("x=0,y=1", ["y"], {"x": 0, "y": 1}, ("y",), ()),
+        ("n=int:[1,-2],v=[0,1]", None, {"n": [1, -2], "v": [0, 1]}, ("v",), ("n",)),
+        ("k = int: -3, x=2", None, {"k": -3, "x": 2}, ("x",), ("k",)),
+    ],
+)
+def test_parse_inputs_marks_integer_and_constant_inputs(text, wrt, at, diff, ints):
+    got = ex.parse_inputs(text, wrt)
+    assert (got.at, got.wrt, got.ints) == (at, diff, ints), f"--at {text!r} --wrt {wrt!r}: {got}"
+    assert all(type(v) is int for k in ints for v in (got.at[k] if isinstance(got.at[k], list) else [got.at[k]]))
+    assert got.constants == tuple(k for k in at if k not in diff), "every other input is a constant"
+
+
+def test_parse_inputs_takes_non_finite_points():
+    got = ex.parse_inputs("x=inf,y=-inf,v=[0,nan],w=[[1,-inf]]")
+    assert got.at["x"] == math.inf and got.at["y"] == -math.inf, got
+    assert got.at["v"][0] == 0 and math.isnan(got.at["v"][1]) and got.at["w"] == [[1, -math.inf]], got
+    assert ex.parse_point("x=inf", allow_nonfinite=True) == {"x": math.inf}
+    for text in ("x=inf", "x=nan", "v=[0,-inf]"):  # a catalog's point stays finite
+        with pytest.raises(ex.ExprError, match="must be a number"):
+            ex.parse_point(text)
+
+
+@pytest.mark.parametrize(
+    "text, wrt, reason",
+    [
+        ("x=1e999", None, "not a finite float64 number ('1e999'); write inf or -inf"),
+        ("v=[1, -1e400]", None, "not a finite float64 number"),
+        ("k=int:1.5", None, "an int: value must be integers"),
+        ("k=int:inf", None, "an int: value must be an integer"),
+        ("k=int:True", None, "an int: value must be an integer"),
+        ("k=int:" + str(2 ** 63), None, "does not fit in int64"),
+        ("k=int:[1,[2]]", None, "ragged"),
+        ("k=int:0", None, "every --at input is int:"),
+        ("x=0,k=int:0", "k", "an int: input; integer inputs are never differentiated"),
+        ("x=0", "y", "--wrt names 'y', which --at does not give"),
+        ("x=0", "x,x", "--wrt names 'x' twice"),
+        ("x=0", "", "expected input names separated by commas"),
+        ("x=0", "x,", "expected input names separated by commas"),
+        ("x=inff", None, "inf, -inf or nan"),
+        ("x=float('inf')", None, "must be a number"),
+        ("x=int:0", None, "every --at input is int:"),
+    ],
+)
+def test_parse_inputs_refuses(text, wrt, reason):
+    with pytest.raises(ex.ExprError) as info:
+        ex.parse_inputs(text, wrt)
+    assert reason in str(info.value) and "\n" not in str(info.value), f"--at {text!r} --wrt {wrt!r}: {info.value}"
+
+
+def test_int_prefix_is_grad_only():
+    with pytest.raises(ex.ExprError, match="malformed value for 'k'"):
+        ex.parse_point("x=0,k=int:0")

@@ -219,3 +219,130 @@ def test_state_changing_programs_are_refused_and_leave_the_next_evaluation_alone
         import torch
 
         assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32, "global state unchanged"
+
+
+# -- issue 11 part 4: --wrt, int: inputs and non-finite points in every mode -------------------------------
+
+EAGER_MODES = {"torch": ["reverse", "functional", "forward", "forward-ad", "vmap", "second-order"],
+               "jax": ["reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"]}
+NAMESPACE = {"torch": "torch", "jax": "jax.numpy"}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_wrt_differentiates_only_the_named_inputs_in_every_mode(request, framework):
+    """d/dx of sin(x) * y**2 + sum(tanh(v) * v) at x=0.5, y=3 is 9 cos(0.5); y and v are constants."""
+    adapter = adapter_for(request, framework)
+    ns = NAMESPACE[framework]
+    tree = ex.parse(f"{ns}.sin(x) * y ** 2 + {ns}.sum({ns}.tanh(v) * v)", ("x", "y", "v"), {framework})
+    at = {"x": 0.5, "y": 3.0, "v": [1.0, -2.0]}
+    for mode in EAGER_MODES[framework]:
+        got = adapter.gradient(tree, at, mode=mode, wrt=("x",))
+        want = -9 * math.sin(0.5) if mode == "second-order" else 9 * math.cos(0.5)  # H @ 1 in x alone
+        assert list(got) == ["x"], f"{framework} {mode}: only x comes back, got {got}"
+        assert got["x"] == pytest.approx(want, rel=1e-12), f"{framework} {mode}: d/dx = {got['x']}, want {want}"
+        got = adapter.gradient(tree, at, mode=mode, wrt=("v", "y"))
+        assert list(got) == ["y", "v"], f"{framework} {mode}: the --at order, got {list(got)}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_an_int_input_is_an_integer_tensor_and_never_differentiated(request, framework):
+    adapter = adapter_for(request, framework)
+    ns = NAMESPACE[framework]
+    # an integer tensor indexes; a float one would be refused by take/gather
+    tree = ex.parse(f"{ns}.sum(v[k] * 2) + x * k.sum()", ("x", "v", "k"), {framework})
+    inputs = ex.parse_inputs("x=1.5,v=[1,2,3],k=int:[2,0]")
+    for mode in EAGER_MODES[framework]:
+        got = adapter.gradient(tree, inputs.at, mode=mode, wrt=inputs.wrt, ints=inputs.ints)
+        want = {"x": 0.0, "v": [0.0] * 3} if mode == "second-order" else {"x": 2.0, "v": [2.0, 0.0, 2.0]}
+        assert got == want, f"{framework} {mode}: {got}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("wrt, ints, reason", [(("z",), (), "'z' is not in the point"),
+                                               (("k",), ("k",), "integer inputs are never differentiated"),
+                                               (None, ("x", "k"), "no input to differentiate"),
+                                               ((), (), "no input to differentiate")])
+def test_wrt_and_ints_must_fit_the_point(request, framework, wrt, ints, reason):
+    adapter = adapter_for(request, framework)
+    tree = ex.parse("x * k", ("x", "k"), {framework})
+    with pytest.raises(ex.ExprError, match=reason):
+        adapter.gradient(tree, {"x": 1.0, "k": 2}, wrt=wrt, ints=ints)
+
+
+@pytest.mark.torch
+def test_a_compiled_mode_takes_wrt_and_ints(torch_adapter):
+    tree = ex.parse("torch.maximum(x, y) * k", ("x", "y", "k"), {"torch"})
+    got = torch_adapter.gradient(tree, {"x": 0.0, "y": 0.0, "k": 3}, mode="aot_eager", wrt=("y",), ints=("k",))
+    assert got == {"y": 1.5}, f"aot_eager: maximum's tie split evenly, times k = 3; only y: {got}"
+
+
+@pytest.mark.jax
+def test_jax_int_inputs_without_x64_must_fit_int32(jax_adapter):
+    tree = ex.parse("x * k", ("x", "k"), {"jax"})
+    assert jax_adapter.gradient(tree, {"x": 1.0, "k": 7}, dtype="float32", ints=("k",)) == {"x": 7.0}
+    with pytest.raises(ex.ExprError, match="does not fit in int32"):
+        jax_adapter.gradient(tree, {"x": 1.0, "k": 2 ** 40}, dtype="float32", ints=("k",))
+    assert jax_adapter.gradient(tree, {"x": 1.0, "k": 2 ** 40}, ints=("k",)) == {"x": float(2 ** 40)}, "int64 with x64"
+
+
+# Q8-Q10 of ../shared/cases/public-cases-2.md, measured in the pinned releases (conftest.PINNED).
+
+def _grad(adapter, source, at, mode="reverse", wrt=None):
+    inputs = ex.parse_inputs(at, wrt)
+    tree = ex.parse(source, inputs.at, {adapter.name})
+    return adapter.gradient(tree, inputs.at, mode=mode, wrt=inputs.wrt, ints=inputs.ints)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("source, at, want", [
+    ("torch.nn.functional.gelu(x, approximate='tanh')", "x=0", {"x": 0.5}),
+    ("torch.nn.functional.gelu(x, approximate='tanh')", "x=1", {"x": 1.0829640838457826}),
+    ("torch.nn.functional.l1_loss(x, y, reduction='sum')", "x=[0,1],y=[0,2]", {"x": [0.0, -1.0], "y": [0.0, 1.0]}),
+    ("torch.nn.functional.l1_loss(x, y, reduction='mean')", "x=[0,1],y=[0,2]", {"x": [0.0, -0.5], "y": [0.0, 0.5]}),
+    ("torch.linalg.matrix_norm(A, ord='nuc')", "A=[[1,0],[0,1]]", {"A": [[1.0, 0.0], [0.0, 1.0]]}),
+    ("torch.sum(v[None] * 2, dim=None, keepdim=True)", "v=[1,2]", {"v": [2.0, 2.0]}),
+])
+def test_q8_string_none_and_bool_arguments_in_torch(torch_adapter, source, at, want):
+    from conftest import require_pinned
+
+    require_pinned(torch_adapter)
+    got = _grad(torch_adapter, source, at)
+    assert list(got) == list(want), f"{source} at {at}: {got}"
+    for k in want:
+        assert np.allclose(got[k], want[k], rtol=1e-12, atol=0), f"{source} at {at}: {got}"
+
+
+@pytest.mark.jax
+def test_q8_nuclear_norm_in_jax(jax_adapter):
+    from conftest import require_pinned
+
+    require_pinned(jax_adapter)
+    got = _grad(jax_adapter, "jnp.linalg.norm(A, 'nuc')", "A=[[1,0],[0,1]]")
+    assert np.allclose(got["A"], [[1.0, 0.0], [0.0, 1.0]], rtol=0, atol=1e-12), f"U V^T at the identity: {got}"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_q9_integer_power_zero_under_jit_and_reverse(request, framework):
+    """x ** k with k = 0 an integer input at x = 0: jax 0.4.13 gave nan under jit (public report); 0 measured
+    in jax 0.10.2 (jit and reverse) and torch 2.13 (reverse)."""
+    from conftest import require_pinned
+
+    adapter = adapter_for(request, framework)
+    require_pinned(adapter)
+    for mode in ("jit", "reverse") if framework == "jax" else ("reverse",):
+        got = _grad(adapter, "x ** k", "x=0,k=int:0", mode=mode)
+        assert got == {"x": 0.0}, f"{framework} {adapter.version} {mode}: {got}"
+
+
+@pytest.mark.torch
+def test_q10_where_at_infinity_gives_nan_in_reverse_and_0_in_forward(torch_adapter):
+    """torch.where(x <= 10, exp(x), 1.0) at x = inf: the selected branch is the constant 1 (truth: 0), but the
+    unselected exp(inf) = inf times the mask's 0 is nan in reverse mode (measured, torch 2.13.0); forward mode
+    pushes the tangent through the selected branch only (0)."""
+    from conftest import require_pinned
+
+    require_pinned(torch_adapter)
+    source = "torch.where(x <= 10, torch.exp(x), 1.0)"
+    assert math.isnan(_grad(torch_adapter, source, "x=inf")["x"]), "reverse mode: nan"
+    assert _grad(torch_adapter, source, "x=inf", mode="forward") == {"x": 0.0}, "forward mode: 0"
+    assert _grad(torch_adapter, "torch.exp(x)", "x=-inf") == {"x": 0.0}, "exp at -inf: 0"

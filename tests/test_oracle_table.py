@@ -66,3 +66,27 @@ def test_key_changes_with_the_case(tmp_path):
     a, b = load_catalog(tmp_path / "a.toml"), load_catalog(tmp_path / "b.toml")
     assert case_key(a.case("relu@0")) != case_key(b.case("relu@0")), "a changed point is a new cache entry"
     assert case_key(a.case("maximum@tie")) == case_key(b.case("maximum@tie")), "other cases keep their entry"
+
+
+def test_not_judged_entry_is_cached(tmp_path, monkeypatch):
+    """sin(1/x) at 0 has no limit: the table holds a not-judged entry with its reason, and reads it back."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    text = SMALL + """
+[[case]]
+id = "sin-inverse@0"
+sympy = "sin(1 / x)"
+at = { x = 0 }
+[case.programs]
+torch = ["torch.sin(1 / x)"]
+jax = ["jax.numpy.sin(1 / x)"]
+"""
+    (tmp_path / "c.toml").write_text(text)
+    cat = load_catalog(tmp_path / "c.toml")
+    cold = oracle_table(cat)
+    entry = cold["sin-inverse@0"]
+    assert entry["kind"] == "not-judged", f"an oscillation is not judged: {entry['kind']}"
+    assert entry["reason"].startswith("not judged: ") and "no limit" in entry["reason"], entry["reason"]
+    assert entry["lipschitz"] is None and entry["clarke"] is None, "nothing is claimed for it"
+    assert cold["relu@0"]["lipschitz"] is True, "relu at 0 is Lipschitz"
+    monkeypatch.setattr("kinkcheck.oracles.symbolic.analyze", lambda case: (_ for _ in ()).throw(AssertionError))
+    assert oracle_table(cat) == cold, "the not-judged entry is read from the cache like the others"

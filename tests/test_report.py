@@ -317,3 +317,131 @@ def test_networks_cross_checked_per_mode(doc):
     for want in [("torch", "reverse"), ("torch", "forward"), ("torch", "inductor"), ("torch", "aot_eager"),
                  ("jax", "reverse"), ("jax", "forward"), ("jax", "jit")]:
         assert want in modes, f"P0 network cross-checked in {want}: {sorted(modes)}"
+
+
+#: Three cases the sympy oracle cannot fully judge, each with one torch program. ``x**2 * sin(1/x)`` at 0 is a
+#: real "not judged": the gradient ``2x sin(1/x) - cos(1/x)`` has no limit at 0 (sympy gives AccumBounds), so
+#: the oracle says why instead of answering. ``kth_smallest(v, 3)`` of two elements does not evaluate at all
+#: (not judged, and no curve to plot). ``sqrt(Abs(x - 1)) + 1`` at 1 (public case Q5) is judged: one-sided
+#: derivatives -oo and oo, not locally Lipschitz, no Clarke set.
+UNJUDGED = """
+[[case]]
+id = "wiggle@0"
+title = "x² sin(1/x) at 0"
+sympy = "x**2 * sin(1/x)"
+at = { x = 0 }
+no_equivalent = { jax = "torch only in this test" }
+[case.programs]
+torch = ["x ** 2 * torch.sin(1 / x)"]
+
+[[case]]
+id = "sqrt-abs-shift@1"
+title = "sqrt(|x - 1|) + 1 at 1"
+sympy = "sqrt(Abs(x - 1)) + 1"
+at = { x = 1 }
+no_equivalent = { jax = "torch only in this test" }
+[case.programs]
+torch = ["torch.sqrt(torch.abs(x - 1)) + 1"]
+
+[[case]]
+id = "kth@too-far"
+title = "the third smallest of two"
+sympy = "kth_smallest(v, 3)"
+at = { v = [1, 2] }
+no_equivalent = { jax = "torch only in this test" }
+[case.programs]
+torch = ["torch.amax(v)"]
+"""
+
+
+@pytest.fixture(scope="module")
+def unjudged(tmp_path_factory):
+    """A catalog of the two cases and one torch shard of them, in a temporary folder.
+
+    The shard's cells are test inputs, not measurements: 0 (float64) and nan (float32) for each program, the
+    values a report must render whatever the oracle can say (Q5 reports 0 at 1 for the second case).
+    """
+    from kinkcheck.catalog import load_catalog
+
+    root = tmp_path_factory.mktemp("unjudged")
+    (root / "catalog.toml").write_text(UNJUDGED)
+    cat = load_catalog(root / "catalog.toml")
+    shard = json.loads((OBS / "torch-2.13.0-cpu.json").read_text())
+    shard["environment"]["catalog_hash"] = cat.hash
+    for k in ("case_hashes", "history", "last_attempt"):
+        shard["environment"].pop(k, None)
+    shard["observations"] = [
+        {"case": c.id, "program": p.id, "mode": "reverse", "dtype": dtype, "status": "ok",
+         "value": {name: [v] * len(at) if isinstance(at, list) else v for name, at in c.at.items()}, "error": None}
+        for c in cat for p in c.programs for dtype, v in (("float64", 0.0), ("float32", "nan"))
+    ]
+    shard["networks"] = []
+    (root / "shards").mkdir()
+    (root / "shards" / "torch-2.13.0-cpu.json").write_text(json.dumps(shard))
+    return root, cat
+
+
+def test_a_case_the_oracle_cannot_judge_renders_marked(unjudged, tmp_path, capsys):
+    root, cat = unjudged
+    shards, errors = load_shards(root / "shards", cat)
+    assert not errors, errors
+    doc = build(shards, cat)
+    validate_report(doc)
+    cases = {c["id"]: c for c in doc["cases"]}
+    wiggle, shifted = cases["wiggle@0"], cases["sqrt-abs-shift@1"]
+    assert wiggle["kind"] == "not-judged" and wiggle["reason"].startswith("not judged:") and \
+        wiggle["lipschitz"] is None, f"x² sin(1/x) at 0: the oracle must say it cannot judge, and why: {wiggle}"
+    assert shifted["kind"] == "kink" and shifted["lipschitz"] is False and shifted["clarke"] is None, shifted
+    assert cases["kth@too-far"]["kind"] == "not-judged" and "does not evaluate" in cases["kth@too-far"]["reason"], \
+        cases["kth@too-far"]
+    cells = {(o["case"], o["dtype"]): o for o in doc["observations"]}
+    assert cells[("kth@too-far", "float64")]["labels"] == ["not-judged"], cells[("kth@too-far", "float64")]
+    assert cells[("wiggle@0", "float64")]["labels"] == ["not-judged"], cells[("wiggle@0", "float64")]
+    assert cells[("wiggle@0", "float32")]["labels"] == ["nan"], "nan is said without an oracle"
+    assert cells[("sqrt-abs-shift@1", "float64")]["labels"] == ["not-lipschitz"], \
+        "0 where f is not locally Lipschitz: no Clarke set to be outside of (Q5)"
+    assert cells[("wiggle@0", "float64")].get("conformance") in (None, "open"), "no rule is checked unjudged"
+    assert doc["summary"]["cases_not_judged"] == 2 and doc["summary"]["not_lipschitz"] == 1, doc["summary"]
+    assert doc["summary"]["outside_clarke"] == 0, "nothing is called outside a Clarke set that does not exist"
+
+    out = tmp_path / "out"
+    code = cli.main(["report", "--shards", str(root / "shards"), "--out", str(out), "--catalog",
+                     str(root / "catalog.toml")])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err, f"exit {code}: {err}"
+    md = (out / "conventions.md").read_text()
+    reason = wiggle["reason"].replace("|", "\\|")
+    assert f"| sympy | {reason} |" in md, "the oracle row of the case says why it is not judged"
+    assert "0 <sub>not-judged</sub>" in md and "0 <sub>not-lipschitz</sub>" in md, "cells show value and label"
+    assert "none: f is not locally Lipschitz" in md, "no Clarke set, said as such"
+    html = (out / "conventions.html").read_text()
+    assert 'class="not-judged">not judged:' in html and 'class="lb lb-not-judged"' in html, \
+        "the HTML marks the case and its cells"
+    assert html.count("no curve: f does not evaluate here") == 1, "only kth@too-far has no curve to draw"
+    back = read_observations(out / "conventions.csv")
+    assert sorted(tuple(o["labels"]) for o in back if o["dtype"] == "float64") == \
+        [("not-judged",), ("not-judged",), ("not-lipschitz",)]
+    again = tmp_path / "again"
+    assert cli.main(["report", "--shards", str(root / "shards"), "--out", str(again), "--catalog",
+                     str(root / "catalog.toml")]) == 0
+    for name in FILES:
+        assert (out / name).read_bytes() == (again / name).read_bytes(), f"{name}: the render is not deterministic"
+
+
+def test_an_old_oracle_table_without_lipschitz_still_builds(unjudged, monkeypatch):
+    """A cached oracle entry written before ``lipschitz``/``reason`` existed: labels come out the same."""
+    from kinkcheck.report import build as build_module
+
+    root, cat = unjudged
+    real = build_module.oracle_table
+
+    def old_table(catalog):
+        table = real(catalog)
+        return {cid: {k: v for k, v in d.items() if k not in ("lipschitz", "reason")} for cid, d in table.items()}
+
+    monkeypatch.setattr(build_module, "oracle_table", old_table)
+    shards, _ = load_shards(root / "shards", cat)
+    doc = build(shards, cat)
+    labels = {o["case"]: o["labels"] for o in doc["observations"] if o["dtype"] == "float64"}
+    assert labels == {"wiggle@0": ["not-judged"], "sqrt-abs-shift@1": ["not-lipschitz"],
+                      "kth@too-far": ["not-judged"]}, labels

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import time
 
 import pytest
@@ -297,3 +299,229 @@ def test_second_order_oracle_classifies(catalog):
     assert classify([1 / 3], so, "float64")[0] == "left", "hardswish''(3-) = 1/3 is the left value"
     assert classify([0.0], so, "float64")[0] == "right"
     assert classify([0.5], so, "float64") == ["outside-clarke"]
+
+
+# -- issue 11: the oracle is right or says why not (public cases Q1-Q7, Q10; shared/cases/public-cases-2.md) --
+
+NS = sympy_namespace()
+_a, _b, _x, _y = sympy.symbols("a b x y", real=True)
+_v = sympy.symbols("v0 v1", real=True)
+_p = sympy.symbols("x0 x1 y0 y1", real=True)
+
+
+def judge(f: sympy.Expr, syms: tuple, point: tuple) -> OracleResult:
+    return sym.analyze_expression(f, syms, tuple(sympy.sympify(p) for p in point), case_id="q")
+
+
+def test_every_catalog_case_is_judged_with_a_lipschitz_flag() -> None:
+    for case in CATALOG:
+        r = analyze(case)
+        assert r.kind != "not-judged" and r.reason is None, f"{case.id}: not judged: {r.reason}"
+        expected = {"differentiable": True, "jump": False, "undefined": None}.get(r.kind)
+        if r.kind == "kink":
+            expected = True if r.clarke is not None else (False if any(
+                c.is_finite is False for g in r.limiting_gradients for c in g) else None)
+        assert r.lipschitz is expected, f"{case.id}: lipschitz {r.lipschitz} for kind {r.kind}, clarke {r.clarke}"
+        j = r.to_json()
+        assert j["reason"] is None and j["lipschitz"] is r.lipschitz, f"{case.id}: to_json keys {j}"
+
+
+def test_q1_norm_beside_another_input() -> None:
+    """|a v| at a = 1.3, v = 0: the ray along e_a keeps v = 0 (gradient 0/0); the probe curve leaves it."""
+    a = Rational(13, 10)
+    r = judge(sqrt((_a * _v[0]) ** 2 + (_a * _v[1]) ** 2), (_a, *_v), (a, 0, 0))
+    assert r.kind == "kink" and r.lipschitz is True, f"Q1: {r.kind} {r.lipschitz} {r.reason}"
+    assert all(g[0] == 0 for g in r.limiting_gradients), f"Q1: d/da must be 0 at v = 0: {r.limiting_gradients}"
+    norms = {sympy.nsimplify(sympy.sqrt(g[1] ** 2 + g[2] ** 2)) for g in r.limiting_gradients}
+    assert norms == {a}, f"Q1: every sampled v-gradient lies on the circle of radius |a|: {norms}"
+    assert len(r.limiting_gradients) >= 8, f"Q1: a sampled disc, not two points: {r.limiting_gradients}"
+    assert r.min_norm == vec(0, 0, 0), f"Q1: min-norm of the disc is 0: {r.min_norm}"
+    assert any("inscribed polytope" in n for n in r.notes), f"Q1: the sampled-disc note: {r.notes}"
+
+
+def test_q2_cdist_coincident_points_and_p_half() -> None:
+    x0, x1, y0, y1 = _p
+    r = judge(sqrt((x0 - y0) ** 2 + (x1 - y1) ** 2), _p, (1, 2, 1, 2))
+    assert r.kind == "kink" and r.lipschitz is True, f"Q2: {r.kind} {r.reason}"
+    for g in r.limiting_gradients:
+        assert g[2] == -g[0] and g[3] == -g[1], f"Q2: the y-gradient is minus the x-gradient: {g}"
+        assert sympy.simplify(g[0] ** 2 + g[1] ** 2 - 1) == 0, f"Q2: x-gradient on the unit circle: {g}"
+    assert r.min_norm == vec(0, 0, 0, 0), f"Q2: min_norm {r.min_norm}"
+    half = Rational(1, 2)
+    r = judge((sympy.Abs(x0 - y0) ** half + sympy.Abs(x1 - y1) ** half) ** 2, _p, (1, 2, 1, 3))
+    assert r.kind == "kink" and r.lipschitz is False and r.clarke is None, f"Q2 p=0.5: {r.kind} {r.lipschitz}"
+    assert all({g[0], g[2]} == {oo, -oo} for g in r.limiting_gradients), (
+        f"Q2 p=0.5: infinite one-sided derivatives in x0, y0: {r.limiting_gradients}")
+    assert all((g[1], g[3]) == (-1, 1) for g in r.limiting_gradients), (
+        f"Q2 p=0.5: d/dx1 = -1, d/dy1 = 1 (|x1 - y1| = 1 there): {r.limiting_gradients}")
+
+
+@pytest.mark.parametrize(("const", "at"), [("1e-35", "0"), ("1e-300", "0"), ("2e-45", "1e-45")])
+def test_q3_probe_scale_respects_constants(const: str, at: str) -> None:
+    r = judge(sympy.Max(_x, Rational(const)), (_x,), (Rational(at),))
+    assert r.kind == "differentiable" and r.derivative == (0,), (
+        f"Q3: Max(x, {const}) at {at} is the constant branch: {r.kind} {r.derivative} {r.reason}")
+    r = judge(sympy.Max(_x, Rational(const)), (_x,), (Rational(const),))
+    assert (r.kind, r.left, r.right) == ("kink", 0, 1), f"Q3: at x = {const} itself it is a kink: {r.kind}"
+
+
+def test_q3_tiny_jump_is_a_jump() -> None:
+    r = judge(sympy.Piecewise((Rational("1e-300"), _x > 0), (0, True)), (_x,), (0,))
+    assert r.kind == "jump" and r.lipschitz is False, f"a jump of 1e-300 is a jump: {r.kind}"
+
+
+def test_q4_zero_base_power() -> None:
+    r = judge(sympy.Integer(0) ** _b, (_b,), (1,))
+    assert r.kind == "differentiable" and r.derivative == (0,), f"Q4: 0**b near b = 1: {r.kind} {r.derivative}"
+    r = judge(sympy.Max(_x, 0) ** _b, (_x, _b), (-1, 1))
+    assert r.kind == "differentiable" and r.derivative == (0, 0), f"Max(x, 0)**b at x < 0: {r.derivative}"
+    r = judge(sympy.Integer(0) ** _b, (_b,), (0,))
+    assert r.kind == "jump" and r.left is None and r.right == 0, f"0**b at 0: 0**0 = 1, 0 to the right: {r.kind}"
+
+
+def test_q5_not_lipschitz() -> None:
+    r = judge(sqrt(sympy.Abs(_x - 1)) + 1, (_x,), (1,))
+    assert (r.kind, r.left, r.right) == ("kink", -oo, oo), f"Q5: {r.kind} {r.left} {r.right}"
+    assert r.lipschitz is False and r.clarke is None, f"Q5: no Clarke set: {r.lipschitz} {r.clarke}"
+
+
+def test_q6_atan2() -> None:
+    atan2 = NS["atan2"]
+    r = judge(atan2(_y, _x), (_y, _x), (0, 0))
+    assert r.kind == "jump" and r.lipschitz is False, f"Q6: atan2 at the origin is discontinuous: {r.kind}"
+    r = judge(atan2(_y, _x), (_y, _x), (0, -1))
+    assert r.kind == "jump", f"atan2 on its branch cut (y = 0, x < 0) jumps: {r.kind}"
+    for (yv, xv), grad in (((1, 0), (0, -1)), ((0, 1), (1, 0)), ((1, 1), (Rational(1, 2), Rational(-1, 2)))):
+        r = judge(atan2(_y, _x), (_y, _x), (yv, xv))
+        assert r.kind == "differentiable" and r.derivative == vec(*grad), (
+            f"atan2 at (y, x) = {(yv, xv)}: {r.kind} {r.derivative}, expected {grad}")
+
+
+def test_q7_xlogy() -> None:
+    r = judge(NS["xlogy"](_x, 2), (_x,), (0,))
+    assert r.kind == "differentiable" and r.derivative == (sympy.log(2),), f"Q7: xlogy(x, 2) at 0: {r.derivative}"
+    r = judge(NS["xlogy"](_x, _y), (_x, _y), (0, 0))
+    assert r.lipschitz is False and r.clarke is None, f"Q7: xlogy at (0, 0) is not Lipschitz: {r.kind}"
+    r = judge(NS["xlog1py"](_x, _y), (_x, _y), (0, 0))
+    assert r.kind == "differentiable" and r.derivative == (0, 0), f"xlog1py(x, y) at (0, 0): {r.derivative}"
+
+
+@pytest.mark.parametrize(("name", "at", "derivative"), [
+    ("sin", 0, 1), ("cos", 0, 0), ("tan", 0, 1), ("sinh", 0, 1), ("cosh", 0, 0), ("tanh", 0, 1), ("atan", 1, "1/2"),
+    ("asinh", 0, 1), ("erf", 0, "2/sqrt(pi)"), ("erfc", 0, "-2/sqrt(pi)"), ("log1p", 0, 1), ("expm1", 0, 1),
+    ("sigmoid", 0, "1/4"), ("sinc", 0, 0), ("log2", 1, "1/log(2)"), ("log10", 1, "1/log(10)"),
+])
+def test_new_smooth_functions(name: str, at: int, derivative: object) -> None:
+    r = judge(NS[name](_x), (_x,), (at,))
+    assert r.kind == "differentiable" and sympy.simplify(r.derivative[0] - sympy.sympify(derivative)) == 0, (
+        f"{name}'({at}) = {derivative}, got {r.kind} {r.derivative}")
+    assert name in cat.SYMPY_NAMES, f"{name} is listed in catalog.SYMPY_NAMES"
+
+
+@pytest.mark.parametrize(("form", "at", "kind"), [
+    ("trunc(x)", "1", "jump"), ("trunc(x)", "1/2", "differentiable"), ("frac(x)", "2", "jump"),
+    ("Mod(x, 2)", "2", "jump"), ("Mod(x, 2)", "1", "differentiable"), ("pi * x + E", "0", "differentiable"),
+])
+def test_piecewise_constant_functions(form: str, at: str, kind: str) -> None:
+    f = sympy.sympify(form, locals={**NS, "x": _x})
+    r = judge(f, (_x,), (Rational(at),))
+    assert r.kind == kind, f"{form} at {at}: {r.kind} ({r.reason})"
+    if kind == "jump":
+        assert r.lipschitz is False and r.clarke is None, f"{form} at {at}: a jump has no Clarke set"
+
+
+def test_point_at_infinity() -> None:
+    r = judge(sympy.Piecewise((sympy.exp(_x), _x <= 10), (1, True)), (_x,), (oo,))
+    assert r.kind == "differentiable" and r.derivative == (0,), f"Q10: the constant branch at x = oo: {r.derivative}"
+    assert (r.left, r.right) == (0, None), f"at +oo only the left side exists: {r.left}, {r.right}"
+    r = judge(sympy.exp(_x), (_x,), (-oo,))
+    assert r.derivative == (0,) and (r.left, r.right) == (None, 0), f"exp at -oo: {r.derivative} {r.left} {r.right}"
+    r = judge(_x * _y, (_x, _y), (oo, 2))
+    assert r.kind == "kink" and r.lipschitz is False, f"x*y as x -> oo: d/dy -> oo: {r.kind} {r.limiting_gradients}"
+
+
+def test_not_judged() -> None:
+    r = judge(_x, (_x,), (sympy.nan,))
+    assert r.kind == "not-judged" and r.reason == "not judged: the point is nan (x)", f"nan point: {r.reason}"
+    assert r.to_json()["reason"] == r.reason and r.lipschitz is None, "reason and lipschitz in to_json"
+    r = judge(sympy.sin(1 / _x), (_x,), (0,))
+    assert r.kind == "not-judged" and "no limit" in r.reason, f"sin(1/x) at 0 oscillates: {r.reason}"
+    assert r.clarke is None and r.limiting_gradients == () and r.sympy_diff == (None,), "nothing else is claimed"
+    r = judge(_x + _y, (_x,), (0,))
+    assert r.kind == "not-judged" and "y" in r.reason, f"a free symbol that is not an input: {r.reason}"
+
+
+# --------------------------------------------------------------------------- refined probe directions
+
+_a, _b, _c = sympy.symbols("a b c", real=True)
+
+
+def _active_gradients_2d(grads_a: list[tuple[int, int]], grads_b: list[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Independent of the oracle: the gradient of ``Min(Max(A . d), Max(B . d))`` along 36,000 directions."""
+    import numpy as np
+
+    th = np.linspace(0.0, 2 * np.pi, 36000, endpoint=False)
+    d = np.stack([np.cos(th), np.sin(th)])
+    ga, gb = np.array(grads_a, dtype=float), np.array(grads_b, dtype=float)
+    ia, ib = (ga @ d).argmax(axis=0), (gb @ d).argmax(axis=0)
+    a_wins = (ga @ d).max(axis=0) < (gb @ d).max(axis=0)
+    return {grads_a[i] if w else grads_b[j] for i, j, w in zip(ia, ib, a_wins)}
+
+
+def test_a_narrow_cone_in_three_inputs_is_found() -> None:
+    # (5, 2, 1) is the largest only on a thin cone around (5, 2, 1) that holds none of the fixed probes
+    # (+-e_i, sign vectors): each of those selects one of the three other pieces.
+    grads = [(5, 2, 1), (-20, 50, 3), (20, -50, 3), (1, 1, -30)]
+    f = sympy.Max(*(p * _a + q * _b + r * _c for p, q, r in grads))
+    origin = (sympy.S.Zero,) * 3
+    scale = sym._scale_for(f, (_a, _b, _c), origin)
+    fixed = {sym._probe(f, (_a, _b, _c), origin, d, scale).gradient for d in sym.probe_directions(3)}
+    assert vec(5, 2, 1) not in fixed, f"the fixed probes alone must miss (5, 2, 1) for this test to bite: {fixed}"
+    r = judge(f, (_a, _b, _c), (0, 0, 0))
+    assert set(r.clarke) == {vec(*g) for g in grads}, f"every piece is a vertex of the Clarke set: {r.clarke}"
+    assert not any("refine" in n for n in r.notes), f"the refinement finished: {r.notes}"
+
+
+def test_nested_min_max_pieces_are_found() -> None:
+    # Regions of Min(Max(...), Max(...)) are unions of cones: (7, -1) is selected at 0 and 45 degrees and on
+    # most of the sector between, but (20, -50), (5, 2) and (-20, 50) in turn between 14.9 and 27.9 degrees
+    # (the last on 0.4 degrees only).
+    grads_a, grads_b = [(5, 2), (-20, 50), (20, -50)], [(1, 3), (7, -1)]
+    f = sympy.Min(sympy.Max(*(p * _a + q * _b for p, q in grads_a)), sympy.Max(*(p * _a + q * _b for p, q in grads_b)))
+    r = judge(f, (_a, _b), (0, 0))
+    want = _active_gradients_2d(grads_a, grads_b)
+    assert want == {(-20, 50), (1, 3), (5, 2), (7, -1), (20, -50)}, f"the independent scan itself: {want}"
+    assert set(r.limiting_gradients) == {vec(*g) for g in want}, f"limiting gradients {r.limiting_gradients}"
+
+
+def test_refinement_finds_every_piece_of_a_fine_fan() -> None:
+    # 12 pieces with gradients around a circle: each is the largest on a 30-degree cone; the 8 fixed probes
+    # (45 degrees apart) select 8 of them.
+    grads = [(round(1000 * math.cos(math.pi * k / 6)), round(1000 * math.sin(math.pi * k / 6))) for k in range(12)]
+    r = judge(sympy.Max(*(p * _a + q * _b for p, q in grads)), (_a, _b), (0, 0))
+    assert set(r.clarke) == {vec(*g) for g in grads}, f"all 12 gradients are Clarke vertices: {len(r.clarke)} found"
+
+
+def test_refinement_adds_no_gradient_of_a_piece_active_on_a_line_only() -> None:
+    # (a + b)/2 - (a - b)**2 reaches Max(a, b) only on a == b: its gradient (1/2, 1/2) is no limiting gradient.
+    r = judge(sympy.Max(_a, _b, (_a + _b) / 2 - (_a - _b) ** 2), (_a, _b), (0, 0))
+    assert r.limiting_gradients == (vec(1, 0), vec(0, 1)), f"limiting gradients {r.limiting_gradients}"
+    r = judge(sympy.Max(_a, _a - _b**2), (_a, _b), (0, 0))
+    assert r.kind == "differentiable" and r.derivative == vec(1, 0), f"Max(a, a - b**2): {r.kind} {r.derivative}"
+
+
+def test_second_smallest_of_five_ties_has_every_vertex() -> None:
+    # Each component is the 2nd smallest on an open cone (an ordering); the fixed probes for n > 3 miss one.
+    v = sympy.symbols("v0:5", real=True)
+    r = judge(kth_smallest(list(v), 2), v, (0,) * 5)
+    unit = {vec(*(1 if j == i else 0 for j in range(5))) for i in range(5)}
+    assert set(r.clarke) == unit, f"Clarke vertices e_0..e_4: {r.clarke}"
+    assert r.min_norm == vec(*(Rational(1, 5),) * 5), f"min-norm {r.min_norm}"
+
+
+def test_refinement_that_stops_short_says_so() -> None:
+    # sum |v_i - v_j| over 8 tied inputs: 28 hyperplanes, 8! = 40320 cones of directions: too many to probe.
+    v = sympy.symbols("v0:8", real=True)
+    r = judge(sum(abs(p - q) for p, q in itertools.combinations(v, 2)), v, (0,) * 8)
+    assert r.kind == "kink", f"kind {r.kind}"
+    assert any("Clarke set may miss vertices" in n for n in r.notes), f"the inner approximation is noted: {r.notes}"

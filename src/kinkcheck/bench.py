@@ -13,7 +13,10 @@ process, the best of ``--repeat`` runs.
 program of a dtype compiled together in one call) beside eager reverse mode (target: inductor <= 120 s).
 
 ``--installs`` times a cold install (new virtualenv, empty cache) of two releases of each framework with
-uv and with pip/venv, side by side, with the ratio (target <= 0.35). ``--matrix-disk LOG`` prints the peak
+uv and with pip/venv, side by side, with the ratio (target <= 0.35). ``--oracle`` times the sympy oracle cold over the
+whole catalog (total, per case median and max), then ``kinkcheck grad`` with its judgement (sympy form,
+oracle, labels, report rows) beside ``--no-judge`` on ``--sample`` catalog programs, warm cache (target:
+the judgement adds <= 0.5 s at the median). ``--matrix-disk LOG`` prints the peak
 disk use of the version matrix from the log the probe sessions write (target < 15 GB).
 """
 
@@ -210,6 +213,105 @@ def compiled_vs_eager(repeat: int) -> int:
     return 0
 
 
+_ORACLE_SCRIPT = """
+import json, sys, time
+t0 = time.perf_counter()
+import sympy
+from kinkcheck.catalog import load_catalog
+from kinkcheck.oracles.symbolic import analyze
+imported = time.perf_counter() - t0
+times = {}
+for case in load_catalog():
+    t = time.perf_counter()
+    analyze(case)
+    times[case.id] = time.perf_counter() - t
+print(json.dumps({"import": imported, "total": time.perf_counter() - t0, "cases": times}))
+"""
+
+
+def oracle_cold() -> int:
+    """The sympy oracle over the whole catalog in a fresh process, no cache: total, and per case median and max."""
+    import json
+    import statistics
+
+    done = subprocess.run([sys.executable, "-c", _ORACLE_SCRIPT], check=True, capture_output=True, text=True)
+    r = json.loads(done.stdout.splitlines()[-1])
+    per = sorted(r["cases"].items(), key=lambda kv: kv[1])
+    slow = ", ".join(f"{cid} {t:.1f} s" for cid, t in reversed(per[-3:]))
+    print(f"oracle, cold (fresh process, no cache): whole catalog ({len(per)} cases) {r['total']:.1f} s, of which "
+          f"importing sympy and kinkcheck {r['import']:.1f} s; per case median {statistics.median(t for _, t in per):.2f} s, "
+          f"max {per[-1][1]:.1f} s (slowest: {slow})")
+    return 0
+
+
+_EXPLAIN_SCRIPT = """
+import json, sys, time
+t0 = time.perf_counter()
+from kinkcheck import expr as ex
+from kinkcheck.catalog import FRAMEWORKS
+from kinkcheck.explain import Pending, render
+at = json.loads(sys.argv[2])
+tree = ex.parse(sys.argv[1], at, FRAMEWORKS)
+fw = next(iter(ex.roots_of(tree)), None) or sys.argv[3]
+t1 = time.perf_counter()
+e = Pending(ex.unparse(tree), at, fw, tree=tree).finish(json.loads(sys.argv[4]))
+render(e)
+print(json.dumps({"explain": time.perf_counter() - t1, "sympy": "sympy" in sys.modules}))
+"""
+
+
+def grad_judged_vs_bare(sample: int, repeat: int) -> int:
+    """``kinkcheck grad`` with its judgement vs ``--no-judge`` over catalog programs, warm cache.
+
+    Each program runs once judged first (warming the judgement cache and the report index), then ``repeat``
+    times each way, alternating, best of each. Beside it, the judgement's own time in the parent (explain's
+    thread and rendering, warm) from a fresh process: what the judgement costs when the worker is not there
+    to overlap with.
+    """
+    import json
+    import statistics
+
+    catalog = load_catalog()
+    programs = list(catalog.programs())
+    step = max(1, len(programs) // sample) if sample else 1
+    chosen = programs[::step][:sample] if sample else programs
+    py = sys.executable
+    rows = []
+    for case, program in chosen:
+        at = ",".join(f"{k}={json.dumps(v)}" for k, v in case.at.items())
+        base = [py, "-m", "kinkcheck", "grad", "--at", at, "--framework", program.framework, "--", program.id]
+        warm = subprocess.run(base, capture_output=True, text=True, check=False)
+        if warm.returncode != 0:
+            print(f"skipped {program.id} at {case.id}: {warm.stderr.strip()[:120]}")
+            continue
+        value = warm.stdout.splitlines()[0]
+        judged = bare = float("inf")
+        for _ in range(repeat):
+            t = time.perf_counter()
+            subprocess.run([*base[:-2], "--no-judge", *base[-2:]], check=True, capture_output=True)
+            bare = min(bare, time.perf_counter() - t)
+            t = time.perf_counter()
+            subprocess.run(base, check=True, capture_output=True)
+            judged = min(judged, time.perf_counter() - t)
+        alone = json.loads(subprocess.run([py, "-c", _EXPLAIN_SCRIPT, program.id, json.dumps(dict(case.at)),
+                                           program.framework, value], check=True, capture_output=True,
+                                          text=True).stdout)
+        rows.append((case.id, program.id, bare, judged, alone["explain"], alone["sympy"]))
+        print(f"{case.id:<24} {program.id:<48} bare {bare:5.2f} s  judged {judged:5.2f} s  "
+              f"+{judged - bare:5.2f} s  (judgement alone {alone['explain']:.2f} s"
+              f"{', imports sympy' if alone['sympy'] else ''})", flush=True)
+    diffs = [j - b for _, _, b, j, _, _ in rows]
+    ratios = [j / b for _, _, b, j, _, _ in rows]
+    alone_t = [a for *_, a, _ in rows]
+    med = statistics.median(diffs)
+    print(f"{len(rows)} programs ({'all' if not sample else f'every {step}th of {len(programs)}'}), warm cache, best of "
+          f"{repeat}: kinkcheck grad judged vs --no-judge: median +{med:.2f} s (ratio {statistics.median(ratios):.2f}), "
+          f"max +{max(diffs):.2f} s; the judgement alone (warm, no worker): median {statistics.median(alone_t):.2f} s, "
+          f"max {max(alone_t):.2f} s; {sum(r[5] for r in rows)} of {len(rows)} warm judgements import sympy. "
+          f"Target: judged adds <= 0.5 s at the median {'ok' if med <= 0.5 else 'MISSED'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", action="append", choices=("torch", "jax"))
@@ -218,7 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matrix-disk", metavar="LOG", help="peak disk of the matrix from nox's .nox/matrix-disk.jsonl")
     ap.add_argument("--compiled", action="store_true",
                     help="the whole catalog with torch.compile (inductor) vs eager reverse mode, all four dtypes")
+    ap.add_argument("--oracle", action="store_true",
+                    help="cold sympy oracle over the catalog, and kinkcheck grad judged vs --no-judge (warm cache)")
+    ap.add_argument("--sample", type=int, default=20,
+                    help="with --oracle: how many catalog programs grad is timed on, spread over the catalog (0: all)")
     args = ap.parse_args(argv)
+    if args.oracle:
+        oracle_cold()
+        return grad_judged_vs_bare(args.sample, args.repeat)
     if args.installs:
         return cold_installs()
     if args.matrix_disk:

@@ -132,7 +132,12 @@ def _is_oom(err: BaseException) -> bool:
 # -- tasks: run in the worker (or in-process with run_inline) -----------------------------------------------
 
 def _grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
-    """``kinkcheck grad``'s evaluation: payload ``expr``, ``at``, ``framework``, ``dtype``, ``device``, ``mode``."""
+    """``kinkcheck grad``'s evaluation: payload ``expr``, ``at``, ``framework``, ``dtype``, ``device``, ``mode``,
+    and optionally ``wrt`` (differentiated input names; absent or None: all but ``ints``) and ``ints`` (names
+    of integer inputs), as in :class:`kinkcheck.expr.Inputs`. ``at`` may hold inf/nan (JSON's Infinity/NaN).
+
+    Returns input name → encoded gradient, for the differentiated inputs only.
+    """
     from kinkcheck import expr as ex
     from kinkcheck.catalog import FRAMEWORKS
     from kinkcheck.frameworks import FrameworkUnavailable, Unavailable, encode, get_adapter
@@ -142,7 +147,8 @@ def _grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     try:
         tree = ex.parse(payload["expr"], payload["at"], FRAMEWORKS)
         adapter = get_adapter(framework)
-        grad = adapter.gradient(tree, payload["at"], payload["dtype"], payload["device"], payload["mode"])
+        grad = adapter.gradient(tree, payload["at"], payload["dtype"], payload["device"], payload["mode"],
+                                wrt=payload.get("wrt"), ints=tuple(payload.get("ints") or ()))
     except (FrameworkUnavailable, Unavailable, ex.ExprError) as err:
         raise TaskError(str(err)) from None
     except Exception as err:  # noqa: BLE001 - the program itself failed: report it, one line
@@ -153,7 +159,8 @@ def _grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
 
 
 def _check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
-    """``kinkcheck check``'s evaluation: payload ``first``, ``second``, ``at``, ``frameworks``, ``dtype``."""
+    """``kinkcheck check``'s evaluation: payload ``first``, ``second``, ``at``, ``frameworks``, ``dtype``, and
+    optionally ``modes`` (one per function; default reverse)."""
     from kinkcheck import expr as ex
     from kinkcheck.check import CheckError, check_pair, load_function
     from kinkcheck.frameworks import FrameworkUnavailable
@@ -161,15 +168,16 @@ def _check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     try:
         fns = [load_function(payload["first"]), load_function(payload["second"])]
         result = check_pair(fns[0], fns[1], payload["at"], frameworks=tuple(payload["frameworks"]),
-                            dtype=payload["dtype"])
+                            dtype=payload["dtype"], mode=tuple(payload.get("modes") or ("reverse", "reverse")))
     except (ex.ExprError, CheckError, FrameworkUnavailable) as err:
         if _is_oom(err):
             raise BoundExceeded(f"{limits.memory_message()}: {err}") from None
         raise TaskError(str(err)) from None
     # by hand: dataclasses.asdict deep-copies every nested list (seconds for 400 points of 1,500 entries)
     return {"frameworks": list(result.frameworks), "dtype": result.dtype, "not_tried": result.not_tried,
-            "points": [{"at": p.at, "why": p.why, "changed": p.changed, "grads": p.grads, "differs": p.differs}
-                       for p in result.points]}
+            "modes": list(result.modes),
+            "points": [{"at": p.at, "why": p.why, "changed": p.changed, "grads": p.grads, "differs": p.differs,
+                        "seen": p.seen} for p in result.points]}
 
 
 TASKS: dict[str, Callable[[Mapping[str, Any], Limits], Any]] = {"grad": _grad_task, "check": _check_task}

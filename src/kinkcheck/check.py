@@ -4,21 +4,24 @@ A user's pair — say a PyTorch and a JAX version of the same layer, or two PyTo
 evaluated at the given point and at generated variants of it that hit kinks of the common piecewise
 functions: an entry set to 0 (relu, abs, sign at 0), two entries tied (max, min, sort, median), an entry on
 a usual bound (clamp/hardtanh at ±1, relu6 at 6, hardswish/hardsigmoid at ±3, hardshrink/softshrink at
-±0.5). The gradients of ``sum(f(*inputs))`` (reverse mode) are compared within the dtype tolerance of
-:func:`kinkcheck.classify.same_value`; the result lists every differing input, and the smallest one (least
-Euclidean norm, then fewest changed entries).
+±0.5). The gradients of ``sum(f(*inputs))`` — reverse mode by default, or any mode of each framework
+(:data:`kinkcheck.frameworks.base.MODE_INFO`: forward, jit, vmap, inductor, …) — in float64 or a lower dtype
+are compared within the dtype tolerance of :func:`kinkcheck.classify.same_value`; the result lists every
+differing input, and the smallest one (least Euclidean norm, then fewest changed entries).
 
 Cost: at most :data:`MAX_VARIANTS` inputs are tried, and the variants are generated lazily, so a check
 costs O(limit × entries) however many variants exist (n entries have n²/2 ties); duplicates are recognised
 from the changed entry alone, without building the point. The command line runs the pair in a bounded
 worker process (:mod:`kinkcheck.bounded`).
 
-Python API: :func:`check_pair`. Command line: ``kinkcheck check MODULE:FN MODULE:FN --at x=0.5,y=2``.
+Python API: :func:`check_pair`. Command line: ``kinkcheck check MODULE:FN path/to/file.py:FN --at x=0.5,y=2
+[--mode forward] [--dtype float32]``.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util  # a submodule: `import importlib` alone does not load it
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,7 +32,8 @@ from typing import Any
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value
 
-__all__ = ["CheckError", "Point", "CheckResult", "variants", "count_variants", "check_pair", "load_function", "BOUNDS"]
+__all__ = ["CheckError", "Point", "CheckResult", "variants", "count_variants", "check_pair", "load_function",
+           "pair_modes", "BOUNDS"]
 
 #: Bound values tried for each entry: clamp/hardtanh ±1, relu6 6, hardswish/hardsigmoid ±3, shrink ±0.5.
 BOUNDS: tuple[float, ...] = (1.0, -1.0, 6.0, 3.0, -3.0, 0.5, -0.5)
@@ -50,6 +54,7 @@ class Point:
     changed: int
     grads: list[dict[str, Any] | str] = field(default_factory=list)
     differs: bool = False
+    seen: dict[str, Any] | None = None  # the point as the dtype holds it, when rounding changed it
 
     @property
     def norm(self) -> float:
@@ -62,6 +67,7 @@ class CheckResult:
     dtype: str
     points: list[Point]
     not_tried: int = 0  # variants left out by the limit
+    modes: tuple[str, str] = ("reverse", "reverse")
 
     @property
     def differing(self) -> list[Point]:
@@ -206,22 +212,31 @@ def variants(at: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str, int]]
 def load_function(spec: str) -> Callable[..., Any]:
     """``"module:function"`` or ``"path/to/file.py:function"`` → the function (the module is imported).
 
+    A module is imported from ``sys.path`` with the current folder first, as ``python -m`` does; a file is
+    executed as a module of its own (its folder joins ``sys.path``, so it can import the modules beside it).
+
     Raises
     ------
     CheckError
-        Malformed spec, module not importable, no such callable.
+        Malformed spec, no such file, module or file not importable (syntax error, failing import: the
+        first line of its error), no such callable.
     """
     module, sep, name = spec.rpartition(":")
     if not sep or not module or not name:
-        raise CheckError(f"expected MODULE:FUNCTION, got {spec!r}")
+        raise CheckError(f"expected MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
     try:
         if module.endswith(".py") or "/" in module:
             path = Path(module)
             if not path.is_file():
                 raise CheckError(f"no file {module}")
             spec_ = importlib.util.spec_from_file_location(path.stem, path)
-            mod = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
-            spec_.loader.exec_module(mod)  # type: ignore[union-attr]
+            if spec_ is None or spec_.loader is None:
+                raise CheckError(f"{module} is not a Python file (expected path/to/file.py:FUNCTION)")
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)  # its own imports find the modules beside it, as `python file.py` would
+            mod = importlib.util.module_from_spec(spec_)
+            spec_.loader.exec_module(mod)
         else:
             if "" not in sys.path:
                 sys.path.insert(0, "")  # the current folder, as `python -m` would
@@ -236,9 +251,30 @@ def load_function(spec: str) -> Callable[..., Any]:
     return fn
 
 
+def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[str, str]:
+    """``(first's mode, second's mode)`` from one mode for both functions or one per function.
+
+    Raises
+    ------
+    CheckError
+        Not one or two modes; an unknown mode; a mode the function's framework lacks (named with its modes).
+    """
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES, MODES
+
+    pair = (mode, mode) if isinstance(mode, str) else tuple(mode)
+    if len(pair) != 2:
+        raise CheckError(f"expected one mode, or two (one per function), got {len(pair)}")
+    for m, fw in zip(pair, frameworks):
+        if m not in MODES:
+            raise CheckError(f"unknown mode {m!r} (known: {', '.join(MODES)})")
+        if fw in FRAMEWORK_MODES and m not in FRAMEWORK_MODES[fw]:
+            raise CheckError(f"{fw} has no {m} mode (its modes: {', '.join(FRAMEWORK_MODES[fw])})")
+    return pair[0], pair[1]
+
+
 def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mapping[str, Any],
                frameworks: Sequence[str] = ("torch", "jax"), dtype: str = "float64",
-               limit: int = MAX_VARIANTS) -> CheckResult:
+               limit: int = MAX_VARIANTS, mode: str | Sequence[str] = "reverse") -> CheckResult:
     """Compare the gradients of two implementations at ``at`` and at kink-hitting variants of it.
 
     Parameters
@@ -251,7 +287,12 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
     frameworks : pair of str
         ``("torch", "jax")``, ``("torch", "torch")``, ``("jax", "torch")``, …
     dtype : str
-        float64 (default), float32, float16 or bfloat16; sets the comparison tolerance too.
+        float64 (default), float32, float16 or bfloat16: the inputs' dtype (each point is rounded to it, as
+        the framework holds it: :attr:`Point.seen`) and the comparison tolerance.
+    mode : str or pair of str
+        How each function is differentiated (:data:`kinkcheck.frameworks.base.MODE_INFO`): one mode for both
+        (``"forward"``) or one per function (``("inductor", "jit")``); default reverse. Every mode's value is
+        comparable with the gradient; ``second-order`` gives ``H @ 1``, comparable between the two functions.
 
     Returns
     -------
@@ -261,20 +302,25 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
     Raises
     ------
     CheckError
-        Either function fails at the given input itself (nothing to compare).
+        An unknown mode, or one a framework lacks (``torch`` has no ``jit``, ``jax`` no ``inductor``) or
+        that this release lacks (``torch.func`` before torch 2.0); either function fails at the given
+        input itself (nothing to compare).
     """
-    from kinkcheck.frameworks import get_adapter
+    from kinkcheck.frameworks import Unavailable, get_adapter
     from kinkcheck.frameworks.base import short_error
 
+    modes = pair_modes(mode, frameworks)
     adapters = [get_adapter(fw) for fw in frameworks]
     points = []
     for n, (p, why, changed) in enumerate(variants(at)):
         if n >= limit:
             break
-        pt = Point(p, why, changed)
-        for fn, ad in zip((first, second), adapters):
+        pt = Point(p, why, changed, seen=adapters[0].rounded(p, dtype) if dtype != "float64" else None)
+        for fn, ad, m in zip((first, second), adapters, modes):
             try:
-                pt.grads.append(ad.callable_gradient(fn, p, dtype))
+                pt.grads.append(ad.callable_gradient(fn, p, dtype, mode=m))
+            except Unavailable as err:  # the mode, not the point: no point can be compared
+                raise CheckError(f"{ad.name} {m} mode: {err}") from None
             except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's function failed here: recorded
                 if n == 0:
                     raise CheckError(f"{getattr(fn, '__name__', fn)} fails at the given input: {short_error(err)}") \
@@ -286,7 +332,7 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
         else:
             pt.differs = not same_value(flat_value(a), flat_value(b), dtype)
         points.append(pt)
-    return CheckResult((frameworks[0], frameworks[1]), dtype, points, count_variants(at) - len(points))
+    return CheckResult((frameworks[0], frameworks[1]), dtype, points, count_variants(at) - len(points), modes)
 
 
 def render(result: CheckResult, names: Sequence[str]) -> str:
@@ -300,15 +346,29 @@ def render(result: CheckResult, names: Sequence[str]) -> str:
         return ", ".join(f"{k}={fmt_value({k: x})}" if isinstance(x, list) else f"{k}={fmt_number(x)}"
                          for k, x in v.items())
 
-    lines = [f"{len(result.points)} inputs tried ({result.dtype}): the given one and kink-hitting variants; "
+    m1, m2 = result.modes
+    how = f"{m1} mode" if m1 == m2 else f"{result.frameworks[0]} {m1} mode, {result.frameworks[1]} {m2} mode"
+    lines = [f"{len(result.points)} inputs tried ({result.dtype}, {how}): the given one and kink-hitting variants; "
              f"{len(result.differing)} give different gradients"]
     if result.not_tried:
         lines.append(f"  ({result.not_tried} more variants not tried: the limit is {len(result.points)}; "
                      "zeros and bounds come first, then ties)")
+
+    def exact(v: Any) -> str:  # every digit: 0.3 and 0.30000001192092896 must not print alike
+        if isinstance(v, list):
+            return "[" + ", ".join(exact(x) for x in v) + "]"
+        return fmt_number(v) if isinstance(v, str) or float(v).is_integer() else repr(float(v))
+
+    def where(p: Point) -> str:  # the point, and what the dtype made of it when rounding changed it
+        if not p.seen:
+            return named(p.at)
+        return (", ".join(f"{k}={exact(v)}" for k, v in p.at.items()) + f" (in {result.dtype}: "
+                + ", ".join(f"{k}={exact(v)}" for k, v in p.seen.items()) + ")")
+
     for p in result.differing:
-        lines.append(f"  {p.why}: at {named(p.at)}: {names[0]} {g(p.grads[0])} | {names[1]} {g(p.grads[1])}")
+        lines.append(f"  {p.why}: at {where(p)}: {names[0]} {g(p.grads[0])} | {names[1]} {g(p.grads[1])}")
     s = result.smallest
     if s is not None:
-        lines.append(f"smallest differing input: {named(s.at)} ({s.why}): {names[0]} {g(s.grads[0])}, "
+        lines.append(f"smallest differing input: {where(s)} ({s.why}): {names[0]} {g(s.grads[0])}, "
                      f"{names[1]} {g(s.grads[1])}")
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.report.markdown import LABEL_HELP, fmt_value, slug
 
-__all__ = ["CiteError", "Citation", "cite", "bibtex", "cff", "load_report"]
+__all__ = ["CiteError", "Citation", "cite", "principal_case", "bibtex", "cff", "load_report"]
 
 FRAMEWORK_NAMES = {"torch": "PyTorch", "jax": "JAX"}
 REPORT_MD = "reports/conventions.md"
@@ -30,10 +30,15 @@ class CiteError(ValueError):
 
 @dataclass(frozen=True)
 class Citation:
+    """One cited cell: the sentence, its report anchor, the observation and environment it states, the case
+    cited and the program's other cases (those not cited: the command line lists them after the sentence)."""
+
     sentence: str
     anchor: str
     observation: dict[str, Any]
     environment: dict[str, Any]
+    case: str = ""
+    others: tuple[str, ...] = ()
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
@@ -80,8 +85,47 @@ def _matches(program: str, case: dict[str, Any]) -> str | None:
     return canonical if canonical in ids else None
 
 
+#: The smallest positive normal float32; a nonzero coordinate below it makes a case a floating-point edge.
+_TINY = 2.0 ** -126
+
+
+def _flat(value: Any) -> list[float]:
+    return [y for v in value for y in _flat(v)] if isinstance(value, list) else [float(value)]
+
+
+def _ordinary_kink(case: dict[str, Any]) -> bool:
+    """Whether a case is the function's kink at ordinary numbers: the sympy oracle finds it non-differentiable
+    (kind kink, jump, undefined, ...) and no coordinate is a negative zero or a float32 subnormal."""
+    import math
+
+    xs = [x for v in case["at"].values() for x in _flat(v)]
+    edge = any((x == 0 and math.copysign(1.0, x) < 0) or 0 < abs(x) < _TINY for x in xs)
+    return case.get("kind") != "differentiable" and not edge
+
+
+def principal_case(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The case ``kinkcheck cite`` states when none is named, among the cases that measure one program.
+
+    The rule: the first case, in catalog order, whose point is the function's kink at ordinary numbers —
+    one where the sympy oracle finds the function not differentiable, held without a negative zero or a
+    float32 subnormal (cases such as ``relu@-0.0``, ``relu@1e-45`` or ``maximum@-0.0`` probe a
+    floating-point edge of a kink that another case states plainly). When no case qualifies, the first case
+    in catalog order. So ``torch.relu(x)`` → ``relu@0``, ``torch.maximum(x, y)`` → ``maximum@tie``,
+    ``torch.abs(x)`` → ``abs@0``, ``torch.clamp(x, -1, 1)`` → ``clamp@-1``.
+
+    Raises
+    ------
+    ValueError
+        ``cases`` is empty.
+    """
+    if not cases:
+        raise ValueError("no case to choose from")
+    return next((c for c in cases if _ordinary_kink(c)), cases[0])
+
+
 def cite(doc: dict[str, Any], program: str, case: str | None = None, framework_version: str | None = None,
-         mode: str = "reverse", dtype: str = "float64", device: str = "cpu") -> Citation:
+         mode: str = "reverse", dtype: str = "float64", device: str = "cpu",
+         framework: str | None = None) -> Citation:
     """The citation sentence for one cell of the report.
 
     Parameters
@@ -91,29 +135,45 @@ def cite(doc: dict[str, Any], program: str, case: str | None = None, framework_v
     program : str
         A program of the catalog, e.g. ``"torch.clamp(x, min=0)"`` (``jnp``/``F``/``lax`` aliases accepted).
     case : str, optional
-        Case id; needed when the program is measured in several cases.
+        Case id. Default: the program's principal case (:func:`principal_case`); the others are in
+        :attr:`Citation.others`.
     framework_version : str, optional
         Release; default the newest release measured on ``device``.
+    framework : str, optional
+        ``torch`` or ``jax``: needed only for a program text that both frameworks measure in the case
+        (``x ** 0.5``, ``v.max()``).
 
     Raises
     ------
     CiteError
-        Unknown program, ambiguous or unknown case, release not measured, no such cell.
+        Unknown program or case, program measured by both frameworks and no ``framework`` given, release not
+        measured, no such cell.
     """
-    hits = [(c, pid) for c in doc["cases"] if (pid := _matches(program, c)) is not None]
+    cells = [(c, pid, p["framework"]) for c in doc["cases"] if (pid := _matches(program, c)) is not None
+             for p in c["programs"] if p["program"] == pid]
+    if framework is not None:
+        if framework not in FRAMEWORKS:
+            raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")
+        cells = [cell for cell in cells if cell[2] == framework]
     if case is not None:
-        hits = [(c, pid) for c, pid in hits if c["id"] == case]
-        if not hits:
-            known = [c["id"] for c in doc["cases"]]
-            raise CiteError(f"case {case!r} has no program {program!r}" if case in known
-                            else f"unknown case {case!r}")
-    if not hits:
-        raise CiteError(f"program {program!r} is not in the report's catalog")
-    if len(hits) > 1:
-        raise CiteError(f"{hits[0][1]} is measured in {len(hits)} cases ({', '.join(c['id'] for c, _ in hits)}); "
-                        "pick one with --case")
-    c, pid = hits[0]
-    framework = next(p["framework"] for p in c["programs"] if p["program"] == pid)
+        known = [c["id"] for c in doc["cases"]]
+        if case not in known:
+            raise CiteError(f"unknown case {case!r}")
+        chosen = [cell for cell in cells if cell[0]["id"] == case]
+        if not chosen:
+            raise CiteError(f"case {case!r} has no program {program!r}"
+                            + (f" in {framework}" if framework is not None else ""))
+    elif not cells:
+        raise CiteError(f"program {program!r} is not in the report's catalog"
+                        + (f" for {framework}" if framework is not None else ""))
+    else:
+        first = principal_case(list({id(c): c for c, _, _ in cells}.values()))
+        chosen = [cell for cell in cells if cell[0] is first]
+    if len({fw for _, _, fw in chosen}) > 1:
+        raise CiteError(f"{chosen[0][1]} is measured in both {' and '.join(fw for _, _, fw in chosen)} at "
+                        f"{chosen[0][0]['id']}; pick one with --framework")
+    c, pid, framework = chosen[0]
+    others = tuple(dict.fromkeys(cc["id"] for cc, _, fw in cells if cc["id"] != c["id"] and fw == framework))
     check_cell(framework, mode, dtype)
     envs = [e for e in doc["environments"] if e["framework"] == framework and e["device"] == device
             and not e.get("not_measured")]
@@ -124,7 +184,7 @@ def cite(doc: dict[str, Any], program: str, case: str | None = None, framework_v
             raise CiteError(f"{framework} {framework_version} on {device} is not in the report "
                             f"(measured: {', '.join(measured)})")
     obs = {o["environment"]: o for o in doc["observations"] if o["case"] == c["id"] and o["program"] == pid
-           and o["mode"] == mode and o["dtype"] == dtype}
+           and o["framework"] == framework and o["mode"] == mode and o["dtype"] == dtype}
     envs = [e for e in envs if e["id"] in obs]
     if not envs:
         raise CiteError(f"no observation of {pid} at {c['id']} in {mode} mode, {dtype}, on {device}")
@@ -136,7 +196,7 @@ def cite(doc: dict[str, Any], program: str, case: str | None = None, framework_v
         anchor = f"{row}--modes--{slug(mode)}"
     else:  # other modes of older releases are in the JSON and CSV only: the program's row
         anchor = row
-    return Citation(_sentence(c, pid, env, ob, mode, dtype), anchor, ob, env)
+    return Citation(_sentence(c, pid, env, ob, mode, dtype), anchor, ob, env, c["id"], others)
 
 
 def newest_with_modes(doc: dict[str, Any], framework: str, device: str) -> str | None:

@@ -21,10 +21,18 @@ Precedence, and why
   kink (``abs`` at 0) the two coincide, and 0 there is PyTorch's documented min-norm choice, not an average.
 * ``in-clarke``: inside the Clarke generalized gradient (Clarke 1983, *Optimization and Nonsmooth
   Analysis*); added whenever true, also alongside the labels above, so "valid" can be counted by one label.
-* ``outside-clarke``: finite and matching none of the above. For a jump, or a kink with an infinite
-  one-sided derivative or at the edge of the domain (no Clarke set), a finite value that equals neither
-  one-sided derivative nor their mean is ``outside-clarke``: no oracle set contains it.
+* ``not-lipschitz``: finite, at a point where ``f`` is not locally Lipschitz (``OracleResult.lipschitz`` is
+  False: a jump, an infinite one-sided derivative, ``f`` not continuous), and matching none of the above
+  (neither one-sided derivative, nor their mean when both are finite). No Clarke set exists there, so no
+  value is "outside" it: ``sqrt(|x - 1|) + 1`` at 1 has one-sided derivatives ``-oo`` and ``oo`` and a value
+  of 0 is ``not-lipschitz``, not ``outside-clarke``. It takes the place of ``outside-clarke`` at such points.
+* ``outside-clarke``: finite and matching none of the above where the oracle has a Clarke set (``f``
+  locally Lipschitz), or at the edge of the domain with finite one-sided derivatives (``lipschitz`` None,
+  no Clarke set): no oracle set contains the value.
 * ``outside-domain``: a finite value where ``f`` is not real-valued near the point (``relu(sqrt(x))`` at -10).
+* ``not-judged``: the oracle could not decide the case (``OracleResult.kind == "not-judged"``, its ``reason``
+  says why); a finite value gets this label alone, an infinite one follows ``+inf``/``-inf``. Last: it is
+  no judgement at all, only a marker that the value was not compared with anything.
 
 Equality is component-wise within :func:`tolerance` of the dtype (absolute plus relative); two infinities
 of the same sign are equal. This module imports only NumPy; it reads oracle numbers with ``float()``.
@@ -46,7 +54,7 @@ if TYPE_CHECKING:
     from kinkcheck.oracles.symbolic import OracleResult
 
 __all__ = [
-    "LABELS", "TOLERANCES", "OracleNumbers", "tolerance", "classify", "same_value",
+    "LABELS", "TOLERANCES", "OracleNumbers", "tolerance", "classify", "same_value", "lipschitz_of_json",
 ]
 
 LABELS: tuple[str, ...] = (
@@ -65,8 +73,10 @@ LABELS: tuple[str, ...] = (
     "min-norm",
     "mean",
     "in-clarke",
+    "not-lipschitz",
     "outside-clarke",
     "outside-domain",
+    "not-judged",
 )
 
 #: Absolute and relative tolerance per dtype: a few units in the last place of each format's epsilon
@@ -126,10 +136,16 @@ class OracleNumbers:
     min_norm: tuple[float, ...] | None
     midpoint: tuple[float, ...] | None
     shape: str | None = None
+    lipschitz: bool | None = None
+    reason: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> OracleNumbers:
-        """Build from a ``to_json()`` dict; raises KeyError or ValueError on a malformed one."""
+        """Build from a ``to_json()`` dict; raises KeyError or ValueError on a malformed one.
+
+        A dict written before the oracle had ``lipschitz`` and ``reason`` (an old cache entry, a second-order
+        entry) still reads: ``reason`` is then None and ``lipschitz`` is derived by :func:`lipschitz_of_json`.
+        """
 
         def num(e: Any) -> float | None:
             return None if e is None else float(e["float"])
@@ -143,7 +159,30 @@ class OracleNumbers:
             limiting_gradients=tuple(vec(g) for g in d["limiting_gradients"]),
             clarke=None if d["clarke"] is None else tuple(vec(g) for g in d["clarke"]),
             min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]), shape=d.get("shape"),
+            lipschitz=d["lipschitz"] if "lipschitz" in d else lipschitz_of_json(d), reason=d.get("reason"),
         )
+
+
+def lipschitz_of_json(d: dict[str, Any]) -> bool | None:
+    """``OracleResult.lipschitz`` for a ``to_json()`` dict that predates the field.
+
+    True for ``differentiable`` and for a ``kink`` with a Clarke set; False for a ``jump`` and for a ``kink``
+    without a Clarke set whose notes say ``f`` is not locally Lipschitz or whose limiting gradients hold an
+    infinite component (``sqrt`` at 0); None otherwise (``undefined``, the edge of the domain with finite
+    one-sided derivatives, ``not-judged``).
+    """
+    kind = d.get("kind")
+    if kind == "differentiable" or (kind == "kink" and d.get("clarke") is not None):
+        return True
+    if kind == "jump":
+        return False
+    if kind == "kink":
+        notes = " ".join(str(n) for n in d.get("notes") or ())
+        infinite = any(math.isinf(float(c["float"])) for g in d.get("limiting_gradients") or () for c in g
+                       if c is not None)
+        if infinite or "not locally Lipschitz" in notes:
+            return False
+    return None
 
 
 def _f(v: Any) -> float:
@@ -206,7 +245,9 @@ def classify(
     value : sequence of float, shape (n,), or None
         The flat gradient in ``oracle.components`` order; may hold nan and infinities. None only with
         ``error`` or ``unavailable``.
-    oracle : kinkcheck.oracles.symbolic.OracleResult
+    oracle : kinkcheck.oracles.symbolic.OracleResult or OracleNumbers
+        Its ``lipschitz`` decides ``not-lipschitz`` against ``outside-clarke``; a ``"not-judged"`` kind gives
+        ``not-judged`` (after ``+inf``/``-inf``; ``nan``, ``error`` and ``unavailable`` as usual).
     dtype : str
         The dtype the value was computed in; sets the tolerance (:func:`tolerance`).
     error : str, optional
@@ -248,6 +289,9 @@ def classify(
             labels.add("left")
         if num["right"] is not None and _close(v[0], num["right"], tol):
             labels.add("right")
+    if oracle.kind == "not-judged":  # nothing to compare with; an infinity is still said
+        labels.add("not-judged")
+        return _ordered(labels)
     if not finite:
         return _ordered(labels)
     if oracle.kind == "undefined":
@@ -277,8 +321,16 @@ def classify(
         if hull_distance(v, clarke) <= tol * scale:
             labels.add("in-clarke")
     if not labels & {"left", "right", "mean", "split-even", "first", "last", "one-index", "min-norm", "in-clarke"}:
-        labels.add("outside-clarke")
+        # no Clarke set exists where f is not locally Lipschitz: the value cannot be outside one
+        labels.add("not-lipschitz" if _lipschitz(oracle) is False else "outside-clarke")
     return _ordered(labels)
+
+
+def _lipschitz(oracle: OracleResult | OracleNumbers) -> bool | None:
+    """``oracle.lipschitz``; a jump is never locally Lipschitz, whatever an older result says."""
+    if oracle.kind == "jump":
+        return False
+    return oracle.lipschitz
 
 
 def _ordered(labels: set[str]) -> list[str]:

@@ -22,6 +22,9 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        if "required: expr" in message or "required: program" in message:
+            # argparse read an expression that starts with "-" as an option
+            message += ' (an expression that starts with "-" goes after --: grad --at x=0 -- "-torch.min(-x)")'
         raise UsageError(f"{self.prog}: {message}")
 
 
@@ -58,7 +61,8 @@ def _cmd_grad(args: argparse.Namespace) -> int:
     if args.mode not in MODES:
         raise UsageError(f"unknown mode {args.mode!r} (known: {', '.join(MODES)})")
     try:
-        at = ex.parse_point(args.at)
+        inputs = ex.parse_inputs(args.at, args.wrt)  # inf/nan, int: inputs, --wrt
+        at = inputs.at
         shadowing = sorted(set(at) & (set(FRAMEWORKS) | set(ex.ALIASES)))
         if shadowing:
             raise ex.ExprError(f"input name {shadowing[0]!r} is a namespace; call the input x, y, v, …")
@@ -77,10 +81,48 @@ def _cmd_grad(args: argparse.Namespace) -> int:
     unused = [k for k in at if k not in used]
     if unused:
         raise UsageError(f"--at gives {', '.join(unused)} but the expression does not use it")
-    grad = _evaluate(args, "grad", {"expr": args.expr, "at": at, "framework": framework, "dtype": args.dtype,
-                                    "device": args.device, "mode": args.mode})
-    print(json.dumps(grad))
+    pending = None if args.no_judge else _start_explain(args, tree, inputs, framework)
+    try:
+        grad = _evaluate(args, "grad", {"expr": args.expr, "at": at, "framework": framework, "dtype": args.dtype,
+                                        "device": args.device, "mode": args.mode, "wrt": list(inputs.wrt),
+                                        "ints": list(inputs.ints)})
+    except BaseException:
+        if pending is not None:  # no value, nothing to judge: stop the judgement's worker
+            pending.cancel()
+        raise
+    if pending is None:
+        print(json.dumps(grad))
+        return 0
+    from kinkcheck.explain import ReportUnavailable, render
+
+    try:
+        explanation = pending.finish(grad)
+    except (ex.ExprError, ReportUnavailable) as err:
+        raise UsageError(f"--sympy: {err}" if isinstance(err, ex.ExprError) else str(err)) from None
+    if args.json:
+        print(json.dumps(explanation.to_json()))
+    else:
+        print(json.dumps(grad))  # the first line stays the bare value: scripts read it
+        sys.stdout.write(render(explanation))
     return 0
+
+
+def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: str) -> Any:
+    """Start ``grad``'s judgement and report lookup (:class:`kinkcheck.explain.Pending`) beside the evaluation;
+    a ``--sympy`` text that does not parse is bad input before anything runs."""
+    from kinkcheck import expr as ex
+    from kinkcheck.catalog import SYMPY_NAMES
+    from kinkcheck.explain import Pending, oracle_timeout_from_env
+
+    try:
+        bound = oracle_timeout_from_env(args.oracle_timeout)
+        if args.sympy is not None:
+            ex.parse(args.sympy, inputs.at, SYMPY_NAMES)
+    except ValueError as err:  # ExprError is a ValueError
+        raise UsageError(f"--sympy: {err}" if isinstance(err, ex.ExprError) else str(err)) from None
+    return Pending(ex.unparse(tree), inputs.at, framework, tree=tree, wrt=inputs.wrt, sympy_text=args.sympy,
+                   report=args.report, mode=args.mode, dtype=args.dtype, device=args.device, bound_s=bound,
+                   memory_gib=_limits(args).memory_gib)
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -375,11 +417,16 @@ def _cmd_cite(args: argparse.Namespace) -> int:
     try:
         doc = load_report(args.report)
         c = cite(doc, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
-                 dtype=args.dtype, device=args.device)
+                 dtype=args.dtype, device=args.device, framework=args.framework)
     except CiteError as err:
         raise UsageError(str(err)) from None
     print(c.sentence)
     print(f"Report cell: {args.link_base}#{c.anchor}")
+    if args.case is None and c.others:  # the principal case was chosen: say which others exist
+        import shlex
+
+        pick = f" --framework {args.framework}" if args.framework else ""
+        print(f"Also measured in: {', '.join(c.others)} (kinkcheck cite {shlex.quote(args.program)}{pick} --case ID)")
     print()
     print(cff(doc) if args.cff else bibtex(doc))
     return 0
@@ -401,7 +448,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
-    from kinkcheck.check import CheckResult, Point, render
+    from kinkcheck.check import CheckError, CheckResult, Point, pair_modes, render
     from kinkcheck.frameworks import DTYPES
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))
@@ -409,14 +456,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--frameworks takes two of torch, jax separated by a comma, got {args.frameworks!r}")
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
-    try:
+    try:  # before the worker starts: a mode a framework lacks is bad input, not a failed evaluation
+        modes = pair_modes([m.strip() for m in args.mode.split(",")] if "," in args.mode else args.mode, frameworks)
         at = ex.parse_point(args.at)
-    except ex.ExprError as err:
-        raise UsageError(str(err)) from None
+    except (CheckError, ex.ExprError) as err:
+        raise UsageError(f"--mode: {err}" if isinstance(err, CheckError) else str(err)) from None
     done = _evaluate(args, "check", {"first": args.first, "second": args.second, "at": at,
-                                     "frameworks": list(frameworks), "dtype": args.dtype})
+                                     "frameworks": list(frameworks), "dtype": args.dtype, "modes": list(modes)})
     result = CheckResult((frameworks[0], frameworks[1]), done["dtype"], [Point(**p) for p in done["points"]],
-                         done["not_tried"])
+                         done["not_tried"], tuple(done["modes"]))
     args.exit_status = 1 if result.differing else 0  # decided before any output: survives `| head -1`
     sys.stdout.write(render(result, [f"{args.first} ({frameworks[0]})", f"{args.second} ({frameworks[1]})"]))
     return args.exit_status
@@ -434,21 +482,37 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kinkcheck import __version__
+
     p = _Parser(prog="kinkcheck", description="Gradient conventions at kinks, measured in real frameworks.")
+    p.add_argument("--version", action="version", version=f"kinkcheck {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     g = sub.add_parser(
-        "grad", help="gradient of one call expression at a point (one line of JSON)",
+        "grad", help="gradient of one call expression at a point (first line: the JSON value), judged: sympy "
+                     "form, one-sided derivatives, Clarke set, labels, what the report holds there",
         epilog='An expression that starts with "-" goes after --: kinkcheck grad --at x=0 -- "-torch.min(-x)"',
     )
     g.add_argument("expr", help='call expression, e.g. "torch.clamp(x, min=0)"')
-    g.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]' (finite numbers)")
+    g.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]' | x=inf | x=nan | "
+                   "k=int:0 (an integer input, never differentiated)")
+    g.add_argument("--wrt", metavar="NAMES", help="differentiate only these inputs, e.g. x or x,y (default: every "
+                   "input not written int:); the others are constants")
     g.add_argument("--dtype", default="float64", help="float64 (default) | float32 | float16 | bfloat16")
     g.add_argument("--device", default="cpu", help="cpu (default) | cuda")
     g.add_argument("--mode", default="reverse",
                    help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
                         "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
     g.add_argument("--framework", choices=("torch", "jax"), help="only for a bare method chain like x.abs()")
+    g.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language over the inputs, "
+                   "e.g. 'Max(x, 0)' or 'Abs(v[0]) + Abs(v[1])' (default: mapped from the program)")
+    g.add_argument("--report", help="report JSON to compare with (default reports/conventions.json; "
+                                    "missing: no comparison)")
+    g.add_argument("--json", action="store_true", help="print one JSON object: value, sympy form, oracle, labels, "
+                                                       "report rows")
+    g.add_argument("--no-judge", action="store_true", help="print the value only (no sympy, oracle or report)")
+    g.add_argument("--oracle-timeout", metavar="SECONDS", help="limit of the judgement (default "
+                   "$KINKCHECK_ORACLE_TIMEOUT, else 60); past it: not judged")
     _bound_options(g)
     g.set_defaults(func=_cmd_grad)
 
@@ -521,7 +585,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cite", help="one sentence stating a measured convention, with its report anchor and a "
                                     "BibTeX (or CITATION.cff) entry for the report")
     c.add_argument("program", help='a catalog program, e.g. "torch.clamp(x, min=0)" or "jnp.maximum(x, 0.0)"')
-    c.add_argument("--case", help="case id, when the program is measured in several cases (e.g. relu@0)")
+    c.add_argument("--case", help="case id (e.g. relu@-0.0); default the program's principal case: the first in "
+                                  "catalog order at its kink at ordinary numbers (relu@0 for torch.relu(x)), the "
+                                  "others listed after the sentence")
+    c.add_argument("--framework", choices=("torch", "jax"),
+                   help="only for a program text both frameworks measure in the case (x ** 0.5, v.max())")
     c.add_argument("--framework-version", help="release (default: the newest measured)")
     c.add_argument("--mode", default="reverse", help="default reverse")
     c.add_argument("--dtype", default="float64", help="default float64")
@@ -547,10 +615,16 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="two implementations of one function: gradients at the input and at "
                                       "kink-hitting variants of it (exit 0: agree, 1: differ, 2: bad input)")
     ck.add_argument("first", help="MODULE:FUNCTION or path/to/file.py:FUNCTION (the first framework's version)")
-    ck.add_argument("second", help="MODULE:FUNCTION (the second framework's version)")
+    ck.add_argument("second", help="MODULE:FUNCTION or path/to/file.py:FUNCTION (the second framework's version)")
     ck.add_argument("--at", required=True, help="the input: x=0.5,y=2 | 'v=[1,2,3]'; passed positionally in this order")
     ck.add_argument("--frameworks", default="torch,jax", help="framework of each function (default torch,jax)")
-    ck.add_argument("--dtype", default="float64", help="default float64")
+    ck.add_argument("--dtype", default="float64",
+                    help="the inputs' dtype and the comparison's tolerance: float64 (default), float32, float16, "
+                         "bfloat16")
+    ck.add_argument("--mode", default="reverse",
+                    help="how both functions are differentiated (default reverse): any mode both frameworks have "
+                         "(forward, vmap, second-order), or one per function: inductor,jit (torch: functional, "
+                         "forward-ad, inductor, aot_eager; jax: jit, jacfwd, jacrev)")
     _bound_options(ck)
     ck.set_defaults(func=_cmd_check)
     return p

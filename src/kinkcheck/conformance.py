@@ -3,8 +3,9 @@
 Each framework's rule is turned into a prediction from the sympy oracle (:mod:`kinkcheck.oracles.symbolic`):
 the set of gradient values the rule admits at the case's point. A measured value then **conforms** (it is
 one of them, within the dtype tolerance of :func:`kinkcheck.classify.same_value`), **departs** (it is not),
-or the rule leaves the value **open** (no documented choice for this program, or the rule itself says
-"arbitrary"). Error and unavailable cells, and second-order cells (the rules are about gradients), get no
+or the rule leaves the value **open** (no documented choice for this program, the rule itself says
+"arbitrary", the oracle did not judge the case, or ``f`` is not locally Lipschitz at a point of several
+components, where the limits of the gradient depend on the path). Error and unavailable cells, and second-order cells (the rules are about gradients), get no
 verdict; nor do float16/bfloat16 cells or cells whose input the dtype rounded (:data:`JUDGED_DTYPES`): in low
 precision the function itself can change (hardtanh's bound 0.7 rounds onto the point in bfloat16), so the
 float64 oracle no longer describes it.
@@ -158,7 +159,14 @@ def predict(framework: str, tree: ex.Node, oracle: OracleNumbers) -> Prediction:
     -------
     Prediction
         Float vectors in the oracle's component order (``inf`` where the rule gives an infinite value).
+        Open (no values) when the oracle did not judge the case (its ``reason`` is the step), and for PyTorch
+        at a point of several components where ``f`` is not locally Lipschitz (``atan2`` at the origin): the
+        limits of the gradient there depend on the path, so step 4 admits no finite list of values. With one
+        component the one-sided limits are the whole story and step 4 admits them (``sqrt`` at 0: ``inf``,
+        the autograd notes' own example).
     """
+    if oracle.kind == "not-judged":
+        return Prediction(oracle.reason or "not judged: the oracle could not decide this case", ())
     if not single_operation(tree):
         return Prediction("a composite program: the documented rules are stated for single operations", ())
     if oracle.kind == "differentiable" and oracle.derivative is not None:
@@ -178,6 +186,9 @@ def _predict_torch(o: OracleNumbers) -> Prediction:
             return Prediction("2. minimum-norm subgradient (locally convex)", (o.min_norm,))
         if o.shape == "concave":
             return Prediction("3. minimum-norm supergradient (locally concave)", (o.min_norm,))
+    if o.lipschitz is False and len(o.components) > 1:
+        return Prediction("4. by continuity: f is not locally Lipschitz here and the limits of its gradient depend "
+                          "on the path of approach (the oracle samples some paths only): open", ())
     grads = tuple(g for g in o.limiting_gradients if g is not None)
     if not grads:
         return Prediction("4. by continuity: no limiting gradient to continue", ())

@@ -4,7 +4,11 @@ One small language serves the catalog, ``kinkcheck grad`` and the report. An exp
 
 * a dotted name rooted in a namespace (``torch.nn.functional.relu``, ``jax.numpy.maximum``; the aliases
   ``jnp`` = ``jax.numpy``, ``F`` = ``torch.nn.functional`` and ``lax`` = ``jax.lax`` are accepted);
-* a declared input (``x``, ``v``) or a numeric literal (``0``, ``-0.0``, ``1e-3``), ``True``/``False``;
+* a declared input (``x``, ``v``) or a numeric literal (``0``, ``-0.0``, ``1e-3``), ``True``/``False``, ``None``,
+  ``...`` (``v[None]``, ``m[..., 0]``);
+* a string literal, only as a call's argument (``approximate='tanh'``, ``reduction='sum'``, ``ord='nuc'``,
+  ``jnp.linalg.norm(A, 'nuc')``): at most :data:`MAX_STRING` characters of :data:`STRING_CHARS` (no ``/``,
+  quotes, backslashes), never an operand, an index, a list item, a called object or an attribute's owner;
 * a list or tuple of expressions;
 * a call with positional and keyword arguments (``torch.clamp(x, min=0)``), or a method call on a value
   (``x.clamp(min=0)``, ``x.pow(2).sum().sqrt()``);
@@ -12,7 +16,7 @@ One small language serves the catalog, ``kinkcheck grad`` and the report. An exp
 * arithmetic (``+ - * / // % **``), unary (``- + not``) and comparison operators, including chains.
 
 Anything else is refused with :class:`ExprError` and a one-line reason *before* anything runs: string
-literals (a path would reach ``torch.load``), lambdas, comprehensions, starred arguments, names that are
+literals outside a call's arguments, lambdas, comprehensions, starred arguments, names that are
 neither inputs nor in the namespace, and any attribute that starts with an underscore (dunders, private
 modules). Names are also refused by kind (:data:`DENIED`, :data:`DENIED_KINDS`, :data:`DENIED_ORIGINS`):
 I/O and processes, loaders and savers, compilers and tracers (``torch.compile``, ``torch.CompilationUnit``,
@@ -26,8 +30,18 @@ at a time; every dotted name in the tree is resolved *before* the first call, so
 without executing anything. Resolution is an allowlist, not only a denylist: every module met on a dotted
 path must be one of the namespace's modules (``torch.nn.functional`` yes, ``torch.os`` no), and the object
 a name ends at must come from the framework itself (its ``__module__``), so re-exported helpers such as
-``os``, ``sys`` or ``builtins`` are out of reach. While evaluating, a string, bytes or module value is
-refused wherever it appears, so no path or command can be assembled from pieces.
+``os``, ``sys`` or ``builtins`` are out of reach. While evaluating, a string, bytes or module value that a
+call, attribute or index *produces* is refused wherever it appears, so no path or command can be assembled
+from pieces; the only strings a function ever receives are the literals written as its arguments, and the
+functions that load, import or look names up by a string are refused by name and kind.
+
+A callable passed as a value (``jax.lax.reduce_window(v, -jnp.inf, lax.max, ...)``, or
+``jax.lax.while_loop(jnp.isfinite, jnp.abs, x)``, which never ends) is an allowed, resolved name like any
+other: ``kinkcheck grad`` runs every evaluation in :mod:`kinkcheck.bounded`'s worker, under a time and a
+memory limit, so such a loop ends with a one-line error.
+
+Points (``--at``): :func:`parse_point` (catalogs: finite numbers) and :func:`parse_inputs` (``kinkcheck
+grad``: also ``inf``/``-inf``/``nan``, integer inputs ``k=int:0`` and the differentiated names ``--wrt``).
 """
 
 from __future__ import annotations
@@ -64,6 +78,10 @@ __all__ = [
     "resolve_names",
     "refused_kind",
     "parse_point",
+    "parse_inputs",
+    "Inputs",
+    "MAX_STRING",
+    "STRING_CHARS",
 ]
 
 
@@ -83,6 +101,17 @@ MAX_DEPTH = 100
 
 #: Most scalar components one ``--at`` input may have.
 MAX_POINT_SIZE = 10_000
+
+#: Longest string literal accepted (characters): keyword values like ``'tanh'``, ``'nuc'``, einsum equations.
+MAX_STRING = 64
+
+#: Characters a string literal may contain: enough for keyword values (``'sum'``, ``'fro'``), einsum equations
+#: (``'ij,jk->ik'``, ``'...i->...'``) and devices (``'cuda:0'``); no ``/``, backslash, quotes, ``$``, ``;``,
+#: ``|`` or control characters, so no path or shell command can be written even where a string is allowed.
+STRING_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,.:-> ")
+
+#: Largest magnitude of an ``int:`` input (int64).
+MAX_INT_INPUT = 2 ** 63 - 1
 
 #: Short names users write, mapped to the dotted path they stand for.
 ALIASES: dict[str, str] = {"jnp": "jax.numpy", "F": "torch.nn.functional", "lax": "jax.lax"}
@@ -112,6 +141,9 @@ DENIED_KINDS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("it draws from the global random number generator (a value that changes from run to run is no measurement)",
      ("rand", "bernoulli", "multinomial", "poisson", "normal_", "log_normal"), ("dropout", "rrelu")),
     ("it loads or saves data or code", ("load", "save"), ("file", "import", "storage", "pickle", "serializ")),
+    ("it looks a name up by a string (an attribute, submodule or foreign function)",
+     ("get_submodule", "get_parameter", "get_buffer", "get_extra_state", "get_device_module", "ffi"),
+     ("getattr", "import_module")),
     ("it reaches framework infrastructure (configuration, callbacks, ops registration, debugging, processes)", (),
      ("config", "callback", "debug", "custom_op", "profil", "environ", "multiprocessing", "distributed")),
 )
@@ -152,7 +184,9 @@ class Input(Node):
 
 @dataclass(frozen=True)
 class Const(Node):
-    value: int | float | bool
+    """A literal: a number, ``True``/``False``, ``None``, ``...``, or a string (only ever a call's argument)."""
+
+    value: int | float | bool | str | None | types.EllipsisType
 
 
 @dataclass(frozen=True)
@@ -260,19 +294,41 @@ class _Builder:
         self.source = source
         self.depth = 0
 
+    def _not_literal(self, node: ast.expr, why: str) -> None:
+        """A string or None literal never owns an attribute and is never called (``'os'.join``, ``None()``)."""
+        if isinstance(node, ast.Constant) and (node.value is None or node.value is Ellipsis
+                                               or isinstance(node.value, str)):
+            raise self.fail(node, f"the literal {_short(repr(node.value), 40)} {why}")
+
     def fail(self, node: ast.AST, why: str) -> ExprError:
         col = getattr(node, "col_offset", None)
         at = f" at column {col + 1}" if col is not None else ""
         return ExprError(f"{why}{at} in {_short(self.source)}")
 
-    def build(self, node: ast.expr) -> Node:
+    def build(self, node: ast.expr, arg: bool = False) -> Node:
+        """``arg``: ``node`` is a call's argument (positional or keyword value), the one place for a string."""
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise ExprError(f"expression nested more than {MAX_DEPTH} levels: {_short(self.source)}")
         try:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                return self._string(node, arg)
             return self._build(node)
         finally:
             self.depth -= 1
+
+    def _string(self, node: ast.Constant, arg: bool) -> Const:
+        text = node.value
+        if not arg:
+            raise self.fail(node, f"string {_short(text, 40)} is allowed only as a call's argument "
+                                  "(e.g. approximate='tanh')")
+        if len(text) > MAX_STRING:
+            raise self.fail(node, f"string {_short(text, 40)} is longer than {MAX_STRING} characters")
+        bad = sorted(set(text) - STRING_CHARS)
+        if bad:
+            raise self.fail(node, f"string {_short(text, 40)} contains {bad[0]!r}; a string argument may hold "
+                                  "letters, digits, spaces and _ , . : - > only")
+        return Const(text)
 
     def _build(self, node: ast.expr) -> Node:  # noqa: C901 - one branch per syntax form
         if isinstance(node, (ast.Name, ast.Attribute)):
@@ -295,15 +351,17 @@ class _Builder:
             if isinstance(node, ast.Name):
                 return Input(node.id)
             _check_segment(node.attr, f"attribute .{node.attr}")
+            self._not_literal(node.value, "has no attributes here")
             return Attr(self.build(node.value), node.attr)
         if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool):
-                return Const(node.value)
+            if isinstance(node.value, bool) or node.value is None or node.value is Ellipsis:
+                return Const(node.value)  # ... as in v[..., 0]
             if isinstance(node.value, (int, float)):
                 if not _finite_float(node.value):
                     raise self.fail(node, f"literal {_short(ast.unparse(node), 40)} is not a finite float64 number")
                 return Const(node.value)
-            raise self.fail(node, f"literal {node.value!r} is not allowed (numbers only)")
+            raise self.fail(node, f"literal {_short(repr(node.value), 40)} is not allowed "
+                                  "(numbers, True/False, None, and strings as a call's argument)")
         if isinstance(node, (ast.List, ast.Tuple)):
             return Seq(tuple(self.build(e) for e in node.elts), "list" if isinstance(node, ast.List) else "tuple")
         if isinstance(node, ast.Call):
@@ -315,8 +373,11 @@ class _Builder:
                 if kw.arg is None:
                     raise self.fail(node, "**kwargs are not allowed")
                 _check_segment(kw.arg, f"keyword {kw.arg}=")
-                kwargs.append((kw.arg, self.build(kw.value)))
-            return Call(self.build(node.func), tuple(self.build(a) for a in node.args), tuple(kwargs))
+                if kw.arg in _MUTATING_KEYWORDS:  # out=v, inplace=True: the point moves under the next evaluation
+                    raise self.fail(node, f"keyword {kw.arg}= is refused: it modifies a tensor in place")
+                kwargs.append((kw.arg, self.build(kw.value, arg=True)))
+            self._not_literal(node.func, "cannot be called")
+            return Call(self.build(node.func), tuple(self.build(a, arg=True) for a in node.args), tuple(kwargs))
         if isinstance(node, ast.Subscript):
             sl = node.slice
             if isinstance(sl, ast.Slice):
@@ -513,6 +574,9 @@ def resolve_names(
 
 _FORBIDDEN_VALUES = (str, bytes, bytearray, types.ModuleType)
 
+#: Keywords that write into an existing tensor (``torch.relu(x, out=v)``, ``F.relu(x, inplace=True)``).
+_MUTATING_KEYWORDS = frozenset({"out", "inplace"})
+
 
 def _guard_off(value: Any, where: Node) -> Any:
     return value
@@ -617,7 +681,8 @@ _CMP_AST = {v: k for k, v in _CMP.items()}
 
 def _to_ast(node: Node) -> ast.expr:
     if isinstance(node, Const):
-        if not isinstance(node.value, bool) and (node.value < 0 or repr(node.value) == "-0.0"):
+        if isinstance(node.value, (int, float)) and not isinstance(node.value, bool) \
+                and (node.value < 0 or repr(node.value) == "-0.0"):
             return ast.UnaryOp(ast.USub(), ast.Constant(-node.value))
         return ast.Constant(node.value)
     if isinstance(node, Input):
@@ -668,38 +733,65 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def _literal(node: ast.expr, text: str) -> Any:
+class _Overflow(ExprError):
+    """A numeric literal beyond float64 (``1e999``, a 400-digit int); the caller names the input."""
+
+
+#: Names accepted as values by ``parse_point(..., allow_nonfinite=True)``.
+_NONFINITE = {"inf": math.inf, "nan": math.nan}
+
+
+def _literal(node: ast.expr, text: str, allow_nonfinite: bool = False, integer: bool = False) -> Any:
+    """A number or nested list of numbers written in ``text``; ``integer``: ints only (an ``int:`` input)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        if integer and not isinstance(node.value, int):
+            raise ExprError(f"an int: value must be integers, got {_short(text, 40)}")
+        if not integer and not _finite_float(node.value):
+            raise _Overflow()  # 1e999: not the inf a user writes as inf
         if node.value == 0 and isinstance(node.value, float):
             written = ast.get_source_segment(text, node) or ""
             if any(c in "123456789" for c in written.lower().partition("e")[0]):  # 1e-400: not the zero it became
                 raise ExprError(f"{written} underflows to 0 in float64: the point would be the kink at 0 itself "
                                 "(the smallest float64 is about 5e-324)")
         return node.value
+    if allow_nonfinite and not integer and isinstance(node, ast.Name) and node.id in _NONFINITE:
+        return _NONFINITE[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _literal(node.operand, text)
+        v = _literal(node.operand, text, allow_nonfinite, integer)
         if isinstance(v, list):
             raise ExprError(f"a sign before a list is not allowed in {text!r}")
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal(e, text) for e in node.elts]
-    raise ExprError(f"value must be a number or a (nested) list of numbers, got {_short(text, 40)}")
+        return [_literal(e, text, allow_nonfinite, integer) for e in node.elts]
+    if integer:
+        raise ExprError(f"an int: value must be an integer or a (nested) list of integers, got {_short(text, 40)}")
+    extra = ", inf, -inf or nan" if allow_nonfinite else ""
+    raise ExprError(f"value must be a number or a (nested) list of numbers{extra}, got {_short(text, 40)}")
 
 
-def parse_point(text: str) -> dict[str, Any]:
+def parse_point(text: str, allow_nonfinite: bool = False) -> dict[str, Any]:
     """Parse ``--at`` text: ``x=0``, ``x=1,y=1``, ``v=[1,3,3]``, ``x=-0.0``.
 
     Returns a dict of input name → number or nested list (ints stay ints; the adapter casts to the dtype).
+    ``allow_nonfinite`` also accepts the names ``inf`` and ``nan`` (``x=inf``, ``v=[0, -inf]``): for
+    ``kinkcheck grad`` only; a catalog's point stays finite. A literal that overflows (``1e999``) is refused
+    either way (write ``inf``).
 
     Raises
     ------
     ExprError
         On a missing ``=``, a bad name, a repeated name, or a value that is not numbers.
     """
+    return dict(_parse_items(text, allow_nonfinite, ints=False)[0])
+
+
+def _parse_items(text: str, allow_nonfinite: bool, ints: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``--at`` items → (name → value, names written ``int:``); ``ints`` accepts the ``int:`` prefix."""
     if not text or not text.strip():
         raise ExprError("--at is empty; write e.g. --at x=0 or --at x=1,y=1 or --at 'v=[1,3,3]'")
     _check_text(text, "--at")
     out: dict[str, Any] = {}
+    int_names: list[str] = []
     for item in _split_top(text):
         name, eq, value = item.partition("=")
         name = name.strip()
@@ -709,28 +801,101 @@ def parse_point(text: str) -> dict[str, Any]:
             raise ExprError(f"malformed --at item {item.strip()!r}: {name!r} is not an input name")
         if name in out:
             raise ExprError(f"input {name!r} given twice in --at")
+        value = value.strip()
+        integer = ints and value.startswith("int:")
+        if integer:
+            value = value[len("int:"):].strip()
+            int_names.append(name)
         try:
-            tree = ast.parse(value.strip(), mode="eval")
+            tree = ast.parse(value, mode="eval")
         except SyntaxError as err:
             if "Exceeds the limit" in str(err.msg):  # an integer of more than 4300 digits
                 raise ExprError(f"value for {name!r} is not a finite float64 number "
-                                f"({_short(value.strip(), 40)})") from None
-            raise ExprError(f"malformed value for {name!r}: {_short(value.strip(), 40)}") from None
+                                f"({_short(value, 40)})") from None
+            raise ExprError(f"malformed value for {name!r}: {_short(value, 40)}") from None
         except RecursionError:
             raise ExprError(f"value for {name!r} is nested too deeply") from None
+        hint = "write inf or -inf for an infinite point" if allow_nonfinite else "a point must be finite"
         try:
-            val = _literal(tree.body, value.strip())
+            val = _literal(tree.body, value, allow_nonfinite, integer)
         except RecursionError:
             raise ExprError(f"value for {name!r} is nested too deeply") from None
+        except _Overflow:
+            raise ExprError(f"value for {name!r} is not a finite float64 number ({_short(value, 40)}); {hint}") \
+                from None
         _check_rectangular(val, name)
         flat = _flat(val)
         if len(flat) > MAX_POINT_SIZE:
             raise ExprError(f"value for {name!r} has {len(flat)} numbers; at most {MAX_POINT_SIZE}")
-        if not all(_finite_float(v) for v in flat):
-            raise ExprError(f"value for {name!r} is not a finite float64 number ({_short(value.strip(), 40)}); "
-                            "a point must be finite")
+        if integer and not all(abs(v) <= MAX_INT_INPUT for v in flat):
+            raise ExprError(f"int: value for {name!r} does not fit in int64 ({_short(value, 40)})")
         out[name] = val
-    return out
+    return out, tuple(int_names)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The inputs of ``kinkcheck grad``: where, which are differentiated, which are integers.
+
+    Attributes
+    ----------
+    at : dict
+        Input name → number or nested list, in the order written (floats may be ``inf``/``nan``; an
+        ``int:`` input's values are Python ints).
+    wrt : tuple of str
+        The differentiated inputs, in ``at``'s order; every other input is a constant: a float input a
+        tensor/array of the dtype, an ``int:`` input an integer one (int64; int32 in JAX without x64).
+    ints : tuple of str
+        The inputs written ``int:`` (never differentiated).
+    """
+
+    at: dict[str, Any]
+    wrt: tuple[str, ...]
+    ints: tuple[str, ...] = ()
+
+    @property
+    def constants(self) -> tuple[str, ...]:
+        """The inputs that are not differentiated (``int:`` ones and those left out of ``--wrt``), in order."""
+        return tuple(k for k in self.at if k not in self.wrt)
+
+
+def parse_inputs(text: str, wrt: str | Iterable[str] | None = None) -> Inputs:
+    """Parse ``kinkcheck grad``'s ``--at`` (and ``--wrt``) into :class:`Inputs`.
+
+    ``--at`` is :func:`parse_point`'s syntax, plus ``inf``, ``-inf`` and ``nan`` as values (``x=inf``,
+    ``v=[0,nan]``) and ``int:`` before an integer input's value (``k=int:0``, ``n=int:[1,2]``), which is
+    passed as an integer tensor/array and never differentiated. ``wrt`` names the differentiated inputs
+    (``"x"``, ``"x,y"`` or an iterable of names); None differentiates every input not written ``int:``.
+
+    Raises
+    ------
+    ExprError
+        Everything :func:`parse_point` refuses; an ``int:`` value that is not integers or beyond int64; a
+        ``--wrt`` name that ``--at`` does not give, that is an ``int:`` input, or given twice; nothing left
+        to differentiate.
+    """
+    at, ints = _parse_items(text, allow_nonfinite=True, ints=True)
+    if wrt is None:
+        names = [k for k in at if k not in ints]
+        if not names:
+            raise ExprError("every --at input is int: (never differentiated); give a float input to differentiate")
+        return Inputs(at, tuple(names), ints)
+    if isinstance(wrt, str):
+        _check_text(wrt, "--wrt")
+        wanted = [w.strip() for w in wrt.split(",")]
+    else:
+        wanted = [str(w).strip() for w in wrt]
+    if not wanted or any(not w for w in wanted):
+        raise ExprError(f"--wrt {_short(wrt if isinstance(wrt, str) else ','.join(wanted), 40)}: "
+                        "expected input names separated by commas, e.g. --wrt x or --wrt x,y")
+    for w in wanted:
+        if w not in at:
+            raise ExprError(f"--wrt names {w!r}, which --at does not give (inputs: {', '.join(at)})")
+        if w in ints:
+            raise ExprError(f"--wrt names {w!r}, an int: input; integer inputs are never differentiated")
+        if wanted.count(w) > 1:
+            raise ExprError(f"--wrt names {w!r} twice")
+    return Inputs(at, tuple(k for k in at if k in wanted), ints)
 
 
 def _flat(val: Any) -> list[int | float]:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from kinkcheck import expr as ex
 
 __all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODE_INFO", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
-           "short_error"]
+           "short_error", "split_inputs"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
 DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
@@ -76,21 +76,28 @@ class Adapter(Protocol):
     modes: tuple[str, ...]
 
     def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
+        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
+        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Gradient of the program at ``at``: input name → float or nested list of floats (the input's shape).
 
-        Raises :class:`kinkcheck.expr.ExprError` or :class:`Unavailable` before running anything when a
-        name does not resolve; anything the framework raises while running propagates.
+        ``wrt``: the inputs differentiated, and the only keys of the result (None: every input not in
+        ``ints``); the others are constants, float tensors of ``dtype``. ``ints``: inputs passed as integer
+        tensors (int64; JAX without x64: int32), never differentiated (:class:`kinkcheck.expr.Inputs`).
+        ``at`` may hold ``inf``/``nan``. Raises :class:`kinkcheck.expr.ExprError` or :class:`Unavailable`
+        before running anything when a name does not resolve or ``wrt``/``ints`` do not fit ``at``;
+        anything the framework raises while running propagates.
         """
 
     def callable_gradient(
-        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu"
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
-        """Reverse-mode gradient of ``sum(fn(*inputs))`` for a user's Python function (``kinkcheck check``).
+        """Gradient of ``sum(fn(*inputs))`` in ``mode`` for a user's Python function (``kinkcheck check``).
 
         ``fn`` takes the inputs positionally, in the order of ``at``, as the framework's arrays of ``dtype``;
-        returns input name → float or nested list. Whatever ``fn`` or the framework raises propagates.
+        returns input name → float or nested list. ``mode``: one of the adapter's :attr:`modes`, defined as
+        in :data:`MODE_INFO` (an unknown one raises :class:`kinkcheck.expr.ExprError`; one this release
+        lacks, :class:`Unavailable`). Whatever ``fn`` or the framework raises propagates.
         """
 
     def network_grads(
@@ -108,6 +115,26 @@ def resolve(tree: ex.Node, namespace: Mapping[str, Any], modules: Iterable[str],
         return ex.resolve_names(tree, namespace, modules, origins)
     except ex.NameMissing as err:
         raise Unavailable(str(err)) from None
+
+
+def split_inputs(at: Mapping[str, Any], wrt: Sequence[str] | None, ints: Sequence[str]) -> tuple[str, ...]:
+    """The differentiated inputs in ``at``'s order: ``wrt``, or every input not in ``ints`` when it is None.
+
+    Raises
+    ------
+    ExprError
+        A name in ``wrt`` or ``ints`` that ``at`` lacks, an input in both, or nothing to differentiate.
+    """
+    for name in (*(wrt or ()), *ints):
+        if name not in at:
+            raise ex.ExprError(f"input {name!r} is not in the point (inputs: {', '.join(at)})")
+    both = [k for k in (wrt or ()) if k in ints]
+    if both:
+        raise ex.ExprError(f"input {both[0]!r} is an integer input; integer inputs are never differentiated")
+    names = tuple(k for k in at if (k in wrt if wrt is not None else k not in ints))
+    if not names:
+        raise ex.ExprError("no input to differentiate (every input is an integer input or left out of --wrt)")
+    return names
 
 
 def encode(value: Any) -> Any:

@@ -14,7 +14,7 @@ Where JAX defines a kink's derivative: ``jax/_src/lax/lax.py`` (``max``/``min`` 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
@@ -26,6 +26,7 @@ from kinkcheck.frameworks.base import (
     check_mode,
     resolve,
     rounded_point,
+    split_inputs,
     unit_tangents,
 )
 
@@ -67,6 +68,42 @@ def _x64(enabled: bool) -> Iterator[None]:
 MODULES = frozenset(("jax", "jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.nn", "jax.lax", "jax.scipy", "jax.scipy.special"))
 #: Packages a resolved function or constant may come from.
 ORIGINS = frozenset(("jax", "jaxlib"))
+
+
+def _callable_modes(f: Any, keys: list[str], args: list[Any], mode: str) -> dict[str, Any]:
+    """The derivative of ``sum(f(*args))`` in ``mode`` (:data:`kinkcheck.frameworks.base.MODE_INFO`): input name
+    → nested floats. The modes' definitions are :meth:`JaxAdapter.gradient`'s, for a Python function of every
+    input (what ``kinkcheck check`` differentiates) rather than a parsed program."""
+    argnums = tuple(range(len(args)))
+
+    def total(*a: Any) -> Any:
+        return jnp.sum(f(*a))
+
+    def lists(grads: Any) -> dict[str, Any]:
+        return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(keys, grads)}
+
+    if mode == "reverse":
+        return lists(jax.grad(total, argnums=argnums)(*args))
+    if mode == "jit":
+        return lists(jax.jit(jax.grad(total, argnums=argnums))(*args))
+    if mode == "vmap":
+        return lists(g[0] for g in jax.vmap(jax.grad(total, argnums=argnums))(*[jnp.stack([a, a]) for a in args]))
+    if mode in ("jacfwd", "jacrev"):
+        out_ndim = jnp.ndim(f(*args))
+        return lists(jnp.sum(j, axis=tuple(range(out_ndim))) for j in getattr(jax, mode)(f, argnums=argnums)(*args))
+    if mode == "second-order":
+        hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape args[i].shape + args[j].shape
+        return lists(sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(args[i]), jnp.ndim(hess[i][j]))))
+                         for j in range(len(args))) for i in range(len(args)))
+    # forward: jax.jvp along each unit tangent
+    result = {k: np.zeros(np.shape(a), dtype=np.float64) for k, a in zip(keys, args)}
+    for name, idx in unit_tangents([(k, np.shape(a)) for k, a in zip(keys, args)]):
+        tangents = [jnp.zeros_like(a) for a in args]
+        i = keys.index(name)
+        tangents[i] = tangents[i].at[idx].set(1)
+        _, jvp = jax.jvp(total, tuple(args), tuple(tangents))
+        result[name][idx] = float(jvp)
+    return {k: v.tolist() for k, v in result.items()}
 
 
 def load() -> JaxAdapter:
@@ -128,36 +165,54 @@ class JaxAdapter:
             raise ProgramError(f"program returned a {out.dtype} array, which has no gradient")
         return out
 
-    def _inputs(self, at: Mapping[str, Any], dtype: str, device: str) -> list[Any]:
+    def _inputs(self, at: Mapping[str, Any], dtype: str, device: str, ints: Sequence[str] = ()) -> list[Any]:
+        """The point's arrays: ``ints`` as JAX's default integer (int64 with x64 on, else int32), others ``dtype``."""
         check_dtype(dtype)
         dev = self._device(device)
-        return [jax.device_put(jnp.asarray(np.asarray(at[k], dtype=np.float64), dtype=dtype), dev) for k in at]
+        out = []
+        for k in at:
+            if k in ints:
+                itype = jax.dtypes.canonicalize_dtype(np.int64)
+                values = np.asarray(at[k], dtype=np.int64)
+                if values.size and (values.min() < np.iinfo(itype).min or values.max() > np.iinfo(itype).max):
+                    raise ex.ExprError(f"int: input {k!r} does not fit in {np.dtype(itype).name} (JAX without x64, "
+                                       f"as for --dtype {dtype})")
+                out.append(jax.device_put(jnp.asarray(values, dtype=itype), dev))
+            else:
+                out.append(jax.device_put(jnp.asarray(np.asarray(at[k], dtype=np.float64), dtype=dtype), dev))
+        return out
 
     def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
+        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
+        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
     ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only."""
         check_mode(mode, self.modes)
         check_dtype(dtype)
+        diff = split_inputs(at, wrt, ints)
         with _x64(dtype == "float64"):
-            return self._gradient(tree, at, dtype, device, mode)
+            return self._gradient(tree, at, dtype, device, mode, diff, tuple(ints))
 
     def callable_gradient(
-        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu"
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`."""
+        check_mode(mode, self.modes)
         check_dtype(dtype)
         with _x64(dtype == "float64"):
             args = self._inputs(at, dtype, device)
             out = fn(*args)
             if not isinstance(out, jax.Array):  # a Python float would differentiate to 0 silently
                 raise TypeError(f"the function returned a {type(out).__name__}, not a jax.Array")
-            grads = jax.grad(lambda *a: jnp.sum(fn(*a)), argnums=tuple(range(len(args))))(*args)
-            return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(at, grads)}
+            return _callable_modes(fn, list(at), args, mode)
 
-    def _gradient(self, tree: ex.Node, at: Mapping[str, Any], dtype: str, device: str, mode: str) -> dict[str, Any]:
+    def _gradient(self, tree: ex.Node, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+                  diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         names = self._resolve(tree)
         keys = list(at)
-        args = self._inputs(at, dtype, device)
-        argnums = tuple(range(len(keys)))
+        args = self._inputs(at, dtype, device, ints)
+        argnums = tuple(keys.index(k) for k in diff)  # the other inputs are passed too, not differentiated
+        wargs = [args[i] for i in argnums]
 
         def f(*a: Any) -> Any:
             return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
@@ -165,8 +220,15 @@ class JaxAdapter:
         def total(*a: Any) -> Any:
             return f(*a).sum()
 
+        def total_wrt(*w: Any) -> Any:
+            """``total`` of the differentiated inputs only, the others fixed (for jax.jvp)."""
+            a = list(args)
+            for i, v in zip(argnums, w):
+                a[i] = v
+            return total(*a)
+
         def lists(grads: Any) -> dict[str, Any]:
-            return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(keys, grads)}
+            return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(diff, grads)}
 
         if mode == "reverse":
             return lists(jax.grad(total, argnums=argnums)(*args))
@@ -180,19 +242,19 @@ class JaxAdapter:
             out_ndim = jnp.ndim(f(*args))
             return lists(jnp.sum(j, axis=tuple(range(out_ndim))) for j in jac)
         if mode == "second-order":
-            hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape args[i].shape + args[j].shape
+            hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape wargs[i].shape + wargs[j].shape
             return lists(
-                sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(args[i]), jnp.ndim(hess[i][j]))))
-                    for j in range(len(args)))
-                for i in range(len(args))
+                sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(wargs[i]), jnp.ndim(hess[i][j]))))
+                    for j in range(len(wargs)))
+                for i in range(len(wargs))
             )
-        # forward: jax.jvp along each unit tangent
-        result = {k: np.zeros(np.shape(a), dtype=np.float64) for k, a in zip(keys, args)}
-        for name, idx in unit_tangents([(k, np.shape(a)) for k, a in zip(keys, args)]):
-            tangents = [jnp.zeros_like(a) for a in args]
-            i = keys.index(name)
+        # forward: jax.jvp along each unit tangent of the differentiated inputs
+        result = {k: np.zeros(np.shape(a), dtype=np.float64) for k, a in zip(diff, wargs)}
+        for name, idx in unit_tangents([(k, np.shape(a)) for k, a in zip(diff, wargs)]):
+            tangents = [jnp.zeros_like(a) for a in wargs]
+            i = diff.index(name)
             tangents[i] = tangents[i].at[idx].set(1)
-            _, jvp = jax.jvp(total, tuple(args), tuple(tangents))
+            _, jvp = jax.jvp(total_wrt, tuple(wargs), tuple(tangents))
             result[name][idx] = float(jvp)
         return {k: v.tolist() for k, v in result.items()}
 

@@ -27,6 +27,7 @@ from kinkcheck.frameworks.base import (
     resolve,
     rounded_point,
     short_error,
+    split_inputs,
     unit_tangents,
 )
 
@@ -49,6 +50,56 @@ def _to_lists(keys: Sequence[str], grads: Sequence[Any], like: Sequence[Any]) ->
     # clone(): some backward formulas (torch.sgn) return a storage-less "zero tensor".
     return {k: (torch.zeros_like(b) if g is None else g).detach().to("cpu", torch.float64).clone().tolist()
             for k, g, b in zip(keys, grads, like)}
+
+
+def _tensors(at: Mapping[str, Any], keys: Sequence[str], ints: Sequence[str], tdtype: Any, tdev: Any,
+             requires_grad: Sequence[str] = ()) -> list[Any]:
+    """The point's tensors: ``ints`` as int64, the others of ``tdtype``; ``requires_grad`` ones as leaves."""
+    return [torch.tensor(at[k], dtype=torch.int64 if k in ints else tdtype, device=tdev,
+                         requires_grad=k in requires_grad) for k in keys]
+
+
+def _callable_modes(f: Any, keys: Sequence[str], base: Sequence[Any], mode: str) -> dict[str, Any]:
+    """The derivative of ``f(*base).sum()`` in an eager ``mode`` (:data:`kinkcheck.frameworks.base.MODE_INFO`):
+    input name → nested floats.
+
+    The modes' definitions are :meth:`TorchAdapter.gradient`'s, for a Python function of every input (what
+    ``kinkcheck check`` differentiates) rather than a parsed program.
+    """
+    if mode in ("reverse", "second-order"):
+        leaves = [b.clone().requires_grad_(True) for b in base]
+        out = f(*leaves).sum()
+        if mode == "reverse":
+            out.backward()
+            return _to_lists(keys, [lf.grad for lf in leaves], base)
+        grads = torch.autograd.grad(out, leaves, create_graph=True, allow_unused=True)
+        zero = torch.zeros((), dtype=base[0].dtype, device=base[0].device)
+        total = sum((g.sum() for g in grads if g is not None and g.requires_grad), zero)
+        if not total.requires_grad:  # every gradient is a constant: H = 0
+            return _to_lists(keys, [None] * len(keys), base)
+        return _to_lists(keys, torch.autograd.grad(total, leaves, allow_unused=True), base)
+    func = getattr(torch, "func", None)
+    if func is None and mode != "forward-ad":
+        raise Unavailable(f"torch.func does not exist in torch {torch.__version__} (added in 2.0)")
+    argnums = tuple(range(len(keys)))
+    if mode == "functional":
+        return _to_lists(keys, func.grad(lambda *a: f(*a).sum(), argnums=argnums)(*base), base)
+    if mode == "vmap":
+        grads = func.vmap(func.grad(lambda *a: f(*a).sum(), argnums=argnums))(*[torch.stack([b, b]) for b in base])
+        return _to_lists(keys, [g[0] for g in grads], base)
+    # forward, forward-ad: the JVP along each input component's unit tangent
+    fwd = torch.autograd.forward_ad
+    result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(keys, base)}
+    for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)]):
+        tangents = [torch.zeros_like(b) for b in base]
+        tangents[keys.index(name)][idx] = 1
+        if mode == "forward":
+            _, jvp = func.jvp(lambda *a: f(*a).sum(), tuple(base), tuple(tangents))
+        else:
+            with fwd.dual_level():
+                jvp = fwd.unpack_dual(f(*[fwd.make_dual(b, t) for b, t in zip(base, tangents)]).sum()).tangent
+        result[name][idx] = 0.0 if jvp is None else float(jvp.detach().to("cpu", torch.float64))
+    return {k: v.tolist() for k, v in result.items()}
 
 
 def _compile_error(err: BaseException) -> BaseException:
@@ -118,78 +169,106 @@ class TorchAdapter:
         return out
 
     def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
+        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
+        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
     ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only."""
         check_mode(mode, self.modes)
+        diff = split_inputs(at, wrt, ints)
         if mode in COMPILED_MODES:
-            (result,) = self.compiled_gradients([(tree, at)], dtype, device, mode)
+            (result,) = self.compiled_gradients([(tree, at, diff, tuple(ints))], dtype, device, mode)
             if isinstance(result, BaseException):
                 raise result
             return result
         tdtype, tdev = self._dtype(dtype), self._device(device)
         names = self._resolve(tree)
         keys = list(at)
-        base = [torch.tensor(at[k], dtype=tdtype, device=tdev) for k in keys]
+        base = _tensors(at, keys, ints, tdtype, tdev)
+        pos = [keys.index(k) for k in diff]  # where the differentiated inputs sit among the arguments
+        wbase = [base[i] for i in pos]
 
         def f(*args: Any) -> Any:
             return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
 
+        def with_wrt(w: Sequence[Any]) -> list[Any]:
+            """All arguments, the differentiated ones replaced by ``w``."""
+            args = list(base)
+            for i, v in zip(pos, w):
+                args[i] = v
+            return args
+
         if mode == "reverse":
-            leaves = [b.clone().requires_grad_(True) for b in base]
-            out = f(*leaves)
+            leaves = [b.clone().requires_grad_(True) for b in wbase]
+            out = f(*with_wrt(leaves))
             out.backward(torch.ones_like(out))
-            return _to_lists(keys, [lf.grad for lf in leaves], base)
+            return _to_lists(diff, [lf.grad for lf in leaves], wbase)
         if mode == "second-order":
-            leaves = [b.clone().requires_grad_(True) for b in base]
-            out = f(*leaves).sum()
+            leaves = [b.clone().requires_grad_(True) for b in wbase]
+            out = f(*with_wrt(leaves)).sum()
             grads = torch.autograd.grad(out, leaves, create_graph=True, allow_unused=True)
             total = sum((g.sum() for g in grads if g is not None and g.requires_grad), torch.zeros((), dtype=tdtype))
             if not total.requires_grad:  # every gradient is a constant: H = 0
-                return _to_lists(keys, [None] * len(keys), base)
-            return _to_lists(keys, torch.autograd.grad(total, leaves, allow_unused=True), base)
+                return _to_lists(diff, [None] * len(diff), wbase)
+            return _to_lists(diff, torch.autograd.grad(total, leaves, allow_unused=True), wbase)
         if mode == "forward-ad":
             fwd = torch.autograd.forward_ad
-            result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(keys, base)}
-            for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)]):
+            result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(diff, wbase)}
+            for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(diff, wbase)]):
                 with fwd.dual_level():
-                    tangents = [torch.zeros_like(b) for b in base]
-                    tangents[keys.index(name)][idx] = 1
-                    duals = [fwd.make_dual(b, t) for b, t in zip(base, tangents)]
-                    tangent = fwd.unpack_dual(f(*duals)).tangent
+                    tangents = [torch.zeros_like(b) for b in wbase]
+                    tangents[diff.index(name)][idx] = 1
+                    duals = [fwd.make_dual(b, t) for b, t in zip(wbase, tangents)]
+                    tangent = fwd.unpack_dual(f(*with_wrt(duals))).tangent
                     result[name][idx] = 0.0 if tangent is None else float(tangent.sum().to("cpu", torch.float64))
             return {k: v.tolist() for k, v in result.items()}
         func = getattr(torch, "func", None)
         if func is None:
             raise Unavailable(f"torch.func does not exist in torch {torch.__version__} (added in 2.0)")
-        argnums = tuple(range(len(keys)))
+        argnums = tuple(pos)
         if mode == "functional":
             grads = func.grad(lambda *a: f(*a).sum(), argnums=argnums)(*base)
-            return _to_lists(keys, grads, base)
+            return _to_lists(diff, grads, wbase)
         if mode == "vmap":
             batched = [torch.stack([b, b]) for b in base]
             grads = func.vmap(func.grad(lambda *a: f(*a).sum(), argnums=argnums))(*batched)
-            return _to_lists(keys, [g[0] for g in grads], base)
+            return _to_lists(diff, [g[0] for g in grads], wbase)
         # forward: torch.func.jvp along each unit tangent
-        result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(keys, base)}
-        for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)]):
-            tangents = [torch.zeros_like(b) for b in base]
-            tangents[keys.index(name)][idx] = 1
-            _, jvp = func.jvp(lambda *a: f(*a).sum(), tuple(base), tuple(tangents))
+        result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(diff, wbase)}
+        for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(diff, wbase)]):
+            tangents = [torch.zeros_like(b) for b in wbase]
+            tangents[diff.index(name)][idx] = 1
+            _, jvp = func.jvp(lambda *w: f(*with_wrt(w)).sum(), tuple(wbase), tuple(tangents))
             result[name][idx] = jvp.detach().to("cpu", torch.float64)
         return {k: v.tolist() for k, v in result.items()}
 
     def callable_gradient(
-        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu"
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`
+        (inductor and aot_eager: ``torch.compile(fn, backend=mode)``, graph breaks allowed, then reverse)."""
+        check_mode(mode, self.modes)
         tdtype, tdev = self._dtype(dtype), self._device(device)
         keys = list(at)
         base = [torch.tensor(at[k], dtype=tdtype, device=tdev) for k in keys]
-        leaves = [b.clone().requires_grad_(True) for b in base]
-        out = fn(*leaves)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"the function returned a {type(out).__name__}, not a torch.Tensor")
-        out.sum().backward()
-        return _to_lists(keys, [lf.grad for lf in leaves], base)
+        run = fn
+        if mode in COMPILED_MODES:
+            if not hasattr(torch, "compile"):
+                raise Unavailable(f"torch.compile does not exist in torch {torch.__version__} (added in 2.0)")
+            self._backend_works(mode, tdtype_name=dtype, device=device)
+            run = torch.compile(fn, backend=mode)  # dynamo caches by fn's code: one compilation for every point
+
+        def f(*args: Any) -> Any:
+            try:
+                out = run(*args)
+            except Exception as err:
+                if run is fn:
+                    raise
+                raise _compile_error(err) from None  # dynamo's wrapper hides the backend's error
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"the function returned a {type(out).__name__}, not a torch.Tensor")
+            return out
+
+        return _callable_modes(f, keys, base, "reverse" if mode in COMPILED_MODES else mode)
 
     def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
         """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
@@ -201,7 +280,8 @@ class TorchAdapter:
     ) -> list[dict[str, Any] | BaseException]:
         """Reverse-mode gradients of many programs through ``torch.compile``, compiled together.
 
-        All ``items`` (program tree, point) are evaluated by one compiled function returning each program's
+        All ``items`` (program tree, point), or (tree, point, differentiated inputs, integer inputs) as in
+        :meth:`gradient`'s ``wrt`` and ``ints``, are evaluated by one compiled function returning each program's
         output; ``torch.autograd.backward`` sends ones into each output, so every program gets its own
         gradient, as if compiled alone. One compilation per call instead of one per program and point
         (compiling is what costs: about 2 s per graph with inductor on 2 cores). The batch is compiled with
@@ -231,13 +311,15 @@ class TorchAdapter:
         self._backend_works(mode, tdtype_name=dtype, device=device)
         tdtype, tdev = self._dtype(dtype), self._device(device)
         prepared: list[Any] = []
-        for tree, at in items:
+        for tree, at, *spec in items:
             try:
+                wrt, ints = (spec[0], tuple(spec[1])) if spec else (None, ())
+                diff = split_inputs(at, wrt, ints)
                 names = self._resolve(tree)
                 with torch.no_grad():  # the guarded evaluation: refusals and eager failures surface here
-                    self._check_output(ex.evaluate(tree, names, {k: torch.tensor(v, dtype=tdtype, device=tdev)
-                                                                 for k, v in at.items()}))
-                prepared.append((tree, names, list(at), at))
+                    self._check_output(ex.evaluate(tree, names, dict(zip(at, _tensors(at, list(at), ints, tdtype,
+                                                                                      tdev)))))
+                prepared.append((tree, names, list(at), at, diff, ints))
             except Exception as err:  # noqa: BLE001 - the program's own failure, as in eager mode
                 prepared.append(err)
         results: list[Any] = [p if isinstance(p, BaseException) else None for p in prepared]
@@ -270,22 +352,23 @@ class TorchAdapter:
             raise Unavailable(cache[key])
 
     def _traces_whole(self, item: Any, tdtype: Any, tdev: Any) -> bool:
-        tree, names, keys, at = item
+        tree, names, keys, at, diff, ints = item
         cache = self.__dict__.setdefault("_whole_graph", {})  # per program: dtypes and backends trace alike
-        key = (ex.unparse(tree), tuple(keys), repr(at))
+        key = (ex.unparse(tree), tuple(keys), repr(at), diff, ints)
         if key not in cache:
-            cache[key] = self._trace_whole(tree, names, keys, at, tdtype, tdev)
+            cache[key] = self._trace_whole(tree, names, keys, at, tdtype, tdev, diff, ints)
         return cache[key]
 
     @staticmethod
-    def _trace_whole(tree: Any, names: Any, keys: Any, at: Any, tdtype: Any, tdev: Any) -> bool:
+    def _trace_whole(tree: Any, names: Any, keys: Any, at: Any, tdtype: Any, tdev: Any, diff: Any = None,
+                     ints: Any = ()) -> bool:
         import torch._dynamo
 
         torch._dynamo.reset()
         try:
             fn = torch.compile(lambda *a: ex.evaluate(tree, names, dict(zip(keys, a)), guard=False),
                                backend="eager", fullgraph=True)
-            fn(*[torch.tensor(at[k], dtype=tdtype, device=tdev, requires_grad=True) for k in keys])
+            fn(*_tensors(at, keys, ints, tdtype, tdev, requires_grad=keys if diff is None else diff))
         except Exception:  # noqa: BLE001 - a graph break (or a failure the full compile will report)
             return False
         return True
@@ -297,8 +380,9 @@ class TorchAdapter:
         import torch._dynamo
 
         torch._dynamo.reset()  # a fresh cache: no recompile limit, no guards left by the previous batch
-        bases = [[torch.tensor(prepared[i][3][k], dtype=tdtype, device=tdev) for k in prepared[i][2]] for i in todo]
-        leaves = [[b.clone().requires_grad_(True) for b in bs] for bs in bases]
+        bases = [_tensors(prepared[i][3], prepared[i][2], prepared[i][5], tdtype, tdev) for i in todo]
+        leaves = [[b.clone().requires_grad_(True) if k in prepared[i][4] else b for k, b in zip(prepared[i][2], bs)]
+                  for i, bs in zip(todo, bases)]
         flat = [lf for ls in leaves for lf in ls]
         sizes = [len(ls) for ls in leaves]
         check = self._check_output
@@ -306,7 +390,7 @@ class TorchAdapter:
         def run_all(*args: Any) -> tuple[Any, ...]:
             outs, pos = [], 0
             for i, n in zip(todo, sizes):
-                tree, names, keys, _ = prepared[i]
+                tree, names, keys = prepared[i][:3]
                 outs.append(check(ex.evaluate(tree, names, dict(zip(keys, args[pos:pos + n])), guard=False)))
                 pos += n
             return tuple(outs)
@@ -327,7 +411,9 @@ class TorchAdapter:
             self._compiled_batch(prepared, todo[half:], results, tdtype, tdev, mode)
             return
         for i, ls, bs in zip(todo, leaves, bases):
-            results[i] = _to_lists(prepared[i][2], [lf.grad for lf in ls], bs)
+            keys, diff = prepared[i][2], prepared[i][4]
+            results[i] = _to_lists(diff, [lf.grad for k, lf in zip(keys, ls) if k in diff],
+                                   [b for k, b in zip(keys, bs) if k in diff])
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"

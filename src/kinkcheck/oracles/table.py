@@ -38,10 +38,9 @@ def oracle_table(catalog: Catalog, use_cache: bool = True) -> dict[str, dict[str
     Reads each entry from the cache when present and valid; otherwise runs the sympy oracle (importing
     sympy) and writes the entry. A cache that cannot be written (read-only home) only costs time.
 
-    Raises
-    ------
-    kinkcheck.oracles.symbolic.OracleError
-        When the oracle cannot decide a case.
+    Never raises for a case of a loaded catalog: what the oracle cannot decide is an entry of kind
+    ``"not-judged"`` with its ``reason``, cached like any other (the key includes the oracle's source, so a
+    better oracle recomputes it).
     """
     folder = cache_dir()
     out: dict[str, dict[str, Any]] = {}

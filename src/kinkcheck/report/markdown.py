@@ -29,8 +29,13 @@ LABEL_HELP: dict[str, str] = {
     "one-index": "a tie: everything goes to one tied piece, neither first nor last",
     "min-norm": "the minimum-norm element of the Clarke generalized gradient (PyTorch's documented rule)",
     "in-clarke": "inside the Clarke generalized gradient, but none of the above",
-    "outside-clarke": "not an element of the Clarke generalized gradient (or, at a jump, neither one-sided derivative)",
+    "not-lipschitz": "f is not locally Lipschitz at the point (a jump, an infinite one-sided derivative), so no "
+                     "Clarke set exists; the finite value is neither one-sided derivative nor their mean",
+    "outside-clarke": "not an element of the Clarke generalized gradient (or, at the edge of the domain, neither "
+                      "one-sided derivative)",
     "outside-domain": "f is not real-valued near the point; a finite value is not a derivative",
+    "not-judged": "the sympy oracle could not judge the case (the reason is under the case); the value is shown "
+                  "unjudged",
 }
 
 
@@ -120,13 +125,25 @@ def _exact(entry: Any) -> str:
 def _clarke(case: dict[str, Any]) -> str:
     verts = case.get("clarke")
     if verts is None:
-        return "undefined"
+        return "none: f is not locally Lipschitz" if case.get("lipschitz") is False else "undefined"
     if len(case["components"]) == 1:
         vals = [_exact(v[0]) for v in verts]
         return f"[{vals[0]}, {vals[-1]}]" if len(vals) > 1 else f"{{{vals[0]}}}"
     if len(verts) == 1:
         return "{" + _exact(verts[0]) + "}"
     return "conv{" + ", ".join(_exact(v) for v in verts) + "}"
+
+
+def oracle_reason(case: dict[str, Any]) -> str:
+    """Why the oracle did not judge a case (``"not judged: …"``), for its oracle row; ``""`` when it did."""
+    if case.get("kind") != "not-judged":
+        return ""
+    return str(case.get("reason") or "not judged: no reason given")
+
+
+def _md_cell(text: str) -> str:
+    """Text safe inside one Markdown table cell: pipes escaped, newlines folded."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _one(ob: dict[str, Any] | None) -> str:
@@ -185,7 +202,7 @@ def render_markdown(doc: dict[str, Any], json_sha256: str | None = None) -> str:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
                              lstrip_blocks=True, autoescape=False)
     env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=_exact, clarke=_clarke,
-                       cell=_cell, brief=_brief, vec=fmt_vector)
+                       cell=_cell, brief=_brief, vec=fmt_vector, reason=oracle_reason, md_cell=_md_cell)
     return env.from_string(text).render(**context(doc), json_sha256=json_sha256)
 
 

@@ -6,7 +6,8 @@ point), ``g(t) = f(p + t e_0)``, on ``[p_0 - 1, p_0 + 1]``. The derivative panel
 differences taken on one side only (backward left of the kink, forward right of it, step 1e-7), so each
 branch ends at its one-sided derivative; the oracle's one-sided values are open circles at the kink and each
 framework's measured values (first component, newest release, reverse mode, float64) are markers on the
-kink line. SVG output is deterministic for one matplotlib release on any machine: fixed hash salt, no date
+kink line. A case whose expression does not evaluate at its point, or whose point is not finite, gets the
+markers alone under the title "no curve: <why>". SVG output is deterministic for one matplotlib release on any machine: fixed hash salt, no date
 and no creator in the metadata, ids numbered in document order, and every number in an attribute rounded to
 :data:`DECIMALS` decimals (0.01 px on a 648 x 187 pt figure), so last-bit differences between numpy, libm or
 matplotlib builds do not reach the bytes. Each plot is cached on disk keyed on the case, the marks and the
@@ -24,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from kinkcheck import expr as ex
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case
 from kinkcheck.report.markdown import slug
@@ -109,6 +111,11 @@ def _line(case: Case) -> tuple[Any, float, str]:
     return value, float(point[0]), s0.name
 
 
+def _nothing(t: float) -> float:
+    """The curve of a case that cannot be drawn: NaN everywhere (matplotlib leaves it out)."""
+    return math.nan
+
+
 def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> str:
     import matplotlib
 
@@ -116,7 +123,13 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     import matplotlib.pyplot as plt
 
     matplotlib.rcParams.update({"svg.hashsalt": "kinkcheck", "svg.fonttype": "none", "font.size": 9})
-    g, p0, name = _line(case)
+    why = None
+    try:
+        g, p0, name = _line(case)
+    except (ex.ExprError, ArithmeticError, ValueError, TypeError) as err:  # the markers still say what was measured
+        g, p0, name, why = _nothing, 0.0, case.inputs[0], f"f does not evaluate here ({type(err).__name__})"
+    if not math.isfinite(p0):  # a point at infinity: no neighbourhood to draw
+        g, p0, why = _nothing, 0.0, f"the point {name} = {p0} is not finite"
     ts = [p0 - _HALF_WIDTH + 2 * _HALF_WIDTH * i / (_POINTS - 1) for i in range(_POINTS)]
     ys = [g(t) for t in ts]  # Python floats from here on: NaN and inf propagate without warnings
     lt = [t for t in ts if t < p0]
@@ -126,7 +139,7 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 2.6), gridspec_kw={"width_ratios": [1, 1]})
     a1.plot(ts, ys, color="black", lw=1.4)
     a1.axvline(p0, color="grey", lw=0.6, ls=":")
-    a1.set_title(f"f along {name} (other inputs at the point)")
+    a1.set_title(f"f along {name} (other inputs at the point)" if why is None else f"no curve: {why}")
     a1.set_xlabel(name)
     a2.plot(lt, dl, color="black", lw=1.4, label="one-sided derivative")
     a2.plot(rt, dr, color="black", lw=1.4)

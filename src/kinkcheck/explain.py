@@ -1,0 +1,852 @@
+"""``kinkcheck grad`` explains: the sympy form of a program, the oracle's judgement there, the labels of the
+measured value, and what the report says other programs, frameworks and releases return at that point.
+
+Three parts, each usable alone:
+
+* :func:`judge` — a program (or a ``--sympy`` text) at a point → :class:`Judgement`: the sympy form
+  (:func:`kinkcheck.oracles.mapping.sympy_form`, or the user's text in the catalog's sympy language, parsed
+  with :mod:`kinkcheck.expr`, never ``eval``-ed) and the oracle's answer
+  (:func:`kinkcheck.oracles.symbolic.analyze_expression`: one-sided derivatives, Clarke set, min-norm
+  element, local Lipschitz continuity). Cached on disk (:func:`kinkcheck.cache.cache_dir`) at two levels:
+  per program and point (a warm ``grad`` imports no sympy) and per sympy form and point (programs that
+  map to the same form share one oracle run).
+* :func:`labels` — a measured gradient + a judgement → the labels of :func:`kinkcheck.classify.classify`,
+  with the dtype's tolerance, exactly as the report labels its cells.
+* :func:`report_rows` — what the report (``reports/conventions.json``) holds at the same point: the
+  program's own row first, then the case's other programs, per framework, with each value over the
+  ranges of releases that return it. The report is read once and indexed into the cache folder.
+
+:class:`Pending` runs the report lookup and the cache lookup in a thread of the ``grad`` process while the
+framework evaluates in its worker, so they overlap; on a cache miss :func:`judge` runs in a second worker
+process (``python -m kinkcheck.explain``, memory capped like the evaluation's), killed at the bound: a
+judgement that takes longer is "not judged: the oracle exceeded N s" and never holds ``grad`` up (sympy can
+spend minutes inside one C call, which no thread could interrupt).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from kinkcheck import expr as ex
+from kinkcheck.cache import cache_dir
+
+__all__ = [
+    "DEFAULT_ORACLE_TIMEOUT_S",
+    "DEFAULT_REPORT",
+    "Explanation",
+    "Judgement",
+    "Pending",
+    "ReportUnavailable",
+    "ReportView",
+    "flat_value",
+    "judge",
+    "labels",
+    "oracle_timeout_from_env",
+    "render",
+    "report_index",
+    "report_rows",
+]
+
+#: Seconds the judgement (mapping + sympy oracle) may take before grad answers without it.
+DEFAULT_ORACLE_TIMEOUT_S = 60.0
+#: The report ``grad`` reads when ``--report`` is not given (as ``kinkcheck cite``).
+DEFAULT_REPORT = "reports/conventions.json"
+#: Version of the cached entries' layout: bump to orphan old entries.
+_FORMAT = 1
+
+
+# --------------------------------------------------------------------------- judgement
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The oracle's view of one program at one point.
+
+    Attributes
+    ----------
+    sympy : str or None
+        Readable sympy form of the function (the sum of the program's outputs), None when there is none.
+    source : str
+        ``"mapping"`` (from the framework call), ``"--sympy"`` (the user's text) or ``"none"``.
+    components : tuple of str
+        Gradient components in order (``"x"``, ``"v[0]"``, …): the differentiated inputs, flat.
+    oracle : dict or None
+        :meth:`kinkcheck.oracles.symbolic.OracleResult.to_json` (with ``kind``, ``left``, ``right``,
+        ``clarke``, ``min_norm``, ``lipschitz``, ``reason``, ``second_order`` …); None when not judged before
+        the oracle ran (no symbolic form, the bound exceeded).
+    reason : str or None
+        ``"not judged: <why>"`` when there are no labels to give (also the oracle's own reason).
+    cases : tuple of str
+        Report cases with the same function and point (matched by program text, else by function).
+    tie : bool
+        Whether tie labels apply (the matched case's flag, else a tie among a Max/Min's bare inputs).
+    """
+
+    sympy: str | None
+    source: str
+    components: tuple[str, ...]
+    oracle: dict[str, Any] | None
+    reason: str | None
+    cases: tuple[str, ...] = ()
+    tie: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["components"] = list(self.components)
+        d["cases"] = list(self.cases)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Judgement:
+        return cls(d["sympy"], d["source"], tuple(d["components"]), d["oracle"], d["reason"], tuple(d["cases"]),
+                   bool(d["tie"]))
+
+
+def _source_hash() -> str:
+    """What a cached judgement depends on besides its inputs: this code, the oracle, the mapping, the parser."""
+    h = hashlib.sha256()
+    for pkg, name in (("kinkcheck", "explain.py"), ("kinkcheck", "expr.py"), ("kinkcheck.oracles", "symbolic.py"),
+                      ("kinkcheck.oracles", "mapping.py")):
+        h.update(resources.files(pkg).joinpath(name).read_bytes())
+    h.update(_sympy_release())
+    return h.hexdigest()[:16]
+
+
+def _sympy_release() -> bytes:
+    """sympy's ``release.py`` (its version), read without importing sympy: ``importlib.metadata.version``
+    scans every installed distribution, a quarter of a second on a busy machine, on every warm ``grad``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sympy")
+    if spec is None or spec.origin is None:
+        return b"no sympy"
+    try:
+        return (Path(spec.origin).parent / "release.py").read_bytes()
+    except OSError:
+        return metadata.version("sympy").encode()
+
+
+def _key(*parts: Any) -> str:
+    raw = json.dumps([_FORMAT, *parts], sort_keys=True, default=repr, allow_nan=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def _read_cache(name: str) -> Any:
+    try:
+        return json.loads((cache_dir() / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_cache(name: str, data: Any) -> None:
+    try:
+        from kinkcheck.shards import write_json_atomic
+
+        write_json_atomic(cache_dir() / name, data)
+    except (OSError, ValueError, TypeError):  # a read-only home only costs time
+        pass
+
+
+def _point_key(at: Mapping[str, Any]) -> list[Any]:
+    """The point as JSON-able data that tells -0.0 from 0 and keeps inf/nan (repr of each number)."""
+
+    def rec(v: Any) -> Any:
+        return [rec(e) for e in v] if isinstance(v, list) else repr(float(v) if isinstance(v, float) else v)
+
+    return [[k, rec(v)] for k, v in at.items()]
+
+
+def _same_point(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Same input names in the same order and the same numbers (0 == 0.0, but -0.0 is not 0)."""
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, list):
+            return tuple(norm(e) for e in v)
+        f = float(v)
+        return ("nan",) if math.isnan(f) else (f, math.copysign(1.0, f))
+
+    return list(a) == list(b) and all(norm(a[k]) == norm(b[k]) for k in a)
+
+
+def judge(program: str, at: Mapping[str, Any], framework: str, *, tree: ex.Node | None = None,
+          wrt: Sequence[str] | None = None, sympy_text: str | None = None,
+          cases: Sequence[Mapping[str, Any]] = (), use_cache: bool = True, compute: bool = True) -> Judgement | None:
+    """The sympy form of ``program`` at ``at`` and the oracle's judgement there, in this process (unbounded:
+    :class:`Pending` runs it in a bounded worker).
+
+    Parameters
+    ----------
+    program : str
+        The program's canonical text (:func:`kinkcheck.expr.unparse`, as catalog program ids).
+    at : mapping
+        Input name → number or nested list (``inf``/``nan`` allowed; ``int:`` inputs as ints).
+    framework : str
+        ``"torch"`` or ``"jax"``.
+    tree : kinkcheck.expr.Node, optional
+        The parsed program (parsed from ``program`` when omitted).
+    wrt : sequence of str, optional
+        The differentiated inputs (default: every input); the others are exact constants.
+    sympy_text : str, optional
+        A sympy form in the catalog's sympy language over the input names (``"Max(x, 0)"``, ``"Abs(v[0])"``)
+        to use instead of the mapping.
+    cases : sequence of dict
+        Report cases at this point (``id``, ``sympy``, ``at``, ``tie``, ``programs``): the judgement names
+        those with the same function and takes their tie flag.
+    use_cache : bool
+        Read and write the on-disk cache.
+    compute : bool
+        False: only read the cache (no sympy import); None when the judgement is not there.
+
+    Returns
+    -------
+    Judgement or None
+        Never raises for a mathematical reason or an unmapped function: those are ``reason``.
+
+    Raises
+    ------
+    kinkcheck.expr.ExprError
+        ``sympy_text`` does not parse or evaluate (bad input, one line).
+    """
+    wrt_t = tuple(at) if wrt is None else tuple(wrt)
+    cand = [{"id": c["id"], "sympy": c["sympy"], "at": c["at"], "tie": bool(c["tie"]),
+             "programs": sorted(p for fw, p in c["programs"] if fw == framework)} for c in cases
+            if _same_point(c["at"], at) and tuple(c["at"]) == wrt_t]
+    name = "judgement-" + _key(program, framework, _point_key(at), list(wrt_t), sympy_text,
+                               [[c["id"], c["sympy"], _point_key(c["at"]), c["tie"], c["programs"]] for c in cand],
+                               _source_hash()) + ".json"
+    if use_cache:
+        hit = _read_cache(name)
+        if isinstance(hit, dict):
+            try:
+                return Judgement.from_json(hit)
+            except (KeyError, TypeError):
+                pass
+    if not compute:
+        return None
+    out = _judge(program, at, framework, tree, wrt_t, sympy_text, cand, use_cache)
+    if use_cache:
+        _write_cache(name, out.to_json())
+    return out
+
+
+def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | None, wrt: tuple[str, ...],
+           sympy_text: str | None, cand: list[dict[str, Any]], use_cache: bool) -> Judgement:
+    import sympy
+
+    from kinkcheck.oracles import symbolic as sym
+
+    if sympy_text is not None:
+        expr, symbols, point, source = *_from_text(sympy_text, at, wrt), "--sympy"
+    else:
+        from kinkcheck.catalog import FRAMEWORKS
+        from kinkcheck.oracles.mapping import Unmapped, sympy_form
+
+        components = _components(at, wrt)
+        same_text = [c["id"] for c in cand if program in c["programs"]]
+        try:
+            form = sympy_form(tree if tree is not None else ex.parse(program, at, FRAMEWORKS), at, framework, wrt=wrt)
+        except Unmapped as err:
+            tie = any(c["tie"] for c in cand if c["id"] in same_text)
+            return Judgement(None, "none", components, None, f"not judged: {err}", tuple(same_text), tie)
+        except (ex.ExprError, ArithmeticError, ValueError, TypeError, IndexError, RecursionError) as err:
+            return Judgement(None, "none", components, None,
+                             f"not judged: the mapping failed ({type(err).__name__}: {str(err)[:200]})",
+                             tuple(same_text), False)
+        expr, symbols, point, source = form.expr, form.symbols, form.point, "mapping"
+    text = _text(expr)
+    matched = [c for c in cand if (source == "mapping" and program in c["programs"]) or _same_function(expr, symbols, c)]
+    tie = matched[0]["tie"] if matched else _tie_at(expr, symbols, point)
+    key = "oracle-form-" + _key(sympy.srepr(expr), [sympy.srepr(s) for s in symbols], [str(p) for p in point], tie,
+                                _source_hash()) + ".json"
+    oracle = _read_cache(key) if use_cache else None
+    if not (isinstance(oracle, dict) and oracle.get("components") == [s.name for s in symbols]):
+        try:
+            oracle = sym.analyze_expression(expr, symbols, point, case_id=program, tie=tie).to_json()
+        except (ValueError, TypeError) as err:  # a caller error in the oracle's terms: say so, do not crash
+            oracle = sym._not_judged(program, tuple(s.name for s in symbols), tie,
+                                     f"not judged: {type(err).__name__}: {err}").to_json()
+        if use_cache:
+            _write_cache(key, oracle)
+    reason = oracle.get("reason") if oracle.get("kind") == "not-judged" else None
+    return Judgement(text, source, tuple(s.name for s in symbols), oracle, reason, tuple(c["id"] for c in matched), tie)
+
+
+def _components(at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+
+    def rec(v: Any, label: str) -> None:
+        if isinstance(v, list):
+            for i, e in enumerate(v):
+                rec(e, f"{label}[{i}]")
+        else:
+            out.append(label)
+
+    for k in wrt:
+        rec(at[k], k)
+    return tuple(out)
+
+
+def _from_text(text: str, at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+    """A ``--sympy`` text over the inputs → (expr, differentiated symbols, exact point); others substituted."""
+    from kinkcheck.catalog import Case
+    from kinkcheck.oracles import symbolic as sym
+
+    expr, syms, point = sym.to_sympy(Case(id="--sympy", title="--sympy", sympy=text, at=dict(at)))
+    keep = {c for c in _components(at, wrt)}
+    fixed = {s: p for s, p in zip(syms, point) if s.name not in keep}
+    if fixed:
+        expr = expr.xreplace(fixed)
+    pairs = [(s, p) for s, p in zip(syms, point) if s.name in keep]
+    return expr, tuple(s for s, _ in pairs), tuple(p for _, p in pairs)
+
+
+def _text(expr: Any) -> str:
+    try:
+        from kinkcheck.oracles.mapping import _TextPrinter  # decimals as written (0.7, not 7/10)
+
+        return _TextPrinter().doprint(expr)
+    except ImportError:
+        return str(expr)
+
+
+def _same_function(expr: Any, symbols: Sequence[Any], case: Mapping[str, Any]) -> bool:
+    """Whether ``expr`` and a report case's sympy field are the same function near the point: equal values
+    at the point and at 12 points around it (exact substitution, compared to 1e-12)."""
+    import sympy
+
+    from kinkcheck.catalog import Case
+    from kinkcheck.oracles import symbolic as sym
+
+    try:
+        g, gsyms, gpoint = sym.to_sympy(Case(id=case["id"], title="", sympy=case["sympy"], at=dict(case["at"])))
+    except ex.ExprError:
+        return False
+    if [s.name for s in gsyms] != [s.name for s in symbols] or any(not p.is_finite for p in gpoint):
+        return False
+    rename = dict(zip(gsyms, symbols))
+    g = g.xreplace(rename)
+    n = len(symbols)
+    offsets = [(0,) * n]
+    scales = (sympy.Rational(1, 8), sympy.Rational(1, 1000), sympy.Rational(3, 7), sympy.Integer(3), sympy.Integer(11),
+              sympy.Integer(1000))  # near and far: relu6 is relu near 0, not at 11
+    for k, scale in enumerate(scales):
+        for sign in (1, -1):
+            offsets.append(tuple(sign * scale * ((i * 5 + k * 3) % 7 - 3 or 1) / 3 for i in range(n)))
+            offsets.append(tuple(sign * scale * (1 if i == k % n else 0) for i in range(n)))
+    for off in offsets:
+        sub = {s: p + o for s, p, o in zip(symbols, gpoint, off)}
+        try:
+            a, b = complex(sympy.N(expr.xreplace(sub), 30)), complex(sympy.N(g.xreplace(sub), 30))
+        except (TypeError, ValueError, ArithmeticError):
+            return False
+        if any(math.isnan(c) for c in (a.real, a.imag, b.real, b.imag)):
+            if not all(math.isnan(c) for c in (a.real, b.real)):
+                return False
+            continue
+        if abs(a - b) > 1e-12 * max(1.0, abs(a), abs(b)):
+            return False
+    return True
+
+
+def _tie_at(expr: Any, symbols: Sequence[Any], point: Sequence[Any]) -> bool:
+    """A tie (tie labels apply): some Max/Min has two or more bare differentiated inputs as arguments that are
+    equal at the point and equal to its value there (``Max(x, y)`` at x = y, ``Max(v)`` at a repeated maximum;
+    not ``Max(Abs(v[0]), Abs(v[1]))``, whose tie is of two kinks, as the catalog's norminf@origin)."""
+    import sympy
+
+    at = dict(zip(symbols, point))
+    for node in expr.atoms(sympy.Max, sympy.Min):
+        try:
+            value = node.xreplace(at)
+            tied = [a for a in node.args if a in at and at[a] == value]
+        except (TypeError, ValueError):
+            continue
+        if len(tied) >= 2:
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def flat_value(value: Mapping[str, Any], wrt: Sequence[str] | None = None) -> list[float]:
+    """A grad answer (input name → encoded number or nested list, ``"nan"``/``"inf"``/``"-inf"`` as text) as
+    the flat list of floats in component order (``wrt`` order, row-major)."""
+
+    def rec(v: Any) -> list[float]:
+        return [x for e in v for x in rec(e)] if isinstance(v, list) else [float(v)]
+
+    return [x for k in (wrt if wrt is not None else list(value)) for x in rec(value[k])]
+
+
+def labels(value: Mapping[str, Any], judgement: Judgement, dtype: str, mode: str = "reverse") -> list[str] | None:
+    """The labels of a measured gradient (``grad``'s answer) under ``judgement``, in the report's precedence
+    (:func:`kinkcheck.classify.classify`, tolerance of ``dtype``); ``second-order`` is judged against the
+    oracle's ``H @ 1``. An oracle that could not decide gives ``["not-judged"]`` (as the report's cells);
+    None when there is no oracle at all (no symbolic form, the bound exceeded)."""
+    from kinkcheck.classify import OracleNumbers, classify
+
+    oracle = judgement.oracle
+    if oracle is None:
+        return None
+    if mode == "second-order":
+        oracle = oracle.get("second_order")
+        if not oracle:
+            return None
+    flat = flat_value(value, [k for k in value])
+    if len(flat) != len(oracle["components"]):
+        return None
+    return classify(flat, OracleNumbers.from_json(oracle), dtype)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+class ReportUnavailable(Exception):
+    """No report to read (missing or invalid file): ``str(err)`` says why, in one line."""
+
+
+def _report_key(path: Path) -> str:
+    st = path.stat()
+    return _key(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _cell_name(key: str, mode: str, dtype: str, device: str) -> str:
+    return f"report-{key}-cells-{_key(mode, dtype, device)}.json"
+
+
+def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
+    """The report's cases and measured releases, small: ``{"key", "cases": [{id, sympy, at, tie, programs:
+    [[framework, program], …]}], "releases": {framework: {device: [version, …] oldest first}}}``.
+
+    The report JSON (tens of MB) is read once per file version (path, size, mtime): its cells are written
+    to the cache folder, one file per mode, dtype and device, for :func:`report_rows`.
+
+    Raises
+    ------
+    ReportUnavailable
+        The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.cite.load_report`).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ReportUnavailable(f"no report at {p}" if not p.exists() else f"{p}: not a regular file")
+    key = _report_key(p)
+    if use_cache:
+        hit = _read_cache(f"report-{key}.json")
+        if isinstance(hit, dict) and hit.get("key") == key:
+            return hit
+    from kinkcheck.cite import CiteError, _sorted_versions, load_report
+
+    try:
+        doc = load_report(p)
+    except CiteError as err:
+        raise ReportUnavailable(str(err)) from None
+    envs = {e["id"]: e for e in doc["environments"] if not e.get("not_measured")}
+    releases: dict[str, dict[str, list[str]]] = {}
+    for e in envs.values():
+        releases.setdefault(e["framework"], {}).setdefault(e["device"], []).append(e["framework_version"])
+    releases = {fw: {dev: _sorted_versions(set(vs)) for dev, vs in d.items()} for fw, d in releases.items()}
+    cases = [{"id": c["id"], "sympy": c["sympy"], "at": c["at"], "tie": bool(c.get("tie")),
+              "programs": [[p["framework"], p["program"]] for p in c["programs"]]} for c in doc["cases"]]
+    cells: dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]] = {}
+    for o in doc["observations"]:
+        env = envs.get(o["environment"])
+        if env is None:
+            continue
+        group = cells.setdefault((o["mode"], o["dtype"], env["device"]), {})
+        row = group.setdefault(f"{o['case']}\t{o['framework']}\t{o['program']}", {})
+        row[env["framework_version"]] = {"status": o["status"], "value": o.get("value"),
+                                         "label": (o.get("labels") or [None])[0]}
+    index = {"key": key, "path": str(p), "cases": cases, "releases": releases}
+    if use_cache:
+        for (mode, dtype, device), group in cells.items():
+            _write_cache(_cell_name(key, mode, dtype, device), group)
+        _write_cache(f"report-{key}.json", index)
+    else:
+        index["cells"] = {"\t".join(k): v for k, v in cells.items()}
+    return index
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """What the report says at the point.
+
+    Attributes
+    ----------
+    path : str
+    problem : str or None
+        Why there is nothing to show (``"no report at reports/conventions.json"``), else None.
+    cases : tuple of str
+        The report cases shown (same function and point as the program).
+    rows : list of dict
+        One per (case, framework, program): ``{"case", "framework", "program", "this": bool, "ranges":
+        [{"from", "to", "releases", "status", "value", "label"}]}`` — consecutive measured releases with the
+        same answer in one range, oldest first; the program's own rows first.
+    elsewhere : tuple of str
+        Other report cases that measure this program (at other points).
+    mode, dtype, device : str
+    """
+
+    path: str
+    problem: str | None = None
+    cases: tuple[str, ...] = ()
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    elsewhere: tuple[str, ...] = ()
+    mode: str = "reverse"
+    dtype: str = "float64"
+    device: str = "cpu"
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cases"], d["elsewhere"] = list(self.cases), list(self.elsewhere)
+        return d
+
+
+def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids: Sequence[str], *,
+                mode: str = "reverse", dtype: str = "float64", device: str = "cpu") -> ReportView:
+    """The report's cells of ``case_ids`` in one mode, dtype and device, per program over release ranges.
+
+    Parameters
+    ----------
+    index : dict
+        :func:`report_index`.
+    program, framework : str
+        The program asked about (canonical text): its rows come first and carry ``"this": True``.
+    case_ids : sequence of str
+        Cases with the same function and point (:attr:`Judgement.cases`).
+    """
+    cells = index.get("cells", {}).get(f"{mode}\t{dtype}\t{device}")
+    if cells is None:
+        cells = _read_cache(_cell_name(index["key"], mode, dtype, device)) or {}
+    rows: list[dict[str, Any]] = []
+    for case in index["cases"]:
+        if case["id"] not in case_ids:
+            continue
+        for fw, prog in case["programs"]:
+            measured = cells.get(f"{case['id']}\t{fw}\t{prog}", {})
+            versions = index["releases"].get(fw, {}).get(device, [])
+            rows.append({"case": case["id"], "framework": fw, "program": prog,
+                         "this": fw == framework and prog == program, "ranges": _ranges(versions, measured)})
+    order = {fw: i for i, fw in enumerate([framework, *sorted({r["framework"] for r in rows} - {framework})])}
+    rows.sort(key=lambda r: (not r["this"], order[r["framework"]]))  # stable: the case's program order within
+    elsewhere = tuple(c["id"] for c in index["cases"] if c["id"] not in case_ids
+                      and [framework, program] in c["programs"])
+    return ReportView(index["path"], None, tuple(case_ids), rows, elsewhere, mode, dtype, device)
+
+
+def _ranges(versions: Sequence[str], measured: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    prev: tuple[Any, ...] | None = None
+    for v in versions:
+        cell = measured.get(v)
+        if cell is None:  # not measured in this mode/dtype there: a gap between ranges
+            prev = None
+            continue
+        sig = (cell["status"], json.dumps(cell["value"], sort_keys=True), cell["label"])
+        if sig == prev:
+            out[-1]["to"] = v
+            out[-1]["releases"] += 1
+        else:
+            out.append({"from": v, "to": v, "releases": 1, "status": cell["status"], "value": cell["value"],
+                        "label": cell["label"]})
+        prev = sig
+    return out
+
+
+# --------------------------------------------------------------------------- the whole answer
+
+
+@dataclass
+class Explanation:
+    """``grad``'s answer: the value, the judgement, the labels and the report's view (see :func:`render`)."""
+
+    value: dict[str, Any]
+    program: str
+    framework: str
+    dtype: str
+    mode: str
+    judgement: Judgement
+    labels: list[str] | None
+    report: ReportView
+
+    def to_json(self) -> dict[str, Any]:
+        j = self.judgement
+        return {"value": self.value, "program": self.program, "framework": self.framework, "dtype": self.dtype,
+                "mode": self.mode,
+                "sympy": None if j.sympy is None else {"text": j.sympy, "source": j.source},
+                "oracle": j.oracle, "judged": j.reason is None, "reason": j.reason, "labels": self.labels,
+                "tie": j.tie, "report": self.report.to_json()}
+
+
+@dataclass
+class _Request:
+    program: str
+    tree: ex.Node | None
+    at: dict[str, Any]
+    framework: str
+    wrt: tuple[str, ...]
+    sympy_text: str | None
+    report: str
+    report_given: bool
+    mode: str
+    dtype: str
+    device: str
+
+
+class Pending:
+    """The judgement and report lookup of one ``grad`` call, running in a daemon thread from construction.
+
+    The report index is read in the thread; the judgement comes from the cache (no sympy) or, on a miss, from
+    :func:`judge` in a worker process (``python -m kinkcheck.explain``, memory capped at ``memory_gib``).
+    :meth:`finish` waits for it at most ``bound_s`` seconds after the start; past that the worker is killed
+    and the judgement is "not judged: the oracle exceeded N s".
+    """
+
+    def __init__(self, program: str, at: Mapping[str, Any], framework: str, *, tree: ex.Node | None = None,
+                 wrt: Sequence[str] | None = None, sympy_text: str | None = None, report: str | None = None,
+                 mode: str = "reverse", dtype: str = "float64", device: str = "cpu",
+                 bound_s: float = DEFAULT_ORACLE_TIMEOUT_S, memory_gib: float = 8.0) -> None:
+        self.request = _Request(program, tree, dict(at), framework, tuple(at) if wrt is None else tuple(wrt),
+                                sympy_text, report or DEFAULT_REPORT, report is not None, mode, dtype, device)
+        self.bound_s = bound_s
+        self.index: dict[str, Any] | None = None
+        self.report_problem: str | None = None
+        self.judgement: Judgement | None = None
+        self.error: BaseException | None = None
+        self.memory_gib = memory_gib
+        self._proc: Any = None
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._start = time.monotonic()
+        atexit.register(self.cancel)  # a grad that ends early (bad program, Ctrl-C) leaves no worker behind
+        self._thread = threading.Thread(target=self._run, name="kinkcheck-explain", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        r = self.request
+        try:
+            try:
+                self.index = report_index(r.report)
+            except ReportUnavailable as err:
+                self.report_problem = str(err)
+            cases = self.index["cases"] if self.index else ()
+            hit = judge(r.program, r.at, r.framework, wrt=r.wrt, sympy_text=r.sympy_text, cases=cases, compute=False)
+            self.judgement = hit if hit is not None else self._in_worker(cases)
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread by finish()
+            self.error = err
+
+    def _in_worker(self, cases: Sequence[Mapping[str, Any]]) -> Judgement | None:
+        """Run :func:`judge` in ``python -m kinkcheck.explain`` within the bound (time, memory): sympy can spend
+        minutes in one C call (``10 ** 10 ** 10``) that no thread could interrupt; a process can be killed."""
+        import subprocess
+        import sys
+
+        import kinkcheck
+
+        r = self.request
+        request = json.dumps({"program": r.program, "at": r.at, "framework": r.framework, "wrt": list(r.wrt),
+                              "sympy_text": r.sympy_text, "cases": list(cases),
+                              "memory_bytes": int(self.memory_gib * 2 ** 30)}).encode()
+        env = dict(os.environ)  # the worker imports this very kinkcheck
+        src = str(Path(kinkcheck.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        with self._lock:
+            if self._cancelled:
+                return None
+            self._proc = subprocess.Popen(_WORKER or [sys.executable, "-m", "kinkcheck.explain"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          start_new_session=True, env=env)
+        try:
+            out, err = self._proc.communicate(request, timeout=max(0.1, self._start + self.bound_s - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            return None
+        except (OSError, ValueError):  # cancelled from the main thread while waiting
+            return None
+        try:
+            answer = json.loads(out)
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and isinstance(answer.get("ok"), dict):
+            return Judgement.from_json(answer["ok"])
+        if isinstance(answer, dict) and answer.get("bad_input"):
+            raise ex.ExprError(str(answer.get("error")))
+        code = self._proc.returncode
+        said = [ln for ln in err.decode("utf-8", "replace").splitlines() if ln.strip()]
+        why = (answer or {}).get("error") if isinstance(answer, dict) else None
+        if why is None and code is not None and code < 0:
+            why = f"killed by signal {-code}; its memory limit is {self.memory_gib:g} GiB"
+        if why is None:
+            why = f"exit status {code}{': ' + said[-1][:200] if said else ''}"
+        return Judgement(None, "none", _components(r.at, r.wrt), None, f"not judged: the judgement failed ({why})")
+
+    def cancel(self) -> None:
+        """Kill the judgement's worker, if one runs (grad is answering without it, or leaving)."""
+        from kinkcheck.bounded import kill_group
+
+        with self._lock:
+            self._cancelled = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            kill_group(proc)
+
+    def finish(self, value: Mapping[str, Any]) -> Explanation:
+        """The explanation of the measured ``value`` (grad's answer).
+
+        Any other failure of the judgement becomes "not judged: the judgement failed (…)".
+
+        Raises
+        ------
+        kinkcheck.expr.ExprError
+            A ``--sympy`` text that does not evaluate over the inputs.
+        ReportUnavailable
+            ``--report`` was given and the file is missing or not a report.
+        """
+        r = self.request
+        self._thread.join(max(0.0, self._start + self.bound_s - time.monotonic()))
+        if isinstance(self.error, ex.ExprError) and not self._thread.is_alive():  # a bad --sympy text
+            raise self.error
+        if r.report_given and self.report_problem is not None:
+            raise ReportUnavailable(self.report_problem)
+        timed_out = self._thread.is_alive()
+        if timed_out:
+            self.cancel()
+        j = None if timed_out else self.judgement
+        if self.error is not None and not timed_out:  # a failure of this code, not the user's: said, no traceback
+            j = Judgement(None, "none", _components(r.at, r.wrt), None,
+                          f"not judged: the judgement failed ({type(self.error).__name__}: {str(self.error)[:200]})")
+        elif j is None:  # still running: answer without it
+            j = Judgement(None, "none", _components(r.at, r.wrt), None,
+                          f"not judged: the oracle exceeded {self.bound_s:g} s (change it with --oracle-timeout)")
+        if self.index is None:
+            view = ReportView(r.report, self.report_problem or f"the report at {r.report} was not read in time")
+        else:
+            view = report_rows(self.index, r.program, r.framework, j.cases, mode=r.mode, dtype=r.dtype,
+                               device=r.device)
+        value = dict(value)
+        return Explanation(value, r.program, r.framework, r.dtype, r.mode, j, labels(value, j, r.dtype, r.mode), view)
+
+
+def _exact(entry: Any) -> str:
+    if entry is None:
+        return "—"
+    if isinstance(entry, list):
+        return "(" + ", ".join(_exact(e) for e in entry) + ")"
+    return str(entry["exact"])
+
+
+def render(e: Explanation) -> str:
+    """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
+    from kinkcheck.report.markdown import fmt_value
+
+    j = e.judgement
+    lines: list[str] = []
+    if j.sympy is not None:
+        src = "from --sympy" if j.source == "--sympy" else "mapped from the program; --sympy '…' to pass another"
+        lines.append(f"sympy form: {j.sympy}  ({src})")
+    o = j.oracle
+    if o is not None and o.get("kind") != "not-judged":
+        kind = {"differentiable": "differentiable here", "kink": "a kink: continuous, not differentiable",
+                "jump": "a jump: not continuous", "undefined": "not real-valued near the point"}.get(o["kind"], o["kind"])
+        lip = {True: "locally Lipschitz", False: "not locally Lipschitz (no Clarke set)"}.get(o.get("lipschitz"), "")
+        lines.append(f"oracle: {kind}" + (f"; {lip}" if lip else ""))
+        if len(j.components) == 1 and (o.get("left") or o.get("right")):
+            lines.append(f"one-sided derivatives: left {_exact(o.get('left'))}, right {_exact(o.get('right'))}")
+        if o.get("derivative") is not None:
+            lines.append(f"derivative: {_exact(o['derivative'])}")
+        elif o.get("clarke") is not None:
+            cl = o["clarke"]
+            hull = (f"[{_exact(cl[0][0])}, {_exact(cl[-1][0])}]" if len(j.components) == 1
+                    else "conv{" + ", ".join(_exact(v) for v in cl) + "}")
+            mn = o["min_norm"]
+            lines.append(f"Clarke set: {hull}; min-norm element: {_exact(mn[0] if len(mn) == 1 else mn)}")
+        for note in o.get("notes") or ():
+            if "Lipschitz" in note or "jump" in note or "continuum" in note:
+                lines.append(f"  note: {note}")
+    if j.reason is not None:
+        lines.append(j.reason)
+    if e.labels is not None:
+        what = "H @ 1" if e.mode == "second-order" else "value"
+        lines.append(f"labels of this {what} ({e.dtype}, {e.framework}): {', '.join(e.labels)}")
+    v = e.report
+    if v.problem is not None:
+        lines.append(f"report: {v.problem}")
+    elif not v.rows:
+        lines.append(f"report ({v.path}): nothing at this point"
+                     + (f"; {e.program} is measured at {', '.join(v.elsewhere)}" if v.elsewhere else ""))
+    else:
+        lines.append(f"report ({v.path}), case {', '.join(v.cases)}, {v.mode} {v.dtype} {v.device}:")
+        width = max(len(r["program"]) for r in v.rows)
+        for r in v.rows:
+            ranges = " · ".join(
+                (f"{fmt_value(g['value'])} ({g['label']})" if g["status"] == "ok" else g["status"])
+                + f" {g['from']}" + (f"–{g['to']}" if g["to"] != g["from"] else "") for g in r["ranges"]) or "not measured"
+            mark = "  ← this program" if r["this"] else ""
+            lines.append(f"  {r['framework']:<5} {r['program']:<{width}}  {ranges}{mark}")
+        if v.elsewhere:
+            lines.append(f"  also measured at: {', '.join(v.elsewhere)}")
+    return "\n".join(lines) + "\n"
+
+
+def oracle_timeout_from_env(value: str | float | None) -> float:
+    """``--oracle-timeout`` (else ``$KINKCHECK_ORACLE_TIMEOUT``, else the default) as seconds.
+
+    Raises
+    ------
+    ValueError
+        Not a positive finite number (one line).
+    """
+    where = "--oracle-timeout"
+    if value is None:
+        value, where = os.environ.get("KINKCHECK_ORACLE_TIMEOUT"), "KINKCHECK_ORACLE_TIMEOUT"
+    if value is None or value == "":
+        return DEFAULT_ORACLE_TIMEOUT_S
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        out = math.nan
+    if not (math.isfinite(out) and 0 < out <= 86_400):
+        raise ValueError(f"{where} must be a positive number of seconds, got {value!r} (at most 86400)")
+    return out
+
+
+#: The judgement worker's command when not the default ``python -m kinkcheck.explain`` (tests point it elsewhere).
+_WORKER: list[str] | None = None
+
+
+def _worker() -> int:
+    """``python -m kinkcheck.explain``: one request (JSON on stdin) → ``{"ok": judgement}``, ``{"error": …,
+    "bad_input": true}`` for a ``--sympy`` text that does not evaluate, or ``{"error": …}``."""
+    import sys
+
+    request = json.loads(sys.stdin.buffer.read())
+    from kinkcheck.bounded import limit_memory
+
+    limit_memory(int(request["memory_bytes"]))
+    try:
+        j = judge(request["program"], request["at"], request["framework"], wrt=request["wrt"],
+                  sympy_text=request["sympy_text"], cases=request["cases"])
+        answer: dict[str, Any] = {"ok": j.to_json()}  # type: ignore[union-attr]
+    except ex.ExprError as err:
+        answer = {"error": str(err), "bad_input": True}
+    except MemoryError:
+        answer = {"error": "the oracle exceeded its memory limit"}
+    sys.stdout.write(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_worker())

@@ -1,0 +1,1598 @@
+"""Programs map to their mathematics: a framework call expression as a sympy expression.
+
+:func:`sympy_form` walks a parsed program (:func:`kinkcheck.expr.parse`) over numpy object arrays of sympy
+expressions, one element per tensor element, and returns the sum of the output's elements: the framework's
+gradient of a non-scalar output is the vector-Jacobian product with ones, which is the gradient of that
+sum. The oracle (:func:`kinkcheck.oracles.symbolic.analyze_expression`) then judges the result, so any
+program built from mapped functions has an oracle without a hand-written ``sympy`` field.
+
+What each framework function means is one table, :data:`TABLE`: canonical dotted name (``torch.clamp``,
+``torch.nn.functional.relu``, ``jax.numpy.clip``; a tensor method as ``torch.Tensor.clamp`` /
+``jax.Array.max``) → :class:`Entry` (the framework's signature, with its defaults, so positional and
+keyword spellings bind alike; a kind; a form). Kinds:
+
+* ``"elementwise"``: the form is a scalar expression over the parameter names in the sympy language of the
+  catalog's ``sympy`` fields (``"Min(Max(input, min), max)"``), evaluated per element after broadcasting
+  the tensor arguments. ``Max``/``Min`` there drop ``None`` arguments (an absent clamp bound is no bound).
+  A form may depend on a string/bool argument: ``{"param": "approximate", "none": "…", "tanh": "…"}``.
+* ``"reduce"``: the form names a reduction of a list of elements (``sum``, ``mean``, ``max``…), applied over
+  every element or the ``dim``/``axis`` argument, with ``keepdim``/``keepdims``.
+* any other kind names a handler in :data:`_HANDLERS` (norms, sort/top-k, pooling, distances, reshaping).
+
+Sources of the semantics: each framework's documentation of the function (torch.nn.functional, torch,
+torch.linalg; jax.nn, jax.numpy, jax.lax), e.g. ``torch.median`` returns the lower of the two middle values
+and ``jax.numpy.median`` their mean; ``torch.round``/``jax.numpy.round`` round half to even;
+``torch.nn.functional.softplus`` reverts to the identity where ``beta * x > threshold``;
+``jax.nn.gelu`` defaults to the tanh approximation; ``torch.nn.functional.pairwise_distance`` adds ``eps``
+to the difference. Ties among elements (``max``, ``sort``) take the value, which ties do not change.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, localcontext
+from functools import cache
+from typing import Any, NamedTuple
+
+import numpy as np
+import sympy
+from sympy.printing.precedence import precedence
+from sympy.printing.str import StrPrinter
+
+from kinkcheck import expr as ex
+from kinkcheck.oracles import symbolic as sym
+
+__all__ = ["CONSTANTS", "TABLE", "Entry", "SympyForm", "Unmapped", "mapped_names", "sympy_form"]
+
+#: Most elements a subset-based order statistic may combine (``kth_smallest`` of n elements builds
+#: ``C(n, k)`` minima); beyond it the program is not mapped rather than built for minutes.
+MAX_TERMS = 5000
+
+#: Most elements one mapped value may have.
+MAX_ELEMENTS = 4096
+
+
+class Unmapped(ex.ExprError):
+    """A program uses a function (or an argument of it) that has no symbolic form in :data:`TABLE`.
+
+    ``str(err)`` reads ``no symbolic form for torch.X (pass one with --sympy '…')``, naming the function
+    canonically (``torch.nn.functional.X``, ``jax.numpy.X``, ``torch.Tensor.X`` for a method).
+    """
+
+    def __init__(self, name: str, why: str | None = None) -> None:
+        self.name = name
+        self.why = why
+        detail = f": {why}" if why else ""
+        super().__init__(f"no symbolic form for {name}{detail} (pass one with --sympy '…')")
+
+
+@dataclass(frozen=True)
+class SympyForm:
+    """A program's mathematics at a point.
+
+    Attributes
+    ----------
+    expr : sympy.Expr
+        Scalar: the sum of the program's output elements (a non-scalar output's gradient is its VJP with ones).
+    symbols : tuple of sympy.Symbol, shape (n,)
+        Real symbols of the differentiated inputs' components, flat, in input order.
+    point : tuple of sympy.Expr, shape (n,)
+        Exact point (``Integer``/``Rational``; ``oo``, ``-oo``, ``nan`` for non-finite values).
+    components : tuple of str, shape (n,)
+        Symbol names: ``"x"``, ``"v[0]"``, ``"m[0][1]"`` (row-major), as :func:`symbolic.to_sympy` names them.
+    text : str
+        Readable form, e.g. ``"Max(0, x)"``.
+    """
+
+    expr: sympy.Expr
+    symbols: tuple[sympy.Symbol, ...]
+    point: tuple[sympy.Expr, ...]
+    components: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of :data:`TABLE`.
+
+    Attributes
+    ----------
+    signature : str
+        The framework's parameter list in Python syntax with its defaults (``"input, min=None, max=None"``);
+        ``/`` and ``*`` as in Python.
+    kind : str
+        ``"elementwise"``, ``"reduce"`` or a handler name (see the module docstring).
+    form : str or dict or None
+        Elementwise: a scalar form over the parameter names, or ``{"param": p, value: form, …}`` chosen by a
+        static argument. Reduce: the reduction's name. Handlers: an option they read.
+    """
+
+    signature: str
+    kind: str
+    form: Any = None
+
+    @property
+    def parameters(self) -> inspect.Signature:
+        return _signature(self.signature)
+
+
+def _e(signature: str, form: Any) -> Entry:
+    return Entry(signature, "elementwise", form)
+
+
+def _r(signature: str, form: str) -> Entry:
+    return Entry(signature, "reduce", form)
+
+
+def _h(signature: str, kind: str, form: Any = None) -> Entry:
+    return Entry(signature, kind, form)
+
+
+# Shared forms (the sympy language of the catalog's ``sympy`` fields; parameter names as in the signature).
+_RELU6 = "Min(Max(x, 0), 6)"
+_HARDSIGMOID = "Min(Max(x + 3, 0), 6) / 6"
+_SELU = ("1.0507009873554804934193349852946 * (Max(x, 0) + Min(0, 1.6732632423543772848170429916717"
+         " * (exp(x) - 1)))")
+_GELU_ERF = "x / 2 * (1 + erf(x / sqrt(2)))"
+_GELU_TANH = "x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))"
+_SIGMOID = "1 / (1 + exp(-x))"
+_SOFTPLUS = "log(1 + exp(x))"
+# torch.round / jax.numpy.round: half to even (x + 1/2 an odd integer rounds down).
+_ROUND = "Piecewise((floor(x + 0.5) - 1, Eq(Mod(x + 0.5, 2), 1)), (floor(x + 0.5), True))"
+_XLOGY = "xlogy(x, y)"  # symbolic.xlogy: Piecewise((0, Eq(x, 0)), (x*log(y), True))
+_XLOG1PY = "xlog1py(x, y)"
+_SINC = "Piecewise((1, Eq(x, 0)), (sin(pi * x) / (pi * x), True))"
+_REMAINDER = "x - y * floor(x / y)"  # Python's sign-of-divisor remainder (torch %, jnp.remainder)
+_FMOD = "x - y * Piecewise((floor(x / y), x / y >= 0), (ceiling(x / y), True))"
+
+#: Elementwise functions of one input shared by both frameworks' spellings: short name → form over ``x``.
+_UNARY: dict[str, str] = {
+    "abs": "Abs(x)", "sqrt": "sqrt(x)", "rsqrt": "1 / sqrt(x)", "exp": "exp(x)", "exp2": "2 ** x",
+    "expm1": "exp(x) - 1", "log": "log(x)", "log2": "log(x) / log(2)", "log10": "log(x) / log(10)",
+    "log1p": "log(1 + x)", "sign": "sign(x)", "floor": "floor(x)", "ceil": "ceiling(x)",
+    "trunc": "trunc(x)", "round": _ROUND, "square": "x ** 2", "reciprocal": "1 / x",
+    "negative": "-x", "positive": "x", "sigmoid": _SIGMOID, "tanh": "tanh(x)", "sin": "sin(x)", "cos": "cos(x)",
+    "tan": "tan(x)", "arcsin": "asin(x)", "arccos": "acos(x)", "arctan": "atan(x)", "sinh": "sinh(x)",
+    "cosh": "cosh(x)", "arcsinh": "asinh(x)", "arccosh": "acosh(x)", "arctanh": "atanh(x)", "erf": "erf(x)",
+    "erfc": "erfc(x)", "sinc": _SINC, "relu": "Max(x, 0)", "heaviside0": "Heaviside(x)",
+}
+
+_BINARY: dict[str, str] = {
+    "maximum": "Max(x, y)", "minimum": "Min(x, y)", "atan2": "atan2(x, y)", "xlogy": _XLOGY,
+    "xlog1py": _XLOG1PY, "pow": "x ** y", "hypot": "sqrt(x ** 2 + y ** 2)", "remainder": _REMAINDER,
+    "fmod": _FMOD, "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "logaddexp": "log(exp(x) + exp(y))",
+    "copysign": "Abs(x) * Piecewise((1, y >= 0), (-1, True))", "heaviside": "Piecewise((0, x < 0), (y, Eq(x, 0)), (1, True))",
+}
+
+
+def _torch_table() -> dict[str, Entry]:
+    t: dict[str, Entry] = {}
+    # torch spells its first argument "input"; forms are written over x and renamed here.
+    for name, form in _UNARY.items():
+        ent = _e("input, *, out=None", _rename(form, {"x": "input"}))
+        torch_names = {"arcsin": ["asin", "arcsin"], "arccos": ["acos", "arccos"], "arctan": ["atan", "arctan"],
+                       "arcsinh": ["asinh", "arcsinh"], "arccosh": ["acosh", "arccosh"],
+                       "arctanh": ["atanh", "arctanh"], "negative": ["neg", "negative"],
+                       "abs": ["abs", "absolute"], "heaviside0": [], "erf": ["erf", "special.erf"],
+                       "erfc": ["erfc", "special.erfc"], "sigmoid": ["sigmoid", "special.expit"],
+                       "sinc": ["sinc", "special.sinc"], "expm1": ["expm1", "special.expm1"],
+                       "log1p": ["log1p", "special.log1p"], "exp2": ["exp2", "special.exp2"],
+                       "round": [], "sign": ["sign", "sgn"]}.get(name, [name])
+        for n in torch_names:
+            t[f"torch.{n}"] = ent
+            if "." not in n:
+                t[f"torch.Tensor.{n}"] = _e("self", _rename(form, {"x": "self"}))
+    t["torch.round"] = _e("input, *, decimals=0, out=None", {"param": "decimals", 0: _rename(_ROUND, {"x": "input"})})
+    t["torch.Tensor.round"] = _e("self, decimals=0", {"param": "decimals", 0: _rename(_ROUND, {"x": "self"})})
+    t["torch.frac"] = _e("input, *, out=None", "input - sign(input) * floor(Abs(input))")
+    for n in ("nn.functional.sigmoid", "nn.functional.tanh"):
+        t[f"torch.{n}"] = _e("input", _rename(_UNARY[n.split(".")[-1]], {"x": "input"}))
+    for name, form in _BINARY.items():
+        names = {"atan2": ["atan2", "arctan2"], "xlogy": ["xlogy", "special.xlogy"],
+                 "xlog1py": ["special.xlog1py"], "pow": ["pow", "float_power"], "logaddexp": ["logaddexp"],
+                 "sub": ["sub", "subtract"], "mul": ["mul", "multiply"], "div": ["div", "divide", "true_divide"],
+                 "maximum": ["maximum", "fmax"], "minimum": ["minimum", "fmin"]}.get(name, [name])
+        for n in names:
+            t[f"torch.{n}"] = _e("input, other, *, out=None", _rename(form, {"x": "input", "y": "other"}))
+            if "." not in n:
+                t[f"torch.Tensor.{n}"] = _e("self, other", _rename(form, {"x": "self", "y": "other"}))
+    t["torch.pow"] = _e("input, exponent, *, out=None", "input ** exponent")
+    t["torch.float_power"] = t["torch.pow"]
+    t["torch.Tensor.pow"] = _e("self, exponent", "self ** exponent")
+    t["torch.add"] = _e("input, other, *, alpha=1, out=None", "input + alpha * other")
+    t["torch.sub"] = t["torch.subtract"] = _e("input, other, *, alpha=1, out=None", "input - alpha * other")
+    t["torch.heaviside"] = _e("input, values, *, out=None", "Piecewise((0, input < 0), (values, Eq(input, 0)), (1, True))")
+    t["torch.clamp"] = t["torch.clip"] = _e("input, min=None, max=None, *, out=None", "Min(Max(input, min), max)")
+    t["torch.Tensor.clamp"] = t["torch.Tensor.clip"] = _e("self, min=None, max=None", "Min(Max(self, min), max)")
+    t["torch.clamp_min"] = _e("input, min", "Max(input, min)")
+    t["torch.clamp_max"] = _e("input, max", "Min(input, max)")
+    t["torch.Tensor.clamp_min"] = _e("self, min", "Max(self, min)")
+    t["torch.Tensor.clamp_max"] = _e("self, max", "Min(self, max)")
+    t["torch.where"] = _h("condition, input, other, *, out=None", "where")
+    t["torch.Tensor.where"] = _h("self, condition, y", "where_method")
+    t["torch.zeros_like"] = _e(
+        "input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None", "0")
+    t["torch.ones_like"] = _e("input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None", "1")
+    t["torch.full_like"] = _e("input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, "
+                              "memory_format=None", "fill_value")
+    t["torch.tensor"] = t["torch.as_tensor"] = _h("data, *, dtype=None, device=None, requires_grad=False", "asarray")
+    # torch.nn.functional
+    F = "torch.nn.functional."
+    t[F + "relu"] = _e("input, inplace=False", "Max(input, 0)")
+    t["torch.relu"] = _e("input", "Max(input, 0)")
+    t["torch.Tensor.relu"] = _e("self", "Max(self, 0)")
+    t[F + "relu6"] = _e("input, inplace=False", _rename(_RELU6, {"x": "input"}))
+    t[F + "hardtanh"] = _e("input, min_val=-1.0, max_val=1.0, inplace=False", "Min(Max(input, min_val), max_val)")
+    t[F + "hardsigmoid"] = _e("input, inplace=False", _rename(_HARDSIGMOID, {"x": "input"}))
+    t[F + "hardswish"] = _e("input, inplace=False", "input * " + _rename(_HARDSIGMOID, {"x": "input"}))
+    t[F + "leaky_relu"] = _e("input, negative_slope=0.01, inplace=False",
+                             "Piecewise((input, input > 0), (negative_slope * input, True))")
+    t[F + "elu"] = _e("input, alpha=1.0, inplace=False", "Piecewise((input, input > 0), (alpha * (exp(input) - 1), True))")
+    t[F + "celu"] = _e("input, alpha=1.0, inplace=False", "Max(input, 0) + Min(0, alpha * (exp(input / alpha) - 1))")
+    t[F + "selu"] = t["torch.selu"] = _e("input, inplace=False", _rename(_SELU, {"x": "input"}))
+    t[F + "gelu"] = _e("input, approximate='none'", {"param": "approximate", "none": _rename(_GELU_ERF, {"x": "input"}),
+                                                      "tanh": _rename(_GELU_TANH, {"x": "input"})})
+    t[F + "silu"] = _e("input, inplace=False", "input * " + _rename(_SIGMOID, {"x": "input"}))
+    t[F + "mish"] = _e("input, inplace=False", "input * tanh(log(1 + exp(input)))")
+    t[F + "softplus"] = _e("input, beta=1.0, threshold=20.0",
+                           "Piecewise((input, beta * input > threshold), (log(1 + exp(beta * input)) / beta, True))")
+    t[F + "logsigmoid"] = _e("input", "-log(1 + exp(-input))")
+    t[F + "softsign"] = _e("input", "input / (1 + Abs(input))")
+    t[F + "tanhshrink"] = _e("input", "input - tanh(input)")
+    t[F + "softshrink"] = _e("input, lambd=0.5", "Piecewise((input - lambd, input > lambd), "
+                                                 "(input + lambd, input < -lambd), (0, True))")
+    t[F + "hardshrink"] = _e("input, lambd=0.5", "Piecewise((input, Abs(input) > lambd), (0, True))")
+    t[F + "threshold"] = _e("input, threshold, value, inplace=False", "Piecewise((input, input > threshold), (value, True))")
+    # reductions
+    for n, red in (("sum", "sum"), ("nansum", "sum"), ("mean", "mean"), ("nanmean", "mean")):
+        t[f"torch.{n}"] = _r("input, dim=None, keepdim=False, *, dtype=None, out=None", red)
+        t[f"torch.Tensor.{n}"] = _r("self, dim=None, keepdim=False, *, dtype=None", red)
+    for n, red in (("amax", "max"), ("amin", "min")):
+        t[f"torch.{n}"] = _r("input, dim=(), keepdim=False, *, out=None", red)
+        t[f"torch.Tensor.{n}"] = _r("self, dim=(), keepdim=False", red)
+    t["torch.prod"] = _r("input, dim=None, keepdim=False, *, dtype=None", "prod")
+    t["torch.Tensor.prod"] = _r("self, dim=None, keepdim=False, *, dtype=None", "prod")
+    t["torch.logsumexp"] = _r("input, dim, keepdim=False, *, out=None", "logsumexp")
+    t["torch.Tensor.logsumexp"] = _r("self, dim, keepdim=False", "logsumexp")
+    t["torch.special.logsumexp"] = t["torch.logsumexp"]
+    for n in ("max", "min"):
+        t[f"torch.{n}"] = _h("input, dim=None, keepdim=False, *, out=None", "torch_minmax", n)
+        t[f"torch.Tensor.{n}"] = _h("self, dim=None, keepdim=False", "torch_minmax", n)
+    for n, red in (("argmax", "max"), ("argmin", "min")):
+        t[f"torch.{n}"] = _h("input, dim=None, keepdim=False", "argext", red)
+        t[f"torch.Tensor.{n}"] = _h("self, dim=None, keepdim=False", "argext", red)
+    t["torch.median"] = t["torch.nanmedian"] = _h("input, dim=None, keepdim=False, *, out=None", "torch_median")
+    t["torch.Tensor.median"] = t["torch.Tensor.nanmedian"] = _h("self, dim=None, keepdim=False", "torch_median")
+    t["torch.quantile"] = t["torch.nanquantile"] = _h(
+        "input, q, dim=None, keepdim=False, *, interpolation='linear', out=None", "quantile")
+    t["torch.Tensor.quantile"] = t["torch.Tensor.nanquantile"] = _h(
+        "self, q, dim=None, keepdim=False, *, interpolation='linear'", "quantile")
+    t["torch.kthvalue"] = _h("input, k, dim=-1, keepdim=False, *, out=None", "kthvalue")
+    t["torch.Tensor.kthvalue"] = _h("self, k, dim=-1, keepdim=False", "kthvalue")
+    t["torch.sort"] = _h("input, dim=-1, descending=False, stable=False, *, out=None", "sort", "pair")
+    t["torch.Tensor.sort"] = _h("self, dim=-1, descending=False, stable=False", "sort", "pair")
+    t["torch.msort"] = _h("input, *, out=None", "msort")
+    t["torch.topk"] = _h("input, k, dim=-1, largest=True, sorted=True, *, out=None", "topk")
+    t["torch.Tensor.topk"] = _h("self, k, dim=-1, largest=True, sorted=True", "topk")
+    # norms and distances
+    t["torch.linalg.vector_norm"] = _h("x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None", "vector_norm")
+    t["torch.linalg.matrix_norm"] = _h("A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None, out=None",
+                                       "matrix_norm")
+    t["torch.linalg.norm"] = _h("A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None", "linalg_norm")
+    t["torch.norm"] = _h("input, p='fro', dim=None, keepdim=False, out=None, dtype=None", "torch_norm")
+    t["torch.Tensor.norm"] = _h("self, p='fro', dim=None, keepdim=False, dtype=None", "torch_norm")
+    t["torch.dist"] = _h("input, other, p=2", "dist")
+    t["torch.Tensor.dist"] = _h("self, other, p=2", "dist")
+    t["torch.cdist"] = _h("x1, x2, p=2.0, compute_mode='use_mm_for_euclid_dist_if_necessary'", "cdist")
+    t[F + "pairwise_distance"] = _h("x1, x2, p=2.0, eps=1e-06, keepdim=False", "pairwise_distance")
+    t["torch.pairwise_distance"] = t[F + "pairwise_distance"]
+    # losses
+    for n, form in (("l1_loss", "Abs(input - target)"), ("mse_loss", "(input - target) ** 2")):
+        t[F + n] = _h("input, target, size_average=None, reduce=None, reduction='mean'", "loss", form)
+    t[F + "smooth_l1_loss"] = _h("input, target, size_average=None, reduce=None, reduction='mean', beta=1.0", "loss",
+                                 "Piecewise((0.5 * (input - target) ** 2 / beta, Abs(input - target) < beta), "
+                                 "(Abs(input - target) - 0.5 * beta, True))")
+    t[F + "huber_loss"] = _h("input, target, reduction='mean', delta=1.0", "loss",
+                             "Piecewise((0.5 * (input - target) ** 2, Abs(input - target) < delta), "
+                             "(delta * (Abs(input - target) - 0.5 * delta), True))")
+    # pooling
+    for d in (1, 2, 3):
+        t[F + f"max_pool{d}d"] = _h("input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, "
+                                    "return_indices=False", "max_pool", d)
+        t[F + f"adaptive_max_pool{d}d"] = _h("input, output_size, return_indices=False", "adaptive_max_pool", d)
+    t[F + "softmax"] = _h("input, dim=None, _stacklevel=3, dtype=None", "softmax", "softmax")
+    t[F + "log_softmax"] = _h("input, dim=None, _stacklevel=3, dtype=None", "softmax", "log_softmax")
+    t["torch.softmax"] = _h("input, dim, dtype=None", "softmax", "softmax")
+    t["torch.log_softmax"] = _h("input, dim, dtype=None", "softmax", "log_softmax")
+    # shapes
+    t["torch.reshape"] = _h("input, shape", "reshape")
+    t["torch.Tensor.reshape"] = t["torch.Tensor.view"] = _h("self, *shape", "reshape")
+    t["torch.flatten"] = _h("input, start_dim=0, end_dim=-1", "flatten")
+    t["torch.Tensor.flatten"] = _h("self, start_dim=0, end_dim=-1", "flatten")
+    t["torch.ravel"] = _h("input", "flatten")
+    t["torch.Tensor.ravel"] = _h("self", "flatten")
+    t["torch.stack"] = _h("tensors, dim=0, *, out=None", "stack")
+    t["torch.cat"] = t["torch.concat"] = t["torch.concatenate"] = _h("tensors, dim=0, *, out=None", "cat")
+    t["torch.squeeze"] = _h("input, dim=None", "squeeze")
+    t["torch.Tensor.squeeze"] = _h("self, dim=None", "squeeze")
+    t["torch.unsqueeze"] = _h("input, dim", "unsqueeze")
+    t["torch.Tensor.unsqueeze"] = _h("self, dim", "unsqueeze")
+    t["torch.t"] = _h("input", "transpose2")
+    t["torch.Tensor.t"] = _h("self", "transpose2")
+    t["torch.transpose"] = _h("input, dim0, dim1", "swapaxes")
+    t["torch.Tensor.transpose"] = _h("self, dim0, dim1", "swapaxes")
+    t["torch.matmul"] = _h("input, other, *, out=None", "matmul")
+    t["torch.Tensor.matmul"] = _h("self, other", "matmul")
+    t["torch.dot"] = t["torch.inner"] = t["torch.mv"] = t["torch.mm"] = t["torch.matmul"]
+    return t
+
+
+def _jax_table() -> dict[str, Entry]:
+    t: dict[str, Entry] = {}
+    jnp, lax, nn = "jax.numpy.", "jax.lax.", "jax.nn."
+    for name, form in _UNARY.items():
+        if name == "heaviside0":
+            continue
+        names = {"abs": ["abs", "absolute", "fabs"], "round": ["round", "rint", "around"], "relu": [],
+                 "arcsin": ["arcsin", "asin"], "arccos": ["arccos", "acos"], "arctan": ["arctan", "atan"],
+                 "arcsinh": ["arcsinh", "asinh"], "arccosh": ["arccosh", "acosh"], "arctanh": ["arctanh", "atanh"],
+                 "erf": [], "erfc": [], "sigmoid": [], "rsqrt": []}.get(name, [name])
+        for n in names:
+            if n in ("round", "around"):
+                t[jnp + n] = _e("a, decimals=0, out=None", {"param": "decimals", 0: _rename(form, {"x": "a"})})
+            else:
+                t[jnp + n] = _e("x, /", form)
+        lax_name = {"abs": "abs", "sqrt": "sqrt", "rsqrt": "rsqrt", "exp": "exp", "expm1": "expm1", "log": "log",
+                    "log1p": "log1p", "sign": "sign", "floor": "floor", "ceil": "ceil", "tanh": "tanh", "sin": "sin",
+                    "cos": "cos", "tan": "tan", "erf": "erf", "erfc": "erfc", "negative": "neg", "sigmoid": "logistic",
+                    "square": "square", "reciprocal": "reciprocal", "arctan": "atan", "exp2": "exp2"}.get(name)
+        if lax_name:
+            t[lax + lax_name] = _e("x", form)
+    t["jax.Array.round"] = _e("self, decimals=0, out=None", {"param": "decimals", 0: _rename(_ROUND, {"x": "self"})})
+    t[lax + "round"] = _e("x, rounding_method=0", {"param": "rounding_method", 0: "sign(x) * floor(Abs(x) + 0.5)",
+                                                   1: _ROUND})
+    for n in ("erf", "erfc"):
+        t[f"jax.scipy.special.{n}"] = _e("x", _UNARY[n])
+    t["jax.scipy.special.expit"] = _e("x", _SIGMOID)
+    for name, form in _BINARY.items():
+        names = {"atan2": ["arctan2", "atan2"], "xlogy": [], "xlog1py": [], "pow": ["power", "pow"],
+                 "sub": ["subtract"], "mul": ["multiply"], "div": ["divide", "true_divide"], "add": ["add"],
+                 "maximum": ["maximum", "fmax"], "minimum": ["minimum", "fmin"]}.get(name, [name])
+        for n in names:
+            t[jnp + n] = _e("x, y, /", form)
+    t[jnp + "heaviside"] = _e("x1, x2, /", "Piecewise((0, x1 < 0), (x2, Eq(x1, 0)), (1, True))")
+    t["jax.scipy.special.xlogy"] = _e("x, y", _XLOGY)
+    t["jax.scipy.special.xlog1py"] = _e("x, y", _XLOG1PY)
+    for n, form in (("max", "Max(x, y)"), ("min", "Min(x, y)"), ("atan2", "atan2(x, y)"), ("pow", "x ** y"),
+                    ("add", "x + y"), ("sub", "x - y"), ("mul", "x * y"), ("div", "x / y"), ("rem", _FMOD)):
+        t[lax + n] = _e("x, y", form)
+    t[lax + "clamp"] = _e("min, x, max", "Min(Max(x, min), max)")
+    t[jnp + "clip"] = _e("arr=None, /, min=None, max=None", "Min(Max(arr, min), max)")
+    t["jax.Array.clip"] = _e("self, min=None, max=None", "Min(Max(self, min), max)")
+    t[jnp + "where"] = _h("condition, x=None, y=None, /, *, size=None, fill_value=None", "where")
+    for n, form in (("zeros_like", "0"), ("ones_like", "1")):
+        t[jnp + n] = _e("a, dtype=None, shape=None, *, device=None", form)
+    t[jnp + "full_like"] = _e("a, fill_value, dtype=None, shape=None, *, device=None", "fill_value")
+    t[jnp + "array"] = _h("object, dtype=None, copy=True, order='K', ndmin=0, *, device=None", "asarray")
+    t[jnp + "asarray"] = _h("a, dtype=None, order=None, *, copy=None, device=None", "asarray")
+    # jax.nn
+    t[nn + "relu"] = _e("x", "Max(x, 0)")
+    t[nn + "relu6"] = _e("x", _RELU6)
+    t[nn + "hard_tanh"] = _e("x", "Min(Max(x, -1), 1)")
+    t[nn + "hard_sigmoid"] = _e("x", _HARDSIGMOID)
+    t[nn + "hard_swish"] = t[nn + "hard_silu"] = _e("x", "x * " + _HARDSIGMOID)
+    t[nn + "leaky_relu"] = _e("x, negative_slope=0.01", "Piecewise((x, x >= 0), (negative_slope * x, True))")
+    t[nn + "elu"] = _e("x, alpha=1.0", "Piecewise((x, x > 0), (alpha * (exp(x) - 1), True))")
+    t[nn + "celu"] = _e("x, alpha=1.0", "Max(x, 0) + alpha * (exp(Min(x, 0) / alpha) - 1)")
+    t[nn + "selu"] = _e("x", _SELU)
+    t[nn + "gelu"] = _e("x, approximate=True", {"param": "approximate", True: _GELU_TANH, False: _GELU_ERF})
+    t[nn + "silu"] = t[nn + "swish"] = _e("x", "x * " + _SIGMOID)
+    t[nn + "sigmoid"] = _e("x", _SIGMOID)
+    t[nn + "softplus"] = _e("x", _SOFTPLUS)
+    t[nn + "log_sigmoid"] = _e("x", "-log(1 + exp(-x))")
+    t[nn + "soft_sign"] = _e("x", "x / (Abs(x) + 1)")
+    t[nn + "mish"] = _e("x", "x * tanh(log(1 + exp(x)))")
+    t[nn + "squareplus"] = _e("x, b=4", "(x + sqrt(x ** 2 + b)) / 2")
+    t[nn + "sparse_plus"] = _e("x", "Piecewise((0, x <= -1), (x, x >= 1), ((x + 1) ** 2 / 4, True))")
+    t[nn + "softmax"] = _h("x, axis=-1, where=None", "softmax", "softmax")
+    t[nn + "log_softmax"] = _h("x, axis=-1, where=None", "softmax", "log_softmax")
+    # reductions
+    red_sig = "a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None"
+    for n, red in (("sum", "sum"), ("nansum", "sum"), ("prod", "prod"), ("max", "max"), ("amax", "max"),
+                   ("nanmax", "max"), ("min", "min"), ("amin", "min"), ("nanmin", "min")):
+        sig = red_sig if red in ("sum", "prod") else red_sig.replace("dtype=None, ", "")
+        t[jnp + n] = _r(sig, red)
+        if n in ("sum", "prod", "max", "min"):  # jax.Array has no amax/amin/nan* methods
+            t[f"jax.Array.{n}"] = _r(sig.replace("a,", "self,"), red)
+    for n in ("mean", "nanmean"):
+        t[jnp + n] = _r("a, axis=None, dtype=None, out=None, keepdims=False, *, where=None", "mean")
+    t["jax.Array.mean"] = _r("self, axis=None, dtype=None, out=None, keepdims=False, *, where=None", "mean")
+    t["jax.scipy.special.logsumexp"] = _r("a, axis=None, b=None, keepdims=False, return_sign=False, where=None",
+                                          "logsumexp")
+    t[jnp + "logaddexp"] = _e("x1, x2, /", "log(exp(x1) + exp(x2))")
+    for n, red in (("argmax", "max"), ("argmin", "min")):
+        t[jnp + n] = _h("a, axis=None, out=None, keepdims=None", "argext", red)
+        t[f"jax.Array.{n}"] = _h("self, axis=None, out=None, keepdims=None", "argext", red)
+    t[jnp + "median"] = t[jnp + "nanmedian"] = _h("a, axis=None, out=None, overwrite_input=False, keepdims=False",
+                                                  "jnp_median")
+    t[jnp + "quantile"] = t[jnp + "nanquantile"] = _h(
+        "a, q, axis=None, out=None, overwrite_input=False, method='linear', keepdims=False, *, weights=None",
+        "quantile")
+    t[jnp + "sort"] = _h("a, axis=-1, *, kind=None, order=None, stable=True, descending=False", "sort", "array")
+    t["jax.Array.sort"] = _h("self, axis=-1, *, kind=None, order=None, stable=True, descending=False", "sort", "array")
+    t[lax + "top_k"] = _h("operand, k, *, axis=-1", "topk")
+    t[lax + "sort"] = _h("operand, dimension=-1, is_stable=True, num_keys=1", "sort", "lax")
+    t[lax + "reduce_window"] = _h("operand, init_value, computation, window_dimensions, window_strides=None, "
+                                  "padding='VALID', base_dilation=None, window_dilation=None", "reduce_window")
+    t[jnp + "linalg.norm"] = _h("x, ord=None, axis=None, keepdims=False", "linalg_norm")
+    t[jnp + "linalg.vector_norm"] = _h("x, /, *, axis=None, keepdims=False, ord=2", "vector_norm")
+    t[jnp + "linalg.matrix_norm"] = _h("x, /, *, keepdims=False, ord='fro'", "matrix_norm")
+    # shapes
+    t[jnp + "reshape"] = _h("a, shape=None, order='C', *, copy=None, out_sharding=None", "reshape")
+    t["jax.Array.reshape"] = _h("self, *shape, order='C'", "reshape")
+    t[jnp + "ravel"] = _h("a, order='C', *, out_sharding=None", "flatten")
+    t["jax.Array.ravel"] = t["jax.Array.flatten"] = _h("self, order='C'", "flatten")
+    t[jnp + "stack"] = _h("arrays, axis=0, out=None, dtype=None", "stack")
+    t[jnp + "concatenate"] = t[jnp + "concat"] = _h("arrays, axis=0, dtype=None", "cat")
+    t[jnp + "squeeze"] = _h("a, axis=None", "squeeze")
+    t[jnp + "expand_dims"] = _h("a, axis", "unsqueeze")
+    t[jnp + "transpose"] = _h("a, axes=None", "transpose2")
+    t[jnp + "swapaxes"] = _h("a, axis1, axis2", "swapaxes")
+    t[jnp + "matmul"] = t[jnp + "dot"] = t[jnp + "inner"] = _h("a, b, *, precision=None, preferred_element_type=None",
+                                                              "matmul")
+    t[jnp + "vdot"] = _h("a, b, *, precision=None, preferred_element_type=None", "vdot")
+    t["jax.Array.dot"] = _h("self, b, *, precision=None, preferred_element_type=None", "matmul")
+    return t
+
+
+def _rename(form: str, names: Mapping[str, str]) -> str:
+    """``form`` with its parameter names renamed, whole words only (``exp`` keeps its ``x``); the text of every
+    literal is kept (selu's 31-digit constants must stay exact)."""
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda mo: names.get(mo.group(0), mo.group(0)), form)
+
+
+#: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes.
+TABLE: dict[str, Entry] = {**_torch_table(), **_jax_table()}
+
+#: Constants a program may name (``torch.inf``, ``jax.numpy.pi``).
+CONSTANTS: dict[str, Any] = {
+    **{f"{root}.{n}": v for root in ("torch", "jax.numpy")
+       for n, v in (("inf", sympy.oo), ("pi", sympy.pi), ("e", sympy.E), ("nan", sympy.nan))},
+    **{f"{root}.{dt}": f"dtype:{dt}" for root in ("torch", "jax.numpy")
+       for dt in ("float64", "float32", "float16", "bfloat16", "double", "float", "int64", "int32")},
+}
+
+
+def mapped_names() -> tuple[str, ...]:
+    """Every function and method name :data:`TABLE` maps, sorted."""
+    return tuple(sorted(TABLE))
+
+
+# --------------------------------------------------------------------------- signatures and forms
+
+
+@cache
+def _signature(text: str) -> inspect.Signature:
+    """``inspect.Signature`` of a parameter list written in Python syntax (defaults are literals)."""
+    fn = ast.parse(f"def f({text}): pass").body[0]
+    a = fn.args  # type: ignore[attr-defined]
+    params: list[inspect.Parameter] = []
+    positional = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for i, (arg, d) in enumerate(zip(positional, defaults)):
+        kind = inspect.Parameter.POSITIONAL_ONLY if i < len(a.posonlyargs) else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        default = inspect.Parameter.empty if d is None else ast.literal_eval(d)
+        params.append(inspect.Parameter(arg.arg, kind, default=default))
+    if a.vararg is not None:
+        params.append(inspect.Parameter(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for arg, d in zip(a.kwonlyargs, a.kw_defaults):
+        default = inspect.Parameter.empty if d is None else ast.literal_eval(d)
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY, default=default))
+    return inspect.Signature(params)
+
+
+def _max_none(*args: Any) -> sympy.Expr:
+    return sympy.Max(*[a for a in sym._flatten(args) if a is not None])
+
+
+def _min_none(*args: Any) -> sympy.Expr:
+    return sympy.Min(*[a for a in sym._flatten(args) if a is not None])
+
+
+def _form_namespace() -> dict[str, Any]:
+    ns = dict(sym.sympy_namespace())
+    ns.update({
+        "Max": _max_none, "Min": _min_none, "Eq": sympy.Eq, "Mod": sympy.Mod, "atan2": sympy.atan2,
+        "erf": sympy.erf, "erfc": sympy.erfc, "tanh": sympy.tanh, "sin": sympy.sin, "cos": sympy.cos,
+        "tan": sympy.tan, "asin": sympy.asin, "acos": sympy.acos, "atan": sympy.atan, "sinh": sympy.sinh,
+        "cosh": sympy.cosh, "asinh": sympy.asinh, "acosh": sympy.acosh, "atanh": sympy.atanh, "pi": sympy.pi,
+    })
+    return ns
+
+
+_FORM_NS = _form_namespace()
+
+
+@cache
+def _compile(form: str, params: tuple[str, ...]) -> tuple[ex.Node, dict[str, Any]]:
+    """A table form parsed with :mod:`kinkcheck.expr` (never eval-ed), its literals exact from their text."""
+    parsed = ex.parse(form, params, _FORM_NS)
+    texts = sym._literal_texts(form)
+    n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
+    tree = sym._exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
+    return tree, ex.resolve_names(tree, _FORM_NS)
+
+
+# --------------------------------------------------------------------------- values
+
+
+class _Pair(NamedTuple):
+    """``(values, indices)`` as torch.max(v, dim), torch.sort, torch.topk and jax.lax.top_k return."""
+
+    values: Any
+    indices: Any
+
+
+@dataclass(frozen=True)
+class _Arg:
+    """An argmax/argmin over every element: the index as ``[(condition, i), …]`` (first true wins)."""
+
+    choices: tuple[tuple[Any, int], ...]
+    name: str
+    source: np.ndarray | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class _Fn:
+    """A mapped function passed as a value (``jax.lax.max`` to ``jax.lax.reduce_window``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class _Indices:
+    """Indices returned beside values (sort, topk, max with dim): piecewise constant, not mapped as numbers."""
+
+    name: str
+
+
+@dataclass
+class _Ctx:
+    framework: str
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _is_bool(e: Any) -> bool:
+    """A sympy truth value or condition (a Symbol is also a sympy Boolean, so Expr is excluded)."""
+    return isinstance(e, sympy.logic.boolalg.Boolean) and not isinstance(e, sympy.Expr)
+
+
+def _scalar(v: Any) -> Any:
+    """A Python or sympy number as an exact sympy number; sympy expressions and Booleans unchanged."""
+    if isinstance(v, (sympy.Basic,)):
+        return v
+    if isinstance(v, bool):
+        return sympy.true if v else sympy.false
+    if isinstance(v, (int, float)):
+        return _exact_number(v)
+    raise TypeError(f"not a number: {v!r}")
+
+
+def _exact_number(v: int | float) -> sympy.Expr:
+    if isinstance(v, float) and not math.isfinite(v):
+        return sympy.nan if math.isnan(v) else (sympy.oo if v > 0 else -sympy.oo)
+    return sym._exact(v)
+
+
+@dataclass(frozen=True)
+class _OrderStat:
+    """The k-th smallest of ``items``, built only when used: ``torch.sort(v).values[2]`` needs one of the n
+    order statistics, and each costs sympy seconds to build from ``Max``/``Min`` at n = 6."""
+
+    items: tuple[Any, ...]
+    k: int
+    what: str
+
+
+def _numeric(e: Any) -> sympy.Expr:
+    """An element as a sympy number: a Boolean as 1 where true and 0 elsewhere; an order statistic built."""
+    if isinstance(e, _OrderStat):
+        return _kth(list(e.items), e.k, e.what)
+    if e is sympy.true:
+        return sympy.Integer(1)
+    if e is sympy.false:
+        return sympy.Integer(0)
+    if _is_bool(e):
+        return sympy.Piecewise((1, e), (0, True))
+    return e
+
+
+def _obj(shape: tuple[int, ...], items: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    for i, it in enumerate(items):
+        out[i] = it
+    return out.reshape(shape)
+
+
+def _arr(v: Any, what: str = "value") -> np.ndarray:
+    """Any tensor-like value (number, nested list, object array) as a numpy object array of sympy elements."""
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, (list, tuple)) and not isinstance(v, _Pair):
+        parts = [_arr(i, what) for i in v]
+        if not parts:
+            raise Unmapped(what, "an empty list")
+        if len({p.shape for p in parts}) != 1:
+            raise Unmapped(what, "a ragged list")
+        out = np.empty((len(parts), *parts[0].shape), dtype=object)
+        for i, p in enumerate(parts):
+            out[i] = p[()] if p.ndim == 0 else p  # a 0-d array would be stored as one object
+        return out
+    if isinstance(v, (int, float, sympy.Basic)):
+        return _obj((), [_scalar(v)])
+    raise Unmapped(what, f"{_describe(v)} is not a tensor")
+
+
+def _describe(v: Any) -> str:
+    if isinstance(v, _Pair):
+        return "a (values, indices) pair"
+    if isinstance(v, (_Arg, _Indices)):
+        return f"the indices of {v.name}"
+    if isinstance(v, _Fn):
+        return f"the function {v.name}"
+    return type(v).__name__ if not isinstance(v, str) else repr(v)
+
+
+def _vec(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` per element of the broadcast arrays (an object array; 0-d for scalars)."""
+    try:
+        size = math.prod(np.broadcast_shapes(*(a.shape for a in arrays)))
+    except ValueError as err:
+        raise Unmapped("broadcasting", str(err)) from None
+    if size > MAX_ELEMENTS:
+        raise Unmapped("this program", f"a value of {size} elements (at most {MAX_ELEMENTS} are mapped)")
+    out = np.vectorize(fn, otypes=[object])(*arrays)
+    return out if isinstance(out, np.ndarray) else _obj((), [out])
+
+
+def _static_int(v: Any, what: str) -> int:
+    if isinstance(v, bool) or v is None:
+        raise Unmapped(what, f"expected an integer, got {v!r}")
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, np.ndarray) and v.shape == () and isinstance(v[()], sympy.Integer):
+        return int(v[()])
+    if isinstance(v, sympy.Integer):
+        return int(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    raise Unmapped(what, f"expected an integer, got {_describe(v)}")
+
+
+def _static_ints(v: Any, what: str) -> tuple[int, ...]:
+    if isinstance(v, (list, tuple)):
+        return tuple(_static_int(i, what) for i in v)
+    return (_static_int(v, what),)
+
+
+def _static_number(v: Any, what: str) -> sympy.Expr:
+    """An argument that must be a known number (a norm order, a quantile): exact sympy number."""
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return _exact_number(v)
+    if isinstance(v, sympy.Expr) and v.is_number:
+        return v
+    raise Unmapped(what, f"expected a number, got {_describe(v)}")
+
+
+def _dims(dim: Any, ndim: int, what: str) -> tuple[int, ...]:
+    """Normalised reduction axes; None or () means every axis."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(ndim))
+    out = []
+    for d in _static_ints(dim, what):
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise Unmapped(what, f"dim {d} is out of range for {ndim} dimensions")
+        out.append(d % max(ndim, 1))
+    return tuple(sorted(set(out))) if ndim else ()
+
+
+def _reduce(a: np.ndarray, dims: tuple[int, ...], keepdim: bool, fn: Callable[[list[Any]], Any]) -> np.ndarray:
+    """``fn`` over the elements along ``dims`` (every axis when ``dims`` covers all), numpy's keepdims rule."""
+    if a.ndim == 0:
+        return _obj((), [fn([a[()]])])
+    rest = [d for d in range(a.ndim) if d not in dims]
+    moved = np.transpose(a, rest + list(dims))
+    lead = moved.shape[: len(rest)]
+    rows = moved.reshape(*lead, -1) if lead else moved.reshape(1, -1)
+    flat = rows.reshape(-1, rows.shape[-1])
+    out = _obj(lead, [fn(list(r)) for r in flat])
+    if keepdim:
+        out = out.reshape([1 if d in dims else a.shape[d] for d in range(a.ndim)])
+    return out
+
+
+def _kth(items: list[Any], k: int, what: str) -> sympy.Expr:
+    """k-th smallest (1-based) via :func:`symbolic.kth_smallest`, bounded in size."""
+    return _kth_cached(tuple(_numeric(i) for i in items), k, what)
+
+
+@cache
+def _kth_cached(items: tuple[Any, ...], k: int, what: str) -> sympy.Expr:
+    n = len(items)
+    if math.comb(n, n - k + 1) > MAX_TERMS:
+        raise Unmapped(what, f"an order statistic of {n} elements has more than {MAX_TERMS} terms")
+    if n == 1:
+        return items[0]
+    if k == 1:
+        return sympy.Min(*items)
+    if k == n:
+        return sympy.Max(*items)
+    return sym.kth_smallest(list(items), k)
+
+
+_REDUCERS: dict[str, Callable[[list[Any]], Any]] = {
+    "sum": lambda xs: sympy.Add(*map(_numeric, xs)),
+    "mean": lambda xs: sympy.Add(*map(_numeric, xs)) / len(xs),
+    "prod": lambda xs: sympy.Mul(*map(_numeric, xs)),
+    "max": lambda xs: sympy.Max(*map(_numeric, xs)),
+    "min": lambda xs: sympy.Min(*map(_numeric, xs)),
+    "logsumexp": lambda xs: sympy.log(sympy.Add(*[sympy.exp(_numeric(x)) for x in xs])),
+}
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Sequence[str] | None = None) -> SympyForm:
+    """The sympy expression a framework program computes, at a point.
+
+    Parameters
+    ----------
+    tree : kinkcheck.expr.Node
+        A parsed program (``kinkcheck.expr.parse(text, at, {framework})``; a catalog program's ``.tree``).
+    at : mapping
+        Input name → number or nested list of numbers (``inf``/``-inf``/``nan`` allowed).
+    framework : str
+        ``"torch"`` or ``"jax"``: which table rows a method (``x.max()``) and operators use.
+    wrt : sequence of str, optional
+        Differentiated inputs (default: all). The others, and their elements, become exact constants.
+
+    Returns
+    -------
+    SympyForm
+
+    Raises
+    ------
+    Unmapped
+        A function, method, argument value or construct without a symbolic form here (one-line reason naming
+        it canonically, e.g. ``no symbolic form for torch.nn.functional.glu (pass one with --sympy '…')``).
+    kinkcheck.expr.ExprError
+        When ``wrt`` names an input that is not in ``at``.
+    """
+    names = tuple(at) if wrt is None else tuple(wrt)
+    unknown = [n for n in names if n not in at]
+    if unknown:
+        raise ex.ExprError(f"--wrt names {', '.join(map(repr, unknown))}, not an input (inputs: {', '.join(at)})")
+    syms: list[sympy.Symbol] = []
+    vals: list[sympy.Expr] = []
+    ctx = _Ctx(framework)
+    for name, value in at.items():
+        ctx.inputs[name] = _input_array(name, value, name in names, syms, vals)
+    try:
+        out = _eval(tree, ctx)
+    except RecursionError:
+        raise Unmapped("this program", "nested too deeply") from None
+    except ex.ExprError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, IndexError) as err:  # sympy: Max(sqrt(-10), 0) is not comparable
+        raise Unmapped("this program", f"sympy cannot form it at this point ({' '.join(str(err).split())})") from None
+    if isinstance(out, (_Pair, _Arg, _Indices, _Fn, str)) or out is None:
+        raise Unmapped("this program", f"its output is {_describe(out)}, not a tensor")
+    arr = _arr(out, "the output")
+    elems = [_numeric(e) for e in arr.flat]
+    if any(_is_bool(e) for e in elems):
+        raise Unmapped("this program", "its output is boolean")
+    total = sympy.Add(*elems)
+    if not isinstance(total, sympy.Expr):
+        raise Unmapped("this program", "its output is not a number")
+    return SympyForm(total, tuple(syms), tuple(vals), tuple(s.name for s in syms), _TextPrinter().doprint(total))
+
+
+class _TextPrinter(StrPrinter):
+    """sympy's str form, with terminating fractions written as the decimals they are (``1e-300``, ``0.7``,
+    selu's ``1.0507009873554804934193349852946``): readable and still exact when parsed back."""
+
+    def _print_Rational(self, expr: sympy.Rational) -> str:
+        return _decimal(expr) or super()._print_Rational(expr)
+
+    def _print_Mul(self, expr: sympy.Mul) -> str:
+        coeff, rest = expr.as_coeff_Mul()
+        # 2101…/2000… * Max(0, x) reads as 1.0507…*Max(0, x); small fractions keep sympy's x/2
+        if isinstance(coeff, sympy.Rational) and coeff.q > 1000 and rest != 1 and _decimal(abs(coeff)):
+            sign = "-" if coeff < 0 else ""
+            return f"{sign}{_decimal(abs(coeff))}*{self.parenthesize(rest, precedence(expr))}"
+        return super()._print_Mul(expr)
+
+
+def _decimal(r: sympy.Rational) -> str | None:
+    """Exact decimal text of a Rational whose denominator is 2**a * 5**b; None otherwise."""
+    q = int(r.q)
+    twos = fives = 0
+    while q % 2 == 0:
+        q, twos = q // 2, twos + 1
+    while q % 5 == 0:
+        q, fives = q // 5, fives + 1
+    if q != 1:
+        return None
+    digits = max(twos, fives)
+    scaled = int(r.p) * 10**digits // int(r.q)  # exact: 10**digits is a multiple of the denominator
+    with localcontext(prec=len(str(abs(scaled))) + 2):
+        d = Decimal(scaled).scaleb(-digits).normalize()
+        texts = [format(d, "f"), format(d, "e").replace("e+", "e").replace("e0", "")]
+    return min(texts, key=len)
+
+
+def _input_array(name: str, value: Any, differentiated: bool, syms: list[sympy.Symbol],
+                 vals: list[sympy.Expr]) -> np.ndarray:
+    def build(v: Any, label: str) -> Any:
+        if isinstance(v, list):
+            return [build(e, f"{label}[{i}]") for i, e in enumerate(v)]
+        exact = _exact_number(v)
+        if not differentiated:
+            return exact
+        s = sympy.Symbol(label, real=True)
+        syms.append(s)
+        vals.append(exact)
+        return s
+
+    out = _arr(build(value, name), name)
+    if out.size > MAX_ELEMENTS:
+        raise Unmapped("this program", f"input {name!r} has {out.size} elements (at most {MAX_ELEMENTS} are mapped)")
+    return out
+
+
+def _canonical(framework: str, method: str) -> str:
+    return f"{'torch.Tensor' if framework == 'torch' else 'jax.Array'}.{method}"
+
+
+def _eval(n: ex.Node, ctx: _Ctx) -> Any:
+    if isinstance(n, ex.Const):
+        return n.value
+    if isinstance(n, ex.Input):
+        return ctx.inputs[n.name]
+    if isinstance(n, ex.Name):
+        if n.dotted in CONSTANTS:
+            return CONSTANTS[n.dotted]
+        if n.dotted in TABLE:
+            return _Fn(n.dotted)
+        raise Unmapped(n.dotted)
+    if isinstance(n, ex.Seq):
+        items = [_eval(i, ctx) for i in n.items]
+        return items if n.kind == "list" else tuple(items)
+    if isinstance(n, ex.Call):
+        if isinstance(n.func, ex.Name):
+            name, args = n.func.dotted, [_eval(a, ctx) for a in n.args]
+            if name not in TABLE:
+                raise Unmapped(name)
+        elif isinstance(n.func, ex.Attr):
+            self_value = _eval(n.func.value, ctx)
+            if isinstance(self_value, (_Pair, _Arg, _Indices, _Fn)) or not _tensorish(self_value):
+                raise Unmapped(f"{_describe(self_value)}.{n.func.name}")
+            name = _canonical(ctx.framework, n.func.name)
+            if name not in TABLE:
+                raise Unmapped(name)
+            args = [self_value, *[_eval(a, ctx) for a in n.args]]
+        else:
+            raise Unmapped("a call of a computed value")
+        kwargs = {k: _eval(v, ctx) for k, v in n.kwargs}
+        return _call(name, args, kwargs, ctx)
+    if isinstance(n, ex.Attr):
+        value = _eval(n.value, ctx)
+        if isinstance(value, _Pair) and n.name in ("values", "indices"):
+            return getattr(value, n.name)
+        if _tensorish(value) and n.name in ("T", "mT"):
+            a = _arr(value)
+            return a.T if n.name == "T" else np.swapaxes(a, -1, -2)
+        if _tensorish(value) and n.name == "real":
+            return value
+        raise Unmapped(f"{_describe(value)}.{n.name}" if not _tensorish(value) else _canonical(ctx.framework, n.name))
+    if isinstance(n, ex.Index):
+        return _index(_eval(n.value, ctx), _eval(n.index, ctx))
+    if isinstance(n, ex.BinOp):
+        return _binop(n.op, _eval(n.left, ctx), _eval(n.right, ctx))
+    if isinstance(n, ex.Unary):
+        v = _eval(n.operand, ctx)
+        if n.op == "+":
+            return v
+        if n.op == "-":
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return -v
+            return _vec(lambda e: -_numeric(e), _arr(v))
+        return _vec(lambda e: sympy.Not(e) if _is_bool(e) else sympy.Eq(e, 0), _arr(v))
+    if isinstance(n, ex.Compare):
+        left = _eval(n.left, ctx)
+        result = None
+        for op, r in zip(n.ops, n.rights):
+            right = _eval(r, ctx)
+            step = _compare(op, left, right)
+            result = step if result is None else _vec(sympy.And, result, step)
+            left = right
+        return result
+    raise Unmapped(type(n).__name__)
+
+
+def _tensorish(v: Any) -> bool:
+    return isinstance(v, (np.ndarray, list, tuple, int, float, sympy.Basic)) and not isinstance(v, (bool, _Pair))
+
+
+_REL = {">": sympy.Gt, ">=": sympy.Ge, "<": sympy.Lt, "<=": sympy.Le, "==": sympy.Eq, "!=": sympy.Ne}
+
+
+def _compare(op: str, a: Any, b: Any) -> np.ndarray:
+    rel = _REL[op]
+    return _vec(lambda x, y: rel(_numeric(x), _numeric(y)), _arr(a), _arr(b))
+
+
+_BIN: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": lambda x, y: x / y,
+    "//": lambda x, y: sympy.floor(x / y), "%": lambda x, y: x - y * sympy.floor(x / y), "**": lambda x, y: _power(x, y),
+}
+
+#: A constant past this magnitude (float64's largest is 1.8e308) is no number a framework computes with.
+_MAX_LOG10 = 400
+
+
+def _power(x: Any, y: Any) -> Any:
+    """``x ** y``; two numbers whose power is past float64 (``10 ** 10 ** 10``) are refused, not expanded."""
+    x, y = sympy.sympify(x), sympy.sympify(y)
+    if x.is_number and y.is_number and x.is_finite and y.is_finite and x != 0:
+        try:
+            size = float(abs(y) * sympy.log(abs(x), 10).evalf(20)) if abs(x) != 1 else 0.0
+        except (TypeError, ValueError):
+            size = 0.0
+        if size > _MAX_LOG10:
+            raise Unmapped("the operator **", f"{x} ** {y} is past float64")
+    return x ** y
+
+
+def _binop(op: str, a: Any, b: Any) -> Any:
+    for v in (a, b):
+        if not _tensorish(v):
+            raise Unmapped(f"the operator {op}", f"applied to {_describe(v)}")
+    if op == "@":
+        return _matmul(_arr(a), _arr(b))
+    fn = _BIN[op]
+    return _vec(lambda x, y: fn(_numeric(x), _numeric(y)), _arr(a), _arr(b))
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.ndim == 0 or b.ndim == 0:
+        raise Unmapped("matmul", "both operands must have at least one dimension")
+    out = np.matmul(_vec(_numeric, a), _vec(_numeric, b))
+    return out if isinstance(out, np.ndarray) else _obj((), [out])
+
+
+def _index(value: Any, index: Any) -> Any:
+    if isinstance(value, _Pair):
+        return value[_static_int(index, "a (values, indices) pair")]
+    if isinstance(value, (list, tuple)) and not _all_numbers(value):
+        return value[_static_int(index, "a list")]
+    if not _tensorish(value):
+        raise Unmapped(f"indexing {_describe(value)}")
+    a = _arr(value)
+    if isinstance(index, _Arg):
+        if a.ndim == 0:
+            raise Unmapped("indexing", "a 0-d tensor has no elements to pick")
+        if len(index.choices) != a.shape[0]:
+            raise Unmapped("indexing", f"the indices of {index.name} do not match the first dimension")
+        if a.ndim == 1 and index.source is not None and np.array_equal(index.source, a):
+            # v[v.argmax()] is the maximum itself, whichever tied index is picked
+            return _obj((), [(sympy.Max if index.name.endswith("max") else sympy.Min)(*map(_numeric, a.flat))])
+        picks = [a[i] for _, i in index.choices]
+        conds = [c for c, _ in index.choices]
+        return _vec(lambda *es: sympy.Piecewise(*[(_numeric(e), c) for e, c in zip(es[:-1], conds[:-1])],
+                                                (_numeric(es[-1]), True)),
+                    *[np.asarray(p, dtype=object) for p in picks])
+    key = _static_key(index)
+    try:
+        out = a[key]
+    except IndexError as err:
+        raise Unmapped("indexing", str(err)) from None
+    return out if isinstance(out, np.ndarray) else _obj((), [out])
+
+
+def _all_numbers(v: Any) -> bool:
+    return all(isinstance(i, (int, float, sympy.Basic, np.ndarray, list, tuple)) and not isinstance(i, _Pair)
+               for i in v)
+
+
+def _static_key(index: Any) -> Any:
+    if index is None:
+        return None
+    if isinstance(index, tuple):
+        return tuple(_static_key(i) for i in index)
+    return _static_int(index, "an index")
+
+
+# --------------------------------------------------------------------------- calls
+
+
+def _bind(name: str, entry: Entry, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        bound = entry.parameters.bind(*args, **kwargs)
+    except TypeError as err:
+        raise Unmapped(name, f"arguments do not bind ({err})") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _call(name: str, args: list[Any], kwargs: dict[str, Any], ctx: _Ctx) -> Any:
+    entry = TABLE[name]
+    for v in [*args, *kwargs.values()]:
+        if isinstance(v, (_Arg, _Indices)):
+            raise Unmapped(name, f"an argument is {_describe(v)}")
+    bound = _bind(name, entry, args, kwargs)
+    if entry.kind == "elementwise":
+        return _elementwise(name, entry, bound)
+    if entry.kind == "reduce":
+        first = next(iter(bound))
+        a = _arr(bound[first], name)
+        dim = bound.get("dim", bound.get("axis"))
+        keep = bool(bound.get("keepdim", bound.get("keepdims", False)))
+        if bound.get("where") is not None or bound.get("initial") is not None or bound.get("b") is not None:
+            raise Unmapped(name, "where=/initial=/b= arguments")
+        return _reduce(a, _dims(dim, a.ndim, name), keep, _REDUCERS[entry.form])
+    return _HANDLERS[entry.kind](name, entry, bound, ctx)
+
+
+_STATIC = (str, bool, type(None))
+
+
+def _elementwise(name: str, entry: Entry, bound: dict[str, Any]) -> np.ndarray:
+    form = entry.form
+    if isinstance(form, dict):
+        value = bound[form["param"]]
+        choices = [k for k in form if k != "param"]
+        # True == 1 in a dict: the key must also have the argument's type (approximate=True is not decimals=1)
+        key = next((k for k in choices if k == value and type(k) is type(value)), None) \
+            if isinstance(value, (str, bool, int)) else None
+        if key is None:
+            shown = "a tensor" if isinstance(value, np.ndarray) else repr(value)
+            raise Unmapped(name, f"{form['param']}={shown} (mapped: {', '.join(repr(k) for k in choices)})")
+        form = form[key]
+    params = tuple(bound)
+    tree, names = _compile(form, params)
+    statics = {k: v for k, v in bound.items() if isinstance(v, _STATIC)}
+    tensors = [k for k in params if k not in statics]
+    for k in tensors:
+        if not _tensorish(bound[k]):
+            raise Unmapped(name, f"{k} is {_describe(bound[k])}")
+    arrays = [_arr(bound[k], name) for k in tensors]
+
+    def one(*elems: Any) -> Any:
+        inputs = dict(statics)
+        inputs.update({k: _numeric(e) for k, e in zip(tensors, elems)})
+        try:
+            return sympy.sympify(ex.evaluate(tree, names, inputs, guard=False))
+        except (TypeError, ValueError, ZeroDivisionError) as err:
+            raise Unmapped(name, f"its form does not evaluate here ({err})") from None
+
+    if not arrays:
+        return _obj((), [one()])
+    return _vec(one, *arrays)
+
+
+def _h_where(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> np.ndarray:
+    keys = list(b)
+    cond, x, y = b[keys[0]], b[keys[1]], b[keys[2]]
+    if x is None or y is None:
+        raise Unmapped(name, "the one-argument form (indices)")
+    return _where(cond, x, y)
+
+
+def _where(cond: Any, x: Any, y: Any) -> np.ndarray:
+    def pick(c: Any, a: Any, e: Any) -> Any:
+        c = c if _is_bool(c) else sympy.Ne(c, 0)
+        return sympy.Piecewise((_numeric(a), c), (_numeric(e), True))
+
+    return _vec(pick, _arr(cond), _arr(x), _arr(y))
+
+
+def _h_where_method(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> np.ndarray:
+    return _where(b["condition"], b["self"], b["y"])
+
+
+def _h_asarray(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> np.ndarray:
+    return _arr(next(iter(b.values())), name)
+
+
+def _h_torch_minmax(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first, second = list(b)[:2]
+    a, other = _arr(b[first], name), b[second]
+    red = _REDUCERS[entry.form]
+    if other is None:
+        return _reduce(a, _dims(None, a.ndim, name), False, red)
+    if isinstance(other, int) and not isinstance(other, bool):
+        values = _reduce(a, _dims(other, a.ndim, name), bool(b["keepdim"]), red)
+        return _Pair(values, _Indices(name))
+    fn = sympy.Max if entry.form == "max" else sympy.Min
+    return _vec(lambda x, y: fn(_numeric(x), _numeric(y)), a, _arr(other, name))
+
+
+def _h_argext(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    a = _arr(next(iter(b.values())), name)
+    dim = b.get("dim", b.get("axis"))
+    if dim is not None or a.ndim != 1:
+        raise Unmapped(name, "only over every element of a 1-D tensor")
+    items = list(a.flat)
+    better = sympy.Gt if entry.form == "max" else sympy.Lt
+    choices = []
+    for i, e in enumerate(items):
+        # first index wins ties: strictly better than the earlier ones, at least as good as the later ones
+        conds = [better(e, items[j]) for j in range(i)] + [sympy.Not(better(items[j], e)) for j in range(i + 1, len(items))]
+        choices.append((sympy.And(*conds), i))
+    return _Arg(tuple(choices), name, a)
+
+
+def _order_stats(a: np.ndarray, dim: int, keep: bool, ks: Callable[[int], list[int]], what: str) -> np.ndarray:
+    """Along ``dim``: the k-th smallest elements for each k in ``ks(n)`` (a new last axis moved back to ``dim``)."""
+    if a.ndim == 0:
+        a = a.reshape(1)
+    d = _dims(dim, a.ndim, what)[0]
+    moved = np.moveaxis(a, d, -1)
+    n = moved.shape[-1]
+    chosen = ks(n)
+    lead = moved.shape[:-1]
+    rows = moved.reshape(-1, n)
+    out = _obj((rows.shape[0], len(chosen)), [_OrderStat(tuple(r), k, what) for r in rows for k in chosen])
+    out = out.reshape(*lead, len(chosen))
+    return np.moveaxis(out, -1, d)
+
+
+def _h_sort(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    keys = list(b)
+    a = _arr(b[keys[0]], name)
+    if entry.form == "lax":
+        if isinstance(b["operand"], (list, tuple)):
+            raise Unmapped(name, "sorting several operands")
+        return _order_stats(a, b["dimension"], False, lambda n: list(range(1, n + 1)), name)
+    dim = b.get("dim", b.get("axis"))
+    if dim is None:
+        a, dim = a.reshape(-1), 0
+    desc = bool(b.get("descending", False))
+    vals = _order_stats(a, dim, False, lambda n: list(range(n, 0, -1)) if desc else list(range(1, n + 1)), name)
+    return _Pair(vals, _Indices(name)) if entry.form == "pair" else vals
+
+
+def _h_msort(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    return _order_stats(_arr(b["input"], name), 0, False, lambda n: list(range(1, n + 1)), name)
+
+
+def _h_topk(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    keys = list(b)
+    a = _arr(b[keys[0]], name)
+    k = _static_int(b["k"], name)
+    dim = b.get("dim", b.get("axis", -1))
+    largest = bool(b.get("largest", True))
+    n = (a.shape[_dims(dim, a.ndim, name)[0]] if a.ndim else 1)
+    if not 0 <= k <= n:
+        raise Unmapped(name, f"k={k} is out of range for {n} elements")
+    vals = _order_stats(a, dim, False, lambda m: list(range(m, m - k, -1)) if largest else list(range(1, k + 1)), name)
+    return _Pair(vals, _Indices(name))
+
+
+def _h_kthvalue(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    a = _arr(next(iter(b.values())), name)
+    k = _static_int(b["k"], name)
+    vals = _order_stats(a, b["dim"], False, lambda n: [k] if 1 <= k <= n else _bad_k(name, k, n), name)
+    vals = np.take(vals, 0, axis=_dims(b["dim"], max(a.ndim, 1), name)[0])
+    vals = vals if isinstance(vals, np.ndarray) else _obj((), [vals])
+    if b["keepdim"]:
+        vals = np.expand_dims(vals, _dims(b["dim"], max(a.ndim, 1), name)[0])
+    return _Pair(vals, _Indices(name))
+
+
+def _bad_k(name: str, k: int, n: int) -> list[int]:
+    raise Unmapped(name, f"k={k} is out of range for {n} elements")
+
+
+def _median_values(a: np.ndarray, dim: Any, keep: bool, name: str, lower: bool) -> np.ndarray:
+    if dim is None:
+        a, d = a.reshape(-1), 0
+    else:
+        d = _dims(dim, max(a.ndim, 1), name)[0]
+
+    def med(items: list[Any]) -> Any:
+        n = len(items)
+        if lower or n % 2:
+            return _kth(items, (n + 1) // 2, name)  # torch: the lower of the two middle values
+        return (_kth(items, n // 2, name) + _kth(items, n // 2 + 1, name)) / 2
+
+    return _reduce(a, (d,) if a.ndim else (), keep and dim is not None, med)
+
+
+def _h_torch_median(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    a = _arr(next(iter(b.values())), name)
+    vals = _median_values(a, b["dim"], bool(b["keepdim"]), name, lower=True)
+    return vals if b["dim"] is None else _Pair(vals, _Indices(name))
+
+
+def _h_jnp_median(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    a = _arr(b["a"], name)
+    if isinstance(b["axis"], (tuple, list)):
+        raise Unmapped(name, "a tuple of axes")
+    return _median_values(a, b["axis"], bool(b["keepdims"]), name, lower=False)
+
+
+def _h_quantile(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    keys = list(b)
+    a = _arr(b[keys[0]], name)
+    method = b.get("interpolation", b.get("method"))
+    if method != "linear":
+        raise Unmapped(name, f"interpolation {method!r} (mapped: 'linear')")
+    q = _static_number(b["q"], name)
+    if not (q.is_real and 0 <= q <= 1):
+        raise Unmapped(name, f"q={q} is outside [0, 1]")
+    dim = b.get("dim", b.get("axis"))
+    keep = bool(b.get("keepdim", b.get("keepdims", False)))
+    if dim is None:
+        a, dims = a.reshape(-1), (0,)
+    else:
+        dims = _dims(dim, max(a.ndim, 1), name)
+
+    def quant(items: list[Any]) -> Any:
+        pos = q * (len(items) - 1)  # linear: between the floor(pos)-th and ceil(pos)-th smallest
+        lo = int(sympy.floor(pos))
+        frac = pos - lo
+        low = _kth(items, lo + 1, name)
+        return low if frac == 0 else low + frac * (_kth(items, lo + 2, name) - low)
+
+    return _reduce(a, dims, keep and dim is not None, quant)
+
+
+def _vector_norm_of(items: list[Any], ord_: sympy.Expr, name: str) -> sympy.Expr:
+    xs = [_numeric(x) for x in items]
+    if ord_ == sympy.oo:
+        return sympy.Max(*[sympy.Abs(x) for x in xs])
+    if ord_ == -sympy.oo:
+        return sympy.Min(*[sympy.Abs(x) for x in xs])
+    if ord_ == 0:
+        return sympy.Add(*[sympy.Piecewise((0, sympy.Eq(x, 0)), (1, True)) for x in xs])
+    if ord_ == 2:
+        return sympy.sqrt(sympy.Add(*[x ** 2 for x in xs]))
+    if ord_ == 1:
+        return sympy.Add(*[sympy.Abs(x) for x in xs])
+    if not ord_.is_real:
+        raise Unmapped(name, f"ord={ord_}")
+    return sympy.Add(*[sympy.Abs(x) ** ord_ for x in xs]) ** (1 / ord_)
+
+
+def _ord(v: Any, name: str) -> Any:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float) and math.isinf(v):
+        return sympy.oo if v > 0 else -sympy.oo
+    return _static_number(v, name)
+
+
+def _vector_norm(a: np.ndarray, ord_: Any, dim: Any, keep: bool, name: str) -> np.ndarray:
+    if isinstance(ord_, str):
+        raise Unmapped(name, f"ord={ord_!r} for a vector norm")
+    return _reduce(a, _dims(dim, a.ndim, name), keep, lambda xs: _vector_norm_of(xs, ord_, name))
+
+
+def _h_vector_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    a = _arr(b["x"], name)
+    dim = b.get("dim", b.get("axis"))
+    return _vector_norm(a, _ord(b["ord"], name), dim, bool(b.get("keepdim", b.get("keepdims"))), name)
+
+
+def _matrix_norm_of(m: np.ndarray, ord_: Any, name: str) -> sympy.Expr:
+    rows, cols = m.shape
+    els = [[_numeric(e) for e in row] for row in m]
+    fro2 = sympy.Add(*[e ** 2 for row in els for e in row])
+    if ord_ == "fro":
+        return sympy.sqrt(fro2)
+    if ord_ in (1, -1):
+        sums = [sympy.Add(*[sympy.Abs(els[i][j]) for i in range(rows)]) for j in range(cols)]
+        return sympy.Max(*sums) if ord_ == 1 else sympy.Min(*sums)
+    if ord_ in (sympy.oo, -sympy.oo):
+        sums = [sympy.Add(*[sympy.Abs(e) for e in row]) for row in els]
+        return sympy.Max(*sums) if ord_ == sympy.oo else sympy.Min(*sums)
+    if ord_ in ("nuc", 2, -2):
+        if min(rows, cols) == 1:
+            return sympy.sqrt(fro2)  # one singular value
+        if (rows, cols) != (2, 2):
+            raise Unmapped(name, f"ord={ord_!r} of a {rows}x{cols} matrix (singular values have a closed form "
+                                 "for 2x2 only here; not judged)")
+        det = els[0][0] * els[1][1] - els[0][1] * els[1][0]
+        # singular values of a 2x2 matrix: (sqrt(F^2 + 2|det|) +- sqrt(F^2 - 2|det|)) / 2
+        plus, minus = sympy.sqrt(fro2 + 2 * sympy.Abs(det)), sympy.sqrt(fro2 - 2 * sympy.Abs(det))
+        if ord_ == "nuc":
+            return plus
+        return (plus + minus) / 2 if ord_ == 2 else (plus - minus) / 2
+    raise Unmapped(name, f"ord={ord_!r} for a matrix norm")
+
+
+def _matrix_norm(a: np.ndarray, ord_: Any, dims: tuple[int, int], keep: bool, name: str) -> np.ndarray:
+    if a.ndim < 2:
+        raise Unmapped(name, f"a matrix norm of a {a.ndim}-D tensor")
+    d0, d1 = (d % a.ndim for d in dims)
+    moved = np.moveaxis(a, (d0, d1), (-2, -1))
+    lead = moved.shape[:-2]
+    flat = moved.reshape(-1, *moved.shape[-2:])
+    out = _obj(lead, [_matrix_norm_of(m, ord_, name) for m in flat])
+    if keep:
+        out = np.expand_dims(out, tuple(sorted((d0, d1))))
+    return out
+
+
+def _h_matrix_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    dims = b.get("dim", (-2, -1))
+    return _matrix_norm(_arr(b[first], name), _ord(b["ord"], name), tuple(_static_ints(dims, name)),  # type: ignore[arg-type]
+                        bool(b.get("keepdim", b.get("keepdims"))), name)
+
+
+def _h_linalg_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """torch.linalg.norm / jax.numpy.linalg.norm: a vector norm of 1-D input (or flattened when ord is None and
+    no axis is given), a matrix norm of 2-D input with an ord or a 2-axis dim."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    dim = b.get("dim", b.get("axis"))
+    keep = bool(b.get("keepdim", b.get("keepdims")))
+    ord_ = None if b["ord"] is None else _ord(b["ord"], name)
+    dims = None if dim is None else _static_ints(dim, name)
+    if dims is not None and len(dims) == 2 or (dims is None and a.ndim == 2 and ord_ is not None):
+        return _matrix_norm(a, "fro" if ord_ is None else ord_, dims or (-2, -1), keep, name)  # type: ignore[arg-type]
+    if dims is None and ord_ is not None and a.ndim > 2:
+        raise Unmapped(name, f"ord={ord_} over a {a.ndim}-D tensor without dim")
+    return _vector_norm(a, sympy.Integer(2) if ord_ is None else ord_, dim, keep, name)
+
+
+def _h_torch_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """torch.norm(input, p='fro', dim=None): 'fro' and numbers are vector norms of the flattened input
+    (or over dim); 'nuc' a matrix norm."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    p, dim, keep = b["p"], b["dim"], bool(b["keepdim"])
+    if p == "nuc":
+        return _matrix_norm(a, "nuc", _static_ints(dim, name) if dim is not None else (-2, -1), keep, name)  # type: ignore[arg-type]
+    if p == "fro" or p is None:
+        p = 2
+    return _vector_norm(a, _ord(p, name), dim, keep, name)
+
+
+def _p_distance(diffs: list[Any], p: sympy.Expr, name: str) -> sympy.Expr:
+    return _vector_norm_of(diffs, p, name)
+
+
+def _h_dist(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    keys = list(b)
+    d = _binop("-", _arr(b[keys[0]], name), _arr(b[keys[1]], name))
+    return _obj((), [_p_distance(list(d.flat), _ord(b["p"], name), name)])
+
+
+def _h_cdist(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    x1, x2 = _arr(b["x1"], name), _arr(b["x2"], name)
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise Unmapped(name, f"shapes {x1.shape} and {x2.shape} (expected (…, P, M) and (…, R, M))")
+    p = _ord(b["p"], name)
+    lead = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    x1 = np.broadcast_to(x1, (*lead, *x1.shape[-2:]))
+    x2 = np.broadcast_to(x2, (*lead, *x2.shape[-2:]))
+    P, R = x1.shape[-2], x2.shape[-2]
+    out = np.empty((*lead, P, R), dtype=object)
+    for idx in np.ndindex(*lead) if lead else [()]:
+        for i in range(P):
+            for j in range(R):
+                diffs = [_numeric(x1[(*idx, i, k)]) - _numeric(x2[(*idx, j, k)]) for k in range(x1.shape[-1])]
+                out[(*idx, i, j)] = _p_distance(diffs, p, name)
+    return out
+
+
+def _h_pairwise_distance(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """‖x1 - x2 + eps‖_p over the last dimension (torch adds eps to the difference)."""
+    eps = _static_number(b["eps"], name)
+    d = _vec(lambda x, y: _numeric(x) - _numeric(y) + eps, _arr(b["x1"], name), _arr(b["x2"], name))
+    p = _ord(b["p"], name)
+    return _reduce(d, (d.ndim - 1,) if d.ndim else (), bool(b["keepdim"]), lambda xs: _p_distance(xs, p, name))
+
+
+def _h_loss(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    if b.get("size_average") is not None or b.get("reduce") is not None:
+        raise Unmapped(name, "size_average=/reduce= (deprecated)")
+    ent = Entry(entry.signature, "elementwise", entry.form)
+    bound = {k: v for k, v in b.items() if k not in ("size_average", "reduce")}
+    per = _elementwise(name, ent, bound)
+    red = b["reduction"]
+    if red == "none":
+        return per
+    if red not in ("sum", "mean"):
+        raise Unmapped(name, f"reduction={red!r}")
+    return _reduce(per, _dims(None, per.ndim, name), False, _REDUCERS[red])
+
+
+def _h_softmax(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    dim = b.get("dim", b.get("axis"))
+    if dim is None:
+        if a.ndim > 1:
+            raise Unmapped(name, "dim=None on a tensor of more than one dimension")
+        dim = 0
+    if b.get("where") is not None:
+        raise Unmapped(name, "where=")
+    d = _dims(dim, max(a.ndim, 1), name)
+    lse = _reduce(a, d, True, _REDUCERS["logsumexp"]) if a.ndim else _obj((), [_numeric(a[()])])
+    if entry.form == "log_softmax":
+        return _vec(lambda x, s: _numeric(x) - s, a, lse)
+    return _vec(lambda x, s: sympy.exp(_numeric(x) - s), a, lse)
+
+
+def _h_reshape(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    shape = b.get("shape")
+    if isinstance(shape, tuple) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]  # x.reshape((1, 2)) as well as x.reshape(1, 2)
+    dims = _static_ints(shape, name)
+    try:
+        return a.reshape(dims)
+    except ValueError as err:
+        raise Unmapped(name, str(err)) from None
+
+
+def _h_flatten(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    start, end = b.get("start_dim", 0), b.get("end_dim", -1)
+    if a.ndim == 0:
+        return a.reshape(1)
+    s, e = start % a.ndim, end % a.ndim
+    return a.reshape(*a.shape[:s], -1, *a.shape[e + 1:])
+
+
+def _h_stack(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    items = b[first]
+    if not isinstance(items, (list, tuple)) or not items:
+        raise Unmapped(name, "expected a non-empty list of tensors")
+    arrays = [_arr(i, name) for i in items]
+    axis = _static_int(b.get("dim", b.get("axis", 0)), name)
+    try:
+        return (np.stack if entry.kind == "stack" else np.concatenate)(arrays, axis=axis)
+    except ValueError as err:
+        raise Unmapped(name, str(err)) from None
+
+
+def _h_squeeze(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    dim = b.get("dim", b.get("axis"))
+    if dim is None:
+        return a.squeeze()
+    dims = tuple(d for d in _dims(dim, a.ndim, name) if a.shape[d] == 1)
+    return a.squeeze(axis=dims) if dims else a
+
+
+def _h_unsqueeze(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    return np.expand_dims(a, _static_int(b.get("dim", b.get("axis")), name))
+
+
+def _h_transpose2(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    if b.get("axes") is not None:
+        return np.transpose(a, _static_ints(b["axes"], name))
+    return a.T
+
+
+def _h_swapaxes(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    keys = list(b)
+    a = _arr(b[keys[0]], name)
+    return np.swapaxes(a, _static_int(b[keys[1]], name), _static_int(b[keys[2]], name))
+
+
+def _h_matmul(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    keys = list(b)
+    return _matmul(_arr(b[keys[0]], name), _arr(b[keys[1]], name))
+
+
+def _h_vdot(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    a, c = _arr(b["a"], name).reshape(-1), _arr(b["b"], name).reshape(-1)
+    return _matmul(a, c)
+
+
+def _windows(a: np.ndarray, ranges: list[list[tuple[int, int]]], fn: Callable[[list[Any]], Any]) -> np.ndarray:
+    """``fn`` over windows of the last ``len(ranges)`` axes; ``ranges[k]`` lists (start, end) per output index."""
+    k = len(ranges)
+    lead = a.shape[:-k] if k else a.shape
+    out = np.empty((*lead, *[len(r) for r in ranges]), dtype=object)
+    for li in np.ndindex(*lead) if lead else [()]:
+        for oi in itertools.product(*[range(len(r)) for r in ranges]):
+            idx = [range(*ranges[d][oi[d]]) for d in range(k)]
+            out[(*li, *oi)] = fn([a[(*li, *w)] for w in itertools.product(*idx)])
+    return out
+
+
+def _tuple_of(v: Any, d: int, name: str) -> tuple[int, ...]:
+    t = _static_ints(v, name)
+    return t * d if len(t) == 1 else t
+
+
+def _h_max_pool(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    d = entry.form
+    a = _arr(b["input"], name)
+    if b["return_indices"] or b["ceil_mode"] or any(_tuple_of(b["padding"], d, name)) \
+            or any(x != 1 for x in _tuple_of(b["dilation"], d, name)):
+        raise Unmapped(name, "padding, dilation, ceil_mode or return_indices")
+    ks = _tuple_of(b["kernel_size"], d, name)
+    st = ks if b["stride"] is None else _tuple_of(b["stride"], d, name)
+    if a.ndim < d:
+        raise Unmapped(name, f"a {a.ndim}-D input")
+    sizes = a.shape[-d:]
+    ranges = [[(i * s, i * s + k) for i in range((n - k) // s + 1)] for n, k, s in zip(sizes, ks, st)]
+    return _windows(a, ranges, _REDUCERS["max"])
+
+
+def _h_adaptive_max_pool(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    d = entry.form
+    a = _arr(b["input"], name)
+    if b["return_indices"]:
+        raise Unmapped(name, "return_indices=True")
+    outs = _tuple_of(b["output_size"], d, name)
+    sizes = a.shape[-d:]
+    # torch's adaptive windows: [floor(i * n / o), ceil((i + 1) * n / o))
+    ranges = [[(i * n // o, -((-(i + 1) * n) // o)) for i in range(o)] for n, o in zip(sizes, outs)]
+    return _windows(a, ranges, _REDUCERS["max"])
+
+
+_WINDOW_OPS = {"jax.lax.max": "max", "jax.lax.min": "min", "jax.lax.add": "sum", "jax.numpy.maximum": "max",
+               "jax.numpy.minimum": "min", "jax.numpy.add": "sum"}
+
+
+def _h_reduce_window(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    comp = b["computation"]
+    if not isinstance(comp, _Fn) or comp.name not in _WINDOW_OPS:
+        raise Unmapped(name, f"computation {_describe(comp)} (mapped: {', '.join(sorted(_WINDOW_OPS))})")
+    if b["base_dilation"] is not None or b["window_dilation"] is not None:
+        raise Unmapped(name, "dilation")
+    a = _arr(b["operand"], name)
+    red = _WINDOW_OPS[comp.name]
+    init = _arr(b["init_value"], name)[()] if _tensorish(b["init_value"]) else None
+    identity = {"max": -sympy.oo, "min": sympy.oo, "sum": sympy.Integer(0)}[red]
+    if init is None or init != identity:
+        raise Unmapped(name, f"init_value {init} (mapped: the identity of {red}, {identity})")
+    wd = _static_ints(b["window_dimensions"], name)
+    ws = _static_ints(b["window_strides"], name) if b["window_strides"] is not None else (1,) * len(wd)
+    pad = b["padding"]
+    if not (pad == "VALID" or (isinstance(pad, (list, tuple)) and all(_static_ints(p, name) == (0, 0) for p in pad))):
+        raise Unmapped(name, f"padding {pad!r} (mapped: 'VALID' or zeros)")
+    if len(wd) != a.ndim or len(ws) != a.ndim:
+        raise Unmapped(name, "window dimensions do not match the operand")
+    ranges = [[(i * s, i * s + k) for i in range((n - k) // s + 1)] for n, k, s in zip(a.shape, wd, ws)]
+    return _windows(a, ranges, _REDUCERS[red])
+
+
+_HANDLERS: dict[str, Callable[[str, Entry, dict[str, Any], _Ctx], Any]] = {
+    "where": _h_where, "where_method": _h_where_method, "asarray": _h_asarray, "torch_minmax": _h_torch_minmax,
+    "argext": _h_argext, "sort": _h_sort, "msort": _h_msort, "topk": _h_topk, "kthvalue": _h_kthvalue,
+    "torch_median": _h_torch_median, "jnp_median": _h_jnp_median, "quantile": _h_quantile,
+    "vector_norm": _h_vector_norm, "matrix_norm": _h_matrix_norm, "linalg_norm": _h_linalg_norm,
+    "torch_norm": _h_torch_norm, "dist": _h_dist, "cdist": _h_cdist, "pairwise_distance": _h_pairwise_distance,
+    "loss": _h_loss, "softmax": _h_softmax, "reshape": _h_reshape, "flatten": _h_flatten, "stack": _h_stack,
+    "cat": _h_stack, "squeeze": _h_squeeze, "unsqueeze": _h_unsqueeze, "transpose2": _h_transpose2,
+    "swapaxes": _h_swapaxes, "matmul": _h_matmul, "vdot": _h_vdot, "max_pool": _h_max_pool,
+    "adaptive_max_pool": _h_adaptive_max_pool, "reduce_window": _h_reduce_window,
+}

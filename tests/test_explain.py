@@ -1,0 +1,230 @@
+"""kinkcheck.explain: grad's judgement (sympy form, oracle, labels) and what the report holds at the point.
+
+The judgement runs without a framework: each test hands it the value a framework returned (from the
+committed report, or measured and quoted in ../shared/cases/public-cases-2.md, Q1-Q10).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT
+
+from kinkcheck import explain
+from kinkcheck import expr as ex
+from kinkcheck.catalog import FRAMEWORKS
+
+REPORT = ROOT / "reports" / "conventions.json"
+
+
+def _judge(program: str, at: dict, framework: str | None = None, **kw) -> explain.Judgement:
+    tree = ex.parse(program, at, FRAMEWORKS)
+    fw = framework or next(iter(ex.roots_of(tree)))
+    return explain.judge(ex.unparse(tree), at, fw, tree=tree, **kw)
+
+
+@pytest.fixture(scope="module")
+def report_doc():
+    if not REPORT.is_file():
+        pytest.skip(f"no committed report at {REPORT}")
+    return json.loads(REPORT.read_text())
+
+
+@pytest.fixture(scope="module")
+def index():
+    if not REPORT.is_file():
+        pytest.skip(f"no committed report at {REPORT}")
+    return explain.report_index(REPORT, use_cache=False)
+
+
+# --------------------------------------------------------------------------- Done when: every catalog program
+
+
+def test_every_catalog_program_is_judged_as_the_report_judges_its_cell(catalog, report_doc, index):
+    """For each of the catalog's programs, the newest release's float64 reverse-mode value from the committed
+    report, judged by grad's judgement (the program mapped to sympy, the oracle, classify), gets the labels the
+    report gives that cell, and the judgement names the program's case. Judgements are cached on disk
+    (kinkcheck.cache.cache_dir()): a cold run takes about a minute, mostly the median and norm cases."""
+    newest = {fw: index["releases"][fw]["cpu"][-1] for fw in ("torch", "jax")}
+    cells = {(o["case"], o["framework"], o["program"]): o for o in report_doc["observations"]
+             if o["mode"] == "reverse" and o["dtype"] == "float64"
+             and o["environment"] == f"{o['framework']}-{newest[o['framework']]}-cpu"}
+    wrong, judged = [], 0
+    for case, program in catalog.programs():
+        cell = cells.get((case.id, program.framework, program.id))
+        assert cell is not None, f"{case.id}: {program.id} has no {program.framework} {newest} cell in the report"
+        j = explain.judge(program.id, case.at, program.framework, tree=program.tree, cases=index["cases"])
+        if case.id not in j.cases:
+            wrong.append(f"{case.id} {program.id}: matched {j.cases}")
+        if cell["status"] != "ok":
+            continue
+        got = explain.labels(cell["value"], j, "float64")
+        judged += 1
+        if got != cell["labels"]:
+            wrong.append(f"{case.id} {program.id} = {cell['value']}: report {cell['labels']}, grad {got} "
+                         f"({j.sympy}; {j.reason})")
+    assert judged >= 200, f"only {judged} catalog programs have an ok float64 cell to compare"
+    assert not wrong, f"{len(wrong)} disagreements:\n" + "\n".join(wrong)
+
+
+# --------------------------------------------------------------------------- the Q cases and single programs
+
+
+@pytest.mark.parametrize("program, at, value, kind, lipschitz, first_label", [
+    # Q3: a constant far below the probe scale is respected: differentiable at 0, derivative 0
+    ("torch.clamp(x, min=1e-300)", {"x": 0}, {"x": 0.0}, "differentiable", True, "derivative"),
+    # Q4: 0 ** b is 0 near b = 1
+    ("torch.pow(torch.zeros_like(b), b)", {"b": 1}, {"b": 0.0}, "differentiable", True, "derivative"),
+    # Q5: sqrt(|x - 1|) + 1 at 1 is not locally Lipschitz: no Clarke set, its own label
+    ("torch.sqrt(torch.abs(x - 1)) + 1", {"x": 1}, {"x": 0.0}, "kink", False, "not-lipschitz"),
+    # Q6: atan2 is not continuous at the origin; torch 2.13.0 returns (0, -0)
+    ("torch.atan2(y, x)", {"y": 0, "x": 0}, {"y": 0.0, "x": -0.0}, "jump", False, None),
+    # Q7: xlogy(x, 2) at 0 is ln 2
+    ("torch.xlogy(x, 2.0)", {"x": 0}, {"x": math.log(2)}, "differentiable", True, "derivative"),
+    # Q10: at x = inf the selected branch is the constant 1: derivative 0; torch returns nan
+    ("torch.where(x <= 10, torch.exp(x), 1.0)", {"x": math.inf}, {"x": "nan"}, "differentiable", True, "nan"),
+    ("jax.numpy.maximum(x, 0.0)", {"x": 0}, {"x": 0.5}, "kink", True, "mean"),
+    ("torch.clamp(x, min=0)", {"x": 0}, {"x": 1.0}, "kink", True, "right"),
+])
+def test_q_cases_are_judged(program, at, value, kind, lipschitz, first_label):
+    j = _judge(program, at)
+    assert j.oracle is not None and j.oracle["kind"] == kind, f"{program} at {at}: {j.oracle and j.oracle['kind']}, {j.reason}"
+    assert j.oracle["lipschitz"] is lipschitz, f"{program} at {at}: lipschitz {j.oracle['lipschitz']}"
+    got = explain.labels(value, j, "float64")
+    if first_label is None:  # a jump: no Clarke set; any finite value is judged against the one-sided limits only
+        assert got and "in-clarke" not in got, f"{program} = {value}: {got}"
+    else:
+        assert got and got[0] == first_label, f"{program} = {value}: labels {got}, expected {first_label} first"
+
+
+def test_one_sided_derivatives_clarke_set_and_min_norm_of_clamp():
+    j = _judge("torch.clamp(x, min=0)", {"x": 0})
+    o = j.oracle
+    assert j.sympy == "Max(0, x)" and j.source == "mapping", j.sympy
+    assert (o["left"]["exact"], o["right"]["exact"]) == ("0", "1"), (o["left"], o["right"])
+    assert [v[0]["exact"] for v in o["clarke"]] == ["0", "1"] and o["min_norm"][0]["exact"] == "0", o["clarke"]
+
+
+def test_a_tie_among_inputs_gets_tie_labels():
+    """torch.amax of a vector with its maximum repeated: the gradient shared evenly is split-even."""
+    j = _judge("torch.amax(v)", {"v": [1, 3, 3]})
+    assert j.tie, "Max(v) at a repeated maximum is a tie"
+    assert explain.labels({"v": [0.0, 0.5, 0.5]}, j, "float64")[0] == "split-even"
+    assert explain.labels({"v": [0.0, 1.0, 0.0]}, j, "float64")[0] == "first"
+    assert not _judge("torch.clamp(x, min=1e-45)", {"x": 1e-45}).tie, "one input against a constant is no tie"
+
+
+def test_an_unmapped_function_is_not_judged_with_the_reason():
+    j = _judge("torch.lgamma(x)", {"x": 1})
+    assert j.oracle is None and j.sympy is None, j
+    assert j.reason == "not judged: no symbolic form for torch.lgamma (pass one with --sympy '…')", j.reason
+    assert explain.labels({"x": -0.5772156649015329}, j, "float64") is None, "no labels without an oracle"
+
+
+def test_a_sympy_form_given_by_the_user_is_used_and_other_inputs_are_constants():
+    j = _judge("torch.cumsum(x, 0)", {"x": [0, 1]}, sympy_text="2 * x[0] + x[1]")
+    assert j.source == "--sympy" and j.oracle["kind"] == "differentiable", j
+    assert [c["exact"] for c in j.oracle["derivative"]] == ["2", "1"], j.oracle["derivative"]
+    w = _judge("torch.relu(x) * y", {"x": 0, "y": 2}, wrt=("x",), sympy_text="Max(x, 0) * y")
+    assert w.components == ("x",) and (w.oracle["left"]["exact"], w.oracle["right"]["exact"]) == ("0", "2"), w
+
+
+@pytest.mark.parametrize("text, message", [
+    ("Max(x, 0", "malformed"),
+    ("__import__('os')", "unknown name"),
+    ("Max(z, 0)", "unknown name 'z'"),
+])
+def test_a_bad_sympy_form_is_bad_input(text, message):
+    with pytest.raises(ex.ExprError, match=message):
+        _judge("torch.relu(x)", {"x": 0}, sympy_text=text, use_cache=False)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def test_report_rows_put_the_program_first_with_its_release_ranges(index):
+    j = _judge("torch.clamp(x, min=0)", {"x": 0}, cases=index["cases"])
+    assert j.cases == ("relu@0",), f"Max(x, 0) at 0 is relu@0 only (relu6 differs at 11): {j.cases}"
+    view = explain.report_rows(index, "torch.clamp(x, min=0)", "torch", j.cases)
+    first = view.rows[0]
+    assert first["this"] and first["program"] == "torch.clamp(x, min=0)", view.rows[0]
+    spans = [(r["value"], r["label"], r["from"], r["to"]) for r in first["ranges"]]
+    assert spans == [({"x": 1.0}, "right", "1.13.1", "2.13.0"), ({"x": 0.0}, "left", "2.14.1", "2.15.0")], spans
+    frameworks = [r["framework"] for r in view.rows]
+    assert frameworks == sorted(frameworks, key=lambda f: f != "torch"), "torch rows, then jax rows"
+    assert "relu@-0.0" in view.elsewhere, view.elsewhere
+
+
+def test_a_program_matched_by_its_function_shows_that_case(index):
+    """jax.numpy.maximum(y, x) is no catalog program, but at x = y = 1 it is Max(x, y): maximum@tie."""
+    j = _judge("jax.numpy.maximum(y, x)", {"x": 1, "y": 1}, cases=index["cases"])
+    assert j.cases == ("maximum@tie",) and j.tie, j
+    view = explain.report_rows(index, "jax.numpy.maximum(y, x)", "jax", j.cases)
+    assert view.rows and not any(r["this"] for r in view.rows), "the program itself was not measured"
+
+
+def test_a_missing_report_says_so(tmp_path):
+    with pytest.raises(explain.ReportUnavailable, match="no report at"):
+        explain.report_index(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "something else"}')
+    with pytest.raises(explain.ReportUnavailable, match="bad.json"):
+        explain.report_index(bad)
+
+
+# --------------------------------------------------------------------------- cache and bound
+
+
+def test_a_warm_judgement_imports_no_sympy(tmp_path):
+    code = ("import sys, json; from kinkcheck import explain, expr as ex; from kinkcheck.catalog import FRAMEWORKS; "
+            "at = {'x': 0}; t = ex.parse('torch.clamp(x, min=0)', at, FRAMEWORKS); "
+            "j = explain.judge(ex.unparse(t), at, 'torch', tree=t); "
+            "print(json.dumps([j.sympy, 'sympy' in sys.modules]))")
+    env = {"KINKCHECK_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                      check=True, timeout=300).stdout) for _ in range(2)]
+    assert runs[0] == ["Max(0, x)", True], f"cold: mapping and oracle run: {runs[0]}"
+    assert runs[1] == ["Max(0, x)", False], f"warm: the cached judgement, no sympy import: {runs[1]}"
+
+
+def test_a_judgement_past_its_bound_is_not_judged_and_does_not_wait(monkeypatch, tmp_path):
+    """The judgement's worker (here one that never answers) is killed at the bound; grad answers without it."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))  # a miss: the worker runs
+    monkeypatch.setattr(explain, "_WORKER", [sys.executable, "-c", "import time; time.sleep(60)"])
+    t0 = time.monotonic()
+    pending = explain.Pending("torch.relu(x)", {"x": 0}, "torch", report=str(tmp_path / "none.json"), bound_s=0.5)
+    with pytest.raises(explain.ReportUnavailable):  # an explicit --report that is missing is bad input
+        pending.finish({"x": 0.0})
+    monkeypatch.chdir(tmp_path)  # the default report, reports/conventions.json, is absent here: just "no report"
+    pending = explain.Pending("torch.relu(x)", {"x": 0}, "torch", bound_s=0.5)
+    e = pending.finish({"x": 0.0})
+    assert time.monotonic() - t0 < 20, "finish waits at most the bound"
+    assert e.judgement.reason == "not judged: the oracle exceeded 0.5 s (change it with --oracle-timeout)", e.judgement
+    assert e.report.problem == "no report at reports/conventions.json", e.report
+    assert e.labels is None and "not judged: the oracle exceeded 0.5 s" in explain.render(e)
+    assert pending._proc is not None and pending._proc.wait(timeout=10) < 0, "the worker was killed"
+
+
+def test_a_failing_judgement_is_said_not_raised(monkeypatch, tmp_path):
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(explain, "_WORKER", [sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"])
+    monkeypatch.chdir(tmp_path)
+    e = explain.Pending("torch.relu(x)", {"x": 0}, "torch").finish({"x": 0.0})
+    assert e.judgement.reason == "not judged: the judgement failed (exit status 3)", e.judgement
+    assert e.value == {"x": 0.0} and e.labels is None, e
+
+
+def test_the_judgement_worker_answers_as_judge_does(monkeypatch, tmp_path):
+    """A cache miss runs judge() in python -m kinkcheck.explain; a --sympy text that does not evaluate there
+    comes back as bad input."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    e = explain.Pending("torch.relu(x)", {"x": 0}, "torch").finish({"x": 0.0})
+    assert e.judgement.sympy == "Max(0, x)" and e.labels == ["left", "min-norm", "in-clarke"], e.judgement
+    with pytest.raises(ex.ExprError, match="does not evaluate"):
+        explain.Pending("torch.relu(x)", {"x": 0}, "torch", sympy_text="Max(x)(x)").finish({"x": 0.0})
