@@ -96,7 +96,7 @@ def cases(draw) -> Case:
 #: Exceptions the fuzz found escaping ``analyze`` (sympy's ``Mod(x, 0)``, mpmath's ``erfc(1e300)``), pinned by
 #: the strict xfail tests at the end of this file. The fuzz counts them (``--hypothesis-show-statistics``) and
 #: goes on; when those tests pass (XPASS fails them), empty this tuple and drop their xfail marks.
-KNOWN_ESCAPES: tuple[type[BaseException], ...] = (ZeroDivisionError, OverflowError)
+KNOWN_ESCAPES: tuple[type[BaseException], ...] = ()
 
 
 class Hang(BaseException):
@@ -256,21 +256,14 @@ def test_pinned_fuzz_inputs_are_consistent(text, at):
 
 
 @pytest.mark.parametrize(("text", "error"), [
-    pytest.param("Mod(x, 0)", ZeroDivisionError, marks=pytest.mark.xfail(
-        strict=True, raises=ZeroDivisionError, reason="oracle finding (reported to the lead): to_sympy lets "
-        "sympy's ZeroDivisionError from Mod(x, 0) escape analyze() instead of answering not-judged")),
-    pytest.param("Min(erfc(1e300), x * 0.5)", OverflowError, marks=pytest.mark.xfail(
-        strict=True, raises=OverflowError, reason="oracle finding (reported to the lead): mpmath's erfc(1e300) "
-        "raises OverflowError while sympy compares the Min arguments in to_sympy; it escapes analyze()")),
+    ("Mod(x, 0)", ZeroDivisionError),  # both escaped analyze() before the fix in to_sympy
+    ("Min(erfc(1e300), x * 0.5)", OverflowError),
 ])
 def test_sympy_arithmetic_errors_are_not_judged_rather_than_raised(text, error):
     r = analyze(Case(id="arith", title="arith", sympy=text, at={"x": 1.0}))
     assert r.kind == "not-judged" and r.reason.startswith("not judged:"), f"{text}: {r}"
 
 
-@pytest.mark.xfail(strict=True, reason="oracle finding (reported to the lead): with gradients of size 1e-300 the "
-                   "hull of the limiting gradients comes back empty and _exact_min_norm raises IndexError, turned "
-                   "into 'not judged: sympy failed'")
 def test_a_tiny_positive_scaling_keeps_the_clarke_set():
     """``Max(0, a, b) / 10**300`` at the origin: the Clarke set is ``10**-300 conv{0, e_a, e_b}``, min-norm 0."""
     import sympy

@@ -347,14 +347,17 @@ def _same_function(expr: Any, symbols: Sequence[Any], case: Mapping[str, Any]) -
     for off in offsets:
         sub = {s: p + o for s, p, o in zip(symbols, gpoint, off)}
         try:
-            a, b = complex(sympy.N(expr.xreplace(sub), 30)), complex(sympy.N(g.xreplace(sub), 30))
-        except (TypeError, ValueError, ArithmeticError):
-            return False
-        if any(math.isnan(c) for c in (a.real, a.imag, b.real, b.imag)):
-            if not all(math.isnan(c) for c in (a.real, b.real)):
+            # relative only, in 50-digit sympy numbers (no float overflow): clamp(x, min=1e-300) is not relu
+            a, b = sympy.N(expr.xreplace(sub), 50), sympy.N(g.xreplace(sub), 50)
+            if a.has(sympy.nan) or b.has(sympy.nan):
+                if not (a.has(sympy.nan) and b.has(sympy.nan)):
+                    return False
+                continue
+            if not (a.is_finite and b.is_finite):
                 return False
-            continue
-        if abs(a - b) > 1e-12 * max(1.0, abs(a), abs(b)):
+            if abs(sympy.N(a - b, 50)) > sympy.Float("1e-30", 50) * max(abs(a), abs(b)):
+                return False
+        except (TypeError, ValueError, ArithmeticError):
             return False
     return True
 

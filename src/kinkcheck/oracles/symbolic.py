@@ -50,11 +50,11 @@ every piece selected on an open cone of directions through ``p`` whose boundarie
 contributes its limiting gradient (for a piecewise-affine ``f``, nested ``Max``/``Min``/``Abs``/``Piecewise``
 included, the Clarke set is then exact). Not covered: a tie whose first-order term vanishes at ``p``
 (``x**2 - y**2``; such cones are left to the fixed probes), cones thinner than about ``1e-7`` radians, and
-more than 64 added directions, 16 rounds or 512 cells to split (a note then says the Clarke set may miss
-vertices). A piece active only on a set without interior (``(x + y)/2 - (x - y)**2`` inside ``Max(x, y, .)``)
-is never selected: the curve's ``t**2 w`` leaves such sets. A function whose active piece is itself singular
-at the point (the Euclidean norm at the origin) has a continuum of limiting gradients; the probes then give
-an inscribed polytope, and a note says so.
+more than 64 added directions, 16 rounds, 512 cells or 1000 tested cells to split (a note then says the
+Clarke set may miss vertices). A piece active only on a set without interior (``(x + y)/2 - (x - y)**2``
+inside ``Max(x, y, .)``) is never selected: the curve's ``t**2 w`` leaves such sets. A function whose active
+piece is itself singular at the point (the Euclidean norm at the origin) has a continuum of limiting
+gradients; the probes then give an inscribed polytope, and a note says so.
 
 Whatever cannot be decided (a sign that differs between the probe scales, a limit sympy leaves unevaluated
 or that does not exist, a sympy failure) comes back as ``kind == "not-judged"`` with a ``reason``; the
@@ -501,18 +501,54 @@ def to_sympy(case: Case) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...], tuple[sy
     n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
     # Pair literal texts with Const nodes only when the counts agree; otherwise use each float's repr.
     tree = _exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
+    _check_constants(parsed, case)
     names = ex.resolve_names(tree, sympy_namespace(), modules=(), origins=("sympy", "kinkcheck"))
     syms: list[sympy.Symbol] = []
     vals: list[sympy.Expr] = []
     inputs = {name: _symbols_for(name, value, syms, vals) for name, value in case.at.items()}
     try:
         out = ex.evaluate(tree, names, inputs)
-    except (TypeError, ValueError, IndexError) as err:
-        raise ex.ExprError(f"case {case.id!r}: sympy field {case.sympy!r} does not evaluate: {err}") from None
+    except _SYMPY_FAILURES as err:  # Mod(x, 0): ZeroDivisionError; erfc(1e300) compared: OverflowError
+        raise ex.ExprError(f"case {case.id!r}: sympy field {case.sympy!r} does not evaluate: "
+                           f"{type(err).__name__}: {err}") from None
     out = sympy.sympify(out)
     if not isinstance(out, sympy.Expr):
         raise ex.ExprError(f"case {case.id!r}: sympy field {case.sympy!r} is not a scalar expression")
     return out, tuple(syms), tuple(vals)  # type: ignore[return-value]
+
+
+def _check_constants(tree: ex.Node, case: Case) -> None:
+    """Refuse constant arithmetic past float64 (``10**10**10``, ``2**2000``), as program texts are refused:
+    sympy would expand it exactly, for minutes."""
+
+    def value(n: ex.Node) -> float | None:
+        if isinstance(n, ex.Const) and isinstance(n.value, (int, float)) and not isinstance(n.value, bool):
+            return float(n.value)
+        if isinstance(n, ex.Unary) and n.op in "+-":
+            v = value(n.operand)
+            return None if v is None else (-v if n.op == "-" else v)
+        if isinstance(n, ex.BinOp) and n.op in ("+", "-", "*", "/", "**"):
+            a, b = value(n.left), value(n.right)
+            if a is None or b is None:
+                return None
+            try:
+                out = {"+": a + b, "-": a - b, "*": a * b}[n.op] if n.op in "+-*" else (
+                    a / b if n.op == "/" else a ** b)
+            except ZeroDivisionError:
+                return None
+            if isinstance(out, complex):
+                return None
+            if not math.isfinite(out):
+                raise OverflowError
+            return out
+        return None
+
+    for node in ex.walk(tree):
+        try:
+            value(node)
+        except OverflowError:
+            raise ex.ExprError(f"case {case.id!r}: sympy field {case.sympy!r}: {ex.unparse(node)[:60]!r} is not a "
+                               "finite float64 number") from None
 
 
 # --------------------------------------------------------------------------- preparation and probe scale
@@ -992,9 +1028,10 @@ def _aux_limit(g: sympy.Expr, at_point: dict | None, along: dict) -> sympy.Expr 
 #: Extra probe directions :func:`_refine` may add at one point, in all rounds together, and its rounds.
 _REFINE_BUDGET = 64
 _REFINE_ROUNDS = 16
-#: Most cones of directions :func:`_split_cells` keeps before giving up (a central arrangement of m
-#: hyperplanes in R^k has O(m**(k-1)) cells; a sort of eight tied values has 40320).
+#: Most cones of directions :func:`_split_cells` keeps, and most cones it tests, before giving up (a central
+#: arrangement of m hyperplanes in R^k has O(m**(k-1)) cells; a sort of eight tied values has 40320).
 _CELL_CAP = 512
+_SPLIT_CAP = 1000
 
 
 class _Ties:
@@ -1114,14 +1151,18 @@ def _split_cells(normals: np.ndarray, regions: Sequence[dict[int, int] | None],
                  candidates: Sequence[np.ndarray]) -> list[np.ndarray] | None:
     """An interior direction of every open cell of the hyperplane arrangement of ``normals`` that lies in
     no region (cells are split one hyperplane at a time; a partial cell inside a region is not split
-    further); None when more than :data:`_CELL_CAP` cells remain to split."""
+    further); None when more than :data:`_CELL_CAP` cells remain to split or :data:`_SPLIT_CAP` were tested."""
     known = [r for r in regions if r is not None]
+    tested = 0
     cells: list[tuple[tuple[int, ...], np.ndarray | None]] = [((), None)]
     for h in range(len(normals)):
         split: list[tuple[tuple[int, ...], np.ndarray | None]] = []
         for signs, pt in cells:
             if any(all(i < h and signs[i] == s for i, s in r.items()) for r in known):
                 continue
+            tested += 2
+            if tested > _SPLIT_CAP:
+                return None
             for s in (1, -1):
                 child = (*signs, s)
                 a = normals[: len(child)] * np.array(child, dtype=float)[:, None]
@@ -1179,8 +1220,8 @@ def _refine(f: sympy.Expr, syms: Sequence[sympy.Symbol], point: Sequence[sympy.E
             found = _split_cells(mat, list(regions.values()), [np.array(d, dtype=float) for d in probes])
             if found is None:
                 return (f"the probe directions were not refined: the {len(ties.normals)} tie hyperplanes through "
-                        f"the point cut the directions into more than {_CELL_CAP} cones; the Clarke set may miss "
-                        "vertices")
+                        f"the point cut the directions into more cones than {_CELL_CAP} (or {_SPLIT_CAP} tested); "
+                        "the Clarke set may miss vertices")
             cells = found
         if not cells:
             return None
@@ -1232,12 +1273,13 @@ def _hull_vertices(points: list[tuple[sympy.Expr, ...]]) -> list[tuple[sympy.Exp
     """Points that are not in the convex hull of the others (decided in float64; catalog points are far apart)."""
     if len(points) <= 1:
         return list(points)
-    fl = np.array([[float(c) for c in p] for p in points])
-    scale = max(1.0, float(np.abs(fl).max()))
+    # normalised first: gradients of size 1e-300 would square to 0 in float64
+    big = max((abs(c) for p in points for c in p), key=_key)
+    fl = np.array([[float(c / big) if big != 0 else 0.0 for c in p] for p in points])
     keep = []
     for i, p in enumerate(points):
         others = np.delete(fl, i, axis=0)
-        if hull_distance(fl[i], others) > 1e-9 * scale:
+        if hull_distance(fl[i], others) > 1e-9:
             keep.append(p)
     return keep
 
@@ -1453,6 +1495,10 @@ def analyze_expression(f: sympy.Expr, symbols: Sequence[sympy.Symbol], point: Se
             return _not_judged(case_id, components, tie, f"not judged: the point is not real ({', '.join(bad)})")
         if not syms:
             return _not_judged(case_id, components, tie, "not judged: no differentiated inputs")
+        infinite = [c for c, p in zip(components, pt) if p in (sympy.oo, sympy.S.NegativeInfinity)]
+        if len(infinite) > 1:  # max(x, y) at (inf, inf): x - y may go anywhere; one curve would pick a side
+            return _not_judged(case_id, components, tie, "not judged: several inputs at infinity "
+                               f"({', '.join(infinite)}): the limit depends on the path")
         extra = sorted(s.name for s in f.free_symbols - set(syms))
         if extra:
             return _not_judged(case_id, components, tie,
