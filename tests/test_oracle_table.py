@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from catalogs import MAXIMUM_AT_TIE
+
 from kinkcheck.catalog import load_catalog
 from kinkcheck.classify import OracleNumbers, classify
 from kinkcheck.oracles.symbolic import analyze
@@ -18,15 +20,7 @@ at = { x = 0 }
 torch = ["torch.relu(x)"]
 jax = ["jax.nn.relu(x)"]
 
-[[case]]
-id = "maximum@tie"
-sympy = "Max(x, y)"
-at = { x = 1, y = 1 }
-tie = true
-[case.programs]
-torch = ["torch.maximum(x, y)"]
-jax = ["jax.numpy.maximum(x, y)"]
-"""
+""" + MAXIMUM_AT_TIE
 
 
 def test_cache_round_trip_and_corruption(tmp_path, monkeypatch):

@@ -810,18 +810,9 @@ def oracle_timeout_from_env(value: str | float | None) -> float:
     ValueError
         Not a positive finite number (one line).
     """
-    where = "--oracle-timeout"
-    if value is None:
-        value, where = os.environ.get("KINKCHECK_ORACLE_TIMEOUT"), "KINKCHECK_ORACLE_TIMEOUT"
-    if value is None or value == "":
-        return DEFAULT_ORACLE_TIMEOUT_S
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        out = math.nan
-    if not (math.isfinite(out) and 0 < out <= 86_400):
-        raise ValueError(f"{where} must be a positive number of seconds, got {value!r} (at most 86400)")
-    return out
+    from kinkcheck.bounded import _positive  # the one parser of --timeout/--memory-like limits
+
+    return _positive(value, "KINKCHECK_ORACLE_TIMEOUT", "--oracle-timeout", os.environ, DEFAULT_ORACLE_TIMEOUT_S)
 
 
 #: The judgement worker's command when not the default ``python -m kinkcheck.explain`` (tests point it elsewhere).
