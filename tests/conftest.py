@@ -49,3 +49,26 @@ def require_pinned(adapter) -> None:
     have, want = public_version(adapter.version), PINNED[adapter.name]
     if have != want:
         pytest.skip(f"expectation pinned to {adapter.name} {want}; installed {have} (see the report for it)")
+
+
+@pytest.fixture(scope="session")
+def shards_report_path(tmp_path_factory, catalog):
+    """``conventions.json`` (``kinkcheck/conventions/v2``) built from the committed shards now, in a temporary
+    folder: the report tests of cite, migrate, diff, explain and validate read this one, so they do not depend
+    on the committed ``reports/conventions.json`` being re-rendered (tests/test_report.py checks that it is)."""
+    from kinkcheck.report.build import build
+    from kinkcheck.report.model import report_json
+    from kinkcheck.shards import load_shards
+
+    shards, errors = load_shards(ROOT / "references" / "observations", catalog)
+    path = tmp_path_factory.mktemp("report") / "conventions.json"
+    path.write_bytes(report_json(build(shards, catalog, errors)))
+    return path
+
+
+@pytest.fixture(scope="session")
+def shards_report(shards_report_path):
+    """:data:`shards_report_path` decoded (:class:`kinkcheck.report.model.Report`)."""
+    from kinkcheck.report.model import load_report
+
+    return load_report(shards_report_path)

@@ -1,64 +1,108 @@
-"""``kinkcheck cite``: the sentence, the anchor (present in the committed Markdown), the entries, bad input."""
+"""``kinkcheck cite``: the sentence, the link to the program's row on the case page, the entries, bad input.
+
+The report is the one the committed shards build now (the ``shards_report`` fixture of conftest.py), so
+these tests do not wait for the committed ``reports/conventions.json`` to be re-rendered.
+"""
 
 from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from packaging.version import Version
 
 from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report, principal_case
 from kinkcheck.cli import main
-
-from conftest import ROOT
-
-REPORT = ROOT / "reports" / "conventions.json"
+from kinkcheck.report.model import Case, Oracle, report_json
 
 
 @pytest.fixture(scope="module")
-def doc():
-    return load_report(REPORT)
+def report(shards_report):
+    return shards_report
 
 
-def test_sentence_states_value_label_release_and_rule(doc):
-    c = cite(doc, "torch.clamp(x, min=0)", case="relu@0", framework_version="2.13.0")
+@pytest.fixture(scope="module")
+def small_doc(report):
+    """The report cut to its first 50 observations (relu@0 in the oldest torch release), as JSON objects."""
+    return json.loads(report_json(msgspec.structs.replace(report, observations=report.observations[:50])))
+
+
+def test_sentence_states_value_label_release_and_rule(report):
+    c = cite(report, "torch.clamp(x, min=0)", case="relu@0", framework_version="2.13.0")
     assert c.sentence == (
         "In PyTorch 2.13.0 (CPU, float64, reverse mode), the derivative of `torch.clamp(x, min=0)` at x = 0 is 1 "
         "(right: equals the right one-sided derivative f'(x0+)); this departs from PyTorch's documented rule "
         "(kinkcheck, case relu@0)."
     ), c.sentence
-    assert c.anchor == "case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu", c.anchor
+    assert c.anchor == "case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu", \
+        f"reverse mode: the release's square in the program's strip: {c.anchor}"
+    assert c.link() == "reports/cases/relu-at-0.md#case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu", \
+        c.link()
+    assert c.observation.environment == "torch-2.13.0-cpu" and c.observation.value == {"x": 1.0}, c.observation
 
 
-def test_anchor_exists_in_the_committed_markdown(doc):
-    md = (ROOT / "reports" / "conventions.md").read_text()
-    for program, case in [("torch.clamp(x, min=0)", "relu@0"), ("jnp.maximum(x, 0.0)", "relu@0"),
-                          ("torch.amax(v)", "max@[1,1]")]:
-        c = cite(doc, program, case=case)
-        assert f'id="{c.anchor}"' in md, f"anchor {c.anchor} missing from reports/conventions.md"
+@pytest.mark.parametrize(("base", "link"), [
+    ("reports", "reports/cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+    ("https://example.org/kinkcheck/blob/main/reports/",
+     "https://example.org/kinkcheck/blob/main/reports/cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+    ("reports/conventions.html", "reports/conventions.html#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+    ("reports/conventions.md", "reports/cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+    ("conventions.md", "./cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+])
+def test_link_base_is_the_reports_folder_or_the_html(report, base, link):
+    assert cite(report, "torch.amax(v)", case="max@[1,1]").link(base) == link
 
 
-def test_alias_and_spacing_are_canonicalised(doc):
-    c = cite(doc, "jnp.maximum(x,0.0)", case="relu@0")
+def test_anchor_is_a_row_of_the_case_page_and_of_the_html(report, tmp_path_factory, catalog):
+    """The rendered per-case page and the HTML both hold the cited row's anchor."""
+    from conftest import ROOT
+
+    from kinkcheck.report import write_reports
+    from kinkcheck.shards import load_shards
+
+    out = tmp_path_factory.mktemp("rendered")
+    shards, errors = load_shards(ROOT / "references" / "observations", catalog)
+    write_reports(shards, catalog, out, gaps=errors)
+    html = (out / "conventions.html").read_text()
+    for program, case, mode in [("torch.clamp(x, min=0)", "relu@0", "reverse"),
+                                ("jnp.maximum(x, 0.0)", "relu@0", "reverse"), ("torch.amax(v)", "max@[1,1]", "reverse"),
+                                ("torch.clamp(x, -1, 1)", "clamp@-1", "reverse"),
+                                ("torch.clamp(x, -1, 1)", "clamp@-1", "inductor"),
+                                ("jnp.maximum(x, 0.0)", "relu@0", "jit")]:
+        c = cite(report, program, case=case, mode=mode)
+        page = (out / c.page).read_text()
+        assert f'id="{c.anchor}"' in page, f"anchor {c.anchor} missing from {c.page}"
+        assert f'id="{c.anchor}"' in html, f"anchor {c.anchor} missing from conventions.html"
+
+
+def test_alias_and_spacing_are_canonicalised(report):
+    c = cite(report, "jnp.maximum(x,0.0)", case="relu@0")
     assert "`jax.numpy.maximum(x, 0.0)`" in c.sentence and "is 0.5 (mean" in c.sentence, c.sentence
-    newest = max((e["framework_version"] for e in doc["environments"] if e["framework"] == "jax"), key=Version)
-    assert c.environment["framework_version"] == newest, "the newest measured JAX by default"
+    newest = max((e.framework_version for e in report.environments if e.framework == "jax"), key=Version)
+    assert c.environment.framework_version == newest, "the newest measured JAX by default"
 
 
-def test_other_modes_link_the_modes_table(doc):
-    md = (ROOT / "reports" / "conventions.md").read_text()
-    c = cite(doc, "torch.clamp(x, -1, 1)", case="clamp@-1", mode="inductor")
-    assert c.anchor.endswith("--modes--inductor") and f'id="{c.anchor}"' in md, c.anchor
-    old = cite(doc, "torch.clamp(x, -1, 1)", case="clamp@-1", mode="inductor", framework_version="2.13.0")
+def test_other_modes_link_the_modes_table_or_the_program_row(report):
+    c = cite(report, "torch.clamp(x, -1, 1)", case="clamp@-1", mode="inductor")
+    old = cite(report, "torch.clamp(x, -1, 1)", case="clamp@-1", mode="inductor", framework_version="2.13.0")
+    assert c.anchor == "case-clamp-at-minus-1--torch-torch-clamp-x-minus-1-1--modes--inductor", \
+        f"the newest release: its cell in the modes table: {c.anchor}"
     assert old.anchor == "case-clamp-at-minus-1--torch-torch-clamp-x-minus-1-1", \
-        f"an older release's other mode links the program row: {old.anchor}"
+        f"an older release's other mode: the program's row: {old.anchor}"
+    assert "inductor mode" in c.sentence and c.observation.mode == "inductor", c.sentence
 
 
-def test_mode_and_dtype_select_the_cell(doc):
-    c = cite(doc, "torch.minimum(x, torch.full_like(x, 0.7))", case="hardtanh0.7@0.69921875", mode="inductor",
+def test_mode_and_dtype_select_the_cell(report):
+    c = cite(report, "torch.minimum(x, torch.full_like(x, 0.7))", case="hardtanh0.7@0.69921875", mode="inductor",
              dtype="bfloat16", framework_version="2.13.0")
     assert "bfloat16, inductor mode" in c.sentence, c.sentence
-    assert c.observation["mode"] == "inductor" and c.observation["dtype"] == "bfloat16", c.observation
+    assert (c.observation.mode, c.observation.dtype) == ("inductor", "bfloat16"), c.observation
+    assert "the input is" not in c.sentence, "0.69921875 is a bfloat16 number: no rounded input to state"
+    r = cite(report, "torch.relu(x)", case="relu@1e-45", dtype="float32", framework_version="2.15.0")
+    assert r.sentence.startswith("In PyTorch 2.15.0 (CPU, float32, reverse mode), the derivative of `torch.relu(x)` "
+                                 "at x = 1e-45 is 1 (derivative: ") and \
+        "; in float32 the input is 1.4013e-45" in r.sentence, r.sentence
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -67,28 +111,40 @@ def test_mode_and_dtype_select_the_cell(doc):
     ({"program": "torch.relu(x)", "case": "maximum@tie"}, "case 'maximum@tie' has no program"),
     ({"program": "torch.foo(x)"}, "not in the report's catalog"),
     ({"program": "torch.relu(x)", "case": "nope@0"}, "unknown case"),
-    ({"program": "torch.relu(x)", "case": "relu@0", "framework_version": "9.9"}, "not in the report"),
+    ({"program": "torch.relu(x)", "case": "relu@0", "framework_version": "9.9"},
+     r"torch 9.9 on cpu is not in the report \(measured: 1.13.1, 2.0.1, "),
+    ({"program": "torch.relu(x)", "case": "relu@0", "device": "cuda"}, "no observation of torch.relu"),
     ({"program": "torch.relu(x)", "case": "relu@0", "mode": "jit"}, "torch has no jit mode"),
     ({"program": "torch.relu(x)", "case": "relu@0", "dtype": "float128"}, "unknown dtype"),
 ])
-def test_bad_requests(doc, kwargs, message):
+def test_bad_requests(report, kwargs, message):
     with pytest.raises(CiteError, match=message):
-        cite(doc, **kwargs)
+        cite(report, **kwargs)
 
 
-def test_entries_name_the_report(doc):
-    b = bibtex(doc)
-    assert b.startswith("@misc{kinkcheck-") and doc["provenance"]["catalog_hash"] in b and b.endswith("}"), b
-    y = cff(doc)
-    assert "type: data" in y and doc["provenance"]["catalog_hash"] in y, y
+def test_entries_name_the_report(report):
+    b = bibtex(report)
+    prov = report.provenance
+    assert b.startswith(f"@misc{{kinkcheck-{prov.generated_at[:10]},") and prov.catalog_hash in b and b.endswith("}"), b
+    assert "PyTorch 1.13.1–2.15.0 (17 releases) and JAX 0.4.13–0.10.2 (11 releases)" in b, b
+    y = cff(report)
+    assert "type: data" in y and prov.catalog_hash in y, y
+    assert f"{len(report.cases)} cases, {len(report.observations)} observations" in y, y
 
 
-def test_cli_prints_sentence_anchor_and_entry(capsys):
-    assert main(["cite", "torch.clamp(x, -1, 1)", "--case", "clamp@-1", "--report", str(REPORT)]) == 0
+def test_cli_prints_sentence_link_and_entry(shards_report_path, capsys):
+    assert main(["cite", "torch.clamp(x, -1, 1)", "--case", "clamp@-1", "--report", str(shards_report_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("In PyTorch ") and "clamp@-1" in out[0], out[0]
-    assert out[1].startswith("Report cell: reports/conventions.md#case-clamp-at-minus-1--torch-"), out[1]
+    assert out[1] == ("Report cell: reports/cases/clamp-at-minus-1.md#case-clamp-at-minus-1--torch-torch-clamp-x-"
+                      "minus-1-1--torch-2-15-0-cpu"), out[1]
     assert any(line.startswith("@misc{") for line in out), out
+    assert main(["cite", "torch.clamp(x, -1, 1)", "--case", "clamp@-1", "--report", str(shards_report_path),
+                 "--link-base", "reports/conventions.html", "--cff"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == ("Report cell: reports/conventions.html#case-clamp-at-minus-1--torch-torch-clamp-x-minus-1-1"
+                      "--torch-2-15-0-cpu"), out[1]
+    assert "- type: data" in out, out
 
 
 @pytest.mark.parametrize("argv", [
@@ -96,31 +152,48 @@ def test_cli_prints_sentence_anchor_and_entry(capsys):
     ["cite", "x ** 0.5"],                                          # both frameworks measure this text
     ["cite", "torch.relu(x)", "--case", "relu@0", "--report", "/nonexistent/report.json"],
 ])
-def test_cli_bad_input_is_one_line_exit_2(argv, capsys, tmp_path):
+def test_cli_bad_input_is_one_line_exit_2(argv, capsys, shards_report_path):
     if "--report" not in argv:
-        argv = argv + ["--report", str(REPORT)]
+        argv = argv + ["--report", str(shards_report_path)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kinkcheck: error:"), err
 
 
-def test_cli_refuses_a_file_that_is_not_a_report(tmp_path, capsys):
+@pytest.mark.parametrize(("content", "words"), [
+    (json.dumps({"schema": "something/else"}), "not a kinkcheck/conventions/v2 report"),
+    (json.dumps({"schema": "kinkcheck/conventions/v1", "provenance": {}, "environments": [], "cases": [],
+                 "observations": []}), ("not a kinkcheck/conventions/v2 report (an older or foreign document: "
+                                        "re-render it with `kinkcheck report`)")),
+    ("[1, 2]", "malformed kinkcheck report"),
+    ('{"schema": "kinkcheck/conventions/v2", "provenance": ', "not JSON"),
+])
+def test_cli_refuses_a_file_that_is_not_a_v2_report(tmp_path, capsys, content, words):
     bad = tmp_path / "r.json"
-    bad.write_text(json.dumps({"schema": "something/else"}))
+    bad.write_text(content)
     assert main(["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(bad)]) == 2
-    assert "not a kinkcheck/conventions/v1 report" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and words in err and str(bad) in err, err
+
+
+def test_a_truncated_report_is_one_line(shards_report_path, tmp_path, capsys):
+    raw = shards_report_path.read_bytes()
+    bad = tmp_path / "r.json"
+    bad.write_bytes(raw[: len(raw) // 2])
+    assert main(["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "not JSON" in err, err
 
 
 @pytest.mark.parametrize(("part", "value", "words"), [
-    ("generated_at", 5, "provenance/generated_at: 5 is not of type 'string'"),
-    ("catalog_hash", None, "provenance/catalog_hash: None is not of type 'string'"),
-    ("kinkcheck_version", [], "provenance/kinkcheck_version"),
+    ("generated_at", 5, "Expected `str`, got `int` - at `$.provenance.generated_at`"),
+    ("catalog_hash", None, "Expected `str`, got `null` - at `$.provenance.catalog_hash`"),
+    ("kinkcheck_version", [], "at `$.provenance.kinkcheck_version`"),
 ])
-def test_mistyped_provenance_prints_no_sentence_then_a_traceback(doc, tmp_path, capsys, part, value, words):
+def test_mistyped_provenance_prints_no_sentence_then_a_traceback(small_doc, tmp_path, capsys, part, value, words):
     """cite used to print its sentence and then fail in the BibTeX entry: now it checks first, prints nothing."""
-    small = {**doc, "observations": doc["observations"][:50], "provenance": {**doc["provenance"], part: value}}
     bad = tmp_path / "r.json"
-    bad.write_text(json.dumps(small))
+    bad.write_text(json.dumps({**small_doc, "provenance": {**small_doc["provenance"], part: value}}))
     assert main(["cite", "torch.relu(x)", "--case", "relu@0", "--report", str(bad)]) == 2
     out, err = capsys.readouterr()
     assert out == "", f"nothing on stdout before the error: {out!r}"
@@ -135,41 +208,51 @@ def test_mistyped_provenance_prints_no_sentence_then_a_traceback(doc, tmp_path, 
     ("torch.clamp(x, -1, 1)", "clamp@-1"),        # two ordinary kinks: the first in catalog order
     ("torch.nn.functional.softplus(x)", "softplus@0"),  # only a differentiable control: that one
 ])
-def test_without_a_case_the_principal_kink_is_cited(doc, program, principal):
-    measured = [c["id"] for c in doc["cases"] if any(p["program"] == program for p in c["programs"])]
+def test_without_a_case_the_principal_kink_is_cited(report, program, principal):
+    measured = [c.id for c in report.cases if program in c.programs_of(program.split(".")[0])]
     assert principal in measured, f"catalog changed: {program} is measured in {measured}"
-    c = cite(doc, program)
+    c = cite(report, program)
     assert c.case == principal and f"(kinkcheck, case {principal})." in c.sentence, (c.case, c.sentence)
     assert set(c.others) == set(measured) - {principal}, c.others
-    assert c.sentence == cite(doc, program, case=principal).sentence, "the same cell as naming the case"
+    assert c.sentence == cite(report, program, case=principal).sentence, "the same cell as naming the case"
 
 
 def test_principal_case_rule_on_hand_made_cases():
     def case(cid, kind, **at):
-        return {"id": cid, "kind": kind, "at": at}
+        return Case(id=cid, title=cid, sympy="x", at=at, tie=False, sources=[], note=None, programs=[],
+                    oracle=Oracle(components=list(at), kind=kind))
 
     cases = [case("a", "differentiable", x=0), case("b", "kink", x=-0.0), case("c", "kink", v=[0, 1e-45]),
              case("d", "jump", x=0.5), case("e", "kink", x=0)]
-    assert principal_case(cases)["id"] == "d", "skip differentiable, signed-zero and subnormal points"
-    assert principal_case(cases[:3])["id"] == "a", "none qualifies: the first in catalog order"
+    assert principal_case(cases).id == "d", "skip differentiable, signed-zero and subnormal points"
+    assert principal_case(cases[:3]).id == "a", "none qualifies: the first in catalog order"
     with pytest.raises(ValueError):
         principal_case([])
 
 
-def test_framework_picks_a_text_both_frameworks_measure(doc):
-    t = cite(doc, "x ** 0.5", case="sqrt@0", framework="torch")
-    j = cite(doc, "x ** 0.5", framework="jax")
-    assert t.environment["framework"] == "torch" and j.environment["framework"] == "jax", (t.environment, j.environment)
-    assert j.sentence.startswith("In JAX ") and j.anchor.startswith("case-sqrt-at-0--jax-x-0-5--"), j.anchor
+def test_framework_picks_a_text_both_frameworks_measure(report):
+    t = cite(report, "x ** 0.5", case="sqrt@0", framework="torch")
+    j = cite(report, "x ** 0.5", framework="jax")
+    assert (t.environment.framework, j.environment.framework) == ("torch", "jax"), (t.environment, j.environment)
+    assert j.sentence.startswith("In JAX ") and j.anchor.startswith("case-sqrt-at-0--jax-x-0-5--jax-"), j.anchor
 
 
-def test_cli_without_case_lists_the_other_cases(capsys):
-    assert main(["cite", "torch.relu(x)", "--report", str(REPORT)]) == 0
+def test_cli_without_case_lists_the_other_cases(shards_report_path, capsys):
+    assert main(["cite", "torch.relu(x)", "--report", str(shards_report_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("In PyTorch ") and out[0].endswith("(kinkcheck, case relu@0)."), out[0]
-    assert out[1].startswith("Report cell: reports/conventions.md#case-relu-at-0--torch-torch-relu-x--"), out[1]
+    assert out[1] == "Report cell: reports/cases/relu-at-0.md#case-relu-at-0--torch-torch-relu-x--torch-2-15-0-cpu", \
+        out[1]
     assert out[2] == ("Also measured in: relu@1e-45, relu@-1e-45, relu@-0.0 "
                       "(kinkcheck cite 'torch.relu(x)' --case ID)"), out[2]
-    assert main(["cite", "torch.relu(x)", "--case", "relu@-0.0", "--report", str(REPORT)]) == 0
+    assert main(["cite", "torch.relu(x)", "--case", "relu@-0.0", "--report", str(shards_report_path)]) == 0
     out = capsys.readouterr().out
     assert "case relu@-0.0)." in out and "Also measured in" not in out, out
+
+
+def test_load_report_wraps_the_model_error(tmp_path):
+    with pytest.raises(CiteError, match=r"no report at .*nope.json \(run `nox -s report`, or pass --report\)"):
+        load_report(tmp_path / "nope.json")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(CiteError, match="not a regular file"):
+        load_report(tmp_path / "dir.json")

@@ -236,17 +236,17 @@ def test_version_is_the_package_version():
 # -- issue 11 part 3: grad explains (the judgement itself: tests/test_explain.py) ----------------------------------
 
 
-def test_grad_explains_the_value_beside_it(torch_adapter):
-    """A real run in a worker, with the committed report: the first line stays the bare value."""
+def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_path):
+    """A real run in a worker, with the report of the committed shards: the first line stays the bare value."""
     from conftest import require_pinned
 
     require_pinned(torch_adapter)
-    done = run("grad", "torch.clamp(x, min=0)", "--at", "x=0")
+    done = run("grad", "torch.clamp(x, min=0)", "--at", "x=0", "--report", str(shards_report_path))
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and json.loads(lines[0]) == {"x": 1.0}, f"torch 2.13.0: {done.stdout}{done.stderr}"
     for expected in ("sympy form: Max(0, x)", "one-sided derivatives: left 0, right 1",
                      "Clarke set: [0, 1]; min-norm element: 0", "labels of this value (float64, torch): right, in-clarke",
-                     "report (reports/conventions.json), case relu@0, reverse float64 cpu:"):
+                     f"report ({shards_report_path}), case relu@0, reverse float64 cpu:"):
         assert any(ln.startswith(expected) for ln in lines), f"{expected!r} missing from:\n{done.stdout}"
     own = next(ln for ln in lines if ln.startswith("  torch "))
     assert "torch.clamp(x, min=0)" in own and "1 (right) 1.13.1–2.13.0 · 0 (left) 2.14.1–2.15.0" in own \
@@ -271,8 +271,8 @@ def test_grad_of_an_unmapped_function_gives_the_value_and_why_not_judged(capsys,
     assert "not judged: no symbolic form for torch.lgamma (pass one with --sympy '…')" in lines, lines
 
 
-def test_grad_json_is_one_object_with_the_judgement(capsys, torch_adapter):
-    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--json")
+def test_grad_json_is_one_object_with_the_judgement(capsys, torch_adapter, shards_report_path):
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--json", "--report", str(shards_report_path))
     assert code == 0 and len(lines) == 1, f"one JSON object: {lines} {err}"
     doc = json.loads(lines[0])
     assert {"value", "sympy", "oracle", "labels", "report", "reason"} <= set(doc), sorted(doc)
@@ -308,3 +308,19 @@ def test_grad_with_a_missing_report_says_no_report_or_refuses_an_explicit_one(ca
     assert code == 0 and "report: no report at reports/conventions.json" in lines, lines
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--report", "elsewhere.json")
     assert code == 2 and "no report at elsewhere.json" in err and lines == [], (lines, err)
+
+
+def test_grad_with_a_v1_report_says_re_render(capsys, torch_adapter, tmp_path, monkeypatch):
+    """A report of the old untyped format: beside the value when it is the default report, refused (exit 2,
+    one line) when named with --report."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "conventions.json").write_text('{"schema": "kinkcheck/conventions/v1", "cases": []}')
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0")
+    said = [ln for ln in lines if ln.startswith("report: ")]
+    assert code == 0 and json.loads(lines[0]) == {"x": 0.0} and len(said) == 1, (lines, err)
+    assert "not a kinkcheck/conventions/v2 report" in said[0] and "re-render it with `kinkcheck report`" in said[0], said
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--report", "reports/conventions.json")
+    err_lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and lines == [] and len(err_lines) == 1 and "re-render it" in err_lines[0], (lines, err)

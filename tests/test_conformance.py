@@ -99,29 +99,29 @@ def doc(catalog):
 
 
 def test_report_conformance_tracks_the_clamp_change(doc):
-    rows = [r for r in doc["conformance"]["rows"] if r["case"] == "relu@0" and r["program"] == "torch.clamp(x, min=0)"]
-    got = [(r["environments"], r["verdict"]) for r in rows]
+    rows = [r for r in doc.conformance.rows if r.case == "relu@0" and r.program == "torch.clamp(x, min=0)"]
+    got = [(r.environments, r.verdict) for r in rows]
     assert got == [(["torch-2.13.0-cpu"], "departs"), (["torch-2.15.0-cpu"], "conforms")], \
         f"torch.clamp(x, min=0) at 0 should depart in 2.13.0 (1) and conform in 2.15.0 (0): {got}"
-    assert rows[0]["predicted"] == [[0]] and rows[0]["step"].startswith("2."), rows[0]
+    assert rows[0].predicted == [[0]] and rows[0].step.startswith("2."), rows[0]
 
 
 def test_low_precision_and_rounded_inputs_are_not_judged(doc):
-    low = [o for o in doc["observations"] if o["dtype"] in ("float16", "bfloat16") and "conformance" in o]
+    low = [o for o in doc.observations if o.dtype in ("float16", "bfloat16") and o.conformance is not None]
     assert not low, f"float16/bfloat16 cells must carry no verdict: {low[:2]}"
-    rounded = [o for o in doc["observations"] if o.get("input") is not None and "conformance" in o]
+    rounded = [o for o in doc.observations if o.input is not None and o.conformance is not None]
     assert not rounded, f"cells whose input the dtype rounded carry no verdict: {rounded[:2]}"
 
 
 def test_report_observations_carry_verdicts(doc):
-    obs = [o for o in doc["observations"] if o["case"] == "relu@0" and o["program"] == "jax.nn.relu(x)"
-           and o["mode"] == "jit" and o["dtype"] == "float32"]
-    assert obs and obs[0]["conformance"] == "conforms", obs
-    second = [o for o in doc["observations"] if o["mode"] == "second-order"]
-    assert second and not any("conformance" in o for o in second), "second-order cells are not judged"
-    newest = doc["conformance"]["newest"]
-    assert newest["torch"]["environment"] == "torch-2.15.0-cpu" and newest["torch"]["departs"] > 0, newest
-    assert sum(doc["summary"]["conformance"].values()) > 0, doc["summary"]["conformance"]
+    obs = [o for o in doc.observations if o.case == "relu@0" and o.program == "jax.nn.relu(x)"
+           and o.mode == "jit" and o.dtype == "float32"]
+    assert obs and obs[0].conformance == "conforms", obs
+    second = [o for o in doc.observations if o.mode == "second-order"]
+    assert second and not any(o.conformance is not None for o in second), "second-order cells are not judged"
+    newest = doc.conformance.newest
+    assert newest["torch"].environment == "torch-2.15.0-cpu" and newest["torch"].departs > 0, newest
+    assert sum(doc.summary.conformance.values()) > 0, doc.summary.conformance
 
 
 def test_not_judged_and_path_dependent_cases_are_open(catalog):

@@ -1,14 +1,16 @@
-"""kinkcheck diff and the report's "Changed in" section, on hand-made shards."""
+"""kinkcheck diff: two shards, or two environments of a report (the report's *Changed in* section is built in
+kinkcheck.report.build and tested in tests/test_report.py)."""
 
 from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from kinkcheck import cli
-from kinkcheck.diff import DiffError, changed_in, compare, load_side, side_from_shard
-from kinkcheck.report.build import _env_sort_key
+from kinkcheck.diff import DiffError, compare, describe_observation, load_side, side_from_report, side_from_shard
+from kinkcheck.report.model import report_json
 from kinkcheck.shards import write_shard
 
 
@@ -45,15 +47,12 @@ def test_compare_lists_changed_conventions():
     assert changes[0].describe() == "relu@0  torch.clamp(x, min=0)  [reverse, float64]: 1 -> 0"
 
 
-def test_changed_in_names_the_boundary_newest_first():
-    obs = [{**o, "environment": s["environment"]["id"]} for s in (NEW, OLD, MID) for o in s["observations"]]
-    envs = [s["environment"] for s in (NEW, OLD, MID)]
-    lines = changed_in(envs, obs, _env_sort_key)
-    assert len(lines) == 2, f"one line per program and boundary: {lines}"
-    first = lines[0]
-    assert (first["from"], first["to"], first["change"]) == ("2.10.0", "2.15.0", "1 → 0"), first
-    assert {tuple(e["cases"]) for e in lines} == {("relu@0",), ("clamp@1",)}, "cases listed per program"
-    assert _env_sort_key(MID["environment"]) > _env_sort_key(OLD["environment"]), "2.10 sorts after 2.0 (not as text)"
+def test_a_shard_side_is_typed_without_labels():
+    side = side_from_shard(OLD, "old")
+    assert side.environment.id == "torch-2.0.1-cpu" and side.environment.framework_version == "2.0.1", side.environment
+    ob = side.observations[("relu@0", "torch.clamp(x, min=0)", "reverse", "float64")]
+    assert (ob.framework, ob.environment, ob.value, ob.labels) == ("torch", "torch-2.0.1-cpu", {"x": 1.0}, []), ob
+    assert describe_observation(ob) == "1", "no label to show for a shard observation"
 
 
 def test_status_change_counts():
@@ -73,17 +72,61 @@ def test_diff_exit_codes(tmp_path, capsys, pair, code):
     assert ("torch.clamp(x, min=0)" in out) == (code == 1), out
 
 
-def test_diff_inside_a_report(tmp_path, capsys):
-    from conftest import ROOT
-
-    report = ROOT / "reports" / "conventions.json"
-    envs = [e["id"] for e in json.loads(report.read_text())["environments"]]
-    assert {"torch-1.13.1-cpu", "torch-2.15.0-cpu"} <= set(envs), f"matrix ends in the committed report: {envs}"
+def test_diff_inside_a_report(shards_report, shards_report_path, capsys):
+    report = shards_report_path
+    envs = [e.id for e in shards_report.environments]
+    assert {"torch-1.13.1-cpu", "torch-2.15.0-cpu"} <= set(envs), f"matrix ends in the committed shards: {envs}"
     code = cli.main(["diff", f"{report}#torch-1.13.1-cpu", f"{report}#torch-2.15.0-cpu"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 1 and "relu@0  torch.clamp(x, min=0)  [reverse, float64]: 1 (right) -> 0 (left)" in out, (
         f"torch 1.13.1 -> 2.15.0 changed clamp at its bound (measured shards): exit {code}, {out[:300]}"
     )
+    old = side_from_report(shards_report, "torch-1.13.1-cpu", "old")
+    new = side_from_report(shards_report, "torch-2.15.0-cpu", "new")
+    changes = compare(old, new)
+    common = sum(1 for k in old.observations if k in new.observations)
+    assert err.strip() == f"{len(changes)} of {common} conventions changed from torch-1.13.1-cpu to torch-2.15.0-cpu", err
+    assert len(out.splitlines()) == len(changes) > 0, "one line per change"
+
+
+def test_a_report_side_and_its_shard_side_agree(shards_report):
+    """The same environment read from its shard and from the report: the same keys, and no change between them."""
+    from conftest import ROOT
+
+    from kinkcheck.shards import read_shard
+
+    shard = side_from_shard(read_shard(ROOT / "references" / "observations" / "jax-0.10.2-cpu.json"), "shard")
+    report = side_from_report(shards_report, "jax-0.10.2-cpu", "report")
+    assert set(report.observations) <= set(shard.observations) and len(report.observations) > 1000, \
+        "every report observation of the environment is one of its shard's"
+    assert compare(shard, report) == [], "the report holds the shard's values"
+
+
+def _small_report(report):
+    return json.loads(report_json(msgspec.structs.replace(report, observations=report.observations[:50])))
+
+
+@pytest.mark.parametrize(("mutate", "spec", "message"), [
+    (lambda d: d, "", "is a report: name an environment, {p}#ENV (one of: torch-1.13.1-cpu, "),
+    (lambda d: d, "#torch-9.9.9-cpu", "no environment 'torch-9.9.9-cpu' in the report"),
+    (lambda d: {**d, "schema": "kinkcheck/conventions/v1"},
+     "#torch-1.13.1-cpu", ("a kinkcheck/conventions/v1 report; this kinkcheck reads kinkcheck/conventions/v2: "
+                           "re-render it with `kinkcheck report`")),
+    (lambda d: {k: v for k, v in d.items() if k != "cases"}, "#torch-1.13.1-cpu",
+     "malformed kinkcheck report (Object missing required field `cases`)"),
+    (lambda d: {**d, "observations": [{**d["observations"][0], "environment": "torch-0.0.0-cpu"}]},
+     "#torch-1.13.1-cpu", "malformed kinkcheck report (observations[0]: environment 'torch-0.0.0-cpu' is not among"),
+    (lambda d: {**d, "observations": [{**d["observations"][0], "status": "fine"}]},
+     "#torch-1.13.1-cpu", "malformed kinkcheck report (Invalid enum value 'fine' - at `$.observations[0].status`)"),
+])
+def test_a_bad_report_side_is_one_line_exit_2(shards_report, tmp_path, capsys, mutate, spec, message):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(mutate(_small_report(shards_report))))
+    good = tmp_path / "good.json"
+    write_shard(good, OLD)
+    assert cli.main(["diff", f"{p}{spec}", str(good)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message.format(p=p) in err[0] and str(p) in err[0], err
 
 
 @pytest.mark.parametrize(
@@ -91,11 +134,12 @@ def test_diff_inside_a_report(tmp_path, capsys):
     [
         (lambda p: None, "no such file"),
         (lambda p: p.write_text("{"), "cannot read"),
-        (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v1", "environments": [{"id": "e"}]}'),
-         "is a report: name an environment"),
+        (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v2", "environments": [{"id": "e"}]}'),
+         "malformed kinkcheck report (Object missing required field `framework` - at `$.environments[0]`)"),
         (lambda p: p.write_text('{"a": 1}'), "neither a kinkcheck shard nor a kinkcheck report"),
-        (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v1", "environments": [{"x": 1}]}'),
-         "malformed kinkcheck report (a kinkcheck report without cases, observations"),
+        (lambda p: p.write_text('[{"schema": "kinkcheck/shard/v1"}]'), "neither a kinkcheck shard nor a kinkcheck report"),
+        (lambda p: p.write_text('{"schema": "kinkcheck/conventions/v2", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+         "cannot read (JSON nested too deeply)"),
         (lambda p: p.write_text('{"schema": "kinkcheck/shard/v1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"),
          "cannot read (JSON nested too deeply)"),
         (lambda p: p.write_bytes(b'{"schema": "\xff"}'), "cannot read (not UTF-8 text"),
@@ -170,13 +214,3 @@ def test_load_side_env_mismatch(tmp_path):
     write_shard(p, OLD)
     with pytest.raises(DiffError, match="holds torch-2.0.1-cpu"):
         load_side(f"{p}#torch-9.9.9-cpu")
-
-
-def test_a_mode_that_appears_is_one_changed_in_line():
-    """torch.func arrives in 2.0: one line for the mode, not one per program."""
-    old = shard("1.13.1", {RELU: "unavailable"})
-    new = shard("2.0.1", {RELU: 0.0})
-    obs = [{**o, "environment": s["environment"]["id"]} for s in (old, new) for o in s["observations"]]
-    lines = changed_in([old["environment"], new["environment"]], obs, _env_sort_key)
-    assert len(lines) == 1 and lines[0]["program"] == "(every program in this mode)", lines
-    assert lines[0]["change"] == "mode unavailable → ok" and lines[0]["cases"] == [], lines[0]

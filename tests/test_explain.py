@@ -1,7 +1,7 @@
 """kinkcheck.explain: grad's judgement (sympy form, oracle, labels) and what the report holds at the point.
 
 The judgement runs without a framework: each test hands it the value a framework returned (from the
-committed report, or measured and quoted in ../shared/cases/public-cases-2.md, Q1-Q10).
+report of the committed shards, or measured and quoted in ../shared/cases/public-cases-2.md, Q1-Q10).
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
 
 from kinkcheck import explain
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 
-REPORT = ROOT / "reports" / "conventions.json"
 
 
 def _judge(program: str, at: dict, framework: str | None = None, **kw) -> explain.Judgement:
@@ -29,31 +27,24 @@ def _judge(program: str, at: dict, framework: str | None = None, **kw) -> explai
 
 
 @pytest.fixture(scope="module")
-def report_doc():
-    if not REPORT.is_file():
-        pytest.skip(f"no committed report at {REPORT}")
-    return json.loads(REPORT.read_text())
-
-
-@pytest.fixture(scope="module")
-def index():
-    if not REPORT.is_file():
-        pytest.skip(f"no committed report at {REPORT}")
-    return explain.report_index(REPORT, use_cache=False)
+def index(shards_report_path):
+    """grad's index of the report the committed shards build now (conftest.py), cells held in memory."""
+    return explain.report_index(shards_report_path, use_cache=False)
 
 
 # --------------------------------------------------------------------------- Done when: every catalog program
 
 
-def test_every_catalog_program_is_judged_as_the_report_judges_its_cell(catalog, report_doc, index):
-    """For each of the catalog's programs, the newest release's float64 reverse-mode value from the committed
-    report, judged by grad's judgement (the program mapped to sympy, the oracle, classify), gets the labels the
+def test_every_catalog_program_is_judged_as_the_report_judges_its_cell(catalog, shards_report, index):
+    """For each of the catalog's programs, the newest release's float64 reverse-mode value from the report of the
+    committed shards, judged by grad's judgement (the program mapped to sympy, the oracle, classify), gets the labels the
     report gives that cell, and the judgement names the program's case. Judgements are cached on disk
     (kinkcheck.cache.cache_dir()): a cold run takes about a minute, mostly the median and norm cases."""
     newest = {fw: index["releases"][fw]["cpu"][-1] for fw in ("torch", "jax")}
-    cells = {(o["case"], o["framework"], o["program"]): o for o in report_doc["observations"]
-             if o["mode"] == "reverse" and o["dtype"] == "float64"
-             and o["environment"] == f"{o['framework']}-{newest[o['framework']]}-cpu"}
+    assert newest == {fw: shards_report.index.newest(fw).framework_version for fw in newest}, newest
+    cells = {(o.case, o.framework, o.program): o for o in shards_report.observations
+             if o.mode == "reverse" and o.dtype == "float64"
+             and o.environment == f"{o.framework}-{newest[o.framework]}-cpu"}
     wrong, judged = [], 0
     for case, program in catalog.programs():
         cell = cells.get((case.id, program.framework, program.id))
@@ -61,12 +52,12 @@ def test_every_catalog_program_is_judged_as_the_report_judges_its_cell(catalog, 
         j = explain.judge(program.id, case.at, program.framework, tree=program.tree, cases=index["cases"])
         if case.id not in j.cases:
             wrong.append(f"{case.id} {program.id}: matched {j.cases}")
-        if cell["status"] != "ok":
+        if cell.status != "ok":
             continue
-        got = explain.labels(cell["value"], j, "float64")
+        got = explain.labels(cell.value, j, "float64")
         judged += 1
-        if got != cell["labels"]:
-            wrong.append(f"{case.id} {program.id} = {cell['value']}: report {cell['labels']}, grad {got} "
+        if got != cell.labels:
+            wrong.append(f"{case.id} {program.id} = {cell.value}: report {cell.labels}, grad {got} "
                          f"({j.sympy}; {j.reason})")
     assert judged >= 200, f"only {judged} catalog programs have an ok float64 cell to compare"
     assert not wrong, f"{len(wrong)} disagreements:\n" + "\n".join(wrong)
@@ -173,7 +164,10 @@ def test_a_missing_report_says_so(tmp_path):
         explain.report_index(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "something else"}')
-    with pytest.raises(explain.ReportUnavailable, match="bad.json"):
+    with pytest.raises(explain.ReportUnavailable, match="bad.json: not a kinkcheck/conventions/v2 report"):
+        explain.report_index(bad)
+    bad.write_text('{"schema": "kinkcheck/conventions/v1"}')
+    with pytest.raises(explain.ReportUnavailable, match="re-render it with `kinkcheck report`"):
         explain.report_index(bad)
 
 
@@ -228,3 +222,25 @@ def test_the_judgement_worker_answers_as_judge_does(monkeypatch, tmp_path):
     assert e.judgement.sympy == "Max(0, x)" and e.labels == ["left", "min-norm", "in-clarke"], e.judgement
     with pytest.raises(ex.ExprError, match="does not evaluate"):
         explain.Pending("torch.relu(x)", {"x": 0}, "torch", sympy_text="Max(x)(x)").finish({"x": 0.0})
+
+
+def test_the_report_is_decoded_once_per_file_version(shards_report_path, tmp_path, monkeypatch):
+    """report_index writes the report's cells to the cache keyed by the file's version: the second call reads
+    the cache (no decoding), report_rows reads its cells from there, and a changed file is decoded again."""
+    from kinkcheck.report import model
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "conventions.json"
+    path.write_bytes(shards_report_path.read_bytes())
+    first = explain.report_index(path)
+    decoded = []
+    real = model.load_report
+    monkeypatch.setattr(model, "load_report", lambda p, missing=None: decoded.append(p) or real(p, missing))
+    again = explain.report_index(path)
+    assert again == first and decoded == [], "the same file version: read from the cache"
+    view = explain.report_rows(again, "torch.clamp(x, min=0)", "torch", ("relu@0",))
+    spans = [(r["value"], r["label"], r["from"], r["to"]) for r in view.rows[0]["ranges"]]
+    assert spans == [({"x": 1.0}, "right", "1.13.1", "2.13.0"), ({"x": 0.0}, "left", "2.14.1", "2.15.0")], spans
+    path.write_bytes(path.read_bytes() + b" ")  # another version of the file
+    explain.report_index(path)
+    assert decoded == [path], "a changed file is decoded again"

@@ -1,19 +1,20 @@
-"""The HTML report: self-contained, deterministic, and working in a real headless Chromium (no console
-errors, no network requests, filters, anchors, plots), plus a screenshot."""
+"""The HTML report: self-contained, deterministic, the model's ranges and strips (coloured by label), other
+dtypes only where they differ, *Changed in* grouped, and working in a real headless Chromium (no console
+errors, no network requests, filters, anchors, plots), plus a screenshot. Rendered from the report built from
+the committed shards (``shards_report``, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
-
-from kinkcheck.report.html import render_html
-
 from conftest import ROOT
+
+from kinkcheck.report.html import label_class, render_html
+from kinkcheck.report.view import LABEL_MARK, row_anchor, slug
 
 HTML = ROOT / "reports" / "conventions.html"
 REPORT = ROOT / "reports" / "conventions.json"
@@ -28,34 +29,93 @@ def _chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def doc():
-    return json.loads(REPORT.read_text())
+def html(shards_report, catalog):
+    return render_html(shards_report, catalog)
 
 
-def test_render_is_deterministic_and_self_contained(doc, catalog):
-    a, b = render_html(doc, catalog), render_html(doc, catalog)
-    assert a == b, "the same document must render byte-identically"
-    assert "<script src" not in a and "<link" not in a and 'href="http' not in a, "no external resources"
-    assert len(re.findall(r"<svg[ >]", a)) >= len(doc["cases"]), "one inline SVG plot per case"
-    assert 'id="case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu"' in a, "cell anchors as in Markdown"
+def test_render_is_deterministic_and_self_contained(shards_report, catalog, html):
+    assert render_html(shards_report, catalog) == html, "the same report must render byte-identically"
+    assert "<script src" not in html and "<link" not in html and 'href="http' not in html, "no external resources"
+    assert len(re.findall(r"<svg[ >]", html)) >= len(shards_report.cases), "one inline SVG plot per case"
+    for a in ("case-relu-at-0", "case-relu-at-0--torch-torch-clamp-x-min-0",
+              "case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu",
+              "case-relu-at-0--torch-torch-clamp-x-min-0--modes--inductor", "env-torch-2-13-0-cpu"):
+        assert html.count(f'id="{a}"') == 1, f"anchor {a} as in the Markdown pages, once"
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids)), "every id once"
+    links = set(re.findall(r'href="#([^"]+)"', html))
+    assert links <= set(ids), f"links to no anchor: {sorted(links - set(ids))[:5]}"
 
 
-def test_committed_html_belongs_to_the_committed_report(doc):
+def _row(html: str, anchor: str) -> str:
+    m = re.search(rf'<tr id="{re.escape(anchor)}">(.*?)</tr>', html)
+    assert m, f"no row {anchor}"
+    return m.group(1)
+
+
+def test_ranges_and_dtypes_only_where_they_differ(shards_report, html):
+    """relu@0, torch.relu(x): 0 left everywhere, float16 raised in 1.13.1 and 2.0.1 only. float16's
+    observation carries no conformance verdict (float64 does), which once made every f16 line show."""
+    idx = shards_report.index
+    f64 = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float64")]
+    f16 = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float16")]
+    assert f64.conformance and not f16.conformance and f16.labels[0] == f64.labels[0], "the premise"
+    row = _row(html, "case-relu-at-0--torch-torch-relu-x")
+    runs = re.findall(r'<span class="run"><span class="rel">([^<]+)</span>: (.*?)</span>(?=<span class="run">|</td>)',
+                      row)
+    assert [r[0] for r in runs] == ["1.13.1, 2.0.1", "2.1.2 – 2.15.0"], f"two ranges: {runs}"
+    assert '<span class="dt">f16: ' in runs[0][1] and "error" in runs[0][1], "float16 raised in 1.13.1, 2.0.1: shown"
+    assert "f16" not in runs[1][1] and "bf16" not in runs[1][1] and "f32" not in runs[1][1], \
+        f"float16 equals float64 from 2.1.2 on: not repeated ({runs[1][1]})"
+
+
+def test_strip_squares_are_coloured_by_label(shards_report, html):
+    idx = shards_report.index
+    css = dict(re.findall(r"\.sq\.(lb-[\w-]+) \{ background: (#[0-9a-f]{6}); \}", html))
+    for lb, m in LABEL_MARK.items():
+        assert css.get(label_class(lb)) == m.colour, f"CSS colour of {lb}"
+    squares = {a: cls for cls, a in re.findall(r'<span class="sq ([\w-]+)" id="([^"]+)"', html)}
+    checked = 0
+    for case in shards_report.cases:
+        for p in case.programs:
+            for env in idx.columns[p.framework]:
+                ob = idx.cell.get((case.id, p.framework, p.program, "reverse", env.id, "float64"))
+                want = label_class(ob.labels[0] if ob else None)
+                anchor = f"{row_anchor(case.id, p.framework, p.program)}--{slug(env.id)}"
+                assert squares.get(anchor) == want, f"{anchor}: square {squares.get(anchor)}, want {want}"
+                checked += 1
+    assert checked > 3000 and checked == len(squares), "one square per program and release"
+
+
+def test_changed_in_is_grouped(html):
+    prog = "jax.numpy.linalg.norm(v, jax.numpy.inf)"
+    rows = re.findall(rf"<tr data-fw=\"jax\"><td>jax</td><td>0.4.38 → 0.5.3</td><td><code>{re.escape(prog)}</code>.*?</tr>",
+                      html)
+    assert len(rows) == 2, f"one row in Changed in, one under the case (not one per mode): {len(rows)}"
+    assert all("reverse" in r and "jit" in r and "forward" in r for r in rows), "the row lists its modes"
+
+
+def test_committed_html_belongs_to_the_committed_report():
+    from kinkcheck.report.model import load_report
+
     html = HTML.read_text()
     digest = hashlib.sha256(REPORT.read_bytes()).hexdigest()
     assert f'<meta name="kinkcheck-json-sha256" content="{digest}">' in html, \
         "reports/conventions.html is stale: run `nox -s render` (or kinkcheck report) and commit it"
-    assert doc["provenance"]["generated_at"] in html and doc["provenance"]["catalog_hash"] in html
+    provenance = load_report(REPORT).provenance
+    assert provenance.generated_at in html and provenance.catalog_hash in html
 
 
-def test_html_names_the_json_it_belongs_to(doc, catalog):
-    html = render_html(doc, catalog, json_sha256="ab" * 32)
-    assert html.count("ab" * 32) == 2, "in the meta element and beside the link to conventions.json"
-    assert "kinkcheck-json-sha256" not in render_html(doc, catalog), "no digest given: none shown"
+def test_html_names_the_json_it_belongs_to(shards_report, catalog, html):
+    named = render_html(shards_report, catalog, json_sha256="ab" * 32)
+    assert named.count("ab" * 32) == 2, "in the meta element and beside the link to conventions.json"
+    assert "kinkcheck-json-sha256" not in html, "no digest given: none shown"
 
 
-def test_html_in_headless_chromium(tmp_path):
+def test_html_in_headless_chromium(tmp_path, html):
     chromium = _chromium()
+    page_file = tmp_path / "conventions.html"
+    page_file.write_text(html)
     from playwright.sync_api import sync_playwright
 
     requests, console, errors = [], [], []
@@ -68,11 +128,15 @@ def test_html_in_headless_chromium(tmp_path):
             page.on("request", lambda r: requests.append(r.url))
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(HTML.as_uri() + "#case-relu-at-0")
+            page.goto(page_file.as_uri() + "#case-relu-at-0")
             assert page.evaluate("document.body.dataset.ready") == "1", "the filter script ran"
             assert page.locator("#case-relu-at-0 svg").count() == 1, "the case has its plot"
             cell = page.locator("#case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu")
-            assert cell.count() == 1 and "right" in cell.inner_text(), "the cited cell exists and shows its label"
+            assert cell.count() == 1 and "right" in cell.get_attribute("title"), "the cited square names its label"
+            colour = LABEL_MARK["right"].colour
+            rgb = f"rgb({int(colour[1:3], 16)}, {int(colour[3:5], 16)}, {int(colour[5:7], 16)})"
+            assert cell.evaluate("e => getComputedStyle(e).backgroundColor") == rgb, "drawn in right's colour"
+            assert cell.bounding_box()["width"] > 5, "the square is visible"
             visible = "n => Array.from(document.querySelectorAll(n)).filter(e => !e.hidden).length"
             assert page.evaluate(visible, "main [data-fw=jax]") > 0
             page.uncheck("input[data-filter=fw][value=jax]")

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import pytest
 import sympy
 
-from kinkcheck.cite import load_report
 from kinkcheck.cli import main
 from kinkcheck.migrate import MigrateError, migrate, render
 from kinkcheck.oracles.symbolic import to_sympy
 
-from conftest import ROOT
-
-REPORT = ROOT / "reports" / "conventions.json"
-
 
 @pytest.fixture(scope="module")
-def doc():
-    return load_report(REPORT)
+def doc(shards_report):
+    """The report the committed shards build now (conftest.py)."""
+    return shards_report
 
 
 def _pair(m, case, source, target):
@@ -55,7 +52,7 @@ def test_torch_to_jax_clamp_abs_maximum(doc):
 
 def test_releases_of_one_framework(doc):
     m = migrate(doc, "torch==2.13", "torch==2.15.0", case="relu@0")  # 2.13 is 2.13.0 (PEP 440)
-    assert m.source_env["framework_version"] == "2.13.0", m.source_env
+    assert m.source_env.framework_version == "2.13.0" and m.target_env.id == "torch-2.15.0-cpu", m.source_env
     p = _pair(m, "relu@0", "torch.clamp(x, min=0)", "torch.clamp(x, min=0)")
     assert p.differs and p.source_value == {"x": 1.0} and p.target_value == {"x": 0.0}, p
     assert p.equivalent == "torch.relu(-x) + x", f"2.15.0 program that still gives 1 at 0: {p}"
@@ -75,11 +72,13 @@ def test_bad_sides(doc, kwargs, message):
         migrate(doc, **kwargs)
 
 
-def test_cli(capsys):
-    assert main(["migrate", "--from", "torch", "--to", "jax", "--case", "relu@0", "--report", str(REPORT)]) == 0
+def test_cli(capsys, shards_report_path):
+    report = str(shards_report_path)
+    assert main(["migrate", "--from", "torch", "--to", "jax", "--case", "relu@0", "--report", report]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("# Migration torch ") and "use `jax.nn.relu(x)`" in out, out[:300]
-    assert main(["migrate", "--from", "torch==0.1", "--to", "jax", "--report", str(REPORT)]) == 2
+    assert out.startswith("# Migration torch 2.15.0 → jax 0.10.2 (cpu, float64, reverse mode)") and \
+        "use `jax.nn.relu(x)`" in out, out[:300]
+    assert main(["migrate", "--from", "torch==0.1", "--to", "jax", "--report", report]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not in the report" in err[0], err
 
@@ -141,10 +140,10 @@ def test_every_generated_snippet_gives_the_source_value_at_the_kink_and_the_deri
 
 def test_a_release_that_is_not_a_version_number_does_not_crash(doc):
     """A hand-made environment with framework_version "nightly" sorts below every release, and is found by name."""
-    odd = {**doc["environments"][0], "id": "torch-nightly-cpu", "framework_version": "nightly"}
-    obs = [{**o, "environment": odd["id"]} for o in doc["observations"][:50]]
-    small = {**doc, "environments": doc["environments"] + [odd], "observations": doc["observations"] + obs}
+    odd = msgspec.structs.replace(doc.environments[0], id="torch-nightly-cpu", framework_version="nightly")
+    obs = [msgspec.structs.replace(o, environment=odd.id) for o in doc.observations[:50]]
+    small = msgspec.structs.replace(doc, environments=[*doc.environments, odd], observations=doc.observations + obs)
     m = migrate(small, "torch", "jax")
-    assert m.source_env["framework_version"] != "nightly", "the newest release is a version number, not 'nightly'"
+    assert m.source_env.framework_version == "2.15.0", "the newest release is a version number, not 'nightly'"
     with pytest.raises(MigrateError, match="torch 9.9 on cpu is not in the report .*nightly"):
         migrate(small, "torch==9.9", "jax")

@@ -80,6 +80,30 @@ def test_every_fresh_shard_makes_no_virtualenv(sandbox, catalog):
     assert {p.name: p.read_bytes() for p in obs.iterdir()} == before, "and no shard is touched"
 
 
+def test_a_fresh_verdict_is_remembered_for_the_exact_bytes_only(sandbox, monkeypatch):
+    """A warm `nox -s report` hashes the shards instead of reading them; a changed shard is read again."""
+    noxfile, obs, made = sandbox
+    _run_probe(noxfile, Session(), "torch", "2.13.0")
+    marker = noxfile._fresh_marker(obs / "torch-2.13.0-cpu.json", "torch")
+    assert marker is not None and marker.exists(), "a fresh shard leaves its marker"
+    plan = noxfile._plan
+    noxfile._plan = lambda *a: pytest.fail("a remembered fresh shard is not read again")
+    try:
+        session = Session()
+        _run_probe(noxfile, session, "torch", "2.13.0")
+    finally:
+        noxfile._plan = plan
+    assert "found so before" in session.logs[-1] and not session.runs, session.logs
+    shard = obs / "torch-2.13.0-cpu.json"
+    s = read_shard(shard)
+    s["observations"] = s["observations"][1:]  # one cell less: another verdict is due
+    write_shard(shard, s)
+    assert not noxfile._fresh_marker(shard, "torch").exists(), "other bytes, another marker"
+    session = Session()
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    assert session.runs and len(made) == 1, f"the changed shard is planned and probed: {session.logs}"
+
+
 def test_a_stale_shard_reprobes_only_its_missing_cells(sandbox, catalog):
     noxfile, obs, made = sandbox
     shard = obs / "torch-2.13.0-cpu.json"

@@ -55,3 +55,49 @@ def test_round_numbers_touches_geometry_only():
     assert 'viewBox="0 0 648 187.2"' in got and 'x="41.14"' in got and 'xlink:href="#m3e4"' in got, got
     assert ">0.333333 (x = 1e-45)</text>" in got, "text between tags is drawn as written"
     assert round_numbers(got) == got, "rounding twice changes nothing"
+
+
+#: Plots of different kinds in a row: a smooth kink, a two-input case, a curve undefined left of the kink.
+SEQUENCE = (("relu@0", [("torch", 0.0, 3), ("jax", 0.5, 1)], 0.0, 1.0),
+            ("maximum@tie", [("torch", 0.5, 2)], 0.0, 1.0),
+            ("sqrt@0", [("jax", 1e300, 1)], None, None))
+
+
+def test_the_reused_figure_draws_what_a_new_figure_draws(catalog, fresh_cache):
+    """Each plot is drawn on one figure cleared again (kinkcheck.report.plots._figure); nothing of the plot
+    before (subplot parameters set by tight_layout, ticks, legend) may reach the next one's SVG."""
+    from kinkcheck.report.plots import _render
+
+    reused = [_render(catalog.case(c), marks, left, right) for c, marks, left, right in SEQUENCE]
+    fresh = [_render(catalog.case(c), marks, left, right, fresh=True) for c, marks, left, right in SEQUENCE]
+    for (c, *_), a, b in zip(SEQUENCE, reused, fresh):
+        assert a == b, f"{c}: the reused figure's SVG differs from a new figure's"
+    assert len(set(reused)) == len(SEQUENCE), "three different plots"
+
+
+def test_plots_drawn_in_child_processes_are_the_ones_drawn_here(catalog, fresh_cache, monkeypatch, tmp_path):
+    from kinkcheck.report import plots
+
+    requests = [(catalog.case(c), marks, left, right) for c, marks, left, right in SEQUENCE]
+    here = plots.case_svgs(requests, workers=1)
+    assert here == [plots._render(*r) for r in requests], "case_svgs draws what _render draws"
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache-2"))  # nothing cached: all drawn again
+    monkeypatch.setattr(plots, "PARALLEL_MIN", 2)
+    calls = []
+    real = plots._draw_in_workers
+    monkeypatch.setattr(plots, "_draw_in_workers", lambda r, n: calls.append(n) or real(r, n))
+    assert plots.case_svgs(requests, workers=2) == here, "two child processes draw the same bytes, in order"
+    assert calls == [2], f"drawn in two child processes: {calls}"
+    assert plots.case_svgs(requests, workers=2) == here and calls == [2], "then read from the cache"
+
+
+def test_plots_are_drawn_here_when_child_processes_fail(catalog, fresh_cache, monkeypatch):
+    import sys
+
+    from kinkcheck.report import plots
+
+    requests = [(catalog.case(c), marks, left, right) for c, marks, left, right in SEQUENCE[:2]]
+    monkeypatch.setattr(plots, "PARALLEL_MIN", 2)
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # every child exits 1 at once
+    assert plots._draw_in_workers(requests, 2) is None, "a failed child is noticed"
+    assert plots.case_svgs(requests, workers=2) == [plots._render(*r) for r in requests], "drawn here instead"

@@ -3,7 +3,6 @@ into a checked folder, every cell traced to a shard."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -14,14 +13,15 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import jsonschema
+import fastjsonschema
 import pytest
 
 from kinkcheck import cli
-from kinkcheck.report import FILES, OutputError, _replace_set, set_problems, validate_report, write_reports
+from kinkcheck.report import CASES, FILES, OutputError, _replace_set, set_problems, validate_report, write_reports
+from kinkcheck.classify import same_value
 from kinkcheck.report.build import build, disagreements, report_date
 from kinkcheck.report.csvfile import read_observations, render_csv
-from kinkcheck.report.markdown import render_markdown
+from kinkcheck.report.model import decode_report, json_schema, report_json
 from kinkcheck.shards import load_shards
 
 from conftest import ROOT
@@ -31,20 +31,37 @@ OBS = ROOT / "references" / "observations"
 
 @pytest.fixture(scope="module")
 def doc(catalog):
+    """The typed report of the committed shards (:class:`kinkcheck.report.model.Report`)."""
     shards, errors = load_shards(OBS)
     assert not errors, errors
     return build(shards, catalog)
 
 
 def test_report_matches_schema(doc):
-    validate_report(doc)
+    validate_report(json.loads(report_json(doc)))
 
 
 def test_schema_rejects_a_broken_report(doc):
-    bad = copy.deepcopy(doc)
-    bad["observations"][0]["labels"] = ["sideways"]
-    with pytest.raises(jsonschema.ValidationError):
+    bad = json.loads(report_json(doc))
+    bad["observations"][0]["status"] = "sideways"
+    with pytest.raises(fastjsonschema.JsonSchemaException, match=r"observations\[0\]\.status"):
         validate_report(bad)
+
+
+def test_committed_schema_is_generated_from_the_model():
+    committed = json.loads((ROOT / "src" / "kinkcheck" / "schemas" / "conventions.v2.json").read_text())
+    assert committed == json_schema(), \
+        "schemas/conventions.v2.json is stale: python -m kinkcheck.report.model > " \
+        "src/kinkcheck/schemas/conventions.v2.json"
+
+
+def test_report_json_round_trips_through_the_model(doc):
+    data = report_json(doc)
+    back = decode_report(data)
+    assert back == doc, "decoding the written JSON must give the same typed report"
+    assert report_json(back) == data, "and encoding it again the same bytes"
+    lines = data.split(b"\n")
+    assert len(lines) > len(doc.observations), "one observation a line, so a changed cell is a one-line diff"
 
 
 def test_committed_reports_are_the_byte_identical_render_of_the_committed_shards(catalog, tmp_path):
@@ -52,7 +69,9 @@ def test_committed_reports_are_the_byte_identical_render_of_the_committed_shards
     validate_report(committed)
     shards, errors = load_shards(OBS, catalog)
     write_reports(shards, catalog, tmp_path, gaps=errors)
-    for name in FILES:
+    pages = sorted(p.name for p in (tmp_path / CASES).glob("*.md"))
+    assert pages == sorted(p.name for p in (ROOT / "reports" / CASES).glob("*.md")), "the same case pages"
+    for name in [*FILES, *(f"{CASES}/{p}" for p in pages)]:
         fresh, kept = (tmp_path / name).read_text(), (ROOT / "reports" / name).read_text()
         drawn = re.search(r'<meta name="generator" content="[^"]*; (matplotlib [^"]+)">', kept)
         here = f"matplotlib {metadata.version('matplotlib')}"
@@ -66,8 +85,8 @@ def test_csv_round_trips_into_the_json_observations(doc, tmp_path):
     path = tmp_path / "conventions.csv"
     path.write_text(render_csv(doc))
     back = read_observations(path)
-    assert len(back) == len(doc["observations"]), "one CSV row per observation"
-    assert back == json.loads(json.dumps(doc["observations"])), "CSV rows must read back as the JSON observations"
+    assert len(back) == len(doc.observations), "one CSV row per observation"
+    assert back == doc.observations, "CSV rows must read back as the report's observations"
     header = path.read_text().splitlines()[0].split(",")
     assert header[:3] == ["case", "program", "framework"] and "conformance" in header, header
 
@@ -79,20 +98,18 @@ def test_csv_refuses_another_file(tmp_path):
         read_observations(path)
 
 
-def test_same_shards_render_identically(catalog, doc):
+def test_same_shards_build_identically(catalog, doc):
     shards, _ = load_shards(OBS)
     again = build(shards, catalog)
-    assert again == doc, "report must be deterministic, timestamp included"
-    assert render_markdown(doc) == render_markdown(again), "Markdown must be byte-identical for the same shards"
+    assert report_json(again) == report_json(doc), "report must be deterministic, timestamp included"
     newest = max(s["environment"]["measured_at"] for s in shards)  # the committed shards all write +00:00
-    assert doc["provenance"]["generated_at"] == newest, "the report's date is the newest measurement, not the clock"
+    assert doc.provenance.generated_at == newest, "the report's date is the newest measurement, not the clock"
 
 
 def test_report_date_is_the_newest_measurement():
-    envs = [{"measured_at": "2026-03-01T12:00:00+00:00"}, {"measured_at": "2026-03-01T13:30:00+02:00"},
-            {"measured_at": "2026-03-01T11:00:00"}, {"measured_at": "yesterday"}, {}]
-    assert report_date(envs) == "2026-03-01T12:00:00+00:00", "13:30+02:00 is 11:30 UTC; a naive time is UTC"
-    assert report_date([{"measured_at": "soon"}]) == "unknown", "nothing readable: said, not invented"
+    times = ["2026-03-01T12:00:00+00:00", "2026-03-01T13:30:00+02:00", "2026-03-01T11:00:00", "yesterday", None]
+    assert report_date(times) == "2026-03-01T12:00:00+00:00", "13:30+02:00 is 11:30 UTC; a naive time is UTC"
+    assert report_date(["soon"]) == "unknown", "nothing readable: said, not invented"
 
 
 #: A small report (two cases of two shards) for the tests that render whole sets.
@@ -126,13 +143,53 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
     """Another process, another time zone, every plot drawn anew: the same bytes (what a fresh clone gets)."""
     _render_small(tmp_path / "a", tmp_path / "cache-a", "UTC")
     _render_small(tmp_path / "b", tmp_path / "cache-b", "Pacific/Kiritimati")
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(FILES), \
-        "the render writes the four files and nothing else (no cache, no temporary file) into its folder"
-    for name in FILES:
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted([*FILES, CASES]), \
+        "the render writes the four files and the case pages and nothing else (no cache, no temporary file)"
+    pages = sorted(p.name for p in (tmp_path / "a" / CASES).iterdir())
+    assert pages == ["relu-at-0.md", "where-sqrt-at-minus-1.md"], f"one page per case, nothing else: {pages}"
+    for name in [*FILES, *(f"{CASES}/{p}" for p in pages)]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), f"{name} differs"
     assert set_problems(tmp_path / "a") == []
     digest = hashlib.sha256((tmp_path / "a" / "conventions.json").read_bytes()).hexdigest()
     assert digest in (tmp_path / "a" / "conventions.md").read_text(), "the Markdown names its JSON's digest"
+    assert digest in (tmp_path / "a" / CASES / "relu-at-0.md").read_text(), "so does each case page"
+
+
+def test_one_changed_cell_changes_the_committed_files_in_proportion(tmp_path):
+    """Re-measuring a release that changed one value: a few lines of the JSON, CSV, index and HTML, the case's
+    own page, and only the digest line of every other case page (what a reviewer reads in a diff)."""
+    import difflib
+
+    _render_small(tmp_path / "a", tmp_path / "cache")
+    shard = json.loads((OBS / SMALL_SHARDS[0]).read_text())
+    for o in shard["observations"]:
+        if (o["case"], o["program"], o["mode"], o["dtype"]) == ("relu@0", "torch.relu(x)", "reverse", "float64"):
+            o["value"] = {"x": 0.5}
+    changed = tmp_path / "shards"
+    changed.mkdir()
+    (changed / SMALL_SHARDS[0]).write_text(json.dumps(shard))
+    shutil.copy(OBS / SMALL_SHARDS[1], changed / SMALL_SHARDS[1])
+    env = {**os.environ, "KINKCHECK_CACHE_DIR": str(tmp_path / "cache")}
+    args = [json.dumps(SMALL_CASES), json.dumps([str(changed / n) for n in SMALL_SHARDS]), str(tmp_path / "b")]
+    proc = subprocess.run([sys.executable, "-c", _SMALL_RENDER, *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def changed_lines(name: str) -> int:
+        a, b = ((tmp_path / side / name).read_text().splitlines() for side in ("a", "b"))
+        return sum(1 for line in difflib.unified_diff(a, b, lineterm="", n=0)
+                   if line[:1] in "+-" and not line.startswith(("+++", "---")))
+
+    pages = (f"{CASES}/relu-at-0.md", f"{CASES}/where-sqrt-at-minus-1.md")
+    sizes = {name: changed_lines(name) for name in (*FILES, *pages)}
+    assert sizes["conventions.csv"] == 2, f"one observation, one CSV line (old and new): {sizes}"
+    assert 2 <= sizes["conventions.json"] <= 30, f"the observation's line and the derived sections: {sizes}"
+    assert sizes[f"{CASES}/where-sqrt-at-minus-1.md"] == 2, f"another case's page: only its digest line: {sizes}"
+    assert 2 < sizes[f"{CASES}/relu-at-0.md"] <= 40 and sizes["conventions.md"] <= 60 and \
+        sizes["conventions.html"] <= 80, f"the changed case's rows, the summary: {sizes}"
+    for name in FILES:
+        text = (tmp_path / "b" / name).read_text()
+        assert text.endswith("\n") and not text.endswith("\n\n"), f"{name} ends in one newline"
 
 
 def test_a_mixed_set_is_detected(tmp_path):
@@ -141,7 +198,8 @@ def test_a_mixed_set_is_detected(tmp_path):
     older["provenance"]["gaps"] = ["an older render"]
     (tmp_path / "a" / "conventions.json").write_text(json.dumps(older))
     problems = set_problems(tmp_path / "a")
-    assert len(problems) == 2 and all("does not belong to" in p for p in problems), problems
+    assert len(problems) == 4 and all("does not belong to" in p for p in problems), \
+        f"the index, the HTML and both case pages name another JSON: {problems}"
 
 
 def _old_set(folder: Path) -> dict[str, bytes]:
@@ -206,113 +264,141 @@ def test_temporary_files_are_ignored_by_git():
         assert proc.returncode == 0, f"{path} is not ignored by .gitignore"
 
 
+def test_generated_files_are_marked_generated_for_code_hosts():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = ["reports/conventions.json", "reports/conventions.md", f"reports/{CASES}/relu-at-0.md",
+             "src/kinkcheck/schemas/conventions.v2.json", "references/observations/torch-2.13.0-cpu.json"]
+    proc = subprocess.run(["git", "check-attr", "linguist-generated", *paths], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    marked = [line.split(":")[0] for line in proc.stdout.splitlines() if line.endswith(": true")]
+    assert marked == paths, f"collapsed in code-host diffs (.gitattributes): {proc.stdout}"
+
+
 def test_every_observation_comes_from_a_shard(doc):
     shards, _ = load_shards(OBS)
     recorded = {(s["environment"]["id"], o["case"], o["program"], o["dtype"], o["mode"]): o["value"]
                 for s in shards for o in s["observations"]}
-    for o in doc["observations"]:
-        key = (o["environment"], o["case"], o["program"], o["dtype"], o["mode"])
-        assert key in recorded and recorded[key] == o["value"], f"report cell {key} not traced to a shard"
+    for o in doc.observations:
+        key = (o.environment, o.case, o.program, o.dtype, o.mode)
+        assert key in recorded and recorded[key] == o.value, f"report cell {key} not traced to a shard"
 
 
 def _obs(doc, env_prefix, case, program, dtype="float64"):
-    for o in doc["observations"]:
-        if o["environment"].startswith(env_prefix) and o["case"] == case and o["program"] == program \
-                and o["dtype"] == dtype:
+    for o in doc.observations:
+        if o.environment.startswith(env_prefix) and o.case == case and o.program == program and o.dtype == dtype:
             return o
     raise AssertionError(f"no observation {env_prefix} {case} {program} {dtype}")
 
 
 def test_labels_in_report(doc):
     o = _obs(doc, "jax-", "relu@0", "jax.numpy.maximum(x, 0.0)")
-    assert o["value"] == {"x": 0.5} and o["labels"][0] == "mean", f"jnp.maximum at 0: {o}"
+    assert o.value == {"x": 0.5} and o.labels[0] == "mean", f"jnp.maximum at 0: {o}"
     o = _obs(doc, "jax-", "relu@0", "jax.nn.relu(x)")
-    assert o["labels"][:2] == ["left", "min-norm"], f"jax.nn.relu at 0: {o}"
+    assert o.labels[:2] == ["left", "min-norm"], f"jax.nn.relu at 0: {o}"
     o = _obs(doc, "torch-2.13.0", "relu@0", "torch.clamp(x, min=0)")
-    assert o["value"] == {"x": 1.0} and o["labels"][0] == "right", f"torch 2.13 clamp at 0: {o}"
+    assert o.value == {"x": 1.0} and o.labels[0] == "right", f"torch 2.13 clamp at 0: {o}"
 
 
-def test_disagreements_found(doc, catalog):
-    within = {(env, d["case"]) for d in doc["disagreements"]["within"] for env in d["environments"]}
+def test_disagreements_found(doc):
+    within = {(env, d.case) for d in doc.disagreements.within for env in d.environments}
     assert any(env.startswith("jax") and case == "relu@0" for env, case in within), "jax relu@0 programs differ"
-    across = {d["case"] for d in doc["disagreements"]["across"]}
+    across = {d.case for d in doc.disagreements.across}
     assert "abs@0" in across, "torch.abs (0) vs jnp.abs (1) at 0 is an across-framework disagreement"
-    assert disagreements(doc, catalog) == doc["disagreements"], "disagreements are derived, not stored by hand"
+    assert disagreements(doc) == doc.disagreements, "disagreements are derived, not stored by hand"
+    relu = [d for d in doc.disagreements.within if d.case == "relu@0" and d.framework == "torch"]
+    assert any(" – " in d.releases for d in relu), \
+        f"consecutive releases read as a range: {[d.releases for d in relu]}"
+
+
+def test_changed_in_is_one_row_per_change_with_its_modes(doc):
+    """The jax `linalg.norm(v, inf)` change at the origin was six rows (one per mode); now one."""
+    rows = [r for r in doc.changed_in if r.program == "jax.numpy.linalg.norm(v, jax.numpy.inf)"]
+    assert len(rows) == 1, f"one change, one row: {rows}"
+    r = rows[0]
+    assert (r.from_version, r.to_version, r.change, r.kind) == ("0.4.38", "0.5.3", "[0.5, 0.5] → [0.25, 0.25]",
+                                                                "convention"), r
+    assert {"reverse", "forward", "jit", "vmap"} <= set(r.modes) and r.dtypes[0] == "float64", r
+    keys = [(c.framework, c.device, c.program, c.from_environment, c.change, c.kind) for c in doc.changed_in]
+    assert len(keys) == len(set(keys)), "no change is listed twice"
+    modes = [r for r in doc.changed_in if r.kind == "availability" and r.program == "(every program in this mode)"]
+    assert any("inductor" in r.modes and r.to_version == "2.1.2" for r in modes), \
+        f"torch.compile's modes appear in 2.1.2 as one availability row: {modes}"
+    assert doc.summary.changed_in == doc.summary.changed_in_conventions + doc.summary.changed_in_availability
+
+
+def test_version_span_separates_convention_changes_from_new_modes(doc):
+    span = {v.framework: v for v in doc.version_span}
+    torch = span["torch"]
+    assert (torch.oldest, torch.newest) == ("1.13.1", "2.15.0"), torch
+    assert torch.programs_changed > 0 and torch.programs_gained > 0, \
+        f"torch 1.13.1 → 2.15.0 changed conventions and gained modes (functional, vmap, compile): {torch}"
+    old = {(o.case, o.program, o.mode, o.dtype): o for o in doc.index.by_environment["torch-1.13.1-cpu"]}
+    gained = {(o.case, o.program) for o in doc.index.by_environment["torch-2.15.0-cpu"]
+              if (p := old.get((o.case, o.program, o.mode, o.dtype))) is not None and p.status == "unavailable"
+              and o.status != "unavailable"}
+    changed = {(o.case, o.program) for o in doc.index.by_environment["torch-2.15.0-cpu"]
+               if (p := old.get((o.case, o.program, o.mode, o.dtype))) is not None and "unavailable" not in
+               (p.status, o.status) and (p.status != o.status or (
+                   o.status == "ok" and not same_value(doc.index.flat(p), doc.index.flat(o), o.dtype)))}
+    assert torch.programs_gained == len(gained - changed), (torch, len(gained), len(changed))
+    assert torch.programs_changed == len(changed), (torch, len(changed))
 
 
 def test_p0_worked_example(doc):
-    oracle = {r["kink_derivative"]: r for r in doc["p0"]["oracle"]}
-    diff = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(oracle["0"]["W1"], oracle["1"]["W1"])]
+    oracle = {r.kink_derivative: r for r in doc.p0.oracle}
+    diff = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(oracle["0"].W1, oracle["1"].W1)]
     assert diff == [[0, 0], [0, 0], [0, -38]], f"NumPy oracle relu'(0)=0 minus =1: {diff}"
-    assert oracle["0"]["W2"] == oracle["1"]["W2"], "W2 does not depend on relu'(0)"
-    assert oracle["1/2"]["W1"][2][1] == 1279, "relu'(0)=1/2 lands halfway"
-    rows = {(env, m["program"]): m for m in doc["p0"]["measured"] for env in m["environments"]}
+    assert oracle["0"].W2 == oracle["1"].W2, "W2 does not depend on relu'(0)"
+    assert oracle["1/2"].W1[2][1] == 1279, "relu'(0)=1/2 lands halfway"
+    rows = {(env, m.program): m for m in doc.p0.measured for env in m.environments}
     relu = rows[("torch-2.13.0-cpu", "torch.nn.functional.relu(x)")]
     clamp = rows[("torch-2.13.0-cpu", "x.clamp(min=0)")]
-    measured = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(relu["W1"], clamp["W1"])]
+    measured = [[a - b for a, b in zip(r0, r1)] for r0, r1 in zip(relu.W1, clamp.W1)]
     assert measured == [[0, 0], [0, 0], [0, -38]], f"PyTorch 2.13.0 reproduces the seed: {measured}"
-    assert all(m["ok"] for m in doc["p0"]["measured"]), "every measured P0 row agrees with the NumPy oracle"
-
-
-def test_markdown_sections(doc):
-    md = render_markdown(doc)
-    for heading in ("Disagreements", "### Within one framework", "### Across frameworks",
-                    "## Worked example: P0", "## Cases", '<a id="case-relu-at-0"></a>',
-                    '<a id="case-clamp-at-minus-1"></a>', '<a id="case-clamp-at-1"></a>'):
-        assert heading in md, f"Markdown report lacks {heading!r}"
-
-
-def test_anchors_are_unique(doc):
-    import re
-    from collections import Counter
-
-    anchors = Counter(re.findall(r'<a id="([^"]+)"></a>', render_markdown(doc)))
-    dupes = [a for a, n in anchors.items() if n > 1]
-    assert not dupes, f"anchors must be unique to be citable: {dupes[:5]}"
-    links = set(re.findall(r"\]\(#([^)]+)\)", render_markdown(doc)))
-    assert links <= set(anchors), f"links to missing anchors: {sorted(links - set(anchors))[:5]}"
+    assert all(m.ok for m in doc.p0.measured), "every measured P0 row agrees with the NumPy oracle"
 
 
 def _mode_rows(doc, **match):
-    return [r for r in doc["mode_disagreements"]["rows"] if all(r[k] == v for k, v in match.items())]
+    return [r for r in doc.mode_disagreements.rows if all(getattr(r, k) == v for k, v in match.items())]
 
 
 def test_mode_dtype_device_section_is_computed_from_the_shards(doc):
     """Rows come from the shards' own cells: each names environments whose cells hold exactly those values."""
-    index = {(o["environment"], o["case"], o["program"], o["mode"], o["dtype"]): o for o in doc["observations"]}
-    rows = doc["mode_disagreements"]["rows"]
+    cell = doc.index.cell
+    rows = doc.mode_disagreements.rows
     assert rows, "the measured shards differ by mode or dtype somewhere"
     for r in rows:
-        for eid in r["environments"]:
-            for d in r["dtypes"]:
-                ob = index[(eid, r["case"], r["program"], r["mode"], d)]
-                ref_dtype = r["reference_dtype"] if r["comparison"].startswith("float64") else d
-                ref = index[(eid, r["case"], r["program"], r["reference_mode"], ref_dtype)]
-                assert ob["value"] == r["observed"]["value"] and ref["value"] == r["reference"]["value"], r
-                assert ob["labels"][0] == r["observed"]["label"], r
+        for eid in r.environments:
+            for d in r.dtypes:
+                ob = cell[(r.case, r.framework, r.program, r.mode, eid, d)]
+                ref_dtype = r.reference_dtype if r.comparison.startswith("float64") else d
+                ref = cell[(r.case, r.framework, r.program, r.reference_mode, eid, ref_dtype)]
+                assert ob.value == r.observed.value and ref.value == r.reference.value, r
+                assert ob.labels[0] == r.observed.label, r
 
 
 def test_known_mode_and_dtype_disagreements_are_listed(doc):
-    envs = {e["id"] for e in doc["environments"] if e.get("modes")}
+    envs = {e.id for e in doc.environments if e.modes}
     if "torch-2.13.0-cpu" not in envs or "jax-0.10.2-cpu" not in envs:
         pytest.skip("the pinned releases' shards predate the mode matrix")
     fmax = _mode_rows(doc, case="maximum@tie", program="torch.fmax(x, y)", mode="forward")
-    assert fmax and "torch-2.13.0-cpu" in fmax[0]["environments"], "torch.fmax: reverse [1, 0], forward [0, 1]"
-    assert fmax[0]["reference"]["value"] == {"x": 1.0, "y": 0.0} and fmax[0]["observed"]["value"] == {"x": 0.0, "y": 1.0}
+    assert fmax and "torch-2.13.0-cpu" in fmax[0].environments, "torch.fmax: reverse [1, 0], forward [0, 1]"
+    assert fmax[0].reference.value == {"x": 1.0, "y": 0.0} and fmax[0].observed.value == {"x": 0.0, "y": 1.0}
     where = _mode_rows(doc, case="where-sqrt@-1", framework="jax", mode="forward")
-    assert where and where[0]["reference"]["label"] == "nan" and where[0]["observed"]["value"] == {"x": 1.0}
+    assert where and where[0].reference.label == "nan" and where[0].observed.value == {"x": 1.0}
     bf16 = _mode_rows(doc, case="hardtanh0.7@0.69921875", program="torch.minimum(x, torch.full_like(x, 0.7))",
                       comparison="float64 vs bfloat16")
-    assert bf16 and bf16[0]["observed"]["value"] == {"x": 0.5}, "0.7 rounds to x in bfloat16: a tie"
+    assert bf16 and bf16[0].observed.value == {"x": 0.5}, "0.7 rounds to x in bfloat16: a tie"
     rounded = _mode_rows(doc, case="relu@1e-45", program="torch.relu(x)", comparison="float64 vs float16")
-    assert rounded and rounded[0]["observed"]["input"] == {"x": 0.0}, "the cell says the input rounded to 0"
-    assert any("CPU vs CUDA not measured" in m for m in doc["mode_disagreements"]["not_measured"]) or \
-        any(e["device"] == "cuda" for e in doc["environments"])
+    assert rounded and rounded[0].observed.input == {"x": 0.0}, "the cell says the input rounded to 0"
+    assert any("CPU vs CUDA not measured" in m for m in doc.mode_disagreements.not_measured) or \
+        any(e.device == "cuda" for e in doc.environments)
 
 
 def test_networks_cross_checked_per_mode(doc):
-    modes = {(n["framework"], n["mode"]) for n in doc["networks"] if n["ok"] is True}
-    if not any(e.get("modes") for e in doc["environments"]):
+    modes = {(n.framework, n.mode) for n in doc.networks if n.ok is True}
+    if not any(e.modes for e in doc.environments):
         pytest.skip("no shard with the mode matrix")
     for want in [("torch", "reverse"), ("torch", "forward"), ("torch", "inductor"), ("torch", "aot_eager"),
                  ("jax", "reverse"), ("jax", "forward"), ("jax", "jit")]:
@@ -386,45 +472,45 @@ def test_a_case_the_oracle_cannot_judge_renders_marked(unjudged, tmp_path, capsy
     shards, errors = load_shards(root / "shards", cat)
     assert not errors, errors
     doc = build(shards, cat)
-    validate_report(doc)
-    cases = {c["id"]: c for c in doc["cases"]}
+    validate_report(json.loads(report_json(doc)))
+    cases = {c.id: c.oracle for c in doc.cases}
     wiggle, shifted = cases["wiggle@0"], cases["sqrt-abs-shift@1"]
-    assert wiggle["kind"] == "not-judged" and wiggle["reason"].startswith("not judged:") and \
-        wiggle["lipschitz"] is None, f"x² sin(1/x) at 0: the oracle must say it cannot judge, and why: {wiggle}"
-    assert shifted["kind"] == "kink" and shifted["lipschitz"] is False and shifted["clarke"] is None, shifted
-    assert cases["kth@too-far"]["kind"] == "not-judged" and "does not evaluate" in cases["kth@too-far"]["reason"], \
+    assert wiggle.kind == "not-judged" and wiggle.reason.startswith("not judged:") and \
+        wiggle.lipschitz is None, f"x² sin(1/x) at 0: the oracle must say it cannot judge, and why: {wiggle}"
+    assert shifted.kind == "kink" and shifted.lipschitz is False and shifted.clarke is None, shifted
+    assert cases["kth@too-far"].kind == "not-judged" and "does not evaluate" in cases["kth@too-far"].reason, \
         cases["kth@too-far"]
-    cells = {(o["case"], o["dtype"]): o for o in doc["observations"]}
-    assert cells[("kth@too-far", "float64")]["labels"] == ["not-judged"], cells[("kth@too-far", "float64")]
-    assert cells[("wiggle@0", "float64")]["labels"] == ["not-judged"], cells[("wiggle@0", "float64")]
-    assert cells[("wiggle@0", "float32")]["labels"] == ["nan"], "nan is said without an oracle"
-    assert cells[("sqrt-abs-shift@1", "float64")]["labels"] == ["not-lipschitz"], \
+    cells = {(o.case, o.dtype): o for o in doc.observations}
+    assert cells[("kth@too-far", "float64")].labels == ["not-judged"], cells[("kth@too-far", "float64")]
+    assert cells[("wiggle@0", "float64")].labels == ["not-judged"], cells[("wiggle@0", "float64")]
+    assert cells[("wiggle@0", "float32")].labels == ["nan"], "nan is said without an oracle"
+    assert cells[("sqrt-abs-shift@1", "float64")].labels == ["not-lipschitz"], \
         "0 where f is not locally Lipschitz: no Clarke set to be outside of (Q5)"
-    assert cells[("wiggle@0", "float64")].get("conformance") in (None, "open"), "no rule is checked unjudged"
-    assert doc["summary"]["cases_not_judged"] == 2 and doc["summary"]["not_lipschitz"] == 1, doc["summary"]
-    assert doc["summary"]["outside_clarke"] == 0, "nothing is called outside a Clarke set that does not exist"
+    assert cells[("wiggle@0", "float64")].conformance in (None, "open"), "no rule is checked unjudged"
+    assert doc.summary.cases_not_judged == 2 and doc.summary.not_lipschitz == 1, doc.summary
+    assert doc.summary.outside_clarke == 0, "nothing is called outside a Clarke set that does not exist"
 
     out = tmp_path / "out"
     code = cli.main(["report", "--shards", str(root / "shards"), "--out", str(out), "--catalog",
                      str(root / "catalog.toml")])
     err = capsys.readouterr().err
     assert code == 0 and "Traceback" not in err, f"exit {code}: {err}"
-    md = (out / "conventions.md").read_text()
-    reason = wiggle["reason"].replace("|", "\\|")
-    assert f"| sympy | {reason} |" in md, "the oracle row of the case says why it is not judged"
-    assert "0 <sub>not-judged</sub>" in md and "0 <sub>not-lipschitz</sub>" in md, "cells show value and label"
-    assert "none: f is not locally Lipschitz" in md, "no Clarke set, said as such"
+    page = (out / CASES / "wiggle-at-0.md").read_text()
+    assert wiggle.reason.replace("|", "\\|") in page, "the case page says why the oracle did not judge it"
+    assert "not-judged" in page, "and labels its cells so"
+    assert "none: f is not locally Lipschitz" in (out / CASES / "sqrt-abs-shift-at-1.md").read_text(), \
+        "no Clarke set, said as such"
     html = (out / "conventions.html").read_text()
     assert 'class="not-judged">not judged:' in html and 'class="lb lb-not-judged"' in html, \
         "the HTML marks the case and its cells"
     assert html.count("no curve: f does not evaluate here") == 1, "only kth@too-far has no curve to draw"
     back = read_observations(out / "conventions.csv")
-    assert sorted(tuple(o["labels"]) for o in back if o["dtype"] == "float64") == \
+    assert sorted(tuple(o.labels) for o in back if o.dtype == "float64") == \
         [("not-judged",), ("not-judged",), ("not-lipschitz",)]
     again = tmp_path / "again"
     assert cli.main(["report", "--shards", str(root / "shards"), "--out", str(again), "--catalog",
                      str(root / "catalog.toml")]) == 0
-    for name in FILES:
+    for name in [*FILES, *(f"{CASES}/{p.name}" for p in (out / CASES).iterdir())]:
         assert (out / name).read_bytes() == (again / name).read_bytes(), f"{name}: the render is not deterministic"
 
 
@@ -442,6 +528,6 @@ def test_an_old_oracle_table_without_lipschitz_still_builds(unjudged, monkeypatc
     monkeypatch.setattr(build_module, "oracle_table", old_table)
     shards, _ = load_shards(root / "shards", cat)
     doc = build(shards, cat)
-    labels = {o["case"]: o["labels"] for o in doc["observations"] if o["dtype"] == "float64"}
+    labels = {o.case: o.labels for o in doc.observations if o.dtype == "float64"}
     assert labels == {"wiggle@0": ["not-judged"], "sqrt-abs-shift@1": ["not-lipschitz"],
                       "kth@too-far": ["not-judged"]}, labels

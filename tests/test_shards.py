@@ -447,3 +447,117 @@ def test_nox_writes_wait_for_no_probe_but_never_overwrite_one(tmp_path):
     assert p.read_bytes() == before, "the shard untouched while locked"
     assert drop_removed(p, fewer) == ("maximum@tie",), "unlocked: dropped"
     assert not list(tmp_path.glob(".*.lock")), "no lock file left behind"
+
+
+def _paths(node, prefix=()):
+    """Every path into a JSON document (keys and list indexes), the document's own excluded."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        yield prefix + (k,)
+        yield from _paths(v, prefix + (k,))
+
+
+def test_fastjsonschema_accepts_and_refuses_what_jsonschema_does():
+    """The shard schema is checked by fastjsonschema (compiled once); each mutation of a valid shard (every value
+    replaced by each kind of junk, every key deleted) gets the verdict of the reference validator, jsonschema."""
+    import copy
+
+    import jsonschema
+
+    from kinkcheck.shards import _validate, shard_schema
+
+    reference = jsonschema.validators.validator_for(shard_schema())(shard_schema())
+    base = _minimal()
+    base["environment"].update(case_hashes={"relu@0": "0123456789abcdef"}, modes=["reverse"],
+                               history=[{"measured_at": "2026", "cases": ["relu@0"]}])
+    base["observations"].append({**base["observations"][0], "dtype": "float32", "value": {"v": [[1.0, "inf"]]},
+                                 "input": {"x": 0.5}})
+    base["networks"] = [{"case": "relu@0", "program": "p", "dtype": "float64", "status": "ok", "mode": "reverse",
+                         "W1": [[0.0, 1.0]], "W2": [[2.0]], "error": None}]
+    junk = [None, True, 0, 1.5, "nan", "x", "reverse", [], {}, [1.0], [[1.0]], {"a": 1.0}, {"x": "nan"}]
+    verdicts = []
+    for path in list(_paths(base)):
+        for change in [("delete",)] + [("set", j) for j in junk]:
+            doc = copy.deepcopy(base)
+            parent = doc
+            for k in path[:-1]:
+                parent = parent[k]
+            if change[0] == "delete":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = change[1]
+            want = reference.is_valid(doc)
+            try:
+                _validate(doc, "s.json")
+                got = True
+            except ShardError as err:
+                got = False
+                msg = str(err)
+                assert msg.startswith("s.json: not a kinkcheck shard (") and "\n" not in msg, msg
+            verdicts.append(want)
+            assert got == want, f"{path} {change}: jsonschema says {'valid' if want else 'invalid'}, fastjsonschema not"
+    assert True in verdicts and False in verdicts, "the mutations include valid and invalid shards"
+
+
+def test_schema_error_names_the_file_and_the_path(tmp_path):
+    bad = _minimal()
+    bad["observations"][0]["dtype"] = "float8"
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(bad))
+    with pytest.raises(ShardError) as info:
+        read_shard(p)
+    msg = str(info.value)
+    assert msg.startswith(f"{p}: not a kinkcheck shard (observations/0/dtype: must be one of") and "float8" in msg, msg
+    assert "\n" not in msg, msg
+
+
+def test_a_checked_shard_reads_the_same_from_the_cache_marker(catalog, tmp_path, monkeypatch):
+    """The first read checks the JSON strictly and against the schema and leaves a marker; the next reads parse
+    with orjson: the same document, also where orjson refuses what json reads (a bare NaN, a 30-digit integer)."""
+    import math
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    shard = _minimal()
+    shard["observations"].append({**shard["observations"][0], "case": "gone@0", "value": {"q": float("nan")},
+                                  "input": {"q": 10 ** 30}})
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(shard))  # a bare NaN: not JSON, but json reads it (gone@0 is not in the catalog)
+    markers = tmp_path / "cache" / "validated-shards"
+    for path in (p, OBS / "torch-2.13.0-cpu.json"):
+        before = set(markers.iterdir()) if markers.exists() else set()
+        first = read_shard(path, catalog)
+        assert len(set(markers.iterdir()) - before) == 1, f"{path.name}: the checked shard leaves a marker"
+        again = read_shard(path, catalog)
+        assert json.dumps(again) == json.dumps(first), f"{path.name}: the second read gives the same document"
+    from kinkcheck.validate import parse_checked_json
+
+    assert parse_checked_json(p.read_bytes()) is None, "orjson refuses the bare NaN: json parses it again"
+    nan = read_shard(p, catalog)["observations"][1]
+    assert math.isnan(nan["value"]["q"]) and nan["input"]["q"] == 10 ** 30, "read from the marker as json reads it"
+
+
+def test_a_key_twice_is_refused_in_a_shard(tmp_path):
+    text = json.dumps(_minimal()).replace('"status": "ok"', '"status": "ok", "status": "error"', 1)
+    p = tmp_path / "s.json"
+    p.write_text(text)
+    with pytest.raises(ShardError, match="key 'status' appears twice in one object"):
+        read_shard(p)
+
+
+def test_the_semantic_check_is_skipped_only_for_content_and_catalog_it_passed(catalog, tmp_path, monkeypatch):
+    """A pass of the semantic checks is recorded per (content, catalog): the same shard read against another
+    catalog is checked again, and a failing check records nothing, so it fails (and is named) every time."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    shard = _minimal()
+    shard["environment"]["catalog_hash"] = catalog.hash  # measured against this catalog: its points apply
+    shard["observations"][0]["value"] = {"x": [0.0, 1.0]}  # relu@0's point is a number
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text(json.dumps(shard))
+    checked = tmp_path / "cache" / "checked-shards"
+    assert read_shard(p)["observations"], "without a catalog the shard is consistent in itself"
+    assert read_shard(p)["observations"], "and reads again past its marker"
+    assert len(list(checked.iterdir())) == 1, "one pass recorded"
+    for _ in range(2):
+        with pytest.raises(ShardError, match=r"input 'x' is a list of 2, in the point of relu@0"):
+            read_shard(p, catalog)
+    assert len(list(checked.iterdir())) == 1, "a failed check records nothing"

@@ -1,5 +1,5 @@
 """``python -m kinkcheck`` = the ``kinkcheck`` command."""
 
-from kinkcheck.cli import main
+from kinkcheck.cli import run
 
-raise SystemExit(main())
+run()

@@ -18,6 +18,10 @@ whole catalog (total, per case median and max), then ``kinkcheck grad`` with its
 oracle, labels, report rows) beside ``--no-judge`` on ``--sample`` catalog programs, warm cache (target:
 the judgement adds <= 0.5 s at the median). ``--matrix-disk LOG`` prints the peak
 disk use of the version matrix from the log the probe sessions write (target < 15 GB).
+
+``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` beside rendering alone
+(target: warm <= 5 s and <= 1.2 x rendering alone), a cold first render with an empty cache (target <= 30 s),
+and the hot spots of a warm render.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.oracles.backprop import P0
@@ -312,6 +317,145 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
     return 0
 
 
+#: Targets of issue 12: a warm report (every shard fresh, oracle cache warm) in <= 5 s wall and <= 1.2 x the
+#: time of rendering alone; a cold first render (empty cache) in <= 30 s.
+REPORT_WARM_TARGET, REPORT_RATIO_TARGET, REPORT_COLD_TARGET = 5.0, 1.2, 30.0
+
+_REPORT_SCRIPT = """
+import json, sys, time
+t0 = time.perf_counter()
+import kinkcheck.oracles.table, kinkcheck.report, kinkcheck.report.plots, kinkcheck.shards
+from kinkcheck import cli
+spent = {}
+def timed(module, name):  # wrap module.name, adding the seconds spent in it to spent[name]
+    real = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+    for m in list(sys.modules.values()):  # and where it was imported by name already
+        if getattr(m, "__name__", "").startswith("kinkcheck") and getattr(m, name, None) is real:
+            setattr(m, name, wrapper)
+timed(kinkcheck.shards, "load_shards")
+timed(kinkcheck.report, "write_reports")
+timed(kinkcheck.oracles.table, "oracle_table")
+timed(kinkcheck.report.plots, "case_svgs")
+t1 = time.perf_counter()
+rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2]])
+print(json.dumps({"rc": rc, "imports": t1 - t0, "main": time.perf_counter() - t1, **spent}))
+"""
+
+_PROFILE_SCRIPT = """
+import cProfile, json, pstats, sys
+from kinkcheck import cli
+prof = cProfile.Profile()
+prof.enable()
+rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2]])
+prof.disable()
+stats = pstats.Stats(prof).stats
+rows = [{"where": f"{f}:{line}({name})", "calls": cc, "own": tt, "cum": ct}
+        for (f, line, name), (cc, nc, tt, ct, callers) in stats.items()]
+print(json.dumps({"rc": rc, "rows": rows}))
+"""
+
+
+def _where(row: dict[str, Any], root: str) -> str:
+    """A profile row's function, its path cut to the package (``kinkcheck/report/build.py:75(build)``)."""
+    text = str(row["where"])
+    for cut in (root + "/", "site-packages/"):
+        if cut in text:
+            return text.split(cut, 1)[1]
+    return text.rsplit("/", 1)[-1]
+
+
+def _report_run(shards: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
+    """One ``kinkcheck report`` in a fresh process (:data:`_REPORT_SCRIPT`): its wall time and its parts."""
+    import json
+
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _REPORT_SCRIPT, str(shards), str(out)], env=env, capture_output=True,
+                          text=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0 or not done.stdout.strip():
+        raise SystemExit(f"kinkcheck report failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return {"wall": wall, **json.loads(done.stdout.splitlines()[-1])}
+
+
+def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) -> int:
+    """Time the report and print the figures against issue 12's targets; each figure comes from one run.
+
+    Every run is ``kinkcheck report --shards <shards> --out <temporary folder>`` in a fresh process (the CLI's
+    own ``main``, called from ``python -c``), with timers wrapped around :func:`kinkcheck.shards.load_shards`,
+    :func:`kinkcheck.report.write_reports`, :func:`kinkcheck.oracles.table.oracle_table` and
+    :func:`kinkcheck.report.plots.case_svgs` (a part the code no longer calls shows as 0):
+
+    * **warm report**: the run's wall time (interpreter start, imports, catalog, reading and checking the
+      shards, rendering, writing), after one untimed run that warms the cache (oracle results, shard markers,
+      plots); the best of ``repeat`` runs.
+    * **rendering alone**: in that same run, the time spent inside :func:`kinkcheck.report.write_reports`:
+      building the document (oracle table read from the cache, classification, disagreements), rendering
+      the files (JSON, Markdown, CSV, HTML with its plots from the cache) and writing them. Not counted:
+      interpreter start, imports, the catalog and :func:`kinkcheck.shards.load_shards`. The ratio warm /
+      rendering alone is what the command costs around the render (target <= 1.2).
+    * **cold first render**: one run as a fresh clone sees it: the cache folder (``$KINKCHECK_CACHE_DIR``,
+      :mod:`kinkcheck.cache`) an empty temporary folder, so every shard is checked in full, the sympy oracle
+      runs on every case and every plot is drawn (matplotlib's own font cache is kept).
+    * **hot spots**: cProfile of one more warm run, in-process (profiling slows it about twice): the ``top``
+      functions by cumulative time and by own time.
+
+    Every shard in ``shards`` should be fresh (:func:`kinkcheck.shards.is_fresh`, as after ``nox -s report``);
+    the count of fresh ones is printed. Returns 0; a failing report exits with its error.
+    """
+    import json
+    import os
+
+    from kinkcheck.shards import is_fresh
+
+    catalog = load_catalog()
+    files = sorted(shards.glob("*.json"))
+    fresh = sum(is_fresh(f, catalog) for f in files)
+    env = os.environ.copy()
+
+    def parts(r: dict[str, float]) -> str:
+        load, render = r.get("load_shards", 0.0), r.get("write_reports", 0.0)
+        return (f"load_shards {load:.2f} s, write_reports {render:.2f} s (of which oracle_table "
+                f"{r.get('oracle_table', 0.0):.2f} s, plots {r.get('case_svgs', 0.0):.2f} s), the rest (interpreter "
+                f"start, imports, catalog, CLI) {r['wall'] - load - render:.2f} s")
+
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-bench-") as tmp:
+        out = Path(tmp) / "out"
+        _report_run(shards, out, env)  # warms the cache
+        warm = min((_report_run(shards, out, env) for _ in range(repeat)), key=lambda r: r["wall"])
+        alone = warm.get("write_reports", float("nan"))
+        ratio = warm["wall"] / alone
+        print(f"kinkcheck report over {len(files)} shards ({fresh} fresh), {os.cpu_count()} CPUs, best of {repeat} "
+              "warm runs:")
+        print(f"  warm report             {warm['wall']:6.2f} s wall   target <= {REPORT_WARM_TARGET:.0f} s "
+              f"{'ok' if warm['wall'] <= REPORT_WARM_TARGET else 'MISSED'}")
+        print(f"  rendering alone         {alone:6.2f} s        (write_reports, in the same run)")
+        print(f"  warm / rendering alone  {ratio:6.2f}          target <= {REPORT_RATIO_TARGET} "
+              f"{'ok' if ratio <= REPORT_RATIO_TARGET else 'MISSED'}")
+        print(f"    {parts(warm)}")
+        if cold:
+            cache = Path(tmp) / "empty-cache"
+            cache.mkdir()
+            c = _report_run(shards, Path(tmp) / "cold", {**env, "KINKCHECK_CACHE_DIR": str(cache)})
+            print(f"  cold first render       {c['wall']:6.2f} s wall   target <= {REPORT_COLD_TARGET:.0f} s "
+                  f"{'ok' if c['wall'] <= REPORT_COLD_TARGET else 'MISSED'}  (empty cache folder)")
+            print(f"    {parts(c)}")
+        done = subprocess.run([sys.executable, "-c", _PROFILE_SCRIPT, str(shards), str(out)], check=True, env=env,
+                              capture_output=True, text=True)
+    rows = json.loads(done.stdout.splitlines()[-1])["rows"]
+    root = str(Path(__file__).resolve().parent.parent)
+    for key, title in (("cum", "cumulative"), ("own", "own")):
+        print(f"  hot spots of a warm report (cProfile, in-process, by {title} time):")
+        for row in sorted(rows, key=lambda r: -r[key])[:top]:
+            print(f"    {row['cum']:6.2f} s cum {row['own']:6.2f} s own {row['calls']:>9} calls  {_where(row, root)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", action="append", choices=("torch", "jax"))
@@ -324,7 +468,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="cold sympy oracle over the catalog, and kinkcheck grad judged vs --no-judge (warm cache)")
     ap.add_argument("--sample", type=int, default=20,
                     help="with --oracle: how many catalog programs grad is timed on, spread over the catalog (0: all)")
+    ap.add_argument("--report", action="store_true",
+                    help="warm kinkcheck report vs rendering alone, a cold first render, and the hot spots")
+    ap.add_argument("--shards", type=Path, default=Path("references/observations"),
+                    help="with --report: the shard folder (default: references/observations)")
+    ap.add_argument("--no-cold", action="store_true", help="with --report: skip the cold render (about a minute)")
     args = ap.parse_args(argv)
+    if args.report:
+        return report_speed(args.shards, args.repeat, cold=not args.no_cold)
     if args.oracle:
         oracle_cold()
         return grad_judged_vs_bare(args.sample, args.repeat)

@@ -1,8 +1,10 @@
 """kinkcheck's on-disk cache folder (derived results only; deleting it costs time, never data).
 
 ``$KINKCHECK_CACHE_DIR`` or ``platformdirs.user_cache_dir("kinkcheck")``. Holds the sympy oracle's results
-(:mod:`kinkcheck.oracles.table`) and markers of shards already validated against the schema
-(:mod:`kinkcheck.shards`), both keyed on content hashes.
+(:mod:`kinkcheck.oracles.table`), the report's plots (:mod:`kinkcheck.report.plots`) and markers of shard files
+that passed the strict JSON parse and the schema (:func:`kinkcheck.shards.read_shard`), all keyed on content
+hashes. An empty folder is what a fresh clone sees: ``python -m kinkcheck.bench --report`` times a first render
+with ``$KINKCHECK_CACHE_DIR`` pointed at one.
 """
 
 from __future__ import annotations

@@ -337,7 +337,7 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
 
 def render(result: CheckResult, names: Sequence[str]) -> str:
     """Plain-text summary: each differing input with both gradients, then the smallest one."""
-    from kinkcheck.report.markdown import fmt_number, fmt_value
+    from kinkcheck.report.view import fmt_number, fmt_value
 
     def g(v: Any) -> str:
         return v if isinstance(v, str) else named(v)

@@ -1,7 +1,9 @@
-"""Compare conventions between environments: two shards, or environments inside a report.
+"""Compare conventions between two environments: two shards, or environments inside a report.
 
-Used by ``kinkcheck diff OLD NEW`` (exit 0: nothing changed, 1: some convention changed, 2: bad input) and
-by the report's *Changed in* section, which compares consecutive releases of each framework.
+Used by ``kinkcheck diff OLD NEW`` (exit 0: nothing changed, 1: some convention changed, 2: bad input).
+A side is a shard (``kinkcheck/shard/v1``) or one environment of a report (``kinkcheck/conventions/v2``,
+``REPORT.json#ENV``); both are read into the report's types (:class:`kinkcheck.report.model.Environment`,
+:class:`kinkcheck.report.model.Observation`; a shard's observations carry no labels).
 
 An observation is keyed by (case, program, mode, dtype); two observations differ when their status
 differs (``ok``/``error``/``unavailable``) or their values differ beyond the dtype's tolerance
@@ -10,30 +12,34 @@ differs (``ok``/``error``/``unavailable``) or their values differ beyond the dty
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value, flatten
+from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError
 
-__all__ = ["Change", "DiffError", "Side", "compare", "load_side"]
+__all__ = ["Change", "DiffError", "Side", "compare", "describe_observation", "differs", "load_side",
+           "side_from_report", "side_from_shard"]
 
 Key = tuple[str, str, str, str]  # case, program, mode, dtype
 
 
 class DiffError(ValueError):
-    """A side that cannot be read (one-line reason naming the file)."""
+    """A side that cannot be read, or two sides that cannot be compared (one-line reason naming the file)."""
 
 
 @dataclass(frozen=True)
 class Side:
-    """One environment's observations: ``key → observation`` (``value``, ``status``, ``labels`` if known)."""
+    """One environment's observations, ``(case, program, mode, dtype) → observation``."""
 
     label: str
-    environment: dict[str, Any]
-    observations: Mapping[Key, dict[str, Any]]
+    environment: Environment
+    observations: Mapping[Key, Observation]
 
 
 @dataclass(frozen=True)
@@ -44,22 +50,21 @@ class Change:
     program: str
     mode: str
     dtype: str
-    old: dict[str, Any]
-    new: dict[str, Any]
+    old: Observation
+    new: Observation
 
     def describe(self) -> str:
         return (f"{self.case}  {self.program}  [{self.mode}, {self.dtype}]: "
                 f"{describe_observation(self.old)} -> {describe_observation(self.new)}")
 
 
-def describe_observation(ob: Mapping[str, Any], labels: bool = True) -> str:
-    """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as in the shard; the label when known."""
-    if ob["status"] != "ok":
-        return ob["status"]
-    values = [v for vals in ob["value"].values() for v in flatten(vals)]
+def describe_observation(ob: Observation, labels: bool = True) -> str:
+    """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as measured; the first label when known."""
+    if ob.status != "ok" or ob.value is None:
+        return ob.status
+    values = [v for vals in ob.value.values() for v in flatten(vals)]
     text = _fmt(values[0]) if len(values) == 1 else "[" + ", ".join(_fmt(v) for v in values) + "]"
-    first = ob.get("labels")
-    return f"{text} ({first[0]})" if labels and first else text
+    return f"{text} ({ob.labels[0]})" if labels and ob.labels else text
 
 
 def _fmt(v: Any) -> str:
@@ -69,13 +74,13 @@ def _fmt(v: Any) -> str:
     return str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:.6g}"
 
 
-def differs(old: Mapping[str, Any], new: Mapping[str, Any], dtype: str) -> bool:
+def differs(old: Observation, new: Observation, dtype: str) -> bool:
     """Whether two observations of the same key show different conventions."""
-    if old["status"] != new["status"]:
+    if old.status != new.status:
         return True
-    if old["status"] != "ok":
+    if old.status != "ok":
         return False
-    return not same_value(flat_value(old["value"]), flat_value(new["value"]), dtype)
+    return not same_value(flat_value(old.value or {}), flat_value(new.value or {}), dtype)
 
 
 def compare(old: Side, new: Side) -> list[Change]:
@@ -87,29 +92,47 @@ def compare(old: Side, new: Side) -> list[Change]:
         When the sides are of different frameworks (their programs differ; ``kinkcheck migrate`` compares
         across frameworks), or have no observation in common (e.g. a not-measured side).
     """
-    ofw, nfw = old.environment.get("framework"), new.environment.get("framework")
+    ofw, nfw = old.environment.framework, new.environment.framework
     if ofw != nfw:
         raise DiffError(f"cannot diff {ofw} against {nfw}: {old.label} and {new.label} measure different programs; "
                         f"use `kinkcheck migrate --from {ofw} --to {nfw}` for a framework move")
     common = [k for k in old.observations if k in new.observations]
     if not common:
-        raise DiffError(f"{old.label} and {new.label} have no observation in common "
-                        f"({old.environment.get('framework')} vs {new.environment.get('framework')})")
+        raise DiffError(f"{old.label} and {new.label} have no observation in common ({ofw} vs {nfw})")
     return [Change(*k, old=old.observations[k], new=new.observations[k])
             for k in common if differs(old.observations[k], new.observations[k], k[3])]
 
 
 def side_from_shard(shard: Mapping[str, Any], label: str) -> Side:
-    obs = {(o["case"], o["program"], o["mode"], o["dtype"]): o for o in shard["observations"]}
-    return Side(label, dict(shard["environment"]), obs)
+    """A side from a shard as :func:`kinkcheck.shards.read_shard` returns it (validated): its environment
+    record and observations in the report's types, without labels (a shard is not judged)."""
+    env = msgspec.convert({k: v for k, v in shard["environment"].items() if k != "case_hashes"}, Environment)
+    obs = {(o["case"], o["program"], o["mode"], o["dtype"]): Observation(
+        case=o["case"], program=o["program"], framework=env.framework, environment=env.id, mode=o["mode"],
+        dtype=o["dtype"], status=o["status"], value=o["value"], labels=[], error=o["error"], input=o.get("input"))
+        for o in shard["observations"]}
+    return Side(label, env, obs)
 
 
-def side_from_report(doc: Mapping[str, Any], env_id: str, label: str) -> Side:
-    envs = {e["id"]: e for e in doc["environments"]}
-    if env_id not in envs:
-        raise DiffError(f"{label}: no environment {env_id!r} in the report (has: {', '.join(sorted(envs))})")
-    obs = {(o["case"], o["program"], o["mode"], o["dtype"]): o for o in doc["observations"] if o["environment"] == env_id}
-    return Side(label, envs[env_id], obs)
+def side_from_report(report: Report, env_id: str, label: str) -> Side:
+    """The side of environment ``env_id`` of ``report``.
+
+    Raises
+    ------
+    DiffError
+        The report has no such environment.
+    """
+    ix = report.index
+    if env_id not in ix.env:
+        raise DiffError(f"{label}: no environment {env_id!r} in the report (has: {', '.join(ix.env)})")
+    obs = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment.get(env_id, [])}
+    return Side(label, ix.env[env_id], obs)
+
+
+class _Head(msgspec.Struct):
+    """What a JSON file says it is; the rest of the document is only parsed."""
+
+    schema: Any = None
 
 
 def load_side(spec: str) -> Side:
@@ -118,15 +141,25 @@ def load_side(spec: str) -> Side:
     Raises
     ------
     DiffError
-        Missing, corrupt or too deeply nested file, a shard or report that fails its schema or semantic checks
-        (:mod:`kinkcheck.validate`), a report without ``#ENV``, an unknown environment.
+        Missing, corrupt or too deeply nested file; a shard that fails its schema or semantic checks
+        (:func:`kinkcheck.shards.read_shard`); a report that is not a well-formed ``kinkcheck/conventions/v2``
+        document (:func:`kinkcheck.report.model.decode_report`; a v1 report is refused: re-render it); a
+        report without ``#ENV``; an unknown environment.
     """
-    from kinkcheck.validate import read_json, report_problem
+    from kinkcheck.report.model import decode_report
+    from kinkcheck.validate import read_text
 
     path, _, env_id = spec.partition("#")
     p = Path(path)
-    data, _text = read_json(p, DiffError)
-    schema = data.get("schema") if isinstance(data, dict) else None
+    raw = read_text(p, DiffError)
+    try:
+        schema = msgspec.json.decode(raw, type=_Head).schema
+    except msgspec.ValidationError:  # valid JSON, but not an object
+        schema = None
+    except msgspec.DecodeError as err:
+        raise DiffError(f"{p}: cannot read (invalid JSON: {str(err).splitlines()[0][:120]})") from None
+    except RecursionError:
+        raise DiffError(f"{p}: cannot read (JSON nested too deeply)") from None
     if schema == "kinkcheck/shard/v1":
         from kinkcheck.shards import ShardError, read_shard
 
@@ -137,57 +170,16 @@ def load_side(spec: str) -> Side:
         if env_id and env_id != shard["environment"]["id"]:
             raise DiffError(f"{p} holds {shard['environment']['id']}, not {env_id}")
         return side_from_shard(shard, spec)
-    if schema == "kinkcheck/conventions/v1":
+    if isinstance(schema, str) and schema.startswith("kinkcheck/conventions/") and schema != SCHEMA_ID:
+        raise DiffError(f"{p}: a {schema} report; this kinkcheck reads {SCHEMA_ID}: re-render it with "
+                        "`kinkcheck report`")
+    if schema == SCHEMA_ID:
+        try:
+            report = decode_report(raw, str(p))
+        except ReportError as err:
+            raise DiffError(str(err)) from None
         if not env_id:
-            envs = data.get("environments")
-            ids = ", ".join(e["id"] for e in envs if isinstance(e, dict) and isinstance(e.get("id"), str)) \
-                if isinstance(envs, list) else ""
-            raise DiffError(f"{p} is a report: name an environment, {p}#ENV (one of: {ids or 'none'})")
-        problem = report_problem(data, ("environments", "cases", "observations"))
-        if problem:
-            raise DiffError(f"{p}: malformed kinkcheck report ({problem})")
-        return side_from_report(data, env_id, spec)
+            raise DiffError(f"{p} is a report: name an environment, {p}#ENV (one of: "
+                            f"{', '.join(report.index.env) or 'none'})")
+        return side_from_report(report, env_id, spec)
     raise DiffError(f"{p}: neither a kinkcheck shard nor a kinkcheck report")
-
-
-def changed_in(environments: Iterable[Mapping[str, Any]], observations: Iterable[Mapping[str, Any]],
-               version_key: Any) -> list[dict[str, Any]]:
-    """Every boundary between consecutive measured releases of one framework (per device) where a
-    convention changed, grouped by (framework, program, boundary, change) with the cases; newest first."""
-    by_env: dict[str, dict[Key, Mapping[str, Any]]] = {}
-    for o in observations:
-        by_env.setdefault(o["environment"], {})[(o["case"], o["program"], o["mode"], o["dtype"])] = o
-    lines: dict[tuple[Any, ...], dict[str, Any]] = {}
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for env in environments:
-        if env["id"] in by_env:
-            groups.setdefault((env["framework"], env["device"]), []).append(env)
-    for (fw, device), envs in groups.items():
-        envs = sorted(envs, key=version_key)
-        for a, b in zip(envs, envs[1:]):
-            old = Side(a["id"], dict(a), by_env[a["id"]])
-            new = Side(b["id"], dict(b), by_env[b["id"]])
-            for ch in compare(old, new):
-                # Value only: the same step (1 → 0) is "right → left" at one bound and "left → right" at the other.
-                change = f"{describe_observation(ch.old, False)} → {describe_observation(ch.new, False)}"
-                program = ch.program
-                if "unavailable" in (ch.old.get("status"), ch.new.get("status")):
-                    program = "(every program in this mode)"  # a mode that appeared or went: one line, not one per program
-                    change = f"mode {ch.old.get('status')} → {ch.new.get('status')}"
-                key = (fw, device, program, a["framework_version"], b["framework_version"], change, ch.mode)
-                entry = lines.setdefault(key, {
-                    "framework": fw, "device": device, "program": program, "mode": ch.mode,
-                    "from": a["framework_version"], "to": b["framework_version"], "from_environment": a["id"],
-                    "to_environment": b["id"], "change": change, "cases": [], "dtypes": []})
-                if ch.case not in entry["cases"]:
-                    entry["cases"].append(ch.case)
-                if ch.dtype not in entry["dtypes"]:
-                    entry["dtypes"].append(ch.dtype)
-    for entry in lines.values():
-        if entry["program"].startswith("(every program"):
-            entry["cases"] = []  # every case: the mode itself appeared or went
-    order = {(e["framework"], e["device"], e["id"]): i
-             for (fw, dev), envs in groups.items() for i, e in enumerate(sorted(envs, key=version_key))}
-    return sorted(lines.values(),
-                  key=lambda e: (e["framework"], e["device"], -order[(e["framework"], e["device"], e["to_environment"])],
-                                 e["program"]))

@@ -115,9 +115,10 @@ class Judgement:
 
 def _source_hash() -> str:
     """What a cached judgement depends on besides its inputs: this code, the oracle, the mapping, the parser."""
+    from kinkcheck.oracles.table import ORACLE_SOURCES
+
     h = hashlib.sha256()
-    for pkg, name in (("kinkcheck", "explain.py"), ("kinkcheck", "expr.py"), ("kinkcheck.oracles", "symbolic.py"),
-                      ("kinkcheck.oracles", "mapping.py")):
+    for pkg, name in (("kinkcheck", "explain.py"), ("kinkcheck.oracles", "mapping.py"), *ORACLE_SOURCES):
         h.update(resources.files(pkg).joinpath(name).read_bytes())
     h.update(_sympy_release())
     return h.hexdigest()[:16]
@@ -421,8 +422,10 @@ class ReportUnavailable(Exception):
 
 
 def _report_key(path: Path) -> str:
-    st = path.stat()
-    return _key(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    from kinkcheck.report.model import SCHEMA_ID
+
+    st = path.stat()  # the schema id too: a cache of a file read under an older model is not reused
+    return _key(SCHEMA_ID, str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _cell_name(key: str, mode: str, dtype: str, device: str) -> str:
@@ -439,7 +442,7 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
     Raises
     ------
     ReportUnavailable
-        The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.cite.load_report`).
+        The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.report.model.load_report`).
     """
     p = Path(path)
     if not p.is_file():
@@ -449,28 +452,26 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
         hit = _read_cache(f"report-{key}.json")
         if isinstance(hit, dict) and hit.get("key") == key:
             return hit
-    from kinkcheck.cite import CiteError, _sorted_versions, load_report
+    from kinkcheck.report.model import ReportError, load_report
 
     try:
-        doc = load_report(p)
-    except CiteError as err:
+        report = load_report(p)
+    except ReportError as err:
         raise ReportUnavailable(str(err)) from None
-    envs = {e["id"]: e for e in doc["environments"] if not e.get("not_measured")}
+    ix = report.index
     releases: dict[str, dict[str, list[str]]] = {}
-    for e in envs.values():
-        releases.setdefault(e["framework"], {}).setdefault(e["device"], []).append(e["framework_version"])
-    releases = {fw: {dev: _sorted_versions(set(vs)) for dev, vs in d.items()} for fw, d in releases.items()}
-    cases = [{"id": c["id"], "sympy": c["sympy"], "at": c["at"], "tie": bool(c.get("tie")),
-              "programs": [[p["framework"], p["program"]] for p in c["programs"]]} for c in doc["cases"]]
+    for e in ix.measured:  # report order: oldest release first
+        versions = releases.setdefault(e.framework, {}).setdefault(e.device, [])
+        if e.framework_version not in versions:
+            versions.append(e.framework_version)
+    cases = [{"id": c.id, "sympy": c.sympy, "at": c.at, "tie": c.tie,
+              "programs": [[q.framework, q.program] for q in c.programs]} for c in report.cases]
     cells: dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]] = {}
-    for o in doc["observations"]:
-        env = envs.get(o["environment"])
-        if env is None:
-            continue
-        group = cells.setdefault((o["mode"], o["dtype"], env["device"]), {})
-        row = group.setdefault(f"{o['case']}\t{o['framework']}\t{o['program']}", {})
-        row[env["framework_version"]] = {"status": o["status"], "value": o.get("value"),
-                                         "label": (o.get("labels") or [None])[0]}
+    for o in report.observations:
+        env = ix.env[o.environment]
+        group = cells.setdefault((o.mode, o.dtype, env.device), {})
+        row = group.setdefault(f"{o.case}\t{o.framework}\t{o.program}", {})
+        row[env.framework_version] = {"status": o.status, "value": o.value, "label": o.labels[0]}
     index = {"key": key, "path": str(p), "cases": cases, "releases": releases}
     if use_cache:
         for (mode, dtype, device), group in cells.items():
@@ -751,7 +752,7 @@ def _exact(entry: Any) -> str:
 
 def render(e: Explanation) -> str:
     """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
-    from kinkcheck.report.markdown import fmt_value
+    from kinkcheck.report.view import fmt_value
 
     j = e.judgement
     lines: list[str] = []

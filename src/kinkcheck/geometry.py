@@ -1,9 +1,10 @@
 """Convex-hull geometry in float64: the minimum-norm point of a convex hull (Wolfe's algorithm) and the
 distance from a point to a hull.
 
-Shared by the sympy oracle (:mod:`kinkcheck.oracles.symbolic`: the minimum-norm element of the Clarke
-generalized gradient, which limiting gradients are vertices) and the classifier (:mod:`kinkcheck.classify`:
-``in-clarke`` / ``outside-clarke``), so neither imports the other.
+Shared by the sympy oracle (:mod:`kinkcheck.oracles.clarke`: the hull vertices among the limiting gradients
+and the support of the Clarke set's minimum-norm element; :mod:`kinkcheck.oracles.cones`: a direction inside
+an open cone) and the classifier (:mod:`kinkcheck.classify`: ``in-clarke`` / ``outside-clarke``), so neither
+imports the other. Imports nothing of kinkcheck.
 """
 
 from __future__ import annotations

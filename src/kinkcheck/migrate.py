@@ -23,10 +23,10 @@ from typing import Any
 
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import flat_value
-from kinkcheck.report.markdown import fmt_number, fmt_value
+from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex
+from kinkcheck.report.view import fmt_number, fmt_value
 
-__all__ = ["MigrateError", "Pair", "Migration", "parse_side", "migrate", "render", "snippet"]
+__all__ = ["CasePairs", "MigrateError", "Migration", "Pair", "migrate", "parse_side", "render", "snippet"]
 
 
 class MigrateError(ValueError):
@@ -35,6 +35,10 @@ class MigrateError(ValueError):
 
 @dataclass
 class Pair:
+    """A source program against a target program at one case: their measured values (input name → number or
+    nested list, as in the report), first labels (or the status when no value), and a replacement for a
+    target that differs: an ``equivalent`` target program, a generated ``snippet``, or why there is none."""
+
     case: str
     source: str
     source_value: dict[str, Any] | None
@@ -49,16 +53,24 @@ class Pair:
 
 
 @dataclass
+class CasePairs:
+    """The pairs of one case, source program order."""
+
+    case: Case
+    pairs: list[Pair]
+
+
+@dataclass
 class Migration:
-    source_env: dict[str, Any]
-    target_env: dict[str, Any]
+    source_env: Environment
+    target_env: Environment
     mode: str
     dtype: str
-    cases: list[dict[str, Any]] = field(default_factory=list)  # {"case": case dict, "pairs": [Pair]}
+    cases: list[CasePairs] = field(default_factory=list)
 
     @property
     def pairs(self) -> list[Pair]:
-        return [p for c in self.cases for p in c["pairs"]]
+        return [p for c in self.cases for p in c.pairs]
 
 
 def parse_side(text: str) -> tuple[str, str | None]:
@@ -82,34 +94,33 @@ def _version(text: str) -> Any:
         return (0, None, text)
 
 
-def _environment(doc: dict[str, Any], fw: str, version: str | None, device: str) -> dict[str, Any]:
+def _environment(report: Report, fw: str, version: str | None, device: str) -> Environment:
     from packaging.version import InvalidVersion, Version
 
-    envs = [e for e in doc["environments"] if e["framework"] == fw and e["device"] == device
-            and not e.get("not_measured")]
+    envs = [e for e in report.index.columns.get(fw, []) if e.device == device]  # measured ones
     if version is not None:
         try:
             want = Version(version)
         except InvalidVersion:
             raise MigrateError(f"{fw}=={version}: not a version number") from None
-        match = [e for e in envs if _version(e["framework_version"])[1:2] == (want,)]  # 2.13 is 2.13.0
+        match = [e for e in envs if _version(e.framework_version)[1:2] == (want,)]  # 2.13 is 2.13.0
         if not match:
-            have = ", ".join(sorted({e["framework_version"] for e in envs}, key=_version))
+            have = ", ".join(sorted({e.framework_version for e in envs}, key=_version))
             raise MigrateError(f"{fw} {version} on {device} is not in the report (measured: {have or 'none'})")
         return match[0]
     if not envs:
         raise MigrateError(f"no measured {fw} environment on {device} in the report")
-    return max(envs, key=lambda e: _version(e["framework_version"]))
+    return max(envs, key=lambda e: _version(e.framework_version))
 
 
-def migrate(doc: dict[str, Any], source: str, target: str, mode: str = "reverse", dtype: str = "float64",
+def migrate(report: Report, source: str, target: str, mode: str = "reverse", dtype: str = "float64",
             device: str = "cpu", case: str | None = None) -> Migration:
     """Compare every case's programs between two environments of the report.
 
     Parameters
     ----------
-    doc : dict
-        The report (``reports/conventions.json``).
+    report : Report
+        The report (:func:`kinkcheck.cite.load_report` of ``reports/conventions.json``).
     source, target : str
         ``"torch"``, ``"torch==2.13.0"``, ``"jax"``, ``"jax==0.10.2"``; the same framework twice compares releases.
 
@@ -127,78 +138,75 @@ def migrate(doc: dict[str, Any], source: str, target: str, mode: str = "reverse"
         check_cell(tfw, mode, dtype)
     except CiteError as err:
         raise MigrateError(str(err)) from None
-    senv, tenv = _environment(doc, sfw, sver, device), _environment(doc, tfw, tver, device)
-    if senv["id"] == tenv["id"]:
-        raise MigrateError(f"both sides are {senv['id']}: name two releases (torch==2.13.0 → torch==2.15.0)")
-    if case is not None and case not in {c["id"] for c in doc["cases"]}:
+    senv, tenv = _environment(report, sfw, sver, device), _environment(report, tfw, tver, device)
+    if senv.id == tenv.id:
+        raise MigrateError(f"both sides are {senv.id}: name two releases (torch==2.13.0 → torch==2.15.0)")
+    ix = report.index
+    if case is not None and case not in ix.case:
         raise MigrateError(f"unknown case {case!r}")
-    obs = {(o["environment"], o["case"], o["program"]): o for o in doc["observations"]
-           if o["mode"] == mode and o["dtype"] == dtype and o["environment"] in (senv["id"], tenv["id"])}
+
+    def cell(env: Environment, c: Case, program: str) -> Observation | None:
+        return ix.cell.get((c.id, env.framework, program, mode, env.id, dtype))
+
     m = Migration(senv, tenv, mode, dtype)
-    for c in doc["cases"]:
-        if case is not None and c["id"] != case:
+    for c in report.cases:
+        if case is not None and c.id != case:
             continue
-        sprogs = [p["program"] for p in c["programs"] if p["framework"] == sfw]
-        tprogs = [p["program"] for p in c["programs"] if p["framework"] == tfw]
+        tprogs = c.programs_of(tfw)
+        targets = {t: to for t in tprogs if (to := cell(tenv, c, t)) is not None}
         pairs = []
-        for s in sprogs:
-            so = obs.get((senv["id"], c["id"], s))
+        for s in c.programs_of(sfw):
+            so = cell(senv, c, s)
             if so is None:
                 continue
-            targets = [s] if sfw == tfw else tprogs  # across releases: the same program, then alternatives
-            for t in targets:
-                to = obs.get((tenv["id"], c["id"], t))
-                if to is None:
-                    continue
-                pairs.append(_pair(c, so, to, tprogs, obs, tenv, sfw, tfw))
+            for t in ([s] if sfw == tfw else tprogs):  # across releases: the same program, then alternatives
+                if t in targets:
+                    pairs.append(_pair(ix, c, so, targets[t], targets, sfw, tfw))
         if pairs:
-            m.cases.append({"case": c, "pairs": pairs})
+            m.cases.append(CasePairs(c, pairs))
     return m
 
 
-def _flat(c: dict[str, Any], o: dict[str, Any]) -> list[float] | None:
-    if o["status"] != "ok" or o["value"] is None:
-        return None
-    return flat_value({k: o["value"][k] for k in c["at"]})
+def _flat(ix: ReportIndex, o: Observation) -> tuple[float, ...] | None:
+    return ix.flat(o) if o.status == "ok" else None
 
 
-def _label(o: dict[str, Any]) -> str:
-    return o["labels"][0] if o["status"] == "ok" else o["status"]
+def _label(o: Observation) -> str:
+    return o.labels[0] if o.status == "ok" else o.status
 
 
-def _pair(c: dict[str, Any], so: dict[str, Any], to: dict[str, Any], tprogs: list[str], obs: dict[Any, Any],
-          tenv: dict[str, Any], sfw: str, tfw: str) -> Pair:
-    sv, tv = _flat(c, so), _flat(c, to)
-    differs = not (sv is not None and tv is not None and same_value(sv, tv, so["dtype"])) and \
-        not (sv is None and tv is None and so["status"] == to["status"])
-    p = Pair(c["id"], so["program"], so["value"], _label(so), to["program"], to["value"], _label(to), differs)
+def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: dict[str, Observation], sfw: str,
+          tfw: str) -> Pair:
+    sv, tv = _flat(ix, so), _flat(ix, to)
+    differs = not (sv is not None and tv is not None and same_value(sv, tv, so.dtype)) and \
+        not (sv is None and tv is None and so.status == to.status)
+    p = Pair(c.id, so.program, so.value, _label(so), to.program, to.value, _label(to), differs)
     if not differs:
         return p
     if sv is not None:
-        for alt in tprogs:
-            ao = obs.get((tenv["id"], c["id"], alt))
-            av = None if ao is None else _flat(c, ao)
-            if alt != to["program"] and av is not None and same_value(sv, av, so["dtype"]):
+        for alt, ao in targets.items():
+            av = _flat(ix, ao)
+            if alt != to.program and av is not None and same_value(sv, av, so.dtype):
                 p.equivalent = alt
                 return p
     why = _why_no_snippet(c, sv)
     if why is None:
-        p.snippet = snippet(tfw, to["program"], next(iter(c["at"])), float(c["at"][next(iter(c["at"]))]), sv[0],
-                            note=f"{so['program']} ({sfw}) gives {fmt_number(sv[0])} here")
+        name, point = next(iter(c.at.items()))
+        p.snippet = snippet(tfw, to.program, name, float(point), sv[0],
+                            note=f"{so.program} ({sfw}) gives {fmt_number(sv[0])} here")
     else:
         p.no_replacement = why
     return p
 
 
-def _why_no_snippet(c: dict[str, Any], sv: list[float] | None) -> str | None:
+def _why_no_snippet(c: Case, sv: tuple[float, ...] | None) -> str | None:
     if sv is None:
         return "the source gives no derivative here"
-    if len(c["at"]) != 1 or isinstance(next(iter(c["at"].values())), list):
+    if len(c.at) != 1 or isinstance(next(iter(c.at.values())), list):
         return "the kink is not a single point of one scalar input (a tie or a vector): no generated code"
     if not all(math.isfinite(v) for v in sv):
         return "the source value is not finite"
-    sides = [c.get("left"), c.get("right")]
-    if any(s is None or not isinstance(s.get("float"), (int, float)) for s in sides):
+    if any(s is None or isinstance(s.float_, str) for s in (c.oracle.left, c.oracle.right)):  # "inf", "nan"
         return "a one-sided derivative is infinite or undefined here: no generated code"
     return None
 
@@ -258,17 +266,17 @@ def snippet(framework: str, target: str, name: str, point: float, value: float, 
 def render(m: Migration, only_differences: bool = False) -> str:
     """The migration as Markdown: one table per case, then the generated code, then a summary line."""
     s, t = m.source_env, m.target_env
-    sname, tname = f"{s['framework']} {s['framework_version']}", f"{t['framework']} {t['framework_version']}"
-    lines = [f"# Migration {sname} → {tname} ({s['device']}, {m.dtype}, {m.mode} mode)", "",
+    sname, tname = f"{s.framework} {s.framework_version}", f"{t.framework} {t.framework_version}"
+    lines = [f"# Migration {sname} → {tname} ({s.device}, {m.dtype}, {m.mode} mode)", "",
              "Measured values from the report; a differing target gets a replacement that keeps the source value.", ""]
     snippets: list[tuple[str, Pair]] = []
     numbered: dict[tuple[str, str, str], int] = {}  # the same code for several source programs: shown once
     for entry in m.cases:
-        c, pairs = entry["case"], entry["pairs"]
+        c, pairs = entry.case, entry.pairs
         if only_differences and not any(p.differs for p in pairs):
             continue
-        point = ", ".join(f"{k} = {v}" for k, v in c["at"].items())
-        lines += [f"## {c['id']} — {c['title']} ({point})", "",
+        point = ", ".join(f"{k} = {v}" for k, v in c.at.items())
+        lines += [f"## {c.id} — {c.title} ({point})", "",
                   f"| {sname} program | value | {tname} program | value | | replacement keeping the source value |",
                   "|---|---|---|---|---|---|"]
         for p in pairs:
@@ -278,9 +286,9 @@ def render(m: Migration, only_differences: bool = False) -> str:
             if p.equivalent:
                 fix = f"use `{p.equivalent}`"
             elif p.snippet:
-                key = (c["id"], p.target, fmt_value(p.source_value))
+                key = (c.id, p.target, fmt_value(p.source_value))
                 if key not in numbered:
-                    snippets.append((f"{c['id']}: `{p.target}` with {p.source}'s value", p))
+                    snippets.append((f"{c.id}: `{p.target}` with {p.source}'s value", p))
                     numbered[key] = len(snippets)
                 fix = f"generated code [{numbered[key]}](#code-{numbered[key]})"
             elif p.no_replacement:
@@ -296,7 +304,7 @@ def render(m: Migration, only_differences: bool = False) -> str:
     differ = [p for p in pairs if p.differs]
     cases = len({p.case for p in differ})
     lines.append(f"{len(differ)} of {len(pairs)} program pairs differ, in {cases} of {len(m.cases)} cases: "
-                 f"{sum(1 for p in differ if p.equivalent)} have an equivalent {t['framework']} program, "
+                 f"{sum(1 for p in differ if p.equivalent)} have an equivalent {t.framework} program, "
                  f"{sum(1 for p in differ if p.snippet)} generated code, "
                  f"{sum(1 for p in differ if p.no_replacement)} no replacement.")
     return "\n".join(lines) + "\n"

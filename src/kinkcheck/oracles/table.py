@@ -2,13 +2,14 @@
 
 Analysing the catalog with sympy takes seconds (one case, the 6-element median, spends most of them in
 ``sympy.diff``); its result depends only on the case definition, the sympy version and the oracle's
-source. :func:`oracle_table` keys a JSON cache entry on exactly those, in the user cache folder
-(``platformdirs.user_cache_dir("kinkcheck")``, or ``$KINKCHECK_CACHE_DIR``), so a warm report does not
-import sympy at all. The cache holds :meth:`OracleResult.to_json` output only (no pickles).
+source (:data:`ORACLE_SOURCES`). :func:`oracle_table` keys a JSON cache entry on exactly those, in the
+user cache folder (``platformdirs.user_cache_dir("kinkcheck")``, or ``$KINKCHECK_CACHE_DIR``), so a warm
+report does not import sympy at all. The cache holds :meth:`OracleResult.to_json` output only (no pickles).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from importlib import metadata, resources
@@ -17,16 +18,29 @@ from typing import Any
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case, Catalog
 
-__all__ = ["cache_dir", "case_key", "oracle_table"]
+__all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table"]
 
 
+#: The source files the sympy oracle's results depend on, as ``(package, file)``: its modules and every
+#: module of kinkcheck they import (the hull geometry, the expression parser, the catalog's names), so a
+#: change to any of them recomputes every cached entry (``tests/test_imports.py`` checks the list).
+ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
+    ("kinkcheck.oracles", "translate.py"), ("kinkcheck.oracles", "pieces.py"), ("kinkcheck.oracles", "cones.py"),
+    ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck", "geometry.py"),
+    ("kinkcheck", "expr.py"), ("kinkcheck", "catalog.py"),
+)
+
+
+@functools.cache  # once a process: read for every case of a warm report
 def _oracle_source_hash() -> str:
-    src = resources.files("kinkcheck.oracles").joinpath("symbolic.py").read_bytes()
-    return hashlib.sha256(src).hexdigest()[:16]
+    h = hashlib.sha256()
+    for pkg, name in ORACLE_SOURCES:
+        h.update(resources.files(pkg).joinpath(name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def case_key(case: Case) -> str:
-    """Cache key of one case: its definition, the sympy version and the oracle's source."""
+    """Cache key of one case: its definition, the sympy version and the oracle's source (:data:`ORACLE_SOURCES`)."""
     definition = json.dumps({"id": case.id, "sympy": case.sympy, "at": case.at, "tie": case.tie}, sort_keys=True)
     raw = f"{definition}|sympy {metadata.version('sympy')}|oracle {_oracle_source_hash()}"
     return hashlib.sha256(raw.encode()).hexdigest()[:24]

@@ -1,32 +1,34 @@
-"""Shards + oracles → the report document (the ``kinkcheck/conventions/v1`` JSON contract).
+"""Shards + oracles → the typed report (:class:`kinkcheck.report.model.Report`, ``kinkcheck/conventions/v2``).
 
 Every observation cell comes from a shard; labels come from :func:`kinkcheck.classify.classify` against
 the sympy oracle; network cross-checks from :mod:`kinkcheck.oracles.backprop`. Nothing is typed in. The
-document is a function of the shards and the catalog alone, with no wall clock: ``generated_at`` is the newest
+report is a function of the shards and the catalog alone, with no wall clock: ``generated_at`` is the newest
 ``measured_at`` of its environments (:func:`report_date`), so the same shards give the same bytes on any machine.
+The derived sections (disagreements, mode disagreements, *Changed in*, conformance, coverage, summary) are
+computed here, once, from the observations through :class:`kinkcheck.report.model.ReportIndex`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import msgspec
+
 from kinkcheck import __version__
 from kinkcheck import conformance as conf
-from kinkcheck.catalog import FRAMEWORKS, Case, Catalog
+from kinkcheck.catalog import FRAMEWORKS, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
-from kinkcheck.diff import Side, changed_in, compare
-from kinkcheck.frameworks.base import flat_value
+from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
+from kinkcheck.report import model as m
+from kinkcheck.report.view import fmt_number
 from kinkcheck.shards import missing_work
 
-__all__ = ["P0_PROGRAMS", "SCHEMA_ID", "build", "report_date"]
-
-SCHEMA_ID = "kinkcheck/conventions/v1"
+__all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]
 
 #: Programs shown in the P0 worked example, in order (case relu@0).
 P0_PROGRAMS: tuple[tuple[str, str], ...] = (
@@ -39,6 +41,8 @@ P0_PROGRAMS: tuple[tuple[str, str], ...] = (
 )
 #: relu'(0) values the NumPy oracle is shown with in the worked example.
 P0_KINK_DERIVATIVES: tuple[Fraction, ...] = (Fraction(0), Fraction(1, 2), Fraction(1))
+#: Shown as the program of a *Changed in* row when a mode appeared or went for every program.
+EVERY_PROGRAM = "(every program in this mode)"
 
 
 def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
@@ -53,27 +57,15 @@ def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
     return (rank, fw, v, env["device"])
 
 
-def _value_key(case: Case, value: dict[str, Any] | None) -> list[float] | None:
-    return None if value is None else flat_value({k: value[k] for k in case.inputs})
+def _fw_rank(fw: str) -> int:
+    return FRAMEWORKS.index(fw) if fw in FRAMEWORKS else len(FRAMEWORKS)
 
 
-def _group(items: Iterable[tuple[str, list[float] | None, str, str]], dtype: str) -> list[dict[str, Any]]:
-    """Group (program, flat value, framework, first label) by value within tolerance, in first-seen order."""
-    groups: list[dict[str, Any]] = []
-    for program, flat, framework, label in items:
-        if flat is None:
-            continue
-        for g in groups:
-            if same_value(g["flat"], flat, dtype):
-                g["programs"].append({"framework": framework, "program": program})
-                break
-        else:
-            groups.append({"flat": flat, "label": label, "programs": [{"framework": framework, "program": program}]})
-    return groups
+_num = encode  # a float as the report writes it: non-finite values as "nan", "inf", "-inf"
 
 
-def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str] = ()) -> dict[str, Any]:
-    """Build the report document.
+def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str] = ()) -> m.Report:
+    """Build the report.
 
     Parameters
     ----------
@@ -85,35 +77,37 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
 
     Returns
     -------
-    dict
-        The ``kinkcheck/conventions/v1`` document (see ``schemas/conventions.v1.json``).
+    Report
+        The typed ``kinkcheck/conventions/v2`` report; ``report.index`` is ready for the renderers.
+
+    Raises
+    ------
+    ValueError
+        The oracle table lacks a second-order entry for a case a shard measured in ``second-order`` mode.
     """
     shards = sorted(shards, key=lambda s: _env_sort_key(s["environment"]))
     # case_hashes (per-case freshness, 16 hex digits a case) stay in the shards: bookkeeping, not provenance
-    environments = [{k: v for k, v in s["environment"].items() if k != "case_hashes"} for s in shards]
+    environments = [msgspec.convert({k: v for k, v in s["environment"].items() if k != "case_hashes"},
+                                    m.Environment) for s in shards]
     table = oracle_table(catalog)
     oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
     second = {cid: OracleNumbers.from_json(d["second_order"]) for cid, d in table.items() if d.get("second_order")}
-    cases_out = []
-    for c in catalog:
-        entry = {
-            "id": c.id, "title": c.title, "sympy": c.sympy, "at": c.at, "tie": c.tie, "sources": list(c.sources),
-            "note": c.note,
-            "programs": [{"framework": p.framework, "program": p.id} for p in c.programs],
-            "notes": dict(c.notes), "no_equivalent": dict(c.no_equivalent),
-        }
-        oj = dict(table[c.id])
-        oj.pop("case", None)
-        oj["oracle_notes"] = oj.pop("notes", [])
-        entry.update(oj)
-        cases_out.append(entry)
+    cases = [m.Case(id=c.id, title=c.title, sympy=c.sympy, at=c.at, tie=c.tie, sources=list(c.sources), note=c.note,
+                    programs=[m.ProgramRef(framework=p.framework, program=p.id) for p in c.programs],
+                    notes=dict(c.notes), no_equivalent=dict(c.no_equivalent), oracle=_oracle(table[c.id]),
+                    second_order=_oracle(table[c.id]["second_order"]) if table[c.id].get("second_order") else None)
+             for c in catalog]
 
-    observations = []
+    inputs = {c.id: list(c.inputs) for c in catalog}
+    programs = {(c.id, p.framework, p.id): (c, p) for c in catalog for p in c.programs}
+    verdicts: dict[tuple[Any, ...], str | None] = {}
+    observations: list[m.Observation] = []
+    flats: list[tuple[float, ...] | None] = []
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
     labels_memo: dict[tuple[Any, ...], list[str]] = {}
     predictions: dict[tuple[str, str, str], conf.Prediction] = {}
-    scalar_derivative: dict[tuple[str, str, str, str], float] = {}
+    scalar_derivative: dict[tuple[str, str, str, str, str], float] = {}
     changed_cases: dict[str, set[str]] = {}
     for s in shards:
         env = s["environment"]
@@ -123,18 +117,24 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
             stale.append(f"{env['id']}: {len(changed)} case(s) measured against another definition than the "
                          f"catalog's ({', '.join(changed[:3])}{', …' if len(changed) > 3 else ''}); not shown "
                          "until `nox -s report` re-probes them")
+        fw = env["framework"]
         for ob in s["observations"]:
             if ob["case"] in changed:  # judged against today's oracle, an old point's value could be mislabelled
                 continue
             try:
-                case = catalog.case(ob["case"])
-                case.program(env["framework"], ob["program"])
+                program = programs[(ob["case"], fw, ob["program"])]
             except KeyError:
                 unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
                 continue
-            flat = _value_key(case, ob["value"])
+            case, program = program
+            value = ob["value"]
+            flat = None
+            if value is not None:
+                if list(value) != inputs[case.id]:
+                    value = {k: value[k] for k in inputs[case.id]}
+                flat = _fast_flat(value)
             order = 2 if ob["mode"] == "second-order" else 1
-            memo_key = (case.id, order, ob["dtype"], ob["status"], None if flat is None else tuple(flat))
+            memo_key = (case.id, order, ob["dtype"], ob["status"], flat)
             if memo_key not in labels_memo:  # many environments return the same value: classify it once
                 if order == 2 and case.id not in second:
                     raise ValueError(f"the oracle table has no second-order entry for {case.id}")
@@ -143,27 +143,92 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                     error=ob["error"] if ob["status"] == "error" else None,
                     unavailable=ob["error"] if ob["status"] == "unavailable" else None,
                 )
-            labels = list(labels_memo[memo_key])
-            row = {
-                "case": case.id, "program": ob["program"], "framework": env["framework"], "environment": env["id"],
-                "mode": ob["mode"], "dtype": ob["dtype"], "status": ob["status"], "value": ob["value"],
-                "labels": labels, "error": ob["error"],
-            }
+            verdict = None
             if ob["mode"] != "second-order" and ob["dtype"] in conf.JUDGED_DTYPES and ob.get("input") is None:
-                pkey = (case.id, env["framework"], ob["program"])
+                pkey = (case.id, fw, ob["program"])
                 if pkey not in predictions:
-                    predictions[pkey] = conf.predict(env["framework"], case.program(env["framework"], ob["program"]).tree,
-                                                     oracles[case.id])
-                verdict = conf.verdict(predictions[pkey], flat if ob["status"] == "ok" else None, ob["dtype"])
-                if verdict is not None:
-                    row["conformance"] = verdict
-            if ob.get("input") is not None:
-                row["input"] = ob["input"]
-            observations.append(row)
+                    predictions[pkey] = conf.predict(fw, program.tree, oracles[case.id])
+                vkey = (pkey, flat if ob["status"] == "ok" else None, ob["dtype"])
+                if vkey not in verdicts:
+                    verdicts[vkey] = conf.verdict(predictions[pkey], vkey[1], ob["dtype"])
+                verdict = verdicts[vkey]
+            observations.append(m.Observation(
+                case=case.id, program=ob["program"], framework=fw, environment=env["id"], mode=ob["mode"],
+                dtype=ob["dtype"], status=ob["status"], value=value, labels=list(labels_memo[memo_key]),
+                error=ob["error"], conformance=verdict, input=ob.get("input")))
+            flats.append(flat)
             if flat is not None and len(flat) == 1:
                 scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"], ob["mode"])] = flat[0]
 
-    networks = []
+    networks = _networks(shards, catalog, changed_cases, scalar_derivative)
+    provenance = m.Provenance(
+        generated_at=report_date([e.measured_at for e in environments]), kinkcheck_version=__version__,
+        catalog_hash=catalog.hash,
+        gaps=list(gaps) + stale + [
+            f"{eid}: {len(items)} observation(s) of cases or programs not in the catalog were ignored "
+            f"(e.g. {sorted(items)[0]})" for eid, items in sorted(unknown.items())])
+    empty_summary = m.Summary(**{f: 0 for f in m.Summary.__struct_fields__ if f != "conformance"}, conformance={})
+    report = m.Report(
+        provenance=provenance, environments=environments, cases=cases, observations=observations,
+        networks=networks, p0=_p0(networks, {e.id: e for e in environments}), disagreements=m.Disagreements(),
+        mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
+        coverage=m.Coverage(), network_summary=[], summary=empty_summary)
+    ix = report.index
+    for ob, flat in zip(observations, flats):  # the builder knows every flat value: seed the index's cache
+        ix._flat[id(ob)] = flat
+    report.disagreements = disagreements(report)
+    report.mode_disagreements = mode_disagreements(report)
+    report.changed_in = changed_in(report)
+    report.conformance = _conformance(report, predictions)
+    report.version_span = _version_span(report)
+    report.coverage = _coverage(report)
+    report.network_summary = _network_summary(report.networks)
+    report.summary = _summary(report)
+    return report
+
+
+def _fast_flat(value: dict[str, Any]) -> tuple[float, ...]:
+    """:func:`flat_value` for the common shapes (finite scalars, vectors of finite floats) without recursion."""
+    out: list[float] = []
+    for v in value.values():
+        if type(v) is float:
+            out.append(v)
+        elif type(v) is list and all(type(x) is float for x in v):
+            out.extend(v)
+        else:
+            return tuple(flat_value(value))
+    return tuple(out)
+
+
+def _oracle(d: dict[str, Any]) -> m.Oracle:
+    """The oracle table's JSON of one case (:meth:`OracleResult.to_json`) as the model's :class:`Oracle`."""
+    return msgspec.convert({k: v for k, v in d.items() if k not in ("case", "second_order")}, m.Oracle)
+
+
+def report_date(measured_at: Sequence[str | None]) -> str:
+    """The report's date: the newest of ``measured_at`` (ISO 8601 texts), as written there.
+
+    Derived from the data rather than read from the clock, so a re-render of the same shards is byte-identical.
+    A time without an offset counts as UTC; a value that is not ISO 8601 is skipped. ``"unknown"`` when none
+    is readable.
+    """
+    def key(text: str | None) -> dt.datetime | None:
+        try:
+            t = dt.datetime.fromisoformat(text)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return None
+        return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+    dated = [(when, text) for text in measured_at if (when := key(text)) is not None]
+    return max(dated)[1] if dated else "unknown"  # type: ignore[return-value]
+
+
+def _networks(shards: Sequence[dict[str, Any]], catalog: Catalog, changed_cases: dict[str, set[str]],
+              scalar_derivative: dict[tuple[str, str, str, str, str], float]) -> list[m.Network]:
+    """Every network run of the shards, cross-checked against the NumPy oracle under the kink derivative the
+    same program returned in the same environment, dtype and mode."""
+    out = []
+    checked: dict[bytes, Any] = {}
     for s in shards:
         env = s["environment"]
         for nw in s["networks"]:
@@ -175,14 +240,13 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 continue
             mode = nw.get("mode", "reverse")
             kd = scalar_derivative.get((env["id"], nw["case"], nw["program"], nw["dtype"], mode))
-            row: dict[str, Any] = {
-                "case": nw["case"], "program": nw["program"], "framework": env["framework"], "environment": env["id"],
-                "mode": mode, "dtype": nw["dtype"], "status": nw["status"], "kink_derivative": None, "ok": None,
-                "max_abs_diff": None, "detail": nw["error"], "W1": nw["W1"], "W2": nw["W2"],
-            }
+            row: dict[str, Any] = {"kink_derivative": None, "ok": None, "max_abs_diff": None, "detail": nw["error"]}
             if nw["status"] == "ok" and kd is not None and case.activation in backprop.ACTIVATIONS:
+                ckey = msgspec.json.encode((nw["W1"], nw["W2"], case.activation, kd, nw["dtype"]))
                 try:
-                    cc = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
+                    if ckey not in checked:  # releases often measure the same weights: check each once
+                        checked[ckey] = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
+                    cc = checked[ckey]
                 except OverflowError:  # a finite but huge measured kink derivative: the exact oracle leaves float64
                     row.update(kink_derivative=_num(kd), detail=f"not checked: with the kink derivative {kd:.6g} "
                                "the oracle's gradient overflows float64")
@@ -191,216 +255,44 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                                detail=None if cc.ok else cc.detail)
             elif nw["status"] == "ok":
                 row["detail"] = "no scalar observation of this program to take the kink derivative from"
-            networks.append(row)
-
-    doc = {
-        "schema": SCHEMA_ID,
-        "provenance": {
-            "generated_at": report_date(environments),
-            "kinkcheck_version": __version__,
-            "catalog_hash": catalog.hash,
-            "gaps": list(gaps) + stale + [
-                f"{eid}: {len(items)} observation(s) of cases or programs not in the catalog were ignored "
-                f"(e.g. {sorted(items)[0]})" for eid, items in sorted(unknown.items())
-            ],
-        },
-        "environments": environments,
-        "cases": cases_out,
-        "observations": observations,
-        "networks": networks,
-        "p0": _p0(networks, {e["id"]: e for e in environments}),
-    }
-    doc["disagreements"] = disagreements(doc, catalog)
-    doc["mode_disagreements"] = mode_disagreements(doc)
-    doc["changed_in"] = changed_in(environments, observations, _env_sort_key)
-    doc["conformance"] = _conformance(doc, predictions)
-    doc["version_span"] = _version_span(doc)
-    doc["coverage"] = _coverage(doc)
-    doc["network_summary"] = _network_summary(doc["networks"])
-    doc["summary"] = _summary(doc)
-    return doc
-
-
-def report_date(environments: Sequence[dict[str, Any]]) -> str:
-    """The report's date: the newest ``measured_at`` (ISO 8601) among ``environments``, as written there.
-
-    Derived from the data rather than read from the clock, so a re-render of the same shards is byte-identical.
-    A time without an offset counts as UTC; a value that is not ISO 8601 is skipped. ``"unknown"`` when no
-    environment has a readable ``measured_at``.
-    """
-    def key(text: str) -> dt.datetime | None:
-        try:
-            t = dt.datetime.fromisoformat(text)
-        except (TypeError, ValueError):
-            return None
-        return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-
-    dated = []
-    for e in environments:
-        when = key(e.get("measured_at"))
-        if when is not None:
-            dated.append((when, e["measured_at"]))
-    return max(dated)[1] if dated else "unknown"
-
-
-def _conformance(doc: dict[str, Any], predictions: dict[tuple[str, str, str], conf.Prediction]) -> dict[str, Any]:
-    """The Conformance section: each framework's rule, counts, and per program (reverse mode, float64) its
-    verdict in every release, consecutive releases with the same verdict and value merged into one row."""
-    env_by_id = {e["id"]: e for e in doc["environments"]}
-    order = {e["id"]: i for i, e in enumerate(doc["environments"])}
-    rows: list[dict[str, Any]] = []
-    last: dict[tuple[str, str, str], dict[str, Any]] = {}
-    obs = sorted((o for o in doc["observations"] if o["mode"] == "reverse" and o["dtype"] == "float64"
-                  and o.get("conformance")), key=lambda o: order[o["environment"]])
-    case_rank = {c["id"]: i for i, c in enumerate(doc["cases"])}
-    for o in obs:
-        key = (o["case"], o["framework"], o["program"])
-        p = predictions[key]
-        prev = last.get(key)
-        if prev is not None and prev["verdict"] == o["conformance"] and prev["value"] == o["value"]:
-            prev["environments"].append(o["environment"])
-            continue
-        row = {"case": o["case"], "framework": o["framework"], "program": o["program"], "verdict": o["conformance"],
-               "step": p.step, "predicted": [[_num(v) for v in vec] for vec in p.values], "value": o["value"],
-               "label": o["labels"][0], "environments": [o["environment"]]}
-        last[key] = row
-        rows.append(row)
-    rows.sort(key=lambda r: (case_rank[r["case"]], FRAMEWORKS.index(r["framework"]) if r["framework"] in FRAMEWORKS
-                             else len(FRAMEWORKS), r["program"], order[r["environments"][0]]))
-    for r in rows:
-        versions = [env_by_id[e]["framework_version"] + ("" if env_by_id[e]["device"] == "cpu"
-                                                          else f" {env_by_id[e]['device']}") for e in r["environments"]]
-        r["releases"] = versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]} ({len(versions)} releases)"
-    newest: dict[str, dict[str, int]] = {}
-    for fw in FRAMEWORKS:
-        envs = [e["id"] for e in doc["environments"] if e["framework"] == fw and e["device"] == "cpu"
-                and any(o["environment"] == e["id"] for o in obs)]
-        if envs:
-            counts = {v: 0 for v in conf.VERDICTS}
-            for o in obs:
-                if o["environment"] == envs[-1]:
-                    counts[o["conformance"]] += 1
-            newest[fw] = {"environment": envs[-1], **counts}
-    return {"rules": {fw: {"text": r.text, "source": r.source} for fw, r in conf.RULES.items()},
-            "newest": newest, "rows": rows}
-
-
-def _network_summary(networks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per case and program: how many end-to-end network runs agree with the NumPy oracle."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for n in networks:
-        row = out.setdefault((n["case"], n["framework"], n["program"]), {
-            "case": n["case"], "framework": n["framework"], "program": n["program"], "runs": 0, "agree": 0,
-            "differ": [], "not_checked": 0, "modes": []})
-        row["runs"] += 1
-        if n["mode"] not in row["modes"]:
-            row["modes"].append(n["mode"])
-        if n["ok"] is True:
-            row["agree"] += 1
-        elif n["ok"] is False:
-            row["differ"].append(f"{n['environment']} {n['mode']} {n['dtype']}: {n['detail']}")
-        else:
-            row["not_checked"] += 1
-    return list(out.values())
-
-
-def _version_span(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per framework (CPU): how many programs changed between the oldest and newest measured release."""
-    measured = {o["environment"] for o in doc["observations"]}
-    out = []
-    for fw in FRAMEWORKS:
-        envs = sorted((e for e in doc["environments"] if e["framework"] == fw and e["device"] == "cpu"
-                       and e["id"] in measured), key=_env_sort_key)
-        if len(envs) < 2:
-            continue
-        sides = []
-        for e in (envs[0], envs[-1]):
-            obs = {(o["case"], o["program"], o["mode"], o["dtype"]): o for o in doc["observations"]
-                   if o["environment"] == e["id"]}
-            sides.append(Side(e["id"], e, obs))
-        # A mode or dtype that did not exist in the oldest release is coverage, not a changed convention.
-        changes = [c for c in compare(*sides) if "unavailable" not in (c.old.get("status"), c.new.get("status"))]
-        out.append({"framework": fw, "oldest": envs[0]["framework_version"], "newest": envs[-1]["framework_version"],
-                    "releases": len(envs), "programs_changed": len({(c.case, c.program) for c in changes})})
+            out.append(m.Network(case=nw["case"], program=nw["program"], framework=env["framework"],
+                                 environment=env["id"], mode=mode, dtype=nw["dtype"], status=nw["status"],
+                                 W1=nw["W1"], W2=nw["W2"], **row))
     return out
 
 
-def _coverage(doc: dict[str, Any]) -> dict[str, Any]:
-    """What the shards measured and, derived from their absence, what they did not (with the reason)."""
-    from kinkcheck.frameworks.base import DTYPES, MODES
-
-    obs = doc["observations"]
-    have = {"devices": sorted({e["device"] for e in doc["environments"]}),
-            "dtypes": [d for d in DTYPES if any(o["dtype"] == d for o in obs)],
-            "modes": [m for m in MODES if any(o["mode"] == m for o in obs)]}
-    missing = [f"{e['id']}: {e['not_measured']}" for e in doc["environments"] if e.get("not_measured")]
-    missing += [f"{e['id']}: the attempt to measure it again on {a['attempted_at']} failed ({a['not_measured']}); "
-                f"shown as measured on {e['measured_at']}"
-                for e in doc["environments"] if isinstance(a := e.get("last_attempt"), dict)]
-    old = [e["id"] for e in doc["environments"] if not e.get("not_measured") and "modes" not in e]
-    if old:
-        missing.append(f"{', '.join(old)}: measured before the mode and dtype matrix (reverse mode, float64 and "
-                       "float32, forward mode for P9 cases only); their other modes and dtypes are not measured "
-                       "(`nox -s report` re-probes these stale shards)")
-    for fw in FRAMEWORKS:
-        envs = [e for e in doc["environments"] if e["framework"] == fw]
-        if not envs:
-            missing.append(f"{fw}: not measured: no shard")
-        elif not any(e["device"] == "cuda" for e in envs):
-            missing.append(f"{fw} on CUDA: not measured: no shard from a CUDA device")
-    absent_dtypes = [d for d in DTYPES if d not in have["dtypes"]]
-    if absent_dtypes:
-        missing.append(f"{', '.join(absent_dtypes)}: not measured: no shard probed these dtypes")
-    absent_modes = [m for m in MODES if m not in have["modes"]]
-    if absent_modes:
-        missing.append(f"{', '.join(absent_modes)} mode: not measured: no shard probed it")
-    return {**have, "not_measured": missing}
-
-
-def _num(v: float) -> Any:
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return v
-
-
-def _p0(networks: Sequence[dict[str, Any]], env_by_id: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _p0(networks: Sequence[m.Network], env_by_id: dict[str, m.Environment]) -> m.P0:
     """The worked example of P0: NumPy oracle rows for relu'(0) = 0, 1/2, 1 and the measured programs."""
     oracle_rows = []
     for kd in P0_KINK_DERIVATIVES:
         g = backprop.two_layer_grads(backprop.P0, "relu", kd, dtype=Fraction)
-        oracle_rows.append({
-            "kink_derivative": str(kd),
-            "W1": [[_frac_num(v) for v in row] for row in g.dW1.tolist()],
-            "W2": [[_frac_num(v) for v in row] for row in g.dW2.tolist()],
-        })
-    measured = []
+        oracle_rows.append(m.P0Oracle(kink_derivative=str(kd),
+                                      W1=[[_frac_num(v) for v in row] for row in g.dW1.tolist()],
+                                      W2=[[_frac_num(v) for v in row] for row in g.dW2.tolist()]))
+    rank = {eid: _env_sort_key(msgspec.to_builtins(e)) for eid, e in env_by_id.items()}
+    measured: list[m.P0Row] = []
     for fw, prog in P0_PROGRAMS:
-        runs = sorted((nw for nw in networks if nw["case"] == "relu@0" and nw["framework"] == fw
-                       and nw["program"] == prog and nw["dtype"] == "float32" and nw["mode"] == "reverse"),
-                      key=lambda nw: _env_sort_key(env_by_id[nw["environment"]]))
+        runs = sorted((nw for nw in networks if nw.case == "relu@0" and nw.framework == fw and nw.program == prog
+                       and nw.dtype == "float32" and nw.mode == "reverse"), key=lambda nw: rank[nw.environment])
         for nw in runs:  # consecutive releases with the same result share one row
-            same = ("W1", "W2", "kink_derivative", "ok", "status")
-            if measured and measured[-1]["program"] == prog and measured[-1]["framework"] == fw and \
-                    all(measured[-1][k] == nw[k] for k in same):
-                measured[-1]["environments"].append(nw["environment"])
+            last = measured[-1] if measured else None
+            if last is not None and last.program == prog and last.framework == fw and \
+                    (last.W1, last.W2, last.kink_derivative, last.ok, last.status) == \
+                    (nw.W1, nw.W2, nw.kink_derivative, nw.ok, nw.status):
+                last.environments.append(nw.environment)
                 continue
-            row = {k: nw[k] for k in ("framework", "program", "dtype", "status", "kink_derivative", "ok", "W1", "W2",
-                                      "detail")}
-            row["environments"] = [nw["environment"]]
-            row["W1_minus_oracle0"] = _minus(nw["W1"], oracle_rows[0]["W1"])
-            measured.append(row)
+            measured.append(m.P0Row(framework=fw, program=prog, dtype=nw.dtype, status=nw.status,
+                                    kink_derivative=nw.kink_derivative, ok=nw.ok, W1=nw.W1, W2=nw.W2, detail=nw.detail,
+                                    environments=[nw.environment], W1_minus_oracle0=_minus(nw.W1, oracle_rows[0].W1),
+                                    releases=""))
     for row in measured:
-        versions = [env_by_id[e]["framework_version"] for e in row["environments"]]
-        row["releases"] = versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]} ({len(versions)} releases)"
+        among = sorted((e for e in env_by_id.values() if e.framework == row.framework and e.device == "cpu"),
+                       key=lambda e: rank[e.id])
+        row.releases = m.release_ranges(row.environments, among)
     net = backprop.P0
-    return {
-        "net": {"X": net.X.tolist(), "W1": net.W1.tolist(), "W2": net.W2.tolist(), "target": net.target.tolist(),
-                "loss": "sum((relu(X @ W1) @ W2 - target) ** 2)"},
-        "oracle": oracle_rows,
-        "measured": measured,
-    }
+    return m.P0(net=m.P0Net(X=net.X.tolist(), W1=net.W1.tolist(), W2=net.W2.tolist(), target=net.target.tolist(),
+                            loss="sum((relu(X @ W1) @ W2 - target) ** 2)"),
+                oracle=oracle_rows, measured=measured)
 
 
 def _minus(a: Any, b: Any) -> Any:
@@ -417,111 +309,87 @@ def _frac_num(v: Any) -> Any:
     return int(f) if f.denominator == 1 else float(f)
 
 
-def disagreements(doc: dict[str, Any], catalog: Catalog) -> dict[str, list[dict[str, Any]]]:
+# --------------------------------------------------------------------------- disagreements
+
+
+def _groups(obs: Sequence[m.Observation], ix: m.ReportIndex, dtype: str) -> list[m.Group]:
+    """Programs grouped by value within ``dtype``'s tolerance, first-seen order (no value: left out)."""
+    groups: list[tuple[tuple[float, ...], m.Group]] = []
+    for o in obs:
+        flat = ix.flat(o)
+        if flat is None:
+            continue
+        ref = m.ProgramRef(framework=o.framework, program=o.program)
+        for f, g in groups:
+            if same_value(f, flat, dtype):
+                g.programs.append(ref)
+                break
+        else:
+            groups.append((flat, m.Group(value=[_num(v) for v in flat], label=o.labels[0], programs=[ref])))
+    return [g for _, g in groups]
+
+
+def _shape(groups: Sequence[m.Group]) -> tuple[Any, ...]:
+    return tuple((g.label, tuple((p.framework, p.program) for p in g.programs)) for g in groups)
+
+
+def disagreements(report: m.Report) -> m.Disagreements:
     """Programs for the same case that return different values (reverse mode), within and across frameworks.
 
     ``within``: per environment, case and dtype, the groups of programs with equal values, when there are
-    two or more groups. ``across``: per case and dtype, comparing the newest environment of each framework,
-    the values some framework returns that no program of another framework returns.
+    two or more groups; releases (and dtypes) that split the programs the same way share an entry.
+    ``across``: per case and dtype, comparing the newest CPU environment of each framework, the values some
+    framework returns that no program of another framework returns.
     """
-    by_key: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for ob in doc["observations"]:
-        if ob["mode"] != "reverse":
-            continue
-        by_key.setdefault((ob["environment"], ob["case"], ob["dtype"]), []).append(ob)
-    within = []
-    envs = doc["environments"]
-    dtypes = sorted({ob["dtype"] for ob in doc["observations"]}, key=["float64", "float32", "float16", "bfloat16"].index)
-    for env in envs:
-        for case in catalog:
-            for dtype in dtypes:
-                obs = by_key.get((env["id"], case.id, dtype), [])
-                groups = _group(((o["program"], _value_key(case, o["value"]), o["framework"], o["labels"][0])
-                                 for o in obs), dtype)
-                if len(groups) > 1:
-                    within.append({"environment": env["id"], "framework": env["framework"], "case": case.id,
-                                   "dtypes": [dtype], "groups": [_strip(g) for g in groups]})
-    newest: dict[str, str] = {}
-    for env in sorted(envs, key=_env_sort_key):
-        if env["device"] == "cpu":
-            newest[env["framework"]] = env["id"]
-    across = []
-    for case in catalog:
-        for dtype in dtypes:
-            obs = [o for eid in newest.values() for o in by_key.get((eid, case.id, dtype), [])]
-            groups = _group(((o["program"], _value_key(case, o["value"]), o["framework"], o["labels"][0])
-                             for o in obs), dtype)
-            frameworks = {p["framework"] for g in groups for p in g["programs"]}
-            one_sided = [g for g in groups if len({p["framework"] for p in g["programs"]}) == 1]
-            if len(frameworks) > 1 and one_sided:
-                stripped = []
-                for g in groups:
-                    fws = {p["framework"] for p in g["programs"]}
-                    stripped.append({**_strip(g), "only": fws.pop() if len(fws) == 1 else None})
-                across.append({"case": case.id, "dtypes": [dtype], "environments": sorted(newest.values()),
-                               "groups": stripped})
-    merged = _merge_dtypes(within, ("environment", "case"))
-    return {"within": _merge_environments(merged, {e["id"]: e for e in envs}), "across": _merge_dtypes(across, ("case",))}
-
-
-def _merge_environments(entries: list[dict[str, Any]], env_by_id: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry for all releases of a framework whose programs split the same way (case order kept)."""
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for e in entries:
-        key = (e["framework"], e["case"], tuple(e["dtypes"]),
-               tuple((g["label"], tuple((p["framework"], p["program"]) for p in g["programs"])) for g in e["groups"]))
-        if key in out:
-            out[key]["environments"].append(e["environment"])
-        else:
-            out[key] = {**{k: v for k, v in e.items() if k != "environment"}, "environments": [e["environment"]]}
-    for e in out.values():
-        versions = [env_by_id[i]["framework_version"] for i in e["environments"]]
-        e["releases"] = versions[0] if len(versions) == 1 else f"{', '.join(versions)}"
-    order = {c: i for i, c in enumerate(dict.fromkeys(e["case"] for e in entries))}
-    return sorted(out.values(), key=lambda e: (order[e["case"]], e["framework"] != "torch", e["environments"][0]))
-
-
-def _merge_dtypes(entries: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    """One entry for several dtypes when the programs fall into the same groups with the same labels."""
-    out: list[dict[str, Any]] = []
-    for e in entries:
-        shape = [(g["label"], g["programs"]) for g in e["groups"]]
-        for prev in out:
-            if all(prev[k] == e[k] for k in keys) and [(g["label"], g["programs"]) for g in prev["groups"]] == shape:
-                prev["dtypes"].extend(e["dtypes"])
-                break
-        else:
-            out.append(e)
-    return out
-
-
-def _strip(g: dict[str, Any]) -> dict[str, Any]:
-    return {"value": [_num(v) for v in g["flat"]], "label": g["label"], "programs": g["programs"]}
-
-
-def _summary(doc: dict[str, Any]) -> dict[str, Any]:
-    obs = doc["observations"]
-    return {
-        "cases": len(doc["cases"]),
-        "programs": sum(len(c["programs"]) for c in doc["cases"]),
-        "environments": len(doc["environments"]),
-        "observations": len(obs),
-        "errors": sum(o["status"] == "error" for o in obs),
-        "unavailable": sum(o["status"] == "unavailable" for o in obs),
-        "outside_clarke": sum("outside-clarke" in o["labels"] for o in obs),
-        "not_lipschitz": sum("not-lipschitz" in o["labels"] for o in obs),
-        "not_judged": sum("not-judged" in o["labels"] for o in obs),
-        "cases_not_judged": sum(c["kind"] == "not-judged" for c in doc["cases"]),
-        "nan": sum("nan" in o["labels"] for o in obs),
-        "disagreements_within": len(doc["disagreements"]["within"]),
-        "disagreements_across": len(doc["disagreements"]["across"]),
-        "network_mismatches": sum(n["ok"] is False for n in doc["networks"]),
-        "mode_disagreements": len(doc["mode_disagreements"]["rows"]),
-        "network_runs": len(doc["networks"]),
-        "changed_in": len(doc["changed_in"]),
-        "conformance": {v: sum(o.get("conformance") == v for o in obs) for v in conf.VERDICTS},
-        "not_measured": sum(1 for e in doc["environments"] if e.get("not_measured")),
-    }
+    ix = report.index
+    by_key: dict[tuple[str, str, str], list[m.Observation]] = {}
+    for o in report.observations:
+        if o.mode == "reverse":
+            by_key.setdefault((o.environment, o.case, o.dtype), []).append(o)
+    within: dict[tuple[Any, ...], m.Within] = {}
+    for env in report.environments:
+        for case in report.cases:
+            per_env: list[m.Within] = []
+            for dtype in ix.dtypes:
+                groups = _groups(by_key.get((env.id, case.id, dtype), []), ix, dtype)
+                if len(groups) < 2:
+                    continue
+                prev = next((w for w in per_env if _shape(w.groups) == _shape(groups)), None)
+                if prev is not None:
+                    prev.dtypes.append(dtype)
+                else:
+                    per_env.append(m.Within(framework=env.framework, case=case.id, dtypes=[dtype], groups=groups,
+                                            environments=[env.id], releases=""))
+            for w in per_env:
+                key = (w.framework, w.case, tuple(w.dtypes), _shape(w.groups))
+                if key in within:
+                    within[key].environments.append(env.id)
+                else:
+                    within[key] = w
+    rows = list(within.values())
+    for w in rows:
+        w.releases = ix.releases(w.environments)
+    rows.sort(key=lambda w: (ix.case_rank[w.case], _fw_rank(w.framework), ix.env_rank[w.environments[0]]))
+    newest = [e.id for fw in ix.frameworks() if (e := ix.newest(fw)) is not None]
+    across: list[m.Across] = []
+    for case in report.cases:
+        for dtype in ix.dtypes:
+            obs = [o for eid in newest for o in by_key.get((eid, case.id, dtype), [])]
+            groups = _groups(obs, ix, dtype)
+            frameworks = {p.framework for g in groups for p in g.programs}
+            one_sided = False
+            for g in groups:
+                fws = {p.framework for p in g.programs}
+                if len(fws) == 1:
+                    g.only, one_sided = fws.pop(), True
+            if len(frameworks) < 2 or not one_sided:
+                continue
+            prev = next((a for a in across if a.case == case.id and _shape(a.groups) == _shape(groups)), None)
+            if prev is not None:
+                prev.dtypes.append(dtype)
+            else:
+                across.append(m.Across(case=case.id, dtypes=[dtype], environments=sorted(newest), groups=groups))
+    return m.Disagreements(within=rows, across=across)
 
 
 #: How a mode is compared with its reference, and the heading of the comparison in the report.
@@ -536,33 +404,33 @@ COMPARISONS: dict[str, str] = {
     "jit": "grad vs jit",
     "vmap": "unbatched vs vmap",
 }
-_DTYPE_ORDER = ("float64", "float32", "float16", "bfloat16")
 
 
-def _differs(a: dict[str, Any], b: dict[str, Any], case: dict[str, Any], dtype: str) -> bool:
+def _differs(a: m.Observation, b: m.Observation, ix: m.ReportIndex, dtype: str) -> bool:
     """Whether two observations of one program disagree: status, value beyond ``dtype``'s tolerance, or label.
 
     A mode or dtype ``unavailable`` in a version is coverage, not a disagreement.
     """
-    if "unavailable" in (a["status"], b["status"]):
+    if a.status == "unavailable" or b.status == "unavailable":
         return False
-    if a["status"] != b["status"]:
+    if a.status != b.status:
         return True
-    if a["status"] != "ok":
+    if a.status != "ok":
         return False
-    fa = flat_value({k: a["value"][k] for k in case["at"]})
-    fb = flat_value({k: b["value"][k] for k in case["at"]})
-    return not same_value(fa, fb, dtype) or a["labels"][0] != b["labels"][0]
+    fa, fb = ix.flat(a), ix.flat(b)
+    return a.labels[0] != b.labels[0] or (fa != fb and not same_value(fa, fb, dtype))  # type: ignore[arg-type]
 
 
-def _brief(ob: dict[str, Any]) -> dict[str, Any]:
-    out = {"status": ob["status"], "value": ob["value"], "label": ob["labels"][0], "error": ob["error"]}
-    if ob.get("input") is not None:
-        out["input"] = ob["input"]
-    return out
+def _brief_key(b: m.Brief) -> bytes:
+    """What makes two sides of a mode disagreement the same: value, label, status, input (not the message)."""
+    return msgspec.json.encode((b.value, b.label, b.status, b.input))
 
 
-def mode_disagreements(doc: dict[str, Any]) -> dict[str, Any]:
+def _brief(ob: m.Observation) -> m.Brief:
+    return m.Brief(status=ob.status, value=ob.value, label=ob.labels[0], error=ob.error, input=ob.input)
+
+
+def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     """Where the same program gives different values or labels by mode, dtype or device.
 
     Comparisons, each within one environment unless said otherwise:
@@ -572,86 +440,325 @@ def mode_disagreements(doc: dict[str, Any]) -> dict[str, Any]:
     * a lower precision against float64, in reverse and in second-order mode ("float64 vs bfloat16");
     * a CUDA environment against the CPU environment of the same framework version ("CPU vs CUDA").
 
-    Rows that differ the same way in several environments (and dtypes) are merged; ``releases`` lists them.
-
-    Returns
-    -------
-    dict
-        ``rows``: list of dicts (framework, case, program, comparison, mode, reference_mode, dtypes, reference,
-        observed, environments, releases); ``not_measured``: comparisons that could not be made, with why.
+    Rows that differ the same way in several environments (and dtypes) are merged; ``releases`` names them
+    as ranges.
     """
-    cases = {c["id"]: c for c in doc["cases"]}
-    env_by_id = {e["id"]: e for e in doc["environments"]}
-    index: dict[tuple[str, str, str], dict[tuple[str, str], dict[str, Any]]] = {}
-    for ob in doc["observations"]:
-        index.setdefault((ob["environment"], ob["case"], ob["program"]), {})[(ob["mode"], ob["dtype"])] = ob
-    raw: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], str, str]] = []
-    for (eid, cid, prog), cells in index.items():
-        case = cases[cid]
-        for (mode, dtype), ob in cells.items():
+    ix = report.index
+    cells: dict[tuple[str, str, str], dict[tuple[str, str], m.Observation]] = {}
+    for o in report.observations:
+        cells.setdefault((o.environment, o.case, o.program), {})[(o.mode, o.dtype)] = o
+    raw: list[tuple[m.Observation, m.Observation, str, str]] = []
+    for (eid, _cid, _prog), by_mode in cells.items():
+        for (mode, dtype), ob in by_mode.items():
             if mode in COMPARISONS:
-                ref = cells.get(("reverse", dtype))
-                if ref is not None and _differs(ref, ob, case, dtype):
-                    raw.append((ref, ob, case, COMPARISONS[mode], eid))
+                ref = by_mode.get(("reverse", dtype))
+                if ref is not None and _differs(ref, ob, ix, dtype):
+                    raw.append((ref, ob, COMPARISONS[mode], eid))
             if mode in ("reverse", "second-order") and dtype != "float64":
-                ref = cells.get((mode, "float64"))
-                if ref is not None and _differs(ref, ob, case, dtype):
-                    raw.append((ref, ob, case, f"float64 vs {dtype}", eid))
+                ref = by_mode.get((mode, "float64"))
+                if ref is not None and _differs(ref, ob, ix, dtype):
+                    raw.append((ref, ob, f"float64 vs {dtype}", eid))
     not_measured = []
-    for env in doc["environments"]:
-        if env["device"] == "cpu":
+    for env in report.environments:
+        if env.device == "cpu":
             continue
-        cpu = next((e for e in doc["environments"] if e["device"] == "cpu" and e["framework"] == env["framework"]
-                    and e["framework_version"] == env["framework_version"]), None)
+        cpu = next((e for e in report.environments if e.device == "cpu" and e.framework == env.framework
+                    and e.framework_version == env.framework_version), None)
         if cpu is None:
-            not_measured.append(f"{env['id']}: no CPU shard of {env['framework']} {env['framework_version']} "
-                                "to compare with")
+            not_measured.append(f"{env.id}: no CPU shard of {env.framework} {env.framework_version} to compare with")
             continue
-        for (eid, cid, prog), cells in index.items():
-            if eid != env["id"]:
+        for (eid, cid, prog), by_mode in cells.items():
+            if eid != env.id:
                 continue
-            cpu_cells = index.get((cpu["id"], cid, prog), {})
-            for key, ob in cells.items():
+            cpu_cells = cells.get((cpu.id, cid, prog), {})
+            for key, ob in by_mode.items():
                 ref = cpu_cells.get(key)
-                if ref is not None and _differs(ref, ob, cases[cid], key[1]):
-                    raw.append((ref, ob, cases[cid], f"CPU vs {env['device'].upper()}", eid))
+                if ref is not None and _differs(ref, ob, ix, key[1]):
+                    raw.append((ref, ob, f"CPU vs {env.device.upper()}", eid))
     for fw in FRAMEWORKS:
-        if not any(e["framework"] == fw and e["device"] != "cpu" for e in doc["environments"]):
+        if not any(e.framework == fw and e.device != "cpu" for e in report.environments):
             not_measured.append(f"{fw}: CPU vs CUDA not measured: no shard from a CUDA device")
     # First the dtypes per environment, then one row per set of environments with the same dtypes, so that
     # every (release, dtype) a row names really shows the difference.
-    per_env: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for ref, ob, case, comparison, eid in raw:
+    per_env: dict[tuple[Any, ...], m.ModeRow] = {}
+    for ref, ob, comparison, eid in raw:
         r, o = _brief(ref), _brief(ob)
-        key = (ob["framework"], case["id"], ob["program"], comparison, ref["mode"], ob["mode"],
-               repr((r["value"], r["label"], r["status"], r.get("input"))),
-               repr((o["value"], o["label"], o["status"], o.get("input"))), eid)
-        entry = per_env.setdefault(key, {
-            "framework": ob["framework"], "case": case["id"], "program": ob["program"], "comparison": comparison,
-            "reference_mode": ref["mode"], "mode": ob["mode"], "reference_dtype": ref["dtype"], "dtypes": [],
-            "reference": r, "observed": o, "environments": [eid],
-        })
-        if ob["dtype"] not in entry["dtypes"]:
-            entry["dtypes"].append(ob["dtype"])
-    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for key, entry in per_env.items():
-        entry["dtypes"].sort(key=_DTYPE_ORDER.index)
-        mkey = (*key[:-1], tuple(entry["dtypes"]))
+        key = (ob.framework, ob.case, ob.program, comparison, ref.mode, ob.mode,
+               _brief_key(r), _brief_key(o), eid)
+        row = per_env.get(key)
+        if row is None:
+            row = per_env[key] = m.ModeRow(
+                framework=ob.framework, case=ob.case, program=ob.program, comparison=comparison,
+                reference_mode=ref.mode, mode=ob.mode, reference_dtype=ref.dtype, dtypes=[], reference=r,
+                observed=o, environments=[eid], releases="")
+        if ob.dtype not in row.dtypes:
+            row.dtypes.append(ob.dtype)
+    merged: dict[tuple[Any, ...], m.ModeRow] = {}
+    for key, row in per_env.items():
+        row.dtypes.sort(key=DTYPES.index)
+        mkey = (*key[:-1], tuple(row.dtypes))
         if mkey in merged:
-            merged[mkey]["environments"].append(key[-1])
+            merged[mkey].environments.append(key[-1])
         else:
-            merged[mkey] = entry
+            merged[mkey] = row
     rows = list(merged.values())
-    case_order = {c["id"]: i for i, c in enumerate(doc["cases"])}
-    fams = list(dict.fromkeys([*COMPARISONS.values(), "float64 vs float32", "float64 vs float16",
-                               "float64 vs bfloat16"]))
+    fams = list(dict.fromkeys([*COMPARISONS.values(), *(f"float64 vs {d}" for d in DTYPES[1:])]))
     for row in rows:
-        row["environments"].sort(key=lambda i: _env_sort_key(env_by_id[i]))
-        versions = [env_by_id[i]["framework_version"] + ("" if env_by_id[i]["device"] == "cpu"
-                                                          else f" {env_by_id[i]['device']}")
-                    for i in row["environments"]]
-        row["releases"] = ", ".join(versions)
-    rows.sort(key=lambda r: (fams.index(r["comparison"]) if r["comparison"] in fams else len(fams), r["comparison"],
-                             FRAMEWORKS.index(r["framework"]) if r["framework"] in FRAMEWORKS else 9,
-                             case_order[r["case"]], r["program"], r["mode"], r["environments"][0]))
-    return {"rows": rows, "not_measured": not_measured}
+        row.environments.sort(key=ix.env_rank.__getitem__)
+        row.releases = ix.releases(row.environments)
+    rows.sort(key=lambda r: (fams.index(r.comparison) if r.comparison in fams else len(fams), r.comparison,
+                             _fw_rank(r.framework), ix.case_rank[r.case], r.program, r.mode,
+                             ix.env_rank[r.environments[0]]))
+    return m.ModeDisagreements(rows=rows, not_measured=not_measured)
+
+
+# --------------------------------------------------------------------------- changed in
+
+
+def _describe(ob: m.Observation, ix: m.ReportIndex) -> str:
+    """``0.5``, ``[0, 1]`` or the status: the value side of a *Changed in* change."""
+    if ob.status != "ok":
+        return ob.status
+    flat = ix.flat(ob) or ()
+    text = [fmt_number(v) for v in flat]
+    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+
+
+def _obs_differ(a: m.Observation, b: m.Observation, ix: m.ReportIndex) -> bool:
+    if a.status != b.status:
+        return True
+    if a.status != "ok":
+        return False
+    fa, fb = ix.flat(a), ix.flat(b)
+    return fa != fb and not same_value(fa, fb, a.dtype)  # type: ignore[arg-type]
+
+
+def _unavailable_modes(obs: Sequence[m.Observation]) -> set[str]:
+    """Modes in which every observation is ``unavailable`` (the release has no such mode)."""
+    seen: dict[str, bool] = {}
+    for o in obs:
+        seen[o.mode] = seen.get(o.mode, True) and o.status == "unavailable"
+    return {mode for mode, all_unavailable in seen.items() if all_unavailable}
+
+
+def changed_in(report: m.Report) -> list[m.ChangedIn]:
+    """Every boundary between consecutive measured releases of one framework (per device) where a program's
+    convention changed, one row per (program, boundary, change) listing its cases, modes and dtypes;
+    newest boundary first.
+
+    A change to or from ``unavailable`` is an *availability* change (a mode, dtype or name appeared or
+    went), apart from *convention* changes; a mode that was unavailable for every program in one of the
+    two releases is one row ``(every program in this mode)``, other availability changes one row per set
+    of programs that changed the same way.
+    """
+    ix = report.index
+    groups: dict[tuple[str, str], list[m.Environment]] = {}
+    for env in ix.measured:
+        groups.setdefault((env.framework, env.device), []).append(env)
+    rows: dict[tuple[Any, ...], m.ChangedIn] = {}
+    boundary_rank: dict[str, int] = {}
+    for (fw, device), envs in groups.items():
+        for i, e in enumerate(envs):
+            boundary_rank[e.id] = i
+        for a, b in zip(envs, envs[1:]):
+            old = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment[a.id]}
+            wholly = (_unavailable_modes(ix.by_environment[a.id]), _unavailable_modes(ix.by_environment[b.id]))
+            avail: dict[tuple[str, str], list[tuple[m.Observation, m.Observation]]] = {}
+            conv: list[tuple[m.Observation, m.Observation]] = []
+            for o in ix.by_environment[b.id]:
+                p = old.get((o.case, o.program, o.mode, o.dtype))
+                if p is None:
+                    continue
+                if not _obs_differ(p, o, ix):
+                    continue
+                if "unavailable" in (p.status, o.status):
+                    avail.setdefault((o.mode, f"{p.status} → {o.status}"), []).append((p, o))
+                else:
+                    conv.append((p, o))
+
+            def add(program: str, kind: str, change: str, pairs: list[tuple[m.Observation, m.Observation]],
+                    every: bool = False) -> None:
+                key = (fw, device, program, a.id, b.id, change, kind)
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = m.ChangedIn(
+                        framework=fw, device=device, program=program, kind=kind,  # type: ignore[arg-type]
+                        from_version=a.framework_version, to_version=b.framework_version, from_environment=a.id,
+                        to_environment=b.id, change=change, cases=[], modes=[], dtypes=[])
+                for p, o in pairs:
+                    if not every and o.case not in row.cases:
+                        row.cases.append(o.case)
+                    if o.mode not in row.modes:
+                        row.modes.append(o.mode)
+                    if o.dtype not in row.dtypes:
+                        row.dtypes.append(o.dtype)
+
+            for p, o in conv:
+                # Value only: the same step (1 → 0) is "right → left" at one bound and "left → right" at the other.
+                add(o.program, "convention", f"{_describe(p, ix)} → {_describe(o, ix)}", [(p, o)])
+            for (mode, change), pairs in avail.items():
+                if mode in wholly[0] or mode in wholly[1]:  # the mode itself appeared or went
+                    went = "measured → unavailable" if mode in wholly[1] else "unavailable → measured"
+                    add(EVERY_PROGRAM, "availability", f"mode {went}", pairs, every=True)
+                    continue
+                names = sorted({o.program for _, o in pairs})
+                # one row per set of programs that gained (lost) the same modes at this boundary
+                add(names[0] if len(names) == 1 else f"{len(names)} programs", "availability", change, pairs)
+                row = rows[(fw, device, names[0] if len(names) == 1 else f"{len(names)} programs", a.id, b.id,
+                            change, "availability")]
+                if len(names) > 1:
+                    row.programs = sorted(set(row.programs) | set(names))
+    out = list(rows.values())
+    for r in out:
+        r.modes.sort(key=lambda x: MODES.index(x) if x in MODES else len(MODES))
+        r.dtypes.sort(key=lambda x: DTYPES.index(x) if x in DTYPES else len(DTYPES))
+        r.cases.sort(key=ix.case_rank.__getitem__)
+    return sorted(out, key=lambda r: (_fw_rank(r.framework), r.framework, r.device,
+                                      -boundary_rank[r.to_environment], r.kind != "convention", r.program, r.change))
+
+
+# --------------------------------------------------------------------------- conformance, span, coverage
+
+
+def _conformance(report: m.Report, predictions: dict[tuple[str, str, str], conf.Prediction]) -> m.Conformance:
+    """The Conformance section: each framework's rule, counts, and per program (reverse mode, float64) its
+    verdict in every release, consecutive releases with the same verdict and value merged into one row."""
+    ix = report.index
+    rows: list[m.ConformanceRow] = []
+    last: dict[tuple[str, str, str], m.ConformanceRow] = {}
+    obs = [o for e in ix.measured for o in ix.by_environment[e.id]
+           if o.mode == "reverse" and o.dtype == "float64" and o.conformance]
+    for o in obs:
+        key = (o.case, o.framework, o.program)
+        prev = last.get(key)
+        if prev is not None and prev.verdict == o.conformance and prev.value == o.value:
+            prev.environments.append(o.environment)
+            continue
+        p = predictions[key]
+        row = m.ConformanceRow(case=o.case, framework=o.framework, program=o.program, verdict=o.conformance,
+                               step=p.step, predicted=[[_num(v) for v in vec] for vec in p.values], value=o.value,
+                               label=o.labels[0], environments=[o.environment], releases="")
+        last[key] = row
+        rows.append(row)
+    rows.sort(key=lambda r: (ix.case_rank[r.case], _fw_rank(r.framework), r.program, ix.env_rank[r.environments[0]]))
+    for r in rows:
+        r.releases = ix.releases(r.environments)
+    newest: dict[str, m.Newest] = {}
+    judged = {o.environment for o in obs}
+    for fw in FRAMEWORKS:
+        envs = [e.id for e in ix.columns.get(fw, []) if e.device == "cpu" and e.id in judged]
+        if envs:
+            counts = {v: 0 for v in conf.VERDICTS}
+            for o in obs:
+                if o.environment == envs[-1]:
+                    counts[o.conformance] += 1  # type: ignore[index]
+            newest[fw] = m.Newest(environment=envs[-1], **counts)
+    return m.Conformance(rules={fw: m.Rule(text=r.text, source=r.source) for fw, r in conf.RULES.items()},
+                         newest=newest, rows=rows)
+
+
+def _network_summary(networks: Sequence[m.Network]) -> list[m.NetworkSummary]:
+    """Per case and program: how many end-to-end network runs agree with the NumPy oracle."""
+    out: dict[tuple[str, str, str], m.NetworkSummary] = {}
+    for n in networks:
+        row = out.get((n.case, n.framework, n.program))
+        if row is None:
+            row = out[(n.case, n.framework, n.program)] = m.NetworkSummary(
+                case=n.case, framework=n.framework, program=n.program, runs=0, agree=0, differ=[], not_checked=0,
+                modes=[])
+        row.runs += 1
+        if n.mode not in row.modes:
+            row.modes.append(n.mode)
+        if n.ok is True:
+            row.agree += 1
+        elif n.ok is False:
+            row.differ.append(f"{n.environment} {n.mode} {n.dtype}: {n.detail}")
+        else:
+            row.not_checked += 1
+    return list(out.values())
+
+
+def _version_span(report: m.Report) -> list[m.VersionSpan]:
+    """Per framework (CPU): between the oldest and the newest measured release, the programs whose
+    convention changed (a value or status differs in a mode and dtype both have) apart from the programs
+    that gained or lost a mode or dtype (``unavailable`` on one side): coverage, not a changed convention."""
+    ix = report.index
+    out = []
+    for fw in ix.frameworks():
+        envs = [e for e in ix.columns.get(fw, []) if e.device == "cpu"]
+        if len(envs) < 2:
+            continue
+        old = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment[envs[0].id]}
+        changed, gained, lost = set(), set(), set()
+        for o in ix.by_environment[envs[-1].id]:
+            p = old.get((o.case, o.program, o.mode, o.dtype))
+            if p is None or not _obs_differ(p, o, ix):
+                continue
+            if p.status == "unavailable":
+                gained.add((o.case, o.program))
+            elif o.status == "unavailable":
+                lost.add((o.case, o.program))
+            else:
+                changed.add((o.case, o.program))
+        out.append(m.VersionSpan(framework=fw, oldest=envs[0].framework_version, newest=envs[-1].framework_version,
+                                 releases=len(envs), programs_changed=len(changed),
+                                 programs_gained=len(gained - changed), programs_lost=len(lost - changed)))
+    return out
+
+
+def _coverage(report: m.Report) -> m.Coverage:
+    """What the shards measured and, derived from their absence, what they did not (with the reason)."""
+    ix = report.index
+    envs = report.environments
+    missing = [f"{e.id}: {e.not_measured}" for e in envs if e.not_measured]
+    missing += [f"{e.id}: the attempt to measure it again on {e.last_attempt.get('attempted_at')} failed "
+                f"({e.last_attempt.get('not_measured')}); shown as measured on {e.measured_at}"
+                for e in envs if e.last_attempt]
+    old = [e.id for e in envs if not e.not_measured and e.modes is None]
+    if old:
+        missing.append(f"{', '.join(old)}: measured before the mode and dtype matrix (reverse mode, float64 and "
+                       "float32, forward mode for P9 cases only); their other modes and dtypes are not measured "
+                       "(`nox -s report` re-probes these stale shards)")
+    for fw in FRAMEWORKS:
+        mine = [e for e in envs if e.framework == fw]
+        if not mine:
+            missing.append(f"{fw}: not measured: no shard")
+        elif not any(e.device == "cuda" for e in mine):
+            missing.append(f"{fw} on CUDA: not measured: no shard from a CUDA device")
+    absent_dtypes = [d for d in DTYPES if d not in ix.dtypes]
+    if absent_dtypes:
+        missing.append(f"{', '.join(absent_dtypes)}: not measured: no shard probed these dtypes")
+    absent_modes = [x for x in MODES if x not in ix.modes]
+    if absent_modes:
+        missing.append(f"{', '.join(absent_modes)} mode: not measured: no shard probed it")
+    return m.Coverage(devices=sorted({e.device for e in envs}), dtypes=list(ix.dtypes),
+                      modes=[x for x in MODES if x in ix.modes], not_measured=missing)
+
+
+def _summary(report: m.Report) -> m.Summary:
+    obs = report.observations
+    status = {"error": 0, "unavailable": 0}
+    labels = {"outside-clarke": 0, "not-lipschitz": 0, "not-judged": 0, "nan": 0}
+    verdicts = {v: 0 for v in conf.VERDICTS}
+    for o in obs:
+        if o.status in status:
+            status[o.status] += 1
+        for lb in labels:
+            if lb in o.labels:
+                labels[lb] += 1
+        if o.conformance is not None:
+            verdicts[o.conformance] += 1
+    return m.Summary(
+        cases=len(report.cases), programs=sum(len(c.programs) for c in report.cases),
+        environments=len(report.environments), observations=len(obs), errors=status["error"],
+        unavailable=status["unavailable"], outside_clarke=labels["outside-clarke"],
+        not_lipschitz=labels["not-lipschitz"], not_judged=labels["not-judged"],
+        cases_not_judged=sum(c.oracle.kind == "not-judged" for c in report.cases), nan=labels["nan"],
+        disagreements_within=len(report.disagreements.within), disagreements_across=len(report.disagreements.across),
+        network_mismatches=sum(n.ok is False for n in report.networks),
+        network_agree=sum(n.ok is True for n in report.networks),
+        mode_disagreements=len(report.mode_disagreements.rows), network_runs=len(report.networks),
+        changed_in=len(report.changed_in),
+        changed_in_conventions=sum(r.kind == "convention" for r in report.changed_in),
+        changed_in_availability=sum(r.kind == "availability" for r in report.changed_in),
+        conformance=verdicts, not_measured=sum(1 for e in report.environments if e.not_measured))

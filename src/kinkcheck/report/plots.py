@@ -28,9 +28,9 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case
-from kinkcheck.report.markdown import slug
+from kinkcheck.report.view import slug
 
-__all__ = ["case_svg"]
+__all__ = ["PARALLEL_MIN", "case_svg", "case_svgs"]
 
 _STEP = 1e-7
 _HALF_WIDTH = 1.0
@@ -56,14 +56,121 @@ def case_svg(case: Case, marks: Sequence[tuple[str, float, int]], left: float | 
     left, right : float or None
         The oracle's one-sided derivatives (first component), for the open circles.
     """
+    return case_svgs([(case, marks, left, right)])[0]
+
+
+#: One plot request: (case, marks, left, right) as :func:`case_svg` takes them.
+Request = tuple[Case, Sequence[tuple[str, float, int]], "float | None", "float | None"]
+
+
+def case_svgs(requests: Sequence[Request], workers: int | None = None) -> list[str]:
+    """:func:`case_svg` of many plots: the cached ones read, the others drawn, in parallel where that pays.
+
+    Drawing a plot takes about a quarter of a second, most of it matplotlib's layout; a cold report draws one
+    per case. With ``workers`` > 1 (default: the CPUs) and at least :data:`PARALLEL_MIN` plots to draw, they
+    are drawn in that many child processes (:func:`_draw_in_workers`), each starting in about 1.5 s
+    (matplotlib and sympy imported); a plot drawn there is byte for byte the one drawn here. Where child
+    processes cannot be started or fail, the plots are drawn here.
+
+    Parameters
+    ----------
+    requests : sequence of (case, marks, left, right)
+        The arguments of :func:`case_svg`, one tuple a plot.
+    workers : int, optional
+        Processes to draw in; 1 draws every plot in this process.
+
+    Returns
+    -------
+    list of str
+        The SVG texts, in the order of ``requests``.
+    """
+    import os
+
+    paths = [_cache_path(*r) for r in requests]
+    out: list[str | None] = []
+    for path in paths:
+        try:
+            out.append(path.read_text())
+        except OSError:
+            out.append(None)
+    todo = [i for i, svg in enumerate(out) if svg is None]
+    n = min(workers or os.cpu_count() or 1, len(todo))
+    drawn = None
+    if n > 1 and len(todo) >= PARALLEL_MIN:
+        drawn = _draw_in_workers([requests[i] for i in todo], n)
+    if drawn is None:
+        drawn = [_render(*requests[i]) for i in todo]
+    for i, svg in zip(todo, drawn):
+        out[i] = svg
+        _store(paths[i], svg)
+    return out  # type: ignore[return-value]
+
+
+#: Fewest plots to draw for which worker processes pay their start (about 1.5 s each, in parallel).
+PARALLEL_MIN = 8
+
+
+def _draw_in_workers(requests: list[Request], workers: int) -> list[str] | None:
+    """The plots of ``requests`` drawn by ``workers`` child Pythons (:func:`_worker`), or None when one fails.
+
+    Plain child processes, not :mod:`multiprocessing`: its ``spawn`` re-imports the parent's main script,
+    which an unguarded script (``__main__`` without ``if __name__ == "__main__"``) would run again, and its
+    ``fork`` copies a process that may hold threads. The requests go to each child pickled on stdin (a child
+    of this process, running this module), the SVGs come back as JSON on stdout.
+    """
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # where this process found kinkcheck
+    chunks = [requests[k::workers] for k in range(workers)]
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", "from kinkcheck.report.plots import _worker; _worker()"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                 for _ in chunks]
+    except OSError:  # no processes here (a sandbox, a limit): draw them in this one
+        return None
+    outs = []
+    for proc, chunk in zip(procs, chunks):
+        try:
+            proc.stdin.write(pickle.dumps(chunk))  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass  # a child that died early: its exit status says so below
+    for proc in procs:
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        proc.stdout.close()  # type: ignore[union-attr]
+        try:
+            outs.append(json.loads(out) if proc.wait() == 0 else None)
+        except ValueError:
+            outs.append(None)
+    if any(o is None for o in outs):
+        return None
+    drawn: list[str] = [""] * len(requests)
+    for k, out in enumerate(outs):
+        drawn[k::workers] = out
+    return drawn
+
+
+def _worker() -> None:
+    """Body of a child of :func:`_draw_in_workers`: pickled requests on stdin, their SVGs as a JSON list on stdout."""
+    import pickle
+    import sys
+
+    requests = pickle.loads(sys.stdin.buffer.read())  # written by the parent process, never read from a file
+    sys.stdout.write(json.dumps([_render(*r) for r in requests]))
+
+
+def _cache_path(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> Path:
+    """Where the plot of these arguments is cached: keyed on the case, the marks, matplotlib's release and this file."""
     key = json.dumps([case.id, case.sympy, repr(case.at), list(marks), left, right, metadata.version("matplotlib"),
                       _source_hash()], sort_keys=True)
-    path = cache_dir() / f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
-    try:
-        return path.read_text()
-    except OSError:
-        pass
-    svg = _render(case, marks, left, right)
+    return cache_dir() / f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
+
+
+def _store(path: Path, svg: str) -> None:
+    """Cache one plot; a cache that cannot be written only costs time."""
     try:
         from kinkcheck.shards import write_text_atomic
 
@@ -71,7 +178,6 @@ def case_svg(case: Case, marks: Sequence[tuple[str, float, int]], left: float | 
         write_text_atomic(path, svg)
     except OSError:
         pass
-    return svg
 
 
 def _line(case: Case) -> tuple[Any, float, str]:
@@ -116,13 +222,51 @@ def _nothing(t: float) -> float:
     return math.nan
 
 
-def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> str:
+_FIGURE: list[Any] = []  # the one figure every plot is drawn on, made on first use
+
+
+def _figure() -> tuple[Any, Any, Any]:
+    """The figure, cleared, with two fresh axes; the same figure for every plot of a process.
+
+    One figure drawn on and cleared again costs half of what a new figure a plot costs: its Agg canvas and
+    renderer live on, and with them matplotlib's cache of text extents (tick labels and titles repeat from
+    plot to plot), which tight_layout measures. The subplot parameters that tight_layout set for the last
+    plot are put back to rcParams' defaults first, so each plot is laid out from the same start and its SVG is
+    byte for byte the one a new figure gives (``tests/test_plots.py`` compares the two).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not _FIGURE:
+        fig = Figure(figsize=(9.0, 2.6))
+        FigureCanvasAgg(fig)  # what pyplot gives a figure under Agg: tight_layout measures text with its renderer
+        _FIGURE.append(fig)
+    fig = _FIGURE[0]
+    fig.clf()
+    fig.subplots_adjust(**_DEFAULT_SUBPLOTPARS)
+    a1, a2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1]})
+    return fig, a1, a2
+
+
+_DEFAULT_SUBPLOTPARS: dict[str, float] = {}
+
+
+def _setup() -> None:
+    """Select the Agg backend and the rcParams every plot is drawn with (once a process)."""
     import matplotlib
 
+    if _DEFAULT_SUBPLOTPARS:
+        return
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     matplotlib.rcParams.update({"svg.hashsalt": "kinkcheck", "svg.fonttype": "none", "font.size": 9})
+    _DEFAULT_SUBPLOTPARS.update({k: matplotlib.rcParams[f"figure.subplot.{k}"]
+                                 for k in ("left", "right", "bottom", "top", "wspace", "hspace")})
+
+
+def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None,
+            fresh: bool = False) -> str:
+    """The plot's SVG, drawn on the reused figure (:func:`_figure`), or on a new pyplot figure when ``fresh``."""
+    _setup()
     why = None
     try:
         g, p0, name = _line(case)
@@ -136,7 +280,12 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     rt = [t for t in ts if t > p0]
     dl = [(g(t) - g(t - _STEP)) / _STEP for t in lt]
     dr = [(g(t + _STEP) - g(t)) / _STEP for t in rt]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 2.6), gridspec_kw={"width_ratios": [1, 1]})
+    if fresh:
+        import matplotlib.pyplot as plt
+
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 2.6), gridspec_kw={"width_ratios": [1, 1]})
+    else:
+        fig, a1, a2 = _figure()
     a1.plot(ts, ys, color="black", lw=1.4)
     a1.axvline(p0, color="grey", lw=0.6, ls=":")
     a1.set_title(f"f along {name} (other inputs at the point)" if why is None else f"no curve: {why}")
@@ -160,7 +309,8 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     fig.tight_layout()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
+    if fresh:
+        plt.close(fig)
     text = buf.getvalue()
     return _unique_ids(round_numbers(text[text.index("<svg"):]), f"plot-{slug(case.id)}-")
 

@@ -1,0 +1,783 @@
+"""The report's typed model: one set of types that the builder fills and every consumer reads.
+
+:class:`Report` is the ``kinkcheck/conventions/v2`` document (``reports/conventions.json``): environments,
+cases with their oracle, observations, network cross-checks and the derived sections (disagreements, mode
+disagreements, *Changed in*, conformance, coverage, summary). Types are :class:`msgspec.Struct` classes, so
+the JSON is decoded straight into them, type-checked on the way (:func:`load_report`), encoded without an
+intermediate dict (:func:`report_json`), and the JSON Schema is generated from them (:func:`json_schema`,
+committed as ``schemas/conventions.v2.json``).
+
+:class:`ReportIndex` is built once per report and answers every lookup a consumer needs (an environment or
+case by id, the observation of one cell, the measured releases of a framework, a cell's flat value); no
+module re-indexes the observation list for itself. :func:`release_ranges` and :func:`value_runs` say a run
+of consecutive releases as a range (``1.13.1 – 2.13.0``), the way the report shows them.
+
+Numbers
+-------
+A gradient component is a JSON number or, when not finite, the string ``"nan"``, ``"inf"`` or ``"-inf"``
+(JSON has no non-finite numbers); :func:`kinkcheck.frameworks.base.encode` writes them,
+:func:`kinkcheck.frameworks.base.flat_value` reads them back. A ``value`` maps each input name of the case
+to a number (scalar input) or a nested list (vector, matrix), row-major, in the case's input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from kinkcheck.classify import LABELS
+from kinkcheck.frameworks.base import DTYPES, MODES
+
+__all__ = [
+    "SCHEMA_ID", "Across", "Brief", "Case", "ChangedIn", "Conformance", "ConformanceRow", "Coverage",
+    "Disagreements", "Environment", "Exact", "Group", "ModeDisagreements", "ModeRow", "Network",
+    "NetworkSummary", "Newest", "Observation", "Oracle", "P0", "P0Net", "P0Oracle", "P0Row", "ProgramRef",
+    "Provenance", "Report", "ReportError", "ReportIndex", "Rule", "Summary", "VersionSpan", "Within",
+    "json_schema", "load_report", "release_ranges", "release_title", "report_json", "value_runs",
+]
+
+SCHEMA_ID = "kinkcheck/conventions/v2"
+
+#: A gradient component: a float, or "nan" / "inf" / "-inf".
+Number = float | str
+#: Input name → number or nested list of numbers (see the module docstring).
+Value = dict[str, Any]
+Status = Literal["ok", "error", "unavailable"]
+Verdict = Literal["conforms", "departs", "open"]
+
+
+class ReportError(ValueError):
+    """A report file that cannot be used: missing, unreadable, not JSON, not a ``kinkcheck/conventions/v2``
+    document, or one whose parts have the wrong types or refer to what it does not hold. ``str(err)`` is one
+    line naming the file and the first problem."""
+
+
+class _S(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base: keyword construction; fields equal to their default (None, empty) are left out of the JSON."""
+
+
+# --------------------------------------------------------------------------- provenance and environments
+
+
+class Provenance(_S, omit_defaults=False):
+    """Where the report comes from. ``generated_at`` is derived, not a wall clock: the newest ``measured_at``
+    (ISO 8601) among the environments, or ``"unknown"``, so the same shards render byte-identical files.
+    ``csv_sha256`` is the SHA-256 (hex) of the ``conventions.csv`` written beside the JSON."""
+
+    generated_at: str
+    kinkcheck_version: str
+    catalog_hash: str
+    gaps: list[str] = []
+    csv_sha256: str | None = None
+
+
+class Environment(_S):
+    """One measured (or not measured) framework release on one device: the shard's ``environment`` record
+    without its per-case bookkeeping. ``not_measured`` says why a record holds no observation."""
+
+    id: str
+    framework: str
+    framework_version: str
+    device: str
+    python: str
+    platform: str
+    measured_at: str
+    kinkcheck_version: str
+    catalog_hash: str
+    framework_build: str | None = None
+    device_name: str | None = None
+    settings: dict[str, str] = {}
+    packages: dict[str, str] = {}
+    dtypes: list[str] | None = None
+    modes: list[str] | None = None
+    history: list[dict[str, Any]] | None = None
+    last_attempt: dict[str, str] | None = None
+    not_measured: str | None = None
+
+    @property
+    def title(self) -> str:
+        """``"2.13.0"`` on CPU, ``"2.13.0 cuda"`` elsewhere: how a column or a release list names it."""
+        return release_title(self)
+
+
+# --------------------------------------------------------------------------- cases and their oracle
+
+
+class Exact(_S, omit_defaults=False, gc=False):
+    """An exact oracle number: sympy's text (``"1/2"``, ``"sqrt(2)/2"``, ``"oo"``) and its float."""
+
+    exact: str
+    float_: Number = msgspec.field(name="float")
+
+
+class Oracle(_S, omit_defaults=False):
+    """What the sympy oracle says about a case, first order (the gradient) or second order (``H @ 1``):
+    the JSON of :class:`kinkcheck.oracles.symbolic.OracleResult` (see there for each field's meaning).
+    Vectors have one entry per component (``components``); ``None`` entries in ``sympy_diff`` are values
+    sympy left unevaluated."""
+
+    components: list[str]
+    kind: Literal["differentiable", "kink", "jump", "undefined", "not-judged"]
+    tie: bool = False
+    derivative: list[Exact] | None = None
+    left: Exact | None = None
+    right: Exact | None = None
+    limiting_gradients: list[list[Exact]] = []
+    clarke: list[list[Exact]] | None = None
+    min_norm: list[Exact] | None = None
+    midpoint: list[Exact] | None = None
+    sympy_diff: list[Exact | None] = []
+    notes: list[str] = []
+    shape: str | None = None
+    reason: str | None = None
+    lipschitz: bool | None = None
+
+
+class ProgramRef(_S, frozen=True):
+    """A program of a case, named by its framework and canonical text."""
+
+    framework: str
+    program: str
+
+
+class Case(_S, kw_only=True):
+    """A catalog case (``references/catalog.toml``) with its oracle: ``oracle`` judges the gradient modes,
+    ``second_order`` the ``second-order`` mode (None when the case has none)."""
+
+    id: str
+    title: str
+    sympy: str
+    at: Value
+    tie: bool
+    sources: list[str]
+    note: str | None
+    programs: list[ProgramRef]
+    notes: dict[str, str] = {}
+    no_equivalent: dict[str, str] = {}
+    oracle: Oracle
+    second_order: Oracle | None = None
+
+    def programs_of(self, framework: str) -> list[str]:
+        """This case's programs of ``framework``, catalog order."""
+        return [p.program for p in self.programs if p.framework == framework]
+
+
+# --------------------------------------------------------------------------- observations and networks
+
+
+class Observation(_S, gc=False):
+    """One measured cell: the gradient ``program`` returned for ``case`` in ``environment``, ``mode`` and
+    ``dtype``. ``labels`` judge it against the case's oracle (first label shown; precedence
+    :data:`kinkcheck.classify.LABELS`); ``conformance`` is the verdict of the framework's own documented
+    rule (reverse-like modes, float64/float32 only); ``input`` is the point as the dtype holds it, when
+    rounding moved it."""
+
+    case: str
+    program: str
+    framework: str
+    environment: str
+    mode: str
+    dtype: str
+    status: Status
+    value: Value | None
+    labels: list[str]
+    error: str | None
+    conformance: Verdict | None = None
+    input: Value | None = None
+
+
+class Network(_S, omit_defaults=False, gc=False):
+    """One end-to-end run of the P0 two-layer network with the program as activation, cross-checked
+    against the NumPy manual-backprop oracle under the kink derivative the program returned
+    (``ok`` None: not checked, ``detail`` says why). ``W1`` (3×2) and ``W2`` (2×2) are the measured weight
+    gradients."""
+
+    case: str
+    program: str
+    framework: str
+    environment: str
+    mode: str
+    dtype: str
+    status: Status
+    kink_derivative: Number | None
+    ok: bool | None
+    max_abs_diff: Number | None
+    detail: str | None
+    W1: list[list[Number]] | None
+    W2: list[list[Number]] | None
+
+
+class P0Net(_S):
+    """The P0 network (shared/cases P0): inputs, weights, target and loss."""
+
+    X: list[list[int]]
+    W1: list[list[int]]
+    W2: list[list[int]]
+    target: list[list[int]]
+    loss: str
+
+
+class P0Oracle(_S):
+    """The NumPy oracle's exact weight gradients of P0 under relu'(0) = ``kink_derivative``."""
+
+    kink_derivative: str
+    W1: list[list[float | int]]
+    W2: list[list[float | int]]
+
+
+class P0Row(_S, omit_defaults=False):
+    """One measured P0 program over a run of releases with the same result."""
+
+    framework: str
+    program: str
+    dtype: str
+    status: Status
+    kink_derivative: Number | None
+    ok: bool | None
+    W1: list[list[Number]] | None
+    W2: list[list[Number]] | None
+    detail: str | None
+    environments: list[str]
+    W1_minus_oracle0: list[list[Number]] | None
+    releases: str
+
+
+class P0(_S):
+    """The worked example of P0."""
+
+    net: P0Net
+    oracle: list[P0Oracle]
+    measured: list[P0Row]
+
+
+# --------------------------------------------------------------------------- derived sections
+
+
+class Group(_S):
+    """Programs that return one value (within the dtype's tolerance) for a case; ``only`` names the single
+    framework whose programs return it, in a cross-framework disagreement."""
+
+    value: list[Number]
+    label: str
+    programs: list[ProgramRef]
+    only: str | None = None
+
+
+class Within(_S):
+    """Programs of one framework that split into several value groups for a case, in ``environments``
+    (releases that split them the same way) and ``dtypes``."""
+
+    framework: str
+    case: str
+    dtypes: list[str]
+    groups: list[Group]
+    environments: list[str]
+    releases: str
+
+
+class Across(_S):
+    """A case where some value is returned by programs of one framework only (newest CPU release of each)."""
+
+    case: str
+    dtypes: list[str]
+    environments: list[str]
+    groups: list[Group]
+
+
+class Disagreements(_S):
+    within: list[Within] = []
+    across: list[Across] = []
+
+
+class Brief(_S):
+    """One side of a mode disagreement: status, value, first label, error and rounded input."""
+
+    status: Status
+    value: Value | None
+    label: str
+    error: str | None = None
+    input: Value | None = None
+
+
+class ModeRow(_S):
+    """The same program giving a different value or label by mode, dtype or device (``comparison``)."""
+
+    framework: str
+    case: str
+    program: str
+    comparison: str
+    reference_mode: str
+    mode: str
+    reference_dtype: str
+    dtypes: list[str]
+    reference: Brief
+    observed: Brief
+    environments: list[str]
+    releases: str
+
+
+class ModeDisagreements(_S):
+    rows: list[ModeRow] = []
+    not_measured: list[str] = []
+
+
+class ChangedIn(_S):
+    """One change between consecutive measured releases of a framework on a device: ``program`` returned
+    ``change`` (old → new) from ``from_version`` to ``to_version`` in the listed ``modes`` and ``dtypes``.
+    ``kind``: ``"convention"`` when the value or status changed where both releases measured it,
+    ``"availability"`` when a mode or dtype (or the program in it) appeared or went: ``program`` is then
+    ``"(every program in this mode)"`` when all of them did, else one program or ``"N programs"`` with the
+    names in ``programs``."""
+
+    framework: str
+    device: str
+    program: str
+    kind: Literal["convention", "availability"]
+    from_version: str
+    to_version: str
+    from_environment: str
+    to_environment: str
+    change: str
+    cases: list[str]
+    modes: list[str]
+    dtypes: list[str]
+    programs: list[str] = []
+
+
+class Rule(_S):
+    """A framework's documented rule at kinks and where it is written."""
+
+    text: str
+    source: str
+
+
+class Newest(_S, omit_defaults=False):
+    """Conformance counts in the newest CPU release of a framework (reverse mode, float64)."""
+
+    environment: str
+    conforms: int
+    departs: int
+    open: int
+
+
+class ConformanceRow(_S):
+    """A program's verdict under its framework's rule over a run of releases with the same verdict and
+    value. ``predicted``: the values the rule admits (one flat vector each)."""
+
+    case: str
+    framework: str
+    program: str
+    verdict: Verdict
+    step: str
+    predicted: list[list[Number]]
+    value: Value | None
+    label: str
+    environments: list[str]
+    releases: str
+
+
+class Conformance(_S):
+    rules: dict[str, Rule] = {}
+    newest: dict[str, Newest] = {}
+    rows: list[ConformanceRow] = []
+
+
+class VersionSpan(_S, omit_defaults=False):
+    """Per framework (CPU), the oldest against the newest measured release: programs whose convention
+    changed (a value or status differs in a mode and dtype both releases have) apart from programs that
+    only gained (or lost) a mode or dtype: a program counts once, as changed when it did both."""
+
+    framework: str
+    oldest: str
+    newest: str
+    releases: int
+    programs_changed: int
+    programs_gained: int
+    programs_lost: int
+
+
+class Coverage(_S):
+    devices: list[str] = []
+    dtypes: list[str] = []
+    modes: list[str] = []
+    not_measured: list[str] = []
+
+
+class NetworkSummary(_S, omit_defaults=False):
+    """Per case and program: how many end-to-end network runs agree with the NumPy oracle."""
+
+    case: str
+    framework: str
+    program: str
+    runs: int
+    agree: int
+    differ: list[str]
+    not_checked: int
+    modes: list[str]
+
+
+class Summary(_S, omit_defaults=False):
+    """Headline counts of the report."""
+
+    cases: int
+    programs: int
+    environments: int
+    observations: int
+    errors: int
+    unavailable: int
+    outside_clarke: int
+    not_lipschitz: int
+    not_judged: int
+    cases_not_judged: int
+    nan: int
+    disagreements_within: int
+    disagreements_across: int
+    network_mismatches: int
+    network_agree: int
+    mode_disagreements: int
+    network_runs: int
+    changed_in: int
+    changed_in_conventions: int
+    changed_in_availability: int
+    conformance: dict[str, int]
+    not_measured: int
+
+
+class Report(_S, kw_only=True, omit_defaults=False, dict=True):
+    """The whole ``kinkcheck/conventions/v2`` document."""
+
+    schema: Literal["kinkcheck/conventions/v2"] = SCHEMA_ID
+    provenance: Provenance
+    environments: list[Environment]
+    cases: list[Case]
+    observations: list[Observation]
+    networks: list[Network]
+    p0: P0
+    disagreements: Disagreements
+    mode_disagreements: ModeDisagreements
+    changed_in: list[ChangedIn]
+    conformance: Conformance
+    version_span: list[VersionSpan]
+    coverage: Coverage
+    network_summary: list[NetworkSummary]
+    summary: Summary
+
+    @cached_property
+    def index(self) -> ReportIndex:
+        """The lookups over this report (:class:`ReportIndex`), built on first use."""
+        return ReportIndex(self)
+
+
+# --------------------------------------------------------------------------- releases as ranges
+
+
+def release_title(env: Environment) -> str:
+    """``"2.13.0"`` for a CPU environment, ``"2.13.0 cuda"`` for another device."""
+    return env.framework_version if env.device == "cpu" else f"{env.framework_version} {env.device}"
+
+
+def release_ranges(ids: Iterable[str], among: Sequence[Environment]) -> str:
+    """The environments ``ids`` as ranges of consecutive releases of ``among`` (an ordered list, e.g. the
+    measured releases of one framework): ``"1.13.1 – 2.13.0, 2.15.0"``. A run of two reads ``"a, b"``; ids
+    not in ``among`` are named alone at the end, in their given order."""
+    pos = {e.id: i for i, e in enumerate(among)}
+    wanted = list(dict.fromkeys(ids))
+    inside = sorted((pos[i] for i in wanted if i in pos))
+    parts: list[str] = []
+    start = prev = None
+    for p in [*inside, None]:
+        if start is not None and (p is None or p != prev + 1):
+            a, b = among[start], among[prev]
+            if start == prev:
+                parts.append(a.title)
+            elif prev == start + 1:
+                parts.extend((a.title, b.title))
+            else:
+                parts.append(f"{a.title} – {b.title}")
+            start = None
+        if p is not None and start is None:
+            start = p
+        prev = p
+    parts.extend(i for i in wanted if i not in pos)
+    return ", ".join(parts)
+
+
+def value_runs(items: Sequence[tuple[Environment, Any]]) -> list[tuple[Environment, Environment, Any]]:
+    """Consecutive items with equal keys merged: ``[(env, key), …]`` (release order) → ``[(first, last,
+    key), …]``; what the "1.13.1 – 2.13.0: 1 right · 2.14.1 – 2.15.0: 0 right" view is made of."""
+    runs: list[tuple[Environment, Environment, Any]] = []
+    for env, key in items:
+        if runs and runs[-1][2] == key:
+            runs[-1] = (runs[-1][0], env, key)
+        else:
+            runs.append((env, env, key))
+    return runs
+
+
+# --------------------------------------------------------------------------- the index
+
+
+CellKey = tuple[str, str, str, str, str, str]  # case, framework, program, mode, environment, dtype
+
+
+class ReportIndex:
+    """Lookups over one :class:`Report`, built once (about 0.1 s for 100 000 observations).
+
+    Attributes
+    ----------
+    env, case : dict
+        Environment / case by id.
+    env_rank, case_rank : dict[str, int]
+        Report order (environments: framework, then version, then device).
+    cell : dict[CellKey, Observation]
+        ``(case, framework, program, mode, environment, dtype)`` → observation.
+    by_environment : dict[str, list[Observation]]
+        Observations per environment id, report order.
+    measured : list[Environment]
+        Environments with at least one observation, report order.
+    columns : dict[str, list[Environment]]
+        Framework → its measured environments (all devices), report order: a case table's columns.
+    env_modes : dict[str, list[str]]
+        Environment id → modes it has observations in, first-seen order.
+    dtypes, modes : list[str]
+        Dtypes and modes with at least one observation, in :data:`DTYPES` / :data:`MODES` order.
+    """
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.env = {e.id: e for e in report.environments}
+        self.env_rank = {e.id: i for i, e in enumerate(report.environments)}
+        self.case = {c.id: c for c in report.cases}
+        self.case_rank = {c.id: i for i, c in enumerate(report.cases)}
+        self.cell: dict[CellKey, Observation] = {}
+        self.by_environment: dict[str, list[Observation]] = {}
+        self.env_modes: dict[str, list[str]] = {}
+        dtypes: set[str] = set()
+        modes: set[str] = set()
+        for o in report.observations:
+            self.cell[(o.case, o.framework, o.program, o.mode, o.environment, o.dtype)] = o
+            self.by_environment.setdefault(o.environment, []).append(o)
+            ms = self.env_modes.setdefault(o.environment, [])
+            if o.mode not in ms:
+                ms.append(o.mode)
+            dtypes.add(o.dtype)
+            modes.add(o.mode)
+        self.dtypes = [d for d in DTYPES if d in dtypes] + sorted(dtypes - set(DTYPES))
+        self.modes = [m for m in MODES if m in modes] + sorted(modes - set(MODES))
+        self.measured = [e for e in report.environments if e.id in self.by_environment]
+        self.columns: dict[str, list[Environment]] = {}
+        for e in self.measured:
+            self.columns.setdefault(e.framework, []).append(e)
+        self._flat: dict[int, tuple[float, ...] | None] = {}
+
+    def flat(self, ob: Observation | Brief) -> tuple[float, ...] | None:
+        """``ob.value`` as flat floats in the case's component order (non-finite strings decoded); None
+        when there is no value. Cached per observation object."""
+        key = id(ob)
+        try:
+            return self._flat[key]
+        except KeyError:
+            pass
+        from kinkcheck.frameworks.base import flat_value
+
+        out = None if ob.value is None else tuple(flat_value(ob.value))
+        self._flat[key] = out
+        return out
+
+    def releases(self, ids: Iterable[str], framework: str | None = None, device: str | None = None) -> str:
+        """:func:`release_ranges` of ``ids`` among the measured releases of their framework (and device)."""
+        ids = list(ids)
+        if not ids:
+            return ""
+        first = self.env[ids[0]]
+        fw = framework or first.framework
+        among = [e for e in self.columns.get(fw, []) if device is None or e.device == device]
+        return release_ranges(ids, among)
+
+    def newest(self, framework: str, device: str = "cpu") -> Environment | None:
+        """The newest measured environment of ``framework`` on ``device`` (None when there is none)."""
+        envs = [e for e in self.columns.get(framework, []) if e.device == device]
+        return envs[-1] if envs else None
+
+    def frameworks(self) -> list[str]:
+        """Frameworks with at least one environment record (measured or not), report order."""
+        return list(dict.fromkeys(e.framework for e in self.report.environments))
+
+    def observations(self, *, case: str | None = None, framework: str | None = None, program: str | None = None,
+                     mode: str | None = None, dtype: str | None = None, environment: str | None = None
+                     ) -> list[Observation]:
+        """The observations matching every given field, report order."""
+        pool: Iterable[Observation] = (self.by_environment.get(environment, []) if environment is not None
+                                       else self.report.observations)
+        return [o for o in pool if (case is None or o.case == case) and (framework is None or o.framework == framework)
+                and (program is None or o.program == program) and (mode is None or o.mode == mode)
+                and (dtype is None or o.dtype == dtype)]
+
+
+# --------------------------------------------------------------------------- JSON in and out
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def report_json(report: Report) -> bytes:
+    """The report as JSON bytes ending in a newline: one line per top-level key and one line per element of
+    a top-level list (an observation), so a re-render that changes one observation changes one line in
+    version control. Field order is the types' order; the same report gives the same bytes."""
+    enc = _ENCODER.encode
+    parts = []
+    for name in report.__struct_fields__:
+        v = getattr(report, name)
+        key = enc(name)
+        if isinstance(v, list) and v:
+            parts.append(key + b":[\n" + b",\n".join(enc(x) for x in v) + b"\n]")
+        else:
+            parts.append(key + b":" + enc(v))
+    return b"{\n" + b",\n".join(parts) + b"\n}\n"
+
+
+_DECODER = msgspec.json.Decoder(Report)
+
+
+def decode_report(data: bytes | str, name: str = "report") -> Report:
+    """Decode and check a report (types, then cross-references: :func:`report_problem`).
+
+    Raises
+    ------
+    ReportError
+        Not JSON, not a v2 report, a mistyped part (``"$.observations[12].status: Expected `…`"``), an
+        observation naming an environment, case or program the report does not hold.
+    """
+    try:
+        report = _DECODER.decode(data)
+    except msgspec.ValidationError as err:
+        head = data[:4000] if isinstance(data, str) else data[:4000].decode("utf-8", "replace")
+        if '"schema"' in head and SCHEMA_ID not in head:
+            raise ReportError(f"{name}: not a {SCHEMA_ID} report (an older or foreign document: re-render it "
+                              "with `kinkcheck report`)") from None
+        raise ReportError(f"{name}: malformed kinkcheck report ({_one_line(err)})") from None
+    except RecursionError:
+        raise ReportError(f"{name}: cannot read (JSON nested too deeply)") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        raise ReportError(f"{name}: not JSON ({_one_line(err)})") from None
+    problem = report_problem(report)
+    if problem:
+        raise ReportError(f"{name}: malformed kinkcheck report ({problem})")
+    return report
+
+
+def load_report(path: str | Path, missing: str | None = None) -> Report:
+    """Read ``path`` (``reports/conventions.json``) as a :class:`Report` (:func:`decode_report`).
+
+    Raises
+    ------
+    ReportError
+        Missing (``missing`` when given, else "no report at PATH"), not a regular file, unreadable, or
+        anything :func:`decode_report` refuses.
+    """
+    p = Path(path)
+    try:
+        if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or a device would block or never end
+            raise ReportError(f"{p}: not a regular file")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise ReportError(missing or f"no report at {p}") from None
+    except IsADirectoryError:
+        raise ReportError(f"{p}: not a regular file") from None
+    except OSError as err:
+        raise ReportError(f"{p}: cannot read it ({err.strerror or err})") from None
+    return decode_report(data, str(p))
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())[:240]
+
+
+_LABELS = frozenset(LABELS)
+
+
+def report_problem(report: Report) -> str | None:
+    """The first cross-reference problem of a decoded report (types are checked by the decoder): an id
+    listed twice, an observation of an unknown environment, case or program, a framework that is not its
+    environment's, an unknown mode, dtype or label, a value naming other inputs than its case or not of the
+    shape of its point (numbers or ``"nan"``/``"inf"``/``"-inf"``, :func:`kinkcheck.validate.shape_of`);
+    None when the report is usable."""
+    from kinkcheck.validate import shape_of
+
+    envs: dict[str, str] = {}
+    for i, e in enumerate(report.environments):
+        if e.id in envs:
+            return f"environments[{i}]: environment {e.id!r} listed twice"
+        envs[e.id] = e.framework
+    inputs: dict[str, tuple[str, ...]] = {}
+    shapes: dict[str, dict[str, tuple[int, ...] | None]] = {}
+    programs: set[tuple[str, str, str]] = set()
+    for i, c in enumerate(report.cases):
+        if c.id in inputs:
+            return f"cases[{i}]: case {c.id!r} listed twice"
+        if not c.at:
+            return f"cases[{i}]: at names no input"
+        shapes[c.id] = {k: shape_of(v) for k, v in c.at.items()}
+        if None in shapes[c.id].values():
+            return f"cases[{i}]: at must give each input a number or a rectangular list of numbers"
+        inputs[c.id] = tuple(c.at)
+        programs.update((c.id, p.framework, p.program) for p in c.programs)
+    modes, dtypes = frozenset(MODES), frozenset(DTYPES)
+    good: set[tuple[str, ...]] = set()
+    for i, o in enumerate(report.observations):
+        fw = envs.get(o.environment)
+        if fw is None:
+            return f"observations[{i}]: environment {o.environment!r} is not among the report's environments"
+        if fw != o.framework:
+            return f"observations[{i}]: framework {o.framework!r} but environment {o.environment} is {fw}"
+        if (o.case, o.framework, o.program) not in programs:
+            if o.case not in inputs:
+                return f"observations[{i}]: case {o.case!r} is not among the report's cases"
+            return f"observations[{i}]: program {o.program!r} is not a {o.framework} program of case {o.case}"
+        if o.mode not in modes or o.dtype not in dtypes:
+            return f"observations[{i}]: unknown mode {o.mode!r} or dtype {o.dtype!r}"
+        labels = tuple(o.labels)
+        if labels not in good:
+            if not labels or not _LABELS.issuperset(labels):
+                return f"observations[{i}]: labels must be a non-empty list of known labels, not {list(labels)}"
+            good.add(labels)
+        if o.status == "ok" and o.value is None:
+            return f"observations[{i}]: status ok without a value"
+        if o.value is not None and tuple(o.value) != inputs[o.case]:
+            return (f"observations[{i}]: value names {', '.join(o.value)}; case {o.case} has inputs "
+                    f"{', '.join(inputs[o.case])}")
+        for what, v in (("value", o.value), ("input", o.input)):
+            if v is not None and not _fits(v, shapes[o.case], shape_of):
+                return (f"observations[{i}]: {what} {_one_line(repr(v))[:60]} is not numbers of the shape of case "
+                        f"{o.case}'s point")
+    return None
+
+
+def _fits(value: Value, shapes: dict[str, tuple[int, ...] | None], shape_of: Any) -> bool:
+    """Whether each entry of ``value`` is an input of the point with its shape (a float scalar: at once)."""
+    for k, v in value.items():
+        want = shapes.get(k)
+        if not (type(v) is float and want == ()) and (want is None or shape_of(v) != want):
+            return False
+    return True
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of :class:`Report`, generated from the types (committed as
+    ``schemas/conventions.v2.json``; a test checks the committed file is this)."""
+    schema = msgspec.json.schema(Report)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://kinkcheck.invalid/schemas/conventions.v2.json",
+            "title": "kinkcheck report (kinkcheck/conventions/v2)",
+            "description": "Generated from kinkcheck.report.model by `python -m kinkcheck.report.model`; do "
+                           "not edit by hand.", **schema}
+
+
+if __name__ == "__main__":  # python -m kinkcheck.report.model > src/kinkcheck/schemas/conventions.v2.json
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n")

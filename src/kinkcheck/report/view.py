@@ -1,0 +1,713 @@
+"""The report as the Markdown and HTML renderers show it: formatting, anchors, the label legend and colours,
+and one :class:`CaseView` per case, built from a :class:`~kinkcheck.report.model.Report` and its index.
+
+Formatting helpers (:func:`slug`, :func:`fmt_number`, :func:`fmt_value`, :func:`fmt_matrix`,
+:func:`fmt_vector`, :data:`LABEL_HELP`, :data:`DTYPE_SHORT`) are shared with ``cite``, ``migrate``,
+``check``, ``explain`` and the plots.
+
+Read at a glance
+----------------
+A program's row in a case table says its value over the releases of a framework as runs of equal releases
+(:func:`kinkcheck.report.model.value_runs`), one a line: ``1.13.1 – 2.13.0: 1 right``, ``2.14.1 – 2.15.0: 0 right``. A
+release's value is the float64 value (or the first dtype measured), followed by each other dtype whose status or
+label differs, or whose value differs beyond that dtype's tolerance (``f16: error``); dtypes that agree with float64
+are not repeated. Beside it a *strip*: one
+square per release, coloured by the float64 value's first label (:data:`LABEL_MARK`: an emoji in Markdown,
+which has no colour, a CSS colour in HTML; one hue per family of labels, one shape or shade per label), the
+way caniuse and compat tables show support across versions.
+
+Anchors (stable; ``kinkcheck cite`` links to them)
+--------------------------------------------------
+``case-<slug>`` a case, ``case-<slug>--<framework>-<slug of program>`` a program row,
+``<row>--<slug of environment id>`` the program in one release (its square of the strip),
+``<row>--modes`` and ``<row>--modes--<slug of mode>`` the program in the modes table of the newest release,
+``env-<slug of environment id>`` an environment, ``section-…`` a section of the index. Each case has its
+own Markdown page, :func:`case_file` (``<slug of case id>.md``) beside ``cases/`` of the index.
+
+Everything is built in one pass over the observations plus constant-time lookups in the report index;
+:func:`report_view` caches the view per report, so the Markdown pages and the HTML share it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import msgspec
+
+from kinkcheck.classify import LABELS, same_value
+from kinkcheck.frameworks.base import MODE_INFO, MODES, flatten
+from kinkcheck.report.model import (
+    Case,
+    ChangedIn,
+    ConformanceRow,
+    Environment,
+    Exact,
+    ModeRow,
+    NetworkSummary,
+    Observation,
+    Oracle,
+    P0Row,
+    Report,
+    release_ranges,
+    value_runs,
+)
+
+__all__ = [
+    "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "CaseView", "Face", "ProgramRow", "ReportView",
+    "case_anchor", "case_file", "clarke_text", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
+    "jinja_environment", "mark", "md_cell", "mode_anchor", "oracle_reason", "release_anchor", "report_view",
+    "row_anchor", "slug",
+]
+
+# --------------------------------------------------------------------------- labels: help, marks, colours
+
+#: One line per label, for the legend (the order of :data:`kinkcheck.classify.LABELS` is the precedence).
+LABEL_HELP: dict[str, str] = {
+    "error": "the program raised; the message is listed under the case's errors and unavailable cells",
+    "unavailable": "a name, dtype or mode the program needs does not exist in that version",
+    "nan": "at least one component is NaN",
+    "+inf": "a component is +inf",
+    "-inf": "a component is -inf",
+    "derivative": "f is differentiable at the point and the value is its derivative",
+    "left": "equals the left one-sided derivative f'(x0-)",
+    "right": "equals the right one-sided derivative f'(x0+)",
+    "mean": "equals the midpoint of the Clarke set ((left + right) / 2 for a scalar kink)",
+    "split-even": "a tie: the gradient is shared evenly among the tied pieces",
+    "first": "a tie: everything goes to the first tied piece (lowest input position)",
+    "last": "a tie: everything goes to the last tied piece",
+    "one-index": "a tie: everything goes to one tied piece, neither first nor last",
+    "min-norm": "the minimum-norm element of the Clarke generalized gradient (PyTorch's documented rule)",
+    "in-clarke": "inside the Clarke generalized gradient, but none of the above",
+    "not-lipschitz": "f is not locally Lipschitz at the point (a jump, an infinite one-sided derivative), so no "
+                     "Clarke set exists; the finite value is neither one-sided derivative nor their mean",
+    "outside-clarke": "not an element of the Clarke generalized gradient (or, at the edge of the domain, neither "
+                      "one-sided derivative)",
+    "outside-domain": "f is not real-valued near the point; a finite value is not a derivative",
+    "not-judged": "the sympy oracle could not judge the case (the reason is under the case); the value is shown "
+                  "unjudged",
+}
+
+
+class Mark(NamedTuple):
+    """How a label is drawn in a strip: ``emoji`` in Markdown, ``colour`` (CSS) in HTML; ``family`` names the
+    hue the label shares with its kin."""
+
+    emoji: str
+    colour: str
+    family: str
+
+
+#: Strip square per label. One hue per family (green: the derivative or the minimum-norm element; blue: a
+#: one-sided derivative; yellow: a midpoint or even share; orange: a tie given to one piece; brown: elsewhere in
+#: the Clarke set; red: not a generalized gradient; purple: not finite; black: raised; white/grey: nothing to
+#: judge), a square for the first member of a family and a circle (or diamond) for the next, so a change of
+#: convention changes the strip.
+LABEL_MARK: dict[str, Mark] = {
+    "derivative": Mark("🟩", "#43a047", "derivative or minimum norm"),
+    "min-norm": Mark("🟢", "#81c784", "derivative or minimum norm"),
+    "left": Mark("🟦", "#1e88e5", "one-sided"),
+    "right": Mark("🔵", "#90caf9", "one-sided"),
+    "mean": Mark("🟨", "#fdd835", "midpoint"),
+    "split-even": Mark("🟡", "#fff176", "midpoint"),
+    "first": Mark("🟧", "#fb8c00", "tie to one piece"),
+    "last": Mark("🟠", "#ffb74d", "tie to one piece"),
+    "one-index": Mark("🔶", "#ffe0b2", "tie to one piece"),
+    "in-clarke": Mark("🟫", "#a1887f", "elsewhere in the Clarke set"),
+    "outside-clarke": Mark("🟥", "#e53935", "not a generalized gradient"),
+    "not-lipschitz": Mark("🔴", "#ef9a9a", "not a generalized gradient"),
+    "outside-domain": Mark("🔻", "#b71c1c", "not a generalized gradient"),
+    "nan": Mark("🟪", "#8e24aa", "not finite"),
+    "+inf": Mark("🟣", "#ce93d8", "not finite"),
+    "-inf": Mark("🟣", "#ce93d8", "not finite"),
+    "error": Mark("⬛", "#212121", "raised"),
+    "unavailable": Mark("⬜", "#e0e0e0", "nothing to judge"),
+    "not-judged": Mark("⚪", "#bdbdbd", "nothing to judge"),
+}
+#: The strip square of a release with no observation of the program.
+NO_OBSERVATION = Mark("➖", "#ffffff", "no observation")
+
+DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def mark(label: str | None) -> Mark:
+    """The strip square of ``label`` (:data:`NO_OBSERVATION` for None or an unknown label)."""
+    return LABEL_MARK.get(label, NO_OBSERVATION) if label is not None else NO_OBSERVATION
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+@lru_cache(maxsize=1 << 16)  # the same environment ids and programs recur in every row
+def slug(text: str) -> str:
+    """Anchor-safe, collision-free id: lowercase letters, digits and single dashes.
+
+    ``@`` reads ``-at-``; a minus sign (a ``-`` not preceded by a letter or digit) reads ``minus``, so
+    ``clamp@-1`` → ``clamp-at-minus-1`` and ``clamp@1`` → ``clamp-at-1`` stay distinct, while the
+    separator in ``sqrt-abs@0`` stays a dash: ``sqrt-abs-at-0``.
+    """
+    out = []
+    prev = ""
+    for ch in text.lower():
+        if ch == "@":
+            out.append("-at-")
+        elif ch == "-" and not prev.isalnum():
+            out.append("-minus-")
+        elif ch.isalnum() and ch.isascii():
+            out.append(ch)
+        else:
+            out.append("-")
+        if not ch.isspace():
+            prev = ch
+    return re.sub(r"-+", "-", "".join(out)).strip("-") or "x"
+
+
+def case_anchor(case_id: str) -> str:
+    """``case-<slug>``: the anchor of a case (on its page, in the HTML, and in the index's list of cases)."""
+    return f"case-{slug(case_id)}"
+
+
+def case_file(case_id: str) -> str:
+    """The file name of a case's Markdown page: ``<slug of case id>.md`` (under ``cases/``)."""
+    return f"{slug(case_id)}.md"
+
+
+def row_anchor(case_id: str, framework: str, program: str) -> str:
+    """``case-<slug>--<framework>-<slug of program>``: the anchor of a program's row."""
+    return f"case-{slug(case_id)}--{framework}-{slug(program)}"
+
+
+def mode_anchor(case_id: str, framework: str, program: str, mode: str) -> str:
+    """``<row anchor>--modes--<slug of mode>``: the program's cell in the modes table of the newest release."""
+    return f"{row_anchor(case_id, framework, program)}--modes--{slug(mode)}"
+
+
+def release_anchor(case_id: str, framework: str, program: str, environment: str) -> str:
+    """``<row anchor>--<slug of environment id>``: one release's square in a program's strip (reverse mode)."""
+    return f"{row_anchor(case_id, framework, program)}--{slug(environment)}"
+
+
+def fmt_number(v: Any) -> str:
+    """Shortest readable form: ``0``, ``-0``, ``0.5``, ``0.333333``, ``nan``, ``inf``."""
+    if isinstance(v, str):
+        return v
+    f = float(v)
+    if f == 0:
+        return "-0" if str(f).startswith("-") else "0"
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    return f"{f:.6g}"
+
+
+def fmt_value(value: dict[str, Any] | None) -> str:
+    """A gradient per input: ``0.5`` for one scalar input, ``x=0.5, y=0.5``, ``[0.333, 0, …]`` for a vector;
+    ``—`` for None."""
+    if value is None:
+        return "—"
+    parts = []
+    for k, v in value.items():
+        text = "[" + ", ".join(fmt_number(x) for x in flatten(v)) + "]" if isinstance(v, list) else fmt_number(v)
+        parts.append(text if len(value) == 1 else f"{k}={text}")
+    return ", ".join(parts)
+
+
+def fmt_matrix(rows: Any) -> str:
+    """``[[932, 2376], [354, 904]]`` with numbers in :func:`fmt_number` form; ``—`` for None."""
+    if rows is None:
+        return "—"
+    if isinstance(rows, list):
+        return "[" + ", ".join(fmt_matrix(r) for r in rows) + "]"
+    return fmt_number(rows)
+
+
+def fmt_vector(v: Sequence[Any]) -> str:
+    """A flat gradient vector: one number alone, else ``[a, b]``."""
+    return fmt_number(v[0]) if len(v) == 1 else "[" + ", ".join(fmt_number(x) for x in v) + "]"
+
+
+def fmt_exact(entry: Exact | Sequence[Exact | None] | None) -> str:
+    """An oracle value: its exact text (``1/2``, ``sqrt(2)/2``), ``≈float`` when the text is longer than 24
+    characters (selu's 60-digit rationals; the JSON keeps them exact), a vector as ``(a, b)``; ``—`` for None."""
+    if entry is None:
+        return "—"
+    if isinstance(entry, Exact):
+        return entry.exact if len(entry.exact) <= 24 else f"≈{fmt_number(entry.float_)}"
+    entries = list(entry)
+    if len(entries) == 1:
+        return fmt_exact(entries[0])
+    return "(" + ", ".join(fmt_exact(e) for e in entries) + ")"
+
+
+def clarke_text(oracle: Oracle) -> str:
+    """The Clarke generalized gradient: ``[a, b]`` (scalar), ``{a}``, ``conv{(a, b), …}``; ``none: f is not
+    locally Lipschitz`` or ``undefined`` when there is none."""
+    verts = oracle.clarke
+    if verts is None:
+        return "none: f is not locally Lipschitz" if oracle.lipschitz is False else "undefined"
+    if len(oracle.components) == 1:
+        vals = [fmt_exact(v[0]) for v in verts]
+        return f"[{vals[0]}, {vals[-1]}]" if len(vals) > 1 else f"{{{vals[0]}}}"
+    if len(verts) == 1:
+        return "{" + fmt_exact(verts[0]) + "}"
+    return "conv{" + ", ".join(fmt_exact(v) for v in verts) + "}"
+
+
+def oracle_reason(oracle: Oracle) -> str:
+    """Why the oracle did not judge (``"not judged: …"``); ``""`` when it did."""
+    if oracle.kind != "not-judged":
+        return ""
+    return oracle.reason or "not judged: no reason given"
+
+
+def md_cell(text: Any) -> str:
+    """Text safe inside one Markdown table cell: pipes escaped, newlines folded."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def md_text(text: Any) -> str:
+    """Free text (an error message) safe in a Markdown table cell outside code: :func:`md_cell`, and ``&``,
+    ``<``, ``>`` as entities, so ``<lambda>`` is shown rather than taken for an HTML tag."""
+    return md_cell(str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+# --------------------------------------------------------------------------- one cell as shown
+
+
+class Face(NamedTuple):
+    """What a cell shows of one observation: ``status`` (ok, error, unavailable), ``value`` (:func:`fmt_value`
+    text, ``""`` without a value) and ``label`` (first label; the status when not ok). Two dtypes whose faces
+    are equal show as one."""
+
+    status: str
+    value: str
+    label: str
+
+
+@dataclass(slots=True)
+class Cell:
+    """One release (or mode) of a program: ``face`` of the first dtype measured (float64 when it is),
+    ``others`` the (dtype, face) of each other dtype that differs (another status or first label, or a value
+    beyond that dtype's tolerance, :func:`kinkcheck.classify.same_value`), and the observations behind it
+    (first dtype first) for hover titles; ``face`` None when nothing was observed."""
+
+    face: Face | None
+    others: tuple[tuple[str, Face], ...] = ()
+    obs: tuple[Observation, ...] = ()
+
+    @property
+    def key(self) -> tuple[Face | None, tuple[tuple[str, Face], ...]]:
+        return self.face, self.others
+
+    @property
+    def label(self) -> str | None:
+        return None if self.face is None else self.face.label
+
+
+@dataclass(slots=True)
+class Run:
+    """Consecutive releases (of one device) where the program shows the same :class:`Cell`."""
+
+    releases: str
+    cell: Cell
+    environments: list[Environment]
+
+
+@dataclass(slots=True)
+class Square:
+    """One release in a strip: its environment, cell (for the label and hover text) and anchor."""
+
+    env: Environment
+    cell: Cell
+    anchor: str
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The program's conformance with its framework's rule over some releases (``releases`` empty: all)."""
+
+    verdict: str
+    releases: str
+    predicted: list[list[Any]]
+
+
+@dataclass(slots=True)
+class ProgramRow:
+    """A program of a case in one framework, reverse mode: runs per device, the strip, the rule's verdicts."""
+
+    framework: str
+    program: str
+    anchor: str
+    runs: list[tuple[str, list[Run]]]  # (device, runs over that device's releases)
+    strip: list[Square]
+    verdicts: list[Verdict]
+
+
+@dataclass(slots=True)
+class FrameworkTable:
+    """A case's programs of one framework over its measured releases (``columns``, report order)."""
+
+    framework: str
+    columns: list[Environment]
+    span: str  # "1.13.1 – 2.15.0"
+    rows: list[ProgramRow]
+
+
+@dataclass(slots=True)
+class ModeProgram:
+    """A program's row in a :class:`ModeTable`: one cell per mode."""
+
+    program: str
+    anchor: str  # <row>--modes
+    cells: list[Cell]
+
+
+@dataclass(slots=True)
+class ModeTable:
+    """The modes of the newest release (of one framework) that measured more than one mode."""
+
+    framework: str
+    env: Environment
+    modes: list[str]
+    rows: list[ModeProgram]
+
+
+@dataclass(slots=True)
+class Problem:
+    """Error or unavailable observations of one program, mode, status and message, over dtypes and releases."""
+
+    framework: str
+    program: str
+    mode: str
+    status: str
+    error: str
+    dtypes: list[str]
+    environments: list[str]
+    releases: str = ""
+
+
+@dataclass(slots=True)
+class CaseView:
+    """Everything a case's page (or HTML article) shows."""
+
+    case: Case
+    slug: str
+    anchor: str
+    file: str
+    tables: list[FrameworkTable]
+    mode_tables: list[ModeTable]
+    changed_in: list[ChangedIn]
+    networks: list[NetworkSummary]
+    p0: list[P0Row]
+    problems: list[Problem]
+    mode_rows: list[ModeRow]
+
+    @property
+    def oracle(self) -> Oracle:
+        return self.case.oracle
+
+
+# --------------------------------------------------------------------------- the view of a report
+
+
+@dataclass(slots=True)
+class ReportView:
+    """The report as rendered: per-case views (built on first use, then kept), the sections of the index."""
+
+    report: Report
+    problems: dict[str, list[Problem]]
+    available: dict[str, set[str]]  # environment id → modes and dtypes with an observation not "unavailable"
+    verdicts: dict[tuple[str, str, str], list[ConformanceRow]]
+    _case_views: dict[str, CaseView] = field(default_factory=dict)
+    _faces: dict[int, Face] = field(default_factory=dict)
+    _values: dict[bytes, str] = field(default_factory=dict)
+
+    # ---- faces and cells
+
+    def face(self, ob: Observation) -> Face:
+        """The :class:`Face` of an observation (cached per observation)."""
+        key = id(ob)
+        f = self._faces.get(key)
+        if f is None:
+            if ob.status == "ok":
+                raw = _encode(ob.value)  # few distinct values: format each once
+                text = self._values.get(raw)
+                if text is None:
+                    text = self._values[raw] = fmt_value(ob.value)
+                f = Face("ok", text, ob.labels[0] if ob.labels else "")
+            else:
+                f = Face(ob.status, "", ob.status)
+            self._faces[key] = f
+        return f
+
+    def cell(self, obs: Iterable[Observation | None]) -> Cell:
+        """A :class:`Cell` from one observation per dtype (first dtype first; None where not measured)."""
+        present = tuple(o for o in obs if o is not None)
+        if not present:
+            return Cell(None)
+        first = self.face(present[0])
+        others = tuple((o.dtype, f) for o in present[1:] if self._differs(present[0], first, o, f := self.face(o)))
+        return Cell(first, others, present)
+
+    def _differs(self, a: Observation, fa: Face, b: Observation, fb: Face) -> bool:
+        """Whether ``b`` (a lower dtype) shows something else than ``a``: another status or first label, or a
+        value beyond ``b``'s dtype tolerance (float16's 1/3 is 0.333252: the same value, not repeated)."""
+        if fa == fb:
+            return False
+        if fa.status != fb.status or fa.label != fb.label or fa.status != "ok":
+            return True
+        va, vb = self.report.index.flat(a), self.report.index.flat(b)
+        return va is None or vb is None or len(va) != len(vb) or not same_value(va, vb, b.dtype)
+
+    # ---- the index page
+
+    @property
+    def labels(self) -> list[str]:
+        return [lb for lb in LABELS if lb in LABEL_HELP]
+
+    @property
+    def mode_help(self) -> dict[str, str]:
+        return {m: MODE_INFO[m] for m in MODES}
+
+    def mode_groups(self) -> list[tuple[str, list[ModeRow]]]:
+        """Mode, dtype and device disagreements grouped by comparison, first-seen order."""
+        groups: dict[str, list[ModeRow]] = {}
+        for r in self.report.mode_disagreements.rows:
+            groups.setdefault(r.comparison, []).append(r)
+        return list(groups.items())
+
+    def conformance_rows(self) -> list[ConformanceRow]:
+        """Conformance rows of every program that departs from its framework's rule in some release."""
+        departing = {(r.case, r.framework, r.program) for r in self.report.conformance.rows if r.verdict == "departs"}
+        return [r for r in self.report.conformance.rows if (r.case, r.framework, r.program) in departing]
+
+    def changed_in(self, kind: str) -> list[ChangedIn]:
+        """*Changed in* rows of ``kind`` (``"convention"`` or ``"availability"``), report order."""
+        return [c for c in self.report.changed_in if c.kind == kind]
+
+    def availability_groups(self) -> list[dict[str, Any]]:
+        """Availability changes (*Changed in* rows of kind ``"availability"``) that share framework, device,
+        releases, change, modes and dtypes, as one row each: ``rows`` (the changes), ``programs`` and
+        ``cases`` (counts). Each program's own row is on its case's page."""
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for c in self.report.changed_in:
+            if c.kind != "availability":
+                continue
+            key = (c.framework, c.device, c.from_version, c.to_version, c.change, tuple(c.modes), tuple(c.dtypes))
+            g = groups.setdefault(key, {"first": c, "rows": [], "cases": []})
+            g["rows"].append(c)
+            g["cases"].extend(k for k in c.cases if k not in g["cases"])
+        return list(groups.values())
+
+    def census(self) -> dict[str, Any]:
+        """What is covered: cases per oracle kind and per public source, and per framework the measured
+        releases, with the releases where each mode and dtype exists (an observation not ``unavailable``)."""
+        rep, idx = self.report, self.report.index
+        kinds: dict[str, list[str]] = {}
+        sources: dict[str, list[str]] = {}
+        for c in rep.cases:
+            kinds.setdefault(c.oracle.kind, []).append(c.id)
+            for s in c.sources:
+                sources.setdefault(s, []).append(c.id)
+        frameworks = []
+        for fw in idx.frameworks():
+            envs = idx.columns.get(fw, [])
+            programs = sum(1 for c in rep.cases for p in c.programs if p.framework == fw)
+            modes = [(m, idx.releases([e.id for e in envs if m in self.available.get(e.id, ())], fw))
+                     for m in idx.modes]
+            dtypes = [(d, idx.releases([e.id for e in envs if d in self.available.get(e.id, ())], fw))
+                      for d in idx.dtypes]
+            frameworks.append({
+                "framework": fw, "releases": idx.releases([e.id for e in envs], fw), "count": len(envs),
+                "programs": programs, "observations": sum(len(idx.by_environment[e.id]) for e in envs),
+                "modes": [(m, r) for m, r in modes if r], "dtypes": [(d, r) for d, r in dtypes if r],
+            })
+        return {"kinds": sorted(kinds.items(), key=lambda kv: _KIND_ORDER.get(kv[0], 9)),
+                "sources": sorted(sources.items(), key=lambda kv: _natural(kv[0])), "frameworks": frameworks}
+
+    def network_cases(self) -> list[dict[str, Any]]:
+        """The P0 network cross-check per case: programs, runs, agreeing, differing, not checked."""
+        out: dict[str, dict[str, Any]] = {}
+        for n in self.report.network_summary:
+            row = out.setdefault(n.case, {"case": n.case, "programs": 0, "runs": 0, "agree": 0, "differ": 0,
+                                          "not_checked": 0, "modes": []})
+            row["programs"] += 1
+            row["runs"] += n.runs
+            row["agree"] += n.agree
+            row["differ"] += len(n.differ)
+            row["not_checked"] += n.not_checked
+            row["modes"].extend(m for m in n.modes if m not in row["modes"])
+        return list(out.values())
+
+    # ---- cases
+
+    def case_view(self, case_id: str) -> CaseView:
+        """The :class:`CaseView` of a case (built once)."""
+        cv = self._case_views.get(case_id)
+        if cv is None:
+            cv = self._case_views[case_id] = self._build_case(self.report.index.case[case_id])
+        return cv
+
+    def case_views(self) -> list[CaseView]:
+        return [self.case_view(c.id) for c in self.report.cases]
+
+    def _build_case(self, case: Case) -> CaseView:
+        rep, idx = self.report, self.report.index
+        dtypes = idx.dtypes
+        cell_of = idx.cell
+        tables: list[FrameworkTable] = []
+        mode_tables: list[ModeTable] = []
+        for fw, columns in idx.columns.items():
+            progs = case.programs_of(fw)
+            if not progs:
+                continue
+            devices = list(dict.fromkeys(e.device for e in columns))
+            rows = []
+            for p in progs:
+                anchor = row_anchor(case.id, fw, p)
+                cells = {e.id: self.cell(cell_of.get((case.id, fw, p, "reverse", e.id, d)) for d in dtypes)
+                         for e in columns}
+                runs = []
+                for dev in devices:
+                    envs = [e for e in columns if e.device == dev]
+                    merged = _runs([(e, cells[e.id]) for e in envs], envs)
+                    runs.append((dev, merged))
+                strip = [Square(e, cells[e.id], release_anchor(case.id, fw, p, e.id)) for e in columns]
+                rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
+            span = columns[0].title if len(columns) == 1 else f"{columns[0].title} – {columns[-1].title}"
+            tables.append(FrameworkTable(fw, columns, span, rows))
+            newest = next((e for e in reversed(columns) if len(idx.env_modes.get(e.id, ())) > 1), None)
+            if newest is not None:
+                modes = [m for m in idx.modes if m in idx.env_modes[newest.id]]
+                mode_tables.append(ModeTable(fw, newest, modes, [
+                    ModeProgram(p, f"{row_anchor(case.id, fw, p)}--modes",
+                                [self.cell(cell_of.get((case.id, fw, p, m, newest.id, d)) for d in dtypes)
+                                 for m in modes])
+                    for p in progs]))
+        p0 = list(rep.p0.measured) if "P0" in case.sources else []  # the worked example is P0's case
+        return CaseView(
+            case=case, slug=slug(case.id), anchor=case_anchor(case.id), file=case_file(case.id), tables=tables,
+            mode_tables=mode_tables, changed_in=[c for c in rep.changed_in if case.id in c.cases],
+            networks=[n for n in rep.network_summary if n.case == case.id], p0=p0,
+            problems=self.problems.get(case.id, []),
+            mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id],
+        )
+
+    def _verdicts(self, case: str, fw: str, program: str, columns: Sequence[Environment]) -> list[Verdict]:
+        """The conformance rows of a program merged by verdict and admitted values (rows differ by value too;
+        the rule column shows only the verdict), each with its releases unless it holds for every release."""
+        merged: dict[tuple[str, str], tuple[ConformanceRow, list[str]]] = {}
+        for r in self.verdicts.get((case, fw, program), []):
+            key = (r.verdict, repr(r.predicted))
+            merged.setdefault(key, (r, []))[1].extend(r.environments)
+        every = {e.id for e in columns}
+        return [Verdict(r.verdict, "" if len(merged) == 1 and set(envs) >= every else
+                        self.report.index.releases(envs, fw), r.predicted) for r, envs in merged.values()]
+
+
+_encode = msgspec.json.Encoder().encode
+
+_KIND_ORDER = {"differentiable": 0, "kink": 1, "jump": 2, "undefined": 3, "not-judged": 4}
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
+
+
+def _runs(items: list[tuple[Environment, Cell]], among: list[Environment]) -> list[Run]:
+    """Consecutive releases with the same cell merged (:func:`kinkcheck.report.model.value_runs`), each named
+    as a range of ``among``."""
+    cells = {e.id: c for e, c in items}
+    pos = {e.id: i for i, e in enumerate(among)}
+    out = []
+    for first, last, _ in value_runs([(e, c.key) for e, c in items]):
+        envs = among[pos[first.id]:pos[last.id] + 1]
+        out.append(Run(release_ranges([e.id for e in envs], among), cells[first.id], envs))
+    return out
+
+
+def _build(report: Report) -> ReportView:
+    """One pass over the observations for what the pages need beyond the index: the error and unavailable
+    cells per case, and per environment the modes and dtypes that exist there."""
+    idx = report.index
+    available = {env: {o.mode for o in obs if o.status != "unavailable"}
+                 | {o.dtype for o in obs if o.status != "unavailable"} for env, obs in idx.by_environment.items()}
+    problems: dict[tuple[str, ...], Problem] = {}
+    for o in [o for o in report.observations if o.status != "ok"]:
+        key = (o.case, o.framework, o.program, o.mode, o.status, o.error or "")
+        p = problems.get(key)
+        if p is None:
+            p = problems[key] = Problem(o.framework, o.program, o.mode, o.status, o.error or "", [], [])
+        if o.dtype not in p.dtypes:
+            p.dtypes.append(o.dtype)
+        if o.environment not in p.environments:
+            p.environments.append(o.environment)
+    order = {d: i for i, d in enumerate(idx.dtypes)}
+    per_case: dict[str, list[Problem]] = {}
+    for key, p in problems.items():
+        p.releases = idx.releases(p.environments, p.framework)
+        p.dtypes.sort(key=lambda d: order.get(d, 99))
+        per_case.setdefault(key[0], []).append(p)
+    verdicts: dict[tuple[str, str, str], list[ConformanceRow]] = {}
+    for r in report.conformance.rows:
+        verdicts.setdefault((r.case, r.framework, r.program), []).append(r)
+    return ReportView(report, per_case, available, verdicts)
+
+
+def jinja_environment(autoescape: bool) -> Any:
+    """A new Jinja2 environment over the report templates (``templates/*.j2``, read from the package): strict
+    (a missing field raises), blocks trimmed, ``autoescape`` for HTML. The caller adds its filters. Compiled
+    templates are cached under :func:`kinkcheck.cache.cache_dir` (``jinja/``, keyed on each template's text),
+    which saves a third of a second per process; an unwritable cache is skipped."""
+    from importlib import resources
+
+    import jinja2
+
+    folder = resources.files("kinkcheck.report").joinpath("templates")
+    sources = {t.name: t.read_text() for t in folder.iterdir() if t.name.endswith(".j2")}
+    return jinja2.Environment(loader=jinja2.DictLoader(sources), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=autoescape,
+                              bytecode_cache=_bytecode_cache())
+
+
+def _bytecode_cache() -> Any:
+    import jinja2.bccache
+
+    from kinkcheck.cache import cache_dir
+
+    class Cache(jinja2.bccache.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket: Any) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, EOFError, ValueError):  # a damaged entry: compile again
+                bucket.reset()
+
+        def dump_bytecode(self, bucket: Any) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:  # a read-only or vanished cache costs time, never the report
+                pass
+
+    folder = cache_dir() / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return Cache(str(folder))
+
+
+_CACHE: list[tuple[Report, ReportView]] = []
+
+
+def report_view(report: Report) -> ReportView:
+    """The :class:`ReportView` of ``report``, built once and kept for the last two reports rendered (so
+    ``render_markdown``, ``render_case_pages`` and ``render_html`` of one report share it)."""
+    for rep, view in _CACHE:
+        if rep is report:
+            return view
+    view = _build(report)
+    _CACHE.insert(0, (report, view))
+    del _CACHE[2:]
+    return view

@@ -1,0 +1,138 @@
+"""The import graph of ``src/kinkcheck`` has no cycle (issue 12: the oracle and the classifier used to import
+each other).
+
+Every module is parsed with :mod:`ast`; every ``import`` and ``from … import`` counts, at any level: inside
+functions (deferred imports), under ``if TYPE_CHECKING:`` and in ``try`` blocks, so a cycle cannot hide behind
+a deferred import that happens to run late today.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kinkcheck
+
+SRC = Path(kinkcheck.__file__).resolve().parent
+PACKAGE = "kinkcheck"
+
+
+def _module_names() -> dict[str, Path]:
+    """Dotted name → file, for every module of the package (``kinkcheck.oracles`` for its ``__init__.py``)."""
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join([PACKAGE, *parts])] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that ``name`` imports anywhere in its source.
+
+    ``from a.b import c`` names the module ``a.b.c`` when that is a module (``from kinkcheck.oracles import
+    symbolic``), else ``a.b``; relative imports are resolved against ``name``'s package.
+    """
+    is_package = path.name == "__init__.py"
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                stem = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                stem = node.module or ""
+            targets = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in modules else stem for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            # ``import kinkcheck.a.b`` runs kinkcheck.a.b; keep the longest prefix that is one of our modules
+            parts = target.split(".")
+            for k in range(len(parts), 0, -1):
+                candidate = ".".join(parts[:k])
+                if candidate in modules:
+                    if candidate != name:
+                        found.add(candidate)
+                    break
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    files = _module_names()
+    names = set(files)
+    return {name: _imports(name, path, names) for name, path in files.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as ``[a, b, …, a]``, or None (iterative depth-first search, three colours)."""
+    state: dict[str, int] = {}  # absent: unvisited, 1: on the current path, 2: done
+    for root in sorted(graph):
+        if root in state:
+            continue
+        path = [root]
+        stack = [iter(sorted(graph[root]))]
+        state[root] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+                continue
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_graph_sees_deferred_and_type_checking_imports() -> None:
+    graph = _graph()
+    assert "kinkcheck.oracles.symbolic" in graph["kinkcheck.oracles.table"], \
+        "oracle_table imports the sympy oracle inside a function; the graph must see it"
+    assert "kinkcheck.oracles.symbolic" in graph["kinkcheck.classify"], \
+        "classify imports OracleResult under TYPE_CHECKING; the graph must see it"
+    assert {"kinkcheck.oracles.translate", "kinkcheck.oracles.pieces", "kinkcheck.oracles.cones",
+            "kinkcheck.oracles.clarke"} <= graph["kinkcheck.oracles.symbolic"], graph["kinkcheck.oracles.symbolic"]
+
+
+def test_cycle_search_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert _cycle(graph) == ["a", "b", "c", "a"], _cycle(graph)
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None, "a diamond is not a cycle"
+
+
+def test_no_import_cycle() -> None:
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle under src/kinkcheck: " + " -> ".join(cycle or [])
+
+
+def test_oracle_layers() -> None:
+    """The sympy oracle's modules import only those below them: translate <- pieces <- cones <- clarke <- symbolic."""
+    layers = ["translate", "pieces", "cones", "clarke", "symbolic"]
+    graph = _graph()
+    for i, layer in enumerate(layers):
+        above = {f"kinkcheck.oracles.{m}" for m in layers[i:]}
+        wrong = graph[f"kinkcheck.oracles.{layer}"] & above
+        assert not wrong, f"oracles.{layer} imports {sorted(wrong)}, which sit above it"
+
+
+def test_oracle_cache_key_covers_the_oracle_sources() -> None:
+    """The on-disk oracle cache is keyed on the source of every module the sympy oracle runs: a module missing
+    from ``ORACLE_SOURCES`` could change a result while the cache keeps serving the old one."""
+    from kinkcheck.oracles.table import ORACLE_SOURCES
+
+    graph = _graph()
+    needed, todo = {"kinkcheck.oracles.symbolic"}, ["kinkcheck.oracles.symbolic"]
+    while todo:
+        for nxt in graph[todo.pop()] - needed:
+            needed.add(nxt)
+            todo.append(nxt)
+    hashed = {f"{pkg}.{file.removesuffix('.py')}" for pkg, file in ORACLE_SOURCES}
+    assert needed == hashed, f"imported by the oracle, not hashed: {sorted(needed - hashed)}; " \
+                             f"hashed, not imported: {sorted(hashed - needed)}"

@@ -1,0 +1,292 @@
+"""The Markdown report (kinkcheck.report.markdown, .view): the index page and one page per case, rendered
+from the report built from the committed shards (``shards_report``, tests/conftest.py). Expectations are
+computed here from the observations themselves, not from the view, so a renderer that merges, drops or
+mislabels a release fails."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+import msgspec
+import pytest
+
+from kinkcheck.classify import same_value
+from kinkcheck.frameworks.base import flat_value
+from kinkcheck.report.markdown import render_case_pages, render_markdown
+from kinkcheck.report.model import release_ranges
+from kinkcheck.report.view import DTYPE_SHORT, LABEL_MARK, NO_OBSERVATION, case_file, fmt_value, row_anchor, slug
+
+SHA = "ab" * 32
+LIMIT = 200_000  # bytes a code host renders comfortably (issue 12)
+
+
+@pytest.fixture(scope="module")
+def index(shards_report):
+    return render_markdown(shards_report, json_sha256=SHA)
+
+
+@pytest.fixture(scope="module")
+def pages(shards_report):
+    return render_case_pages(shards_report, json_sha256=SHA)
+
+
+def _face(ob) -> str:
+    return f"{fmt_value(ob.value)} <sub>{ob.labels[0]}</sub>" if ob.status == "ok" else ob.status
+
+
+def _shown(a, b) -> bool:
+    """Whether dtype ``b`` is listed beside ``a``: another status or label, or a value beyond b's tolerance."""
+    if a.status != b.status or (a.status == "ok" and a.labels[0] != b.labels[0]):
+        return True
+    return a.status == "ok" and not same_value(flat_value(a.value), flat_value(b.value), b.dtype)
+
+
+def _expected_runs(report, case: str, fw: str, program: str) -> list[str]:
+    """``releases: value <sub>label</sub> (f16: …)`` per run of equal releases, from the observations."""
+    idx = report.index
+    envs = [e for e in idx.columns[fw] if e.device == "cpu"]
+    keys = []
+    for e in envs:
+        obs = [o for o in idx.by_environment[e.id] if o.case == case and o.program == program and o.mode == "reverse"]
+        obs.sort(key=lambda o: idx.dtypes.index(o.dtype))
+        first = _face(obs[0]) if obs else "—"
+        others = [f"{DTYPE_SHORT[o.dtype]}: {_face(o)}" for o in obs[1:] if _shown(obs[0], o)]
+        keys.append(first + (f" ({'; '.join(others)})" if others else ""))
+    runs: list[tuple[list[str], str]] = []
+    for e, k in zip(envs, keys):
+        if runs and runs[-1][1] == k:
+            runs[-1][0].append(e.id)
+        else:
+            runs.append(([e.id], k))
+    return [f"{release_ranges(ids, envs)}: {k}" for ids, k in runs]
+
+
+def _row(page: str, anchor: str) -> str:
+    line = next((ln for ln in page.splitlines() if ln.startswith(f'| <a id="{anchor}"></a>')), None)
+    assert line is not None, f"no table row with anchor {anchor}"
+    return line
+
+
+def test_values_over_releases_are_ranges(shards_report, pages):
+    """A program whose convention changed shows one range per value, in release order."""
+    change = next(c for c in shards_report.changed_in if c.kind == "convention" and c.framework == "torch"
+                  and "reverse" in c.modes and "float64" in c.dtypes)
+    case = change.cases[0]
+    row = _row(pages[case_file(case)], row_anchor(case, "torch", change.program))
+    expected = _expected_runs(shards_report, case, "torch", change.program)
+    assert len(expected) >= 2, f"{change.program} changed between {change.from_version} and {change.to_version}"
+    assert "<br>".join(expected) in row, f"values over releases of {change.program} at {case}:\n{row}"
+    assert f" – {change.from_version}: " in row and f"{change.to_version}" in row, \
+        f"the change {change.from_version} → {change.to_version} is a boundary between two ranges: {row}"
+
+
+def test_every_row_of_every_page_is_its_observations(shards_report, pages):
+    for case in shards_report.cases:
+        page = pages[case_file(case.id)]
+        for p in case.programs:
+            row = _row(page, row_anchor(case.id, p.framework, p.program))
+            want = "<br>".join(_expected_runs(shards_report, case.id, p.framework, p.program))
+            assert want.replace("|", "\\|") in row, f"{case.id} {p.program}: want {want!r} in {row!r}"
+
+
+def test_other_dtypes_only_where_they_differ(shards_report, pages):
+    """relu@0, torch.relu(x): float16 raised in 1.13.1 and 2.0.1 (shown), and equals float64 from 2.1.2 on
+    (not repeated)."""
+    idx = shards_report.index
+    f16_old = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-1.13.1-cpu", "float16")]
+    f16_new = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float16")]
+    f64_new = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float64")]
+    assert f16_old.status == "error" and _face(f16_new) == _face(f64_new), "the premise: measured shards"
+    row = _row(pages["relu-at-0.md"], "case-relu-at-0--torch-torch-relu-x")
+    assert "| 1.13.1, 2.0.1: 0 <sub>left</sub> (f16: error)<br>2.1.2 – 2.15.0: 0 <sub>left</sub> |" in row, row
+    assert row.count("f16") == 1 and "bf16" not in row and "f32" not in row, f"equal dtypes repeated: {row}"
+
+
+def test_a_lower_dtype_within_its_tolerance_is_not_repeated(shards_report, pages):
+    """max@[1,0,1,0,1,0], torch.max(v): float16 holds 1/3 as 0.333252, the same value to float16's tolerance."""
+    f16 = shards_report.index.cell[("max@[1,0,1,0,1,0]", "torch", "torch.max(v)", "reverse", "torch-2.15.0-cpu",
+                                    "float16")]
+    assert fmt_value(f16.value).startswith("[0.333252"), f"the premise: {fmt_value(f16.value)}"
+    row = _row(pages[case_file("max@[1,0,1,0,1,0]")], row_anchor("max@[1,0,1,0,1,0]", "torch", "torch.max(v)"))
+    assert "0.333252" not in row and "f16" not in row, f"float16 rounding shown as a difference: {row}"
+
+
+def test_changed_in_is_one_row_per_change_with_its_modes(shards_report, index, pages):
+    """The jax linalg.norm(v, inf) change 0.4.38 → 0.5.3 happened in every jax mode: one row lists them."""
+    prog = "jax.numpy.linalg.norm(v, jax.numpy.inf)"
+    modes = {o.mode for o in shards_report.index.observations(case="norminf@origin", program=prog,
+                                                               environment="jax-0.5.3-cpu")}
+    assert len(modes) > 2, "the premise: several modes measured"
+    for text, where in ((index, "the index"), (pages["norminf-at-origin.md"], "the case page")):
+        rows = [ln for ln in text.splitlines() if f"`{prog}`" in ln and "0.4.38 → 0.5.3" in ln]
+        assert len(rows) == 1, f"{where}: one row for the change, not one per mode: {rows}"
+        cells = [c.strip() for c in rows[0].split(" | ")]
+        listed = next(c for c in cells if "reverse" in c and "jit" in c)
+        assert set(listed.split(", ")) == {m for m in modes if m != "second-order"} or \
+            set(listed.split(", ")) == modes, f"{where}: modes of the change: {listed} vs measured {sorted(modes)}"
+
+
+def test_summary_separates_convention_from_availability_changes(shards_report, index):
+    for v in shards_report.version_span:
+        line = next(ln for ln in index.splitlines() if ln.startswith(f"- {v.framework}, {v.oldest} against"))
+        assert f": {v.programs_changed} program" in line, line
+    s = shards_report.summary
+    assert f"{s.changed_in_conventions} convention changes and {s.changed_in_availability} availability changes" \
+        in index
+    conv = index[index.index("section-changed-in-conventions"):index.index("section-changed-in-availability")]
+    n_conv = sum(1 for ln in conv.splitlines() if ln.startswith(("| torch |", "| jax |")))
+    assert n_conv == s.changed_in_conventions, "every convention change has its row in the index"
+
+
+def test_pages_are_small_enough_for_a_code_host(index, pages, shards_report):
+    assert len(pages) == len(shards_report.cases), "one page per case"
+    assert len(index.encode()) <= LIMIT, f"index is {len(index.encode())} bytes"
+    big = {name: len(text.encode()) for name, text in pages.items() if len(text.encode()) > LIMIT}
+    assert not big, f"case pages over {LIMIT} bytes: {big}"
+
+
+def _anchors(text: str) -> list[str]:
+    return re.findall(r'<a id="([^"]+)"', text)
+
+
+def test_every_link_lands_on_an_anchor(index, pages):
+    files = {"conventions.md": index, **{f"cases/{name}": text for name, text in pages.items()}}
+    anchors = {}
+    for name, text in files.items():
+        found = _anchors(text)
+        dup = {a for a in found if found.count(a) > 1}
+        assert not dup, f"{name}: anchors defined twice: {sorted(dup)[:5]}"
+        anchors[name] = set(found)
+    broken = []
+    for name, text in files.items():
+        here = PurePosixPath(name).parent
+        for target, frag in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", text):
+            path = name if not target else str(PurePosixPath(*(here / target).parts))
+            parts: list[str] = []
+            for part in PurePosixPath(path).parts:  # resolve ".." without touching the file system
+                if part == "..":
+                    parts.pop()
+                else:
+                    parts.append(part)
+            path = "/".join(parts)
+            if path not in anchors or frag not in anchors[path]:
+                broken.append(f"{name}: {target}#{frag}")
+    assert not broken, f"{len(broken)} links to no anchor, e.g. {broken[:5]}"
+
+
+def test_cited_anchors_exist(pages, index):
+    """The anchors kinkcheck cite links to: case, program row, release of a row, mode of a row."""
+    page = pages["relu-at-0.md"]
+    row = "case-relu-at-0--torch-torch-clamp-x-min-0"
+    for a in ("case-relu-at-0", row, f"{row}--torch-2-13-0-cpu", f"{row}--modes", f"{row}--modes--inductor"):
+        assert f'<a id="{a}"' in page, f"anchor {a} on relu@0's page"
+    assert '<a id="case-relu-at-0"></a>[relu@0](cases/relu-at-0.md#case-relu-at-0)' in index, \
+        "the index keeps the case anchor (old links to conventions.md#case-… land on the list of cases)"
+    assert '<a id="env-torch-2-13-0-cpu"></a>' in index
+
+
+def test_strip_colours_follow_labels(shards_report, pages):
+    idx = shards_report.index
+    squares = 0
+    for case in shards_report.cases:
+        page = pages[case_file(case.id)]
+        for p in case.programs:
+            anchor = row_anchor(case.id, p.framework, p.program)
+            for env in idx.columns[p.framework]:
+                ob = idx.cell.get((case.id, p.framework, p.program, "reverse", env.id, "float64"))
+                want = NO_OBSERVATION.emoji if ob is None else LABEL_MARK[ob.labels[0]].emoji
+                m = re.search(rf'<a id="{re.escape(anchor)}--{slug(env.id)}" title="[^"]*">([^<]+)</a>', page)
+                assert m, f"{case.id} {p.program}: no square for {env.id}"
+                assert m.group(1) == want, f"{case.id} {p.program} {env.id}: square {m.group(1)} for " \
+                                           f"{ob.labels[0] if ob else 'no observation'}, want {want}"
+                squares += 1
+    assert squares > 3000, "every release of every program has a square"
+
+
+def test_each_label_has_its_own_square_and_a_legend_line(index):
+    marks = {lb: m.emoji for lb, m in LABEL_MARK.items() if lb not in ("+inf", "-inf")}
+    assert len(set(marks.values())) == len(marks), "two labels share a square: a change between them is invisible"
+    for lb, m in LABEL_MARK.items():
+        assert f"| {m.emoji} | `{lb}` |" in index, f"legend line for {lb}"
+
+
+def test_pages_name_the_json_and_are_deterministic(shards_report, index, pages):
+    assert index.rstrip().endswith(f"`conventions.json` sha256 `{SHA}`"), "index footer names the JSON"
+    assert all(p.rstrip().endswith(f"sha256 `{SHA}`") for p in pages.values()), "every page names the JSON"
+    assert render_markdown(shards_report, json_sha256=SHA) == index, "byte-identical for the same report"
+    bare = render_case_pages(shards_report)
+    assert bare.keys() == pages.keys() and "sha256" not in bare["relu-at-0.md"], "no digest given: none named"
+
+
+def test_an_unjudged_case_shows_why(shards_report):
+    case = shards_report.cases[0]
+    oracle = msgspec.structs.replace(case.oracle, kind="not-judged", reason="not judged: a test reason",
+                                     clarke=None, left=None, right=None)
+    cases = [msgspec.structs.replace(case, oracle=oracle), *shards_report.cases[1:]]
+    summary = msgspec.structs.replace(shards_report.summary, cases_not_judged=1)
+    report = msgspec.structs.replace(shards_report, cases=cases, summary=summary)
+    page = render_case_pages(report)[case_file(case.id)]
+    oracle_row = next(ln for ln in page.splitlines() if ln.startswith("| sympy |"))
+    assert "not judged: a test reason" in oracle_row, oracle_row
+    assert "**not-judged**" in page
+    assert f"[{case.id}](cases/{case_file(case.id)}#case-{slug(case.id)})" in render_markdown(report).split(
+        "could not judge")[1].splitlines()[0], "the summary links the unjudged case to its page"
+
+
+def test_a_second_device_gets_its_own_line_and_squares(shards_report):
+    """A CUDA shard of torch 2.15.0 (made here from the CPU one, relu@0 only, with one value changed): its
+    releases are named with the device, on a line of their own, never merged into a CPU range."""
+    cpu = shards_report.index.env["torch-2.15.0-cpu"]
+    cuda = msgspec.structs.replace(cpu, id="torch-2.15.0-cuda", device="cuda")
+    envs = list(shards_report.environments)
+    envs.insert(envs.index(cpu) + 1, cuda)
+    copied = [msgspec.structs.replace(o, environment=cuda.id) for o in shards_report.observations
+              if o.environment == cpu.id and o.case == "relu@0"]
+    copied = [msgspec.structs.replace(o, value={"x": 1.0}, labels=["right"])
+              if o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64" else o for o in copied]
+    report = msgspec.structs.replace(shards_report, environments=envs,
+                                     observations=[*shards_report.observations, *copied])
+    page = render_case_pages(report)["relu-at-0.md"]
+    row = _row(page, "case-relu-at-0--torch-torch-relu-x")
+    assert "2.1.2 – 2.15.0: 0 <sub>left</sub><br>2.15.0 cuda: 1 <sub>right</sub> (f32: 0 <sub>left</sub>; " \
+           "f16: 0 <sub>left</sub>; bf16: 0 <sub>left</sub>) |" in row, row
+    assert f'<a id="case-relu-at-0--torch-torch-relu-x--torch-2-15-0-cuda" title="2.15.0 cuda: 1 right">' \
+           f'{LABEL_MARK["right"].emoji}</a>' in row, "the CUDA release has its square and anchor"
+
+
+def test_every_table_row_has_its_header_s_cells(index, pages):
+    """A pipe left unescaped in a program or message (``|`` splits a cell even inside backticks on a code host)
+    shifts every cell after it."""
+    bad = []
+    for name, text in {"conventions.md": index, **pages}.items():
+        lines = text.splitlines()
+        width = None
+        for i, line in enumerate(lines):
+            if not line.startswith("|"):
+                width = None
+                continue
+            cells = len(re.findall(r"(?<!\\)\|", line))
+            if width is None:
+                width = cells
+                assert i + 1 < len(lines) and re.fullmatch(r"\|(---\|)+", lines[i + 1]), f"{name}:{i + 1}: no header"
+            elif cells != width:
+                bad.append(f"{name}:{i + 1}: {cells - 1} cells, header {width - 1}")
+    assert not bad, f"{len(bad)} rows off their table's header, e.g. {bad[:5]}"
+
+
+def test_a_markdown_parser_sees_the_tables_and_anchors(pages):
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(pages["relu-at-0.md"])
+    assert html.count("<table>") >= 4, "oracle, torch, jax and mode tables are tables"
+    assert 'id="case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu"' in html, "inline anchors kept"
+
+
+def test_an_error_message_is_shown_as_text(shards_report):
+    """``<lambda>`` would be taken for an HTML tag and a ``|`` would split the cell."""
+    obs = list(shards_report.observations)
+    i = next(i for i, o in enumerate(obs) if o.status == "error" and o.case == "relu@0")
+    obs[i] = msgspec.structs.replace(obs[i], error="TypeError: <lambda> got x | y & z")
+    page = render_case_pages(msgspec.structs.replace(shards_report, observations=obs))["relu-at-0.md"]
+    assert "TypeError: &lt;lambda&gt; got x \\| y &amp; z" in page, "the message, escaped for Markdown"

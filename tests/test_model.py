@@ -1,0 +1,118 @@
+"""The typed report model: releases as ranges, value runs, the index, decoding and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from kinkcheck.report import model as m
+
+
+def _env(version: str, device: str = "cpu", framework: str = "torch") -> m.Environment:
+    return m.Environment(id=f"{framework}-{version}-{device}", framework=framework, framework_version=version,
+                         device=device, python="3.11.7", platform="Linux", measured_at="2026-11-30T00:00:00+00:00",
+                         kinkcheck_version="0.1.0", catalog_hash="0" * 16)
+
+
+RELEASES = [_env(v) for v in ("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.13.0", "2.14.1", "2.15.0")]
+
+
+def ids(*versions: str) -> list[str]:
+    return [f"torch-{v}-cpu" for v in versions]
+
+
+@pytest.mark.parametrize("versions, text", [
+    (("1.13.1", "2.0.1", "2.1.2", "2.2.2"), "1.13.1 – 2.2.2"),
+    (("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.13.0", "2.14.1", "2.15.0"), "1.13.1 – 2.15.0"),
+    (("1.13.1", "2.1.2", "2.2.2", "2.13.0", "2.15.0"), "1.13.1, 2.1.2 – 2.13.0, 2.15.0"),
+    (("2.14.1", "2.15.0"), "2.14.1, 2.15.0"),
+    (("2.15.0", "1.13.1"), "1.13.1, 2.15.0"),
+    ((), ""),
+])
+def test_release_ranges_collapse_consecutive_releases(versions, text):
+    assert m.release_ranges(ids(*versions), RELEASES) == text, versions
+
+
+def test_release_ranges_name_a_release_outside_the_list_and_the_device():
+    cuda = _env("2.13.0", "cuda")
+    assert m.release_ranges([*ids("2.0.1"), cuda.id], RELEASES) == "2.0.1, torch-2.13.0-cuda", \
+        "an id the ordered list lacks is named, not dropped"
+    assert m.release_ranges([cuda.id], [*RELEASES, cuda]) == "2.13.0 cuda", "another device is said"
+
+
+def test_value_runs_merge_consecutive_equal_values_only():
+    items = [(e, v) for e, v in zip(RELEASES, (1, 1, 1, 0, 0, 1, 1))]
+    runs = [(a.framework_version, b.framework_version, v) for a, b, v in m.value_runs(items)]
+    assert runs == [("1.13.1", "2.1.2", 1), ("2.2.2", "2.13.0", 0), ("2.14.1", "2.15.0", 1)], \
+        "a value that comes back after a change is a new run"
+    assert m.value_runs([]) == []
+
+
+def _report(observations: list[m.Observation]) -> m.Report:
+    oracle = m.Oracle(components=["x"], kind="kink")
+    case = m.Case(id="relu@0", title="relu at 0", sympy="Max(x, 0)", at={"x": 0}, tie=False, sources=["P0"],
+                  note=None, programs=[m.ProgramRef(framework="torch", program="torch.relu(x)")], oracle=oracle)
+    summary = m.Summary(**{f: 0 for f in m.Summary.__struct_fields__ if f != "conformance"}, conformance={})
+    return m.Report(provenance=m.Provenance(generated_at="unknown", kinkcheck_version="0", catalog_hash="0"),
+                    environments=RELEASES[:3], cases=[case], observations=observations, networks=[],
+                    p0=m.P0(net=m.P0Net(X=[], W1=[], W2=[], target=[], loss=""), oracle=[], measured=[]),
+                    disagreements=m.Disagreements(), mode_disagreements=m.ModeDisagreements(), changed_in=[],
+                    conformance=m.Conformance(), version_span=[], coverage=m.Coverage(), network_summary=[],
+                    summary=summary)
+
+
+def _ob(env: str, value: float | str, dtype: str = "float64", mode: str = "reverse") -> m.Observation:
+    return m.Observation(case="relu@0", program="torch.relu(x)", framework="torch", environment=env, mode=mode,
+                         dtype=dtype, status="ok", value={"x": value}, labels=["left"], error=None)
+
+
+def test_index_answers_cells_columns_and_flat_values():
+    obs = [_ob("torch-1.13.1-cpu", 0.0), _ob("torch-2.0.1-cpu", "nan"), _ob("torch-2.0.1-cpu", 1.0, "float32")]
+    ix = _report(obs).index
+    assert ix.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.0.1-cpu", "float32")] is obs[2]
+    assert [e.id for e in ix.columns["torch"]] == ["torch-1.13.1-cpu", "torch-2.0.1-cpu"], \
+        "a release without observations is not a column"
+    assert ix.dtypes == ["float64", "float32"] and ix.modes == ["reverse"]
+    flat = ix.flat(obs[1])
+    assert len(flat) == 1 and flat[0] != flat[0], "a non-finite string reads back as the float it encodes"
+    assert ix.releases(["torch-1.13.1-cpu", "torch-2.0.1-cpu"]) == "1.13.1, 2.0.1"
+    assert ix.newest("torch").id == "torch-2.0.1-cpu" and ix.newest("jax") is None
+
+
+def test_a_report_decodes_back_and_mistakes_are_one_line():
+    report = _report([_ob("torch-1.13.1-cpu", 0.0)])
+    data = m.report_json(report)
+    assert m.decode_report(data) == report
+    doc = json.loads(data)
+    doc["observations"][0]["status"] = "sideways"
+    with pytest.raises(m.ReportError) as err:
+        m.decode_report(json.dumps(doc), "r.json")
+    assert "observations[0].status" in str(err.value) and "\n" not in str(err.value), err.value
+    doc["observations"][0]["status"] = "ok"
+    doc["observations"][0]["environment"] = "torch-9.9.9-cpu"
+    with pytest.raises(m.ReportError, match=r"observations\[0\]: environment 'torch-9.9.9-cpu' is not among"):
+        m.decode_report(json.dumps(doc), "r.json")
+    doc["observations"][0]["environment"] = "torch-1.13.1-cpu"
+    doc["observations"][0]["value"] = {"y": 0.0}
+    with pytest.raises(m.ReportError, match="value names y; case relu@0 has inputs x"):
+        m.decode_report(json.dumps(doc), "r.json")
+    doc["schema"] = "kinkcheck/conventions/v1"
+    with pytest.raises(m.ReportError, match="not a kinkcheck/conventions/v2 report"):
+        m.decode_report(json.dumps(doc), "r.json")
+    with pytest.raises(m.ReportError, match="not JSON"):
+        m.decode_report(b'{"schema": ', "r.json")
+
+
+def test_load_report_says_what_is_missing(tmp_path):
+    with pytest.raises(m.ReportError, match="no report at"):
+        m.load_report(tmp_path / "absent.json")
+    with pytest.raises(m.ReportError, match="not a regular file"):
+        m.load_report(tmp_path)
+
+
+def test_optional_fields_are_left_out_of_the_json():
+    data = json.loads(msgspec.json.encode(_ob("torch-1.13.1-cpu", 0.0)))
+    assert "conformance" not in data and "input" not in data, "absent, not null: the JSON stays small"
+    assert data["error"] is None, "error is always written"
