@@ -176,7 +176,8 @@ def _plan(shard: Path, framework: str, catalog: Any) -> Any:
 
 def _fresh_marker(shard: Path, framework: str) -> Path | None:
     """Where the verdict "this shard is fresh" is remembered: a file named by the SHA-256 of the shard's bytes,
-    the catalog's bytes, the framework's modes and the dtypes (None when the shard cannot be read). Reading and
+    the catalog's bytes, the framework's modes and the dtypes, and the source of the code that decides
+    freshness (``shards.py``, ``catalog.py``, ``frameworks/base.py``); None when a file cannot be read. Reading and
     checking 28 shards in 28 sessions costs seconds; hashing them milliseconds, so a warm ``nox -s report``
     spends its time rendering. Only a fresh verdict is remembered: any change to the shard or the catalog
     misses the marker and is checked in full."""
@@ -184,7 +185,9 @@ def _fresh_marker(shard: Path, framework: str) -> Path | None:
 
     base = _kinkcheck("frameworks.base")
     try:
-        digest = hashlib.sha256(shard.read_bytes() + b"\0" + CATALOG.read_bytes() + b"\0" + json.dumps(
+        code = b"".join((ROOT / "src" / "kinkcheck" / f).read_bytes()
+                        for f in ("shards.py", "catalog.py", "frameworks/base.py"))
+        digest = hashlib.sha256(shard.read_bytes() + b"\0" + CATALOG.read_bytes() + b"\0" + code + b"\0" + json.dumps(
             [framework, list(base.FRAMEWORK_MODES[framework]), list(base.DTYPES)]).encode()).hexdigest()
     except OSError:
         return None
@@ -321,7 +324,8 @@ MATPLOTLIB = "matplotlib==3.11.2"
 
 def _render(session: nox.Session) -> None:
     _install_once(session, "-e", ".", MATPLOTLIB)
-    session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(ROOT / "reports"))
+    # --strict: an unreadable shard stops the render, so the committed report never drops a release silently
+    session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(ROOT / "reports"), "--strict")
 
 
 @nox.session(python=PYTHON, requires=[f"probe({fw}-{v})" for fw, versions in MATRIX.items() for v in versions])

@@ -75,6 +75,9 @@ def test_hash_is_stable_and_content_based(tmp_path):
         ("[[case]]\nid='a'\nsympy='eval(x)'\nat={x=0}\n[case.programs]\ntorch=['torch.relu(x)']\njax=['jax.nn.relu(x)']\n",
          "sympy field: unknown name 'eval'"),
         ("[[case]]\nsympy='Max(x, 0)'\n", "missing field 'id'"),
+        ("".join(f"[[case]]\nid='{i}'\nsympy='Max(x, 0)'\nat={{x=0}}\n[case.programs]\ntorch=['torch.relu(x)']\n"
+                 "jax=['jax.nn.relu(x)']\n" for i in ("relu@(0)", "relu@[0]")),
+         "case ids 'relu@(0)' and 'relu@[0]' read the same in a report page name and anchor ('relu-at-0')"),
         ("[[case\n", "not valid TOML"),
     ],
 )

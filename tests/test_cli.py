@@ -154,8 +154,11 @@ def test_report_with_a_corrupt_shard_still_renders(tmp_path):
     assert "broken.json" in res.stderr and "Traceback" not in res.stderr, res.stderr
     md = (tmp_path / "out" / "conventions.md").read_text()
     assert "broken.json" in md, "the report shows the gap"
-    strict = run("report", "--shards", str(shards), "--out", str(tmp_path / "out2"), "--strict")
-    assert strict.returncode == 2, "--strict fails on an unreadable shard"
+    before = (tmp_path / "out" / "conventions.json").read_bytes()
+    strict = run("report", "--shards", str(shards), "--out", str(tmp_path / "out"), "--strict")
+    assert strict.returncode == 2 and "nothing written" in strict.stderr, "--strict fails on an unreadable shard"
+    assert len(strict.stderr.strip().splitlines()) == 1 and "Traceback" not in strict.stderr, strict.stderr
+    assert (tmp_path / "out" / "conventions.json").read_bytes() == before, "--strict writes nothing"
 
 
 def test_cuda_without_a_device_is_one_line_exit_2(tmp_path):

@@ -244,3 +244,20 @@ def test_the_report_is_decoded_once_per_file_version(shards_report_path, tmp_pat
     path.write_bytes(path.read_bytes() + b" ")  # another version of the file
     explain.report_index(path)
     assert decoded == [path], "a changed file is decoded again"
+
+
+def test_cells_lost_from_the_cache_are_read_again_from_the_report(shards_report_path, tmp_path, monkeypatch):
+    """A cache cleaner that removed the cells files but kept the index must not turn measured cells into
+    "not measured": the cells are taken from the report again (and cached again)."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "conventions.json"
+    path.write_bytes(shards_report_path.read_bytes())
+    index = explain.report_index(path)
+    lost = sorted((tmp_path / "cache").glob("report-*-cells-*.json"))
+    assert lost, "the index writes one cells file per mode, dtype and device"
+    for f in lost:
+        f.unlink()
+    view = explain.report_rows(index, "torch.clamp(x, min=0)", "torch", ("relu@0",))
+    spans = [(r["value"], r["label"], r["from"], r["to"]) for r in view.rows[0]["ranges"]]
+    assert spans == [({"x": 1.0}, "right", "1.13.1", "2.13.0"), ({"x": 0.0}, "left", "2.14.1", "2.15.0")], spans
+    assert any((tmp_path / "cache").glob("report-*-cells-*.json")), "and cached again"

@@ -25,6 +25,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import load_catalog
 from kinkcheck.oracles import mapping as mp
 from kinkcheck.oracles import symbolic as sym
+from kinkcheck.oracles import translate
 from kinkcheck.oracles.mapping import TABLE, SympyForm, Unmapped, sympy_form
 
 CATALOG = load_catalog()
@@ -606,7 +607,7 @@ PUBLIC = [
 def test_public_cases_map(qid, framework, text, at, want) -> None:
     f = form(text, at, framework)
     assert f.text == want, f"{qid}: {text} maps to {f.text}, pinned {want}"
-    assert f.point == tuple(sym._exact(v) for v in _flat(at)), f"{qid}: point {f.point}"
+    assert f.point == tuple(translate._exact(v) for v in _flat(at)), f"{qid}: point {f.point}"
 
 
 def _flat(at: dict) -> list:

@@ -129,14 +129,21 @@ def test_changed_in_is_one_row_per_change_with_its_modes(shards_report, index, p
 
 def test_summary_separates_convention_from_availability_changes(shards_report, index):
     for v in shards_report.version_span:
-        line = next(ln for ln in index.splitlines() if ln.startswith(f"- {v.framework}, {v.oldest} against"))
-        assert f": {v.programs_changed} program" in line, line
+        lines = index.splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(f"- {v.framework}, {v.oldest} against"))
+        item = " ".join(" ".join(lines[at:at + 4]).split())
+        assert f"pairs: {v.programs_changed} return" in item or f"pairs: {v.programs_changed} returns" in item, item
+        assert f"{v.programs_raises} raised in one release" in item, item
+        assert f"{v.programs_gained} gained and {v.programs_lost} lost" in item, item
     s = shards_report.summary
-    assert f"{s.changed_in_conventions} convention changes and {s.changed_in_availability} availability changes" \
-        in index
-    conv = index[index.index("section-changed-in-conventions"):index.index("section-changed-in-availability")]
-    n_conv = sum(1 for ln in conv.splitlines() if ln.startswith(("| torch |", "| jax |")))
-    assert n_conv == s.changed_in_conventions, "every convention change has its row in the index"
+    flat = " ".join(index.split())
+    assert (f"{s.changed_in_conventions} convention changes, {s.changed_in_raises} between raising and returning a "
+            f"value, {s.changed_in_availability} availability changes") in flat, "the summary names the three kinds"
+    for kind, start, end in (("conventions", "section-changed-in-conventions", "section-changed-in-raises"),
+                             ("raises", "section-changed-in-raises", "section-changed-in-availability")):
+        part = index[index.index(start):index.index(end)]
+        rows = sum(1 for ln in part.splitlines() if ln.startswith(("| torch |", "| jax |")))
+        assert rows == getattr(s, f"changed_in_{kind}"), f"every {kind} change has its row in the index"
 
 
 def test_pages_are_small_enough_for_a_code_host(index, pages, shards_report):

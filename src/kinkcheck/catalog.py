@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck import expr as ex
+from kinkcheck.anchors import slug
 
 __all__ = ["FRAMEWORKS", "Case", "Program", "Catalog", "CatalogError", "load_catalog", "default_catalog_path"]
 
@@ -314,6 +315,12 @@ def _load(path: str) -> Catalog:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise CatalogError(f"catalog {path}: duplicate case ids {dupes}")
+    named: dict[str, str] = {}
+    for i in ids:  # the report names a case's page and anchors by its slug: two ids must not share one
+        other = named.setdefault(slug(i), i)
+        if other != i:
+            raise CatalogError(f"catalog {path}: case ids {other!r} and {i!r} read the same in a report page name "
+                               f"and anchor ({slug(i)!r}): rename one")
     # Hash the parsed content, not the bytes: comments and layout do not make shards stale.
     canon = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(canon.encode()).hexdigest()[:16]

@@ -20,7 +20,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError
-from kinkcheck.report.view import LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
+from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "bibtex", "case_page", "cff", "cite", "load_report", "principal_case"]
 
@@ -35,7 +35,7 @@ class CiteError(ValueError):
 def case_page(case_id: str) -> str:
     """The case's own page, relative to the reports folder: ``"cases/relu-at-0.md"`` for ``relu@0``
     (:func:`kinkcheck.report.view.case_file`)."""
-    return f"cases/{case_file(case_id)}"
+    return f"{CASES_DIR}/{case_file(case_id)}"
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     # The same ids in the case page and the HTML: reverse mode, the release's square in the program's strip;
     # another mode of the release the modes table shows (the newest with several modes), its cell there;
     # otherwise the program's row (older releases' other modes are in the JSON and CSV).
-    tabled = next((e for e in reversed(ix.columns.get(framework, [])) if len(ix.env_modes.get(e.id, ())) > 1), None)
+    tabled = ix.modes_release(framework)
     if mode == "reverse":
         anchor = release_anchor(c.id, framework, pid, env.id)
     elif tabled is not None and tabled.id == env.id:

@@ -87,9 +87,6 @@ _ALIASES = {"double": "float64", "float": "float32", "half": "float16", "f64": "
             "f16": "float16", "bf16": "bfloat16"}
 
 
-_TOLERANCE = dict(TOLERANCES)
-
-
 def tolerance(dtype: str) -> float:
     """Absolute and relative tolerance for comparing a value of ``dtype`` with an exact oracle value.
 
@@ -228,7 +225,7 @@ def same_value(a: Sequence[float], b: Sequence[float], dtype: str) -> bool:
         return False
     if a == b:  # the common case: equal values (a NaN falls through to the comparison below)
         return True
-    tol = _TOLERANCE.get(dtype) or tolerance(dtype)
+    tol = TOLERANCES.get(dtype) or tolerance(dtype)  # the canonical names first, without normalising
     return all(
         (math.isnan(x) and math.isnan(y)) or (not math.isnan(x) and not math.isnan(y) and _close(x, y, tol))
         for x, y in zip(a, b)

@@ -378,6 +378,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         shards, errors = load_shards(args.shards, catalog)
     except (CatalogError, ShardError, OutputError) as err:
         raise UsageError(str(err)) from None
+    if errors and args.strict:  # before anything is written: the previous report keeps every release
+        raise UsageError(f"{len(errors)} shard(s) could not be read; nothing written (--strict): {errors[0]}")
     for e in errors:
         print(f"kinkcheck report: skipped {e}", file=sys.stderr)
     if not shards:
@@ -392,7 +394,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(f"wrote {p}", file=sys.stderr)
     if pages:
         print(f"wrote {pages[0].parent}/ ({len(pages)} case pages)", file=sys.stderr)
-    return EXIT_BAD_INPUT if errors and args.strict else 0
+    return 0
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -575,7 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--shards", required=True, help="folder of shard JSON files")
     r.add_argument("--out", required=True, help="output folder, e.g. reports/")
     r.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
-    r.add_argument("--strict", action="store_true", help="exit 2 when a shard could not be read")
+    r.add_argument("--strict", action="store_true",
+                   help="exit 2, writing nothing, when a shard could not be read (nox -s report and render use it)")
     r.set_defaults(func=_cmd_report)
 
     d = sub.add_parser(

@@ -12,7 +12,7 @@ differs (``ok``/``error``/``unavailable``) or their values differ beyond the dty
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import msgspec
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value, flatten
 from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError
+from kinkcheck.report.view import fmt_vector
 
 __all__ = ["Change", "DiffError", "Side", "compare", "describe_observation", "differs", "load_side",
            "side_from_report", "side_from_shard"]
@@ -62,25 +63,25 @@ def describe_observation(ob: Observation, labels: bool = True) -> str:
     """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as measured; the first label when known."""
     if ob.status != "ok" or ob.value is None:
         return ob.status
-    values = [v for vals in ob.value.values() for v in flatten(vals)]
-    text = _fmt(values[0]) if len(values) == 1 else "[" + ", ".join(_fmt(v) for v in values) + "]"
+    text = fmt_vector([v for vals in ob.value.values() for v in flatten(vals)])
     return f"{text} ({ob.labels[0]})" if labels and ob.labels else text
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    f = float(v)
-    return str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:.6g}"
+def _flat(ob: Observation) -> Sequence[float]:
+    return flat_value(ob.value or {})
 
 
-def differs(old: Observation, new: Observation, dtype: str) -> bool:
-    """Whether two observations of the same key show different conventions."""
+def differs(old: Observation, new: Observation, dtype: str,
+            flat: Callable[[Observation], Sequence[float] | None] = _flat) -> bool:
+    """Whether two observations of the same key show different conventions: another status, or values that
+    differ beyond ``dtype``'s tolerance (:func:`kinkcheck.classify.same_value`; NaN equals NaN). ``flat``
+    gives an observation's flat value (the report's builder passes its cached :meth:`ReportIndex.flat`)."""
     if old.status != new.status:
         return True
     if old.status != "ok":
         return False
-    return not same_value(flat_value(old.value or {}), flat_value(new.value or {}), dtype)
+    a, b = flat(old), flat(new)
+    return a != b and not same_value(a, b, dtype)  # type: ignore[arg-type]
 
 
 def compare(old: Side, new: Side) -> list[Change]:
@@ -146,7 +147,7 @@ def load_side(spec: str) -> Side:
         document (:func:`kinkcheck.report.model.decode_report`; a v1 report is refused: re-render it); a
         report without ``#ENV``; an unknown environment.
     """
-    from kinkcheck.report.model import decode_report
+    from kinkcheck.report.model import load_report
     from kinkcheck.validate import read_text
 
     path, _, env_id = spec.partition("#")
@@ -175,7 +176,7 @@ def load_side(spec: str) -> Side:
                         "`kinkcheck report`")
     if schema == SCHEMA_ID:
         try:
-            report = decode_report(raw, str(p))
+            report = load_report(p)  # decoded once when both sides name environments of one report
         except ReportError as err:
             raise DiffError(str(err)) from None
         if not env_id:

@@ -472,7 +472,8 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
         group = cells.setdefault((o.mode, o.dtype, env.device), {})
         row = group.setdefault(f"{o.case}\t{o.framework}\t{o.program}", {})
         row[env.framework_version] = {"status": o.status, "value": o.value, "label": o.labels[0]}
-    index = {"key": key, "path": str(p), "cases": cases, "releases": releases}
+    index = {"key": key, "path": str(p), "cases": cases, "releases": releases,
+             "groups": sorted("\t".join(k) for k in cells)}
     if use_cache:
         for (mode, dtype, device), group in cells.items():
             _write_cache(_cell_name(key, mode, dtype, device), group)
@@ -530,9 +531,17 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
     case_ids : sequence of str
         Cases with the same function and point (:attr:`Judgement.cases`).
     """
-    cells = index.get("cells", {}).get(f"{mode}\t{dtype}\t{device}")
+    group = f"{mode}\t{dtype}\t{device}"
+    cells = index.get("cells", {}).get(group)
     if cells is None:
-        cells = _read_cache(_cell_name(index["key"], mode, dtype, device)) or {}
+        cells = _read_cache(_cell_name(index["key"], mode, dtype, device))
+    if cells is None and group in index.get("groups", ()):  # the report has these cells; the cache lost them
+        try:
+            cells = report_index(index["path"], use_cache=False)["cells"].get(group, {})
+        except ReportUnavailable:
+            cells = {}
+        _write_cache(_cell_name(index["key"], mode, dtype, device), cells)
+    cells = cells or {}
     rows: list[dict[str, Any]] = []
     for case in index["cases"]:
         if case["id"] not in case_ids:

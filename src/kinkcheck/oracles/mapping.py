@@ -47,6 +47,7 @@ from sympy.printing.str import StrPrinter
 
 from kinkcheck import expr as ex
 from kinkcheck.oracles import symbolic as sym
+from kinkcheck.oracles import translate
 
 __all__ = ["CONSTANTS", "TABLE", "Entry", "SympyForm", "Unmapped", "mapped_names", "sympy_form"]
 
@@ -498,11 +499,11 @@ def _signature(text: str) -> inspect.Signature:
 
 
 def _max_none(*args: Any) -> sympy.Expr:
-    return sympy.Max(*[a for a in sym._flatten(args) if a is not None])
+    return sympy.Max(*[a for a in translate._flatten(args) if a is not None])
 
 
 def _min_none(*args: Any) -> sympy.Expr:
-    return sympy.Min(*[a for a in sym._flatten(args) if a is not None])
+    return sympy.Min(*[a for a in translate._flatten(args) if a is not None])
 
 
 def _form_namespace() -> dict[str, Any]:
@@ -523,9 +524,9 @@ _FORM_NS = _form_namespace()
 def _compile(form: str, params: tuple[str, ...]) -> tuple[ex.Node, dict[str, Any]]:
     """A table form parsed with :mod:`kinkcheck.expr` (never eval-ed), its literals exact from their text."""
     parsed = ex.parse(form, params, _FORM_NS)
-    texts = sym._literal_texts(form)
+    texts = translate._literal_texts(form)
     n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
-    tree = sym._exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
+    tree = translate._exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
     return tree, ex.resolve_names(tree, _FORM_NS)
 
 
@@ -587,7 +588,7 @@ def _scalar(v: Any) -> Any:
 def _exact_number(v: int | float) -> sympy.Expr:
     if isinstance(v, float) and not math.isfinite(v):
         return sympy.nan if math.isnan(v) else (sympy.oo if v > 0 else -sympy.oo)
-    return sym._exact(v)
+    return translate._exact(v)
 
 
 @dataclass(frozen=True)

@@ -91,30 +91,24 @@ from kinkcheck.oracles.pieces import (
     probe_directions,
 )
 
-# Re-exported besides what this module uses: the public names (kth_smallest, xlogy, xlog1py) and the
-# internals that kinkcheck.oracles.mapping reads through this module (_flatten, _exact, _exact_consts,
-# _literal_texts); tests read _probe and _scale_for here too.
-from kinkcheck.oracles.translate import (  # noqa: F401
+from kinkcheck.oracles.translate import (
     _SYMPY_FAILURES,
-    _exact,
-    _exact_consts,
     _exact_float,
-    _flatten,
-    _literal_texts,
     _prepare,
     _symbols_for,
     kth_smallest,
     sympy_namespace,
     to_sympy,
-    xlog1py,
     xlogy,
 )
 
 __all__ = [
     "OracleError",
     "OracleResult",
+    "kth_smallest",
     "sympy_namespace",
     "to_sympy",
+    "xlogy",
     "analyze",
     "analyze_expression",
     "probe_directions",

@@ -11,6 +11,7 @@ computed here, once, from the observations through :class:`kinkcheck.report.mode
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -21,11 +22,11 @@ from kinkcheck import __version__
 from kinkcheck import conformance as conf
 from kinkcheck.catalog import FRAMEWORKS, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
+from kinkcheck.diff import describe_observation, differs
 from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
 from kinkcheck.report import model as m
-from kinkcheck.report.view import fmt_number
 from kinkcheck.shards import missing_work
 
 __all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]
@@ -170,12 +171,14 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     empty_summary = m.Summary(**{f: 0 for f in m.Summary.__struct_fields__ if f != "conformance"}, conformance={})
     report = m.Report(
         provenance=provenance, environments=environments, cases=cases, observations=observations,
-        networks=networks, p0=_p0(networks, {e.id: e for e in environments}), disagreements=m.Disagreements(),
+        networks=networks, p0=m.P0(net=m.P0Net(X=[], W1=[], W2=[], target=[], loss=""), oracle=[], measured=[]),
+        disagreements=m.Disagreements(),
         mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
         coverage=m.Coverage(), network_summary=[], summary=empty_summary)
     ix = report.index
-    for ob, flat in zip(observations, flats):  # the builder knows every flat value: seed the index's cache
+    for ob, flat in zip(observations, flats, strict=True):  # the builder knows every flat value: seed the cache
         ix._flat[id(ob)] = flat
+    report.p0 = _p0(report)
     report.disagreements = disagreements(report)
     report.mode_disagreements = mode_disagreements(report)
     report.changed_in = changed_in(report)
@@ -261,7 +264,7 @@ def _networks(shards: Sequence[dict[str, Any]], catalog: Catalog, changed_cases:
     return out
 
 
-def _p0(networks: Sequence[m.Network], env_by_id: dict[str, m.Environment]) -> m.P0:
+def _p0(report: m.Report) -> m.P0:
     """The worked example of P0: NumPy oracle rows for relu'(0) = 0, 1/2, 1 and the measured programs."""
     oracle_rows = []
     for kd in P0_KINK_DERIVATIVES:
@@ -269,11 +272,12 @@ def _p0(networks: Sequence[m.Network], env_by_id: dict[str, m.Environment]) -> m
         oracle_rows.append(m.P0Oracle(kink_derivative=str(kd),
                                       W1=[[_frac_num(v) for v in row] for row in g.dW1.tolist()],
                                       W2=[[_frac_num(v) for v in row] for row in g.dW2.tolist()]))
-    rank = {eid: _env_sort_key(msgspec.to_builtins(e)) for eid, e in env_by_id.items()}
+    ix = report.index
     measured: list[m.P0Row] = []
     for fw, prog in P0_PROGRAMS:
-        runs = sorted((nw for nw in networks if nw.case == "relu@0" and nw.framework == fw and nw.program == prog
-                       and nw.dtype == "float32" and nw.mode == "reverse"), key=lambda nw: rank[nw.environment])
+        runs = sorted((nw for nw in report.networks if nw.case == "relu@0" and nw.framework == fw
+                       and nw.program == prog and nw.dtype == "float32" and nw.mode == "reverse"),
+                      key=lambda nw: ix.env_rank[nw.environment])
         for nw in runs:  # consecutive releases with the same result share one row
             last = measured[-1] if measured else None
             if last is not None and last.program == prog and last.framework == fw and \
@@ -286,9 +290,7 @@ def _p0(networks: Sequence[m.Network], env_by_id: dict[str, m.Environment]) -> m
                                     environments=[nw.environment], W1_minus_oracle0=_minus(nw.W1, oracle_rows[0].W1),
                                     releases=""))
     for row in measured:
-        among = sorted((e for e in env_by_id.values() if e.framework == row.framework and e.device == "cpu"),
-                       key=lambda e: rank[e.id])
-        row.releases = m.release_ranges(row.environments, among)
+        row.releases = ix.releases(row.environments, row.framework, "cpu")
     net = backprop.P0
     return m.P0(net=m.P0Net(X=net.X.tolist(), W1=net.W1.tolist(), W2=net.W2.tolist(), target=net.target.tolist(),
                             loss="sum((relu(X @ W1) @ W2 - target) ** 2)"),
@@ -515,22 +517,14 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
 # --------------------------------------------------------------------------- changed in
 
 
-def _describe(ob: m.Observation, ix: m.ReportIndex) -> str:
-    """``0.5``, ``[0, 1]`` or the status: the value side of a *Changed in* change."""
-    if ob.status != "ok":
-        return ob.status
-    flat = ix.flat(ob) or ()
-    text = [fmt_number(v) for v in flat]
-    return text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
+def _describe(ob: m.Observation) -> str:
+    """``0.5``, ``[0, 1]`` or the status: one side of a *Changed in* change (value only: the same step 1 → 0
+    is "right → left" at one bound and "left → right" at the other)."""
+    return describe_observation(ob, labels=False)
 
 
 def _obs_differ(a: m.Observation, b: m.Observation, ix: m.ReportIndex) -> bool:
-    if a.status != b.status:
-        return True
-    if a.status != "ok":
-        return False
-    fa, fb = ix.flat(a), ix.flat(b)
-    return fa != fb and not same_value(fa, fb, a.dtype)  # type: ignore[arg-type]
+    return differs(a, b, a.dtype, ix.flat)
 
 
 def _unavailable_modes(obs: Sequence[m.Observation]) -> set[str]:
@@ -543,78 +537,102 @@ def _unavailable_modes(obs: Sequence[m.Observation]) -> set[str]:
 
 def changed_in(report: m.Report) -> list[m.ChangedIn]:
     """Every boundary between consecutive measured releases of one framework (per device) where a program's
-    convention changed, one row per (program, boundary, change) listing its cases, modes and dtypes;
-    newest boundary first.
+    value or status changed; newest boundary first. One row per (program, boundary, change) and set of
+    cells: its ``cases`` × ``modes`` × ``dtypes`` are exactly the cells that changed so (cases and modes that
+    changed in the same dtypes share a row; others get their own).
 
-    A change to or from ``unavailable`` is an *availability* change (a mode, dtype or name appeared or
-    went), apart from *convention* changes; a mode that was unavailable for every program in one of the
-    two releases is one row ``(every program in this mode)``, other availability changes one row per set
-    of programs that changed the same way.
+    Three kinds: *convention* (a value changed: both releases returned one), *raises* (the program raised
+    in one release and returned a value in the other: a dtype an operation did not support, a bug fixed or
+    made) and *availability* (to or from ``unavailable``: a mode, dtype or name appeared or went). A mode
+    that was unavailable for every program in one of the two releases is one row ``(every program in this
+    mode)``, other availability changes one row per set of programs that changed the same way.
     """
     ix = report.index
     groups: dict[tuple[str, str], list[m.Environment]] = {}
     for env in ix.measured:
         groups.setdefault((env.framework, env.device), []).append(env)
-    rows: dict[tuple[Any, ...], m.ChangedIn] = {}
+    out: list[m.ChangedIn] = []
     boundary_rank: dict[str, int] = {}
-    for (fw, device), envs in groups.items():
+    for envs in groups.values():
         for i, e in enumerate(envs):
             boundary_rank[e.id] = i
-        for a, b in zip(envs, envs[1:]):
-            old = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment[a.id]}
-            wholly = (_unavailable_modes(ix.by_environment[a.id]), _unavailable_modes(ix.by_environment[b.id]))
-            avail: dict[tuple[str, str], list[tuple[m.Observation, m.Observation]]] = {}
-            conv: list[tuple[m.Observation, m.Observation]] = []
-            for o in ix.by_environment[b.id]:
-                p = old.get((o.case, o.program, o.mode, o.dtype))
-                if p is None:
-                    continue
-                if not _obs_differ(p, o, ix):
-                    continue
-                if "unavailable" in (p.status, o.status):
-                    avail.setdefault((o.mode, f"{p.status} → {o.status}"), []).append((p, o))
+        for a, b in itertools.pairwise(envs):
+            out.extend(_boundary(ix, a, b))
+    return sorted(out, key=lambda r: (_fw_rank(r.framework), r.framework, r.device, -boundary_rank[r.to_environment],
+                                      _KINDS.index(r.kind), r.program, r.change, ix.case_rank.get(
+                                          r.cases[0], -1) if r.cases else -1, _mode_rank(r.modes[0])))
+
+
+#: The kinds of a *Changed in* row, in report order.
+_KINDS = ("convention", "raises", "availability")
+
+
+def _mode_rank(mode: str) -> int:
+    return MODES.index(mode) if mode in MODES else len(MODES)
+
+
+def _boundary(ix: m.ReportIndex, a: m.Environment, b: m.Environment) -> list[m.ChangedIn]:
+    """The *Changed in* rows between consecutive releases ``a`` and ``b`` (see :func:`changed_in`)."""
+    old = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment[a.id]}
+    wholly = (_unavailable_modes(ix.by_environment[a.id]), _unavailable_modes(ix.by_environment[b.id]))
+    # (kind, program, change) → case → mode → dtypes that changed so
+    cells: dict[tuple[str, str, str], dict[str, dict[str, set[str]]]] = {}
+    every: dict[str, dict[str, set[str]]] = {}  # change → mode → dtypes, for modes that appeared or went
+    avail: dict[tuple[str, str], set[str]] = {}  # (mode, change) → programs
+    for o in ix.by_environment[b.id]:
+        p = old.get((o.case, o.program, o.mode, o.dtype))
+        if p is None or not _obs_differ(p, o, ix):
+            continue
+        if "unavailable" in (p.status, o.status):
+            if o.mode in wholly[0] or o.mode in wholly[1]:  # the mode itself appeared or went
+                went = "mode measured → unavailable" if o.mode in wholly[1] else "mode unavailable → measured"
+                every.setdefault(went, {}).setdefault(o.mode, set()).add(o.dtype)
+                continue
+            key = ("availability", o.program, f"{p.status} → {o.status}")
+            avail.setdefault((o.mode, key[2]), set()).add(o.program)
+        else:
+            # Value only: the same step (1 → 0) is "right → left" at one bound and "left → right" at the other.
+            kind = "raises" if "error" in (p.status, o.status) else "convention"
+            key = (kind, o.program, f"{_describe(p)} → {_describe(o)}")
+        cells.setdefault(key, {}).setdefault(o.case, {}).setdefault(o.mode, set()).add(o.dtype)
+    rows: dict[tuple[Any, ...], m.ChangedIn] = {}
+
+    def row(kind: str, program: str, change: str, modes: tuple[str, ...], dtypes: tuple[str, ...]) -> m.ChangedIn:
+        key = (kind, program, change, modes, dtypes)
+        if key not in rows:
+            rows[key] = m.ChangedIn(
+                framework=a.framework, device=a.device, program=program, kind=kind,  # type: ignore[arg-type]
+                from_version=a.framework_version, to_version=b.framework_version, from_environment=a.id,
+                to_environment=b.id, change=change, cases=[], modes=list(modes), dtypes=list(dtypes))
+        return rows[key]
+
+    for change, by_mode in every.items():
+        for modes, dtypes in _same_dtypes(by_mode):
+            row("availability", EVERY_PROGRAM, change, modes, dtypes)
+    for (kind, program, change), by_case in cells.items():
+        for case, by_mode in by_case.items():
+            for modes, dtypes in _same_dtypes(by_mode):
+                if kind == "availability":  # programs that gained (lost) the same modes share a row
+                    names = sorted(set().union(*(avail[(md, change)] for md in modes)))
+                    r = row(kind, names[0] if len(names) == 1 else f"{len(names)} programs", change, modes, dtypes)
+                    r.programs = names if len(names) > 1 else []
                 else:
-                    conv.append((p, o))
-
-            def add(program: str, kind: str, change: str, pairs: list[tuple[m.Observation, m.Observation]],
-                    every: bool = False) -> None:
-                key = (fw, device, program, a.id, b.id, change, kind)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = m.ChangedIn(
-                        framework=fw, device=device, program=program, kind=kind,  # type: ignore[arg-type]
-                        from_version=a.framework_version, to_version=b.framework_version, from_environment=a.id,
-                        to_environment=b.id, change=change, cases=[], modes=[], dtypes=[])
-                for p, o in pairs:
-                    if not every and o.case not in row.cases:
-                        row.cases.append(o.case)
-                    if o.mode not in row.modes:
-                        row.modes.append(o.mode)
-                    if o.dtype not in row.dtypes:
-                        row.dtypes.append(o.dtype)
-
-            for p, o in conv:
-                # Value only: the same step (1 → 0) is "right → left" at one bound and "left → right" at the other.
-                add(o.program, "convention", f"{_describe(p, ix)} → {_describe(o, ix)}", [(p, o)])
-            for (mode, change), pairs in avail.items():
-                if mode in wholly[0] or mode in wholly[1]:  # the mode itself appeared or went
-                    went = "measured → unavailable" if mode in wholly[1] else "unavailable → measured"
-                    add(EVERY_PROGRAM, "availability", f"mode {went}", pairs, every=True)
-                    continue
-                names = sorted({o.program for _, o in pairs})
-                # one row per set of programs that gained (lost) the same modes at this boundary
-                add(names[0] if len(names) == 1 else f"{len(names)} programs", "availability", change, pairs)
-                row = rows[(fw, device, names[0] if len(names) == 1 else f"{len(names)} programs", a.id, b.id,
-                            change, "availability")]
-                if len(names) > 1:
-                    row.programs = sorted(set(row.programs) | set(names))
-    out = list(rows.values())
-    for r in out:
-        r.modes.sort(key=lambda x: MODES.index(x) if x in MODES else len(MODES))
-        r.dtypes.sort(key=lambda x: DTYPES.index(x) if x in DTYPES else len(DTYPES))
+                    r = row(kind, program, change, modes, dtypes)
+                if case not in r.cases:
+                    r.cases.append(case)
+    for r in rows.values():
         r.cases.sort(key=ix.case_rank.__getitem__)
-    return sorted(out, key=lambda r: (_fw_rank(r.framework), r.framework, r.device,
-                                      -boundary_rank[r.to_environment], r.kind != "convention", r.program, r.change))
+    return list(rows.values())
+
+
+def _same_dtypes(by_mode: dict[str, set[str]]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Mode → dtypes regrouped as (modes, dtypes) pairs: modes that changed in the same dtypes together, each
+    in :data:`MODES` / :data:`DTYPES` order."""
+    out: dict[tuple[str, ...], list[str]] = {}
+    for mode in sorted(by_mode, key=_mode_rank):
+        dtypes = tuple(d for d in DTYPES if d in by_mode[mode]) + tuple(sorted(by_mode[mode] - set(DTYPES)))
+        out.setdefault(dtypes, []).append(mode)
+    return [(tuple(modes), dtypes) for dtypes, modes in out.items()]
 
 
 # --------------------------------------------------------------------------- conformance, span, coverage
@@ -679,9 +697,10 @@ def _network_summary(networks: Sequence[m.Network]) -> list[m.NetworkSummary]:
 
 
 def _version_span(report: m.Report) -> list[m.VersionSpan]:
-    """Per framework (CPU): between the oldest and the newest measured release, the programs whose
-    convention changed (a value or status differs in a mode and dtype both have) apart from the programs
-    that gained or lost a mode or dtype (``unavailable`` on one side): coverage, not a changed convention."""
+    """Per framework (CPU): between the oldest and the newest measured release, the (case, program) pairs
+    whose convention changed (a value differs in a mode and dtype both measured), apart from those that
+    raised on one side and returned a value on the other, and those that gained or lost a mode or dtype
+    (``unavailable`` on one side: coverage, not a changed convention). Each pair counts once, in that order."""
     ix = report.index
     out = []
     for fw in ix.frameworks():
@@ -689,7 +708,7 @@ def _version_span(report: m.Report) -> list[m.VersionSpan]:
         if len(envs) < 2:
             continue
         old = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment[envs[0].id]}
-        changed, gained, lost = set(), set(), set()
+        changed, raises, gained, lost = set(), set(), set(), set()
         for o in ix.by_environment[envs[-1].id]:
             p = old.get((o.case, o.program, o.mode, o.dtype))
             if p is None or not _obs_differ(p, o, ix):
@@ -698,11 +717,15 @@ def _version_span(report: m.Report) -> list[m.VersionSpan]:
                 gained.add((o.case, o.program))
             elif o.status == "unavailable":
                 lost.add((o.case, o.program))
+            elif "error" in (p.status, o.status):
+                raises.add((o.case, o.program))
             else:
                 changed.add((o.case, o.program))
+        raises -= changed
         out.append(m.VersionSpan(framework=fw, oldest=envs[0].framework_version, newest=envs[-1].framework_version,
-                                 releases=len(envs), programs_changed=len(changed),
-                                 programs_gained=len(gained - changed), programs_lost=len(lost - changed)))
+                                 releases=len(envs), programs_changed=len(changed), programs_raises=len(raises),
+                                 programs_gained=len(gained - changed - raises),
+                                 programs_lost=len(lost - changed - raises)))
     return out
 
 
@@ -760,5 +783,6 @@ def _summary(report: m.Report) -> m.Summary:
         mode_disagreements=len(report.mode_disagreements.rows), network_runs=len(report.networks),
         changed_in=len(report.changed_in),
         changed_in_conventions=sum(r.kind == "convention" for r in report.changed_in),
+        changed_in_raises=sum(r.kind == "raises" for r in report.changed_in),
         changed_in_availability=sum(r.kind == "availability" for r in report.changed_in),
         conformance=verdicts, not_measured=sum(1 for e in report.environments if e.not_measured))

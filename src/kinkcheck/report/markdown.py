@@ -17,6 +17,7 @@ from typing import Any
 
 from kinkcheck.report.model import Brief, Report
 from kinkcheck.report.view import (
+    CASES_DIR,
     DTYPE_SHORT,
     LABEL_HELP,
     LABEL_MARK,
@@ -42,10 +43,7 @@ from kinkcheck.report.view import (
     slug,
 )
 
-__all__ = ["CASES_DIR", "render_case_pages", "render_markdown"]
-
-#: The folder (beside ``conventions.md``) that holds the case pages.
-CASES_DIR = "cases"
+__all__ = ["render_case_pages", "render_markdown"]
 
 
 def _face(face: Face | None) -> str:

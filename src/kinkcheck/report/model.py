@@ -47,6 +47,11 @@ Number = float | str
 #: Input name → number or nested list of numbers (see the module docstring).
 Value = dict[str, Any]
 Status = Literal["ok", "error", "unavailable"]
+#: The modes, dtypes and labels a report knows (:data:`kinkcheck.frameworks.base.MODES`, ``DTYPES``,
+#: :data:`kinkcheck.classify.LABELS`): enums in the decoder and the schema.
+Mode = Literal[MODES]  # type: ignore[valid-type]
+Dtype = Literal[DTYPES]  # type: ignore[valid-type]
+Label = Literal[LABELS]  # type: ignore[valid-type]
 Verdict = Literal["conforms", "departs", "open"]
 
 
@@ -180,11 +185,11 @@ class Observation(_S, gc=False):
     program: str
     framework: str
     environment: str
-    mode: str
-    dtype: str
+    mode: Mode
+    dtype: Dtype
     status: Status
     value: Value | None
-    labels: list[str]
+    labels: list[Label]
     error: str | None
     conformance: Verdict | None = None
     input: Value | None = None
@@ -327,8 +332,10 @@ class ModeDisagreements(_S):
 
 class ChangedIn(_S):
     """One change between consecutive measured releases of a framework on a device: ``program`` returned
-    ``change`` (old → new) from ``from_version`` to ``to_version`` in the listed ``modes`` and ``dtypes``.
-    ``kind``: ``"convention"`` when the value or status changed where both releases measured it,
+    ``change`` (old → new) from ``from_version`` to ``to_version``; its ``cases`` × ``modes`` × ``dtypes``
+    are exactly the cells that changed so. ``kind``: ``"convention"`` when the value changed where both
+    releases returned one, ``"raises"`` when the program raised in one release and returned a value in the
+    other,
     ``"availability"`` when a mode or dtype (or the program in it) appeared or went: ``program`` is then
     ``"(every program in this mode)"`` when all of them did, else one program or ``"N programs"`` with the
     names in ``programs``."""
@@ -336,7 +343,7 @@ class ChangedIn(_S):
     framework: str
     device: str
     program: str
-    kind: Literal["convention", "availability"]
+    kind: Literal["convention", "raises", "availability"]
     from_version: str
     to_version: str
     from_environment: str
@@ -387,15 +394,17 @@ class Conformance(_S):
 
 
 class VersionSpan(_S, omit_defaults=False):
-    """Per framework (CPU), the oldest against the newest measured release: programs whose convention
-    changed (a value or status differs in a mode and dtype both releases have) apart from programs that
-    only gained (or lost) a mode or dtype: a program counts once, as changed when it did both."""
+    """Per framework (CPU), the oldest against the newest measured release, in (case, program) pairs:
+    ``programs_changed`` returned another value in a mode and dtype both releases measured;
+    ``programs_raises`` raised in one and returned a value in the other (and changed nothing else);
+    ``programs_gained`` / ``programs_lost`` only gained or lost a mode or dtype. Each pair counts once."""
 
     framework: str
     oldest: str
     newest: str
     releases: int
     programs_changed: int
+    programs_raises: int
     programs_gained: int
     programs_lost: int
 
@@ -442,6 +451,7 @@ class Summary(_S, omit_defaults=False):
     network_runs: int
     changed_in: int
     changed_in_conventions: int
+    changed_in_raises: int
     changed_in_availability: int
     conformance: dict[str, int]
     not_measured: int
@@ -508,7 +518,7 @@ def release_ranges(ids: Iterable[str], among: Sequence[Environment]) -> str:
 
 def value_runs(items: Sequence[tuple[Environment, Any]]) -> list[tuple[Environment, Environment, Any]]:
     """Consecutive items with equal keys merged: ``[(env, key), …]`` (release order) → ``[(first, last,
-    key), …]``; what the "1.13.1 – 2.13.0: 1 right · 2.14.1 – 2.15.0: 0 right" view is made of."""
+    key), …]``; what the "1.13.1 – 2.13.0: 1 right" / "2.14.1, 2.15.0: 0 left" view is made of."""
     runs: list[tuple[Environment, Environment, Any]] = []
     for env, key in items:
         if runs and runs[-1][2] == key:
@@ -589,7 +599,8 @@ class ReportIndex:
         return out
 
     def releases(self, ids: Iterable[str], framework: str | None = None, device: str | None = None) -> str:
-        """:func:`release_ranges` of ``ids`` among the measured releases of their framework (and device)."""
+        """:func:`release_ranges` of ``ids`` among the measured releases of their framework (that of the first
+        id unless given; and of ``device`` when given). Raises KeyError for a first id the report lacks."""
         ids = list(ids)
         if not ids:
             return ""
@@ -602,6 +613,13 @@ class ReportIndex:
         """The newest measured environment of ``framework`` on ``device`` (None when there is none)."""
         envs = [e for e in self.columns.get(framework, []) if e.device == device]
         return envs[-1] if envs else None
+
+    def modes_release(self, framework: str) -> Environment | None:
+        """The release whose modes a case page tabulates: the newest CPU release of ``framework`` measured in
+        more than one mode (another device when no CPU release is); None when there is none."""
+        several = [e for e in self.columns.get(framework, []) if len(self.env_modes.get(e.id, ())) > 1]
+        cpu = [e for e in several if e.device == "cpu"]
+        return (cpu or several or [None])[-1]
 
     def frameworks(self) -> list[str]:
         """Frameworks with at least one environment record (measured or not), report order."""
@@ -645,6 +663,13 @@ _DECODER = msgspec.json.Decoder(Report)
 def decode_report(data: bytes | str, name: str = "report") -> Report:
     """Decode and check a report (types, then cross-references: :func:`report_problem`).
 
+    Parameters
+    ----------
+    data : bytes or str
+        The JSON text of ``reports/conventions.json`` (UTF-8).
+    name : str
+        What error messages call the document (its path).
+
     Raises
     ------
     ReportError
@@ -672,6 +697,9 @@ def decode_report(data: bytes | str, name: str = "report") -> Report:
 def load_report(path: str | Path, missing: str | None = None) -> Report:
     """Read ``path`` (``reports/conventions.json``) as a :class:`Report` (:func:`decode_report`).
 
+    The last report read is kept (one entry, keyed by path, size, mtime and inode): reading the same
+    unchanged file again returns the same object, so callers must not modify it.
+
     Raises
     ------
     ReportError
@@ -682,6 +710,10 @@ def load_report(path: str | Path, missing: str | None = None) -> Report:
     try:
         if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or a device would block or never end
             raise ReportError(f"{p}: not a regular file")
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        if _LAST[0] == key:  # `diff R#a R#b` reads one report twice: decode it once
+            return _LAST[1]  # type: ignore[return-value]
         data = p.read_bytes()
     except FileNotFoundError:
         raise ReportError(missing or f"no report at {p}") from None
@@ -689,7 +721,14 @@ def load_report(path: str | Path, missing: str | None = None) -> Report:
         raise ReportError(f"{p}: not a regular file") from None
     except OSError as err:
         raise ReportError(f"{p}: cannot read it ({err.strerror or err})") from None
-    return decode_report(data, str(p))
+    report = decode_report(data, str(p))
+    _LAST[:] = [key, report]
+    return report
+
+
+#: The last report :func:`load_report` decoded, keyed by (path, size, mtime, inode): one entry, so a
+#: long-lived process keeps at most one report alive.
+_LAST: list[Any] = [None, None]
 
 
 def _one_line(err: BaseException) -> str:
@@ -700,7 +739,8 @@ _LABELS = frozenset(LABELS)
 
 
 def report_problem(report: Report) -> str | None:
-    """The first cross-reference problem of a decoded report (types are checked by the decoder): an id
+    """The first cross-reference problem of a report (the decoder checks types and enums; this checks them
+    again for a :class:`Report` built in Python, where nothing did): an id
     listed twice, an observation of an unknown environment, case or program, a framework that is not its
     environment's, an unknown mode, dtype or label, a value naming other inputs than its case or not of the
     shape of its point (numbers or ``"nan"``/``"inf"``/``"-inf"``, :func:`kinkcheck.validate.shape_of`);
@@ -737,8 +777,10 @@ def report_problem(report: Report) -> str | None:
             if o.case not in inputs:
                 return f"observations[{i}]: case {o.case!r} is not among the report's cases"
             return f"observations[{i}]: program {o.program!r} is not a {o.framework} program of case {o.case}"
-        if o.mode not in modes or o.dtype not in dtypes:
-            return f"observations[{i}]: unknown mode {o.mode!r} or dtype {o.dtype!r}"
+        if o.mode not in modes:  # the decoder refuses these; a Report built in Python is not checked by it
+            return f"observations[{i}]: unknown mode {o.mode!r}"
+        if o.dtype not in dtypes:
+            return f"observations[{i}]: unknown dtype {o.dtype!r}"
         labels = tuple(o.labels)
         if labels not in good:
             if not labels or not _LABELS.issuperset(labels):
@@ -767,17 +809,11 @@ def _fits(value: Value, shapes: dict[str, tuple[int, ...] | None], shape_of: Any
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of :class:`Report`, generated from the types (committed as
-    ``schemas/conventions.v2.json``; a test checks the committed file is this)."""
+    ``schemas/conventions.v2.json`` by ``python -m kinkcheck.report.schema``; a test checks it is current)."""
     schema = msgspec.json.schema(Report)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": "https://kinkcheck.invalid/schemas/conventions.v2.json",
             "title": "kinkcheck report (kinkcheck/conventions/v2)",
-            "description": "Generated from kinkcheck.report.model by `python -m kinkcheck.report.model`; do "
+            "description": "Generated from kinkcheck.report.model by `python -m kinkcheck.report.schema`; do "
                            "not edit by hand.", **schema}
 
-
-if __name__ == "__main__":  # python -m kinkcheck.report.model > src/kinkcheck/schemas/conventions.v2.json
-    import json
-    import sys
-
-    sys.stdout.write(json.dumps(json_schema(), indent=1, ensure_ascii=False) + "\n")

@@ -16,6 +16,7 @@ matplotlib and module versions (:func:`kinkcheck.cache.cache_dir`, outside the r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -40,8 +41,14 @@ _MARKERS = {"torch": ("o", "#d62728"), "jax": ("s", "#1f77b4")}
 DECIMALS = 2
 
 
+@functools.cache  # read once per process, not once per plot
 def _source_hash() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+
+
+@functools.cache
+def _matplotlib_version() -> str:
+    return metadata.version("matplotlib")
 
 
 def case_svg(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> str:
@@ -164,7 +171,7 @@ def _worker() -> None:
 
 def _cache_path(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> Path:
     """Where the plot of these arguments is cached: keyed on the case, the marks, matplotlib's release and this file."""
-    key = json.dumps([case.id, case.sympy, repr(case.at), list(marks), left, right, metadata.version("matplotlib"),
+    key = json.dumps([case.id, case.sympy, repr(case.at), list(marks), left, right, _matplotlib_version(),
                       _source_hash()], sort_keys=True)
     return cache_dir() / f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
 

@@ -8,7 +8,7 @@ Formatting helpers (:func:`slug`, :func:`fmt_number`, :func:`fmt_value`, :func:`
 Read at a glance
 ----------------
 A program's row in a case table says its value over the releases of a framework as runs of equal releases
-(:func:`kinkcheck.report.model.value_runs`), one a line: ``1.13.1 – 2.13.0: 1 right``, ``2.14.1 – 2.15.0: 0 right``. A
+(:func:`kinkcheck.report.model.value_runs`), one a line: ``1.13.1 – 2.13.0: 1 right``, ``2.14.1, 2.15.0: 0 left``. A
 release's value is the float64 value (or the first dtype measured), followed by each other dtype whose status or
 label differs, or whose value differs beyond that dtype's tolerance (``f16: error``); dtypes that agree with float64
 are not repeated. Beside it a *strip*: one
@@ -33,12 +33,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import msgspec
 
 from kinkcheck.classify import LABELS, same_value
+from kinkcheck.anchors import slug
 from kinkcheck.frameworks.base import MODE_INFO, MODES, flatten
 from kinkcheck.report.model import (
     Case,
@@ -57,7 +57,7 @@ from kinkcheck.report.model import (
 )
 
 __all__ = [
-    "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "CaseView", "Face", "ProgramRow", "ReportView",
+    "CASES_DIR", "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "CaseView", "Face", "ProgramRow", "ReportView",
     "case_anchor", "case_file", "clarke_text", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
     "jinja_environment", "mark", "md_cell", "mode_anchor", "oracle_reason", "release_anchor", "report_view",
     "row_anchor", "slug",
@@ -122,7 +122,7 @@ LABEL_MARK: dict[str, Mark] = {
     "outside-domain": Mark("🔻", "#b71c1c", "not a generalized gradient"),
     "nan": Mark("🟪", "#8e24aa", "not finite"),
     "+inf": Mark("🟣", "#ce93d8", "not finite"),
-    "-inf": Mark("🟣", "#ce93d8", "not finite"),
+    "-inf": Mark("💜", "#6a1b9a", "not finite"),
     "error": Mark("⬛", "#212121", "raised"),
     "unavailable": Mark("⬜", "#e0e0e0", "nothing to judge"),
     "not-judged": Mark("⚪", "#bdbdbd", "nothing to judge"),
@@ -141,33 +141,15 @@ def mark(label: str | None) -> Mark:
 # --------------------------------------------------------------------------- formatting
 
 
-@lru_cache(maxsize=1 << 16)  # the same environment ids and programs recur in every row
-def slug(text: str) -> str:
-    """Anchor-safe, collision-free id: lowercase letters, digits and single dashes.
-
-    ``@`` reads ``-at-``; a minus sign (a ``-`` not preceded by a letter or digit) reads ``minus``, so
-    ``clamp@-1`` → ``clamp-at-minus-1`` and ``clamp@1`` → ``clamp-at-1`` stay distinct, while the
-    separator in ``sqrt-abs@0`` stays a dash: ``sqrt-abs-at-0``.
-    """
-    out = []
-    prev = ""
-    for ch in text.lower():
-        if ch == "@":
-            out.append("-at-")
-        elif ch == "-" and not prev.isalnum():
-            out.append("-minus-")
-        elif ch.isalnum() and ch.isascii():
-            out.append(ch)
-        else:
-            out.append("-")
-        if not ch.isspace():
-            prev = ch
-    return re.sub(r"-+", "-", "".join(out)).strip("-") or "x"
 
 
 def case_anchor(case_id: str) -> str:
     """``case-<slug>``: the anchor of a case (on its page, in the HTML, and in the index's list of cases)."""
     return f"case-{slug(case_id)}"
+
+
+#: The folder of the per-case pages, beside the index page ``conventions.md``.
+CASES_DIR = "cases"
 
 
 def case_file(case_id: str) -> str:
@@ -484,7 +466,7 @@ class ReportView:
         return [r for r in self.report.conformance.rows if (r.case, r.framework, r.program) in departing]
 
     def changed_in(self, kind: str) -> list[ChangedIn]:
-        """*Changed in* rows of ``kind`` (``"convention"`` or ``"availability"``), report order."""
+        """*Changed in* rows of ``kind`` (``"convention"``, ``"raises"`` or ``"availability"``), report order."""
         return [c for c in self.report.changed_in if c.kind == kind]
 
     def availability_groups(self) -> list[dict[str, Any]]:
@@ -578,7 +560,7 @@ class ReportView:
                 rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
             span = columns[0].title if len(columns) == 1 else f"{columns[0].title} – {columns[-1].title}"
             tables.append(FrameworkTable(fw, columns, span, rows))
-            newest = next((e for e in reversed(columns) if len(idx.env_modes.get(e.id, ())) > 1), None)
+            newest = idx.modes_release(fw)
             if newest is not None:
                 modes = [m for m in idx.modes if m in idx.env_modes[newest.id]]
                 mode_tables.append(ModeTable(fw, newest, modes, [
