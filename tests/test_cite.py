@@ -254,5 +254,5 @@ def test_load_report_wraps_the_model_error(tmp_path):
     with pytest.raises(CiteError, match=r"no report at .*nope.json \(run `nox -s report`, or pass --report\)"):
         load_report(tmp_path / "nope.json")
     (tmp_path / "dir.json").mkdir()
-    with pytest.raises(CiteError, match="not a regular file"):
+    with pytest.raises(CiteError, match="is a folder, not a JSON file"):
         load_report(tmp_path / "dir.json")

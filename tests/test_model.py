@@ -108,7 +108,7 @@ def test_a_report_decodes_back_and_mistakes_are_one_line():
 def test_load_report_says_what_is_missing(tmp_path):
     with pytest.raises(m.ReportError, match="no report at"):
         m.load_report(tmp_path / "absent.json")
-    with pytest.raises(m.ReportError, match="not a regular file"):
+    with pytest.raises(m.ReportError, match="is a folder, not a JSON file"):
         m.load_report(tmp_path)
 
 

@@ -706,21 +706,17 @@ def load_report(path: str | Path, missing: str | None = None) -> Report:
         Missing (``missing`` when given, else "no report at PATH"), not a regular file, unreadable, or
         anything :func:`decode_report` refuses.
     """
+    from kinkcheck.validate import read_text
+
     p = Path(path)
     try:
-        if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or a device would block or never end
-            raise ReportError(f"{p}: not a regular file")
         st = p.stat()
-        key = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-        if _LAST[0] == key:  # `diff R#a R#b` reads one report twice: decode it once
-            return _LAST[1]  # type: ignore[return-value]
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise ReportError(missing or f"no report at {p}") from None
-    except IsADirectoryError:
-        raise ReportError(f"{p}: not a regular file") from None
-    except OSError as err:
-        raise ReportError(f"{p}: cannot read it ({err.strerror or err})") from None
+        key: Any = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) if p.is_file() else None
+    except OSError:
+        key = None
+    if key is not None and _LAST[0] == key:  # `diff R#a R#b` reads one report twice: decode it once
+        return _LAST[1]  # type: ignore[no-any-return]
+    data = read_text(p, ReportError, missing or f"no report at {p}")  # a folder, FIFO, not UTF-8: one line
     report = decode_report(data, str(p))
     _LAST[:] = [key, report]
     return report
