@@ -74,7 +74,13 @@ def test_strip_squares_are_coloured_by_label(shards_report, html):
     css = dict(re.findall(r"\.sq\.(lb-[\w-]+) \{ background: (#[0-9a-f]{6}); \}", html))
     for lb, m in LABEL_MARK.items():
         assert css.get(label_class(lb)) == m.colour, f"CSS colour of {lb}"
-    squares = {a: cls for cls, a in re.findall(r'<span class="sq ([\w-]+)" id="([^"]+)"', html)}
+    squares = {a: cls for cls, a in re.findall(r'<span class="sq ([\w-]+)(?: brk)?" id="([^"]+)"', html)}
+    breaks = set(re.findall(r'<span class="sq [\w-]+ brk" id="([^"]+)"', html))
+    norm = f"{row_anchor('norminf@origin', 'jax', 'jax.numpy.linalg.norm(v, jax.numpy.inf)')}--jax-0-5-3-cpu"
+    assert norm in breaks and squares[norm] == label_class("in-clarke"), \
+        "0.5 → 0.25 under one label (in-clarke) is marked in the strip where it happens"
+    assert f"{row_anchor('norminf@origin', 'jax', 'jax.numpy.linalg.norm(v, jax.numpy.inf)')}--jax-0-4-38-cpu" \
+        not in breaks, "and nowhere else on that row"
     checked = 0
     for case in shards_report.cases:
         for p in case.programs:

@@ -95,11 +95,8 @@ def _strip(row: ProgramRow) -> Markup:
     """One square per release, in the colour of its float64 label; each is the anchor ``<row>--<environment>``."""
     parts = []
     for sq in row.strip:
-        face = sq.cell.face
-        what = "no observation" if face is None else (f"{face.value} {face.label}" if face.status == "ok"
-                                                      else face.status)
-        parts.append(f'<span class="sq {label_class(sq.cell.label)}" id="{escape(sq.anchor)}" '
-                     f'data-env="{escape(sq.env.id)}" title="{escape(sq.env.title)}: {escape(what)}"></span>')
+        parts.append(f'<span class="sq {label_class(sq.cell.label)}{" brk" if sq.boundary else ""}" id="{escape(sq.anchor)}" '
+                     f'data-env="{escape(sq.env.id)}" title="{escape(sq.title)}"></span>')
     return Markup(f'<span class="strip">{"".join(parts)}</span>')
 
 

@@ -69,17 +69,10 @@ def _runs(row: ProgramRow) -> str:
     return "<br>".join(f"{r.releases}: {_cell(r.cell)}" for _, runs in row.runs for r in runs)
 
 
-def _title(square: Any) -> str:
-    cell = square.cell
-    text = f"{square.env.title}: " + ("no observation" if cell.face is None else
-                                       (f"{cell.face.value} {cell.face.label}" if cell.face.status == "ok"
-                                        else cell.face.status))
-    return text.replace('"', "'").replace("|", "/")
-
-
 def _strip(row: ProgramRow) -> str:
-    """One square per release (:data:`LABEL_MARK`), each an anchor ``<row>--<environment>`` with a hover title."""
-    return "".join(f'<a id="{sq.anchor}" title="{_title(sq)}">{mark(sq.cell.label).emoji}</a>' for sq in row.strip)
+    """One square per release (:data:`LABEL_MARK`), each an anchor ``<row>--<environment>`` with a hover title;
+    ``┊`` before a release whose value differs from the one before (a new range)."""
+    return "".join(("┊" if sq.boundary else "") + f'<a id="{sq.anchor}" title="{sq.title.replace(chr(34), chr(39)).replace("|", "/")}">{mark(sq.cell.label).emoji}</a>' for sq in row.strip)
 
 
 def _verdicts(verdicts: list[Verdict]) -> str:

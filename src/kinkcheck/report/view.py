@@ -299,11 +299,22 @@ class Run:
 
 @dataclass(slots=True)
 class Square:
-    """One release in a strip: its environment, cell (for the label and hover text) and anchor."""
+    """One release in a strip: its environment, cell (for the label and hover text) and anchor; ``boundary``
+    when its value differs from the release before it on the same device (a new range of the values column:
+    the strip shows it even where the label, and so the colour, stays the same)."""
 
     env: Environment
     cell: Cell
     anchor: str
+    boundary: bool = False
+
+    @property
+    def title(self) -> str:
+        """Its hover text, unescaped: ``"2.13.0: 1 right"``, ``"2.0.1: error"``, ``"1.13.1: no observation"``."""
+        face = self.cell.face
+        what = "no observation" if face is None else (f"{face.value} {face.label}" if face.status == "ok"
+                                                      else face.status)
+        return f"{self.env.title}: {what}"
 
 
 @dataclass(slots=True)
@@ -556,7 +567,10 @@ class ReportView:
                     envs = [e for e in columns if e.device == dev]
                     merged = _runs([(e, cells[e.id]) for e in envs], envs)
                     runs.append((dev, merged))
-                strip = [Square(e, cells[e.id], release_anchor(case.id, fw, p, e.id)) for e in columns]
+                strip = [Square(e, cells[e.id], release_anchor(case.id, fw, p, e.id),
+                                boundary=i > 0 and e.device == columns[i - 1].device
+                                and cells[e.id].key != cells[columns[i - 1].id].key)
+                         for i, e in enumerate(columns)]
                 rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
             span = columns[0].title if len(columns) == 1 else f"{columns[0].title} – {columns[-1].title}"
             tables.append(FrameworkTable(fw, columns, span, rows))
