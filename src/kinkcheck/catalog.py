@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck import expr as ex
+from kinkcheck import registry
 from kinkcheck.anchors import slug
 
 __all__ = ["FRAMEWORKS", "Case", "Program", "Catalog", "CatalogError", "load_catalog", "default_catalog_path"]
 
 #: Frameworks that have adapters; a program's framework is its expression's root name.
-FRAMEWORKS: tuple[str, ...] = ("torch", "jax")
+FRAMEWORKS: tuple[str, ...] = registry.FRAMEWORKS
 
 #: Names usable in a case's ``sympy`` field (resolved by :mod:`kinkcheck.oracles.symbolic`).
 SYMPY_NAMES: frozenset[str] = frozenset(

@@ -19,12 +19,13 @@ from pathlib import Path
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
+from kinkcheck.registry import REGISTRY
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "bibtex", "case_page", "cff", "cite", "load_report", "principal_case"]
 
-FRAMEWORK_NAMES = {"torch": "PyTorch", "jax": "JAX"}
+FRAMEWORK_NAMES = {f.name: f.display for f in REGISTRY.values()}
 REPORT_MD = "reports/conventions.md"
 
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.registry import FRAMEWORKS
+
 EXIT_BAD_INPUT = 2
 
 
@@ -458,8 +460,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from kinkcheck.frameworks import DTYPES
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))
-    if len(frameworks) != 2 or any(f not in ("torch", "jax") for f in frameworks):
-        raise UsageError(f"--frameworks takes two of torch, jax separated by a comma, got {args.frameworks!r}")
+    if len(frameworks) != 2 or any(f not in FRAMEWORKS for f in frameworks):
+        raise UsageError(f"--frameworks takes two of {', '.join(FRAMEWORKS)} separated by a comma, "
+                         f"got {args.frameworks!r}")
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
     try:  # before the worker starts: a mode a framework lacks is bad input, not a failed evaluation
@@ -509,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mode", default="reverse",
                    help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
                         "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
-    g.add_argument("--framework", choices=("torch", "jax"), help="only for a bare method chain like x.abs()")
+    g.add_argument("--framework", choices=FRAMEWORKS, help="only for a bare method chain like x.abs()")
     g.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language over the inputs, "
                    "e.g. 'Max(x, 0)' or 'Abs(v[0]) + Abs(v[1])' (default: mapped from the program)")
     g.add_argument("--report", help="report JSON to compare with (default reports/conventions.json; "
@@ -541,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(exit 2). A killed probe resumes from its journal (.<id>.<selection>.journal.jsonl "
                                     "beside the shard, one per selection of cases, modes and dtypes); one probe per "
                                     "environment at a time (.<id>.lock).")
-    pr.add_argument("--framework", choices=("torch", "jax"), help="default with --out-dir: every installed framework")
+    pr.add_argument("--framework", choices=FRAMEWORKS, help="default with --out-dir: every installed framework")
     pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>.json "
                                   "after the environment probed")
     pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>.json")
@@ -595,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--case", help="case id (e.g. relu@-0.0); default the program's principal case: the first in "
                                   "catalog order at its kink at ordinary numbers (relu@0 for torch.relu(x)), the "
                                   "others listed after the sentence")
-    c.add_argument("--framework", choices=("torch", "jax"),
+    c.add_argument("--framework", choices=FRAMEWORKS,
                    help="only for a program text both frameworks measure in the case (x ** 0.5, v.max())")
     c.add_argument("--framework-version", help="release (default: the newest measured)")
     c.add_argument("--mode", default="reverse", help="default reverse")

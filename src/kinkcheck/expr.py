@@ -50,9 +50,9 @@ import ast
 import math
 import operator
 import types
-from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [

@@ -17,6 +17,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     encode,
 )
+from kinkcheck.registry import REGISTRY
 
 __all__ = [
     "DTYPES",
@@ -30,8 +31,8 @@ __all__ = [
     "KNOWN",
 ]
 
-#: Framework name → adapter module.
-KNOWN: dict[str, str] = {"torch": "kinkcheck.frameworks.torch", "jax": "kinkcheck.frameworks.jax"}
+#: Framework name → adapter module (:data:`kinkcheck.registry.REGISTRY`).
+KNOWN: dict[str, str] = {f.name: f.adapter for f in REGISTRY.values()}
 
 
 def get_adapter(name: str) -> Adapter:

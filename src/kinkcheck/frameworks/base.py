@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kinkcheck import expr as ex
+from kinkcheck.registry import REGISTRY
 
 __all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODE_INFO", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
            "short_error", "split_inputs"]
@@ -32,10 +33,7 @@ MODE_INFO: dict[str, str] = {
 }
 MODES: tuple[str, ...] = tuple(MODE_INFO)
 #: The modes each adapter implements (``Adapter.modes``).
-FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {
-    "torch": ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
-    "jax": ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"),
-}
+FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {f.name: f.modes for f in REGISTRY.values()}
 #: Modes whose value is a gradient (comparable with ``reverse``); second-order is judged on its own.
 GRADIENT_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "second-order")
 #: Compiled modes: the probe batches every program of the catalog into one compiled call per dtype.

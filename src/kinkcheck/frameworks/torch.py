@@ -17,8 +17,8 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
     COMPILED_MODES,
+    FRAMEWORK_MODES,
     FrameworkUnavailable,
     ProgramError,
     Unavailable,

@@ -90,7 +90,6 @@ from kinkcheck.oracles.pieces import (
     _scale_for,
     probe_directions,
 )
-
 from kinkcheck.oracles.translate import (
     _SYMPY_FAILURES,
     _exact_float,

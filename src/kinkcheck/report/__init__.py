@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.catalog import Catalog
-from kinkcheck.validate import _no_gc
 from kinkcheck.report.view import CASES_DIR
+from kinkcheck.validate import _no_gc
 
 __all__ = ["CASES", "FILES", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 

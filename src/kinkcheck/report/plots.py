@@ -29,6 +29,7 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case
+from kinkcheck.registry import REGISTRY
 from kinkcheck.report.view import slug
 
 __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs"]
@@ -36,7 +37,7 @@ __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs"]
 _STEP = 1e-7
 _HALF_WIDTH = 1.0
 _POINTS = 161
-_MARKERS = {"torch": ("o", "#d62728"), "jax": ("s", "#1f77b4")}
+_MARKERS = {f.name: f.marker for f in REGISTRY.values()}
 #: Decimals kept in the SVG's coordinates and lengths (attributes only: text such as legend values is untouched).
 DECIMALS = 2
 

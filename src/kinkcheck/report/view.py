@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from kinkcheck.classify import LABELS, same_value
 from kinkcheck.anchors import slug
+from kinkcheck.classify import LABELS, same_value
 from kinkcheck.frameworks.base import MODE_INFO, MODES, flatten
 from kinkcheck.report.model import (
     Case,
