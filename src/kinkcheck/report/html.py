@@ -28,14 +28,9 @@ from kinkcheck.report.view import (
     ProgramRow,
     Verdict,
     case_anchor,
-    clarke_text,
-    fmt_exact,
-    fmt_matrix,
-    fmt_number,
     fmt_value,
     fmt_vector,
     jinja_environment,
-    oracle_reason,
     report_view,
     slug,
 )
@@ -158,9 +153,7 @@ def _plots(report: Report, catalog: Catalog) -> dict[str, Markup]:
 @cache
 def _template() -> Any:
     env = jinja_environment(autoescape=True)
-    env.filters.update(slug=slug, num=fmt_number, value=fmt_value, vec=fmt_vector, matrix=fmt_matrix, cell=_cell,
-                       brief=_brief, runs=_runs, strip=_strip, verdicts=_verdicts, exact=fmt_exact,
-                       clarke=clarke_text, reason=oracle_reason, lbclass=label_class)
+    env.filters.update(cell=_cell, brief=_brief, runs=_runs, strip=_strip, verdicts=_verdicts, lbclass=label_class)
     return env.get_template("conventions.html.j2")
 
 

@@ -28,19 +28,13 @@ from kinkcheck.report.view import (
     Verdict,
     case_anchor,
     case_file,
-    clarke_text,
-    fmt_exact,
-    fmt_matrix,
-    fmt_number,
     fmt_value,
     fmt_vector,
     jinja_environment,
     mark,
     md_cell,
     md_text,
-    oracle_reason,
     report_view,
-    slug,
 )
 
 __all__ = ["render_case_pages", "render_markdown"]
@@ -98,11 +92,8 @@ def _brief(b: Brief) -> str:
 @cache
 def _template(name: str) -> Any:
     env = jinja_environment(autoescape=False)
-    env.filters.update(matrix=fmt_matrix, slug=slug, num=fmt_number, value=fmt_value, exact=fmt_exact,
-                       clarke=clarke_text, reason=oracle_reason, md_cell=md_cell, md_text=md_text, vec=fmt_vector,
-                       cell=_cell,
-                       runs=_runs, strip=_strip, verdicts=_verdicts, brief=_brief,
-                       emoji=lambda label: mark(label).emoji)
+    env.filters.update(md_cell=md_cell, md_text=md_text, cell=_cell, runs=_runs, strip=_strip, verdicts=_verdicts,
+                       brief=_brief, emoji=lambda label: mark(label).emoji)
     return env.get_template(name)
 
 

@@ -654,7 +654,9 @@ def _build(report: Report) -> ReportView:
 
 def jinja_environment(autoescape: bool) -> Any:
     """A new Jinja2 environment over the report templates (``templates/*.j2``, read from the package): strict
-    (a missing field raises), blocks trimmed, ``autoescape`` for HTML. The caller adds its filters. Compiled
+    (a missing field raises), blocks trimmed, ``autoescape`` for HTML, with the format-neutral filters both
+    renderers use (``slug``, ``num``, ``value``, ``vec``, ``matrix``, ``exact``, ``clarke``, ``reason``); the
+    caller adds its own (cells, strips, escaping). Compiled
     templates are cached under :func:`kinkcheck.cache.cache_dir` (``jinja/``, keyed on each template's text),
     which saves a third of a second per process; an unwritable cache is skipped."""
     from importlib import resources
@@ -663,9 +665,12 @@ def jinja_environment(autoescape: bool) -> Any:
 
     folder = resources.files("kinkcheck.report").joinpath("templates")
     sources = {t.name: t.read_text() for t in folder.iterdir() if t.name.endswith(".j2")}
-    return jinja2.Environment(loader=jinja2.DictLoader(sources), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=autoescape,
-                              bytecode_cache=_bytecode_cache())
+    env = jinja2.Environment(loader=jinja2.DictLoader(sources), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=autoescape,
+                             bytecode_cache=_bytecode_cache())
+    env.filters.update(slug=slug, num=fmt_number, value=fmt_value, vec=fmt_vector, matrix=fmt_matrix, exact=fmt_exact,
+                       clarke=clarke_text, reason=oracle_reason)
+    return env
 
 
 def _bytecode_cache() -> Any:
