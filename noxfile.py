@@ -47,28 +47,29 @@ PYTHON = None
 #: has wheels for it).
 FALLBACK_PYTHON = "3.11"
 
-#: The default version matrix (checked 2026-11-29 with `pip index versions`): PyTorch 1.13.1 and the newest
-#: patch of every minor line from 2.0; JAX 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of
-#: every minor line from 0.5. The last entry of each list is the newest release.
-MATRIX: dict[str, list[str]] = {
-    "torch": ["1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
-              "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"],
-    "jax": ["0.4.13", "0.4.20", "0.4.26", "0.4.30", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2",
-            "0.10.2"],
-}
-#: The newest CPython (major, minor) each release has wheels for (torch: cp312 from 2.2, cp313 from 2.5, cp314
-#: from 2.9; jaxlib: cp312 from 0.4.17, cp313 from 0.4.34, cp314 from 0.8). A release not listed has wheels for
-#: every Python the project supports.
-MAX_PYTHON: dict[str, dict[str, tuple[int, int]]] = {
-    "torch": {"1.13.1": (3, 11), "2.0.1": (3, 11), "2.1.2": (3, 11), "2.2.2": (3, 12), "2.3.1": (3, 12),
-              "2.4.1": (3, 12), "2.5.1": (3, 13), "2.6.0": (3, 13), "2.7.1": (3, 13), "2.8.0": (3, 13)},
-    "jax": {"0.4.13": (3, 11), "0.4.20": (3, 12), "0.4.26": (3, 12), "0.4.30": (3, 12), "0.4.38": (3, 13),
-            "0.5.3": (3, 13), "0.6.2": (3, 13), "0.7.2": (3, 13)},
-}
+
+def _kinkcheck(module: str = "") -> Any:
+    """Import ``kinkcheck.<module>`` (or ``kinkcheck``) from ``src/`` into nox's own Python (stdlib-only modules)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "src"))
+    try:
+        return importlib.import_module("kinkcheck" + (f".{module}" if module else ""))
+    finally:
+        sys.path.pop(0)
+
+
+#: The framework registry (``src/kinkcheck/registry.py``, standard library only): each framework's default
+#: version matrix (newest patch of each minor line with wheels for Python 3.11 on Linux x86-64; the last entry is
+#: the newest release), its install requirements per release, the newest CPython each release has wheels for,
+#: and the release the tests install.
+REGISTRY = _kinkcheck("registry").REGISTRY
+MATRIX: dict[str, list[str]] = {fw.name: list(fw.versions) for fw in REGISTRY.values() if fw.versions}
+MAX_PYTHON: dict[str, dict[str, tuple[int, int]]] = {fw.name: dict(fw.max_python) for fw in REGISTRY.values()}
 LATEST = {fw: versions[-1] for fw, versions in MATRIX.items()}
 #: Versions the tests pin their expected values to (torch 2.13.0 has a CPU wheel on the dev machines, and
 #: it is the release the public cases P0-P2 were reported against).
-TESTED = {"torch": "2.13.0", "jax": "0.10.2"}
+TESTED: dict[str, str] = {fw.name: fw.tested for fw in REGISTRY.values() if fw.tested}
 
 PROBES = [
     nox.param(fw, v, id=f"{fw}-{v}", tags=["probe", fw] + (["latest"] if v == LATEST[fw] else []))
@@ -82,18 +83,13 @@ def _version_tuple(v: str) -> tuple[int, ...]:
 
 
 def _requirements(framework: str, version: str) -> list[str]:
-    """What to install for one environment; old releases were built against NumPy 1."""
-    if framework == "torch":
-        # setuptools: inductor imports it at compile time (torch <= 2.10); uv's virtualenvs have none. torch 2.1
-        # imports pkg_resources, which recent setuptools no longer ships: an older setuptools for old torch.
-        reqs = [f"torch=={version}", "setuptools" if _version_tuple(version) >= (2, 4) else "setuptools<70"]
-        if _version_tuple(version) < (2, 3):
-            reqs.append("numpy<2")
-        return reqs
-    reqs = [f"jax=={version}", f"jaxlib=={version}"]
-    if _version_tuple(version) < (0, 4, 26):
-        reqs += ["numpy<2", "scipy<1.13"]
-    return reqs
+    """What to install for one environment (``registry.Framework.requirements``)."""
+    return list(REGISTRY[framework].requirements(version))
+
+
+def _tested_requirements() -> list[str]:
+    """Every framework's tested release (:data:`TESTED`), for the test, bench and fuzz sessions."""
+    return [r for fw, version in TESTED.items() for r in _requirements(fw, version)]
 
 
 def _install_env() -> dict[str, str]:
@@ -138,17 +134,6 @@ def _stamp(stamp: Path, args: tuple[str, ...] | list[str]) -> None:
 # --- What to probe (no virtualenv, no framework: kinkcheck's catalog and shards modules read JSON/TOML) --
 
 
-def _kinkcheck(module: str = "") -> Any:
-    """Import ``kinkcheck.<module>`` (or ``kinkcheck``) from ``src/`` into nox's own Python (stdlib-only modules)."""
-    import importlib
-
-    sys.path.insert(0, str(ROOT / "src"))
-    try:
-        return importlib.import_module("kinkcheck" + (f".{module}" if module else ""))
-    finally:
-        sys.path.pop(0)
-
-
 def _catalog() -> Any:
     return _kinkcheck("catalog").load_catalog(CATALOG)
 
@@ -186,8 +171,9 @@ def _fresh_marker(shard: Path, framework: str) -> Path | None:
     base = _kinkcheck("frameworks.base")
     try:
         code = b"".join((ROOT / "src" / "kinkcheck" / f).read_bytes()
-                        for f in ("shards.py", "catalog.py", "frameworks/base.py"))
-        digest = hashlib.sha256(shard.read_bytes() + b"\0" + CATALOG.read_bytes() + b"\0" + code + b"\0" + json.dumps(
+                        for f in ("shards.py", "catalog.py", "frameworks/base.py", "registry.py"))
+        programs = b"".join(p.read_bytes() for p in sorted((CATALOG.parent / "programs").glob("*.toml")))
+        digest = hashlib.sha256(shard.read_bytes() + b"\0" + CATALOG.read_bytes() + programs + b"\0" + code + b"\0" + json.dumps(
             [framework, list(base.FRAMEWORK_MODES[framework]), list(base.DTYPES)]).encode()).hexdigest()
     except OSError:
         return None
@@ -342,9 +328,8 @@ def render(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite (pytest) against the pinned PyTorch 2.13.0 and JAX 0.10.2 on CPU."""
-    session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
-                    env=_install_env())
+    """Run the test suite (pytest) against each framework's tested release (PyTorch 2.13.0, JAX 0.10.2 …) on CPU."""
+    session.install(*_tested_requirements(), env=_install_env())
     session.install("-e", ".[test]", MATPLOTLIB, env=_install_env())
     session.run("pytest", *session.posargs)
 
@@ -357,8 +342,7 @@ def bench(session: nox.Session) -> None:
         _install_once(session, "-e", ".", MATPLOTLIB)
         session.run("python", "-m", "kinkcheck.bench", *session.posargs)
         return
-    session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
-                    env=_install_env())
+    session.install(*_tested_requirements(), env=_install_env())
     session.install("-e", ".", env=_install_env())
     session.run("python", "-m", "kinkcheck.bench", *session.posargs)
 
@@ -404,8 +388,7 @@ FUZZ_EXAMPLES = 10_000
 @nox.session(python=PYTHON)
 def fuzz(session: nox.Session) -> None:
     """Fuzz the expression language and the oracle: 10,000 generated examples per test file."""
-    session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
-                    env=_install_env())
+    session.install(*_tested_requirements(), env=_install_env())
     session.install("-e", ".[test]", env=_install_env())
     session.run("pytest", *FUZZ_TESTS, "-q", "--hypothesis-show-statistics", *session.posargs,
                 env={"KINKCHECK_FUZZ_EXAMPLES": os.environ.get("KINKCHECK_FUZZ_EXAMPLES", str(FUZZ_EXAMPLES))})

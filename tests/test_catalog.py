@@ -66,8 +66,9 @@ def test_hash_is_stable_and_content_based(tmp_path):
 @pytest.mark.parametrize(
     "body, reason",
     [
-        ("[[case]]\nid='a'\nsympy='Max(x, 0)'\nat={x=0}\n[case.programs]\ntorch=['torch.relu(x)']\n",
-         "no jax program and no no_equivalent.jax reason"),
+        ("[[case]]\nid='a'\nsympy='Max(x, 0)'\nat={x=0}\n[case.programs]\ntorch=['torch.relu(x)']\njax=['jax.nn.relu(x)']\n"
+         "[[case]]\nid='b'\nsympy='Max(x, 0)'\nat={x=1}\n[case.programs]\ntorch=['torch.relu(x)']\n",
+         "case 'b': no jax program and no no_equivalent.jax reason"),
         ("[[case]]\nid='a'\nsympy='Max(x, 0)'\nat={x=0}\n[case.programs]\ntorch=['__import__(1)']\njax=['jax.nn.relu(x)']\n",
          "unknown name '__import__'"),
         ("[[case]]\nid='a'\nsympy='Max(x, 0)'\nat={x=0}\n[case.programs]\ntorch=['jax.nn.relu(x)']\njax=['jax.nn.relu(x)']\n",

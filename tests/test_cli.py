@@ -71,7 +71,7 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "x.abs()", "--at", "x=0"], "add --framework"),
         (["grad", "torch.relu(x)", "--at", "x=0,y=1"], "does not use it"),
         (["grad", "torch.argmax(x)", "--at", "x=[1,2]"], "which has no gradient"),
-        (["grad", "tensorflow.relu(x)", "--at", "x=0"], "unknown name 'tensorflow'"),
+        (["grad", "caffe.relu(x)", "--at", "x=0"], "unknown name 'caffe'"),
         (["report", "--shards", "/nonexistent", "--out", "/tmp/x"], "no such shard folder"),
         (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--dtype", "int8"], "unknown dtype 'int8'"),
         (["frobnicate"], "invalid choice"),

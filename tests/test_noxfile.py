@@ -71,11 +71,16 @@ def test_every_fresh_shard_makes_no_virtualenv(sandbox, catalog):
     """Issue 10: a `nox -s report` with every shard fresh created 28 virtualenvs it never used."""
     noxfile, obs, made = sandbox
     before = {p.name: p.read_bytes() for p in obs.iterdir()}
+    probed = 0
     for fw, versions in noxfile.MATRIX.items():
         for v in versions:
+            if not (obs / f"{fw}-{v}-cpu.json").exists():
+                continue  # a release without a committed shard yet is measured, not fresh
             session = Session()
             _run_probe(noxfile, session, fw, v)
             assert not session.runs and "is fresh" in session.logs[-1], (fw, v, session.logs)
+            probed += 1
+    assert probed >= 28, f"the committed torch and jax shards at least: {probed}"
     assert made == [], f"no virtualenv is made when nothing is to be measured: {made}"
     assert {p.name: p.read_bytes() for p in obs.iterdir()} == before, "and no shard is touched"
 

@@ -1,26 +1,35 @@
-"""The framework registry: every place that names a framework reads one record."""
+"""The framework registry: every place that names a framework reads one record, and a framework added through
+the registry alone (the fake framework of ``tests/fakefw``) flows from the catalog through the probe and the
+shard schema to the report, ``grad`` and ``cite``."""
 
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 import pytest
 
-from kinkcheck import catalog, cli, registry
+from kinkcheck import catalog, cli, conformance, expr, registry
 from kinkcheck.cite import FRAMEWORK_NAMES
 from kinkcheck.frameworks import KNOWN
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, MODES
+from kinkcheck.frameworks.base import DTYPES, FRAMEWORK_MODES, MODES
 from kinkcheck.probe import DISTRIBUTIONS
 from kinkcheck.report import plots
+from kinkcheck.shards import shard_schema
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_consumer_reads_the_registry():
     names = tuple(registry.REGISTRY)
-    assert catalog.FRAMEWORKS == registry.FRAMEWORKS == names == ("torch", "jax"), names
-    assert KNOWN == {n: registry.REGISTRY[n].adapter for n in names}, "adapters"
-    assert FRAMEWORK_MODES == {n: registry.REGISTRY[n].modes for n in names}, "modes"
-    assert DISTRIBUTIONS == {"torch": "torch", "jax": "jax"} and FRAMEWORK_NAMES == {"torch": "PyTorch", "jax": "JAX"}
-    assert plots._MARKERS == {n: registry.REGISTRY[n].marker for n in names}, "plot markers"
+    assert tuple(catalog.FRAMEWORKS) == tuple(registry.FRAMEWORKS) == names, names
+    assert names[:3] == ("torch", "jax", "tensorflow") and len(names) >= 9, f"the seven frameworks of issue 13: {names}"
+    assert dict(KNOWN) == {n: registry.REGISTRY[n].adapter for n in names}, "adapters"
+    assert dict(FRAMEWORK_MODES) == {n: registry.REGISTRY[n].modes for n in names}, "modes"
+    assert DISTRIBUTIONS["tensorflow"] == "tensorflow-cpu" and FRAMEWORK_NAMES["jax"] == "JAX"
+    assert dict(plots._MARKERS) == {n: registry.REGISTRY[n].marker for n in names}, "plot markers"
+    assert expr.ALIASES["tf"] == "tensorflow" and expr.ALIASES["jnp"] == "jax.numpy", dict(expr.ALIASES)
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     for command in ("grad", "probe", "cite"):
@@ -28,10 +37,33 @@ def test_every_consumer_reads_the_registry():
         assert tuple(fw.choices) == names, f"{command} --framework choices come from the registry"
 
 
-@pytest.mark.parametrize("name", list(registry.REGISTRY))
+def test_the_committed_shard_schema_lists_the_registry():
+    """The shard schema's enums are filled from the registry when loaded; the committed file holds the same."""
+    committed = json.loads((ROOT / "src/kinkcheck/schemas/shard.v1.json").read_text())
+    for schema in (committed, shard_schema()):
+        props = schema["properties"]
+        assert props["environment"]["properties"]["framework"]["enum"] == list(registry.FRAMEWORKS)
+        assert props["observations"]["items"]["properties"]["mode"]["enum"] == list(MODES)
+        assert props["networks"]["items"]["properties"]["dtype"]["enum"] == list(DTYPES)
+
+
+def test_records_are_consistent():
+    seen: dict[str, str] = {}
+    for rec in registry.REGISTRY.values():
+        assert set(rec.modes) <= set(MODES) and rec.modes[0] == "reverse", (rec.name, rec.modes)
+        assert set(rec.dtypes) <= set(DTYPES), (rec.name, rec.dtypes)
+        assert set(rec.documented.values()) <= set(registry.DOCUMENTED_FAMILIES), rec.name
+        assert all(rec.requirements(v) for v in rec.versions), f"{rec.name}: every release has a requirement"
+        for alias in rec.aliases:
+            assert alias not in seen and alias not in registry.REGISTRY, f"alias {alias!r} of {rec.name} is taken"
+            seen[alias] = rec.name
+        assert list(rec.versions) == sorted(rec.versions, key=lambda v: tuple(int(p) for p in v.split("."))), \
+            f"{rec.name}: the matrix is oldest first"
+
+
+@pytest.mark.parametrize("name", ["torch", "jax"])
 def test_a_record_is_consistent_with_its_adapter(name):
     rec = registry.framework(name)
-    assert set(rec.modes) <= set(MODES) and rec.modes[0] == "reverse", rec.modes
     module = importlib.import_module(rec.adapter)
     adapter_class = next(v for v in vars(module).values() if isinstance(v, type) and getattr(v, "modes", None)
                          and v.__module__ == module.__name__)
@@ -39,5 +71,97 @@ def test_a_record_is_consistent_with_its_adapter(name):
 
 
 def test_an_unknown_framework_is_one_line():
-    with pytest.raises(KeyError, match=r"unknown framework 'tensorflow' \(known: torch, jax\)"):
-        registry.framework("tensorflow")
+    with pytest.raises(KeyError, match=r"unknown framework 'caffe' \(known: torch, jax, tensorflow, "):
+        registry.framework("caffe")
+
+
+def test_register_refuses_a_taken_name_or_alias():
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(registry.framework("jax"))
+    clash = registry.Framework("other", "Other", "other", "other", ("reverse",), ("o", "#000000"), aliases={"tf": "x"})
+    with pytest.raises(ValueError, match="tf already names a framework or alias"):
+        registry.register(clash)
+    assert "other" not in registry.REGISTRY
+
+
+FAKE = registry.Framework(
+    "fakefw", "FakeFW", "fakefw", "fakefw_adapter", ("reverse", "forward"), ("d", "#000000"),
+    aliases={"ffw": "fakefw"}, dtypes=("float64",), versions=("0.3.1",), requirements=lambda v: [f"fakefw=={v}"],
+    rule=("relu'(0) = 0 (documented, and violated by the implementation)", "tests/fakefw/__init__.py"),
+    documented={"fakefw.relu": "zero"},
+)
+
+CATALOG = """
+[[case]]
+id = "relu@0"
+title = "relu at 0"
+sympy = "Max(x, 0)"
+at = { x = 0 }
+activation = "relu"
+
+[[case]]
+id = "maximum@tie"
+title = "maximum at a tie"
+sympy = "Max(x, y)"
+at = { x = 1, y = 1 }
+tie = true
+"""
+
+PROGRAMS = """
+["relu@0"]
+programs = ["ffw.relu(x)", "fakefw.maximum(x, 0.0)"]
+
+["maximum@tie"]
+programs = ["fakefw.maximum(x, y)"]
+note = "the tie goes to the second argument"
+"""
+
+
+def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
+    """Registered alone (no other file of kinkcheck names it), a framework's programs load from its program
+    file, its probe writes a shard that the schema accepts, and the report, ``grad`` and ``cite`` show it."""
+    from kinkcheck import cite, probe, shards
+    from kinkcheck.report import write_reports
+    from kinkcheck.report.model import load_report
+
+    (tmp_path / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "programs").mkdir()
+    (tmp_path / "programs" / "fakefw.toml").write_text(PROGRAMS)
+    with registry.registered(FAKE):
+        cat = catalog.load_catalog(tmp_path / "catalog.toml")
+        assert [p.id for _, p in cat.programs("fakefw")] == [
+            "fakefw.relu(x)", "fakefw.maximum(x, 0.0)", "fakefw.maximum(x, y)"], "aliases expand in program ids"
+        assert cat.case("maximum@tie").notes == {"fakefw": "the tie goes to the second argument"}
+
+        shard = probe.probe("fakefw", dtypes=("float64", "float32"), catalog=cat)
+        out = tmp_path / "obs" / "fakefw-0.3.1-cpu.json"
+        shards.write_shard(out, shard)  # validates against the schema, whose framework enum now has fakefw
+        values = {(o["case"], o["program"], o["mode"], o["dtype"]): (o["status"], o.get("value"))
+                  for o in shard["observations"]}
+        assert values[("relu@0", "fakefw.relu(x)", "reverse", "float64")] == ("ok", {"x": 1.0}), values
+        assert values[("maximum@tie", "fakefw.maximum(x, y)", "forward", "float64")] == (
+            "ok", {"x": 0.0, "y": 1.0}), "the fake's tie goes to the second argument"
+        assert values[("relu@0", "fakefw.relu(x)", "reverse", "float32")][0] == "unavailable", values
+
+        loaded, problems = shards.load_shards(tmp_path / "obs", cat)
+        assert not problems, problems
+        write_reports(loaded, cat, tmp_path / "report")
+        report = load_report(tmp_path / "report" / "conventions.json")
+        labels = {(o.case, o.program, o.mode, o.dtype): o.labels[0] for o in report.observations}
+        assert labels[("relu@0", "fakefw.relu(x)", "reverse", "float64")] == "right", labels
+        assert labels[("maximum@tie", "fakefw.maximum(x, y)", "reverse", "float64")] == "last", labels
+        verdicts = {(o.case, o.program): o.conformance for o in report.observations
+                    if o.mode == "reverse" and o.dtype == "float64"}
+        assert verdicts[("relu@0", "fakefw.relu(x)")] == "departs", "its own documented rule says relu'(0) = 0"
+        assert verdicts[("maximum@tie", "fakefw.maximum(x, y)")] == "open", verdicts
+        assert report.conformance.rules["fakefw"].source == "tests/fakefw/__init__.py"
+        page = (tmp_path / "report" / "cases" / "relu-at-0.md").read_text()
+        assert "fakefw.relu(x)" in page and "fakefw" in (tmp_path / "report" / "conventions.md").read_text()
+
+        # in this process: a bounded worker would not see the registration
+        assert cli.main(["grad", "ffw.maximum(x, y)", "--at", "x=1,y=1", "--no-isolate"]) == 0
+        assert capsys.readouterr().out.startswith('{"x": 0.0, "y": 1.0}'), "grad runs the fake through its adapter"
+        text = cite.cite(report, "fakefw.relu(x)", case="relu@0", framework="fakefw").sentence
+        assert "FakeFW 0.3.1" in text, text
+    assert "fakefw" not in registry.REGISTRY and "ffw" not in expr.ALIASES, "registered() undoes the registration"
+    assert conformance.RULES.get("fakefw") is None

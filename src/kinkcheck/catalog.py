@@ -22,7 +22,7 @@ from kinkcheck import expr as ex
 from kinkcheck import registry
 from kinkcheck.anchors import slug
 
-__all__ = ["FRAMEWORKS", "Case", "Program", "Catalog", "CatalogError", "load_catalog", "default_catalog_path"]
+__all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "Case", "Program", "Catalog", "CatalogError", "load_catalog", "default_catalog_path"]
 
 #: Frameworks that have adapters; a program's framework is its expression's root name.
 FRAMEWORKS: tuple[str, ...] = registry.FRAMEWORKS
@@ -222,7 +222,8 @@ def _point(at: Mapping[str, Any], where: str) -> None:
             raise CatalogError(f"{where}: {err}") from None
 
 
-def _case(entry: Any, index: int) -> Case:
+def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
+          files: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> Case:
     where = f"case #{index + 1}"
     if not isinstance(entry, dict):
         raise CatalogError(f"{where}: a case must be a table ([[case]]), not {_toml_type(entry)}")
@@ -241,21 +242,36 @@ def _case(entry: Any, index: int) -> Case:
         ex.parse(sympy_text, at, SYMPY_NAMES)
     except ex.ExprError as err:
         raise CatalogError(f"{where}: sympy field: {err}") from None
-    programs: list[Program] = []
-    seen: set[tuple[str, str]] = set()
     table = entry.get("programs", {})
     if not isinstance(table, dict):
         raise CatalogError(f"{where}: 'programs' must be a table of framework = [expressions]")
     no_eq = dict(_opt(entry, "no_equivalent", dict, where, {}))
+    notes = dict(_opt(entry, "notes", dict, where, {}))
     for fw in table:
         if fw not in FRAMEWORKS:
             raise CatalogError(f"{where}: unknown framework {fw!r} (known: {', '.join(FRAMEWORKS)})")
         _opt(table, fw, list, f"{where}: programs", [])
+    texts = {fw: list(table.get(fw, [])) for fw in FRAMEWORKS}
+    for fw, entries in (files or {}).items():  # a framework's own program file (references/programs/<fw>.toml)
+        if fw in table or fw in no_eq:
+            raise CatalogError(f"{where}: {fw} programs are in both the case and references/programs/{fw}.toml")
+        own = entries.get(cid)
+        if own is None:
+            raise CatalogError(f"references/programs/{fw}.toml: no entry for case {cid!r} (list its programs or "
+                               "give a no_equivalent reason)")
+        texts[fw] = list(own.get("programs", []))
+        if "no_equivalent" in own:
+            no_eq[fw] = own["no_equivalent"]
+        if "note" in own:
+            notes[fw] = own["note"]
+    programs: list[Program] = []
+    seen: set[tuple[str, str]] = set()
     for fw in FRAMEWORKS:
-        texts = table.get(fw, [])
-        if not texts and fw not in no_eq:
+        if fw not in catalogued:
+            continue  # registered, but no program table yet: it has no programs (the report says so)
+        if not texts[fw] and fw not in no_eq:
             raise CatalogError(f"{where}: no {fw} program and no no_equivalent.{fw} reason")
-        for text in texts:
+        for text in texts[fw]:
             try:
                 tree = ex.parse(text, at, {fw})
             except ex.ExprError as err:
@@ -275,7 +291,7 @@ def _case(entry: Any, index: int) -> Case:
         sources=tuple(_opt(entry, "sources", list, where, ())),
         note=_opt(entry, "note", str, where, None),
         programs=tuple(programs),
-        notes=dict(_opt(entry, "notes", dict, where, {})),
+        notes=notes,
         no_equivalent=no_eq,
         modes=_modes(entry.get("modes", ()), where),
     )
@@ -286,6 +302,50 @@ def _modes(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or any(not isinstance(m, str) or m not in known for m in value):
         raise CatalogError(f"{where}: 'modes' must be a list of {', '.join(known)}")
     return tuple(value)
+
+
+#: Folder beside the catalog holding one program file per framework (``programs/tensorflow.toml``).
+PROGRAMS_DIR = "programs"
+_PROGRAM_FIELDS = {"programs": list, "no_equivalent": str, "note": str}
+
+
+def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Framework → case id → ``{"programs": [...], "no_equivalent": "...", "note": "..."}`` from
+    ``folder/<framework>.toml`` (a registered framework's own program table; none when the folder is absent).
+
+    Every key of a file must be a case id of the catalog, and every case must have an entry (programs, or
+    a ``no_equivalent`` reason).
+    """
+    if not folder.is_dir():
+        return {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    known = set(case_ids)
+    for path in sorted(folder.glob("*.toml")):
+        fw = path.stem
+        where = f"references/{PROGRAMS_DIR}/{path.name}"
+        if fw not in FRAMEWORKS:
+            raise CatalogError(f"{where}: {fw!r} is not a registered framework (known: {', '.join(FRAMEWORKS)})")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as err:
+            raise CatalogError(f"cannot read {where}: {err.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise CatalogError(f"{where} is not valid TOML: {err}") from None
+        for cid, entry in data.items():
+            if cid not in known:
+                raise CatalogError(f"{where}: {cid!r} is not a case id of the catalog")
+            if not isinstance(entry, dict):
+                raise CatalogError(f"{where}: [{cid!r}] must be a table, not {_toml_type(entry)}")
+            for key, value in entry.items():
+                kind = _PROGRAM_FIELDS.get(key)
+                if kind is None:
+                    raise CatalogError(f"{where}: case {cid!r}: unknown field {key!r} "
+                                       f"(known: {', '.join(_PROGRAM_FIELDS)})")
+                _opt(entry, key, kind, f"{where}: case {cid!r}", None)
+            if not entry.get("programs") and "no_equivalent" not in entry:
+                raise CatalogError(f"{where}: case {cid!r}: no program and no no_equivalent reason")
+        out[fw] = data
+    return out
 
 
 @cache
@@ -308,8 +368,12 @@ def _load(path: str) -> Catalog:
         raise CatalogError(f"catalog {path}: 'case' must be an array of tables ([[case]]), not {_toml_type(entries)}")
     if not entries:
         raise CatalogError(f"catalog {path} has no case (add [[case]] tables; see references/catalog.toml)")
+    files = _program_files(p.parent / PROGRAMS_DIR, [e.get("id") for e in entries if isinstance(e, dict)])
+    catalogued = frozenset(fw for e in entries if isinstance(e, dict)
+                           for key in ("programs", "no_equivalent") if isinstance(e.get(key), dict)
+                           for fw in e[key]) | frozenset(files)
     try:
-        cases = tuple(_case(e, i) for i, e in enumerate(entries))
+        cases = tuple(_case(e, i, catalogued, files) for i, e in enumerate(entries))
     except RecursionError:  # a point nested past what the shape checks walk (parsed, but no catalog point)
         raise CatalogError(f"catalog {path}: a value is nested too deeply") from None
     ids = [c.id for c in cases]
@@ -323,7 +387,8 @@ def _load(path: str) -> Catalog:
             raise CatalogError(f"catalog {path}: case ids {other!r} and {i!r} read the same in a report page name "
                                f"and anchor ({slug(i)!r}): rename one")
     # Hash the parsed content, not the bytes: comments and layout do not make shards stale.
-    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    canon = json.dumps(data if not files else {**data, "programs": files}, sort_keys=True, separators=(",", ":"),
+                       default=str)
     digest = hashlib.sha256(canon.encode()).hexdigest()[:16]
     return Catalog(cases, digest, str(p))
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
-from kinkcheck.registry import REGISTRY
+from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "bibtex", "case_page", "cff", "cite", "load_report", "principal_case"]
 
-FRAMEWORK_NAMES = {f.name: f.display for f in REGISTRY.values()}
+FRAMEWORK_NAMES = view(lambda f: f.display)
 REPORT_MD = "reports/conventions.md"
 
 
@@ -190,7 +190,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         first = principal_case(list({c.id: c for c, _, _ in cells}.values()))
         chosen = [cell for cell in cells if cell[0] is first]
     if len({fw for _, _, fw in chosen}) > 1:
-        raise CiteError(f"{chosen[0][1]} is measured in both {' and '.join(fw for _, _, fw in chosen)} at "
+        fws = list(dict.fromkeys(fw for _, _, fw in chosen))
+        raise CiteError(f"{chosen[0][1]} is a program of {', '.join(fws[:-1])} and {fws[-1]} at "
                         f"{chosen[0][0].id}; pick one with --framework")
     c, pid, framework = chosen[0]
     others = tuple(dict.fromkeys(cc.id for cc, _, fw in cells if cc.id != c.id and fw == framework))

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kinkcheck.dtypes import DTYPE_INFO, canonical
 from kinkcheck.geometry import hull_distance
 
 if TYPE_CHECKING:
@@ -82,9 +83,8 @@ LABELS: tuple[str, ...] = (
 #: Absolute and relative tolerance per dtype: a few units in the last place of each format's epsilon
 #: (float64 2.2e-16, float32 1.2e-7, float16 9.8e-4, bfloat16 7.8e-3), loose enough for one rounding of
 #: a product or a transcendental, tight enough that 0.5 and 0.50000006 differ in float64.
-TOLERANCES: dict[str, float] = {"float64": 1e-9, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
-_ALIASES = {"double": "float64", "float": "float32", "half": "float16", "f64": "float64", "f32": "float32",
-            "f16": "float16", "bf16": "bfloat16"}
+#: dtype → value tolerance (:attr:`kinkcheck.dtypes.DType.value`).
+TOLERANCES: dict[str, float] = {d.name: d.value for d in DTYPE_INFO.values()}
 
 
 def tolerance(dtype: str) -> float:
@@ -106,9 +106,8 @@ def tolerance(dtype: str) -> float:
     ValueError
         For any other dtype.
     """
-    name = str(dtype).rsplit(".", 1)[-1].strip().lower()
-    name = _ALIASES.get(name, name)
-    if name not in TOLERANCES:
+    name = canonical(dtype)
+    if name is None:
         raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(TOLERANCES)})")
     return TOLERANCES[name]
 

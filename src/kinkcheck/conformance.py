@@ -1,6 +1,9 @@
 """Policy conformance: does a program follow its own framework's documented rule at a kink?
 
-Each framework's rule is turned into a prediction from the sympy oracle (:mod:`kinkcheck.oracles.symbolic`):
+Each framework's rule is its registry record's ``rule`` (text and source) and ``documented`` choices
+(:mod:`kinkcheck.registry`: a framework-wide rule under ``"*"``, or per function: ``zero``, ``even``, ``first``,
+``min-norm``); a framework that documents nothing is open everywhere at a kink. The rule is turned into a
+prediction from the sympy oracle (:mod:`kinkcheck.oracles.symbolic`):
 the set of gradient values the rule admits at the case's point. A measured value then **conforms** (it is
 one of them, within the dtype tolerance of :func:`kinkcheck.classify.same_value`), **departs** (it is not),
 or the rule leaves the value **open** (no documented choice for this program, the rule itself says
@@ -37,10 +40,11 @@ JAX
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kinkcheck import expr as ex
+from kinkcheck import registry
 from kinkcheck.classify import OracleNumbers, same_value
 
 __all__ = ["VERDICTS", "JUDGED_DTYPES", "Rule", "RULES", "Prediction", "predict", "verdict", "single_operation"]
@@ -60,30 +64,25 @@ class Rule:
     source: str
 
 
-RULES: dict[str, Rule] = {
-    "torch": Rule(
-        "torch",
-        "1. the gradient where f is differentiable; 2. locally convex: the minimum-norm subgradient; "
-        "3. locally concave: the minimum-norm supergradient; 4. f defined: the gradient by continuity (inf "
-        "possible; any one where several values are possible); 5. f not defined: arbitrary",
-        "PyTorch autograd notes, \"Gradients for non-differentiable functions\" (docs/source/notes/autograd.rst)",
-    ),
-    "jax": Rule(
-        "jax",
-        "no framework-wide rule; documented choices: jax.nn.relu'(0) = 0 and jax.nn.relu6'(0) = relu6'(6) = 0; "
-        "lax.max/lax.min (jnp.maximum, jnp.minimum, jnp.clip) and the reductions jnp.max/jnp.min share the "
-        "derivative evenly among tied arguments; elsewhere at a kink the value is left open",
-        "jax/_src/nn/functions.py (relu, relu6 docstrings); jax/_src/lax/lax.py (_balanced_eq in the max_p/min_p "
-        "JVPs, _reduce_chooser_jvp_rule)",
-    ),
-}
+class _Rules(Mapping[str, Rule]):
+    """Framework → its :class:`Rule`, read from the registry (``Framework.rule``) on each access; a framework
+    that documents no rule reads "no documented rule at a kink"."""
 
-_JAX_ZERO_AT_KINK = {"jax.nn.relu", "jax.nn.relu6"}
-_JAX_EVEN_TIE = {
-    "jax.numpy.maximum", "jax.numpy.minimum", "jax.numpy.clip", "jax.lax.max", "jax.lax.min",
-    "jax.numpy.max", "jax.numpy.min", "jax.numpy.amax", "jax.numpy.amin",
-}
-_JAX_EVEN_TIE_METHODS = {"max", "min"}
+    def __getitem__(self, name: str) -> Rule:
+        text, source = registry.framework(name).rule if name in registry.REGISTRY else ("", "")
+        if name not in registry.REGISTRY:
+            raise KeyError(name)
+        return Rule(name, text or "no documented rule at a kink: every value at a kink is open", source or "—")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.FRAMEWORKS)
+
+    def __len__(self) -> int:
+        return len(registry.REGISTRY)
+
+
+#: Framework → its documented rule (:attr:`kinkcheck.registry.Framework.rule`).
+RULES: Mapping[str, Rule] = _Rules()
 
 
 @dataclass(frozen=True)
@@ -127,19 +126,18 @@ def single_operation(tree: ex.Node) -> bool:
     return False
 
 
-def _jax_family(tree: ex.Node) -> str | None:
-    """``"zero"`` (relu, relu6), ``"even"`` (max/min ties) or None: the program is one call of such a function."""
+def _family(tree: ex.Node, documented: Mapping[str, str]) -> str | None:
+    """The documented family (:data:`kinkcheck.registry.DOCUMENTED_FAMILIES`) of a program that is one call of a
+    documented function (or a method of an input, key ``".max"``) on inputs and constants; else None."""
+    if "*" in documented:  # a framework-wide rule
+        return documented["*"]
     if not isinstance(tree, ex.Call) or not all(_simple_arg(a) for a in tree.args) or \
             not all(_simple_arg(v) for _, v in tree.kwargs):
         return None
     if isinstance(tree.func, ex.Name):
-        if tree.func.dotted in _JAX_ZERO_AT_KINK:
-            return "zero"
-        if tree.func.dotted in _JAX_EVEN_TIE:
-            return "even"
-    if isinstance(tree.func, ex.Attr) and isinstance(tree.func.value, ex.Input) and \
-            tree.func.name in _JAX_EVEN_TIE_METHODS and not tree.args:
-        return "even"
+        return documented.get(tree.func.dotted)
+    if isinstance(tree.func, ex.Attr) and isinstance(tree.func.value, ex.Input) and not tree.args:
+        return documented.get("." + tree.func.name)
     return None
 
 
@@ -171,14 +169,17 @@ def predict(framework: str, tree: ex.Node, oracle: OracleNumbers) -> Prediction:
         return Prediction("a composite program: the documented rules are stated for single operations", ())
     if oracle.kind == "differentiable" and oracle.derivative is not None:
         return Prediction("1. the gradient (f is differentiable)", (oracle.derivative,))
-    if framework == "torch":
-        return _predict_torch(oracle)
-    if framework == "jax":
-        return _predict_jax(tree, oracle)
-    return Prediction(f"no documented rule for {framework}", ())
+    rec = registry.REGISTRY.get(framework)
+    family = _family(tree, rec.documented) if rec is not None else None
+    if family == "min-norm":
+        return _predict_min_norm(oracle)
+    if family is None:
+        return Prediction(f"no documented rule for {framework}" if rec is None or not rec.documented
+                          else "no documented rule for this program at a kink", ())
+    return _predict_family(family, tree, oracle)
 
 
-def _predict_torch(o: OracleNumbers) -> Prediction:
+def _predict_min_norm(o: OracleNumbers) -> Prediction:
     if o.kind == "undefined":
         return Prediction("5. f is not defined near the point: arbitrary", ())
     if o.kind == "kink" and o.clarke is not None and o.min_norm is not None:
@@ -197,14 +198,23 @@ def _predict_torch(o: OracleNumbers) -> Prediction:
     return Prediction(f"4. by continuity ({why}): one of the limiting gradients", grads)
 
 
-def _predict_jax(tree: ex.Node, o: OracleNumbers) -> Prediction:
-    family = _jax_family(tree)
+def _predict_family(family: str, tree: ex.Node, o: OracleNumbers) -> Prediction:
     n = len(o.components)
     if family == "zero" and o.kind == "kink" and n == 1:
-        return Prediction("documented: relu'(0) = 0 (relu6: also at 6)", ((0.0,),))
+        return Prediction("documented: the derivative at the kink is 0 (relu'(0) = 0)", ((0.0,),))
     # one call of max/min on inputs and constants: its only kinks are ties
     if family == "even" and o.kind == "kink" and o.midpoint is not None:
         return Prediction("documented: the derivative is shared evenly among tied arguments", (o.midpoint,))
+    if family == "first" and o.kind == "kink" and isinstance(tree, ex.Call) and tree.args and \
+            isinstance(tree.args[0], ex.Input):
+        # the tie goes to the first argument: the limiting gradient (the gradient of one active piece) that
+        # gives the first argument's components the most weight, when exactly one does
+        name = tree.args[0].name
+        mine = [i for i, c in enumerate(o.components) if c == name or c.startswith(name + "[")]
+        grads = [g for g in o.limiting_gradients if g is not None]
+        weights = [sum(g[i] for i in mine) for g in grads]
+        if mine and grads and weights.count(max(weights)) == 1:
+            return Prediction("documented: a tie goes to the first argument", (grads[weights.index(max(weights))],))
     return Prediction("no documented rule for this program at a kink", ())
 
 

@@ -55,6 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kinkcheck import registry
+
 __all__ = [
     "ALIASES",
     "DENIED",
@@ -113,8 +115,23 @@ STRING_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 #: Largest magnitude of an ``int:`` input (int64).
 MAX_INT_INPUT = 2 ** 63 - 1
 
-#: Short names users write, mapped to the dotted path they stand for.
-ALIASES: dict[str, str] = {"jnp": "jax.numpy", "F": "torch.nn.functional", "lax": "jax.lax"}
+
+class _Aliases(Mapping[str, str]):
+    """Every registered framework's ``aliases``, read from the registry on each access."""
+
+    def __getitem__(self, alias: str) -> str:
+        return registry.aliases()[alias]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(registry.aliases())
+
+    def __len__(self) -> int:
+        return len(registry.aliases())
+
+
+#: Short names users write, mapped to the dotted path they stand for: every registered framework's
+#: ``aliases`` (``jnp`` = ``jax.numpy``, ``F`` = ``torch.nn.functional``, ``tf`` = ``tensorflow``).
+ALIASES: Mapping[str, str] = _Aliases()
 
 #: Name segments refused anywhere in a dotted name, attribute or keyword, by exact name.
 DENIED = frozenset(
@@ -267,6 +284,17 @@ def refused_kind(seg: str) -> str | None:
     return None
 
 
+#: Public namespaces whose dotted path carries a refused word but that hold only array functions: only the
+#: segments of the exact prefix are exempt (``tensorflow.experimental.numpy.maximum`` passes,
+#: ``tensorflow.experimental.dlpack`` and any name below a prefix that is itself refused do not).
+EXEMPT_PREFIXES: frozenset[tuple[str, ...]] = frozenset({("tensorflow", "experimental", "numpy")})
+
+
+def _exempt_segments(parts: list[str] | tuple[str, ...]) -> frozenset[int]:
+    """Indices of ``parts`` that lie inside one of :data:`EXEMPT_PREFIXES` (a prefix of the whole name)."""
+    return frozenset(i for p in EXEMPT_PREFIXES if tuple(parts[:len(p)]) == p for i in range(len(p)))
+
+
 def _check_segment(seg: str, where: str) -> None:
     if seg.startswith("_"):
         raise ExprError(f"private or dunder name {seg!r} is not allowed ({where})")
@@ -345,8 +373,10 @@ class _Builder:
                         node,
                         f"unknown name {parts[0]!r} (inputs: {allowed}; namespaces: {', '.join(sorted(self.roots))})",
                     )
-                for seg in parts:
-                    _check_segment(seg, ".".join(parts))
+                exempt = _exempt_segments(parts)
+                for i, seg in enumerate(parts):
+                    if i not in exempt:
+                        _check_segment(seg, ".".join(parts))
                 return Name(tuple(parts))
             if isinstance(node, ast.Name):
                 return Input(node.id)

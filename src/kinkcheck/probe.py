@@ -18,7 +18,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, encode, get_adapter
 from kinkcheck.frameworks.base import COMPILED_MODES, check_mode, short_error
-from kinkcheck.registry import REGISTRY
+from kinkcheck.registry import view
 from kinkcheck.shards import ShardBusy, shard_lock
 
 __all__ = ["DEFAULT_DTYPES", "ProbeBusy", "ProbeInterrupted", "ProbeLimits", "die_with_parent", "environment",
@@ -128,7 +128,7 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
 
 
 #: Distribution whose installed version names a framework's environment (read without importing it).
-DISTRIBUTIONS: dict[str, str] = {f.name: f.distribution for f in REGISTRY.values()}
+DISTRIBUTIONS: Mapping[str, str] = view(lambda f: f.distribution)
 
 
 def environment_id(framework: str, device: str = "cpu") -> str | None:

@@ -1,17 +1,40 @@
 """The framework registry: one record per autodiff framework kinkcheck measures.
 
-Everything that names a framework reads it here: the catalog's framework keys
-(:data:`kinkcheck.catalog.FRAMEWORKS`), the adapter modules (:func:`kinkcheck.frameworks.get_adapter`), each
-framework's modes (:data:`kinkcheck.frameworks.base.FRAMEWORK_MODES`), the installed distribution the probe
-records, the CLI's ``--framework`` choices, the display name a citation uses and the marker of the report's
-plots. A leaf module (standard library only): the noxfile imports it into nox's own Python.
+Everything that names a framework reads it here: the catalog's framework keys and program files
+(:data:`kinkcheck.catalog.FRAMEWORKS`), the expression language's roots and aliases (``tf`` =
+``tensorflow``), the adapter modules (:func:`kinkcheck.frameworks.get_adapter`), each framework's modes and
+dtypes, the installed distribution the probe records, the CLI's ``--framework`` choices, the shard schema's
+enum, the display name a citation uses, the marker of the report's plots, the conformance rule, and the
+noxfile's version matrix and install requirements. A leaf module (standard library only): the noxfile
+imports it into nox's own Python.
+
+The module-level collections (:data:`FRAMEWORKS`, and the views other modules build with :func:`view`)
+read :data:`REGISTRY` on every access, so a framework added with :func:`register` (the tests' fake
+framework) reaches every consumer without an import-time copy going stale.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-__all__ = ["FRAMEWORKS", "REGISTRY", "Framework", "framework"]
+__all__ = ["DOCUMENTED_FAMILIES", "FRAMEWORKS", "REGISTRY", "Framework", "aliases", "framework", "register",
+           "registered", "view"]
+
+#: Kinds of documented per-function choice a rule can name (``Framework.documented``):
+#: ``zero`` — the derivative at the kink of a one-input function is 0 (``jax.nn.relu``);
+#: ``even`` — the derivative is shared evenly among tied arguments or entries (the Clarke set's midpoint);
+#: ``first`` — a tie goes to the first argument (its piece's gradient: ``tf.maximum``'s ``x >= y`` mask);
+#: ``min-norm`` — PyTorch's autograd-notes rule: the minimum-norm subgradient (supergradient) where f is locally
+#: convex (concave), else a limiting gradient "by continuity"; under the key ``"*"`` it covers every single
+#: operation of the framework.
+DOCUMENTED_FAMILIES: tuple[str, ...] = ("zero", "even", "first", "min-norm")
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
 @dataclass(frozen=True)
@@ -21,7 +44,8 @@ class Framework:
     Attributes
     ----------
     name : str
-        The key used everywhere (catalog program tables, shard environments, ``--framework``): ``"torch"``.
+        The key used everywhere (program files, shard environments, ``--framework``) and the root name of
+        its call expressions: ``"torch"``, ``"tensorflow"``.
     display : str
         How prose names it: ``"PyTorch"``.
     distribution : str
@@ -30,9 +54,30 @@ class Framework:
         The module of its adapter (:class:`kinkcheck.frameworks.base.Adapter`), imported lazily.
     modes : tuple of str
         The differentiation modes its adapter implements, report order (a subset of
-        :data:`kinkcheck.frameworks.base.MODES`).
+        :data:`kinkcheck.frameworks.base.MODES`); ``reverse`` first.
     marker : tuple of (str, str)
         Matplotlib marker and colour of its measured values in the report's plots.
+    aliases : dict
+        Short names the expression language expands (``{"tf": "tensorflow"}``); unique across frameworks.
+    dtypes : tuple of str
+        dtypes it has (the probe records the others as unavailable, naming the framework's lack).
+    devices : tuple of str
+        Devices its adapter can use when present.
+    versions : tuple of str
+        The default version matrix (newest patch of each minor line that installs for Python 3.11 on
+        Linux x86-64), oldest first; the last is the newest release.
+    requirements : callable
+        ``version`` → pip requirement strings for one probe environment.
+    max_python : dict
+        Release → the newest CPython (major, minor) it has wheels for; a release not listed has wheels for
+        every Python the project supports.
+    tested : str or None
+        The release the test suite installs (None: the tests skip its adapter tests, saying so).
+    rule : tuple of (str, str)
+        Its documented rule at a kink and where it is documented; an empty text means none is documented.
+    documented : dict
+        Dotted function name (or ``".method"`` for a method of an input) → one of
+        :data:`DOCUMENTED_FAMILIES`: the per-function choices the rule names.
     """
 
     name: str
@@ -41,18 +86,240 @@ class Framework:
     adapter: str
     modes: tuple[str, ...]
     marker: tuple[str, str]
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
+    devices: tuple[str, ...] = ("cpu",)
+    versions: tuple[str, ...] = ()
+    requirements: Callable[[str], list[str]] = field(default=lambda v: [], compare=False, repr=False)
+    max_python: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    tested: str | None = None
+    rule: tuple[str, str] = ("", "")
+    documented: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def newest(self) -> str | None:
+        """The newest release of the matrix (None when it has none)."""
+        return self.versions[-1] if self.versions else None
+
+
+def _torch_requirements(version: str) -> list[str]:
+    # setuptools: inductor imports it at compile time (torch <= 2.10); uv's virtualenvs have none. torch 2.1
+    # imports pkg_resources, which recent setuptools no longer ships: an older setuptools for old torch.
+    reqs = [f"torch=={version}", "setuptools" if _version_tuple(version) >= (2, 4) else "setuptools<70"]
+    if _version_tuple(version) < (2, 3):
+        reqs.append("numpy<2")  # built against NumPy 1
+    return reqs
+
+
+def _jax_requirements(version: str) -> list[str]:
+    reqs = [f"jax=={version}", f"jaxlib=={version}"]
+    if _version_tuple(version) < (0, 4, 26):
+        reqs += ["numpy<2", "scipy<1.13"]
+    return reqs
+
+
+_TORCH_RULE = (
+    "1. the gradient where f is differentiable; 2. locally convex: the minimum-norm subgradient; "
+    "3. locally concave: the minimum-norm supergradient; 4. f defined: the gradient by continuity (inf "
+    "possible; any one where several values are possible); 5. f not defined: arbitrary",
+    "PyTorch autograd notes, \"Gradients for non-differentiable functions\" (docs/source/notes/autograd.rst)",
+)
+_JAX_RULE = (
+    "no framework-wide rule; documented choices: jax.nn.relu'(0) = 0 and jax.nn.relu6'(0) = relu6'(6) = 0; "
+    "lax.max/lax.min (jnp.maximum, jnp.minimum, jnp.clip) and the reductions jnp.max/jnp.min share the "
+    "derivative evenly among tied arguments; elsewhere at a kink the value is left open",
+    "jax/_src/nn/functions.py (relu, relu6 docstrings); jax/_src/lax/lax.py (_balanced_eq in the max_p/min_p "
+    "JVPs, _reduce_chooser_jvp_rule)",
+)
+_JAX_DOCUMENTED = {
+    **dict.fromkeys(("jax.nn.relu", "jax.nn.relu6"), "zero"),
+    **dict.fromkeys(("jax.numpy.maximum", "jax.numpy.minimum", "jax.numpy.clip", "jax.lax.max", "jax.lax.min",
+                     "jax.numpy.max", "jax.numpy.min", "jax.numpy.amax", "jax.numpy.amin", ".max", ".min"), "even"),
+}
+
+def _autograd_requirements(version: str) -> list[str]:
+    reqs = [f"autograd=={version}"]
+    if _version_tuple(version) < (1, 7):
+        reqs.append("numpy<2")  # 1.5 uses numpy.msort, 1.6 numpy.linalg.linalg: both gone in NumPy 2
+    return reqs
+
+
+_AUTOGRAD_RULE = (
+    "no framework-wide rule; its derivative rules choose: anp.maximum/anp.minimum/anp.fmax/anp.fmin share a tie "
+    "evenly between the arguments, anp.max/anp.min/anp.amax/anp.amin share it evenly among the tied entries; "
+    "anp.clip has derivative 0 at either bound; anp.abs, anp.fabs (and anp.absolute from 1.9.0) have 0 at 0; "
+    "elsewhere at a kink the value is left open",
+    "autograd/numpy/numpy_vjps.py and numpy_jvps.py (balanced_eq in the maximum/minimum/fmax/fmin rules, "
+    "grad_chooser and fwd_grad_chooser for max/min/amax/amin, the clip rule's ans != a_min and ans != a_max, "
+    "replace_zero in the abs rule, sign(x) in the fabs rule; absolute fixed in HIPS/autograd#712)",
+)
+_AUTOGRAD_DOCUMENTED = {
+    **dict.fromkeys(("autograd.numpy.maximum", "autograd.numpy.minimum", "autograd.numpy.fmax", "autograd.numpy.fmin",
+                     "autograd.numpy.max", "autograd.numpy.min", "autograd.numpy.amax", "autograd.numpy.amin", ".max",
+                     ".min"), "even"),
+    **dict.fromkeys(("autograd.numpy.clip", "autograd.numpy.abs", "autograd.numpy.absolute", "autograd.numpy.fabs"),
+                    "zero"),
+}
+
+def _paddle_requirements(version: str) -> list[str]:
+    # setuptools: `import paddle` imports paddle.utils.cpp_extension, which imports it (uv's virtualenvs have none)
+    return [f"paddlepaddle=={version}", "setuptools"]
+
+
+_PADDLE_RULE = (
+    "no framework-wide rule; documented choice: paddle.amax/paddle.amin share the gradient evenly among tied "
+    "entries (their docstrings' note, which also says paddle.max/paddle.min propagate it to every tied entry: "
+    "2.6 does, 3.x shares it evenly, and 3.x's own docstring example shows it on one entry); elsewhere at a kink "
+    "the value is left open (the grad kernels decide: relu's is dout * (out > 0), maximum's splits ties evenly "
+    "from 3.0 and gave them to y before)",
+    "python/paddle/tensor/math.py (amax, amin, max, min docstrings); kernels: "
+    "paddle/phi/kernels/funcs/activation_functor.h (ReluGradFunctor), "
+    "paddle/phi/kernels/impl/elementwise_grad_kernel_impl.h (MaxGradDx/MaxGradDy)",
+)
+_PADDLE_DOCUMENTED = dict.fromkeys(("paddle.amax", "paddle.amin", ".amax", ".amin"), "even")
 
 
 #: Framework name → record, report order.
 REGISTRY: dict[str, Framework] = {f.name: f for f in (
-    Framework("torch", "PyTorch", "torch", "kinkcheck.frameworks.torch",
-              ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
-              ("o", "#d62728")),
-    Framework("jax", "JAX", "jax", "kinkcheck.frameworks.jax",
-              ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"), ("s", "#1f77b4")),
+    Framework(
+        "torch", "PyTorch", "torch", "kinkcheck.frameworks.torch",
+        ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
+        ("o", "#d62728"), aliases={"F": "torch.nn.functional"}, devices=("cpu", "cuda"),
+        # PyTorch 1.13.1 and the newest patch of every minor line from 2.0 (checked 2026-11-29, pip index versions)
+        versions=("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
+                  "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"),
+        requirements=_torch_requirements,
+        # cp312 from 2.2, cp313 from 2.5, cp314 from 2.9
+        max_python={"1.13.1": (3, 11), "2.0.1": (3, 11), "2.1.2": (3, 11), "2.2.2": (3, 12), "2.3.1": (3, 12),
+                    "2.4.1": (3, 12), "2.5.1": (3, 13), "2.6.0": (3, 13), "2.7.1": (3, 13), "2.8.0": (3, 13)},
+        # a CPU wheel on the dev machines, and the release the public cases P0-P2 were reported against
+        tested="2.13.0", rule=_TORCH_RULE, documented={"*": "min-norm"},
+    ),
+    Framework(
+        "jax", "JAX", "jax", "kinkcheck.frameworks.jax",
+        ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"), ("s", "#1f77b4"),
+        aliases={"jnp": "jax.numpy", "lax": "jax.lax"}, devices=("cpu", "cuda"),
+        # 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of every minor line from 0.5
+        versions=("0.4.13", "0.4.20", "0.4.26", "0.4.30", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2",
+                  "0.10.2"),
+        requirements=_jax_requirements,
+        # jaxlib: cp312 from 0.4.17, cp313 from 0.4.34, cp314 from 0.8
+        max_python={"0.4.13": (3, 11), "0.4.20": (3, 12), "0.4.26": (3, 12), "0.4.30": (3, 12), "0.4.38": (3, 13),
+                    "0.5.3": (3, 13), "0.6.2": (3, 13), "0.7.2": (3, 13)},
+        tested="0.10.2", rule=_JAX_RULE, documented=_JAX_DOCUMENTED,
+    ),
+    # Added by issue 13. Each adapter's helper refines its own record (modes, dtypes, versions, rule).
+    Framework(
+        "tensorflow", "TensorFlow", "tensorflow-cpu", "kinkcheck.frameworks.tensorflow",
+        ("reverse", "forward", "graph", "jit"), ("^", "#ff7f0e"),
+        aliases={"tf": "tensorflow", "tnp": "tensorflow.experimental.numpy"},
+        versions=("2.18.1", "2.19.1", "2.20.0", "2.21.0"),
+        requirements=lambda v: [f"tensorflow-cpu=={v}"], tested="2.21.0",
+    ),
+    Framework(
+        "paddle", "PaddlePaddle", "paddlepaddle", "kinkcheck.frameworks.paddle",
+        ("reverse", "forward", "graph"), ("v", "#2ca02c"),
+        # the newest patch of every minor line with a Python 3.11 wheel on the index: 2.6.2, then 3.0 to 3.3
+        # (checked 2026-12-01, pip index versions: nothing older than 2.6.2 is offered for 3.11; no 2.7)
+        versions=("2.6.2", "3.0.0", "3.1.1", "3.2.2", "3.3.1"),
+        requirements=_paddle_requirements,
+        # cp312 from 2.6, cp313 from 3.0, no cp314 yet (uv pip compile --python-version, 2026-12-01)
+        max_python={"2.6.2": (3, 12), "3.0.0": (3, 13), "3.1.1": (3, 13), "3.2.2": (3, 13), "3.3.1": (3, 13)},
+        tested="3.3.1", rule=_PADDLE_RULE, documented=_PADDLE_DOCUMENTED,
+    ),
+    Framework(
+        "mlx", "MLX", "mlx", "kinkcheck.frameworks.mlx",
+        ("reverse", "jit", "forward", "vmap", "second-order"), ("D", "#9467bd"), aliases={"mx": "mlx.core"},
+        requirements=lambda v: [f"mlx[cpu]=={v}"],
+    ),
+    Framework(
+        "tinygrad", "tinygrad", "tinygrad", "kinkcheck.frameworks.tinygrad",
+        ("reverse", "jit"), ("P", "#8c564b"),
+        versions=("0.11.0", "0.12.0", "0.13.0", "0.14.0"),
+        requirements=lambda v: [f"tinygrad=={v}"],
+    ),
+    Framework(
+        "autograd", "HIPS autograd", "autograd", "kinkcheck.frameworks.autograd",
+        ("reverse", "forward", "second-order"), ("X", "#e377c2"), aliases={"anp": "autograd.numpy"},
+        dtypes=("float64", "float32", "float16"),  # NumPy has no bfloat16
+        # the newest patch of every minor line that runs on Python 3.11 (checked 2026-12-01: 1.3 and 1.4
+        # import inspect.getargspec, removed in 3.11)
+        versions=("1.5", "1.6.2", "1.7.0", "1.8.0", "1.9.1"),
+        requirements=_autograd_requirements,
+        max_python={"1.5": (3, 12), "1.6.2": (3, 12)},  # numpy<2: cp312 wheels at most
+        tested="1.9.1", rule=_AUTOGRAD_RULE, documented=_AUTOGRAD_DOCUMENTED,
+    ),
+    Framework(
+        "pytensor", "PyTensor", "pytensor", "kinkcheck.frameworks.pytensor",
+        ("reverse", "forward", "jit", "second-order"), ("*", "#bcbd22"), aliases={"pt": "pytensor.tensor"},
+        versions=("2.36.3", "2.37.0", "2.38.3", "3.0.7"),
+        requirements=lambda v: [f"pytensor=={v}"],
+    ),
+    Framework(
+        "mindspore", "MindSpore", "mindspore", "kinkcheck.frameworks.mindspore",
+        ("reverse",), ("h", "#17becf"), aliases={"ms": "mindspore"},
+        versions=("2.7.2", "2.8.0", "2.9.0", "2.10.0"),
+        requirements=lambda v: [f"mindspore=={v}"],
+    ),
 )}
-#: The registered framework names, report order.
-FRAMEWORKS: tuple[str, ...] = tuple(REGISTRY)
+
+
+class _Names(Sequence[str]):
+    """The registered names, report order, read from :data:`REGISTRY` on each access (a live tuple)."""
+
+    def __getitem__(self, i: Any) -> Any:
+        return tuple(REGISTRY)[i]
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(REGISTRY))
+
+    def __contains__(self, name: object) -> bool:
+        return name in REGISTRY
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, (tuple, list, _Names)) else other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+#: The registered framework names, report order (live: reads :data:`REGISTRY`).
+FRAMEWORKS: Sequence[str] = _Names()
+
+T = TypeVar("T")
+
+
+class _View(Mapping[str, T]):
+    """Framework name → ``get(record)``, read from :data:`REGISTRY` on each access."""
+
+    def __init__(self, get: Callable[[Framework], T]) -> None:
+        self._get = get
+
+    def __getitem__(self, name: str) -> T:
+        return self._get(REGISTRY[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(REGISTRY))
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == (dict(other) if isinstance(other, Mapping) else other)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+def view(get: Callable[[Framework], T]) -> Mapping[str, T]:
+    """A live mapping framework name → ``get(record)`` (``view(lambda f: f.display)``)."""
+    return _View(get)
 
 
 def framework(name: str) -> Framework:
@@ -67,3 +334,35 @@ def framework(name: str) -> Framework:
         return REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown framework {name!r} (known: {', '.join(REGISTRY)})") from None
+
+
+def aliases() -> dict[str, str]:
+    """Every framework's expression aliases, alias → dotted path (``{"jnp": "jax.numpy", "tf": "tensorflow"}``)."""
+    return {a: path for f in REGISTRY.values() for a, path in f.aliases.items()}
+
+
+def register(record: Framework) -> None:
+    """Add a framework (after the others in report order).
+
+    Raises
+    ------
+    ValueError
+        The name is taken, or an alias is another framework's name or alias.
+    """
+    if record.name in REGISTRY:
+        raise ValueError(f"framework {record.name!r} is already registered")
+    taken = set(REGISTRY) | set(aliases())
+    clash = sorted((set(record.aliases) | {record.name}) & taken)
+    if clash:
+        raise ValueError(f"framework {record.name!r}: {', '.join(clash)} already names a framework or alias")
+    REGISTRY[record.name] = record
+
+
+@contextlib.contextmanager
+def registered(record: Framework) -> Iterator[Framework]:
+    """:func:`register` for the duration of a ``with`` block (tests)."""
+    register(record)
+    try:
+        yield record
+    finally:
+        REGISTRY.pop(record.name, None)

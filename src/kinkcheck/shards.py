@@ -23,6 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kinkcheck.registry import FRAMEWORKS
+
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
@@ -91,9 +93,27 @@ def shard_lock(shard_path: str | Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-@cache
 def shard_schema() -> dict[str, Any]:
-    return json.loads(resources.files("kinkcheck").joinpath("schemas/shard.v1.json").read_text())
+    """``schemas/shard.v1.json`` with its framework, mode and dtype enums read from the registry
+    (:mod:`kinkcheck.registry`) and :mod:`kinkcheck.frameworks.base` (the committed file holds the same
+    lists; ``tests/test_registry.py`` checks it)."""
+    from kinkcheck.frameworks.base import DTYPES, MODES
+
+    return _shard_schema((tuple(FRAMEWORKS), MODES, DTYPES))
+
+
+@cache
+def _shard_schema(enums: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> dict[str, Any]:
+    frameworks, modes, dtypes = enums
+    schema = json.loads(resources.files("kinkcheck").joinpath("schemas/shard.v1.json").read_text())
+    props = schema["properties"]
+    props["environment"]["properties"]["framework"]["enum"] = list(frameworks)
+    props["environment"]["properties"]["modes"]["items"]["enum"] = list(modes)
+    for item in ("observations", "networks"):
+        fields = props[item]["items"]["properties"]
+        fields["mode"]["enum"] = list(modes)
+        fields["dtype"]["enum"] = list(dtypes)
+    return schema
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
@@ -158,8 +178,12 @@ def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) 
     write_json_atomic(path, shard)
 
 
-@cache
 def _validator() -> Any:
+    return _compiled(_schema_text())
+
+
+@cache
+def _compiled(_key: bytes) -> Any:
     """The shard schema compiled to Python by fastjsonschema (once a process): the 28 committed shards in
     about 2.5 s, where jsonschema takes about 20 s."""
     import fastjsonschema
@@ -262,8 +286,12 @@ def _touch(marker: Path) -> None:
         pass  # an unwritable cache only costs time
 
 
-@cache
 def _schema_text() -> bytes:
+    return _text(id(shard_schema()))
+
+
+@cache
+def _text(_key: int) -> bytes:
     return json.dumps(shard_schema(), sort_keys=True).encode()
 
 

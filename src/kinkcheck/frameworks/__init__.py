@@ -7,6 +7,7 @@ gradient per named input. :func:`get_adapter` imports the adapter (and so the fr
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
 from kinkcheck.frameworks.base import (
     DTYPES,
@@ -17,7 +18,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     encode,
 )
-from kinkcheck.registry import REGISTRY
+from kinkcheck.registry import view
 
 __all__ = [
     "DTYPES",
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 #: Framework name → adapter module (:data:`kinkcheck.registry.REGISTRY`).
-KNOWN: dict[str, str] = {f.name: f.adapter for f in REGISTRY.values()}
+KNOWN: Mapping[str, str] = view(lambda f: f.adapter)
 
 
 def get_adapter(name: str) -> Adapter:

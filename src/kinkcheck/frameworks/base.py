@@ -6,14 +6,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from kinkcheck import dtypes
 from kinkcheck import expr as ex
-from kinkcheck.registry import REGISTRY
+from kinkcheck.registry import view
 
 __all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODE_INFO", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
            "short_error", "split_inputs"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
-DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
+DTYPES: tuple[str, ...] = dtypes.DTYPES
 
 #: Differentiation modes, in report order, with what each computes. Every mode returns a value of the
 #: inputs' shapes that is comparable with the reverse-mode gradient of ``f(x).sum()``, except
@@ -25,7 +26,11 @@ MODE_INFO: dict[str, str] = {
     "forward-ad": "forward mode with dual numbers: `torch.autograd.forward_ad`",
     "jacfwd": "`jax.jacfwd`, summed over the output",
     "jacrev": "`jax.jacrev`, summed over the output",
-    "jit": "`jax.jit(jax.grad(...))`",
+    "jit": "compiled by the framework's compiler: `jax.jit(jax.grad(...))`; TensorFlow `tf.function(jit_compile=True)` "
+           "(XLA); MLX `mx.compile`; tinygrad `TinyJit`",
+    "graph": "a traced graph run without a compiler: TensorFlow `tf.function`; PaddlePaddle a static program "
+             "(`paddle.static`, what `paddle.jit.to_static` builds) and `paddle.static.gradients`; "
+             "MindSpore GRAPH_MODE (`mindspore.jit`)",
     "inductor": "`torch.compile(backend=\"inductor\")`, backward through the compiled graph",
     "aot_eager": "`torch.compile(backend=\"aot_eager\")`: AOTAutograd's traced backward, no code generation",
     "vmap": "`torch.func.vmap(torch.func.grad(...))` / `jax.vmap(jax.grad(...))` over a batch of two copies of the point",
@@ -33,7 +38,7 @@ MODE_INFO: dict[str, str] = {
 }
 MODES: tuple[str, ...] = tuple(MODE_INFO)
 #: The modes each adapter implements (``Adapter.modes``).
-FRAMEWORK_MODES: dict[str, tuple[str, ...]] = {f.name: f.modes for f in REGISTRY.values()}
+FRAMEWORK_MODES: Mapping[str, tuple[str, ...]] = view(lambda f: f.modes)
 #: Modes whose value is a gradient (comparable with ``reverse``); second-order is judged on its own.
 GRADIENT_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "second-order")
 #: Compiled modes: the probe batches every program of the catalog into one compiled call per dtype.

@@ -51,6 +51,8 @@ from typing import Callable, Union
 
 import numpy as np
 
+from kinkcheck.dtypes import DTYPE_INFO
+
 __all__ = [
     "ACTIVATIONS",
     "Activation",
@@ -481,12 +483,7 @@ def two_layer_grads(
 #: float64: 1e-9 (~4.5e6 ulp, far above summation error on small nets, far below any
 #: convention difference); float32: 1e-5 (~84 ulp); float16: 1e-2; bfloat16: 4e-2
 #: (8-bit significand, ulp 2**-7 relative, a few roundings per entry).
-TOLERANCES: dict[str, float] = {
-    "float64": 1e-9,
-    "float32": 1e-5,
-    "float16": 1e-2,
-    "bfloat16": 4e-2,
-}
+TOLERANCES: dict[str, float] = {d.name: d.network for d in DTYPE_INFO.values()}
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,6 +20,7 @@ import msgspec
 
 from kinkcheck import __version__
 from kinkcheck import conformance as conf
+from kinkcheck import registry
 from kinkcheck.catalog import FRAMEWORKS, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
 from kinkcheck.diff import describe_observation, differs
@@ -31,7 +32,8 @@ from kinkcheck.shards import missing_work
 
 __all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]
 
-#: Programs shown in the P0 worked example, in order (case relu@0).
+#: Programs shown in the P0 worked example, in order (case relu@0); every program of relu@0 of the other
+#: frameworks follows them.
 P0_PROGRAMS: tuple[tuple[str, str], ...] = (
     ("torch", "torch.nn.functional.relu(x)"),
     ("torch", "x.clamp(min=0)"),
@@ -274,7 +276,10 @@ def _p0(report: m.Report) -> m.P0:
                                       W2=[[_frac_num(v) for v in row] for row in g.dW2.tolist()]))
     ix = report.index
     measured: list[m.P0Row] = []
-    for fw, prog in P0_PROGRAMS:
+    relu = ix.case.get("relu@0")
+    others = [(fw, prog) for fw in FRAMEWORKS if fw not in {f for f, _ in P0_PROGRAMS} and relu is not None
+              for prog in relu.programs_of(fw)]  # every other framework: each of its relu programs
+    for fw, prog in (*P0_PROGRAMS, *others):
         runs = sorted((nw for nw in report.networks if nw.case == "relu@0" and nw.framework == fw
                        and nw.program == prog and nw.dtype == "float32" and nw.mode == "reverse"),
                       key=lambda nw: ix.env_rank[nw.environment])
@@ -671,7 +676,8 @@ def _conformance(report: m.Report, predictions: dict[tuple[str, str, str], conf.
                 if o.environment == envs[-1]:
                     counts[o.conformance] += 1  # type: ignore[index]
             newest[fw] = m.Newest(environment=envs[-1], **counts)
-    return m.Conformance(rules={fw: m.Rule(text=r.text, source=r.source) for fw, r in conf.RULES.items()},
+    return m.Conformance(rules={fw: m.Rule(text=r.text, source=r.source) for fw, r in conf.RULES.items()
+                                if fw in ix.columns},
                          newest=newest, rows=rows)
 
 
@@ -744,9 +750,15 @@ def _coverage(report: m.Report) -> m.Coverage:
                        "(`nox -s report` re-probes these stale shards)")
     for fw in FRAMEWORKS:
         mine = [e for e in envs if e.framework == fw]
+        rec = registry.framework(fw)
         if not mine:
-            missing.append(f"{fw}: not measured: no shard")
-        elif not any(e.device == "cuda" for e in mine):
+            missing.append(f"{fw}: not measured: no shard" + ("" if rec.versions else ": no release in its "
+                                                               "version matrix (kinkcheck.registry)"))
+            continue
+        unprobed = [v for v in rec.versions if v not in {e.framework_version for e in mine}]
+        if unprobed:
+            missing.append(f"{fw} {', '.join(unprobed)}: not measured: no shard yet (`nox -s report` probes them)")
+        if not any(e.device == "cuda" for e in mine):
             missing.append(f"{fw} on CUDA: not measured: no shard from a CUDA device")
     absent_dtypes = [d for d in DTYPES if d not in ix.dtypes]
     if absent_dtypes:

@@ -29,7 +29,7 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case
-from kinkcheck.registry import REGISTRY
+from kinkcheck.registry import FRAMEWORKS, view
 from kinkcheck.report.view import slug
 
 __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs"]
@@ -37,7 +37,7 @@ __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs"]
 _STEP = 1e-7
 _HALF_WIDTH = 1.0
 _POINTS = 161
-_MARKERS = {f.name: f.marker for f in REGISTRY.values()}
+_MARKERS = view(lambda f: f.marker)
 #: Decimals kept in the SVG's coordinates and lengths (attributes only: text such as legend values is untouched).
 DECIMALS = 2
 
@@ -304,7 +304,10 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     if sides:
         a2.plot([p0] * len(sides), sides, marker="o", mfc="white", mec="black", ms=8, ls="none", zorder=3,
                 label="one-sided limits (oracle)")
-    shift = {"torch": -0.07, "jax": 0.07}  # side by side, so equal values of the two frameworks both show
+    # side by side, so equal values of several frameworks all show: ±0.07 for two, closer for more
+    present = sorted({fw for fw, _, _ in marks}, key=lambda fw: list(FRAMEWORKS).index(fw) if fw in FRAMEWORKS else 99)
+    step = min(0.14, 0.5 / max(len(present) - 1, 1))
+    shift = {fw: (i - (len(present) - 1) / 2) * step for i, fw in enumerate(present)}
     for fw, v, n in marks:
         if math.isfinite(v) and abs(v) <= 1e300:  # past it the axis span overflows float64 (singular transform)
             marker, colour = _MARKERS.get(fw, ("^", "#2ca02c"))

@@ -392,6 +392,8 @@ class CaseView:
     tables: list[FrameworkTable]
     mode_tables: list[ModeTable]
     changed_in: list[ChangedIn]
+    #: Frameworks with programs for this case but no measured release here: (framework, [(program, anchor)]).
+    unmeasured: list[tuple[str, list[tuple[str, str]]]]
     networks: list[NetworkSummary]
     p0: list[P0Row]
     problems: list[Problem]
@@ -470,6 +472,18 @@ class ReportView:
         for r in self.report.mode_disagreements.rows:
             groups.setdefault(r.comparison, []).append(r)
         return list(groups.items())
+
+    def across_frameworks(self) -> list[str]:
+        """The frameworks that appear in some cross-framework disagreement, report order (the N-way columns)."""
+        seen = {p.framework for d in self.report.disagreements.across for g in d.groups for p in g.programs}
+        return [fw for fw in self.report.index.frameworks() if fw in seen]
+
+    def across_cells(self, d: Any) -> list[list[tuple[Any, int, bool]]]:
+        """One cell per :meth:`across_frameworks` column for the disagreement ``d``: that framework's value groups
+        as ``(group, programs of this framework in it, only this framework returns it)``; empty when the
+        framework has no program for the case."""
+        return [[(g, sum(p.framework == fw for p in g.programs), g.only == fw) for g in d.groups
+                 if any(p.framework == fw for p in g.programs)] for fw in self.across_frameworks()]
 
     def conformance_rows(self) -> list[ConformanceRow]:
         """Conformance rows of every program that departs from its framework's rule in some release."""
@@ -582,10 +596,12 @@ class ReportView:
                                 [self.cell(cell_of.get((case.id, fw, p, m, newest.id, d)) for d in dtypes)
                                  for m in modes])
                     for p in progs]))
+        unmeasured = [(fw, [(p, row_anchor(case.id, fw, p)) for p in case.programs_of(fw)])
+                      for fw in dict.fromkeys(p.framework for p in case.programs) if fw not in idx.columns]
         p0 = list(rep.p0.measured) if "P0" in case.sources else []  # the worked example is P0's case
         return CaseView(
             case=case, slug=slug(case.id), anchor=case_anchor(case.id), file=case_file(case.id), tables=tables,
-            mode_tables=mode_tables, changed_in=[c for c in rep.changed_in if case.id in c.cases],
+            mode_tables=mode_tables, changed_in=[c for c in rep.changed_in if case.id in c.cases], unmeasured=unmeasured,
             networks=[n for n in rep.network_summary if n.case == case.id], p0=p0,
             problems=self.problems.get(case.id, []),
             mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id],
