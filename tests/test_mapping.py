@@ -95,6 +95,8 @@ def mapped(case_id: str) -> dict[str, tuple[SympyForm, list[str]]]:
     for p in case.programs:
         if (case.id, p.id) in UNMAPPED:
             continue
+        if p.framework not in TABLE_FRAMEWORKS:
+            continue  # test_other_frameworks_mapped_programs_compute_the_case_function
         f = sympy_form(p.tree, case.at, p.framework)
         out.setdefault(f.text, (f, []))[1].append(f"{p.framework}: {p.id}")
     return out
@@ -103,10 +105,16 @@ def mapped(case_id: str) -> dict[str, tuple[SympyForm, list[str]]]:
 # --------------------------------------------------------------------------- 1. the catalog
 
 
+#: Frameworks whose whole catalog the table maps.
+TABLE_FRAMEWORKS = ("torch", "jax")
+
+
 def test_every_catalog_program_maps() -> None:
     failed, total = [], 0
     for case in CASES:
         for p in case.programs:
+            if p.framework not in TABLE_FRAMEWORKS:
+                continue
             total += 1
             try:
                 sympy_form(p.tree, case.at, p.framework)
@@ -156,6 +164,30 @@ def test_oracle_judges_the_mapped_form_as_the_case(case) -> None:
             f"{case.id}: the oracle on {text} (from {programs}) gives kind {got.kind}, Clarke {got.clarke}, "
             f"min-norm {got.min_norm}; on the field {case.sympy}: {want.kind}, {want.clarke}, {want.min_norm}"
         )
+
+
+def test_other_frameworks_mapped_programs_compute_the_case_function() -> None:
+    """The table maps some functions of the other frameworks (TensorFlow's elementwise kinks, the NumPy clones
+    autograd.numpy and tf.experimental.numpy): each catalog program of theirs that maps computes the case's
+    function beside the kink (to float64's precision: their programs write constants as float literals,
+    ``1.0507009873554805`` for selu's scale)."""
+    checked = 0
+    for case in CASES:
+        f, syms, point = hand(case.id)
+        for p in case.programs:
+            if p.framework in TABLE_FRAMEWORKS:
+                continue
+            try:
+                m = sympy_form(p.tree, case.at, p.framework)
+            except Unmapped:
+                continue
+            for q in near_points(point, 8, case.id):
+                got, want = value(m.expr, m.symbols, q), value(f, syms, q)
+                assert isinstance(got, str) == isinstance(want, str) and (
+                    got == want if isinstance(got, str) else abs(complex(got) - complex(want)) <= 1e-14 * max(
+                        1.0, abs(complex(want)))), f"{case.id} {p.framework}: {p.id} is {got} at {q}, the case {want}"
+            checked += 1
+    assert checked >= 50, f"only {checked} programs of other frameworks map"
 
 
 # --------------------------------------------------------------------------- 2. the table against the frameworks
@@ -632,3 +664,19 @@ def test_text_writes_terminating_fractions_as_decimals() -> None:
     assert form("torch.clamp(x, -0.7, 0.7)", {"x": 0}).text == "Min(0.7, Max(-0.7, x))"
     assert form("x / 2 + 0.25", {"x": 0}).text == "x/2 + 0.25", "small fractions of a symbol stay sympy's"
     assert form("x * 3 / 7", {"x": 0}).text == "3*x/7", "a fraction with no decimal form stays a fraction"
+
+
+def test_numpy_clone_namespaces_read_jax_numpy_rows_and_other_methods_stay_unmapped():
+    """autograd.numpy and tf.experimental.numpy implement NumPy's API, as jax.numpy does; a tensor method of
+    another framework (paddle's ``x.abs()``) has its own semantics and is not read as ``jax.Array``'s."""
+    from kinkcheck.oracles.mapping import Unmapped
+
+    at = {"x": 0}
+    assert sympy_form(ex.parse("anp.maximum(x, 0.0)", at, {"autograd"}), at, "autograd").text == "Max(0, x)"
+    assert sympy_form(ex.parse("tnp.clip(x, 0, 1)", at, {"tensorflow"}), at, "tensorflow").text == "Min(1, Max(0, x))"
+    with pytest.raises(Unmapped, match="paddle tensor method .abs"):
+        sympy_form(ex.parse("x.abs()", at, {"paddle"}), at, "paddle")
+    assert sympy_form(ex.parse("tf.minimum(x, y)", {"x": 4, "y": 4}, {"tensorflow"}), {"x": 4, "y": 4},
+                      "tensorflow").text == "Min(x, y)"
+    with pytest.raises(Unmapped, match="tensorflow.nn.leaky_relu"):
+        sympy_form(ex.parse("tf.nn.leaky_relu(x)", at, {"tensorflow"}), at, "tensorflow")

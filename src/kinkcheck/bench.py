@@ -83,11 +83,64 @@ for dtype in (jnp.float64, jnp.float32):
 """
 
 
+_TENSORFLOW_HEAD = """import tensorflow
+import tensorflow as tf
+X, W1, W2, T = {net}
+def grad(f, at, dtype):
+    xs = [tf.constant(v, dtype=dtype) for v in at]
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            y = f(*xs)
+        return tape.gradient(y, xs, output_gradients=tf.ones_like(y))
+    except Exception as e:
+        return e
+def net(f, dtype):
+    w1, w2 = tf.constant(W1, dtype=dtype), tf.constant(W2, dtype=dtype)
+    try:
+        with tf.GradientTape() as tape:
+            tape.watch([w1, w2])
+            loss = tf.reduce_sum((f(tf.constant(X, dtype=dtype) @ w1) @ w2 - tf.constant(T, dtype=dtype)) ** 2)
+        return tape.gradient(loss, [w1, w2])
+    except Exception as e:
+        return e
+for dtype in (tf.float64, tf.float32):
+"""
+
+_AUTOGRAD_HEAD = """import autograd, autograd.numpy
+import numpy as np
+X, W1, W2, T = {net}
+def grad(f, at, dtype):
+    xs = [np.asarray(v, dtype=dtype) for v in at]
+    try:
+        return [autograd.grad(lambda *a: autograd.numpy.sum(f(*a)), i)(*xs) for i in range(len(xs))]
+    except Exception as e:
+        return e
+def net(f, dtype):
+    x, t = np.asarray(X, dtype=dtype), np.asarray(T, dtype=dtype)
+    loss = lambda w1, w2: autograd.numpy.sum((f(x @ w1) @ w2 - t) ** 2)
+    try:
+        return [autograd.grad(loss, i)(np.asarray(W1, dtype=dtype), np.asarray(W2, dtype=dtype)) for i in (0, 1)]
+    except Exception as e:
+        return e
+for dtype in (np.float64, np.float32):
+"""
+
+#: The head of each framework's hand-written loop (imports, ``grad(f, at, dtype)``, ``net(f, dtype)`` and the loop
+#: over float64 and float32), and the import whose bare time is measured.
+HEADS: dict[str, tuple[str, str]] = {
+    "torch": (_TORCH_HEAD, "import torch"),
+    "jax": (_JAX_HEAD, "import jax.numpy"),
+    "tensorflow": (_TENSORFLOW_HEAD, "import tensorflow"),
+    "autograd": (_AUTOGRAD_HEAD, "import autograd.numpy"),
+}
+
+
 def hand_written_loop(framework: str) -> str:
     """The baseline script for ``framework``: one line per program, as a person would write it."""
     catalog = load_catalog()
     net = repr((P0.X.tolist(), P0.W1.tolist(), P0.W2.tolist(), P0.target.tolist()))
-    lines = [(_TORCH_HEAD if framework == "torch" else _JAX_HEAD).format(net=net)]
+    lines = [HEADS[framework][0].format(net=net)]
     for case, program in catalog.programs(framework):
         args = ", ".join(case.inputs)
         at = repr([case.at[k] for k in case.inputs])
@@ -460,7 +513,8 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--framework", action="append", choices=("torch", "jax"))
+    ap.add_argument("--framework", action="append", choices=tuple(HEADS),
+                    help="default: every framework with a hand-written loop that is installed here")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--installs", action="store_true", help="cold installs, uv vs pip/venv (downloads GBs)")
     ap.add_argument("--matrix-disk", metavar="LOG", help="peak disk of the matrix from nox's .nox/matrix-disk.jsonl")
@@ -490,13 +544,15 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for fw in args.framework or ["torch", "jax"]:
+        import importlib.util
+
+        for fw in args.framework or [f for f in HEADS if importlib.util.find_spec(f) is not None]:
             script = Path(tmp) / f"loop_{fw}.py"
             script.write_text(hand_written_loop(fw))
-            imp = _best([py, "-c", f"import {fw}" + (".numpy" if fw == "jax" else "")], args.repeat)
+            imp = _best([py, "-c", HEADS[fw][1]], args.repeat)
             loop = _best([py, str(script)], args.repeat)
             probe = _best([py, "-m", "kinkcheck", "probe", "--framework", fw, "--quiet", "--mode", "reverse",
-                           "--dtype", "float64", "--dtype", "float32", "--out", str(Path(tmp) / f"{fw}.json")],
+                           "--dtype", "float64", "--dtype", "float32", "--out-dir", tmp],
                           args.repeat)
             rows.append((fw, imp, loop, probe))
     print(f"{'framework':<10}{'import s':>10}{'hand loop s':>13}{'probe s':>10}{'probe/(import+loop)':>22}  target")

@@ -154,7 +154,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if bool(args.out) == bool(args.out_dir):
         raise UsageError("probe: give exactly one of --out FILE (one framework) or --out-dir DIR")
     if args.out and not args.framework:
-        raise UsageError("probe: --out needs --framework torch|jax (or use --out-dir DIR for every framework)")
+        raise UsageError("probe: --out needs --framework NAME (or use --out-dir DIR for every installed framework)")
     if args.out:
         _check_writable(Path(args.out))
         return _probe_one(args, catalog, args.framework, Path(args.out))

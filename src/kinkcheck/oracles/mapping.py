@@ -458,8 +458,25 @@ def _rename(form: str, names: Mapping[str, str]) -> str:
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda mo: names.get(mo.group(0), mo.group(0)), form)
 
 
+def _tensorflow_table() -> dict[str, Entry]:
+    """TensorFlow's elementwise kinked functions (``tf.math`` API docs; ``tf.maximum`` is ``tf.math.maximum``).
+    Its NumPy namespace, ``tf.experimental.numpy``, reads ``jax.numpy``'s rows (:data:`NUMPY_CLONES`)."""
+    t: dict[str, Entry] = {}
+    for root in ("tensorflow.", "tensorflow.math."):
+        t[root + "maximum"] = _e("x, y, name=None", "Max(x, y)")
+        t[root + "minimum"] = _e("x, y, name=None", "Min(x, y)")
+        t[root + "abs"] = _e("x, name=None", "Abs(x)")
+        t[root + "sign"] = _e("x, name=None", "sign(x)")
+        t[root + "sqrt"] = _e("x, name=None", "sqrt(x)")
+    t["tensorflow.nn.relu"] = _e("features, name=None", "Max(features, 0)")
+    t["tensorflow.nn.relu6"] = _e("features, name=None", "Min(Max(features, 0), 6)")
+    t["tensorflow.clip_by_value"] = _e("t, clip_value_min, clip_value_max, name=None",
+                                       "Min(Max(t, clip_value_min), clip_value_max)")
+    return t
+
+
 #: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes.
-TABLE: dict[str, Entry] = {**_torch_table(), **_jax_table()}
+TABLE: dict[str, Entry] = {**_torch_table(), **_jax_table(), **_tensorflow_table()}
 
 #: Constants a program may name (``torch.inf``, ``jax.numpy.pi``).
 CONSTANTS: dict[str, Any] = {
@@ -861,7 +878,26 @@ def _input_array(name: str, value: Any, differentiated: bool, syms: list[sympy.S
 
 
 def _canonical(framework: str, method: str) -> str:
-    return f"{'torch.Tensor' if framework == 'torch' else 'jax.Array'}.{method}"
+    """The table name of a tensor method: ``torch.Tensor.max``, ``jax.Array.max``; another framework's tensor
+    methods are not in the table (their semantics are its own)."""
+    prefix = {"torch": "torch.Tensor", "jax": "jax.Array"}.get(framework)
+    if prefix is None:
+        raise Unmapped(f"{framework} tensor method .{method}")
+    return f"{prefix}.{method}"
+
+
+#: Namespaces of other frameworks that implement NumPy's API (HIPS autograd wraps NumPy itself;
+#: ``tf.experimental.numpy`` follows it): their function of a name computes what ``jax.numpy``'s does, which
+#: follows NumPy too, so the table rows of ``jax.numpy`` describe them.
+NUMPY_CLONES: dict[str, str] = {"autograd.numpy.": "jax.numpy.", "tensorflow.experimental.numpy.": "jax.numpy."}
+
+
+def _table_name(dotted: str) -> str:
+    """``dotted`` with a NumPy-clone prefix (:data:`NUMPY_CLONES`) read as ``jax.numpy.``'s."""
+    for prefix, same in NUMPY_CLONES.items():
+        if dotted.startswith(prefix):
+            return same + dotted[len(prefix):]
+    return dotted
 
 
 def _eval(n: ex.Node, ctx: _Ctx) -> Any:
@@ -870,19 +906,20 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
     if isinstance(n, ex.Input):
         return ctx.inputs[n.name]
     if isinstance(n, ex.Name):
-        if n.dotted in CONSTANTS:
-            return CONSTANTS[n.dotted]
-        if n.dotted in TABLE:
-            return _Fn(n.dotted)
+        dotted = _table_name(n.dotted)
+        if dotted in CONSTANTS:
+            return CONSTANTS[dotted]
+        if dotted in TABLE:
+            return _Fn(dotted)
         raise Unmapped(n.dotted)
     if isinstance(n, ex.Seq):
         items = [_eval(i, ctx) for i in n.items]
         return items if n.kind == "list" else tuple(items)
     if isinstance(n, ex.Call):
         if isinstance(n.func, ex.Name):
-            name, args = n.func.dotted, [_eval(a, ctx) for a in n.args]
+            name, args = _table_name(n.func.dotted), [_eval(a, ctx) for a in n.args]
             if name not in TABLE:
-                raise Unmapped(name)
+                raise Unmapped(n.func.dotted)
         elif isinstance(n.func, ex.Attr):
             self_value = _eval(n.func.value, ctx)
             if isinstance(self_value, (_Pair, _Arg, _Indices, _Fn)) or not _tensorish(self_value):
