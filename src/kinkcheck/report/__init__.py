@@ -218,7 +218,10 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
 def set_problems(out: str | Path) -> list[str]:
     """What makes the report files in ``out`` not one set (empty when they are): a missing file, a CSV
     whose SHA-256 is not the JSON's ``provenance.csv_sha256``, a Markdown page (index or case) or HTML that
-    does not name the JSON's SHA-256. Only the JSON's provenance is decoded (into the model's type)."""
+    does not name the JSON's SHA-256. Only the JSON's provenance is decoded (into the model's type).
+
+    The CSV may be absent: it is derived from the JSON's observations, so the repository does not commit it
+    (``.gitignore``); ``kinkcheck report`` writes it beside the others, and one that is there must match."""
     import msgspec
 
     from kinkcheck.report.model import Provenance
@@ -226,7 +229,8 @@ def set_problems(out: str | Path) -> list[str]:
     head = msgspec.defstruct("Head", [("provenance", Provenance)])  # the rest of the JSON is skipped
     out = Path(out)
     try:
-        raw = {name: (out / name).read_bytes() for name in FILES}
+        raw = {name: (out / name).read_bytes() for name in FILES
+               if name != "conventions.csv" or (out / name).exists()}
         raw.update({f"{CASES}/{p.name}": p.read_bytes() for p in sorted((out / CASES).glob("*.md"))})
     except OSError as err:
         return [f"{err.filename}: {err.strerror}"]
@@ -235,7 +239,7 @@ def set_problems(out: str | Path) -> list[str]:
         recorded = msgspec.json.decode(raw["conventions.json"], type=head).provenance.csv_sha256
     except (msgspec.DecodeError, RecursionError):
         return [f"{out / 'conventions.json'}: not a kinkcheck report"]
-    if recorded != hashlib.sha256(raw["conventions.csv"]).hexdigest():
+    if "conventions.csv" in raw and recorded != hashlib.sha256(raw["conventions.csv"]).hexdigest():
         problems.append(f"{out / 'conventions.csv'} is not the CSV of {out / 'conventions.json'}")
     digest = hashlib.sha256(raw["conventions.json"]).hexdigest()
     for name, data in raw.items():
