@@ -69,7 +69,10 @@ MAX_PYTHON: dict[str, dict[str, tuple[int, int]]] = {fw.name: dict(fw.max_python
 LATEST = {fw: versions[-1] for fw, versions in MATRIX.items()}
 #: Versions the tests pin their expected values to (torch 2.13.0 has a CPU wheel on the dev machines, and
 #: it is the release the public cases P0-P2 were reported against).
-TESTED: dict[str, str] = {fw.name: fw.tested for fw in REGISTRY.values() if fw.tested}
+TESTED: dict[str, str] = {fw.name: fw.tested for fw in REGISTRY.values() if fw.tested and not fw.test_alone}
+#: Frameworks tested in a virtualenv of their own (``registry.Framework.test_alone`` says why), by
+#: ``nox -s "framework_tests(<name>)"``; ``nox -s tests`` skips their test file with that command as the reason.
+TESTED_ALONE: dict[str, str] = {fw.name: fw.tested for fw in REGISTRY.values() if fw.tested and fw.test_alone}
 
 PROBES = [
     nox.param(fw, v, id=f"{fw}-{v}", tags=["probe", fw] + (["latest"] if v == LATEST[fw] else []))
@@ -332,6 +335,15 @@ def tests(session: nox.Session) -> None:
     session.install(*_tested_requirements(), env=_install_env())
     session.install("-e", ".[test]", MATPLOTLIB, env=_install_env())
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("framework", [nox.param(fw, id=fw) for fw in TESTED_ALONE])
+def framework_tests(session: nox.Session, framework: str) -> None:
+    """One framework's adapter tests in a virtualenv of its own (its pins conflict with the test virtualenv's)."""
+    session.install(*_requirements(framework, TESTED_ALONE[framework]), env=_install_env())
+    session.install("-e", ".[test]", env=_install_env())
+    session.run("pytest", f"tests/test_framework_{framework}.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -163,3 +163,13 @@ def test_cli_refuses_a_bad_catalog(tmp_path, capsys, command, body):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and ("catalog" in err[0] or "case" in err[0]), err
     assert not (tmp_path / "torch-9-cpu.json").exists(), "nothing probed"
+
+
+def test_a_probe_of_one_framework_parses_its_programs_only():
+    """``load_catalog(frameworks=...)``: the other frameworks' programs are left out, the hash is the whole
+    catalog's (a probe of one framework need not parse the other frameworks' hundreds of programs)."""
+    whole, torch_only = load_catalog(), load_catalog(frameworks=("torch",))
+    assert torch_only.hash == whole.hash, "the catalog hash covers every framework"
+    assert {p.framework for _, p in torch_only.programs()} == {"torch"}
+    assert [p.id for _, p in torch_only.programs("torch")] == [p.id for _, p in whole.programs("torch")]
+    assert [c.measurement_hash("torch") for c in torch_only] == [c.measurement_hash("torch") for c in whole]

@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -223,7 +223,8 @@ def _point(at: Mapping[str, Any], where: str) -> None:
 
 
 def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
-          files: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None) -> Case:
+          files: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+          only: frozenset[str] | None = None) -> Case:
     where = f"case #{index + 1}"
     if not isinstance(entry, dict):
         raise CatalogError(f"{where}: a case must be a table ([[case]]), not {_toml_type(entry)}")
@@ -271,6 +272,8 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
             continue  # registered, but no program table yet: it has no programs (the report says so)
         if not texts[fw] and fw not in no_eq:
             raise CatalogError(f"{where}: no {fw} program and no no_equivalent.{fw} reason")
+        if only is not None and fw not in only:
+            continue  # a probe of one framework parses its programs only (the catalog grows with frameworks)
         for text in texts[fw]:
             try:
                 tree = ex.parse(text, at, {fw})
@@ -349,7 +352,7 @@ def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dic
 
 
 @cache
-def _load(path: str) -> Catalog:
+def _load(path: str, only: frozenset[str] | None = None) -> Catalog:
     p = Path(path)
     if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or device would block the reader
         raise CatalogError(f"cannot read catalog {path}: not a regular file")
@@ -373,7 +376,7 @@ def _load(path: str) -> Catalog:
                            for key in ("programs", "no_equivalent") if isinstance(e.get(key), dict)
                            for fw in e[key]) | frozenset(files)
     try:
-        cases = tuple(_case(e, i, catalogued, files) for i, e in enumerate(entries))
+        cases = tuple(_case(e, i, catalogued, files, only) for i, e in enumerate(entries))
     except RecursionError:  # a point nested past what the shape checks walk (parsed, but no catalog point)
         raise CatalogError(f"catalog {path}: a value is nested too deeply") from None
     ids = [c.id for c in cases]
@@ -393,8 +396,12 @@ def _load(path: str) -> Catalog:
     return Catalog(cases, digest, str(p))
 
 
-def load_catalog(path: str | Path | None = None) -> Catalog:
+def load_catalog(path: str | Path | None = None, frameworks: Sequence[str] | None = None) -> Catalog:
     """Load and validate the catalog.
+
+    ``frameworks``: parse only these frameworks' programs (the others are left out of the cases' ``programs``;
+    the catalog hash is the whole catalog's). A probe of one framework loads it so: parsing every framework's
+    programs is most of a light framework's probe time.
 
     Raises
     ------
@@ -402,4 +409,5 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         Missing file, invalid TOML, a malformed expression, a duplicate id, or a framework without programs
         and without a ``no_equivalent`` reason.
     """
-    return _load(str(Path(path).resolve()) if path is not None else str(default_catalog_path()))
+    return _load(str(Path(path).resolve()) if path is not None else str(default_catalog_path()),
+                 frozenset(frameworks) if frameworks is not None else None)

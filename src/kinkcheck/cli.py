@@ -140,7 +140,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             raise UsageError(f"unknown mode {m!r} (known: {', '.join(MODES)})")
     args.limits = _probe_limits(args)
     try:
-        catalog = load_catalog(args.catalog)
+        catalog = load_catalog(args.catalog, frameworks=(args.framework,) if args.framework else None)
         from kinkcheck.probe import select_cases
 
         select_cases(catalog, args.case)

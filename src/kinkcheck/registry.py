@@ -73,6 +73,9 @@ class Framework:
         every Python the project supports.
     tested : str or None
         The release the test suite installs (None: the tests skip its adapter tests, saying so).
+    test_alone : str or None
+        Why its tested release cannot share the test virtualenv (a conflicting pin); then ``nox -s tests`` leaves
+        it out and ``nox -s "framework_tests(<name>)"`` tests it in its own virtualenv.
     rule : tuple of (str, str)
         Its documented rule at a kink and where it is documented; an empty text means none is documented.
     documented : dict
@@ -95,6 +98,7 @@ class Framework:
     tested: str | None = None
     rule: tuple[str, str] = ("", "")
     documented: Mapping[str, str] = field(default_factory=dict)
+    test_alone: str | None = None
 
     @property
     def newest(self) -> str | None:
@@ -167,16 +171,89 @@ def _paddle_requirements(version: str) -> list[str]:
 
 
 _PADDLE_RULE = (
-    "no framework-wide rule; documented choice: paddle.amax/paddle.amin share the gradient evenly among tied "
-    "entries (their docstrings' note, which also says paddle.max/paddle.min propagate it to every tied entry: "
-    "2.6 does, 3.x shares it evenly, and 3.x's own docstring example shows it on one entry); elsewhere at a kink "
-    "the value is left open (the grad kernels decide: relu's is dout * (out > 0), maximum's splits ties evenly "
-    "from 3.0 and gave them to y before)",
-    "python/paddle/tensor/math.py (amax, amin, max, min docstrings); kernels: "
-    "paddle/phi/kernels/funcs/activation_functor.h (ReluGradFunctor), "
-    "paddle/phi/kernels/impl/elementwise_grad_kernel_impl.h (MaxGradDx/MaxGradDy)",
+    ("no framework-wide rule; documented choice: paddle.amax/paddle.amin share the gradient evenly among tied "
+     "entries (their docstrings' note, which also says paddle.max/paddle.min propagate it to every tied entry: "
+     "2.6 and 3.0 do, 3.1 and later share it evenly, and 3.3's own docstring example shows it on one entry); "
+     "elsewhere at a kink the value is left open (the grad kernels decide: relu's is dout * (out > 0); "
+     "maximum/minimum give a tie to y up to 3.0 and half to each argument from 3.1)"),
+    ("python/paddle/tensor/math.py (amax, amin, max, min docstrings); kernels: "
+     "paddle/phi/kernels/funcs/activation_functor.h (ReluGradFunctor), "
+     "paddle/phi/kernels/impl/elementwise_grad_kernel_impl.h (MaxGradDx/MaxGradDy, MinGradDx/MinGradDy)"),
 )
 _PADDLE_DOCUMENTED = dict.fromkeys(("paddle.amax", "paddle.amin", ".amax", ".amin"), "even")
+
+
+_TENSORFLOW_RULE = (
+    "no framework-wide rule; documented in the gradient code: tf.nn.relu'(0) = 0 and tf.nn.relu6'(0) = "
+    "relu6'(6) = 0 (ReluGrad: \"When the activation is exactly zero, we do not propagate the associated "
+    "gradient value\"; Relu6Grad, at zero or six: \"we arbitrarily choose to not propagate\" it); "
+    "tf.maximum/tf.minimum give a tie to the first argument (grad * (x >= y) to x for Maximum, grad * (x <= y) "
+    "for Minimum), so tf.clip_by_value, a minimum then a maximum, passes the gradient at both bounds; the "
+    "reductions tf.reduce_max/tf.reduce_min divide it among tied entries; elsewhere at a kink the value is left "
+    "open",
+    "tensorflow/core/kernels/relu_op_functor.h (ReluGrad, Relu6Grad); tensorflow/python/ops/math_grad.py "
+    "(_MaximumGrad, _MinimumGrad via _MaximumMinimumGrad; _MinOrMaxGrad); tensorflow/python/ops/clip_ops.py "
+    "(clip_by_value)",
+)
+# Tie-to-the-first-argument (tf.maximum, tf.minimum, tf.clip_by_value) is not one of DOCUMENTED_FAMILIES: it is
+# in the rule's text only. tnp.maximum(x, 0) is tf.nn.relu (a fast path in numpy_ops/np_math_ops.py): not listed.
+_TENSORFLOW_DOCUMENTED = {
+    **dict.fromkeys(("tensorflow.nn.relu", "tensorflow.nn.relu6"), "zero"),
+    **dict.fromkeys(("tensorflow.reduce_max", "tensorflow.reduce_min", "tensorflow.math.reduce_max",
+                     "tensorflow.math.reduce_min"), "even"),
+}
+
+_PYTENSOR_RULE = (
+    "no framework-wide rule; each op's gradient (L_op) chooses: pt.maximum/pt.minimum give a tie wholly to the "
+    "first argument; pt.abs has derivative 0 at 0; pt.clip has derivative 1 at either bound; pt.max/pt.min give "
+    "every tied entry the whole derivative; elsewhere at a kink the value is left open",
+    "pytensor/scalar/basic.py (Maximum.L_op and Minimum.L_op: eq(output, x) * gz to x, the rest to y; Abs.L_op: "
+    "gz * sign(x); Clip.L_op: ((x >= min) & (x <= max)) * gz); pytensor/tensor/math.py (Max.L_op: eq(max, x) * g)",
+)
+_PYTENSOR_DOCUMENTED = {
+    **dict.fromkeys(("pytensor.tensor.maximum", "pytensor.tensor.minimum", "pytensor.tensor.math.maximum",
+                     "pytensor.tensor.math.minimum"), "first"),
+    **dict.fromkeys(("pytensor.tensor.abs", "pytensor.tensor.math.abs"), "zero"),
+}
+
+def _mlx_requirements(version: str) -> list[str]:
+    # Linux wheels of mlx >= 0.26 carry no backend: the CPU one is the mlx-cpu wheel, the "cpu" extra;
+    # older Linux wheels bundle it and have no such extra
+    return [f"mlx[cpu]=={version}" if _version_tuple(version) >= (0, 26) else f"mlx=={version}"]
+
+
+_MLX_RULE = (
+    "no documented rule at a kink (every value there is open); the choices in MLX's code: mx.maximum and "
+    "mx.minimum give a tie to the second argument (so mlx.nn.relu = mx.maximum(x, 0) has 0 at 0 and "
+    "mx.maximum(0.0, x) has 1), mx.abs'(0) = sign(0) = 0, and a tied mx.max/mx.min reduction shares the "
+    "derivative evenly in reverse mode but gives it all to the argmax/argmin entry (the first) in forward mode",
+    "mlx/primitives.cpp (Maximum::vjp/jvp: masks a > b and a <= b; Minimum::vjp/jvp; Abs::vjp; Reduce::vjp/jvp); "
+    "python/mlx/nn/layers/activations.py (relu)",
+)
+_TINYGRAD_RULE = (
+    "no documented rule at a kink (every value there is open); the choices in tinygrad's code: Ops.MAX "
+    "(Tensor.maximum, Tensor.minimum) gives each tied argument half, a max/min reduction shares the "
+    "derivative evenly among the tied entries, Tensor.relu is (x > 0).where(x, 0) (0 at 0), Tensor.clamp/clip "
+    "(x < lo).where(lo, x) (1 at a bound), Tensor.abs x * x.sign() (0 at 0)",
+    "tinygrad/gradient.py (pm_gradient: Ops.MAX, reduce_gradient; tinygrad/mixin/gradient.py from 0.14); "
+    "tinygrad/tensor.py (relu, clamp, abs; tinygrad/mixin/elementwise.py from 0.14)",
+)
+
+
+def _mindspore_requirements(version: str) -> list[str]:
+    # numpy<2: mindspore's extension modules are built against NumPy 1 (with NumPy 2.4 an op fails with
+    # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.4.6")
+    return [f"mindspore=={version}", "numpy<2"]
+
+
+_MINDSPORE_RULE = (
+    ("no documented rule at a kink (the API docs of mindspore.ops relu, maximum, minimum, clamp, hardtanh, abs, "
+     "max, amax and median say nothing of the derivative there, checked in 2.10.0): every value at a kink is "
+     "open; each primitive's bprop decides (Maximum/Minimum share a tie evenly)"),
+    ("mindspore/python/mindspore/ops/function/ docstrings; bprops: "
+     "mindspore/ccsrc/frontend/expander/bprop/grad_ops/grad_math_ops.cc (REG_BPROP_BUILDER(\"Maximum\"), "
+     "MinimumMaximumGrad)"),
+)
 
 
 #: Framework name → record, report order.
@@ -211,10 +288,19 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
     # Added by issue 13. Each adapter's helper refines its own record (modes, dtypes, versions, rule).
     Framework(
         "tensorflow", "TensorFlow", "tensorflow-cpu", "kinkcheck.frameworks.tensorflow",
-        ("reverse", "forward", "graph", "jit"), ("^", "#ff7f0e"),
+        ("reverse", "forward", "graph", "jit", "second-order"), ("^", "#ff7f0e"),
         aliases={"tf": "tensorflow", "tnp": "tensorflow.experimental.numpy"},
-        versions=("2.18.1", "2.19.1", "2.20.0", "2.21.0"),
-        requirements=lambda v: [f"tensorflow-cpu=={v}"], tested="2.21.0",
+        # the newest patch of every minor line with a cp311 wheel (checked 2026-12-01, pip index versions)
+        versions=("2.12.1", "2.13.1", "2.14.1", "2.15.1", "2.16.2", "2.17.1", "2.18.1", "2.19.1", "2.20.0",
+                  "2.21.0"),
+        # tensorflow-cpu pins its own numpy (< 2 before 2.18), protobuf and ml_dtypes; uv resolves them beside
+        # kinkcheck's for every release of the matrix
+        requirements=lambda v: [f"tensorflow-cpu=={v}"],
+        # cp312 from 2.16, cp313 from 2.20; none has cp314
+        max_python={**dict.fromkeys(("2.12.1", "2.13.1", "2.14.1", "2.15.1"), (3, 11)),
+                    **dict.fromkeys(("2.16.2", "2.17.1", "2.18.1", "2.19.1"), (3, 12)),
+                    "2.20.0": (3, 13), "2.21.0": (3, 13)},
+        tested="2.21.0", rule=_TENSORFLOW_RULE, documented=_TENSORFLOW_DOCUMENTED,
     ),
     Framework(
         "paddle", "PaddlePaddle", "paddlepaddle", "kinkcheck.frameworks.paddle",
@@ -230,13 +316,24 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
     Framework(
         "mlx", "MLX", "mlx", "kinkcheck.frameworks.mlx",
         ("reverse", "jit", "forward", "vmap", "second-order"), ("D", "#9467bd"), aliases={"mx": "mlx.core"},
-        requirements=lambda v: [f"mlx[cpu]=={v}"],
+        # the newest patch of every minor line with a Linux x86-64 wheel for Python 3.11 (checked 2026-12-01:
+        # the index has 0.2.0, 0.21.1 and 0.25.2 - 0.32.4); 0.2.0 and 0.21.1 have no float64
+        versions=("0.2.0", "0.21.1", "0.25.2", "0.26.5", "0.27.1", "0.28.0", "0.29.4", "0.30.6", "0.31.2",
+                  "0.32.4"),
+        requirements=_mlx_requirements,
+        # cp313 from 0.21, cp314 from 0.29
+        max_python={"0.2.0": (3, 12), "0.21.1": (3, 13), "0.25.2": (3, 13), "0.26.5": (3, 13), "0.27.1": (3, 13),
+                    "0.28.0": (3, 13)},
+        tested="0.32.4", rule=_MLX_RULE,
     ),
     Framework(
         "tinygrad", "tinygrad", "tinygrad", "kinkcheck.frameworks.tinygrad",
         ("reverse", "jit"), ("P", "#8c564b"),
-        versions=("0.11.0", "0.12.0", "0.13.0", "0.14.0"),
+        # the newest patch of each minor line up to 0.14.0 (pure Python: every Python); without clang the
+        # adapter runs tinygrad's PYTHON device, which before 0.13 has no float16 on Python 3.11 and no bfloat16
+        versions=("0.10.3", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
         requirements=lambda v: [f"tinygrad=={v}"],
+        tested="0.14.0", rule=_TINYGRAD_RULE,
     ),
     Framework(
         "autograd", "HIPS autograd", "autograd", "kinkcheck.frameworks.autograd",
@@ -252,14 +349,25 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
     Framework(
         "pytensor", "PyTensor", "pytensor", "kinkcheck.frameworks.pytensor",
         ("reverse", "forward", "jit", "second-order"), ("*", "#bcbd22"), aliases={"pt": "pytensor.tensor"},
+        dtypes=("float64", "float32", "float16"),  # NumPy dtypes: no bfloat16
+        # the newest patch of the last 4 minor lines (checked 2026-12-01: each installs and imports on Python 3.11;
+        # cp312-cp314 wheels too)
         versions=("2.36.3", "2.37.0", "2.38.3", "3.0.7"),
         requirements=lambda v: [f"pytensor=={v}"],
+        tested="3.0.7", rule=_PYTENSOR_RULE, documented=_PYTENSOR_DOCUMENTED,
     ),
     Framework(
         "mindspore", "MindSpore", "mindspore", "kinkcheck.frameworks.mindspore",
+        # reverse only: mindspore.ops.jvp and graph mode compile from Python source (see the adapter)
         ("reverse",), ("h", "#17becf"), aliases={"ms": "mindspore"},
+        # the newest patch of the last four minor lines (CPU wheels for Python 3.11, pip index versions,
+        # checked 2026-12-01; 2.7.2 is 2.7's newest)
         versions=("2.7.2", "2.8.0", "2.9.0", "2.10.0"),
-        requirements=lambda v: [f"mindspore=={v}"],
+        requirements=_mindspore_requirements,
+        # cp312 is the newest for all four (uv pip compile --python-version, 2026-12-01)
+        max_python={"2.7.2": (3, 12), "2.8.0": (3, 12), "2.9.0": (3, 12), "2.10.0": (3, 12)},
+        tested="2.10.0", rule=_MINDSPORE_RULE,
+        test_alone="MindSpore needs numpy<2 and JAX 0.10.2 numpy>=2.0 (and MindSpore's environment takes 2.7 GB)",
     ),
 )}
 
