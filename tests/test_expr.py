@@ -263,6 +263,7 @@ def test_allowed_names_resolve_and_strings_are_refused_at_run_time():
         ("x.requires_grad_(False)", "modifies a tensor in place"),
         ("torch.relu(x, out=x)", "modifies a tensor in place"),
         ("torch.nn.functional.relu(x * 1, inplace=True)", "modifies a tensor in place"),
+        ("torch.relu(x) + torch.ones_like(x).copy_(x, output=x)", "modifies a tensor in place"),  # paddle.assign
         # random: a value that changes from run to run is no measurement
         ("torch.nn.functional.dropout(x)", "random number generator"),
         ("torch.nn.functional.rrelu(x, training=True)", "random number generator"),
@@ -477,3 +478,34 @@ def test_parse_inputs_refuses(text, wrt, reason):
 def test_int_prefix_is_grad_only():
     with pytest.raises(ex.ExprError, match="malformed value for 'k'"):
         ex.parse_point("x=0,k=int:0")
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("tnp.maximum(x, 0.0)", True),  # tensorflow.experimental.numpy: TensorFlow's NumPy API, exempt as a whole prefix
+    ("tensorflow.experimental.numpy.abs(x)", True),
+    ("tf.experimental.dlpack.to_dlpack(x)", False),  # any other tensorflow.experimental name keeps the refusal
+    ("tf.experimental.numpy_function(x)", False),
+    ("jax.experimental.numpy.abs(x)", False),  # the exemption is for the exact tensorflow prefix only
+    ("tf.experimental.numpy.experimental", False),  # below the prefix every segment is still checked
+])
+def test_exempt_prefix_lifts_the_experimental_refusal_for_tensorflow_numpy_only(text, ok):
+    if ok:
+        assert isinstance(ex.parse(text, ["x"], {"tensorflow"}), ex.Call), text
+        return
+    with pytest.raises(ex.ExprError, match="refused"):
+        ex.parse(text, ["x"], {"tensorflow", "jax"})
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("mindspore.ops.relu(x)", True),  # mindspore.ops: MindSpore's functional API, exempt as a whole prefix
+    ("ms.ops.maximum(x, x)", True),
+    ("torch.ops.aten.relu(x)", False),  # the exemption is for the exact mindspore prefix only
+    ("mindspore.mint.ops(x)", False),
+    ("ms.ops.ops(x)", False),  # below the prefix every segment is still checked
+])
+def test_exempt_prefix_lifts_the_ops_refusal_for_mindspore_ops_only(text, ok):
+    if ok:
+        assert isinstance(ex.parse(text, ["x"], {"mindspore"}), ex.Call), text
+        return
+    with pytest.raises(ex.ExprError, match="'ops' is refused"):
+        ex.parse(text, ["x"], {"mindspore", "torch"})

@@ -76,7 +76,7 @@ def _cmd_grad(args: argparse.Namespace) -> int:
         raise UsageError(f"expression mixes frameworks {sorted(roots)}; use one")
     framework = args.framework or (roots.pop() if roots else None)
     if framework is None:
-        raise UsageError("cannot tell the framework from a method chain; add --framework torch|jax")
+        raise UsageError(f"cannot tell the framework from a method chain; add --framework NAME ({', '.join(FRAMEWORKS)})")
     if roots and framework not in roots:
         raise UsageError(f"--framework {framework} but the expression uses {sorted(roots)}")
     used = {n.name for n in ex.walk(tree) if isinstance(n, ex.Input)}

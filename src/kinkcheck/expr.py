@@ -287,7 +287,10 @@ def refused_kind(seg: str) -> str | None:
 #: Public namespaces whose dotted path carries a refused word but that hold only array functions: only the
 #: segments of the exact prefix are exempt (``tensorflow.experimental.numpy.maximum`` passes,
 #: ``tensorflow.experimental.dlpack`` and any name below a prefix that is itself refused do not).
-EXEMPT_PREFIXES: frozenset[tuple[str, ...]] = frozenset({("tensorflow", "experimental", "numpy")})
+#: ``mindspore.ops`` is MindSpore's functional API (``mindspore.ops.relu``); its I/O, callback and
+#: assignment primitives are refused by the MindSpore adapter (kinkcheck.frameworks.mindspore).
+EXEMPT_PREFIXES: frozenset[tuple[str, ...]] = frozenset({("tensorflow", "experimental", "numpy"),
+                                                         ("mindspore", "ops")})
 
 
 def _exempt_segments(parts: list[str] | tuple[str, ...]) -> frozenset[int]:
@@ -604,8 +607,9 @@ def resolve_names(
 
 _FORBIDDEN_VALUES = (str, bytes, bytearray, types.ModuleType)
 
-#: Keywords that write into an existing tensor (``torch.relu(x, out=v)``, ``F.relu(x, inplace=True)``).
-_MUTATING_KEYWORDS = frozenset({"out", "inplace"})
+#: Keywords that write into an existing tensor (``torch.relu(x, out=v)``, ``F.relu(x, inplace=True)``,
+#: ``paddle.assign(x, output=v)``).
+_MUTATING_KEYWORDS = frozenset({"out", "inplace", "output"})
 
 
 def _guard_off(value: Any, where: Node) -> Any:

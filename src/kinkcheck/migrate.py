@@ -192,8 +192,11 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
     why = _why_no_snippet(c, sv)
     if why is None:
         name, point = next(iter(c.at.items()))
-        p.snippet = snippet(tfw, to.program, name, float(point), sv[0],
-                            note=f"{so.program} ({sfw}) gives {fmt_number(sv[0])} here")
+        try:
+            p.snippet = snippet(tfw, to.program, name, float(point), sv[0],
+                                note=f"{so.program} ({sfw}) gives {fmt_number(sv[0])} here")
+        except MigrateError:  # a target without a custom-gradient API kinkcheck writes code for (tinygrad)
+            p.no_replacement = f"kinkcheck generates no custom-gradient code for {tfw}"
     else:
         p.no_replacement = why
     return p
@@ -217,7 +220,11 @@ def snippet(framework: str, target: str, name: str, point: float, value: float, 
     Parameters
     ----------
     framework : str
-        ``"jax"`` (a ``jax.custom_jvp``) or ``"torch"`` (a ``torch.autograd.Function``).
+        ``"jax"`` (a ``jax.custom_jvp``), ``"torch"`` (a ``torch.autograd.Function``), ``"autograd"`` (an
+        ``autograd.extend.primitive`` with ``defvjp`` and ``defjvp``) or ``"paddle"`` (a
+        ``paddle.autograd.PyLayer``: reverse mode only) or ``"mlx"`` (an ``mlx.core.custom_function`` with a
+        ``vjp`` and a ``jvp``) or ``"tensorflow"`` (a ``tf.custom_gradient``: reverse mode, eager and
+        ``tf.function``).
     target : str
         The target program, an expression in the input ``name`` (canonical catalog text).
     point, value : float
@@ -259,6 +266,90 @@ def snippet(framework: str, target: str, name: str, point: float, value: float, 
             f"{comment.replace('    #', '        #')}"
             f"        return torch.where({name} == {p}, grad * {v}, d)\n\n\n"
             f"def f({name}):\n    return _F.apply({name})\n"
+        )
+    if framework == "autograd":
+        # autograd.extend.primitive + defvjp (reverse) and defjvp (forward): autograd/extend.py
+        return (
+            "import autograd\nimport autograd.numpy\nfrom autograd.extend import defjvp, defvjp, primitive\n\n\n"
+            f"def _target({name}):\n    return {target}\n\n\n"
+            "@primitive\n"
+            f"def f({name}):\n    return _target({name})\n\n\n"
+            f"def _derivative({name}):\n"
+            "    # the target's own derivative, taken off the kink: there it is replaced, and an inf or NaN\n"
+            "    # evaluated there would reach the product through the unselected branch of the where\n"
+            f"    at_kink = {name} == {p}\n"
+            f"    d = autograd.elementwise_grad(_target)(autograd.numpy.where(at_kink, {p} + 1.0, {name}))\n"
+            f"{comment}"
+            f"    return autograd.numpy.where(at_kink, {v}, d)\n\n\n"
+            f"defvjp(f, lambda ans, {name}: lambda g: g * _derivative({name}))\n"
+            f"defjvp(f, lambda g, ans, {name}: g * _derivative({name}))\n"
+        )
+    if framework == "paddle":
+        # paddle.autograd.PyLayer (python/paddle/autograd/py_layer.py). The target's derivative is taken in
+        # forward: paddle.grad inside a PyLayer's backward crashes the process (SIGSEGV, 2.6.2 and 3.3.1).
+        return (
+            "import paddle\n\n\n"
+            f"def _target({name}):\n    return {target}\n\n\n"
+            "class _F(paddle.autograd.PyLayer):\n"
+            "    @staticmethod\n"
+            f"    def forward(ctx, {name}):\n"
+            "        with paddle.enable_grad():\n"
+            f"            leaf = {name}.detach()\n"
+            "            leaf.stop_gradient = False\n"
+            "            y = _target(leaf)\n"
+            "            (d,) = paddle.grad(y, leaf, paddle.ones_like(y))  # elementwise: the derivative\n"
+            f"        ctx.save_for_backward({name}, d)\n"
+            "        return y.detach()\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            f"        {name}, d = ctx.saved_tensor()\n"
+            f"{comment.replace('    #', '        #')}"
+            f"        return paddle.where({name} == {p}, grad * {v}, grad * d)\n\n\n"
+            f"def f({name}):\n    return _F.apply({name})\n"
+        )
+    if framework == "mlx":
+        # mlx.core.custom_function with a vjp and a jvp (python/src/transforms.cpp); a one-input function's
+        # transforms get the array itself, not a tuple
+        return (
+            "import mlx.core\nimport mlx.nn\n\n\n"
+            f"def _target({name}):\n    return {target}\n\n\n"
+            "@mlx.core.custom_function\n"
+            f"def f({name}):\n    return _target({name})\n\n\n"
+            "# the target's own derivative, taken off the kink: there it is replaced, and an inf or NaN\n"
+            "# evaluated there would reach the product through the unselected branch of the where\n"
+            "@f.vjp\n"
+            f"def _f_vjp({name}, cotangent, output):\n"
+            f"    at_kink = {name} == {p}\n"
+            f"    _, (d,) = mlx.core.vjp(_target, [mlx.core.where(at_kink, {p} + 1.0, {name})], [cotangent])\n"
+            f"{comment}"
+            f"    return mlx.core.where(at_kink, {v} * cotangent, d)\n\n\n"
+            "@f.jvp\n"
+            f"def _f_jvp({name}, tangent):\n"
+            f"    at_kink = {name} == {p}\n"
+            f"    _, (d,) = mlx.core.jvp(_target, [mlx.core.where(at_kink, {p} + 1.0, {name})], [tangent])\n"
+            f"    return mlx.core.where(at_kink, {v} * tangent, d)\n"
+        )
+    if framework == "tensorflow":
+        # tf.custom_gradient (tensorflow/python/ops/custom_gradient.py): the target's own gradient is taken
+        # off the kink with a tape; ZERO answers an op without a gradient (tf.floor) with 0, not None
+        return (
+            "import tensorflow\n\n\n"
+            f"def _target({name}):\n    return {target}\n\n\n"
+            "@tensorflow.custom_gradient\n"
+            f"def f({name}):\n"
+            f"    def grad(upstream):\n"
+            f"        at_kink = tensorflow.equal({name}, {p})\n"
+            "        # off the kink: there it is replaced, and an inf or NaN evaluated there would reach the\n"
+            "        # product through the unselected branch of the where\n"
+            f"        off = tensorflow.where(at_kink, tensorflow.ones_like({name}) * ({p} + 1.0), {name})\n"
+            "        with tensorflow.GradientTape() as tape:\n"
+            "            tape.watch(off)\n"
+            "            y = _target(off)\n"
+            "        d = tape.gradient(y, off, output_gradients=upstream,\n"
+            "                          unconnected_gradients=tensorflow.UnconnectedGradients.ZERO)\n"
+            f"{comment.replace('    #', '        #')}"
+            f"        return tensorflow.where(at_kink, upstream * {v}, d)\n\n"
+            f"    return _target({name}), grad\n"
         )
     raise MigrateError(f"no snippet generator for {framework!r}")
 

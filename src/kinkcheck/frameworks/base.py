@@ -20,21 +20,24 @@ DTYPES: tuple[str, ...] = dtypes.DTYPES
 #: inputs' shapes that is comparable with the reverse-mode gradient of ``f(x).sum()``, except
 #: ``second-order`` (the Hessian times a vector of ones, ``H @ 1``: the gradient of the gradient's sum).
 MODE_INFO: dict[str, str] = {
-    "reverse": "reverse mode: torch `y.backward(ones)`; JAX `jax.grad` of the sum",
+    "reverse": "reverse mode: torch `y.backward(ones)`; JAX `jax.grad` of the sum; autograd `make_vjp` with ones; "
+               "PyTensor `pytensor.grad` of the sum, compiled without C or Numba (FAST_COMPILE, Python linker)",
     "functional": "torch.func.grad of the sum",
-    "forward": "forward mode: `torch.func.jvp` / `jax.jvp` along each input component's unit tangent",
+    "forward": "forward mode: `torch.func.jvp` / `jax.jvp` (autograd `make_jvp`, PyTensor the ops' `R_op`) along "
+               "each input component's unit tangent",
     "forward-ad": "forward mode with dual numbers: `torch.autograd.forward_ad`",
     "jacfwd": "`jax.jacfwd`, summed over the output",
     "jacrev": "`jax.jacrev`, summed over the output",
     "jit": "compiled by the framework's compiler: `jax.jit(jax.grad(...))`; TensorFlow `tf.function(jit_compile=True)` "
-           "(XLA); MLX `mx.compile`; tinygrad `TinyJit`",
+           "(XLA); MLX `mx.compile`; tinygrad `TinyJit`; PyTensor `pytensor.function` in its default mode (C or Numba)",
     "graph": "a traced graph run without a compiler: TensorFlow `tf.function`; PaddlePaddle a static program "
              "(`paddle.static`, what `paddle.jit.to_static` builds) and `paddle.static.gradients`; "
              "MindSpore GRAPH_MODE (`mindspore.jit`)",
     "inductor": "`torch.compile(backend=\"inductor\")`, backward through the compiled graph",
     "aot_eager": "`torch.compile(backend=\"aot_eager\")`: AOTAutograd's traced backward, no code generation",
     "vmap": "`torch.func.vmap(torch.func.grad(...))` / `jax.vmap(jax.grad(...))` over a batch of two copies of the point",
-    "second-order": "the Hessian times ones, `H @ 1`: torch double backward, `jax.hessian`",
+    "second-order": "the Hessian times ones, `H @ 1`: torch double backward, `jax.hessian`; autograd and PyTensor "
+                    "the gradient of the gradient's sum",
 }
 MODES: tuple[str, ...] = tuple(MODE_INFO)
 #: The modes each adapter implements (``Adapter.modes``).

@@ -887,9 +887,14 @@ def _canonical(framework: str, method: str) -> str:
 
 
 #: Namespaces of other frameworks that implement NumPy's API (HIPS autograd wraps NumPy itself;
-#: ``tf.experimental.numpy`` follows it): their function of a name computes what ``jax.numpy``'s does, which
-#: follows NumPy too, so the table rows of ``jax.numpy`` describe them.
-NUMPY_CLONES: dict[str, str] = {"autograd.numpy.": "jax.numpy.", "tensorflow.experimental.numpy.": "jax.numpy."}
+#: ``tf.experimental.numpy`` follows it; ``pytensor.tensor`` names its functions after NumPy's, with NumPy's
+#: arguments): their function of a name computes what ``jax.numpy``'s does, which follows NumPy too, so the
+#: table rows of ``jax.numpy`` describe them. A name the table lacks (``pt.switch``) stays unmapped.
+NUMPY_CLONES: dict[str, str] = {"autograd.numpy.": "jax.numpy.", "tensorflow.experimental.numpy.": "jax.numpy.",
+                                "pytensor.tensor.math.": "jax.numpy.", "pytensor.tensor.": "jax.numpy.",
+                                # mlx.core follows NumPy's names and positional arguments (round half to even,
+                                # median of an even length the mean): python/src/ops.cpp docstrings
+                                "mlx.core.": "jax.numpy."}
 
 
 def _table_name(dotted: str) -> str:

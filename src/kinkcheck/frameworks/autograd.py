@@ -1,0 +1,287 @@
+"""HIPS autograd adapter: evaluates call expressions with ``autograd.numpy`` (alias ``anp``) on NumPy arrays.
+
+Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``autograd.make_vjp`` with a cotangent of
+ones (the VJP of the output's sum, what ``autograd.grad`` of the sum gives); forward is
+``autograd.make_jvp`` along each input component's unit tangent, the output summed; second-order is
+``autograd.grad`` of the sum of ``autograd.grad``'s components (``H @ 1``). autograd is pure NumPy: it
+computes on the CPU only, in NumPy's float64, float32 and float16; NumPy has no bfloat16 (such a cell is
+``unavailable``). autograd returns its gradients in the dtype its rules compute them in (often float64
+for a float32 input: ``balanced_eq`` divides by the Python float ``1.0``); kinkcheck records them as floats.
+
+autograd documents no rule at a kink; its choices are in its rules' source,
+``autograd/numpy/numpy_vjps.py`` (reverse) and ``autograd/numpy/numpy_jvps.py`` (forward):
+``anp.maximum``/``minimum``/``fmax``/``fmin`` split a tie evenly (``balanced_eq``: ``(x == z) / (1.0 + (x ==
+y))``), ``anp.max``/``min``/``amax``/``amin`` share the derivative among tied entries (``grad_chooser``),
+``anp.clip`` has derivative 0 at either bound (``ans != a_min`` and ``ans != a_max``), ``anp.abs`` 0 at 0
+(``replace_zero``; ``anp.absolute`` divided by ``|x|``, nan at 0, until 1.9.0: HIPS/autograd#712),
+``anp.sqrt`` ``0.5 * x ** -0.5`` (inf at 0); ``anp.sign``, ``floor``, ``round`` are registered as
+non-differentiable (derivative 0). The values also depend on the NumPy underneath (releases before 1.7 need
+NumPy 1; :meth:`AutogradAdapter.settings` records its version).
+
+Expressions reach ``autograd``, ``autograd.numpy`` (with ``linalg`` and ``fft``) and ``autograd.scipy.special``
+(when SciPy is installed). ``autograd.numpy`` wraps every NumPy function as an autograd primitive, so besides
+the names :mod:`kinkcheck.expr` refuses everywhere, this adapter refuses the wrapped NumPy functions that read
+files, print, run code or change NumPy's or autograd's global state (:data:`REFUSED`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from kinkcheck import expr as ex
+from kinkcheck.frameworks.base import (
+    FRAMEWORK_MODES,
+    FrameworkUnavailable,
+    ProgramError,
+    Unavailable,
+    check_dtype,
+    check_mode,
+    resolve,
+    rounded_point,
+    split_inputs,
+    unit_tangents,
+)
+
+try:
+    import autograd
+    import autograd.numpy as anp
+    import numpy as np
+    from autograd.tracer import getval
+except ImportError as _err:  # pragma: no cover - depends on the environment
+    autograd = None
+    _IMPORT_ERROR = str(_err)
+
+#: Modules an expression may reach (``autograd.numpy.random`` and autograd's internals are out of reach);
+#: see :func:`kinkcheck.expr.resolve_names`.
+MODULES = frozenset(("autograd", "autograd.numpy", "autograd.numpy.linalg", "autograd.numpy.fft", "autograd.scipy",
+                     "autograd.scipy.special"))
+#: Packages a resolved function or constant may come from (autograd's wrappers of NumPy say ``autograd.tracer``).
+ORIGINS = frozenset(("autograd",))
+#: Names refused in an autograd expression beyond :mod:`kinkcheck.expr`'s refusals, with the reason:
+#: ``autograd.numpy`` wraps every NumPy function like any other, including these.
+REFUSED: dict[str, str] = {
+    **dict.fromkeys(("genfromtxt", "fromregex"), "it reads files"),
+    **dict.fromkeys(("seterr", "seterrcall", "setbufsize"), "it changes NumPy's global state"),
+    **dict.fromkeys(("info", "show_runtime", "test"), "it prints or runs code"),
+    **dict.fromkeys(("copyto", "place", "put", "putmask", "fill_diagonal", "put_along_axis"),
+                    "it writes into an array in place"),
+    **dict.fromkeys(("primitive", "notrace_primitive", "defvjp", "defjvp", "defvjp_argnum", "defjvp_argnum",
+                     "def_linear", "wrap_namespace", "wrap_intdtype"),
+                    "it changes autograd's derivative rules or wrappers for every later gradient"),
+}
+#: Names of dtypes NumPy has (``DTYPES`` minus bfloat16).
+NUMPY_DTYPES = ("float64", "float32", "float16")
+
+
+#: Whether ``autograd.scipy.special`` was tried (see ``AutogradAdapter.namespace``).
+_SCIPY_TRIED: list[bool] = []
+#: Parsed program → its resolved names (the objects do not change within a process).
+_RESOLVED: dict[ex.Node, dict[str, Any]] = {}
+
+
+def load() -> AutogradAdapter:
+    if autograd is None:
+        raise FrameworkUnavailable(f"autograd is not installed in this Python ({_IMPORT_ERROR})")
+    return AutogradAdapter()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """NumPy's floating-point warnings (``0 ** -0.5``) and autograd's "Output seems independent of input"
+    silenced: they go to stderr only and change no value."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.filterwarnings("ignore", message="Output seems independent of input")
+        yield
+
+
+def _floats(value: Any) -> Any:
+    """A gradient (NumPy array or scalar) → float or nested list of floats."""
+    return np.asarray(value, dtype=np.float64).tolist()
+
+
+def _derivatives(f: Callable[..., Any], args: Sequence[Any], diff: Sequence[int], mode: str) -> list[Any]:
+    """The derivative of ``sum(f(*args))`` with respect to ``args[i]`` for ``i`` in ``diff``, in ``mode``.
+
+    reverse: ``autograd.make_vjp`` with ones; forward: ``autograd.make_jvp`` along each unit tangent;
+    second-order: ``autograd.grad`` of the sum of the gradient's components (``H @ 1``).
+    """
+    wargs = [args[i] for i in diff]
+
+    def with_wrt(w: Sequence[Any]) -> list[Any]:
+        """All arguments, the differentiated ones replaced by ``w``."""
+        a = list(args)
+        for i, v in zip(diff, w):
+            a[i] = v
+        return a
+
+    def total(*w: Any) -> Any:
+        return anp.sum(f(*with_wrt(w)))
+
+    argnum = tuple(range(len(wargs)))
+    if mode == "reverse":
+        vjp, ans = autograd.make_vjp(lambda *w: f(*with_wrt(w)), argnum)(*wargs)
+        return list(vjp(np.ones_like(ans)))
+    if mode == "second-order":
+        grad = autograd.grad(total, argnum)
+
+        def grad_sum(*w: Any) -> Any:
+            return sum(anp.sum(g) for g in grad(*w))
+
+        return list(autograd.grad(grad_sum, argnum)(*wargs))
+    # forward: one JVP per unit tangent of the differentiated inputs
+    result = [np.zeros(np.shape(w), dtype=np.float64) for w in wargs]
+    jvp = autograd.make_jvp(total, argnum)(*wargs)
+    for k, idx in unit_tangents([(k, np.shape(w)) for k, w in enumerate(wargs)]):
+        tangents = [np.zeros_like(w) for w in wargs]
+        tangents[k][idx] = 1
+        _, value = jvp(tuple(tangents))
+        result[k][idx] = float(value)
+    return result
+
+
+class AutogradAdapter:
+    """The :class:`kinkcheck.frameworks.base.Adapter` for HIPS autograd."""
+
+    name = "autograd"
+    modes: tuple[str, ...] = FRAMEWORK_MODES["autograd"]
+
+    @property
+    def version(self) -> str:
+        from importlib import metadata
+
+        return metadata.version("autograd")  # autograd has no __version__
+
+    def devices(self) -> list[str]:
+        return ["cpu"]
+
+    def device_name(self, device: str) -> str:
+        """The platform's processor (autograd runs on the CPU only)."""
+        import platform
+
+        return platform.processor() or platform.machine()
+
+    def settings(self) -> dict[str, str]:
+        """What decides the values besides autograd: the NumPy it computes with (NumPy 2's promotion rules,
+        NEP 50, keep a float16 input float16 next to a Python float; NumPy 1 promoted a 0-d one)."""
+        return {"numpy": str(np.__version__)}
+
+    def namespace(self) -> dict[str, Any]:
+        if not _SCIPY_TRIED:  # once: a failed import is not cached by Python and costs a search of sys.path
+            _SCIPY_TRIED.append(True)
+            with contextlib.suppress(ImportError):  # autograd.scipy needs SciPy
+                importlib.import_module("autograd.scipy.special")
+        return {"autograd": autograd}
+
+    def _dtype(self, dtype: str) -> Any:
+        check_dtype(dtype)
+        if dtype not in NUMPY_DTYPES:
+            raise Unavailable(f"autograd has no {dtype}: it computes with NumPy, which has no {dtype} dtype")
+        return np.dtype(dtype)
+
+    @staticmethod
+    def _device(device: str) -> None:
+        if device == "cuda":
+            raise FrameworkUnavailable("not measured: autograd computes with NumPy on the CPU only")
+        if device != "cpu":
+            raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
+
+    def _resolve(self, tree: ex.Node) -> dict[str, Any]:
+        cached = _RESOLVED.get(tree)
+        if cached is not None:  # a program runs in every mode and dtype: resolve it once
+            return cached
+        _RESOLVED[tree] = names = self._resolve_uncached(tree)
+        return names
+
+    def _resolve_uncached(self, tree: ex.Node) -> dict[str, Any]:
+        namespace = self.namespace()
+        for n in ex.walk(tree):
+            segments = n.parts if isinstance(n, ex.Name) else (n.name,) if isinstance(n, ex.Attr) else ()
+            refused = [s for s in segments if s in REFUSED]
+            if refused:
+                raise ex.ExprError(f"{refused[0]!r} is refused: {REFUSED[refused[0]]} ({ex.unparse(n)[:60]})")
+            if isinstance(n, ex.Name) and n.parts[:2] == ("autograd", "scipy") and not hasattr(autograd, "scipy"):
+                raise Unavailable(f"{n.dotted!r} needs SciPy, which is not installed here (autograd.scipy wraps it)")
+        return resolve(tree, namespace, MODULES, ORIGINS)
+
+    @staticmethod
+    def _check_output(out: Any) -> Any:
+        value = getval(out)
+        if not isinstance(value, (np.ndarray, np.generic)):
+            raise ProgramError(f"program returned {type(value).__name__}, not a NumPy array")
+        if not np.issubdtype(value.dtype, np.inexact):
+            raise ProgramError(f"program returned a {value.dtype} array, which has no gradient")
+        return out
+
+    def _inputs(self, at: Mapping[str, Any], dtype: str, device: str, ints: Sequence[str] = ()) -> list[Any]:
+        """The point's arrays: ``ints`` as int64, the others of ``dtype`` (0-d arrays for scalars)."""
+        ndtype = self._dtype(dtype)
+        self._device(device)
+        return [np.asarray(at[k], dtype=np.int64) if k in ints else np.asarray(np.asarray(at[k], dtype=np.float64),
+                                                                                dtype=ndtype) for k in at]
+
+    def gradient(
+        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
+        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
+
+        Raises
+        ------
+        Unavailable
+            bfloat16 (NumPy has none), a name this autograd lacks, ``autograd.scipy`` without SciPy.
+        ExprError
+            A refused name (:data:`REFUSED` and :mod:`kinkcheck.expr`'s), an unknown mode or dtype.
+        """
+        check_mode(mode, self.modes)
+        diff = split_inputs(at, wrt, ints)
+        names = self._resolve(tree)
+        keys = list(at)
+        args = self._inputs(at, dtype, device, ints)
+
+        def f(*a: Any) -> Any:
+            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
+
+        with _quiet():
+            grads = _derivatives(f, args, [keys.index(k) for k in diff], mode)
+        return {k: _floats(g) for k, g in zip(diff, grads)}
+
+    def callable_gradient(
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
+    ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``fn`` takes NumPy arrays (autograd
+        boxes while traced) and returns one."""
+        check_mode(mode, self.modes)
+        args = self._inputs(at, dtype, device)
+        with _quiet():
+            out = fn(*args)
+            if not isinstance(out, (np.ndarray, np.generic)):  # a Python float would differentiate to 0 silently
+                raise TypeError(f"the function returned a {type(out).__name__}, not a NumPy array")
+            grads = _derivatives(fn, args, list(range(len(args))), mode)
+        return {k: _floats(g) for k, g in zip(at, grads)}
+
+    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
+        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None; None for
+        bfloat16, which NumPy lacks: its cells are unavailable)."""
+        check_dtype(dtype)
+        if dtype not in NUMPY_DTYPES:
+            return None
+        return rounded_point(at, lambda v: np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64).tolist())
+
+    def network_grads(
+        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
+    ) -> tuple[list[list[float]], list[list[float]]]:
+        """W1 and W2 gradients of P0's two-layer net (``((act(X @ W1) @ W2 - T) ** 2).sum()``), reverse mode."""
+        names = self._resolve(tree)
+        X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype, device)
+
+        def loss(w1: Any, w2: Any) -> Any:
+            H = self._check_output(ex.evaluate(tree, names, {input_name: anp.dot(X, w1)}))
+            return anp.sum((anp.dot(H, w2) - T) ** 2)
+
+        with _quiet():
+            g1, g2 = autograd.grad(loss, (0, 1))(W1, W2)
+        return _floats(g1), _floats(g2)

@@ -1,0 +1,333 @@
+"""MLX adapter: evaluates call expressions with ``mlx.core`` arrays on MLX's CPU backend.
+
+Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``mx.grad`` of the output's sum (the VJP
+with ones); forward is ``mx.jvp`` along each input component's unit tangent; jit is
+``mx.compile(mx.grad(...))``; vmap is ``mx.vmap(mx.grad(...))`` over a batch of two copies of the point;
+second-order is ``mx.grad`` of the gradient's sum (``H @ 1``). Every op runs on the CPU, the default
+device of Linux's ``mlx[cpu]`` wheel (``mx.stream(mx.cpu)`` where another device is the default); float64
+exists on the CPU only.
+
+MLX documents no rule at a kink; its choices are the primitives' derivatives in ``mlx/primitives.cpp``:
+``Maximum::vjp``/``jvp`` give a tie to the second argument (masks ``a > b`` and ``a <= b``), ``Minimum``
+likewise (``a < b``, ``a >= b``), ``Abs`` is ``sign(x)`` (0 at 0), ``Reduce::vjp`` for max/min shares the
+cotangent evenly among tied entries while ``Reduce::jvp`` takes the ``argmax``/``argmin`` entry (the first).
+``mlx.nn.relu`` is ``mx.maximum(x, 0)`` (``python/mlx/nn/layers/activations.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kinkcheck import expr as ex
+from kinkcheck.frameworks.base import (
+    FRAMEWORK_MODES,
+    FrameworkUnavailable,
+    ProgramError,
+    Unavailable,
+    check_dtype,
+    check_mode,
+    resolve,
+    rounded_point,
+    split_inputs,
+    unit_tangents,
+)
+
+try:
+    import mlx.core as mx
+    import mlx.nn  # noqa: F401 - makes mlx.nn reachable from the expression root
+    import numpy as np
+except ImportError as _err:  # pragma: no cover - depends on the environment
+    mx = None
+    _IMPORT_ERROR = str(_err)
+
+#: Modules an expression may reach (``mx.random``, ``mx.metal``, ``mx.distributed``, ``mx.fast`` are out).
+MODULES = frozenset(("mlx", "mlx.core", "mlx.core.linalg", "mlx.nn"))
+#: Packages a resolved function or constant may come from.
+ORIGINS = frozenset(("mlx",))
+#: The only module whose functions ``mlx.nn.<name>`` may resolve to: the functional activations (the
+#: layers are classes with state, the losses and initialisers are out of scope, ``nn.init`` draws randoms).
+#: Checked by identity with that module's functions: their ``__module__`` differs between releases.
+NN_FUNCTIONS = "mlx.nn.layers.activations"
+
+
+def _on_cpu(device: str = "cpu") -> Any:
+    """A context that runs every op on the CPU: none where the CPU is already the default device (Linux's
+    ``mlx[cpu]``), else ``mx.stream(mx.cpu)``. Not the stream where it is not needed: under it MLX evaluates
+    on another thread, and an error there (a float64 op the CPU backend lacks) aborts the interpreter
+    instead of raising. Raises for a device other than ``cpu``."""
+    MlxAdapter._device(device)
+    if not hasattr(mx, "stream") or mx.default_device().type == mx.cpu:  # MLX 0.2 has no mx.stream
+        return contextlib.nullcontext()
+    return mx.stream(mx.cpu)
+
+
+def _from_float64(value: Any, dt: Any) -> Any:
+    """Python floats as an array of ``dt``, rounded once from float64. Built from a NumPy float64 array with
+    ``dtype=mx.float64``: ``mx.array`` of a list goes through float32 in older releases (0.25, 0.26), and of a
+    NumPy array without a dtype gives float32. MLX 0.21 and older have no float64: there MLX rounds to ``dt``
+    itself."""
+    f64 = getattr(mx, "float64", None)
+    values = np.asarray(value, dtype=np.float64)
+    return mx.array(values, dtype=dt) if f64 is None else mx.array(values, dtype=f64).astype(dt)
+
+
+_FAILS: dict[str, str | None] = {}
+
+
+def _fails(code: str) -> str | None:
+    """Whether ``code`` (after ``import mlx.core as mx`` and ``import numpy as np``) fails in this MLX: None
+    when it runs, else its last line of error output. Run once per process, in a child interpreter: in some
+    releases an error MLX throws while evaluating leaves its state corrupt, and a later, unrelated call in the
+    same process crashes (SIGSEGV), which would lose every cell of that case."""
+    if code not in _FAILS:
+        import subprocess
+        import sys
+
+        try:
+            run = subprocess.run([sys.executable, "-c", "import mlx.core as mx\nimport numpy as np\n" + code],
+                                 capture_output=True, text=True, timeout=120, check=False)
+            lines = (run.stderr or run.stdout).strip().splitlines()
+            _FAILS[code] = None if run.returncode == 0 else (lines[-1].strip() if lines else f"exit {run.returncode}")
+        except (OSError, subprocess.TimeoutExpired) as err:
+            _FAILS[code] = f"{type(err).__name__}: {err}"
+    return _FAILS[code]
+
+
+#: The JVP of a float64 matrix product (P0's network in forward mode): MLX 0.26 – 0.28 raise "[AddMM::eval_cpu]
+#: Currently only supports float32".
+_F64_MATMUL_JVP = "a = mx.ones((2, 2), dtype=mx.float64)\nmx.eval(mx.jvp(lambda a: a @ a, [a], [a])[1])"
+#: A compiled float64 gradient (jit mode): MLX 0.25 raises "Unsupported constant type".
+_F64_COMPILE = ("a = mx.array(np.asarray([0.5]), dtype=mx.float64)\n"
+                "mx.eval(mx.compile(mx.grad(lambda x: mx.maximum(x, 0.0).sum()))(a))")
+
+
+def load() -> MlxAdapter:
+    """The adapter; :class:`FrameworkUnavailable` (one line) when MLX does not import or has no CPU backend."""
+    if mx is None:
+        raise FrameworkUnavailable(f"mlx is not installed in this Python ({_IMPORT_ERROR})")
+    try:
+        with _on_cpu():
+            mx.eval(mx.array([1.0]) + 1)
+    except Exception as err:  # noqa: BLE001 - e.g. the bare 'mlx' wheel on Linux, without mlx-cpu
+        raise FrameworkUnavailable(f"mlx {mx.__version__} cannot compute on the CPU here ({err}); "
+                                   "install mlx[cpu]") from None
+    return MlxAdapter()
+
+
+def _lists(keys: Sequence[str], grads: Sequence[Any]) -> dict[str, Any]:
+    """Arrays → input name → nested Python floats, through NumPy (``array.tolist`` of float64 raises in MLX
+    0.25 – 0.29; float16/bfloat16 are widened exactly to float32 first)."""
+    out = {}
+    for k, g in zip(keys, grads):
+        f64 = getattr(mx, "float64", None)
+        wide = g if g.dtype == mx.float32 or (f64 is not None and g.dtype == f64) else g.astype(mx.float32)
+        mx.eval(wide)  # an error here raises; inside NumPy's buffer conversion it would abort the interpreter
+        out[k] = np.asarray(wide).tolist()
+    return out
+
+
+def _modes(f: Any, keys: list[str], args: list[Any], argnums: tuple[int, ...], mode: str) -> dict[str, Any]:
+    """The derivative of ``sum(f(*args))`` with respect to ``args[i]`` for ``i`` in ``argnums`` in ``mode``:
+    input name (``keys``) → nested floats. Shared by programs and by ``kinkcheck check``'s callables."""
+    diff = [keys[i] for i in argnums]
+
+    def total(*a: Any) -> Any:
+        return f(*a).sum()
+
+    if mode == "reverse":
+        grads = mx.grad(total, argnums=list(argnums))(*args)
+    elif mode == "jit":
+        grads = mx.compile(mx.grad(total, argnums=list(argnums)))(*args)
+    elif mode == "vmap":
+        batched = mx.vmap(mx.grad(total, argnums=list(argnums)))(*[mx.stack([a, a]) for a in args])
+        grads = [g[0] for g in (batched if isinstance(batched, (list, tuple)) else [batched])]
+    elif mode == "second-order":
+        def grad_sum(*a: Any) -> Any:
+            g = mx.grad(total, argnums=list(argnums))(*a)
+            return sum(x.sum() for x in (g if isinstance(g, (list, tuple)) else [g]))
+
+        grads = mx.grad(grad_sum, argnums=list(argnums))(*args)
+    else:  # forward: mx.jvp along each unit tangent of the differentiated inputs, the output's tangent summed
+        wargs = [args[i] for i in argnums]
+
+        def f_wrt(*w: Any) -> Any:
+            a = list(args)
+            for i, v in zip(argnums, w):
+                a[i] = v
+            return f(*a)
+
+        result = {k: np.zeros(tuple(w.shape)) for k, w in zip(diff, wargs)}
+        for name, idx in unit_tangents([(k, tuple(w.shape)) for k, w in zip(diff, wargs)]):
+            i = diff.index(name)
+            onehot = np.zeros(tuple(wargs[i].shape))
+            onehot[idx] = 1.0
+            tangents = [mx.zeros_like(w) for w in wargs]
+            tangents[i] = mx.array(onehot).astype(wargs[i].dtype)
+            # the sum taken outside MLX, in float64: MLX 0.29 and older have no JVP for Sum
+            _, (jvp,) = mx.jvp(f_wrt, wargs, tangents)
+            result[name][idx] = np.sum(np.asarray(_lists(["t"], [jvp])["t"], dtype=np.float64))
+        return {k: v.tolist() for k, v in result.items()}
+    grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    for k, i, g in zip(diff, argnums, grads):
+        if tuple(g.shape) != tuple(args[i].shape):  # MLX 0.2's vmap of mx.maximum(0.0, x) batches a wrong axis
+            raise ProgramError(f"{mode} gave input {k!r} (shape {tuple(args[i].shape)}) a gradient of shape "
+                               f"{tuple(g.shape)}")
+    return _lists(diff, grads)
+
+
+class MlxAdapter:
+    """The :class:`kinkcheck.frameworks.base.Adapter` for MLX (CPU backend)."""
+
+    name = "mlx"
+    modes: tuple[str, ...] = FRAMEWORK_MODES["mlx"]
+
+    @property
+    def version(self) -> str:
+        return str(mx.__version__)
+
+    def devices(self) -> list[str]:
+        return ["cpu"]
+
+    def device_name(self, device: str) -> str:
+        import platform
+
+        return platform.processor() or platform.machine()
+
+    def settings(self) -> dict[str, str]:
+        """Framework settings that affect the values, recorded in the shard's provenance."""
+        return {"device": "cpu (every op on MLX's CPU backend)"}
+
+    def namespace(self) -> dict[str, Any]:
+        import mlx
+
+        return {"mlx": mlx}
+
+    def _dtype(self, dtype: str) -> Any:
+        check_dtype(dtype)
+        dt = getattr(mx, dtype, None)
+        if dt is None:
+            raise Unavailable(f"mlx {mx.__version__} has no {dtype}")
+        return dt
+
+    @staticmethod
+    def _device(device: str) -> Any:
+        if device != "cpu":
+            if device == "cuda":
+                raise FrameworkUnavailable("not measured: kinkcheck runs MLX on its CPU backend only")
+            raise ex.ExprError(f"unknown device {device!r} (known: cpu)")
+        return mx.cpu
+
+    def _resolve(self, tree: ex.Node) -> dict[str, Any]:
+        # mx.compile'd activations (mlx.nn.relu) say they come from nanobind in MLX 0.21 and from mlx (no
+        # __module__) in 0.25: resolved with nanobind allowed, then every such object must be one of them
+        names = resolve(tree, self.namespace(), MODULES, ORIGINS | {"nanobind"})
+        activations = [v for v in vars(importlib.import_module(NN_FUNCTIONS)).values() if not isinstance(v, type)]
+        for dotted, obj in names.items():
+            is_activation = any(obj is a for a in activations)
+            if dotted.startswith("mlx.nn.") and not is_activation:
+                raise ex.ExprError(f"{dotted!r} is refused: only mlx.nn's functional activations are allowed "
+                                   "(layers hold state; use mlx.nn.relu, not mlx.nn.ReLU)")
+            if ex._origin(obj).split(".")[0] == "nanobind" and not is_activation:
+                raise ex.ExprError(f"{dotted!r} comes from 'nanobind', outside mlx")
+        missing = [n.name for n in ex.walk(tree) if isinstance(n, ex.Attr) and not hasattr(mx.array, n.name)]
+        if missing:  # an array method this release lacks: an unavailable cell
+            raise Unavailable(f"'mlx.core.array.{missing[0]}' does not exist in this mlx installation")
+        return names
+
+    @staticmethod
+    def _check_float64(tree: ex.Node, mode: str) -> None:
+        """:class:`Unavailable` for a float64 computation this MLX's CPU backend lacks (checked in a child
+        interpreter, :func:`_fails`): a compiled float64 gradient (jit), the JVP of a float64 matrix product."""
+        why = None
+        if mode == "jit":
+            why = _fails(_F64_COMPILE)
+            what = "compiles no float64 gradient"
+        elif mode == "forward" and any(isinstance(n, ex.BinOp) and n.op == "@" for n in ex.walk(tree)):
+            why = _fails(_F64_MATMUL_JVP)
+            what = "has no float64 JVP of a matrix product"
+        if why is not None:
+            raise Unavailable(f"mlx {mx.__version__} {what} on the CPU ({why}); not run: the error corrupts "
+                              "MLX's state and crashes later calls")
+
+    @staticmethod
+    def _check_output(out: Any) -> Any:
+        if not isinstance(out, mx.array):
+            raise ProgramError(f"program returned {type(out).__name__}, not an mlx array")
+        if not any(out.dtype == getattr(mx, t) for t in ("float16", "bfloat16", "float32", "float64") if hasattr(mx, t)):
+            raise ProgramError(f"program returned a {out.dtype} array, which has no gradient")
+        return out
+
+    def _inputs(self, at: Mapping[str, Any], dtype: str, ints: Sequence[str] = ()) -> list[Any]:
+        """The point's arrays: ``ints`` as int64, the others ``dtype`` (rounded from float64 by MLX)."""
+        dt = self._dtype(dtype)
+        return [mx.array(np.asarray(at[k], dtype=np.int64), dtype=mx.int64) if k in ints else _from_float64(at[k], dt)
+                for k in at]
+
+    def gradient(
+        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
+        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
+
+        Raises :class:`Unavailable` for a dtype this MLX lacks; MLX's own errors (a float64 op the CPU
+        backend does not implement, an op ``mx.compile`` cannot trace) propagate.
+        """
+        check_mode(mode, self.modes)
+        check_dtype(dtype)
+        diff = split_inputs(at, wrt, ints)
+        names = self._resolve(tree)
+        if dtype == "float64" and getattr(mx, "float64", None) is not None:
+            self._check_float64(tree, mode)
+        keys = list(at)
+        with _on_cpu(device):
+            args = self._inputs(at, dtype, ints)
+
+            def f(*a: Any) -> Any:
+                return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
+
+            return _modes(f, keys, args, tuple(keys.index(k) for k in diff), mode)
+
+    def callable_gradient(
+        self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
+    ) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`."""
+        check_mode(mode, self.modes)
+        keys = list(at)
+        with _on_cpu(device):
+            args = self._inputs(at, dtype)
+
+            def f(*a: Any) -> Any:
+                out = fn(*a)
+                if not isinstance(out, mx.array):  # a Python float would differentiate to 0 silently
+                    raise TypeError(f"the function returned a {type(out).__name__}, not an mlx.core.array")
+                return out
+
+            return _modes(f, keys, args, tuple(range(len(keys))), mode)
+
+    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
+        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None, and None
+        for a dtype this MLX lacks: its cells are unavailable)."""
+        try:
+            dt = self._dtype(dtype)
+        except Unavailable:
+            return None
+        with _on_cpu():
+            return rounded_point(at, lambda v: _lists(["v"], [_from_float64(v, dt)])["v"])
+
+    def network_grads(
+        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
+    ) -> tuple[list[list[float]], list[list[float]]]:
+        """W1 and W2 gradients of P0's net (``mx.grad`` of the squared error) with the program as the activation."""
+        names = self._resolve(tree)
+        with _on_cpu(device):
+            X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype)
+
+            def loss(w1: Any, w2: Any) -> Any:
+                H = self._check_output(ex.evaluate(tree, names, {input_name: X @ w1}))
+                return ((H @ w2 - T) ** 2).sum()
+
+            g1, g2 = mx.grad(loss, argnums=[0, 1])(W1, W2)
+            return _lists(["W1"], [g1])["W1"], _lists(["W2"], [g2])["W2"]

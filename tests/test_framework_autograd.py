@@ -1,0 +1,194 @@
+"""The HIPS autograd adapter (kinkcheck.frameworks.autograd): kink values from autograd's own rules
+(autograd/numpy/numpy_vjps.py, numpy_jvps.py), modes, dtypes, refusals, and the migration snippet."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+autograd = pytest.importorskip("autograd", reason="HIPS autograd is not installed in this Python (pip install autograd)")
+
+from kinkcheck import expr as ex
+from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
+from kinkcheck.migrate import snippet
+from kinkcheck.oracles import backprop
+from kinkcheck.registry import framework
+
+MODES = ("reverse", "forward", "second-order")
+
+
+@pytest.fixture(scope="module")
+def adapter():
+    return get_adapter("autograd")
+
+
+def grad(adapter, text, at, dtype="float64", mode="reverse", **kw):
+    return adapter.gradient(ex.parse(text, list(at), {"autograd"}), at, dtype, "cpu", mode, **kw)
+
+
+def test_adapter_matches_its_registry_record(adapter):
+    rec = framework("autograd")
+    assert adapter.modes == rec.modes == MODES, f"adapter modes {adapter.modes}, registry {rec.modes}"
+    assert "bfloat16" not in rec.dtypes, f"NumPy has no bfloat16, registry dtypes {rec.dtypes}"
+    assert adapter.devices() == ["cpu"], adapter.devices()
+    assert adapter.settings()["numpy"] == np.__version__, adapter.settings()
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_relu_via_maximum_at_0_is_split_evenly(adapter, mode):
+    # balanced_eq: (x == z) / (1.0 + (x == y)) gives each tied argument half
+    got = grad(adapter, "anp.maximum(x, 0.0)", {"x": 0.0}, mode=mode)
+    assert got == {"x": 0.5}, f"anp.maximum(x, 0.0) at 0 ({mode}): {got}, autograd's balanced_eq gives 0.5"
+    beside = grad(adapter, "anp.maximum(x, 0.0)", {"x": 0.25}, mode=mode)
+    assert beside == {"x": 1.0}, f"anp.maximum(x, 0.0) at 0.25 ({mode}): {beside}, want 1"
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+@pytest.mark.parametrize("fn", ["maximum", "minimum", "fmax", "fmin"])
+def test_two_argument_tie_is_split_evenly(adapter, fn, mode):
+    got = grad(adapter, f"anp.{fn}(x, y)", {"x": 1.0, "y": 1.0}, mode=mode)
+    assert got == {"x": 0.5, "y": 0.5}, f"anp.{fn}(x, y) at x = y = 1 ({mode}): {got}, want (0.5, 0.5)"
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_max_of_a_tied_vector_shares_among_the_maxima(adapter, mode):
+    got = grad(adapter, "anp.max(v)", {"v": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]}, mode=mode)["v"]
+    want = [1 / 3, 0.0, 1 / 3, 0.0, 1 / 3, 0.0]
+    assert got == pytest.approx(want), f"anp.max(v) at [1,0,1,0,1,0] ({mode}): {got}, grad_chooser gives {want}"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_abs_at_0_and_clip_at_a_bound_are_0(adapter, mode):
+    first = 0.0 if mode == "second-order" else 1.0  # beside the kink: the slope (H = 0 for both pieces)
+    for text, at, beside in [("anp.abs(x)", 0.0, 0.5), ("anp.clip(x, -1.0, 1.0)", 1.0, 0.5),
+                             ("anp.clip(x, -1.0, 1.0)", -1.0, -0.5)]:
+        got = grad(adapter, text, {"x": at}, mode=mode)
+        assert got == {"x": 0.0}, f"{text} at {at} ({mode}): {got}, autograd's rule gives 0 at the kink"
+        off = grad(adapter, text, {"x": beside}, mode=mode)
+        assert off == {"x": first}, f"{text} at {beside} ({mode}): {off}, want {first}"
+
+
+def test_sqrt_at_0_is_inf(adapter):
+    for text in ("anp.sqrt(x)", "x ** 0.5"):
+        got = grad(adapter, text, {"x": 0.0})["x"]
+        assert got == math.inf, f"{text} at 0: {got}, autograd's 0.5 * x ** -0.5 gives inf"
+
+
+def test_modes_agree_on_a_smooth_program(adapter):
+    at = {"x": 0.5, "y": -2.0, "v": [0.25, -1.5]}
+    text = "anp.sin(x) * y ** 2 + anp.sum(anp.tanh(v) * v)"
+    want = {"x": math.cos(0.5) * 4, "y": 2 * math.sin(0.5) * -2.0,
+            "v": [math.tanh(t) + t / math.cosh(t) ** 2 for t in (0.25, -1.5)]}
+    for mode in ("reverse", "forward"):
+        got = grad(adapter, text, at, mode=mode)
+        for k, w in want.items():
+            assert got[k] == pytest.approx(w, rel=1e-12), f"{text} ({mode}) d/d{k}: {got[k]}, want {w}"
+
+
+def test_second_order_is_the_hessian_times_ones(adapter):
+    # f = x**3 * y: H = [[6xy, 3x²], [3x², 0]]; at (2, 1): H @ 1 = [12 + 12, 12]
+    got = grad(adapter, "x ** 3 * y", {"x": 2.0, "y": 1.0}, mode="second-order")
+    assert got == pytest.approx({"x": 24.0, "y": 12.0}), f"x**3 * y at (2, 1), H @ 1: {got}, want (24, 12)"
+    linear = grad(adapter, "3.0 * x", {"x": 1.0}, mode="second-order")
+    assert linear == {"x": 0.0}, f"3x: H @ 1 = {linear}, want 0 (a constant gradient)"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_narrow_dtypes_run(adapter, dtype):
+    got = grad(adapter, "anp.maximum(x, 0.0) * 3.0", {"x": 0.0}, dtype=dtype)
+    assert got == {"x": 1.5}, f"3 * anp.maximum(x, 0.0) at 0 in {dtype}: {got}, want 1.5"
+    rounded = adapter.rounded({"x": 0.1}, dtype)
+    assert rounded is not None and rounded["x"] == float(np.asarray(0.1, dtype=dtype)), \
+        f"0.1 in {dtype}: {rounded}, want {float(np.asarray(0.1, dtype=dtype))}"
+
+
+def test_bfloat16_is_unavailable_naming_numpy(adapter):
+    with pytest.raises(Unavailable, match="NumPy, which has no bfloat16"):
+        grad(adapter, "anp.abs(x)", {"x": 0.0}, dtype="bfloat16")
+    assert adapter.rounded({"x": 0.1}, "bfloat16") is None, "bfloat16 cells are unavailable: no rounded point"
+
+
+def test_integer_inputs_and_wrt(adapter):
+    got = grad(adapter, "anp.maximum(x, y) * k", {"x": 1.0, "y": 1.0, "k": 3}, ints=["k"])
+    assert got == {"x": 1.5, "y": 1.5}, f"anp.maximum(x, y) * k at x = y = 1, k = 3: {got}"
+    only = grad(adapter, "anp.maximum(x, y)", {"x": 1.0, "y": 1.0}, mode="forward", wrt=["y"])
+    assert only == {"y": 0.5}, f"--wrt y: {only}"
+
+
+@pytest.mark.parametrize("text", ["anp.argmax(v)", "v > 0"])
+def test_non_float_output_is_a_program_error(adapter, text):
+    with pytest.raises(ProgramError, match="no gradient"):
+        grad(adapter, text, {"v": [1.0, 2.0]})
+
+
+def test_missing_name_is_unavailable(adapter):
+    with pytest.raises(Unavailable, match="does not exist"):
+        grad(adapter, "anp.no_such_function_in_autograd(x)", {"x": 0.0})
+
+
+@pytest.mark.parametrize("text", [
+    "anp.genfromtxt(x)", "anp.fromregex(x, x, x)", "x * anp.seterr(all='raise')", "x * anp.setbufsize(16)",
+    "x * anp.test()", "x * anp.info(x)", "anp.save(x, x)", "anp.loadtxt(x)", "anp.fromfile(x)",
+    "x * anp.set_printoptions(precision=1)", "anp.random.normal(x)", "x * anp.copyto(x, x)",
+    "x * anp.numpy_vjps.balanced_eq(x, x, x)", "x * autograd.extend.defvjp(x)", "x * anp.linalg.defvjp(x)",
+    "x * anp.primitive(x)",
+])
+def test_refused_names_raise_before_anything_runs(adapter, monkeypatch, text):
+    calls = []
+    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a))
+    with pytest.raises(ex.ExprError, match="refused|outside the expression namespace"):
+        grad(adapter, text, {"x": 0.0})
+    assert not calls, f"{text}: evaluated before being refused"
+
+
+def test_callable_gradient_in_every_mode(adapter):
+    anp = autograd.numpy
+    for mode in MODES:
+        # d/dx max(x, y)**2 = 2 max * (1/2) at the tie; H @ 1 = 2 * (1/2 + 1/2) * (1/2) per input
+        got = adapter.callable_gradient(lambda x, y: anp.maximum(x, y) ** 2, {"x": 1.0, "y": 1.0}, mode=mode)
+        assert got == {"x": 1.0, "y": 1.0}, f"maximum(x, y) ** 2 at a tie ({mode}): {got}, want (1, 1)"
+    with pytest.raises(TypeError, match="not a NumPy array"):
+        adapter.callable_gradient(lambda x: 1.0, {"x": 0.0})
+
+
+def test_cuda_is_not_measured(adapter):
+    with pytest.raises(FrameworkUnavailable, match="CPU only"):
+        adapter.gradient(ex.parse("anp.abs(x)", ["x"], {"autograd"}), {"x": 0.0}, device="cuda")
+
+
+def test_network_grads_match_the_numpy_oracle_at_the_even_split(adapter):
+    tree = ex.parse("anp.maximum(x, 0.0)", ["x"], {"autograd"})
+    w1, w2 = adapter.network_grads(tree, "x", backprop.P0, "float64")
+    check = backprop.crosscheck(w1, w2, "relu", 0.5, "float64")
+    assert check.ok, f"anp.maximum(x, 0.0) on the P0 net: {check.detail}"
+
+
+@pytest.mark.parametrize("target, point, value, beside", [
+    ("autograd.numpy.maximum(x, 0.0)", 0.0, 0.0, [(0.5, 1.0), (-0.5, 0.0)]),
+    ("autograd.numpy.abs(x)", 0.0, 1.0, [(0.5, 1.0), (-0.5, -1.0)]),
+    ("autograd.numpy.clip(x, -1, 1)", 1.0, 0.5, [(1.5, 0.0), (0.5, 1.0)]),
+])
+def test_migration_snippet_keeps_the_source_value_at_the_kink(target, point, value, beside):
+    ns: dict = {}
+    exec(compile(snippet("autograd", target, "x", point, value, note="the source's value"), "<snippet>", "exec"), ns)
+    f = ns["f"]
+    for x, want in [(point, value), *beside]:
+        rev = float(autograd.grad(f)(np.float64(x)))
+        fwd = float(autograd.make_jvp(f)(np.float64(x))(np.float64(1.0))[1])
+        assert rev == want and fwd == want, f"snippet for {target} at {x}: grad {rev}, jvp {fwd}, want {want}"
+
+
+def test_every_catalog_program_runs_in_reverse_mode(adapter):
+    from kinkcheck.catalog import load_catalog
+
+    failed = []
+    for case, program in load_catalog().programs("autograd"):
+        try:
+            adapter.gradient(program.tree, case.at, "float64", "cpu", "reverse")
+        except (ex.ExprError, Unavailable, ProgramError) as err:  # a refusal or adapter failure, not autograd's
+            failed.append(f"{case.id} {program.id}: {err}")
+        except NotImplementedError:
+            continue  # autograd has no derivative rule (anp.median): an error cell, measured as such
+    assert not failed, f"catalog programs the adapter cannot run in autograd {adapter.version}:\n" + "\n".join(failed)

@@ -1,0 +1,206 @@
+"""The MLX adapter (kinkcheck.frameworks.mlx): kink values from MLX's primitives (mlx/primitives.cpp:
+Maximum/Minimum::vjp give a tie to the second argument, Abs is sign, Reduce::vjp shares a tied max evenly
+while Reduce::jvp takes the argmax), modes, dtypes, refusals, and the mx.custom_function migration snippet."""
+
+from __future__ import annotations
+
+import pytest
+
+mx = pytest.importorskip("mlx.core", reason="MLX is not installed in this Python (pip install 'mlx[cpu]')")
+
+from kinkcheck import expr as ex
+from kinkcheck.frameworks import ProgramError, Unavailable, get_adapter
+from kinkcheck.migrate import snippet
+from kinkcheck.oracles import backprop
+from kinkcheck.registry import framework
+
+MODES = ("reverse", "jit", "forward", "vmap", "second-order")
+FIRST_ORDER = ("reverse", "jit", "forward", "vmap")
+
+
+@pytest.fixture(scope="module")
+def adapter():
+    return get_adapter("mlx")
+
+
+def grad(adapter, text, at, dtype="float64", mode="reverse", **kw):
+    return adapter.gradient(ex.parse(text, list(at), {"mlx"}), at, dtype, "cpu", mode, **kw)
+
+
+def test_adapter_matches_its_registry_record(adapter):
+    rec = framework("mlx")
+    assert adapter.modes == rec.modes == MODES, f"adapter modes {adapter.modes}, registry {rec.modes}"
+    assert rec.dtypes == ("float64", "float32", "float16", "bfloat16"), rec.dtypes
+    assert adapter.devices() == ["cpu"] and "CPU backend" in adapter.settings()["device"], adapter.settings()
+    assert rec.aliases == {"mx": "mlx.core"}, rec.aliases
+
+
+@pytest.mark.parametrize("mode", FIRST_ORDER)
+def test_relu_at_0_is_0_and_maximum_gives_the_tie_to_the_second_argument(adapter, mode):
+    for text, want in [("mlx.nn.relu(x)", 0.0), ("mx.maximum(x, 0.0)", 0.0), ("mx.maximum(0.0, x)", 1.0),
+                       ("mx.clip(x, 0, None)", 0.0)]:
+        got = grad(adapter, text, {"x": 0.0}, mode=mode)
+        assert got == {"x": want}, f"{text} at 0 ({mode}): {got}, Maximum::vjp's mask a <= b gives {want}"
+        beside = grad(adapter, text, {"x": 0.25}, mode=mode)
+        assert beside == {"x": 1.0}, f"{text} at 0.25 ({mode}): {beside}, want 1"
+
+
+@pytest.mark.parametrize("mode", FIRST_ORDER)
+def test_two_argument_tie_goes_to_the_second_argument(adapter, mode):
+    for text, want in [("mx.maximum(x, y)", {"x": 0.0, "y": 1.0}), ("mx.maximum(y, x)", {"x": 1.0, "y": 0.0}),
+                       ("mx.minimum(x, y)", {"x": 0.0, "y": 1.0})]:
+        got = grad(adapter, text, {"x": 1.0, "y": 1.0}, mode=mode)
+        assert got == want, f"{text} at x = y = 1 ({mode}): {got}, want {want}"
+
+
+def test_tied_max_reduction_reverse_shares_forward_takes_the_first(adapter):
+    at = {"v": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]}
+    for mode in ("reverse", "jit", "vmap"):
+        got = grad(adapter, "mx.max(v)", at, mode=mode)["v"]
+        assert got == pytest.approx([1 / 3, 0, 1 / 3, 0, 1 / 3, 0]), f"mx.max(v) ({mode}): {got}, Reduce::vjp shares"
+    fwd = grad(adapter, "v.max()", at, mode="forward")["v"]
+    assert fwd == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], f"v.max() forward: {fwd}, Reduce::jvp takes argmax (the first)"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_abs_at_0_is_0(adapter, mode):
+    for text in ("mx.abs(x)", "x.abs()"):
+        got = grad(adapter, text, {"x": 0.0}, mode=mode)
+        assert got == {"x": 0.0}, f"{text} at 0 ({mode}): {got}, Abs::vjp is sign(x), 0 at 0"
+        want = 0.0 if mode == "second-order" else -1.0
+        assert grad(adapter, text, {"x": -0.5}, mode=mode) == {"x": want}, f"{text} at -0.5 ({mode})"
+
+
+def test_modes_agree_on_a_smooth_program(adapter):
+    at = {"x": 0.5, "y": -2.0, "v": [0.25, -1.5]}
+    # polynomials and abs: MLX's CPU float64 sin/cos/exp are only float32-accurate (sin(0.5) is 1e-8 off)
+    text = "x ** 3 * y ** 2 + mx.sum(mx.abs(v) * v)"
+    want = {"x": 3 * 0.25 * 4, "y": 0.125 * 2 * -2.0, "v": [0.5, 3.0]}
+    for mode in FIRST_ORDER:
+        got = grad(adapter, text, at, mode=mode)
+        assert got == want, f"{text} ({mode}): {got}, want {want}"
+
+
+def test_second_order_is_the_hessian_times_ones(adapter):
+    # f = x**3 * y: H = [[6xy, 3x²], [3x², 0]]; at (2, 1): H @ 1 = [12 + 12, 12]
+    got = grad(adapter, "x ** 3 * y", {"x": 2.0, "y": 1.0}, mode="second-order")
+    assert got == pytest.approx({"x": 24.0, "y": 12.0}), f"x**3 * y at (2, 1), H @ 1: {got}, want (24, 12)"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_narrow_dtypes_run_and_round_the_point(adapter, dtype):
+    got = grad(adapter, "mx.maximum(x, 0.0) * 3.0", {"x": 0.5}, dtype=dtype)
+    assert got == {"x": 3.0}, f"3 * mx.maximum(x, 0.0) at 0.5 in {dtype}: {got}, want 3"
+    want = {"float32": 0.10000000149011612, "float16": 0.0999755859375, "bfloat16": 0.10009765625}[dtype]
+    assert adapter.rounded({"x": 0.1}, dtype) == {"x": want}, f"0.1 in {dtype}: {adapter.rounded({'x': 0.1}, dtype)}"
+    assert adapter.rounded({"x": 0.5}, dtype) is None, f"0.5 is exact in {dtype}"
+
+
+def test_integer_inputs_and_wrt(adapter):
+    got = grad(adapter, "mx.maximum(x, y) * k", {"x": 1.0, "y": 1.0, "k": 3}, ints=["k"])
+    assert got == {"x": 0.0, "y": 3.0}, f"mx.maximum(x, y) * k at x = y = 1, k = 3: {got}"
+    only = grad(adapter, "mx.maximum(x, y)", {"x": 1.0, "y": 1.0}, mode="forward", wrt=["y"])
+    assert only == {"y": 1.0}, f"--wrt y: {only}"
+
+
+@pytest.mark.parametrize(("text", "kink"), [("mx.maximum(x, 0.0)", 0.0), ("mx.maximum(0.0, x)", 1.0)])
+def test_network_grads_match_the_numpy_oracle(adapter, text, kink):
+    w1, w2 = adapter.network_grads(ex.parse(text, ["x"], {"mlx"}), "x", backprop.P0, "float64")
+    check = backprop.crosscheck(w1, w2, "relu", kink, "float64")
+    assert check.ok, f"{text} on the P0 net, relu'(0) = {kink}: {check.detail}"
+
+
+@pytest.mark.parametrize("text", ["mx.argmax(v)", "v > 0"])
+def test_non_float_output_is_a_program_error(adapter, text):
+    with pytest.raises(ProgramError, match="no gradient"):
+        grad(adapter, text, {"v": [1.0, 2.0]})
+
+
+def test_missing_name_or_method_is_unavailable(adapter):
+    with pytest.raises(Unavailable, match="does not exist"):
+        grad(adapter, "mx.no_such_function_in_mlx(x)", {"x": 0.0})
+    with pytest.raises(Unavailable, match="'mlx.core.array.no_such_method' does not exist"):
+        grad(adapter, "x.no_such_method()", {"x": 0.0})
+
+
+@pytest.mark.parametrize("text", [
+    "mx.save(x, x)", "mx.load(x)", "mx.savez(x)", "mx.random.uniform(x)", "x * mx.set_default_device(mx.cpu)",
+    "mx.compile(mlx.nn.relu)(x)", "x * mx.export_to_dot(x)", "x * mx.metal.is_available()",
+    "x * mx.distributed.init()", "x * mx.set_memory_limit(1)", "x * mx.clear_cache()", "mlx.nn.ReLU()(x)",
+    "mlx.nn.Linear(1, 1)(x)", "mlx.nn.losses.l1_loss(x, x)", "mlx.nn.init.normal()(x)", "x * mx.eval(x)",
+    "mx.fast.rms_norm(x, x, 0.1)", "x * mx.import_function(x)",
+])
+def test_refused_names_raise_before_anything_runs(adapter, monkeypatch, text):
+    calls = []
+    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a))
+    with pytest.raises(ex.ExprError, match="refused|outside the expression namespace|not allowed"):
+        grad(adapter, text, {"x": 0.0})
+    assert not calls, f"{text}: evaluated before being refused"
+
+
+def test_callable_gradient_in_every_mode(adapter):
+    for mode in MODES:
+        got = adapter.callable_gradient(lambda x, y: mx.maximum(x, y) ** 2, {"x": 1.0, "y": 1.0}, mode=mode)
+        # max(x, y)**2 at the tie, the tie to y: d/dy = 2; H @ 1 = 2 on y
+        want = {"x": 0.0, "y": 2.0}
+        assert got == want, f"callable max(x, y)**2 at the tie ({mode}): {got}, want {want}"
+    with pytest.raises(TypeError, match="not an mlx.core.array"):
+        adapter.callable_gradient(lambda x: 1.0, {"x": 0.0})
+
+
+@pytest.mark.parametrize(("target", "value"), [("mlx.core.abs(x)", 1.0), ("mlx.core.maximum(x, 0.0)", 0.5),
+                                               ("mlx.nn.relu(x)", 1.0)])
+def test_migration_snippet_keeps_the_source_value_at_the_kink(target, value):
+    code = snippet("mlx", target, "x", 0.0, value, note="the source's value")
+    ns: dict = {}
+    exec(compile(code, "<mlx snippet>", "exec"), ns)  # noqa: S102 - the generated code, as a user runs it
+    f = ns["f"]
+    for x, want in [(0.0, value), (0.25, 1.0), (-0.25, -1.0 if "abs" in target else 0.0)]:
+        a = mx.array(x, dtype=mx.float64)
+        rev = mx.grad(f)(a).item()
+        fwd = mx.jvp(f, [a], [mx.ones_like(a)])[1][0].item()
+        jit = mx.compile(mx.grad(f))(a).item()
+        assert rev == fwd == jit == want, f"snippet for {target} at {x}: reverse {rev}, forward {fwd}, jit {jit}, want {want}"
+
+
+def test_every_catalog_program_resolves(adapter):
+    from kinkcheck.catalog import load_catalog
+
+    refused = []
+    for case, program in load_catalog().programs("mlx"):
+        try:
+            adapter._resolve(program.tree)
+        except Unavailable:
+            pass  # a name this release lacks is an unavailable cell, not a refusal
+        except ex.ExprError as err:
+            refused.append(f"{case.id}: {program.id}: {err}")
+    assert refused == [], "the deny rules must not refuse a catalog program:\n" + "\n".join(refused)
+
+
+def test_mlx_core_reads_jax_numpy_rows_of_the_mapping_and_methods_stay_unmapped():
+    """mlx.core follows NumPy's names and positional arguments (kinkcheck.oracles.mapping.NUMPY_CLONES): the
+    oracle of ``kinkcheck grad`` reads jax.numpy's rows for it; an mlx array method has its own semantics."""
+    from kinkcheck.oracles.mapping import Unmapped, sympy_form
+
+    for text, at, want in [("mx.maximum(x, y)", {"x": 1, "y": 1}, "Max(x, y)"), ("mx.clip(x, 0, None)", {"x": 0}, "Max(0, x)"),
+                           ("mx.linalg.norm(v)", {"v": [0, 0]}, "sqrt(v[0]**2 + v[1]**2)")]:
+        got = sympy_form(ex.parse(text, at, {"mlx"}), at, "mlx").text
+        assert got == want, f"{text}: mapped to {got}, want {want}"
+    with pytest.raises(Unmapped, match="mlx tensor method .max"):
+        sympy_form(ex.parse("v.max()", {"v": [1, 1]}, {"mlx"}), {"v": [1, 1]}, "mlx")
+
+
+def test_float64_computations_a_release_lacks_are_unavailable_not_run(adapter, monkeypatch):
+    """MLX 0.25 compiles no float64 gradient and 0.26 – 0.28 have no float64 JVP of a matrix product: the error
+    corrupts MLX's state, so the adapter checks in a child interpreter and records an unavailable cell."""
+    from kinkcheck.frameworks import mlx as adapter_module
+
+    assert adapter_module._fails(adapter_module._F64_COMPILE) is None, f"mlx {mx.__version__} compiles float64"
+    monkeypatch.setitem(adapter_module._FAILS, adapter_module._F64_COMPILE, "RuntimeError: Unsupported constant type")
+    with pytest.raises(Unavailable, match="compiles no float64 gradient on the CPU .RuntimeError: Unsupported"):
+        grad(adapter, "mx.abs(x)", {"x": 0.0}, mode="jit")
+    assert grad(adapter, "mx.abs(x)", {"x": 0.0}, dtype="float32", mode="jit") == {"x": 0.0}, "float32 still runs"
+    monkeypatch.setitem(adapter_module._FAILS, adapter_module._F64_MATMUL_JVP, "RuntimeError: [AddMM::eval_cpu]")
+    with pytest.raises(Unavailable, match="no float64 JVP of a matrix product"):
+        grad(adapter, "(v @ v) * 1.0", {"v": [1.0, 2.0]}, mode="forward")
+    assert grad(adapter, "(v @ v) * 1.0", {"v": [1.0, 2.0]}) == {"v": [2.0, 4.0]}, "reverse mode still runs"
