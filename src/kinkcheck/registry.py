@@ -195,12 +195,14 @@ _TENSORFLOW_RULE = (
     "(_MaximumGrad, _MinimumGrad via _MaximumMinimumGrad; _MinOrMaxGrad); tensorflow/python/ops/clip_ops.py "
     "(clip_by_value)",
 )
-# Tie-to-the-first-argument (tf.maximum, tf.minimum, tf.clip_by_value) is not one of DOCUMENTED_FAMILIES: it is
-# in the rule's text only. tnp.maximum(x, 0) is tf.nn.relu (a fast path in numpy_ops/np_math_ops.py): not listed.
+# tnp.maximum(x, 0) and tnp.clip(x, 0, None) are tf.nn.relu (a fast path in numpy_ops/np_math_ops.py maximum),
+# so tnp.maximum and tnp.clip are not "first"; tnp.minimum is math_ops.minimum.
 _TENSORFLOW_DOCUMENTED = {
     **dict.fromkeys(("tensorflow.nn.relu", "tensorflow.nn.relu6"), "zero"),
     **dict.fromkeys(("tensorflow.reduce_max", "tensorflow.reduce_min", "tensorflow.math.reduce_max",
                      "tensorflow.math.reduce_min"), "even"),
+    **dict.fromkeys(("tensorflow.maximum", "tensorflow.minimum", "tensorflow.math.maximum", "tensorflow.math.minimum",
+                     "tensorflow.clip_by_value", "tensorflow.experimental.numpy.minimum"), "first"),
 }
 
 _PYTENSOR_RULE = (
