@@ -613,7 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     mg = sub.add_parser("migrate", help="per case, source vs target programs' conventions, with replacements that "
                                         "keep the source value (an equivalent program or generated code)")
-    mg.add_argument("--from", dest="source", required=True, help="torch | torch==2.13.0 | jax | jax==0.10.2")
+    mg.add_argument("--from", dest="source", required=True,
+                    help="a framework (torch, jax, tensorflow, paddle, …) or one release of it (torch==2.13.0)")
     mg.add_argument("--to", dest="target", required=True, help="jax | torch==2.15.0 | …")
     mg.add_argument("--case", help="one case id only")
     mg.add_argument("--mode", default="reverse", help="default reverse")
