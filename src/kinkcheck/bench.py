@@ -126,6 +126,122 @@ def net(f, dtype):
 for dtype in (np.float64, np.float32):
 """
 
+_PYTENSOR_HEAD = """import numpy as np, pytensor, pytensor.tensor
+from pytensor.compile.mode import Mode
+MODE = Mode(linker="py", optimizer="fast_compile")  # what kinkcheck's reverse mode compiles with
+X, W1, W2, T = {net}
+def grad(f, at, dtype):
+    try:
+        xs = [pytensor.tensor.tensor(dtype=dtype, shape=np.shape(v)) for v in at]
+        gs = pytensor.grad(f(*xs).sum(), xs)
+        return pytensor.function(xs, gs, mode=MODE, on_unused_input="ignore")(*[np.asarray(v, dtype=dtype) for v in at])
+    except Exception as e:
+        return e
+def net(f, dtype):
+    try:
+        w1, w2 = pytensor.tensor.matrix(dtype=dtype), pytensor.tensor.matrix(dtype=dtype)
+        loss = ((f(np.asarray(X, dtype=dtype) @ w1) @ w2 - np.asarray(T, dtype=dtype)) ** 2).sum()
+        fn = pytensor.function([w1, w2], pytensor.grad(loss, [w1, w2]), mode=MODE)
+        return fn(np.asarray(W1, dtype=dtype), np.asarray(W2, dtype=dtype))
+    except Exception as e:
+        return e
+for dtype in ("float64", "float32"):
+"""
+
+_MLX_HEAD = """import numpy as np, mlx.core, mlx.nn
+X, W1, W2, T = {net}
+def grad(f, at, dtype):
+    try:
+        xs = [mlx.core.array(np.asarray(v, dtype=np.float64)).astype(dtype) for v in at]
+        gs = mlx.core.grad(lambda *a: f(*a).sum(), argnums=list(range(len(xs))))(*xs)
+        mlx.core.eval(gs)
+        return gs
+    except Exception as e:
+        return e
+def net(f, dtype):
+    try:
+        x, t = (mlx.core.array(np.asarray(v, dtype=np.float64)).astype(dtype) for v in (X, T))
+        loss = lambda w1, w2: ((f(x @ w1) @ w2 - t) ** 2).sum()
+        ws = [mlx.core.array(np.asarray(v, dtype=np.float64)).astype(dtype) for v in (W1, W2)]
+        gs = mlx.core.grad(loss, argnums=[0, 1])(*ws)
+        mlx.core.eval(gs)
+        return gs
+    except Exception as e:
+        return e
+mlx.core.set_default_device(mlx.core.cpu)
+for dtype in (mlx.core.float64, mlx.core.float32):
+"""
+
+_TINYGRAD_HEAD = """import os, shutil
+import numpy as np, tinygrad
+from tinygrad import Tensor, dtypes
+if shutil.which("clang") is None:  # its CPU device compiles with clang; the pure-Python device otherwise
+    try:
+        tinygrad.Device.DEFAULT = "PYTHON"
+    except AttributeError:
+        from tinygrad.helpers import DEV
+        DEV.value = "PYTHON"
+X, W1, W2, T = {net}
+def leaf(v, dtype):  # a flat buffer reshaped: tinygrad folds a 0-d tensor into a constant without a gradient
+    t = Tensor(np.asarray(v, dtype=np.float64).reshape(-1).astype(dtype))
+    t.requires_grad = True
+    return t, t.reshape(np.shape(v))
+def grad(f, at, dtype):
+    try:
+        pairs = [leaf(v, dtype) for v in at]
+        f(*[x for _, x in pairs]).sum().backward()
+        return [t.grad.numpy() for t, _ in pairs]
+    except Exception as e:
+        return e
+def net(f, dtype):
+    try:
+        (w1, a), (w2, b) = leaf(W1, dtype), leaf(W2, dtype)
+        x, t = (Tensor(np.asarray(v, dtype=dtype)) for v in (X, T))
+        ((f(x @ a) @ b - t) ** 2).sum().backward()
+        return w1.grad.numpy(), w2.grad.numpy()
+    except Exception as e:
+        return e
+for dtype in (np.float64, np.float32):
+"""
+
+_PADDLE_HEAD = """import numpy as np, paddle
+X, W1, W2, T = {net}
+def grad(f, at, dtype):
+    try:
+        xs = [paddle.to_tensor(np.asarray(v, dtype=np.float64), dtype=dtype, stop_gradient=False) for v in at]
+        y = f(*xs)
+        return paddle.grad([y], xs, grad_outputs=[paddle.ones_like(y)], allow_unused=True)
+    except Exception as e:
+        return e
+def net(f, dtype):
+    try:
+        w1, w2 = (paddle.to_tensor(np.asarray(v, dtype=np.float64), dtype=dtype, stop_gradient=False) for v in (W1, W2))
+        x, t = (paddle.to_tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in (X, T))
+        loss = ((f(x @ w1) @ w2 - t) ** 2).sum()
+        return paddle.grad([loss], [w1, w2])
+    except Exception as e:
+        return e
+for dtype in ("float64", "float32"):
+"""
+
+_MINDSPORE_HEAD = """import numpy as np, mindspore, mindspore.ops
+X, W1, W2, T = {net}
+def grad(f, at, dtype):
+    try:
+        xs = [mindspore.Tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in at]
+        return mindspore.grad(lambda *a: f(*a).sum(), grad_position=tuple(range(len(xs))))(*xs)
+    except Exception as e:
+        return e
+def net(f, dtype):
+    try:
+        x, t = (mindspore.Tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in (X, T))
+        ws = [mindspore.Tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in (W1, W2)]
+        return mindspore.grad(lambda w1, w2: ((f(x @ w1) @ w2 - t) ** 2).sum(), grad_position=(0, 1))(*ws)
+    except Exception as e:
+        return e
+for dtype in (mindspore.float64, mindspore.float32):
+"""
+
 #: The head of each framework's hand-written loop (imports, ``grad(f, at, dtype)``, ``net(f, dtype)`` and the loop
 #: over float64 and float32), and the import whose bare time is measured.
 HEADS: dict[str, tuple[str, str]] = {
@@ -133,6 +249,11 @@ HEADS: dict[str, tuple[str, str]] = {
     "jax": (_JAX_HEAD, "import jax.numpy"),
     "tensorflow": (_TENSORFLOW_HEAD, "import tensorflow"),
     "autograd": (_AUTOGRAD_HEAD, "import autograd.numpy"),
+    "paddle": (_PADDLE_HEAD, "import paddle"),
+    "mlx": (_MLX_HEAD, "import mlx.core, mlx.nn"),
+    "tinygrad": (_TINYGRAD_HEAD, "import tinygrad"),
+    "pytensor": (_PYTENSOR_HEAD, "import pytensor.tensor"),
+    "mindspore": (_MINDSPORE_HEAD, "import mindspore, mindspore.ops"),
 }
 
 
