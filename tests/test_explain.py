@@ -43,10 +43,12 @@ def test_every_catalog_program_is_judged_as_the_report_judges_its_cell(catalog, 
     newest = {fw: index["releases"][fw]["cpu"][-1] for fw in ("torch", "jax")}
     assert newest == {fw: shards_report.index.newest(fw).framework_version for fw in newest}, newest
     cells = {(o.case, o.framework, o.program): o for o in shards_report.observations
-             if o.mode == "reverse" and o.dtype == "float64"
+             if o.mode == "reverse" and o.dtype == "float64" and o.framework in newest
              and o.environment == f"{o.framework}-{newest[o.framework]}-cpu"}
     wrong, judged = [], 0
     for case, program in catalog.programs():
+        if program.framework not in newest:
+            continue  # the mapping table covers torch's and jax's programs whole (tests/test_mapping.py)
         cell = cells.get((case.id, program.framework, program.id))
         assert cell is not None, f"{case.id}: {program.id} has no {program.framework} {newest} cell in the report"
         j = explain.judge(program.id, case.at, program.framework, tree=program.tree, cases=index["cases"])

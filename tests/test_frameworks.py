@@ -192,7 +192,7 @@ def test_network_grads_relu_matches_the_numpy_oracle(request, framework):
 
 def test_unknown_framework_is_framework_unavailable():
     with pytest.raises(FrameworkUnavailable, match="unknown framework"):
-        get_adapter("tensorflow")
+        get_adapter("caffe")
 
 
 @pytest.mark.parametrize(

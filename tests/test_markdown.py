@@ -13,7 +13,8 @@ import pytest
 
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value
-from kinkcheck.report.markdown import render_case_pages, render_markdown
+from kinkcheck.registry import FRAMEWORKS
+from kinkcheck.report.markdown import SECTION_PAGES, render_case_pages, render_markdown, render_section_pages
 from kinkcheck.report.model import release_ranges
 from kinkcheck.report.view import DTYPE_SHORT, LABEL_MARK, NO_OBSERVATION, case_file, fmt_value, row_anchor, slug
 
@@ -29,6 +30,11 @@ def index(shards_report):
 @pytest.fixture(scope="module")
 def pages(shards_report):
     return render_case_pages(shards_report, json_sha256=SHA)
+
+
+@pytest.fixture(scope="module")
+def sections(shards_report):
+    return render_section_pages(shards_report, json_sha256=SHA)
 
 
 def _face(ob) -> str:
@@ -115,13 +121,13 @@ def test_a_lower_dtype_within_its_tolerance_is_not_repeated(shards_report, pages
     assert "0.333252" not in row and "f16" not in row, f"float16 rounding shown as a difference: {row}"
 
 
-def test_changed_in_is_one_row_per_change_with_its_modes(shards_report, index, pages):
+def test_changed_in_is_one_row_per_change_with_its_modes(shards_report, sections, pages):
     """The jax linalg.norm(v, inf) change 0.4.38 → 0.5.3 happened in every jax mode: one row lists them."""
     prog = "jax.numpy.linalg.norm(v, jax.numpy.inf)"
     modes = {o.mode for o in shards_report.index.observations(case="norminf@origin", program=prog,
                                                                environment="jax-0.5.3-cpu")}
     assert len(modes) > 2, "the premise: several modes measured"
-    for text, where in ((index, "the index"), (pages["norminf-at-origin.md"], "the case page")):
+    for text, where in ((sections["changed-in.md"], "changed-in.md"), (pages["norminf-at-origin.md"], "the case page")):
         rows = [ln for ln in text.splitlines() if f"`{prog}`" in ln and "0.4.38 → 0.5.3" in ln]
         assert len(rows) == 1, f"{where}: one row for the change, not one per mode: {rows}"
         cells = [c.strip() for c in rows[0].split(" | ")]
@@ -130,7 +136,7 @@ def test_changed_in_is_one_row_per_change_with_its_modes(shards_report, index, p
             set(listed.split(", ")) == modes, f"{where}: modes of the change: {listed} vs measured {sorted(modes)}"
 
 
-def test_summary_separates_convention_from_availability_changes(shards_report, index):
+def test_summary_separates_convention_from_availability_changes(shards_report, index, sections):
     for v in shards_report.version_span:
         lines = index.splitlines()
         at = next(i for i, ln in enumerate(lines) if ln.startswith(f"- {v.framework}, {v.oldest} against"))
@@ -142,16 +148,21 @@ def test_summary_separates_convention_from_availability_changes(shards_report, i
     flat = " ".join(index.split())
     assert (f"{s.changed_in_conventions} convention changes, {s.changed_in_raises} between raising and returning a "
             f"value, {s.changed_in_availability} availability changes") in flat, "the summary names the three kinds"
+    page = sections["changed-in.md"]
     for kind, start, end in (("conventions", "section-changed-in-conventions", "section-changed-in-raises"),
                              ("raises", "section-changed-in-raises", "section-changed-in-availability")):
-        part = index[index.index(start):index.index(end)]
-        rows = sum(1 for ln in part.splitlines() if ln.startswith(("| torch |", "| jax |")))
-        assert rows == getattr(s, f"changed_in_{kind}"), f"every {kind} change has its row in the index"
+        part = page[page.index(start):page.index(end)]
+        rows = sum(1 for ln in part.splitlines() if ln.startswith(tuple(f"| {fw} |" for fw in FRAMEWORKS)))
+        assert rows == getattr(s, f"changed_in_{kind}"), f"every {kind} change has its row on changed-in.md"
+    assert "[`changed-in.md`](changed-in.md)" in index, "the index links the page"
 
 
-def test_pages_are_small_enough_for_a_code_host(index, pages, shards_report):
+def test_pages_are_small_enough_for_a_code_host(index, pages, sections, shards_report):
     assert len(pages) == len(shards_report.cases), "one page per case"
     assert len(index.encode()) <= LIMIT, f"index is {len(index.encode())} bytes"
+    assert set(sections) == set(SECTION_PAGES)
+    big = {name: len(text.encode()) for name, text in sections.items() if len(text.encode()) > LIMIT}
+    assert not big, f"section pages over {LIMIT} bytes: {big}"
     big = {name: len(text.encode()) for name, text in pages.items() if len(text.encode()) > LIMIT}
     assert not big, f"case pages over {LIMIT} bytes: {big}"
 
@@ -160,8 +171,8 @@ def _anchors(text: str) -> list[str]:
     return re.findall(r'<a id="([^"]+)"', text)
 
 
-def test_every_link_lands_on_an_anchor(index, pages):
-    files = {"conventions.md": index, **{f"cases/{name}": text for name, text in pages.items()}}
+def test_every_link_lands_on_an_anchor(index, pages, sections):
+    files = {"conventions.md": index, **sections, **{f"cases/{name}": text for name, text in pages.items()}}
     anchors = {}
     for name, text in files.items():
         found = _anchors(text)

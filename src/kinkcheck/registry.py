@@ -287,7 +287,6 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
                     "0.5.3": (3, 13), "0.6.2": (3, 13), "0.7.2": (3, 13)},
         tested="0.10.2", rule=_JAX_RULE, documented=_JAX_DOCUMENTED,
     ),
-    # Added by issue 13. Each adapter's helper refines its own record (modes, dtypes, versions, rule).
     Framework(
         "tensorflow", "TensorFlow", "tensorflow-cpu", "kinkcheck.frameworks.tensorflow",
         ("reverse", "forward", "graph", "jit", "second-order"), ("^", "#ff7f0e"),

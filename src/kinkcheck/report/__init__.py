@@ -29,8 +29,10 @@ from kinkcheck.catalog import Catalog
 from kinkcheck.report.view import CASES_DIR
 from kinkcheck.validate import _no_gc
 
-__all__ = ["CASES", "FILES", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
+__all__ = ["CASES", "FILES", "SECTION_PAGES", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 
+#: The index's long sections, each a page beside it (:data:`kinkcheck.report.markdown.SECTION_PAGES`).
+SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md")
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go
 #: between the JSON and the index page).
 FILES: tuple[str, ...] = ("conventions.csv", "conventions.json", "conventions.md", "conventions.html")
@@ -136,7 +138,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     from kinkcheck.report.build import build
     from kinkcheck.report.csvfile import render_csv
     from kinkcheck.report.html import render_html
-    from kinkcheck.report.markdown import render_case_pages, render_markdown
+    from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
     from kinkcheck.report.model import report_json
 
     report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
@@ -146,12 +148,13 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     digest = hashlib.sha256(json_bytes).hexdigest()
     pages = {f"{CASES}/{name}": text.encode("utf-8")
              for name, text in render_case_pages(report, json_sha256=digest).items()}
-    blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages,
+    sections = {name: text.encode("utf-8") for name, text in render_section_pages(report, json_sha256=digest).items()}
+    blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages, **sections,
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),
              "conventions.html": render_html(report, catalog, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
     return [out / name for name in ("conventions.json", "conventions.md", "conventions.csv", "conventions.html",
-                                    *pages)]
+                                    *sections, *pages)]
 
 
 def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
@@ -161,8 +164,9 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
     try:
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-            pattern = ".conventions.*.tmp" if folder == out else ".*.md.*.tmp"
-            for stale in folder.glob(pattern):  # left by a run killed before its renames
+            patterns = [".conventions.*.tmp", *(f".{n}.*.tmp" for n in SECTION_PAGES)] if folder == out \
+                else [".*.md.*.tmp"]
+            for stale in (s for pattern in patterns for s in folder.glob(pattern)):  # left by a killed run
                 if stale.is_file() and not stale.is_symlink():
                     stale.unlink(missing_ok=True)
     except OSError as err:
@@ -231,6 +235,7 @@ def set_problems(out: str | Path) -> list[str]:
     try:
         raw = {name: (out / name).read_bytes() for name in FILES
                if name != "conventions.csv" or (out / name).exists()}
+        raw.update({name: (out / name).read_bytes() for name in SECTION_PAGES})
         raw.update({f"{CASES}/{p.name}": p.read_bytes() for p in sorted((out / CASES).glob("*.md"))})
     except OSError as err:
         return [f"{err.filename}: {err.strerror}"]

@@ -37,7 +37,11 @@ from kinkcheck.report.view import (
     report_view,
 )
 
-__all__ = ["render_case_pages", "render_markdown"]
+__all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_section_pages"]
+
+#: The index's long sections, each on a page of its own beside it (a code host renders pages up to a few
+#: hundred KB; with nine frameworks these tables alone are twice that).
+SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md")
 
 
 def _face(face: Face | None) -> str:
@@ -114,6 +118,14 @@ def render_markdown(report: Report, json_sha256: str | None = None) -> str:
     reader can tell the Markdown belongs to that JSON; left out when None.
     """
     return _ended(_template("conventions.md.j2").render(**_globals(report, json_sha256), case_dir=f"{CASES_DIR}/"))
+
+
+def render_section_pages(report: Report, json_sha256: str | None = None) -> dict[str, str]:
+    """The index's long sections (:data:`SECTION_PAGES`): file name (beside ``conventions.md``) → text.
+    ``json_sha256`` as in :func:`render_markdown`."""
+    g = _globals(report, json_sha256)
+    template = _template("section.md.j2")
+    return {name: _ended(template.render(**g, part=name[:-3], case_dir=f"{CASES_DIR}/")) for name in SECTION_PAGES}
 
 
 def render_case_pages(report: Report, json_sha256: str | None = None) -> dict[str, str]:

@@ -369,7 +369,8 @@ class ModeTable:
 
 @dataclass(slots=True)
 class Problem:
-    """Error or unavailable observations of one program, mode, status and message, over dtypes and releases."""
+    """Error or unavailable observations of one program, status and message, over dtypes and releases; ``mode``
+    names every mode that failed alike (``"reverse, jit"``)."""
 
     framework: str
     program: str
@@ -379,6 +380,11 @@ class Problem:
     dtypes: list[str]
     environments: list[str]
     releases: str = ""
+    #: Every program of the row (``program`` first): those that failed alike share it.
+    programs: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.programs = self.programs or [self.program]
 
 
 @dataclass(slots=True)
@@ -472,6 +478,20 @@ class ReportView:
         for r in self.report.mode_disagreements.rows:
             groups.setdefault(r.comparison, []).append(r)
         return list(groups.items())
+
+    def changed_in_counts(self) -> list[tuple[str, dict[str, int]]]:
+        """Per framework (report order) with a *Changed in* row: rows by kind (convention, raises, availability)."""
+        counts: dict[str, dict[str, int]] = {}
+        for c in self.report.changed_in:
+            counts.setdefault(c.framework, {"convention": 0, "raises": 0, "availability": 0})[c.kind] += 1
+        return [(fw, counts[fw]) for fw in self.report.index.frameworks() if fw in counts]
+
+    def within_counts(self) -> list[tuple[str, int]]:
+        """Per framework (report order): its rows of disagreements within one framework."""
+        counts: dict[str, int] = {}
+        for d in self.report.disagreements.within:
+            counts[d.framework] = counts.get(d.framework, 0) + 1
+        return [(fw, counts[fw]) for fw in self.report.index.frameworks() if fw in counts]
 
     def across_frameworks(self) -> list[str]:
         """The frameworks that appear in some cross-framework disagreement, report order (the N-way columns)."""
@@ -640,6 +660,16 @@ def _runs(items: list[tuple[Environment, Cell]], among: list[Environment]) -> li
     return out
 
 
+def _generic(error: str, version: str, dtype: str) -> str:
+    """A message with its own release and dtype written ``<release>`` and ``<dtype>`` (``paddle 2.6.2 has no
+    float16 CPU kernel`` → ``paddle <release> has no <dtype> CPU kernel``), so the releases and dtypes that
+    failed alike share a row, which names them."""
+    import re
+
+    error = re.sub(rf"(?<![\w.]){re.escape(version)}(?![\w.])", "<release>", error)
+    return re.sub(rf"\b{re.escape(dtype)}\b", "<dtype>", error)
+
+
 def _build(report: Report) -> ReportView:
     """One pass over the observations for what the pages need beyond the index: the error and unavailable
     cells per case, and per environment the modes and dtypes that exist there."""
@@ -648,20 +678,36 @@ def _build(report: Report) -> ReportView:
                  | {o.dtype for o in obs if o.status != "unavailable"} for env, obs in idx.by_environment.items()}
     problems: dict[tuple[str, ...], Problem] = {}
     for o in [o for o in report.observations if o.status != "ok"]:
-        key = (o.case, o.framework, o.program, o.mode, o.status, o.error or "")
+        error = _generic(o.error or "", idx.env[o.environment].framework_version, o.dtype)
+        key = (o.case, o.framework, o.program, o.mode, o.status, error)
         p = problems.get(key)
         if p is None:
-            p = problems[key] = Problem(o.framework, o.program, o.mode, o.status, o.error or "", [], [])
+            p = problems[key] = Problem(o.framework, o.program, o.mode, o.status, error, [], [])
         if o.dtype not in p.dtypes:
             p.dtypes.append(o.dtype)
         if o.environment not in p.environments:
             p.environments.append(o.environment)
     order = {d: i for i, d in enumerate(idx.dtypes)}
     per_case: dict[str, list[Problem]] = {}
+    merged: dict[tuple[Any, ...], Problem] = {}
     for key, p in problems.items():
-        p.releases = idx.releases(p.environments, p.framework)
         p.dtypes.sort(key=lambda d: order.get(d, 99))
-        per_case.setdefault(key[0], []).append(p)
+        # the modes that failed alike (same message, dtypes and releases) share a row: "reverse, jit, forward"
+        same = (key[0], p.framework, p.program, p.status, p.error, tuple(p.dtypes), tuple(p.environments))
+        if same in merged:
+            merged[same].mode += f", {p.mode}"
+            continue
+        merged[same] = p
+    # then the programs that failed alike in the same modes share a row: "`a`, `b`"
+    rows: dict[tuple[Any, ...], Problem] = {}
+    for (case, *_), p in merged.items():
+        same = (case, p.framework, p.mode, p.status, p.error, tuple(p.dtypes), tuple(p.environments))
+        if same in rows:
+            rows[same].programs.append(p.program)
+            continue
+        rows[same] = p
+        p.releases = idx.releases(p.environments, p.framework)
+        per_case.setdefault(case, []).append(p)
     verdicts: dict[tuple[str, str, str], list[ConformanceRow]] = {}
     for r in report.conformance.rows:
         verdicts.setdefault((r.case, r.framework, r.program), []).append(r)
