@@ -11,6 +11,19 @@ from kinkcheck.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 
+def _import_first() -> None:
+    """Import the frameworks that must come before the others in one process (``registry.Framework.import_first``:
+    PaddlePaddle segfaults when imported after TensorFlow), so the order test files run in does not matter."""
+    from kinkcheck.registry import REGISTRY
+
+    others = [f.name for f in REGISTRY.values() if not f.import_first and importlib.util.find_spec(f.name)]
+    for rec in REGISTRY.values():
+        if rec.import_first and "tensorflow" in others and importlib.util.find_spec(rec.name) is not None:
+            importlib.import_module(rec.name)
+
+
+_import_first()
+
 #: Framework versions the pinned expectations (public cases P0-P9) hold for; see noxfile.TESTED.
 PINNED = {"torch": "2.13.0", "jax": "0.10.2"}
 

@@ -307,10 +307,14 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
         input itself (nothing to compare).
     """
     from kinkcheck.frameworks import Unavailable, get_adapter
+    from kinkcheck.registry import framework
     from kinkcheck.frameworks.base import short_error
 
     modes = pair_modes(mode, frameworks)
-    adapters = [get_adapter(fw) for fw in frameworks]
+    # frameworks whose import must come first (registry.Framework.import_first: importing PaddlePaddle after
+    # TensorFlow segfaults), then the others; the pair keeps its order
+    loaded = {fw: get_adapter(fw) for fw in sorted(set(frameworks), key=lambda fw: not framework(fw).import_first)}
+    adapters = [loaded[fw] for fw in frameworks]
     points = []
     for n, (p, why, changed) in enumerate(variants(at)):
         if n >= limit:

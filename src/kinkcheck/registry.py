@@ -73,6 +73,9 @@ class Framework:
         every Python the project supports.
     tested : str or None
         The release the test suite installs (None: the tests skip its adapter tests, saying so).
+    import_first : bool
+        Import it before the other frameworks when one process loads several (``kinkcheck check``, the tests):
+        PaddlePaddle segfaults when imported after TensorFlow (``import tensorflow, paddle``; the other order works).
     test_alone : str or None
         Why its tested release cannot share the test virtualenv (a conflicting pin); then ``nox -s tests`` leaves
         it out and ``nox -s "framework_tests(<name>)"`` tests it in its own virtualenv.
@@ -99,6 +102,7 @@ class Framework:
     rule: tuple[str, str] = ("", "")
     documented: Mapping[str, str] = field(default_factory=dict)
     test_alone: str | None = None
+    import_first: bool = False
 
     @property
     def newest(self) -> str | None:
@@ -312,7 +316,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         requirements=_paddle_requirements,
         # cp312 from 2.6, cp313 from 3.0, no cp314 yet (uv pip compile --python-version, 2026-12-01)
         max_python={"2.6.2": (3, 12), "3.0.0": (3, 13), "3.1.1": (3, 13), "3.2.2": (3, 13), "3.3.1": (3, 13)},
-        tested="3.3.1", rule=_PADDLE_RULE, documented=_PADDLE_DOCUMENTED,
+        tested="3.3.1", rule=_PADDLE_RULE, documented=_PADDLE_DOCUMENTED, import_first=True,
     ),
     Framework(
         "mlx", "MLX", "mlx", "kinkcheck.frameworks.mlx",
