@@ -2,7 +2,7 @@
 
   nox -s report    the main job: probe only what each release's shard lacks, then write reports/conventions.*
   nox -s render    write the reports from the shards in references/observations/; probes nothing
-  nox -s tests     the test suite against the pinned PyTorch and JAX (CPU)
+  nox -s tests     the test suite against each framework's tested release (CPU)
   nox -s bench     import time vs whole-catalog probe vs a hand-written loop, side by side
   nox -s fuzz      10,000 generated expressions through the parser and the frameworks, and through the oracle
   nox -t latest    probe only the newest release of each framework (then nox -s render)

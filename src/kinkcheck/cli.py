@@ -629,7 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("first", help="MODULE:FUNCTION or path/to/file.py:FUNCTION (the first framework's version)")
     ck.add_argument("second", help="MODULE:FUNCTION or path/to/file.py:FUNCTION (the second framework's version)")
     ck.add_argument("--at", required=True, help="the input: x=0.5,y=2 | 'v=[1,2,3]'; passed positionally in this order")
-    ck.add_argument("--frameworks", default="torch,jax", help="framework of each function (default torch,jax)")
+    ck.add_argument("--frameworks", default="torch,jax", help="framework of each function, two of the registered ones (default torch,jax)")
     ck.add_argument("--dtype", default="float64",
                     help="the inputs' dtype and the comparison's tolerance: float64 (default), float32, float16, "
                          "bfloat16")

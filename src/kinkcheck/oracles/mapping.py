@@ -475,8 +475,30 @@ def _tensorflow_table() -> dict[str, Entry]:
     return t
 
 
+def _paddle_mindspore_table() -> dict[str, Entry]:
+    """PaddlePaddle's and MindSpore's elementwise kinked functions (their API docs: ``paddle.clip(x, min, max)``,
+    ``mindspore.ops.clamp(input, min, max)``, ``maximum``/``minimum``, ``abs``, ``sqrt``, ``relu``).
+    ``mindspore.numpy`` reads ``jax.numpy``'s rows (:data:`NUMPY_CLONES`)."""
+    t: dict[str, Entry] = {}
+    for root in ("paddle.", "mindspore.ops.", "mindspore.mint."):
+        x = "x" if root == "paddle." else "input"
+        tail = ", name=None" if root == "paddle." else ""
+        other = "y" if root == "paddle." else "other"
+        t[root + "maximum"] = _e(f"{x}, {other}{tail}", f"Max({x}, {other})")
+        t[root + "minimum"] = _e(f"{x}, {other}{tail}", f"Min({x}, {other})")
+        t[root + "abs"] = _e(f"{x}{tail}", f"Abs({x})")
+        t[root + "sqrt"] = _e(f"{x}{tail}", f"sqrt({x})")
+    t["paddle.clip"] = _e("x, min=None, max=None, name=None", "Min(Max(x, min), max)")
+    t["paddle.nn.functional.relu"] = _e("x, name=None", "Max(x, 0)")
+    for root in ("mindspore.ops.", "mindspore.mint."):
+        t[root + "clamp"] = _e("input, min=None, max=None", "Min(Max(input, min), max)")
+    t["mindspore.ops.relu"] = _e("input", "Max(input, 0)")
+    t["mindspore.mint.nn.functional.relu"] = _e("input", "Max(input, 0)")
+    return t
+
+
 #: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes.
-TABLE: dict[str, Entry] = {**_torch_table(), **_jax_table(), **_tensorflow_table()}
+TABLE: dict[str, Entry] = {**_torch_table(), **_jax_table(), **_tensorflow_table(), **_paddle_mindspore_table()}
 
 #: Constants a program may name (``torch.inf``, ``jax.numpy.pi``).
 CONSTANTS: dict[str, Any] = {
@@ -894,7 +916,9 @@ NUMPY_CLONES: dict[str, str] = {"autograd.numpy.": "jax.numpy.", "tensorflow.exp
                                 "pytensor.tensor.math.": "jax.numpy.", "pytensor.tensor.": "jax.numpy.",
                                 # mlx.core follows NumPy's names and positional arguments (round half to even,
                                 # median of an even length the mean): python/src/ops.cpp docstrings
-                                "mlx.core.": "jax.numpy."}
+                                "mlx.core.": "jax.numpy.",
+                                # MindSpore's NumPy interface (mindspore/numpy: "mirrors NumPy's API")
+                                "mindspore.numpy.": "jax.numpy."}
 
 
 def _table_name(dotted: str) -> str:
