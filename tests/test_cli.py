@@ -327,3 +327,14 @@ def test_grad_with_a_v1_report_says_re_render(capsys, torch_adapter, tmp_path, m
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--report", "reports/conventions.json")
     err_lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and lines == [] and len(err_lines) == 1 and "re-render it" in err_lines[0], (lines, err)
+
+
+def test_framework_option_takes_a_whole_framework_alias():
+    """``--framework tf`` is TensorFlow (``tf`` stands for the framework); ``jnp`` (a module of JAX) is refused."""
+    from kinkcheck.cli import UsageError, build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["grad", "x.abs()", "--at", "x=0", "--framework", "tf"]).framework == "tensorflow"
+    assert parser.parse_args(["cite", "x.abs()", "--framework", "ms"]).framework == "mindspore"
+    with pytest.raises(UsageError, match="invalid choice: 'jnp'"):
+        parser.parse_args(["grad", "x.abs()", "--at", "x=0", "--framework", "jnp"])

@@ -490,6 +490,15 @@ def _bound_options(p: argparse.ArgumentParser) -> None:
                    help="evaluate in this process, without the time and memory limits (default: a worker process)")
 
 
+def _framework_name(text: str) -> str:
+    """``--framework``'s value: a framework's name, or an alias that stands for the whole framework (``tf``,
+    ``ms``; not ``jnp``, which is a module of one)."""
+    from kinkcheck.registry import aliases
+
+    path = aliases().get(text)
+    return path if path is not None and path in FRAMEWORKS else text
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kinkcheck import __version__
 
@@ -512,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mode", default="reverse",
                    help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
                         "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
-    g.add_argument("--framework", choices=FRAMEWORKS, help="only for a bare method chain like x.abs()")
+    g.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="only for a bare method chain like x.abs()")
     g.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language over the inputs, "
                    "e.g. 'Max(x, 0)' or 'Abs(v[0]) + Abs(v[1])' (default: mapped from the program)")
     g.add_argument("--report", help="report JSON to compare with (default reports/conventions.json; "
@@ -544,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(exit 2). A killed probe resumes from its journal (.<id>.<selection>.journal.jsonl "
                                     "beside the shard, one per selection of cases, modes and dtypes); one probe per "
                                     "environment at a time (.<id>.lock).")
-    pr.add_argument("--framework", choices=FRAMEWORKS, help="default with --out-dir: every installed framework")
+    pr.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="default with --out-dir: every installed framework")
     pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>.json "
                                   "after the environment probed")
     pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>.json")
@@ -598,7 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--case", help="case id (e.g. relu@-0.0); default the program's principal case: the first in "
                                   "catalog order at its kink at ordinary numbers (relu@0 for torch.relu(x)), the "
                                   "others listed after the sentence")
-    c.add_argument("--framework", choices=FRAMEWORKS,
+    c.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name,
                    help="only for a program text both frameworks measure in the case (x ** 0.5, v.max())")
     c.add_argument("--framework-version", help="release (default: the newest measured)")
     c.add_argument("--mode", default="reverse", help="default reverse")
