@@ -40,6 +40,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     split_inputs,
@@ -160,9 +161,7 @@ class AutogradAdapter:
 
     def device_name(self, device: str) -> str:
         """The platform's processor (autograd runs on the CPU only)."""
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """What decides the values besides autograd: the NumPy it computes with (NumPy 2's promotion rules,

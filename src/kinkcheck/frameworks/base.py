@@ -189,6 +189,14 @@ def short_error(err: BaseException, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def processor_name() -> str:
+    """The CPU a ``cpu`` environment ran on (``platform.processor()``, else the machine type): its
+    ``device_name`` in a shard's provenance, the same text for every adapter."""
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
 def check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
         raise ex.ExprError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")

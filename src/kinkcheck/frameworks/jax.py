@@ -24,6 +24,7 @@ from kinkcheck.frameworks.base import (
     ProgramError,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     split_inputs,
@@ -133,9 +134,7 @@ class JaxAdapter:
         """The accelerator's ``device_kind`` (e.g. ``"NVIDIA H200"``), or the platform's processor for ``cpu``."""
         if device == "cuda":
             return str(self._device("cuda").device_kind)
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""

@@ -35,6 +35,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     split_inputs,
@@ -171,9 +172,7 @@ class MindSporeAdapter:
 
     def device_name(self, device: str) -> str:
         """The platform's processor (only ``cpu`` is measured)."""
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""

@@ -29,6 +29,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     split_inputs,
@@ -192,9 +193,7 @@ class MlxAdapter:
         return ["cpu"]
 
     def device_name(self, device: str) -> str:
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""

@@ -41,6 +41,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     split_inputs,
@@ -137,9 +138,7 @@ class PaddleAdapter:
 
     def device_name(self, device: str) -> str:
         """The platform's processor (only ``cpu`` is measured)."""
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""

@@ -50,6 +50,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     short_error,
@@ -136,9 +137,7 @@ class PytensorAdapter:
 
     def device_name(self, device: str) -> str:
         """The platform's processor (the adapter runs PyTensor on the CPU only)."""
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """How each mode compiles (:mod:`kinkcheck.frameworks.pytensor`), the default mode's linker and optimizer,

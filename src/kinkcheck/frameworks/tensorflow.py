@@ -42,6 +42,7 @@ from kinkcheck.frameworks.base import (
     ProgramError,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     split_inputs,
@@ -160,9 +161,7 @@ class TensorFlowAdapter:
             if not gpus:
                 raise FrameworkUnavailable("not measured: no CUDA device")
             return str(tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name))
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Settings that affect the values, recorded in the shard's provenance: oneDNN's custom CPU ops (on by

@@ -24,6 +24,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    processor_name,
     resolve,
     rounded_point,
     short_error,
@@ -135,9 +136,7 @@ class TorchAdapter:
         """The accelerator's name (``torch.cuda.get_device_name``), or the platform's processor for ``cpu``."""
         if device == "cuda":
             return str(torch.cuda.get_device_name(0))
-        import platform
-
-        return platform.processor() or platform.machine()
+        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""
