@@ -173,3 +173,53 @@ def test_a_probe_of_one_framework_parses_its_programs_only():
     assert {p.framework for _, p in torch_only.programs()} == {"torch"}
     assert [p.id for _, p in torch_only.programs("torch")] == [p.id for _, p in whole.programs("torch")]
     assert [c.measurement_hash("torch") for c in torch_only] == [c.measurement_hash("torch") for c in whole]
+
+
+ONE_CASE = ("[[case]]\nid='a'\nsympy='Max(x, 0)'\nat={x=0}\n[case.programs]\ntorch=['torch.relu(x)']\n"
+            "jax=['jax.nn.relu(x)']\n")
+
+
+def test_a_parsed_catalog_is_cached_on_disk_by_content(tmp_path, monkeypatch):
+    """The parse is cached (a tenth of a light framework's probe): the same content at another path is one
+    entry, given back with its own path; changed content is parsed again; a torn entry is parsed again."""
+    from dataclasses import replace
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(cache))
+    paths = []
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / name).mkdir()
+        paths.append(tmp_path / name / "catalog.toml")
+    paths[0].write_text(ONE_CASE)
+    paths[1].write_text(ONE_CASE)
+    paths[2].write_text(ONE_CASE.replace("at={x=0}", "at={x=1}"))
+    first = load_catalog(paths[0])
+    entries = sorted((cache / "catalogs").iterdir())
+    assert len(entries) == 1, f"one entry for one content: {entries}"
+    second = load_catalog(paths[1])
+    assert second.path == str(paths[1].resolve()), "a cached catalog carries the path it was loaded from"
+    assert replace(second, path=first.path) == first and sorted((cache / "catalogs").iterdir()) == entries
+    third = load_catalog(paths[2])
+    assert third.cases[0].at == {"x": 1}, "changed content is parsed, not taken from the cache"
+    assert len(list((cache / "catalogs").iterdir())) == 2
+    entries[0].write_bytes(b"\x80\x04torn")
+    paths[3].write_text(ONE_CASE)
+    fourth = load_catalog(paths[3])
+    assert replace(fourth, path=first.path) == first, "a torn entry is parsed again"
+    assert [p.tree for _, p in fourth.programs()] == [p.tree for _, p in first.programs()]
+
+
+def test_a_registered_framework_changes_the_cache_key(tmp_path, monkeypatch):
+    """What the parse reads from the registry (names, aliases, modes) is part of the key: a catalog parsed
+    before a framework was registered is not given back after."""
+    from kinkcheck.catalog import _cache_key
+    from kinkcheck.registry import Framework, registered
+
+    path = tmp_path / "catalog.toml"
+    path.write_text(ONE_CASE)
+    before = _cache_key(str(path), None)
+    fake = Framework("keyfw", "KeyFW", "keyfw", "keyfw_adapter", ("reverse",), ("d", "#000000"))
+    with registered(fake):
+        assert _cache_key(str(path), None) != before
+    assert _cache_key(str(path), None) == before
+    assert _cache_key(str(tmp_path / "missing.toml"), None) is None, "an unreadable catalog is parsed (and refused)"

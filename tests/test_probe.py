@@ -480,12 +480,14 @@ def test_a_record_after_a_torn_journal_line_is_kept(tmp_path):
     assert _last_start(journal) is None, "the last line is a finished case"
 
 
+@pytest.mark.parametrize("start", ["fork", "spawn"])
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGKILL"])
-def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_path, signame):
+def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_path, signame, start):
     """The worker runs in its own session (so its whole group can be killed), where a signal to the probe no
     longer reaches it: SIGTERM (the probe kills the worker on its way out) or SIGKILL (no handler runs; the
     worker asked Linux for SIGKILL when its parent dies) must still end the worker, which would otherwise loop
-    forever, or go on writing the journal beside the next probe's worker."""
+    forever, or go on writing the journal beside the next probe's worker. Both for a worker forked from the
+    probe and for one started as a new interpreter (``KINKCHECK_PROBE_START=spawn``)."""
     import contextlib
     import os
     import signal
@@ -498,9 +500,10 @@ def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_pa
     cat = tmp_path / "bounds.toml"
     cat.write_text(BOUNDS)
     out = tmp_path / f"{environment_id('jax')}.json"
+    env = {**os.environ, "KINKCHECK_PROBE_START": start}
     proc = subprocess.Popen([sys.executable, "-m", "kinkcheck", "probe", "--framework", "jax", "--catalog", str(cat),
                              "--out", str(out), "--quiet", "--mode", "reverse", "--dtype", "float64"],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
     journal = journal_path(out, ["reverse"], ["float64"])
     workers: list[str] = []
     try:
@@ -509,10 +512,12 @@ def test_a_terminated_probe_takes_its_hanging_worker_with_it(jax_adapter, tmp_pa
                 break
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.1)
-        table = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True,
+        table = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True,
                                check=False).stdout.splitlines()
-        workers = [line.split()[0] for line in table if f"--worker {journal}" in line]
+        workers = [line.split()[0] for line in table if line.split()[1] == str(proc.pid)]
         assert len(workers) == 1, f"one worker probing: {workers}"
+        args = next(line for line in table if line.split()[0] == workers[0])
+        assert (f"--worker {journal}" in args) == (start == "spawn"), f"a {start}ed worker: {args}"
         if signame == "SIGKILL" and not sys.platform.startswith("linux"):
             pytest.skip("the worker follows its parent's death only on Linux (PR_SET_PDEATHSIG)")
         proc.send_signal(getattr(signal, signame))
@@ -675,3 +680,95 @@ def test_a_catalog_cut_to_one_case_keeps_the_other_cases(torch_adapter, small, t
     assert after["observations"] == before["observations"], "every case kept, each value the same"
     assert _main(*argv, "--drop-removed") == 0
     assert {o["case"] for o in read_shard(shard)["observations"]} == {"relu@0"}, "asked: dropped"
+
+
+# --- A worker forked from the probe instead of a new interpreter (issue 13: a light framework's fixed cost) ----
+
+
+@linux_only
+def test_a_forked_worker_reports_its_status_like_popen(tmp_path):
+    """ForkedWorker is the part of Popen the probe uses: the status (negative for a signal), wait with a
+    time limit, kill; the child leads its own session and never runs this process's atexit handlers."""
+    import os
+    import signal
+    import subprocess
+
+    from kinkcheck.probe import ForkedWorker
+
+    marker = tmp_path / "sid"
+
+    def work():
+        marker.write_text(f"{os.getsid(0)} {os.getpid()} {os.environ['KINKCHECK_TEST_VALUE']}")
+        return 3
+
+    w = ForkedWorker(work, {"KINKCHECK_TEST_VALUE": "seen"})
+    assert w.wait(timeout=60) == 3 and w.poll() == 3 and w.returncode == 3
+    sid, pid, value = marker.read_text().split()
+    assert sid == pid == str(w.pid) and value == "seen", "its own session, the environment given"
+    assert "KINKCHECK_TEST_VALUE" not in os.environ, "the environment is the child's only"
+
+    def boom():
+        raise RuntimeError("inside the worker")
+
+    assert ForkedWorker(boom, {}).wait(timeout=60) == 1, "an exception exits 1, as an interpreter would"
+    assert ForkedWorker(lambda: (_ for _ in ()).throw(SystemExit(130)), {}).wait(timeout=60) == 130
+
+    def sleep():
+        import time
+
+        time.sleep(600)
+        return 0
+
+    slow = ForkedWorker(sleep, {})
+    with pytest.raises(subprocess.TimeoutExpired):
+        slow.wait(timeout=0.2)
+    assert slow.poll() is None
+    slow.kill()
+    assert slow.wait(timeout=60) == -signal.SIGKILL, "a signal is a negative status, as Popen says it"
+
+
+def test_a_worker_is_forked_only_from_a_clean_process(monkeypatch):
+    """Not where a framework is imported (its threads and device context do not survive fork), not where
+    more threads run, not with KINKCHECK_PROBE_START=spawn, not off Linux."""
+    import threading
+
+    import kinkcheck.probe as pr
+    from kinkcheck import registry
+
+    monkeypatch.setattr(registry, "FRAMEWORKS", ("kinkcheck_nofw",))  # none imported here (the tests import all)
+    monkeypatch.delenv("KINKCHECK_PROBE_START", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert pr.fork_safe() == (threading.active_count() == 1)
+    monkeypatch.setitem(sys.modules, "kinkcheck_nofw", object())
+    assert not pr.fork_safe(), "a framework imported here"
+    monkeypatch.delitem(sys.modules, "kinkcheck_nofw")
+    monkeypatch.setenv("KINKCHECK_PROBE_START", "spawn")
+    assert not pr.fork_safe(), "spawn asked for"
+    monkeypatch.delenv("KINKCHECK_PROBE_START")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert not pr.fork_safe(), "macOS: no fork without exec"
+
+
+@linux_only
+def test_forked_and_spawned_workers_measure_the_same(torch_adapter, small, tmp_path):
+    """The default probe forks its worker from the CLI process; KINKCHECK_PROBE_START=spawn starts a new
+    interpreter. Both give the same cells, and both survive a crashing case."""
+    import os
+    import subprocess
+
+    from kinkcheck.probe import environment_id
+
+    shards = {}
+    for start in ("fork", "spawn"):
+        out = tmp_path / start / f"{environment_id('torch')}.json"
+        out.parent.mkdir()
+        env = {**os.environ, "KINKCHECK_PROBE_START": start, "KINKCHECK_CRASH_CASE": "maximum@tie"}
+        res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog",
+                              small.path, "--out", str(out), "--quiet", "--mode", "reverse", "--dtype", "float64"],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        shards[start] = read_shard(out)
+    fork, spawn = (_by_program(shards[s]) for s in ("fork", "spawn"))
+    assert fork == spawn, "the same cells from a forked and a spawned worker"
+    assert fork["torch.relu(x)"]["value"] == {"x": 0.0}
+    assert fork["torch.maximum(x, y)"]["error"].startswith("interpreter crashed: signal 6 (SIGABRT)"), fork

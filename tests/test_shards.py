@@ -561,3 +561,40 @@ def test_the_semantic_check_is_skipped_only_for_content_and_catalog_it_passed(ca
         with pytest.raises(ShardError, match=r"input 'x' is a list of 2, in the point of relu@0"):
             read_shard(p, catalog)
     assert len(list(checked.iterdir())) == 1, "a failed check records nothing"
+
+
+def test_a_shard_written_validated_reads_back_without_a_second_check(tmp_path, monkeypatch):
+    """write_shard validates before writing and leaves the marker of the bytes it wrote (json_text of a valid
+    shard parses strictly and back to it); a file changed afterwards has another digest and is checked."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    markers = tmp_path / "cache" / "validated-shards"
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    shard = _minimal()
+    write_shard(p, shard)
+    assert len(list(markers.iterdir())) == 1, "the written bytes are marked as checked"
+    assert read_shard(p) == shard
+    write_shard(tmp_path / "unchecked.json", shard, validate=False)
+    assert len(list(markers.iterdir())) == 1, "an unvalidated write leaves no marker"
+    p.write_text(p.read_text().replace('"reverse"', '"sideways"'))
+    with pytest.raises(ShardError, match="must be one of"):
+        read_shard(p)
+
+
+def test_the_compiled_validator_is_cached_and_a_torn_entry_is_compiled_again(tmp_path, monkeypatch):
+    """The schema's fastjsonschema code is cached as bytecode; a torn cache file is compiled again, and the
+    validator refuses and accepts the same shards either way."""
+    from kinkcheck import shards
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "shard-validators"
+    bad = {**_minimal(), "observations": [{**_minimal()["observations"][0], "mode": "sideways"}]}
+    for attempt in ("cold", "cached", "torn"):
+        shards._compiled.cache_clear()
+        if attempt == "torn":
+            next(folder.iterdir()).write_bytes(b"\xe3torn")
+        validate = shards._validator()
+        validate(_minimal())
+        with pytest.raises(Exception, match="must be one of"):
+            validate(bad)
+        assert len(list(folder.iterdir())) == 1, f"{attempt}: one cached validator"
+    shards._compiled.cache_clear()

@@ -684,8 +684,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{fw:<12}{imp:>10.2f}{loop - imp:>13.2f}{probe:>10.2f}{ratio:>22.2f}  <= {TARGET} "
               f"{'ok' if ratio <= TARGET else 'MISSED':<6}{inline:>16.2f}{inline / loop:>7.2f}")
     print("(hand loop s = loop script wall time minus the bare import; probe s = the default probe, its worker in a\n"
-          " second process that a crash or hang cannot take the shard with; in-process = --no-isolate; each figure is\n"
-          f" the best of {args.repeat} fresh processes)")
+          " second process (forked from the probe on Linux) that a crash or hang cannot take the shard with, merging\n"
+          " into the shard the run before wrote; in-process = --no-isolate; each figure is the best of\n"
+          f" {args.repeat} fresh processes)")
     return 0
 
 

@@ -13,7 +13,7 @@ import json
 import math
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -353,6 +353,58 @@ def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dic
 
 @cache
 def _load(path: str, only: frozenset[str] | None = None) -> Catalog:
+    """:func:`_parse`, through a disk cache keyed on everything the parse reads (:func:`_cache_key`): parsing
+    the expressions is a tenth of a light framework's whole probe, and a catalog rarely changes."""
+    import pickle
+
+    from kinkcheck.cache import read_cached, write_cached
+
+    key = _cache_key(path, only)
+    if key is not None:
+        data = read_cached("catalogs", key)
+        if data is not None:
+            try:
+                cached = pickle.loads(data)  # noqa: S301 - the user's own cache folder, like __pycache__
+            except Exception:  # noqa: BLE001 - a torn or stale file: parse again
+                cached = None
+            if isinstance(cached, Catalog):
+                return cached if cached.path == path else replace(cached, path=path)
+    catalog = _parse(path, only)
+    if key is not None:
+        write_cached("catalogs", key, pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
+    return catalog
+
+
+#: Modules whose code decides what a parse of the catalog gives (their source is part of the cache key).
+_PARSER_MODULES = ("catalog", "expr", "registry", "anchors", "dtypes")
+
+
+def _cache_key(path: str, only: frozenset[str] | None) -> str | None:
+    """A digest of the catalog file, its program files, the parser's source, the registry's names, aliases and
+    modes, the selection ``only``, kinkcheck's and Python's versions; None when a file cannot be read (the
+    parse then says why). Not the path: the same content anywhere (the tests' catalogs) is one entry."""
+    import sys
+
+    from kinkcheck import __version__
+
+    p = Path(path)
+    h = hashlib.sha256(repr((sorted(only) if only is not None else None, __version__, sys.version,
+                             [(f.name, f.aliases, f.modes) for f in registry.REGISTRY.values()])).encode())
+    folder = p.parent / PROGRAMS_DIR
+    try:
+        files = [p, *(sorted(folder.glob("*.toml")) if folder.is_dir() else ())]
+        files += [Path(__file__).with_name(f"{m}.py") for m in _PARSER_MODULES]
+        if not p.is_file():
+            return None
+        for f in files:
+            h.update(f"\0{f.name}\0".encode())
+            h.update(f.read_bytes())
+    except OSError:
+        return None
+    return h.hexdigest()[:32]
+
+
+def _parse(path: str, only: frozenset[str] | None = None) -> Catalog:
     p = Path(path)
     if p.exists() and not p.is_dir() and not p.is_file():  # a FIFO or device would block the reader
         raise CatalogError(f"cannot read catalog {path}: not a regular file")

@@ -221,6 +221,7 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
     from kinkcheck.frameworks import FrameworkUnavailable
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
     from kinkcheck.probe import DEFAULT_DTYPES, ProbeInterrupted, environment_id, journal_path, probe_isolated
+    from kinkcheck import shards
     from kinkcheck.shards import ShardError, write_merged
 
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]  # checked by _probe_one
@@ -230,13 +231,20 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
         _check_shard_name(out, expected)
     target = out if out is not None else (out_dir / f"{expected}.json" if expected else None)
     journal = journal_path(target, modes, args.dtype, args.case) if target is not None else None
+    ahead: dict[str, Any] = {}
+
+    def read_ahead() -> None:  # the shard merged into, read while the worker measures
+        if target is not None and not args.replace:
+            ahead["old"] = shards.read_ahead(lambda: shards.read_old_shard(target))
+
     try:
         if args.no_isolate:
             shard = _probe_with_progress(args, catalog, journal=str(journal) if journal else None,
                                          modes=modes or None)
         else:
             shard = probe_isolated(framework, args.device, args.dtype or DEFAULT_DTYPES, modes or None, catalog,
-                                   quiet=args.quiet, cases=args.case or None, journal=journal, limits=args.limits)
+                                   quiet=args.quiet, cases=args.case or None, journal=journal, limits=args.limits,
+                                   worker=lambda j: _forked_worker(args, catalog, j), on_started=read_ahead)
     except ProbeInterrupted as err:  # the journal stays: the same command resumes
         raise ProbeStopped(str(err)) from None
     except (FrameworkUnavailable, CatalogError) as err:
@@ -248,7 +256,8 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
     out = out if out is not None else out_dir / f"{eid}.json"
     args.out = str(out)
     try:
-        merged = write_merged(out, shard, catalog, replace=args.replace, drop_removed=args.drop_removed)
+        merged = write_merged(out, shard, catalog, replace=args.replace, drop_removed=args.drop_removed,
+                              old=ahead.get("old") if out == target else None)
     except ShardError as err:  # nothing written; the journal keeps what was probed
         raise UsageError(f"cannot write shard {out}: {err}") from None
     except OSError as err:
@@ -301,19 +310,26 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
                          modes: Sequence[str] | None = None) -> dict[str, Any]:
     import os
 
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
     from kinkcheck.probe import DEFAULT_DTYPES, RESTARTED_ENV, probe, select_cases
 
     catalog = select_cases(catalog, args.case)
     modes = list(modes or args.mode or FRAMEWORK_MODES[args.framework])
+    if args.quiet:  # no progress display: rich is not even imported (a tenth of a light framework's probe)
+        def say(line: str) -> None:
+            if not os.environ.get(RESTARTED_ENV):
+                print(line, file=sys.stderr)
+
+        return probe(args.framework, args.device, args.dtype or DEFAULT_DTYPES, modes, catalog, journal=journal,
+                     on_resume=say)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     n_batches = sum(m in COMPILED_MODES for m in modes) * len(args.dtype or DEFAULT_DTYPES)
     total = sum(1 for _ in catalog.programs(args.framework)) + n_batches
     with Progress(
         TextColumn(f"[bold]probe {args.framework} {args.device}[/]"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(stderr=True), disable=args.quiet,
+        TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(stderr=True),
     ) as progress:
         task = progress.add_task("", total=total)
 
@@ -353,6 +369,23 @@ def _probe_worker(args: argparse.Namespace, catalog: Any) -> int:
         _append(args.worker, {"fatal": str(err)})
         return EXIT_BAD_INPUT
     return 0
+
+
+def _forked_worker(args: argparse.Namespace, catalog: Any, journal: Path) -> int:
+    """:func:`_probe_worker` in a worker forked by :func:`kinkcheck.probe.probe_isolated` (``--worker JOURNAL``
+    without a new interpreter), with :func:`main`'s handling of bad input and Ctrl-C."""
+    ns = argparse.Namespace(**vars(args))
+    ns.worker = str(journal)
+    try:
+        return _probe_worker(ns, catalog)
+    except UsageError as err:
+        from kinkcheck.validate import one_line
+
+        print(f"kinkcheck: error: {one_line(str(err), limit=2000)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kinkcheck: interrupted", file=sys.stderr)
+        return 130
 
 
 def _check_writable(out: Path) -> None:

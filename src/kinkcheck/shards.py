@@ -13,10 +13,11 @@ value by an error within one build, and never lowers its count of measured obser
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -28,9 +29,10 @@ from kinkcheck.registry import FRAMEWORKS
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
-__all__ = ["SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count", "drop_removed", "is_fresh", "json_text", "load_shards",
-           "merge_shard", "missing_work", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_lock", "shard_schema",
-           "write_json_atomic", "write_merged", "write_shard", "write_text_atomic"]
+__all__ = ["SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count", "drop_removed", "is_fresh", "json_text",
+           "load_shards", "merge_shard", "missing_work", "read_ahead", "read_old_shard", "read_shard",
+           "record_failed_attempt", "recorded_case_hashes", "shard_lock", "shard_schema", "write_json_atomic",
+           "write_merged", "write_shard", "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
 
@@ -175,7 +177,17 @@ def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) 
     """
     if validate:
         _validate(shard, str(path))
-    write_json_atomic(path, shard)
+    text = json_text(shard)
+    write_text_atomic(path, text)
+    if validate:  # text that json_text wrote from a valid shard parses strictly and back to it: not checked again
+        _touch(_validated_marker(text.encode()))
+
+
+def _validated_marker(raw: bytes) -> Path:
+    """The cache marker saying that ``raw`` passed the strict JSON parse and the shard schema."""
+    from kinkcheck.cache import cache_dir
+
+    return cache_dir() / "validated-shards" / hashlib.sha256(_schema_text() + b"\0" + raw).hexdigest()[:32]
 
 
 def _validator() -> Any:
@@ -183,16 +195,41 @@ def _validator() -> Any:
 
 
 @cache
-def _compiled(_key: bytes) -> Any:
+def _compiled(key: bytes) -> Any:
     """The shard schema compiled to Python by fastjsonschema (once a process): the 28 committed shards in
-    about 2.5 s, where jsonschema takes about 20 s."""
+    about 2.5 s, where jsonschema takes about 20 s.
+
+    The generated code's bytecode is cached (:mod:`kinkcheck.cache`, keyed on the schema, fastjsonschema's and
+    Python's versions): generating and compiling it took 0.03 s of every probe, a tenth of a light framework's.
+    """
+    import marshal
+    import sys
+
     import fastjsonschema
 
-    # Without "$id": fastjsonschema resolves the relative id "kinkcheck/shard/v1" as a URL to fetch. The
-    # schema's keywords (type, enum, const, pattern, required, properties, items, anyOf, $ref into $defs)
-    # mean the same in draft 7, which fastjsonschema implements, as in 2020-12.
-    schema = {k: v for k, v in shard_schema().items() if k not in ("$id", "$schema")}
-    return fastjsonschema.compile(_null_last(schema), use_default=False)
+    from kinkcheck.cache import read_cached, write_cached
+
+    digest = hashlib.sha256(key + f"\0{fastjsonschema.VERSION}\0{sys.version}".encode()).hexdigest()[:32]
+    data = read_cached("shard-validators", digest)
+    code = None
+    if data is not None:
+        try:
+            code = marshal.loads(data)  # the user's own cache folder, like __pycache__
+        except (EOFError, ValueError, TypeError):  # a torn file: compile again
+            code = None
+        if not isinstance(code, type(_null_last.__code__)):
+            code = None
+    if code is None:
+        # Without "$id": fastjsonschema resolves the relative id "kinkcheck/shard/v1" as a URL to fetch. The
+        # schema's keywords (type, enum, const, pattern, required, properties, items, anyOf, $ref into $defs)
+        # mean the same in draft 7, which fastjsonschema implements, as in 2020-12.
+        schema = {k: v for k, v in shard_schema().items() if k not in ("$id", "$schema")}
+        code = compile(fastjsonschema.compile_to_code(_null_last(schema), use_default=False),
+                       "<kinkcheck shard validator>", "exec")
+        write_cached("shard-validators", digest, marshal.dumps(code))
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # noqa: S102 - fastjsonschema's own output (as fastjsonschema.compile runs it)
+    return namespace["validate"]
 
 
 def _null_last(schema: Any) -> Any:
@@ -253,15 +290,13 @@ def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, An
         mismatch, or a semantic problem (e.g. an ``ok`` observation without a value); the message is one line
         naming the file and the first problem.
     """
-    import hashlib
-
     from kinkcheck.cache import cache_dir
     from kinkcheck.validate import parse_checked_json, parse_json, read_text, shard_problem
 
     p = Path(path)
     raw = read_text(p, ShardError, missing=f"{p}: shard not found")
-    digest = hashlib.sha256(_schema_text() + b"\0" + raw).hexdigest()[:32]
-    validated = cache_dir() / "validated-shards" / digest
+    validated = _validated_marker(raw)
+    digest = validated.name
     semantic = hashlib.sha256(f"{digest} {catalog.hash if catalog else '-'} {_checks_hash()}".encode()).hexdigest()
     checked = cache_dir() / "checked-shards" / semantic[:32]
     data = parse_checked_json(raw) if validated.exists() else None
@@ -299,8 +334,6 @@ def _text(_key: int) -> bytes:
 def _checks_hash() -> str:
     """What the semantic checks of a shard depend on besides the shard and the catalog's content: the source
     of :mod:`kinkcheck.validate` and of :mod:`kinkcheck.catalog` (the measurement hashes), and P0's shapes."""
-    import hashlib
-
     from kinkcheck.validate import _p0_shapes
 
     h = hashlib.sha256(repr(_p0_shapes()).encode())
@@ -692,9 +725,12 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
 
 
 def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replace: bool = False,
-                 drop_removed: bool = False) -> dict[str, Any]:
+                 drop_removed: bool = False,
+                 old: Callable[[], dict[str, Any] | None] | None = None) -> dict[str, Any]:
     """Merge ``new`` into the shard at ``path`` (:func:`merge_shard`) and write the result atomically.
 
+    ``old``: returns the shard at ``path`` as :func:`read_old_shard` read it earlier (a probe reads it while its
+    worker measures, under the environment's lock: nothing else writes it meanwhile); default: read it now.
     Returns the shard written.
 
     Raises
@@ -706,15 +742,42 @@ def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replac
         The write itself failed (the old file is whole: :func:`write_text_atomic`).
     """
     p = Path(path)
-    old = None
-    if p.exists() and not replace:
-        try:
-            old = read_shard(p)
-        except ShardError as err:
-            raise ShardError(f"{err}; it is left as it is (kinkcheck probe --replace overwrites it)") from None
-    merged = merge_shard(old, new, catalog, replace=replace, drop_removed=drop_removed)
+    prior = None if replace else old() if old is not None else read_old_shard(p)
+    merged = merge_shard(prior, new, catalog, replace=replace, drop_removed=drop_removed)
     write_shard(p, merged)
     return merged
+
+
+def read_old_shard(path: str | Path) -> dict[str, Any] | None:
+    """The shard a probe merges into (:func:`read_shard`), None when there is none.
+
+    Raises
+    ------
+    ShardError
+        The file exists but is not a shard (it is left as it is).
+    """
+    p = Path(path)
+    if not p.exists():
+        return None
+    try:
+        return read_shard(p)
+    except ShardError as err:
+        raise ShardError(f"{err}; it is left as it is (kinkcheck probe --replace overwrites it)") from None
+
+
+def read_ahead(read: Callable[[], Any]) -> Callable[[], Any]:
+    """``read`` run now, its result (or its exception) given back by the function returned: a probe reads
+    the shard it will merge into while its worker measures, on the second core, instead of after it."""
+    try:
+        value = read()
+    except Exception as err:  # noqa: BLE001 - raised again where the result is asked for
+        failure = err
+
+        def again() -> Any:
+            raise failure
+
+        return again
+    return lambda: value
 
 
 def drop_removed(path: str | Path, catalog: Catalog) -> tuple[str, ...]:

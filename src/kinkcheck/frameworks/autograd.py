@@ -78,7 +78,7 @@ REFUSED: dict[str, str] = {
 NUMPY_DTYPES = ("float64", "float32", "float16")
 
 
-#: Whether ``autograd.scipy.special`` was tried (see ``AutogradAdapter.namespace``).
+#: Whether ``autograd.scipy.special`` was tried (see ``AutogradAdapter._import_scipy``).
 _SCIPY_TRIED: list[bool] = []
 #: Parsed program → its resolved names (the objects do not change within a process).
 _RESOLVED: dict[ex.Node, dict[str, Any]] = {}
@@ -169,11 +169,16 @@ class AutogradAdapter:
         return {"numpy": str(np.__version__)}
 
     def namespace(self) -> dict[str, Any]:
+        return {"autograd": autograd}
+
+    @staticmethod
+    def _import_scipy() -> None:
+        """Import ``autograd.scipy.special`` once, when a program first names ``autograd.scipy``: it imports
+        all of SciPy's stats and integrate (0.6 s, five times a whole-catalog probe that needs none of it)."""
         if not _SCIPY_TRIED:  # once: a failed import is not cached by Python and costs a search of sys.path
             _SCIPY_TRIED.append(True)
             with contextlib.suppress(ImportError):  # autograd.scipy needs SciPy
                 importlib.import_module("autograd.scipy.special")
-        return {"autograd": autograd}
 
     def _dtype(self, dtype: str) -> Any:
         check_dtype(dtype)
@@ -198,6 +203,8 @@ class AutogradAdapter:
     def _resolve_uncached(self, tree: ex.Node) -> dict[str, Any]:
         namespace = self.namespace()
         for n in ex.walk(tree):
+            if isinstance(n, ex.Name) and n.parts[:2] == ("autograd", "scipy"):
+                self._import_scipy()
             segments = n.parts if isinstance(n, ex.Name) else (n.name,) if isinstance(n, ex.Attr) else ()
             refused = [s for s in segments if s in REFUSED]
             if refused:

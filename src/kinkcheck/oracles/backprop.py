@@ -52,6 +52,7 @@ from typing import Callable, Union
 import numpy as np
 
 from kinkcheck.dtypes import DTYPE_INFO
+from kinkcheck.oracles import p0
 
 __all__ = [
     "ACTIVATIONS",
@@ -122,12 +123,7 @@ class Net:
 
 
 #: Seed case P0 (``shared/cases/public-cases.md``): ``X @ W1`` is exactly 0 at (3, 1).
-P0 = Net(
-    X=[[3, 2, 1], [1, 0, 2], [4, 1, 2], [0, 0, 1]],
-    W1=[[1, 2], [0, 1], [4, 0]],
-    W2=[[-1, 1], [-2, 3]],
-    target=np.ones((4, 2), dtype=np.int64),
-)
+P0 = Net(X=p0.X, W1=p0.W1, W2=p0.W2, target=np.asarray(p0.T, dtype=np.int64))
 
 
 # ----------------------------------------------------------------------- activations
