@@ -192,3 +192,23 @@ def test_every_catalog_program_runs_in_reverse_mode(adapter):
         except NotImplementedError:
             continue  # autograd has no derivative rule (anp.median): an error cell, measured as such
     assert not failed, f"catalog programs the adapter cannot run in autograd {adapter.version}:\n" + "\n".join(failed)
+
+
+#: A tie of two inputs (P10): the source values at every tie x == y, the target's own derivative off it.
+TIES = [((1.0, 1.0), None), ((3.0, 3.0), None), ((-0.0, 0.0), None), ((1.0, 2.0), "lower"), ((2.0, 1.0), "lower")]
+
+
+@pytest.mark.parametrize("target, values", [("autograd.numpy.minimum(x, y)", (1.0, 0.0)),
+                                            ("autograd.numpy.minimum(x, y)", (0.5, 0.5))])
+def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(target, values):
+    from kinkcheck.migrate import tie_snippet
+
+    ns: dict = {}
+    exec(compile(tie_snippet("autograd", target, ("x", "y"), values, note="the source's value"), "<snippet>", "exec"),
+         ns)
+    f = ns["f"]
+    for (a, b), off in TIES:
+        want = values if off is None else ((1.0, 0.0) if a < b else (0.0, 1.0))  # minimum: the lower input
+        rev = tuple(float(g) for g in autograd.grad(f, (0, 1))(np.float64(a), np.float64(b)))
+        fwd = float(autograd.make_jvp(f, 0)(np.float64(a), np.float64(b))(np.float64(1.0))[1])
+        assert rev == want and fwd == want[0], f"tie snippet for {target} at ({a}, {b}): {rev}, jvp {fwd}, want {want}"

@@ -204,3 +204,25 @@ def test_float64_computations_a_release_lacks_are_unavailable_not_run(adapter, m
     with pytest.raises(Unavailable, match="no float64 JVP of a matrix product"):
         grad(adapter, "(v @ v) * 1.0", {"v": [1.0, 2.0]}, mode="forward")
     assert grad(adapter, "(v @ v) * 1.0", {"v": [1.0, 2.0]}) == {"v": [2.0, 4.0]}, "reverse mode still runs"
+
+
+@pytest.mark.parametrize("values", [(1.0, 0.0), (0.5, 0.5)])
+def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(values):
+    """P10 → MLX: at every tie x == y of mlx.core.minimum the source's (dx, dy), in reverse, forward and
+    compiled mode; off it the target's own derivative."""
+    from kinkcheck.migrate import tie_snippet
+
+    ns: dict = {}
+    exec(compile(tie_snippet("mlx", "mlx.core.minimum(x, y)", ("x", "y"), values, note="the source's value"),
+                 "<mlx snippet>", "exec"), ns)  # noqa: S102 - the generated code, as a user runs it
+    f = ns["f"]
+    x = mx.array([1.0, 3.0, -0.0, 1.0, 2.0], dtype=mx.float64)
+    y = mx.array([1.0, 3.0, 0.0, 2.0, 1.0], dtype=mx.float64)
+    vx, vy = values
+    want = ([vx, vx, vx, 1.0, 0.0], [vy, vy, vy, 0.0, 1.0])
+    for how, grad in (("reverse", mx.grad(lambda a, b: f(a, b).sum(), argnums=[0, 1])),
+                      ("compiled", mx.compile(mx.grad(lambda a, b: f(a, b).sum(), argnums=[0, 1])))):
+        gx, gy = grad(x, y)
+        assert (gx.tolist(), gy.tolist()) == want, f"{how}: dx {gx.tolist()}, dy {gy.tolist()}, want {want}"
+    fwd = mx.jvp(f, [x, y], [mx.ones_like(x), mx.zeros_like(y)])[1][0]
+    assert fwd.tolist() == want[0], f"forward along x: {fwd.tolist()}, want {want[0]}"

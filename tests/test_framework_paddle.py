@@ -248,3 +248,19 @@ def test_migration_snippet_keeps_the_source_value_at_the_kink(target, point, val
     batch = paddle.to_tensor([point, beside[0][0]], dtype="float64", stop_gradient=False)
     (g,) = paddle.grad(f(batch).sum(), batch)
     assert g.tolist() == [value, beside[0][1]], f"PyLayer snippet for {target} on a batch: {g.tolist()}"
+
+
+@pytest.mark.parametrize("values", [(1.0, 0.0), (0.5, 0.5)])
+def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(values):
+    """P10 → PaddlePaddle: at every tie x == y of paddle.minimum the source's (dx, dy); off it the target's."""
+    from kinkcheck.migrate import tie_snippet
+
+    ns: dict = {}
+    exec(compile(tie_snippet("paddle", "paddle.minimum(x, y)", ("x", "y"), values, note="the source's value"),
+                 "<snippet>", "exec"), ns)
+    x = paddle.to_tensor([1.0, 3.0, -0.0, 1.0, 2.0], dtype="float64", stop_gradient=False)
+    y = paddle.to_tensor([1.0, 3.0, 0.0, 2.0, 1.0], dtype="float64", stop_gradient=False)
+    gx, gy = paddle.grad(ns["f"](x, y).sum(), [x, y])
+    vx, vy = values
+    assert gx.tolist() == [vx, vx, vx, 1.0, 0.0] and gy.tolist() == [vy, vy, vy, 0.0, 1.0], \
+        f"PyLayer tie snippet: dx {gx.tolist()}, dy {gy.tolist()}"

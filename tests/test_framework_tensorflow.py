@@ -217,3 +217,28 @@ def test_the_documented_rule_judges_the_measured_values(catalog, case_id, progra
     oracle = OracleNumbers.from_json(analyze(case).to_json())
     got = conf.verdict(conf.predict("tensorflow", tree, oracle), measured, "float64")
     assert got == verdict, f"{program} at {case_id} = {measured}: {got}, want {verdict}"
+
+
+@pytest.mark.parametrize("values", [(0.5, 0.5), (0.0, 1.0)])
+def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(values):
+    """jax/torch → TensorFlow at P10's tie: tf.minimum's own (1, 0) is replaced by the source's (dx, dy) at every
+    tie x == y, eager and traced; off it tf.minimum's own derivative."""
+    from kinkcheck.migrate import tie_snippet
+
+    ns: dict = {}
+    exec(compile(tie_snippet("tensorflow", "tensorflow.minimum(x, y)", ("x", "y"), values, note="the source's value"),
+                 "<snippet>", "exec"), ns)
+    x = tf.constant([1.0, 3.0, -0.0, 1.0, 2.0], dtype=tf.float64)
+    y = tf.constant([1.0, 3.0, 0.0, 2.0, 1.0], dtype=tf.float64)
+
+    def g(x, y):
+        with tf.GradientTape() as tape:
+            tape.watch([x, y])
+            out = ns["f"](x, y)
+        return tape.gradient(out, [x, y])
+
+    vx, vy = values
+    want = ([vx, vx, vx, 1.0, 0.0], [vy, vy, vy, 0.0, 1.0])
+    for traced in (False, True):
+        gx, gy = (tf.function(g) if traced else g)(x, y)
+        assert (gx.numpy().tolist(), gy.numpy().tolist()) == want, f"traced={traced}: {gx}, {gy}, want {want}"

@@ -107,7 +107,7 @@ def test_every_generated_snippet_gives_the_source_value_at_the_kink_and_the_deri
 
     from kinkcheck.frameworks.jax import _x64
 
-    pairs = _snippet_pairs(doc)
+    pairs = [(fw, p) for fw, p in _snippet_pairs(doc) if len(catalog.case(p.case).at) == 1]
     assert len(pairs) >= 10, f"expected generated code for several cases, got {len(pairs)}"
     seen = set()
     for framework, p in pairs:
@@ -144,6 +144,57 @@ def test_every_generated_snippet_gives_the_source_value_at_the_kink_and_the_deri
                 f"{p.case}: {framework} snippet for {p.target} at {x}: {grad(x)}, the target's own {own}"
             assert math.isclose(grad(x), true, rel_tol=1e-6, abs_tol=1e-9), \
                 f"{p.case}: {framework} snippet for {p.target} at {x}: {grad(x)}, true derivative {true}"
+
+
+def test_p10_tensorflow_to_jax_generates_code_for_the_tie(doc):
+    """P10: tf.minimum gives a tie to its first argument, (1, 0); jax.numpy.minimum splits it. The migration
+    table offers generated code (a custom JVP for the whole tie line), not "no replacement"."""
+    m = migrate(doc, "tensorflow", "jax", case="minimum@tie")
+    p = _pair(m, "minimum@tie", "tensorflow.minimum(x, y)", "jax.numpy.minimum(x, y)")
+    assert p.differs and p.source_value == {"x": 1.0, "y": 0.0} and p.target_value == {"x": 0.5, "y": 0.5}, p
+    assert p.snippet and "jax.custom_jvp" in p.snippet and "tie = x == y" in p.snippet, p
+    assert "no replacement" not in render(m).split("\n## Generated code")[0], "every differing pair has a replacement"
+
+
+def test_every_generated_tie_snippet_gives_the_source_values_on_the_tie_line_and_the_derivative_off_it(
+        doc, catalog, torch_adapter, jax_adapter):
+    """Every tie snippet the report's migrations generate (into torch and jax), executed: the source's
+    (dx, dy) at ties x == y (the catalog's point, another tie, a tie of signed zeros), the target's own
+    derivative beside them, each checked against the adapter's measurement of the target there."""
+    import jax
+    import torch
+
+    from kinkcheck.frameworks.jax import _x64
+
+    pairs = [(fw, p) for fw, p in _snippet_pairs(doc) if len(catalog.case(p.case).at) == 2]
+    assert {p.case for _, p in pairs} >= {"minimum@tie", "maximum@tie"}, sorted({p.case for _, p in pairs})
+    seen = set()
+    for framework, p in pairs:
+        if (framework, p.case, p.target, str(p.source_value)) in seen:
+            continue
+        seen.add((framework, p.case, p.target, str(p.source_value)))
+        ns: dict = {}
+        exec(compile(p.snippet, f"<snippet {p.case} {p.target}>", "exec"), ns)  # the generated code, as a user runs it
+        f = ns["f"]
+
+        def grads(a, b, f=f, framework=framework):
+            if framework == "jax":
+                with _x64(True):
+                    gx, gy = jax.grad(f, argnums=(0, 1))(jax.numpy.float64(a), jax.numpy.float64(b))
+                    return {"x": float(gx), "y": float(gy)}
+            xa, xb = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (a, b))
+            f(xa, xb).backward()
+            return {"x": float(xa.grad), "y": float(xb.grad)}
+
+        want = {k: float(v) for k, v in p.source_value.items()}
+        for a, b in [(1.0, 1.0), (3.0, 3.0), (-0.0, 0.0)]:
+            got = grads(a, b)
+            assert got == want, f"{p.case}: {framework} tie snippet for {p.target} at ({a}, {b}): {got}, want {want}"
+        adapter = jax_adapter if framework == "jax" else torch_adapter
+        tree = ex.parse(p.target, {"x": 1.0, "y": 1.0}, {framework})
+        for a, b in [(1.0, 2.0), (2.0, 1.0)]:
+            own = adapter.gradient(tree, {"x": a, "y": b}, "float64")
+            assert grads(a, b) == own, f"{p.case}: {framework} tie snippet for {p.target} at ({a}, {b}) vs {own}"
 
 
 def test_a_release_that_is_not_a_version_number_does_not_crash(doc):

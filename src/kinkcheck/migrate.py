@@ -6,10 +6,13 @@ replacement keeping the source convention is offered:
 
 1. an equivalent target program of the same case whose measured value is the source value (e.g.
    ``jax.nn.relu(x)`` for ``torch.relu(x)`` at 0 instead of ``jnp.maximum(x, 0.0)``); else
-2. generated code: a ``jax.custom_jvp`` or ``torch.autograd.Function`` around the target program that
+2. generated code: a ``jax.custom_jvp``, ``torch.autograd.Function``, ``tf.custom_gradient``, autograd
+   ``primitive``, ``paddle.autograd.PyLayer`` or ``mlx.core.custom_function`` around the target program that
    returns the source value at the kink and the target's own derivative elsewhere (the true derivative
-   where the function is differentiable). Generated only where the kink is a single point of one scalar
-   input and the source value and both one-sided derivatives are finite; otherwise the reason is given.
+   where the function is differentiable). Generated where the kink is a single point of one scalar input
+   (:func:`snippet`; the source value and both one-sided derivatives finite) or a tie of two scalar inputs,
+   ``maximum``/``minimum`` at x = y (:func:`tie_snippet`: the source's (dx, dy) on the whole tie line, P10's
+   ``tf.minimum``); otherwise the reason is given.
 
 Every value comes from the report JSON (measured, with provenance); the snippets are executed by the
 tests (``tests/test_migrate.py``) at the kink and beside it.
@@ -26,7 +29,8 @@ from kinkcheck.classify import same_value
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex
 from kinkcheck.report.view import fmt_number, fmt_value
 
-__all__ = ["CasePairs", "MigrateError", "Migration", "Pair", "migrate", "parse_side", "render", "snippet"]
+__all__ = ["CasePairs", "MigrateError", "Migration", "Pair", "migrate", "parse_side", "render", "snippet",
+           "tie_snippet"]
 
 
 class MigrateError(ValueError):
@@ -189,12 +193,17 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
             if alt != to.program and av is not None and same_value(sv, av, so.dtype):
                 p.equivalent = alt
                 return p
-    why = _why_no_snippet(c, sv)
+    tie = _tie_of_two(c)
+    why = _why_no_snippet(c, sv, tie)
     if why is None:
-        name, point = next(iter(c.at.items()))
+        note = f"{so.program} ({sfw}) gives {fmt_value(so.value)} here"
         try:
-            p.snippet = snippet(tfw, to.program, name, float(point), sv[0],
-                                note=f"{so.program} ({sfw}) gives {fmt_number(sv[0])} here")
+            if tie is not None:
+                p.snippet = tie_snippet(tfw, to.program, tie, sv, note=note)
+            else:
+                name, point = next(iter(c.at.items()))
+                p.snippet = snippet(tfw, to.program, name, float(point), sv[0],
+                                    note=f"{so.program} ({sfw}) gives {fmt_number(sv[0])} here")
         except MigrateError:  # a target without a custom-gradient API kinkcheck writes code for (tinygrad)
             p.no_replacement = f"kinkcheck generates no custom-gradient code for {tfw}"
     else:
@@ -202,11 +211,35 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
     return p
 
 
-def _why_no_snippet(c: Case, sv: tuple[float, ...] | None) -> str | None:
+def _tie_of_two(c: Case) -> tuple[str, str] | None:
+    """The two inputs when the case is a tie of two scalars whose kink is the whole line ``x == y``: its sympy
+    form is ``Max`` or ``Min`` of exactly those inputs, and they are equal at the point (P10's ``tf.minimum``
+    at x = y); else None. The form is parsed (:mod:`ast`), never evaluated."""
+    import ast
+
+    if len(c.at) != 2 or any(isinstance(v, list) for v in c.at.values()):
+        return None
+    (a, va), (b, vb) = c.at.items()
+    if float(va) != float(vb):  # -0.0 == 0.0: a tie of signed zeros is a tie
+        return None
+    try:
+        form = ast.parse(c.sympy, mode="eval").body
+    except SyntaxError:
+        return None
+    if not (isinstance(form, ast.Call) and isinstance(form.func, ast.Name) and form.func.id in ("Max", "Min")
+            and not form.keywords and sorted(getattr(x, "id", "") for x in form.args) == sorted((a, b))):
+        return None
+    return a, b
+
+
+def _why_no_snippet(c: Case, sv: tuple[float, ...] | None, tie: tuple[str, str] | None = None) -> str | None:
     if sv is None:
         return "the source gives no derivative here"
+    if tie is not None:
+        return None if all(math.isfinite(v) for v in sv) else "the source value is not finite"
     if len(c.at) != 1 or isinstance(next(iter(c.at.values())), list):
-        return "the kink is not a single point of one scalar input (a tie or a vector): no generated code"
+        return ("the kink is not a single point of one scalar input, nor a tie of two (a vector, or a tie of "
+                "more): no generated code")
     if not all(math.isfinite(v) for v in sv):
         return "the source value is not finite"
     if any(s is None or isinstance(s.float_, str) for s in (c.oracle.left, c.oracle.right)):  # "inf", "nan"
@@ -354,6 +387,170 @@ def snippet(framework: str, target: str, name: str, point: float, value: float, 
             f"    return _target({name}), grad\n"
         )
     raise MigrateError(f"no snippet generator for {framework!r}")
+
+
+def tie_snippet(framework: str, target: str, names: tuple[str, str], values: tuple[float, ...],
+                note: str = "") -> str:
+    """Python source defining ``f(x, y)``: ``target`` with the derivatives ``values`` wherever ``x == y``.
+
+    For a kink that is a whole tie line (``maximum``/``minimum`` of two inputs, P10): at every tie the
+    derivative is ``(values[0], values[1])`` times the incoming gradient (a JVP: the tangents combined with
+    them); off the ties, ``target``'s own derivative, taken with the first input moved off the tie (by +1)
+    where it is replaced (an inf or NaN there would otherwise reach the result through the unselected branch
+    of a ``where``). ``x`` and ``y`` are arrays of one shape (or scalars).
+
+    Parameters
+    ----------
+    framework : str
+        ``"jax"`` (``jax.custom_jvp``), ``"torch"`` (``torch.autograd.Function``), ``"tensorflow"``
+        (``tf.custom_gradient``), ``"autograd"`` (``primitive`` with ``defvjp``/``defjvp``), ``"paddle"``
+        (``PyLayer``) or ``"mlx"`` (``mlx.core.custom_function``), as :func:`snippet`.
+    target : str
+        The target program, an expression in the two inputs (canonical catalog text).
+    names : (str, str)
+        The inputs, in the order ``f`` takes them.
+    values : (float, float)
+        The derivatives to return at a tie.
+
+    Raises
+    ------
+    MigrateError
+        ``framework`` has no generator here.
+    """
+    x, y = names
+    vx, vy = (repr(float(v)) for v in values[:2])
+    comment = f"    # {note}\n" if note else ""
+    why = ("# the target's own derivative, taken with {x} moved off the tie: there it is replaced, and an inf or\n"
+           "# NaN evaluated there would reach the result through the unselected branch of the where\n")
+    head = f"def _target({x}, {y}):\n    return {target}\n\n\n"
+    if framework == "jax":
+        return (
+            "import jax\nimport jax.numpy\n\n\n" + head +
+            "@jax.custom_jvp\n"
+            f"def f({x}, {y}):\n    return _target({x}, {y})\n\n\n"
+            "@f.defjvp\n"
+            "def _f_jvp(primals, tangents):\n"
+            f"    ({x}, {y}), (t{x}, t{y}) = primals, tangents\n"
+            f"    tie = {x} == {y}\n"
+            + _indent(why.format(x=x), 4) +
+            f"    _, d = jax.jvp(_target, (jax.numpy.where(tie, {x} + 1.0, {x}), {y}),\n"
+            f"                   (jax.numpy.where(tie, jax.numpy.zeros_like(t{x}), t{x}),\n"
+            f"                    jax.numpy.where(tie, jax.numpy.zeros_like(t{y}), t{y})))\n"
+            f"{comment}"
+            f"    return _target({x}, {y}), jax.numpy.where(tie, {vx} * t{x} + {vy} * t{y}, d)\n"
+        )
+    if framework == "torch":
+        return (
+            "import torch\n\n\n" + head +
+            "class _F(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            f"    def forward(ctx, {x}, {y}):\n"
+            f"        ctx.save_for_backward({x}, {y})\n"
+            f"        return _target({x}, {y})\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            f"        {x}, {y} = ctx.saved_tensors\n"
+            f"        tie = {x} == {y}\n"
+            + _indent(why.format(x=x), 8) +
+            "        with torch.enable_grad():\n"
+            f"            a = torch.where(tie, {x} + 1.0, {x}).detach().requires_grad_(True)\n"
+            f"            b = {y}.detach().requires_grad_(True)\n"
+            "            da, db = (torch.zeros_like(v) if d is None else d  # an input the target does not use\n"
+            "                      for d, v in zip(torch.autograd.grad(_target(a, b), (a, b), grad, allow_unused=True),\n"
+            "                                      (a, b)))\n"
+            f"{comment.replace('    #', '        #')}"
+            f"        return torch.where(tie, grad * {vx}, da), torch.where(tie, grad * {vy}, db)\n\n\n"
+            f"def f({x}, {y}):\n    return _F.apply({x}, {y})\n"
+        )
+    if framework == "tensorflow":
+        # tf.custom_gradient with two inputs: grad returns one gradient per input
+        return (
+            "import tensorflow\n\n\n" + head +
+            "@tensorflow.custom_gradient\n"
+            f"def f({x}, {y}):\n"
+            "    def grad(upstream):\n"
+            f"        tie = tensorflow.equal({x}, {y})\n"
+            + _indent(why.format(x=x), 8) +
+            f"        a, b = tensorflow.where(tie, {x} + 1.0, {x}), tensorflow.identity({y})\n"
+            "        with tensorflow.GradientTape() as tape:\n"
+            "            tape.watch([a, b])\n"
+            "            out = _target(a, b)\n"
+            "        da, db = tape.gradient(out, [a, b], output_gradients=upstream,\n"
+            "                               unconnected_gradients=tensorflow.UnconnectedGradients.ZERO)\n"
+            f"{comment.replace('    #', '        #')}"
+            f"        return tensorflow.where(tie, upstream * {vx}, da), tensorflow.where(tie, upstream * {vy}, db)\n\n"
+            f"    return _target({x}, {y}), grad\n"
+        )
+    if framework == "autograd":
+        return (
+            "import autograd\nimport autograd.numpy\nfrom autograd.extend import defjvp, defvjp, primitive\n\n\n"
+            + head +
+            "@primitive\n"
+            f"def f({x}, {y}):\n    return _target({x}, {y})\n\n\n"
+            f"def _derivatives({x}, {y}):\n"
+            f"    tie = {x} == {y}\n"
+            + _indent(why.format(x=x), 4) +
+            f"    a = autograd.numpy.where(tie, {x} + 1.0, {x})\n"
+            f"    da = autograd.elementwise_grad(_target, 0)(a, {y})\n"
+            f"    db = autograd.elementwise_grad(_target, 1)(a, {y})\n"
+            f"{comment}"
+            f"    return autograd.numpy.where(tie, {vx}, da), autograd.numpy.where(tie, {vy}, db)\n\n\n"
+            f"defvjp(f, lambda ans, {x}, {y}: lambda g: g * _derivatives({x}, {y})[0],\n"
+            f"       lambda ans, {x}, {y}: lambda g: g * _derivatives({x}, {y})[1])\n"
+            f"defjvp(f, lambda g, ans, {x}, {y}: g * _derivatives({x}, {y})[0],\n"
+            f"       lambda g, ans, {x}, {y}: g * _derivatives({x}, {y})[1])\n"
+        )
+    if framework == "paddle":
+        # PyLayer; the target's derivatives are taken in forward (paddle.grad inside backward crashes, see snippet)
+        return (
+            "import paddle\n\n\n" + head +
+            "class _F(paddle.autograd.PyLayer):\n"
+            "    @staticmethod\n"
+            f"    def forward(ctx, {x}, {y}):\n"
+            f"        tie = {x} == {y}\n"
+            + _indent(why.format(x=x), 8) +
+            "        with paddle.enable_grad():\n"
+            f"            a = paddle.where(tie, {x} + 1.0, {x}).detach()\n"
+            f"            b = {y}.detach()\n"
+            "            a.stop_gradient = b.stop_gradient = False\n"
+            "            out = _target(a, b)\n"
+            "            da, db = (paddle.zeros_like(v) if d is None else d  # an input the target does not use\n"
+            "                      for d, v in zip(paddle.grad(out, [a, b], paddle.ones_like(out), allow_unused=True),\n"
+            "                                      (a, b)))\n"
+            f"        ctx.save_for_backward(tie, da, db)\n"
+            f"        return _target({x}, {y})\n\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, grad):\n"
+            "        tie, da, db = ctx.saved_tensor()\n"
+            f"{comment.replace('    #', '        #')}"
+            f"        return paddle.where(tie, grad * {vx}, grad * da), paddle.where(tie, grad * {vy}, grad * db)\n\n\n"
+            f"def f({x}, {y}):\n    return _F.apply({x}, {y})\n"
+        )
+    if framework == "mlx":
+        return (
+            "import mlx.core\nimport mlx.nn\n\n\n" + head +
+            "@mlx.core.custom_function\n"
+            f"def f({x}, {y}):\n    return _target({x}, {y})\n\n\n"
+            + why.format(x=x) +
+            "@f.vjp\n"
+            "def _f_vjp(primals, cotangent, output):\n"
+            f"    {x}, {y} = primals\n"
+            f"    tie = {x} == {y}\n"
+            f"    _, (da, db) = mlx.core.vjp(_target, [mlx.core.where(tie, {x} + 1.0, {x}), {y}], [cotangent])\n"
+            f"{comment}"
+            f"    return mlx.core.where(tie, {vx} * cotangent, da), mlx.core.where(tie, {vy} * cotangent, db)\n\n\n"
+            "@f.jvp\n"
+            "def _f_jvp(primals, tangents):\n"
+            f"    ({x}, {y}), (t{x}, t{y}) = primals, tangents\n"
+            f"    tie = {x} == {y}\n"
+            f"    _, (d,) = mlx.core.jvp(_target, [mlx.core.where(tie, {x} + 1.0, {x}), {y}], [t{x}, t{y}])\n"
+            f"    return mlx.core.where(tie, {vx} * t{x} + {vy} * t{y}, d)\n"
+        )
+    raise MigrateError(f"no snippet generator for {framework!r}")
+
+
+def _indent(text: str, n: int) -> str:
+    return "".join(" " * n + line + "\n" for line in text.splitlines())
 
 
 def render(m: Migration, only_differences: bool = False) -> str:
