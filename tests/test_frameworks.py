@@ -346,3 +346,23 @@ def test_q10_where_at_infinity_gives_nan_in_reverse_and_0_in_forward(torch_adapt
     assert math.isnan(_grad(torch_adapter, source, "x=inf")["x"]), "reverse mode: nan"
     assert _grad(torch_adapter, source, "x=inf", mode="forward") == {"x": 0.0}, "forward mode: 0"
     assert _grad(torch_adapter, "torch.exp(x)", "x=-inf") == {"x": 0.0}, "exp at -inf: 0"
+
+
+def test_start_up_notices_are_dropped_and_everything_else_kept(capfd):
+    """What a C++ library writes to descriptor 2 during a framework's import: the known notices dropped (TF's
+    absl and oneDNN lines), every other line written back in order (a real warning or error stays)."""
+    import os
+    import sys
+
+    from kinkcheck.frameworks.base import start_up_notices_dropped
+
+    capfd.readouterr()
+    with start_up_notices_dropped(r"All log messages before absl::InitializeLog", r"oneDNN custom operations"):
+        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n")
+        os.write(2, b"a real problem\n")
+        os.write(2, b"I0000 port.cc:153] oneDNN custom operations are on.\n")
+        os.write(2, b"a second problem\n")
+        print("a Python warning", file=sys.stderr)  # pytest's capture object here: not through descriptor 2
+    err = capfd.readouterr().err
+    assert "a real problem\na second problem\n" in err and "a Python warning\n" in err, err
+    assert "absl" not in err and "oneDNN" not in err, f"only the notices are dropped: {err!r}"

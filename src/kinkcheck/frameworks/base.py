@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from kinkcheck import dtypes
@@ -187,6 +188,47 @@ def short_error(err: BaseException, limit: int = 240) -> str:
     msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
     text = f"{type(err).__name__}: {msg}" if msg else type(err).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@contextlib.contextmanager
+def start_up_notices_dropped(*noise: str) -> Iterator[None]:
+    """Drop from the process's standard error (file descriptor 2, where a C++ library writes) the lines
+    matching one of the regular expressions ``noise`` while the block runs; every other line is written
+    back when it ends, in order.
+
+    For a framework's import: TensorFlow >= 2.16 logs its oneDNN notice through absl before absl's logging
+    is initialized, which writes every severity to stderr with a warning about it, so ``TF_CPP_MIN_LOG_LEVEL``
+    cannot silence them and they would open every ``kinkcheck grad`` answer (abseil/abseil-cpp#1718,
+    tensorflow/tensorflow#102212). A no-op where descriptor 2 is closed.
+    """
+    import os
+    import re
+    import sys
+    import tempfile
+
+    fd = 2  # where native code writes, whatever object sys.stderr is
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        sys.stderr.flush()
+    try:
+        saved = os.dup(fd)
+    except OSError:  # started with descriptor 2 closed
+        yield
+        return
+    pattern = re.compile("|".join(f"(?:{n})" for n in noise))
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), fd)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+            sink.seek(0)
+            kept = [line for line in sink.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not pattern.search(line)]
+            if kept:
+                os.write(fd, "".join(kept).encode("utf-8", "replace"))
 
 
 def processor_name() -> str:

@@ -30,6 +30,7 @@ Where Paddle defines a kink's derivative: the grad functors in ``paddle/phi/kern
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,7 +51,10 @@ from kinkcheck.frameworks.base import (
 
 try:
     import numpy as np
-    import paddle
+
+    with warnings.catch_warnings():  # "No ccache found" (paddle/utils/cpp_extension): for building extensions only
+        warnings.filterwarnings("ignore", message="No ccache found")
+        import paddle
 except ImportError as _err:  # pragma: no cover - depends on the environment
     paddle = None
     _IMPORT_ERROR = str(_err)

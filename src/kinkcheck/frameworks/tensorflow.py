@@ -46,6 +46,7 @@ from kinkcheck.frameworks.base import (
     resolve,
     rounded_point,
     split_inputs,
+    start_up_notices_dropped,
     unit_tangents,
 )
 
@@ -55,7 +56,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 try:
     import numpy as np
-    import tensorflow as tf
+
+    with start_up_notices_dropped(r"All log messages before absl::InitializeLog\(\) is called",
+                                  r"oneDNN custom operations are on", r"port\.cc:\d+\] .*TF_ENABLE_ONEDNN_OPTS",
+                                  r"This TensorFlow binary is optimized to use available CPU instructions",
+                                  r"rebuild TensorFlow with the appropriate compiler flags"):
+        import tensorflow as tf
 except ImportError as _err:  # pragma: no cover - depends on the environment
     tf = None
     _IMPORT_ERROR = str(_err)
