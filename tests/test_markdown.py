@@ -311,3 +311,25 @@ def test_an_error_message_is_shown_as_text(shards_report):
     obs[i] = msgspec.structs.replace(obs[i], error="TypeError: <lambda> got x | y & z")
     page = render_case_pages(msgspec.structs.replace(shards_report, observations=obs))["relu-at-0.md"]
     assert "TypeError: &lt;lambda&gt; got x \\| y &amp; z" in page, "the message, escaped for Markdown"
+
+
+def test_different_values_never_print_alike_in_the_across_table(index):
+    """selu'(0) from the left, 1.7580993408473766, beside a value one ulp away printed "1.7581" twice in one
+    row; fmt_distinct adds digits (9, 12, 17) until different values print differently."""
+    from kinkcheck.report.view import fmt_distinct
+
+    left = 1.0507009873554805 * 1.6732632423543772
+    assert fmt_distinct([[left], [left + 2.220446049250313e-16]]) == ["1.7580993408473766", "1.7580993408473768"]
+    assert fmt_distinct([[0.5, 0.5], [1, 0]]) == ["0.5, 0.5", "1, 0"], "6 digits where they suffice"
+    assert fmt_distinct([[1.0000001], [1.0000002]]) == ["1.0000001", "1.0000002"]
+    assert fmt_distinct([[-0.0], [0.0]]) == ["-0", "0"]
+    across = index.split("### Across frameworks", 1)[1].split("\n## ", 1)[0]
+    for row in (r for r in across.splitlines() if r.startswith("| [")):
+        shown = [part.split(" <sub>")[0].strip("* ") for cell in row.split(" | ")[2:]
+                 for part in cell.split("<br>") if "<sub>" in part]
+        labels = [part.split("<sub>")[1].split(" ×")[0].split("</sub>")[0] for cell in row.split(" | ")[2:]
+                  for part in cell.split("<br>") if "<sub>" in part]
+        same_text = {}
+        for text, label in zip(shown, labels):
+            same_text.setdefault(text, set()).add(label)
+        assert all(len(v) == 1 for v in same_text.values()), f"one printed value, two labels: {row[:300]}"

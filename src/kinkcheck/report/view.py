@@ -172,8 +172,8 @@ def release_anchor(case_id: str, framework: str, program: str, environment: str)
     return f"{row_anchor(case_id, framework, program)}--{slug(environment)}"
 
 
-def fmt_number(v: Any) -> str:
-    """Shortest readable form: ``0``, ``-0``, ``0.5``, ``0.333333``, ``nan``, ``inf``."""
+def fmt_number(v: Any, digits: int = 6) -> str:
+    """Shortest readable form: ``0``, ``-0``, ``0.5``, ``0.333333``, ``nan``, ``inf`` (``digits`` significant)."""
     if isinstance(v, str):
         return v
     f = float(v)
@@ -181,7 +181,20 @@ def fmt_number(v: Any) -> str:
         return "-0" if str(f).startswith("-") else "0"
     if f.is_integer() and abs(f) < 1e15:
         return str(int(f))
-    return f"{f:.6g}"
+    return f"{f:.{digits}g}"
+
+
+def fmt_distinct(values: Sequence[Sequence[Any]]) -> list[str]:
+    """Each value (a sequence of numbers) as :func:`fmt_number` prints it, joined by ", ", with more
+    significant digits (9, 12, then 17, which tells every two float64 apart) where 6 would print two
+    different values alike (selu'(0) exactly, 1.7581, beside a value one ulp away)."""
+    distinct = len({tuple(v if isinstance(v, str) else float(v) for v in vec) for vec in values})
+    texts: list[str] = []
+    for digits in (6, 9, 12, 17):
+        texts = [", ".join(fmt_number(v, digits) for v in vec) for vec in values]
+        if len(set(texts)) == distinct:
+            break
+    return texts
 
 
 def fmt_value(value: dict[str, Any] | None) -> str:
@@ -498,11 +511,13 @@ class ReportView:
         seen = {p.framework for d in self.report.disagreements.across for g in d.groups for p in g.programs}
         return [fw for fw in self.report.index.frameworks() if fw in seen]
 
-    def across_cells(self, d: Any) -> list[list[tuple[Any, int, bool]]]:
+    def across_cells(self, d: Any) -> list[list[tuple[Any, int, bool, str]]]:
         """One cell per :meth:`across_frameworks` column for the disagreement ``d``: that framework's value groups
-        as ``(group, programs of this framework in it, only this framework returns it)``; empty when the
-        framework has no program for the case."""
-        return [[(g, sum(p.framework == fw for p in g.programs), g.only == fw) for g in d.groups
+        as ``(group, programs of this framework in it, only this framework returns it, the value as text)``;
+        empty when the framework has no program for the case. Values that differ print differently
+        (:func:`fmt_distinct`)."""
+        texts = dict(zip(map(id, d.groups), fmt_distinct([g.value for g in d.groups])))
+        return [[(g, sum(p.framework == fw for p in g.programs), g.only == fw, texts[id(g)]) for g in d.groups
                  if any(p.framework == fw for p in g.programs)] for fw in self.across_frameworks()]
 
     def conformance_rows(self) -> list[ConformanceRow]:
