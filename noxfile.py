@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +270,7 @@ def _not_measured_environment(framework: str, version: str, reason: str, python:
     return {
         "id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version, "device": "cpu",
         "python": python, "platform": platform.platform(),
-        "measured_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": _kinkcheck().__version__,
         "catalog_hash": _catalog().hash, "not_measured": reason,
     }

@@ -52,7 +52,8 @@ def test_every_case_has_both_frameworks_or_a_reason(catalog):
 
 
 def test_hash_is_stable_and_content_based(tmp_path):
-    text = (load_catalog().path and open(load_catalog().path).read())
+    with open(load_catalog().path) as fh:
+        text = fh.read()
     a = tmp_path / "a.toml"
     b = tmp_path / "b.toml"
     a.write_text(text)

@@ -120,7 +120,7 @@ def test_load_errors(mod):
 def test_a_function_that_exits_is_an_error_not_an_exit(mod):
     r = check_pair(load_function("userpair:exits_at_zero"), load_function("userpair:jax_relu_layer"),
                    {"x": 0.5, "w": 2.0})
-    zero = [p for p in r.points if p.why == "x = 0"][0]
+    zero = next(p for p in r.points if p.why == "x = 0")
     assert isinstance(zero.grads[0], str) and zero.differs, zero
 
 

@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from kinkcheck import cli
 from kinkcheck import expr as ex
-
-from conftest import ROOT
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -77,7 +76,6 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["frobnicate"], "invalid choice"),
         (["grad", "torch.relu(x)", "--at", "x=0", "--mode", "jit"], "unknown mode 'jit'"),
         (["grad", "jax.nn.relu(x)", "--at", "x=0", "--mode", "sideways"], "unknown mode 'sideways'"),
-        (["grad", "torch.relu(x)", "--at", "x=0", "--device", "tpu"], "unknown device 'tpu'"),
         (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--mode", "jit"], "unknown mode 'jit' for torch"),
         (["probe", "--out-dir", "/nonexistent-dir"], "not a folder"),
         (["probe", "--framework", "torch"], "exactly one of --out"),

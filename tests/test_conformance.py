@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import ROOT
 
 from kinkcheck import conformance as conf
 from kinkcheck.classify import OracleNumbers
 from kinkcheck.oracles.symbolic import analyze
 from kinkcheck.report.build import build
 from kinkcheck.shards import read_shard
-
-from conftest import ROOT
 
 OBS = ROOT / "references" / "observations"
 

@@ -19,7 +19,6 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 
 
-
 def _judge(program: str, at: dict, framework: str | None = None, **kw) -> explain.Judgement:
     tree = ex.parse(program, at, FRAMEWORKS)
     fw = framework or next(iter(ex.roots_of(tree)))

@@ -213,8 +213,9 @@ def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(val
     from kinkcheck.migrate import tie_snippet
 
     ns: dict = {}
-    exec(compile(tie_snippet("mlx", "mlx.core.minimum(x, y)", ("x", "y"), values, note="the source's value"),
-                 "<mlx snippet>", "exec"), ns)  # noqa: S102 - the generated code, as a user runs it
+    code = compile(tie_snippet("mlx", "mlx.core.minimum(x, y)", ("x", "y"), values, note="the source's value"),
+                 "<mlx snippet>", "exec")
+    exec(code, ns)  # noqa: S102 - the generated code, as a user runs it
     f = ns["f"]
     x = mx.array([1.0, 3.0, -0.0, 1.0, 2.0], dtype=mx.float64)
     y = mx.array([1.0, 3.0, 0.0, 2.0, 1.0], dtype=mx.float64)

@@ -239,7 +239,8 @@ def test_network_grads_match_the_numpy_oracle_at_relu_0(adapter, dtype):
 ])
 def test_migration_snippet_keeps_the_source_value_at_the_kink(target, point, value, beside):
     ns: dict = {}
-    exec(compile(snippet("paddle", target, "x", point, value, note="the source's value"), "<snippet>", "exec"), ns)
+    code = compile(snippet("paddle", target, "x", point, value, note="the source's value"), "<snippet>", "exec")
+    exec(code, ns)  # noqa: S102 - the generated code, as a user runs it
     f = ns["f"]
     for x0, want in [(point, value), *beside]:
         x = paddle.to_tensor(x0, dtype="float64", stop_gradient=False)
@@ -256,8 +257,8 @@ def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(val
     from kinkcheck.migrate import tie_snippet
 
     ns: dict = {}
-    exec(compile(tie_snippet("paddle", "paddle.minimum(x, y)", ("x", "y"), values, note="the source's value"),
-                 "<snippet>", "exec"), ns)
+    code = tie_snippet("paddle", "paddle.minimum(x, y)", ("x", "y"), values, note="the source's value")
+    exec(compile(code, "<snippet>", "exec"), ns)  # noqa: S102 - the generated code, as a user runs it
     x = paddle.to_tensor([1.0, 3.0, -0.0, 1.0, 2.0], dtype="float64", stop_gradient=False)
     y = paddle.to_tensor([1.0, 3.0, 0.0, 2.0, 1.0], dtype="float64", stop_gradient=False)
     gx, gy = paddle.grad(ns["f"](x, y).sum(), [x, y])

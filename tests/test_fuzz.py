@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from catalogs import MAXIMUM_AT_TIE
+from conftest import ROOT
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -30,9 +32,6 @@ from kinkcheck import cli
 from kinkcheck.catalog import load_catalog
 from kinkcheck.report.model import json_schema, load_report
 from kinkcheck.shards import shard_schema
-
-from catalogs import MAXIMUM_AT_TIE
-from conftest import ROOT
 
 hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema", reason="pip install hypothesis-jsonschema "
                                             "(the test extra) for the schema-driven half of the fuzz")

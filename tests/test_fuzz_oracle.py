@@ -36,12 +36,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, note, settings
 from hypothesis import strategies as st
+from test_oracle_independent import min_norm
 
 from kinkcheck.catalog import Case
 from kinkcheck.classify import OracleNumbers, classify
 from kinkcheck.oracles.symbolic import analyze
-
-from test_oracle_independent import min_norm
 
 EXAMPLES = int(os.environ.get("KINKCHECK_FUZZ_EXAMPLES", "300"))
 SECONDS = int(os.environ.get("KINKCHECK_FUZZ_SECONDS", "120"))

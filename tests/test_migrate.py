@@ -118,10 +118,11 @@ def test_every_generated_snippet_gives_the_source_value_at_the_kink_and_the_deri
         (name, point), = case.at.items()
         want = p.source_value[name]
         ns: dict = {}
-        exec(compile(p.snippet, f"<snippet {p.case} {p.target}>", "exec"), ns)  # the generated code, as a user runs it
+        code = compile(p.snippet, f"<snippet {p.case} {p.target}>", "exec")
+        exec(code, ns)  # noqa: S102 - the generated code, as a user runs it
         f = ns["f"]
 
-        def grad(x, f=f):
+        def grad(x, f=f, framework=framework):
             if framework == "jax":
                 with _x64(True):
                     return float(jax.grad(f)(jax.numpy.asarray(x, dtype=jax.numpy.float64)))
@@ -174,7 +175,7 @@ def test_every_generated_tie_snippet_gives_the_source_values_on_the_tie_line_and
             continue
         seen.add((framework, p.case, p.target, str(p.source_value)))
         ns: dict = {}
-        exec(compile(p.snippet, f"<snippet {p.case} {p.target}>", "exec"), ns)  # the generated code, as a user runs it
+        exec(compile(p.snippet, f"<snippet {p.case} {p.target}>", "exec"), ns)  # noqa: S102 - the generated code
         f = ns["f"]
 
         def grads(a, b, f=f, framework=framework):

@@ -11,8 +11,8 @@ import json
 import math
 
 import pytest
-
 from conftest import ROOT, require_pinned
+
 from kinkcheck import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, Unavailable
 

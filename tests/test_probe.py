@@ -5,12 +5,11 @@ from __future__ import annotations
 import sys
 
 import pytest
+from catalogs import MAXIMUM_AT_TIE
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.probe import probe
 from kinkcheck.shards import read_shard, write_shard
-
-from catalogs import MAXIMUM_AT_TIE
 
 SMALL = """
 [[case]]

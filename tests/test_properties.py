@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import pytest
@@ -170,7 +170,7 @@ def _active(e: sympy.Basic, sub: dict) -> sympy.Basic:
     return e.func(*args)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _symbolic(case_id: str) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...], tuple[sympy.Expr | None, ...]]:
     """The case's expression, its symbols and sympy's plain ``diff`` per symbol (None when it keeps a
     ``Derivative``, as for ``floor``). Cached: ``diff`` of the median's 15-term ``Max`` of ``Min`` takes ~1.5 s."""
@@ -294,7 +294,7 @@ def test_gradient_is_the_derivative_away_from_kinks(request, case_id: str, frame
                 where = f"{program.id} at {at} ({dtype}, reverse, {framework} {adapter.version})"
                 known = _known(case_id, framework, program.id, dtype)
                 if known is not None and known.expect not in ("nan", "value"):
-                    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is checked below
+                    with pytest.raises(Exception) as info:
                         adapter.gradient(program.tree, at, dtype, mode="reverse")
                     assert type(info.value).__name__ == known.expect, (
                         f"{where}: known disagreement ({known.reason}) now raises {info.typename}: {info.value}"

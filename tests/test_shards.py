@@ -6,11 +6,10 @@ import json
 import os
 
 import pytest
-
-from kinkcheck.shards import ShardError, load_shards, read_shard, write_json_atomic, write_shard
-
 from catalogs import MAXIMUM_AT_TIE
 from conftest import ROOT
+
+from kinkcheck.shards import ShardError, load_shards, read_shard, write_json_atomic, write_shard
 
 OBS = ROOT / "references" / "observations"
 

@@ -231,7 +231,7 @@ def test_maximum_and_minimum_tie() -> None:
 def test_max_min_vector_ties() -> None:
     third = Rational(1, 3)
     r = oracle("max@[1,0,1,0,1,0]")
-    e = lambda i, n=6: vec(*(1 if j == i else 0 for j in range(n)))  # noqa: E731
+    e = lambda i, n=6: vec(*(1 if j == i else 0 for j in range(n)))
     assert r.limiting_gradients == (e(0), e(2), e(4)), f"max limiting {r.limiting_gradients}"
     assert r.min_norm == vec(third, 0, third, 0, third, 0), f"max min_norm {r.min_norm}"
     assert r.midpoint == r.min_norm, "for a simplex of unit vectors the centroid is the min-norm element"

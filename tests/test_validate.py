@@ -11,6 +11,7 @@ import copy
 import json
 
 import pytest
+from conftest import ROOT
 
 from kinkcheck import cli
 from kinkcheck.catalog import load_catalog
@@ -19,8 +20,6 @@ from kinkcheck.diff import DiffError, load_side
 from kinkcheck.report.model import report_json, report_problem
 from kinkcheck.shards import ShardError, load_shards, read_shard
 from kinkcheck.validate import read_json, shape_of, shard_problem
-
-from conftest import ROOT
 
 OBS = ROOT / "references" / "observations"
 

@@ -315,7 +315,8 @@ def cold_installs() -> int:
                            *_requirements(fw, version)]
                     run_env = env
                 t0 = time.perf_counter()
-                ok = subprocess.run(cmd, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+                ok = subprocess.run(cmd, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    check=False).returncode
                 times[backend] = (time.perf_counter() - t0) if ok == 0 else float("nan")
         rows.append((fw, version, times["uv"], times["pip"]))
         print(f"{fw} {version}: uv {times['uv']:.1f} s, pip {times['pip']:.1f} s, "

@@ -22,7 +22,7 @@ from kinkcheck import expr as ex
 from kinkcheck import registry
 from kinkcheck.anchors import slug
 
-__all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "Case", "Program", "Catalog", "CatalogError", "load_catalog", "default_catalog_path"]
+__all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "Case", "Catalog", "CatalogError", "Program", "default_catalog_path", "load_catalog"]
 
 #: Frameworks that have adapters; a program's framework is its expression's root name.
 FRAMEWORKS: tuple[str, ...] = registry.FRAMEWORKS
@@ -364,7 +364,7 @@ def _load(path: str, only: frozenset[str] | None = None) -> Catalog:
         data = read_cached("catalogs", key)
         if data is not None:
             try:
-                cached = pickle.loads(data)  # noqa: S301 - the user's own cache folder, like __pycache__
+                cached = pickle.loads(data)
             except Exception:  # noqa: BLE001 - a torn or stale file: parse again
                 cached = None
             if isinstance(cached, Catalog):
@@ -381,14 +381,12 @@ _PARSER_MODULES = ("catalog", "expr", "registry", "anchors", "dtypes")
 
 def _cache_key(path: str, only: frozenset[str] | None) -> str | None:
     """A digest of the catalog file, its program files, the parser's source, the registry's names, aliases and
-    modes, the selection ``only``, kinkcheck's and Python's versions; None when a file cannot be read (the
-    parse then says why). Not the path: the same content anywhere (the tests' catalogs) is one entry."""
+    modes, the selection ``only`` and Python's version; None when a file cannot be read (the parse then says
+    why). Not the path: the same content anywhere (the tests' catalogs) is one entry."""
     import sys
 
-    from kinkcheck import __version__
-
     p = Path(path)
-    h = hashlib.sha256(repr((sorted(only) if only is not None else None, __version__, sys.version,
+    h = hashlib.sha256(repr((sorted(only) if only is not None else None, sys.version,
                              [(f.name, f.aliases, f.modes) for f in registry.REGISTRY.values()])).encode())
     folder = p.parent / PROGRAMS_DIR
     try:

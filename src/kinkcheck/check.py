@@ -32,8 +32,17 @@ from typing import Any
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value
 
-__all__ = ["CheckError", "Point", "CheckResult", "variants", "count_variants", "check_pair", "load_function",
-           "pair_modes", "BOUNDS"]
+__all__ = [
+    "BOUNDS",
+    "CheckError",
+    "CheckResult",
+    "Point",
+    "check_pair",
+    "count_variants",
+    "load_function",
+    "pair_modes",
+    "variants",
+]
 
 #: Bound values tried for each entry: clamp/hardtanh ±1, relu6 6, hardswish/hardsigmoid ±3, shrink ±0.5.
 BOUNDS: tuple[float, ...] = (1.0, -1.0, 6.0, 3.0, -3.0, 0.5, -0.5)
@@ -307,8 +316,8 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
         input itself (nothing to compare).
     """
     from kinkcheck.frameworks import Unavailable, get_adapter
-    from kinkcheck.registry import framework
     from kinkcheck.frameworks.base import short_error
+    from kinkcheck.registry import framework
 
     modes = pair_modes(mode, frameworks)
     # frameworks whose import must come first (registry.Framework.import_first: importing PaddlePaddle after

@@ -55,7 +55,13 @@ if TYPE_CHECKING:
     from kinkcheck.oracles.symbolic import OracleResult
 
 __all__ = [
-    "LABELS", "TOLERANCES", "OracleNumbers", "tolerance", "classify", "same_value", "lipschitz_of_json",
+    "LABELS",
+    "TOLERANCES",
+    "OracleNumbers",
+    "classify",
+    "lipschitz_of_json",
+    "same_value",
+    "tolerance",
 ]
 
 LABELS: tuple[str, ...] = (

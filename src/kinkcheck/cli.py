@@ -217,11 +217,11 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
 def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: Path | None,
                   out_dir: Path | None) -> int:
     """:func:`_probe_one` once the environment's lock is held."""
+    from kinkcheck import shards
     from kinkcheck.catalog import CatalogError
     from kinkcheck.frameworks import FrameworkUnavailable
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
     from kinkcheck.probe import DEFAULT_DTYPES, ProbeInterrupted, environment_id, journal_path, probe_isolated
-    from kinkcheck import shards
     from kinkcheck.shards import ShardError, write_merged
 
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]  # checked by _probe_one
@@ -694,7 +694,7 @@ def _check_utf8(argv: Sequence[str]) -> None:
             code = ord(arg[err.start])
             byte = f"0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
             raise UsageError(f"argument {i} is not valid UTF-8 text (byte {byte} at position {err.start + 1}): "
-                             f"{ascii(arg[:40])}") from None
+                             f"{arg[:40]!a}") from None
 
 
 def run() -> None:

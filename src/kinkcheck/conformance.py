@@ -47,7 +47,7 @@ from kinkcheck import expr as ex
 from kinkcheck import registry
 from kinkcheck.classify import OracleNumbers, same_value
 
-__all__ = ["VERDICTS", "JUDGED_DTYPES", "Rule", "RULES", "Prediction", "predict", "verdict", "single_operation"]
+__all__ = ["JUDGED_DTYPES", "RULES", "VERDICTS", "Prediction", "Rule", "predict", "single_operation", "verdict"]
 
 #: Verdicts, in the order the report counts them.
 VERDICTS: tuple[str, ...] = ("conforms", "departs", "open")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DTYPE_INFO", "DTYPES", "DType", "canonical", "check"]
+__all__ = ["DTYPES", "DTYPE_INFO", "DType", "canonical", "check"]
 
 
 @dataclass(frozen=True)

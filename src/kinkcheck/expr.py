@@ -62,28 +62,28 @@ __all__ = [
     "DENIED",
     "DENIED_KINDS",
     "DENIED_ORIGINS",
-    "ExprError",
-    "NameMissing",
-    "Node",
-    "Name",
-    "Input",
-    "Const",
-    "Seq",
-    "Call",
-    "Attr",
-    "Index",
-    "BinOp",
-    "Unary",
-    "Compare",
-    "parse",
-    "evaluate",
-    "resolve_names",
-    "refused_kind",
-    "parse_point",
-    "parse_inputs",
-    "Inputs",
     "MAX_STRING",
     "STRING_CHARS",
+    "Attr",
+    "BinOp",
+    "Call",
+    "Compare",
+    "Const",
+    "ExprError",
+    "Index",
+    "Input",
+    "Inputs",
+    "Name",
+    "NameMissing",
+    "Node",
+    "Seq",
+    "Unary",
+    "evaluate",
+    "parse",
+    "parse_inputs",
+    "parse_point",
+    "refused_kind",
+    "resolve_names",
 ]
 
 
@@ -361,7 +361,7 @@ class _Builder:
                                   "letters, digits, spaces and _ , . : - > only")
         return Const(text)
 
-    def _build(self, node: ast.expr) -> Node:  # noqa: C901 - one branch per syntax form
+    def _build(self, node: ast.expr) -> Node:
         if isinstance(node, (ast.Name, ast.Attribute)):
             parts = _dotted(node)
             if parts is not None and parts[0] not in self.inputs:
@@ -486,7 +486,7 @@ def _check_text(text: str, what: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise ExprError(f"{what} is not valid UTF-8 text (byte {_byte(text[err.start])} at position "
-                        f"{err.start + 1}): {ascii(text[:40])}") from None
+                        f"{err.start + 1}): {text[:40]!a}") from None
 
 
 def _byte(ch: str) -> str:
@@ -626,7 +626,7 @@ def _guard_on(value: Any, where: Node) -> Any:
 MAX_INT = 2 ** 1024
 
 
-def _finite_float(value: int | float) -> bool:
+def _finite_float(value: float) -> bool:
     """True when ``value`` is a finite float64 number (an int beyond ±2**1024 is not)."""
     try:
         return math.isfinite(float(value))

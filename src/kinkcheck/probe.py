@@ -115,7 +115,7 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
         "device": device,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "measured_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": __version__,
         "catalog_hash": catalog.hash,
         "case_hashes": {c.id: c.measurement_hash(adapter.name) for c in catalog if c.programs_for(adapter.name)},
@@ -750,9 +750,8 @@ class ForkedWorker:
     """
 
     def __init__(self, work: Callable[[], int], env: Mapping[str, str]) -> None:
-        import signal
-
         import gc
+        import signal
 
         for stream in (sys.stdout, sys.stderr):  # what is buffered here must not be written twice
             with contextlib.suppress(Exception):

@@ -55,5 +55,5 @@ def maximum(a: object, b: object) -> Dual:
     return a if a.value > b.value else b
 
 
-def abs(x: Dual) -> Dual:  # noqa: A001 - the framework's own name
+def abs(x: Dual) -> Dual:
     return Dual(x.value if x.value >= 0 else -x.value, 0.0 if x.value == 0 else (x.tangent if x.value > 0 else -x.tangent))

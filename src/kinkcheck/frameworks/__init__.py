@@ -22,6 +22,7 @@ from kinkcheck.registry import view
 
 __all__ = [
     "DTYPES",
+    "KNOWN",
     "MODES",
     "Adapter",
     "FrameworkUnavailable",
@@ -29,7 +30,6 @@ __all__ = [
     "Unavailable",
     "encode",
     "get_adapter",
-    "KNOWN",
 ]
 
 #: Framework name → adapter module (:data:`kinkcheck.registry.REGISTRY`).

@@ -11,8 +11,22 @@ from kinkcheck import dtypes
 from kinkcheck import expr as ex
 from kinkcheck.registry import view
 
-__all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODE_INFO", "MODES", "Adapter", "FrameworkUnavailable", "ProgramError", "Unavailable", "encode", "resolve",
-           "short_error", "split_inputs"]
+__all__ = [
+    "COMPILED_MODES",
+    "DTYPES",
+    "FRAMEWORK_MODES",
+    "GRADIENT_MODES",
+    "MODES",
+    "MODE_INFO",
+    "Adapter",
+    "FrameworkUnavailable",
+    "ProgramError",
+    "Unavailable",
+    "encode",
+    "resolve",
+    "short_error",
+    "split_inputs",
+]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
 DTYPES: tuple[str, ...] = dtypes.DTYPES

@@ -49,7 +49,7 @@ def _x64(enabled: bool) -> Iterator[None]:
         try:
             from jax.experimental import disable_x64, enable_x64
 
-            manager = lambda on: enable_x64() if on else disable_x64()  # noqa: E731
+            manager = lambda on: enable_x64() if on else disable_x64()
         except ImportError:
             manager = None
     if manager is not None:

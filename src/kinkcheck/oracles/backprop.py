@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Union
 
 import numpy as np
 
@@ -56,17 +56,17 @@ from kinkcheck.oracles import p0
 
 __all__ = [
     "ACTIVATIONS",
+    "P0",
+    "TOLERANCES",
     "Activation",
     "CrossCheck",
     "Grads",
     "Net",
-    "P0",
-    "TOLERANCES",
     "crosscheck",
     "two_layer_grads",
 ]
 
-KinkDerivative = Union[float, int, Fraction]
+KinkDerivative = float | int | Fraction
 ArrayFn = Callable[[np.ndarray], np.ndarray]
 
 

@@ -624,7 +624,7 @@ def _scalar(v: Any) -> Any:
     raise TypeError(f"not a number: {v!r}")
 
 
-def _exact_number(v: int | float) -> sympy.Expr:
+def _exact_number(v: float) -> sympy.Expr:
     if isinstance(v, float) and not math.isfinite(v):
         return sympy.nan if math.isnan(v) else (sympy.oo if v > 0 else -sympy.oo)
     return translate._exact(v)

@@ -7,7 +7,7 @@ NumPy (:data:`kinkcheck.oracles.backprop.P0` is the same network as arrays).
 
 from __future__ import annotations
 
-__all__ = ["T", "W1", "W2", "X", "point", "shapes"]
+__all__ = ["W1", "W2", "T", "X", "point", "shapes"]
 
 #: Inputs, shape (4, 3).
 X = ((3, 2, 1), (1, 0, 2), (4, 1, 2), (0, 0, 1))

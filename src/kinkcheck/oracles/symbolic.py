@@ -104,13 +104,13 @@ from kinkcheck.oracles.translate import (
 __all__ = [
     "OracleError",
     "OracleResult",
+    "analyze",
+    "analyze_expression",
     "kth_smallest",
+    "probe_directions",
     "sympy_namespace",
     "to_sympy",
     "xlogy",
-    "analyze",
-    "analyze_expression",
-    "probe_directions",
 ]
 
 

@@ -199,7 +199,7 @@ def _literal_texts(source: str) -> list[str]:
         return []
 
 
-def _exact_literal(v: int | float, text: str | None) -> sympy.Expr:
+def _exact_literal(v: float, text: str | None) -> sympy.Expr:
     """An expression literal as an exact number, from its source text when that text is the same number.
 
     A Python float keeps 17 significant digits; selu's ``1.0507009873554804934193349852946`` must stay

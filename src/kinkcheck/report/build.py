@@ -18,9 +18,8 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck import __version__
+from kinkcheck import __version__, registry
 from kinkcheck import conformance as conf
-from kinkcheck import registry
 from kinkcheck.catalog import FRAMEWORKS, Catalog
 from kinkcheck.classify import OracleNumbers, classify, same_value
 from kinkcheck.diff import describe_observation, differs
@@ -169,7 +168,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         catalog_hash=catalog.hash,
         gaps=list(gaps) + stale + [
             f"{eid}: {len(items)} observation(s) of cases or programs not in the catalog were ignored "
-            f"(e.g. {sorted(items)[0]})" for eid, items in sorted(unknown.items())])
+            f"(e.g. {min(items)})" for eid, items in sorted(unknown.items())])
     empty_summary = m.Summary(**{f: 0 for f in m.Summary.__struct_fields__ if f != "conformance"}, conformance={})
     report = m.Report(
         provenance=provenance, environments=environments, cases=cases, observations=observations,

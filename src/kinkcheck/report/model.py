@@ -33,11 +33,44 @@ from kinkcheck.classify import LABELS
 from kinkcheck.frameworks.base import DTYPES, MODES
 
 __all__ = [
-    "SCHEMA_ID", "Across", "Brief", "Case", "ChangedIn", "Conformance", "ConformanceRow", "Coverage",
-    "Disagreements", "Environment", "Exact", "Group", "ModeDisagreements", "ModeRow", "Network",
-    "NetworkSummary", "Newest", "Observation", "Oracle", "P0", "P0Net", "P0Oracle", "P0Row", "ProgramRef",
-    "Provenance", "Report", "ReportError", "ReportIndex", "Rule", "Summary", "VersionSpan", "Within",
-    "json_schema", "load_report", "release_ranges", "release_title", "report_json", "value_runs",
+    "P0",
+    "SCHEMA_ID",
+    "Across",
+    "Brief",
+    "Case",
+    "ChangedIn",
+    "Conformance",
+    "ConformanceRow",
+    "Coverage",
+    "Disagreements",
+    "Environment",
+    "Exact",
+    "Group",
+    "ModeDisagreements",
+    "ModeRow",
+    "Network",
+    "NetworkSummary",
+    "Newest",
+    "Observation",
+    "Oracle",
+    "P0Net",
+    "P0Oracle",
+    "P0Row",
+    "ProgramRef",
+    "Provenance",
+    "Report",
+    "ReportError",
+    "ReportIndex",
+    "Rule",
+    "Summary",
+    "VersionSpan",
+    "Within",
+    "json_schema",
+    "load_report",
+    "release_ranges",
+    "release_title",
+    "report_json",
+    "value_runs",
 ]
 
 SCHEMA_ID = "kinkcheck/conventions/v2"
@@ -496,7 +529,7 @@ def release_ranges(ids: Iterable[str], among: Sequence[Environment]) -> str:
     not in ``among`` are named alone at the end, in their given order."""
     pos = {e.id: i for i, e in enumerate(among)}
     wanted = list(dict.fromkeys(ids))
-    inside = sorted((pos[i] for i in wanted if i in pos))
+    inside = sorted(pos[i] for i in wanted if i in pos)
     parts: list[str] = []
     start = prev = None
     for p in [*inside, None]:
