@@ -32,7 +32,8 @@ from kinkcheck.validate import _no_gc
 __all__ = ["CASES", "FILES", "SECTION_PAGES", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 
 #: The index's long sections, each a page beside it (:data:`kinkcheck.report.markdown.SECTION_PAGES`).
-SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md")
+SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md",
+                                  "census.md")
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go
 #: between the JSON and the index page).
 FILES: tuple[str, ...] = ("conventions.csv", "conventions.json", "conventions.md", "conventions.html")

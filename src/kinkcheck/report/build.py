@@ -185,7 +185,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     report.changed_in = changed_in(report)
     report.conformance = _conformance(report, predictions)
     report.version_span = _version_span(report)
-    report.coverage = _coverage(report)
+    report.coverage = _coverage(report, catalog)
     report.network_summary = _network_summary(report.networks)
     report.summary = _summary(report)
     return report
@@ -734,8 +734,9 @@ def _version_span(report: m.Report) -> list[m.VersionSpan]:
     return out
 
 
-def _coverage(report: m.Report) -> m.Coverage:
-    """What the shards measured and, derived from their absence, what they did not (with the reason)."""
+def _coverage(report: m.Report, catalog: Catalog) -> m.Coverage:
+    """What the shards measured and, derived from their absence, what they did not (with the reason); the
+    census of kinked operations against the catalog."""
     ix = report.index
     envs = report.environments
     missing = [f"{e.id}: {e.not_measured}" for e in envs if e.not_measured]
@@ -766,7 +767,33 @@ def _coverage(report: m.Report) -> m.Coverage:
     if absent_modes:
         missing.append(f"{', '.join(absent_modes)} mode: not measured: no shard probed it")
     return m.Coverage(devices=sorted({e.device for e in envs}), dtypes=list(ix.dtypes),
-                      modes=[x for x in MODES if x in ix.modes], not_measured=missing)
+                      modes=[x for x in MODES if x in ix.modes], not_measured=missing,
+                      operations=_operations(catalog))
+
+
+def _operations(catalog: Catalog) -> list[m.OperationCoverage]:
+    """The census of each registered framework that has one (``census/`` beside the catalog file:
+    ``references/census/``) against ``catalog``; an unreadable census is a row with its one-line error,
+    never a failed report."""
+    from pathlib import Path
+
+    from kinkcheck.census import CensusError, census_path, coverage, load_census
+
+    folder = Path(catalog.path).parent / "census"
+    out = []
+    for fw in FRAMEWORKS:
+        if not census_path(fw, folder).exists():
+            continue
+        try:
+            census = load_census(fw, folder)
+        except CensusError as err:
+            out.append(m.OperationCoverage(fw, "", "", {}, [], {}, error=str(err)))
+            continue
+        cov = coverage(census, catalog)
+        out.append(m.OperationCoverage(fw, census.release, census.source,
+                                       {k: list(v) for k, v in cov.covered.items()}, list(cov.uncovered),
+                                       {k: list(v) for k, v in cov.excluded.items()}))
+    return out
 
 
 def _summary(report: m.Report) -> m.Summary:

@@ -41,7 +41,8 @@ __all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_sect
 
 #: The index's long sections, each on a page of its own beside it (a code host renders pages up to a few
 #: hundred KB; with nine frameworks these tables alone are twice that).
-SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md")
+SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md",
+                                  "census.md")
 
 
 def _face(face: Face | None) -> str:

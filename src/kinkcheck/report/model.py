@@ -52,6 +52,7 @@ __all__ = [
     "NetworkSummary",
     "Newest",
     "Observation",
+    "OperationCoverage",
     "Oracle",
     "P0Net",
     "P0Oracle",
@@ -442,11 +443,27 @@ class VersionSpan(_S, omit_defaults=False):
     programs_lost: int
 
 
+class OperationCoverage(_S, omit_defaults=False):
+    """One framework's census of kinked operations (``references/census/<framework>.toml``,
+    :mod:`kinkcheck.census`) against the catalog: ``covered`` maps an operation to the cases whose programs
+    call it, ``uncovered`` lists the kinked operations no program calls, ``excluded`` maps a reason to the
+    operations it excludes. ``error``: the census could not be read (one line); the rest is then empty."""
+
+    framework: str
+    release: str
+    source: str
+    covered: dict[str, list[str]]
+    uncovered: list[str]
+    excluded: dict[str, list[str]]
+    error: str | None = None
+
+
 class Coverage(_S):
     devices: list[str] = []
     dtypes: list[str] = []
     modes: list[str] = []
     not_measured: list[str] = []
+    operations: list[OperationCoverage] = []
 
 
 class NetworkSummary(_S, omit_defaults=False):
