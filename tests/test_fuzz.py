@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from kinkcheck import cli
 from kinkcheck.catalog import load_catalog
 from kinkcheck.report.model import json_schema, load_report
-from kinkcheck.shards import shard_schema
+from kinkcheck.shards import shard_schema, unpack
 
 hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema", reason="pip install hypothesis-jsonschema "
                                             "(the test extra) for the schema-driven half of the fuzz")
@@ -69,7 +69,7 @@ class World:
         good = root / "good"
         good.mkdir()
         for fw, version in (("torch", "2.13.0"), ("jax", "0.10.2")):
-            s = json.loads((ROOT / "references" / "observations" / f"{fw}-{version}-cpu.json").read_text())
+            s = unpack(json.loads((ROOT / "references" / "observations" / f"{fw}-{version}-cpu.json").read_text()))
             keep = {(c.id, p.id) for c, p in cat.programs(fw)}
             # Two dtypes, two modes, one network run: small shards keep each of the 1,000 runs cheap.
             s["observations"] = [o for o in s["observations"] if (o["case"], o["program"]) in keep

@@ -15,6 +15,7 @@ from conftest import ROOT, require_pinned
 
 from kinkcheck import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, Unavailable
+from kinkcheck.shards import unpack
 
 TORCH_MODES = ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap")
 JAX_MODES = ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap")
@@ -86,7 +87,7 @@ def test_torch_unavailable_mode_when_torch_func_is_absent(torch_adapter, monkeyp
 
 
 def test_unavailable_modes_in_the_committed_torch_1_13_shard():
-    shard = json.loads((ROOT / "references/observations/torch-1.13.1-cpu.json").read_text())
+    shard = unpack(json.loads((ROOT / "references/observations/torch-1.13.1-cpu.json").read_text()))
     if "modes" not in shard["environment"]:
         pytest.skip("torch 1.13.1 shard predates the mode matrix")
     cells = [o for o in shard["observations"] if o["mode"] in ("functional", "vmap", "inductor", "aot_eager")]

@@ -9,7 +9,7 @@ from catalogs import MAXIMUM_AT_TIE
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.probe import probe
-from kinkcheck.shards import read_shard, write_shard
+from kinkcheck.shards import read_shard, unpack, write_shard
 
 SMALL = """
 [[case]]
@@ -580,7 +580,7 @@ def test_a_worker_killed_from_outside_stops_the_probe_and_resumes(torch_adapter,
     err = capfd.readouterr().err
     assert f"resuming: 1 of 2 cases already probed (journal {journal})" in err, err
     after = read_shard(shard)
-    assert after["observations"] == json.loads(before)["observations"], "the same values, resumed"
+    assert after["observations"] == unpack(json.loads(before))["observations"], "the same values, resumed"
     assert not any("interpreter crashed" in (o["error"] or "") for o in after["observations"]), "no crash cells"
     assert _by_program(after)["torch.maximum(x, y)"]["value"] == {"x": 0.5, "y": 0.5}, "the case left is measured"
     assert not journal.exists()

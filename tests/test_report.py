@@ -32,7 +32,7 @@ from kinkcheck.report import (
 from kinkcheck.report.build import build, report_date
 from kinkcheck.report.csvfile import read_observations, render_csv
 from kinkcheck.report.model import decode_report, report_json
-from kinkcheck.shards import load_shards
+from kinkcheck.shards import load_shards, unpack
 
 OBS = ROOT / "references" / "observations"
 
@@ -133,7 +133,8 @@ import dataclasses, json, sys
 from pathlib import Path
 from kinkcheck.catalog import load_catalog
 from kinkcheck.report import write_reports
-cases, shards = json.loads(sys.argv[1]), [json.loads(Path(p).read_text()) for p in json.loads(sys.argv[2])]
+from kinkcheck.shards import unpack
+cases, shards = json.loads(sys.argv[1]), [unpack(json.loads(Path(p).read_text())) for p in json.loads(sys.argv[2])]
 catalog = load_catalog()
 catalog = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in cases))
 for s in shards:
@@ -174,7 +175,7 @@ def test_one_changed_cell_changes_the_committed_files_in_proportion(tmp_path):
     import difflib
 
     _render_small(tmp_path / "a", tmp_path / "cache")
-    shard = json.loads((OBS / SMALL_SHARDS[0]).read_text())
+    shard = unpack(json.loads((OBS / SMALL_SHARDS[0]).read_text()))
     for o in shard["observations"]:
         if (o["case"], o["program"], o["mode"], o["dtype"]) == ("relu@0", "torch.relu(x)", "reverse", "float64"):
             o["value"] = {"x": 0.5}
@@ -486,7 +487,7 @@ def unjudged(tmp_path_factory):
     root = tmp_path_factory.mktemp("unjudged")
     (root / "catalog.toml").write_text(UNJUDGED)
     cat = load_catalog(root / "catalog.toml")
-    shard = json.loads((OBS / "torch-2.13.0-cpu.json").read_text())
+    shard = unpack(json.loads((OBS / "torch-2.13.0-cpu.json").read_text()))
     shard["environment"]["catalog_hash"] = cat.hash
     for k in ("case_hashes", "history", "last_attempt"):
         shard["environment"].pop(k, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from catalogs import MAXIMUM_AT_TIE
@@ -597,3 +598,68 @@ def test_the_compiled_validator_is_cached_and_a_torn_entry_is_compiled_again(tmp
             validate(bad)
         assert len(list(folder.iterdir())) == 1, f"{attempt}: one cached validator"
     shards._compiled.cache_clear()
+
+
+# --- The packed file format, kinkcheck/shard/v2 (issue 14: a quarter of the bytes) -------------------------
+
+
+def test_pack_round_trips_and_writes_one_line_per_program(tmp_path):
+    from kinkcheck.shards import pack, unpack
+
+    shard = _minimal()
+    first = shard["observations"][0]
+    shard["observations"] = [first, {**first, "dtype": "float32", "input": {"x": 1e-45}},
+                             {**first, "program": "torch.nn.functional.relu(x)", "status": "error", "value": None,
+                              "error": "boom"},
+                             {**first, "mode": "forward"}]  # relu(x) again after another program: its own run
+    packed = pack(shard)
+    assert [(g["program"], len(g["cells"])) for g in packed["observations"]] == [
+        ("torch.relu(x)", 2), ("torch.nn.functional.relu(x)", 1), ("torch.relu(x)", 1)], packed["observations"]
+    assert packed["observations"][0]["cells"][1] == ["reverse", "float32", "ok", {"x": "nan"}, None, {"x": 1e-45}]
+    assert unpack(json.loads(json.dumps(packed))) == shard, "unpack(pack(s)) == s, key order included"
+    write_shard(tmp_path / "s.json", shard)
+    lines = (tmp_path / "s.json").read_text().splitlines()
+    assert lines[1] == '"schema":"kinkcheck/shard/v2",' and sum(ln.startswith('{"case"') for ln in lines) == 3, lines
+    assert read_shard(tmp_path / "s.json") == shard
+
+
+def test_a_v1_file_is_still_read(tmp_path):
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text(json.dumps(_minimal(), indent=1))
+    assert read_shard(p) == _minimal(), "a shard written before issue 14 reads as it is"
+
+
+@pytest.mark.parametrize("observations, where", [
+    ({"case": "relu@0"}, "observations: must be a list of packed programs"),
+    ([{"case": "relu@0", "program": "torch.relu(x)"}], "observations/0: must be {case, program, cells}"),
+    ([{"case": "relu@0", "program": "torch.relu(x)", "cells": [["reverse", "float64", "ok"]]}],
+     "observations/0/cells/0: must be [mode, dtype, status, value, error(, input)]"),
+])
+def test_a_malformed_packed_file_is_one_line(tmp_path, observations, where):
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text(json.dumps({**_minimal(), "schema": "kinkcheck/shard/v2", "observations": observations}))
+    with pytest.raises(ShardError, match=re.escape(f"not a kinkcheck shard ({where}")) as err:
+        read_shard(p)
+    assert "\n" not in str(err.value)
+    cells = [[{"x": 1}, "float64", "ok", None, None]]  # the v1 schema checks the unpacked fields
+    p.write_text(json.dumps({**_minimal(), "schema": "kinkcheck/shard/v2",
+                             "observations": [{"case": "relu@0", "program": "torch.relu(x)", "cells": cells}]}))
+    with pytest.raises(ShardError, match="observations/0/mode"):
+        read_shard(p)
+
+
+def test_committed_shards_are_packed_files_that_match_the_file_schema():
+    """Every committed shard is a v2 file, valid under schemas/shard.v2.json (jsonschema, independently of the
+    reader), and the committed schema is what file_schema() derives from the v1 document's."""
+    import jsonschema
+
+    from kinkcheck.shards import file_schema
+
+    committed = json.loads((ROOT / "src" / "kinkcheck" / "schemas" / "shard.v2.json").read_text())
+    assert committed == file_schema(), "schemas/shard.v2.json is stale: python -m kinkcheck.shards"
+    validator = jsonschema.Draft202012Validator(committed)
+    for p in sorted(OBS.glob("*.json"))[:6]:
+        doc = json.loads(p.read_text())
+        assert doc["schema"] == "kinkcheck/shard/v2", p.name
+        errors = [e.message for e in validator.iter_errors(doc)]
+        assert not errors, f"{p.name}: {errors[:2]}"

@@ -1,7 +1,7 @@
 """Compare conventions between two environments: two shards, or environments inside a report.
 
 Used by ``kinkcheck diff OLD NEW`` (exit 0: nothing changed, 1: some convention changed, 2: bad input).
-A side is a shard (``kinkcheck/shard/v1``) or one environment of a report (``kinkcheck/conventions/v2``,
+A side is a shard file (``kinkcheck/shard/v2``, or v1) or one environment of a report (``kinkcheck/conventions/v2``,
 ``REPORT.json#ENV``); both are read into the report's types (:class:`kinkcheck.report.model.Environment`,
 :class:`kinkcheck.report.model.Observation`; a shard's observations carry no labels).
 
@@ -161,7 +161,7 @@ def load_side(spec: str) -> Side:
         raise DiffError(f"{p}: cannot read (invalid JSON: {str(err).splitlines()[0][:120]})") from None
     except RecursionError:
         raise DiffError(f"{p}: cannot read (JSON nested too deeply)") from None
-    if schema == "kinkcheck/shard/v1":
+    if schema in ("kinkcheck/shard/v1", "kinkcheck/shard/v2"):  # a shard file, packed (v2) or not
         from kinkcheck.shards import ShardError, read_shard
 
         try:

@@ -1,8 +1,9 @@
 """Shards: the observations of one environment in one JSON file, with provenance.
 
 A shard is written atomically (a temporary file in the same folder, then :func:`os.replace`), so an
-interrupted probe leaves the previous shard whole. It is validated against ``schemas/shard.v1.json`` on
-read; a corrupt or truncated shard raises :class:`ShardError` naming the file. Provenance follows the
+interrupted probe leaves the previous shard whole. Its file is ``kinkcheck/shard/v2`` (``schemas/shard.v2.json``):
+the ``kinkcheck/shard/v1`` document every module uses, packed by program (:func:`pack`, :func:`unpack`; a v1
+file is still read). It is validated against ``schemas/shard.v1.json`` on read, once unpacked; a corrupt or truncated shard raises :class:`ShardError` naming the file. Provenance follows the
 array-api-tests compliance records: framework and Python versions, platform, device, date, kinkcheck
 version, the catalog hash and a hash per case (``case_hashes``). A shard is *fresh* when every case × mode ×
 dtype of its matrix is present and measured against the case's current definition (:func:`missing_work`); a
@@ -29,12 +30,18 @@ from kinkcheck.registry import FRAMEWORKS
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
-__all__ = ["SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count", "drop_removed", "is_fresh", "json_text",
-           "load_shards", "merge_shard", "missing_work", "read_ahead", "read_old_shard", "read_shard",
-           "record_failed_attempt", "recorded_case_hashes", "shard_lock", "shard_schema", "write_json_atomic",
-           "write_merged", "write_shard", "write_text_atomic"]
+__all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count",
+           "drop_removed", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work", "pack", "read_ahead",
+           "read_old_shard", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_lock",
+           "shard_schema", "shard_text", "unpack", "write_json_atomic", "write_merged", "write_shard",
+           "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
+#: The file format written since issue 14: the ``kinkcheck/shard/v1`` document packed by program (:func:`pack`).
+FILE_SCHEMA_ID = "kinkcheck/shard/v2"
+#: A packed cell: the observation's fields after ``case`` and ``program``, in this order (``input`` only where
+#: the dtype moved the point).
+CELL_FIELDS: tuple[str, ...] = ("mode", "dtype", "status", "value", "error", "input")
 
 
 class ShardError(ValueError):
@@ -164,8 +171,80 @@ def json_text(data: Any, compact: bool = False) -> str:
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
+def pack(shard: dict[str, Any]) -> dict[str, Any]:
+    """The ``kinkcheck/shard/v1`` document ``shard`` as a shard file holds it, ``kinkcheck/shard/v2``
+    (``schemas/shard.v2.json``): each run of consecutive observations of one (case, program) becomes one
+    ``{"case", "program", "cells": [[mode, dtype, status, value, error], ...]}`` (a sixth item, ``input``,
+    where the dtype moved the point), written on one line. A quarter of the bytes of the v1 file (the 71
+    shards of issue 13: 45.2 MB → 11.6 MB) and one line per program in a diff; ``unpack(pack(s)) == s``.
+    """
+    groups: list[dict[str, Any]] = []
+    for o in shard["observations"]:
+        cell = [o["mode"], o["dtype"], o["status"], o["value"], o["error"]]
+        if "input" in o:
+            cell.append(o["input"])
+        if groups and groups[-1]["case"] == o["case"] and groups[-1]["program"] == o["program"]:
+            groups[-1]["cells"].append(cell)
+        else:
+            groups.append({"case": o["case"], "program": o["program"], "cells": [cell]})
+    return {**shard, "schema": FILE_SCHEMA_ID, "observations": groups}
+
+
+def unpack(doc: Any, name: str = "shard") -> Any:
+    """A shard file's document as the ``kinkcheck/shard/v1`` document every module uses: a v2 file
+    (:func:`pack`) unpacked, a v1 file (written before issue 14) as it is, anything else untouched (the
+    schema then names what is wrong).
+
+    Raises
+    ------
+    ShardError
+        A v2 document whose packing is malformed (one line naming ``name`` and the place).
+    """
+    if not isinstance(doc, dict) or doc.get("schema") != FILE_SCHEMA_ID:
+        return doc
+    groups = doc.get("observations")
+    if not isinstance(groups, list):
+        raise ShardError(f"{name}: not a kinkcheck shard (observations: must be a list of packed programs)")
+    observations = []
+    for i, g in enumerate(groups):
+        where = f"{name}: not a kinkcheck shard (observations/{i}"
+        if not (isinstance(g, dict) and g.keys() == {"case", "program", "cells"} and isinstance(g["cells"], list)):
+            raise ShardError(f"{where}: must be {{case, program, cells}})")
+        for j, cell in enumerate(g["cells"]):
+            if not isinstance(cell, list) or len(cell) not in (5, 6):
+                raise ShardError(f"{where}/cells/{j}: must be [mode, dtype, status, value, error(, input)])")
+            o = {"case": g["case"], "program": g["program"]}
+            o.update(zip(CELL_FIELDS, cell))
+            observations.append(o)
+    return {**doc, "schema": SCHEMA_ID, "observations": observations}
+
+
+def file_schema() -> dict[str, Any]:
+    """``schemas/shard.v2.json``, the JSON Schema of a shard file (:func:`pack`), derived from the v1
+    document's (:func:`shard_schema`): the same environment and networks, observations packed by program.
+    ``python -m kinkcheck.shards`` writes it; a test checks the committed file is current."""
+    v1 = shard_schema()
+    obs = v1["properties"]["observations"]["items"]["properties"]
+    cell = {"type": "array", "minItems": 5, "maxItems": 6, "items": False,
+            "prefixItems": [obs[f] for f in CELL_FIELDS]}
+    group = {"type": "object", "required": ["case", "program", "cells"], "additionalProperties": False,
+             "properties": {"case": obs["case"], "program": obs["program"],
+                            "cells": {"type": "array", "minItems": 1, "items": cell}}}
+    return {**v1, "$id": "kinkcheck/shard/v2",
+            "title": "kinkcheck shard file: the observations of one environment, packed by program",
+            "properties": {**v1["properties"], "schema": {"const": FILE_SCHEMA_ID},
+                           "observations": {"type": "array", "items": group}}}
+
+
+def shard_text(shard: dict[str, Any]) -> str:
+    """The text of a shard file for the v1 document ``shard``: :func:`pack`, one line per top-level key and
+    per packed program (:func:`json_text` ``compact``)."""
+    return json_text(pack(shard), compact=True)
+
+
 def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) -> None:
-    """Write a shard atomically, validated against the schema first unless ``validate`` is False.
+    """Write a shard atomically (:func:`shard_text`: packed, ``kinkcheck/shard/v2``), validated against the
+    schema first unless ``validate`` is False.
 
     The probe passes ``validate=False`` for the shards it builds itself (their shape is tested, and
     every reader validates anyway): the check costs half a second, an eighth of a whole probe.
@@ -177,10 +256,15 @@ def write_shard(path: str | Path, shard: dict[str, Any], validate: bool = True) 
     """
     if validate:
         _validate(shard, str(path))
-    text = json_text(shard)
+    text = shard_text(shard)
     write_text_atomic(path, text)
     if validate:  # text that json_text wrote from a valid shard parses strictly and back to it: not checked again
         _touch(_validated_marker(text.encode()))
+
+
+def _write_shard_file(path: str | Path, shard: dict[str, Any]) -> None:
+    """Write the v1 document ``shard`` (read and changed here, not validated again) as a packed file."""
+    write_text_atomic(path, shard_text(shard))
 
 
 def _validated_marker(raw: bytes) -> Path:
@@ -300,8 +384,10 @@ def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, An
     semantic = hashlib.sha256(f"{digest} {catalog.hash if catalog else '-'} {_checks_hash()}".encode()).hexdigest()
     checked = cache_dir() / "checked-shards" / semantic[:32]
     data = parse_checked_json(raw) if validated.exists() else None
-    if data is None:
-        data = parse_json(raw.decode("utf-8"), p, ShardError)
+    if data is not None:
+        data = unpack(data, str(p))
+    else:
+        data = unpack(parse_json(raw.decode("utf-8"), p, ShardError), str(p))
         if not validated.exists():
             _validate(data, str(p))
             _touch(validated)
@@ -409,11 +495,11 @@ def _read_loose(path: str | Path) -> dict[str, Any] | None:
         was = gc.isenabled()
         gc.disable()  # a parsed document has no cycles: collections while parsing find nothing
         try:
-            data = _loads_loose(raw)
+            data = unpack(_loads_loose(raw), str(path))
         finally:
             if was:
                 gc.enable()
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError):  # ShardError is a ValueError
         return None
     ok = (isinstance(data, dict) and isinstance(data.get("environment"), dict)
           and isinstance(data["environment"].get("framework"), str)
@@ -805,7 +891,7 @@ def _drop_removed(path: str | Path, catalog: Catalog) -> tuple[str, ...]:
     env = dict(shard["environment"])
     if isinstance(env.get("case_hashes"), dict):
         env["case_hashes"] = {c: h for c, h in env["case_hashes"].items() if c in keep}
-    write_json_atomic(path, {**shard, "environment": env,
+    _write_shard_file(path, {**shard, "environment": env,
                              "observations": [o for o in shard["observations"] if o["case"] in keep],
                              "networks": [n for n in shard["networks"] if n["case"] in keep]})
     return removed
@@ -847,8 +933,14 @@ def _record_failed_attempt(p: Path, environment: dict[str, Any]) -> str:
     if old is not None and old["observations"] and old["environment"].get("not_measured") is None:
         env = {**old["environment"], "last_attempt": {"attempted_at": environment["measured_at"],
                                                       "not_measured": reason}}
-        write_json_atomic(p, {**old, "environment": env})
+        _write_shard_file(p, {**old, "environment": env})
         return (f"{p}: kept its {len(old['observations'])} observations; the failed attempt is recorded in it "
                 f"(environment.last_attempt): {reason}")
-    write_json_atomic(p, {"schema": SCHEMA_ID, "environment": environment, "observations": [], "networks": []})
+    _write_shard_file(p, {"schema": SCHEMA_ID, "environment": environment, "observations": [], "networks": []})
     return f"{p}: not measured: {reason}"
+
+
+if __name__ == "__main__":  # python -m kinkcheck.shards: write schemas/shard.v2.json
+    _out = Path(__file__).with_name("schemas") / "shard.v2.json"
+    _out.write_text(json.dumps(file_schema(), indent=1) + "\n", encoding="utf-8")
+    print(f"{_out}: written")
