@@ -341,7 +341,8 @@ def tests(session: nox.Session) -> None:
 def census(session: nox.Session) -> None:
     """Regenerate references/census/{torch,jax}.toml (the kinked operations) from the tested releases' own
     derivative definitions (PyTorch's derivatives.yaml, JAX's JVP rules), keeping the hand-checked fields."""
-    session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]), env=_install_env())
+    session.install(*_requirements("torch", TESTED["torch"]), *_requirements("jax", TESTED["jax"]),
+                    env=_install_env())
     session.install("-e", ".", "pyyaml>=6", env=_install_env())
     session.run("python", "-m", "kinkcheck.census.torch_ops")
     session.run("python", "-m", "kinkcheck.census.jax_ops")
