@@ -72,6 +72,9 @@ def test_write_then_load_round_trips(tmp_path):
     ('[[op]]\nname = "torch.argmax"\nstatus = "excluded"\n', "an excluded operation needs a reason"),
     ('[[op]]\nname = "torch.abs"\n[[op]]\nname = "torch.absolute"\naliases = ["torch.abs"]\n', "already listed"),
     ("[[op\n", "not valid TOML"),
+    ("op = 3\n", "'op' must be an array of tables"),
+    ('[[op]]\nname = "torch.abs"\naliases = 5\n', "aliases must be a list of names"),
+    ('[[op]]\nname = "torch.abs"\nkink = 0\n', "kink must be a string"),
 ])
 def test_a_malformed_census_is_one_line(tmp_path, body, message):
     (tmp_path / "torch.toml").write_text(body)

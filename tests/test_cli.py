@@ -102,7 +102,9 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "torch.relu(x)", "--at", "x=0", "--timeout", "0"], "--timeout must be a positive number"),
         (["grad", "torch.relu(x)", "--at", "x=0", "--memory", "lots"], "--memory must be a positive number"),
         (["grad", "torch.relu(x)", "--at", "x=1", "--memory", "1e30"],
-         "--memory must be a positive number, got '1e30' (at most 86400)"),
+         "--memory must be a positive number, got '1e30' (0.5 – 86400 GiB: less and not even a framework imports)"),
+        (["grad", "torch.relu(x)", "--at", "x=1", "--memory", "0.0001"], "got '0.0001' (0.5 – 86400 GiB"),
+        (["grad", "torch.relu(x)", "--at", "x=1", "--timeout", "1e9"], "got '1e9' (seconds, at most 86400)"),
         # torch warns (UserWarning) on the way to this error: the error is still the one line
         (["grad", "torch.tensor(x)", "--at", "x=0"], "torch raised"),
         (["grad", "torch.relu(x.sub_(1))", "--at", "x=[1.5,1.5]", "--mode", "forward"], "modifies a tensor in place"),

@@ -366,3 +366,27 @@ def test_start_up_notices_are_dropped_and_everything_else_kept(capfd):
     err = capfd.readouterr().err
     assert "a real problem\na second problem\n" in err and "a Python warning\n" in err, err
     assert "absl" not in err and "oneDNN" not in err, f"only the notices are dropped: {err!r}"
+
+
+def test_an_import_that_fails_for_memory_says_so_in_one_line(monkeypatch):
+    """A probe worker under a tiny --memory could not map NumPy's shared objects; the adapter said "autograd is
+    not installed" followed by NumPy's 20-line import help. Now: one line naming the memory limit."""
+    import kinkcheck.frameworks as fws
+    from kinkcheck.frameworks import FrameworkUnavailable, get_adapter
+
+    class Broken:
+        @staticmethod
+        def load():
+            raise FrameworkUnavailable("autograd is not installed in this Python (\n\nIMPORTANT: PLEASE READ THIS\n"
+                                       "libopenblas.so: failed to map segment from shared object\n)")
+
+    monkeypatch.setattr(fws.importlib, "import_module", lambda name: Broken)
+    monkeypatch.setattr(fws, "_data_limit", lambda: 2 ** 29)
+    with pytest.raises(FrameworkUnavailable) as err:
+        get_adapter("autograd")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("autograd could not be imported under the memory limit of 0.5 GiB"), text
+    monkeypatch.setattr(fws, "_data_limit", lambda: None)
+    with pytest.raises(FrameworkUnavailable) as err:
+        get_adapter("autograd")
+    assert "\n" not in str(err.value) and str(err.value).startswith("autograd is not installed"), str(err.value)

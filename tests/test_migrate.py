@@ -207,3 +207,13 @@ def test_a_release_that_is_not_a_version_number_does_not_crash(doc):
     assert m.source_env.framework_version == "2.15.0", "the newest release is a version number, not 'nightly'"
     with pytest.raises(MigrateError, match="torch 9.9 on cpu is not in the report .*nightly"):
         migrate(small, "torch==9.9", "jax")
+
+
+def test_a_reduction_over_stacked_inputs_is_not_offered_for_an_elementwise_program(doc):
+    """mlx.core.max(mlx.core.stack([x, y])) agrees with torch.maximum(x, y) at the scalar tie, but on arrays it
+    returns one number (5.0 where torch gives [1, 5, 3]): it is not an equivalent replacement."""
+    m = migrate(doc, "torch", "mlx", case="maximum@tie")
+    p = _pair(m, "maximum@tie", "torch.maximum(x, y)", "mlx.core.maximum(x, y)")
+    assert p.differs and p.equivalent is None and p.snippet and "mlx.core.custom_function" in p.snippet, p
+    assert all("stack" not in (q.equivalent or "") for q in m.pairs if "stack" not in q.source), \
+        [(q.source, q.equivalent) for q in m.pairs if q.equivalent]

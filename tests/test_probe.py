@@ -772,3 +772,35 @@ def test_forked_and_spawned_workers_measure_the_same(torch_adapter, small, tmp_p
     assert fork == spawn, "the same cells from a forked and a spawned worker"
     assert fork["torch.relu(x)"]["value"] == {"x": 0.0}
     assert fork["torch.maximum(x, y)"]["error"].startswith("interpreter crashed: signal 6 (SIGABRT)"), fork
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_an_unreadable_shard_stops_the_probe_before_it_measures(torch_adapter, small, tmp_path, start):
+    """The shard a probe merges into is read while the worker starts; unreadable, the probe stops then (one line,
+    exit 2), not after measuring the whole catalog, and leaves the file and no journal behind."""
+    import os
+    import subprocess
+    import time
+
+    from kinkcheck.probe import environment_id
+
+    out = tmp_path / f"{environment_id('torch')}.json"
+    out.write_text('{"schema": "kinkcheck/shard/v2", "environment": {')
+    env = {**os.environ, "KINKCHECK_PROBE_START": start}
+    began = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog", small.path,
+                          "--out", str(out), "--quiet"], env=env, capture_output=True, text=True, timeout=600,
+                         check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "cannot write shard" in lines[0] and \
+        "left as it is" in lines[0], res.stderr
+    assert out.read_text() == '{"schema": "kinkcheck/shard/v2", "environment": {', "the file is left as it is"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.toml", out.name], "no journal, nothing else"
+    assert time.monotonic() - began < 120
+
+
+def test_an_unknown_start_method_is_one_line(small, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KINKCHECK_PROBE_START", "forkserver")
+    rc = _main("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(tmp_path), "--quiet")
+    err = capsys.readouterr().err
+    assert rc == 2 and "KINKCHECK_PROBE_START must be fork or spawn" in err and len(err.strip().splitlines()) == 1, err

@@ -644,7 +644,7 @@ def test_a_malformed_packed_file_is_one_line(tmp_path, observations, where):
     cells = [[{"x": 1}, "float64", "ok", None, None]]  # the v1 schema checks the unpacked fields
     p.write_text(json.dumps({**_minimal(), "schema": "kinkcheck/shard/v2",
                              "observations": [{"case": "relu@0", "program": "torch.relu(x)", "cells": cells}]}))
-    with pytest.raises(ShardError, match="observations/0/mode"):
+    with pytest.raises(ShardError, match=re.escape("observations/0/cells/0 (mode): must be one of")):
         read_shard(p)
 
 
@@ -663,3 +663,20 @@ def test_committed_shards_are_packed_files_that_match_the_file_schema():
         assert doc["schema"] == "kinkcheck/shard/v2", p.name
         errors = [e.message for e in validator.iter_errors(doc)]
         assert not errors, f"{p.name}: {errors[:2]}"
+
+
+def test_a_problem_in_a_packed_file_names_its_place_in_the_file(tmp_path):
+    """The breaker changed the 4th cell of program 40 and was told "observations/483/status": a place in the
+    unpacked list, not in the file. Now the file's own place is named."""
+    from kinkcheck.shards import pack
+
+    shard = _minimal()
+    first = shard["observations"][0]
+    shard["observations"] = [{**first, "program": f"p{i}", "dtype": d} for i in range(3)
+                             for d in ("float64", "float32")]
+    packed = pack(shard)
+    packed["observations"][2]["cells"][1][2] = "sideways"  # the status of program 2's second cell
+    p = tmp_path / "torch-2.13.0-cpu.json"
+    p.write_text(json.dumps(packed))
+    with pytest.raises(ShardError, match=re.escape("observations/2/cells/1 (status)")):
+        read_shard(p)

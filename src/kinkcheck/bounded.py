@@ -90,7 +90,7 @@ class Limits:
         """
         env = os.environ if environ is None else environ
         return cls(_positive(timeout, ENV_TIMEOUT, "--timeout", env, DEFAULT_TIMEOUT_S),
-                   _positive(memory, ENV_MEMORY, "--memory", env, DEFAULT_MEMORY_GIB))
+                   _positive(memory, ENV_MEMORY, "--memory", env, DEFAULT_MEMORY_GIB, "GiB"))
 
     def time_message(self) -> str:
         return f"the evaluation exceeded {self.timeout_s:g} s (change the limit with --timeout or {ENV_TIMEOUT})"
@@ -101,7 +101,9 @@ class Limits:
 
 
 def _positive(value: str | float | None, env_name: str, option: str, env: Mapping[str, str],
-              default: float) -> float:
+              default: float, unit: str = "s") -> float:
+    """A positive limit from ``option``'s value, else ``env_name``, else ``default``; ``unit`` ``"s"`` (at most
+    a day) or ``"GiB"`` (at least :data:`MIN_MEMORY_GIB`: below it not even a framework imports)."""
     where = option
     if value is None:
         value, where = env.get(env_name), env_name
@@ -111,12 +113,17 @@ def _positive(value: str | float | None, env_name: str, option: str, env: Mappin
         out = float(value)
     except (TypeError, ValueError):
         out = math.nan
-    if not (math.isfinite(out) and 0 < out <= MAX_LIMIT):
+    least = MIN_MEMORY_GIB if unit == "GiB" else 0.0
+    if not (math.isfinite(out) and least <= out <= MAX_LIMIT and out > 0):
+        bounds = (f"{least:g} – {MAX_LIMIT:g} GiB: less and not even a framework imports" if unit == "GiB"
+                  else f"seconds, at most {MAX_LIMIT:g}")
         raise ValueError(f"{where} must be a positive number, got {ascii(value) if isinstance(value, str) else value}"
-                         f" (at most {MAX_LIMIT:g})")
+                         f" ({bounds})")
     return out
 
 
+#: Smallest memory limit accepted (GiB): importing NumPy alone maps more than a few hundred MiB.
+MIN_MEMORY_GIB = 0.5
 #: Largest time (s) or memory (GiB) limit accepted: a day, or 84 TiB; past that a limit means nothing
 #: (and a byte count past 2**63 would not fit the operating system's limit).
 MAX_LIMIT = 86_400.0

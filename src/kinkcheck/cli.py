@@ -169,6 +169,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         except ProbeStopped:  # interrupted, or another probe is writing: stop here, say only that
             raise
         except UsageError as err:  # one framework missing or without the device: say so, go on
+            if args.framework:  # the one framework asked for: its reason is the whole answer
+                raise
             print(f"{fw}: {err}", file=sys.stderr)
     if not measured:
         raise UsageError(f"nothing measured on {args.device}")
@@ -233,9 +235,13 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
     journal = journal_path(target, modes, args.dtype, args.case) if target is not None else None
     ahead: dict[str, Any] = {}
 
-    def read_ahead() -> None:  # the shard merged into, read while the worker measures
+    def read_ahead() -> None:  # the shard merged into, read while the worker measures; unreadable: stop now
         if target is not None and not args.replace:
-            ahead["old"] = shards.read_ahead(lambda: shards.read_old_shard(target))
+            try:
+                old = shards.read_old_shard(target)
+            except ShardError as err:
+                raise UsageError(f"cannot write shard {target}: {err}") from None
+            ahead["old"] = lambda: old
 
     try:
         if args.no_isolate:
@@ -247,6 +253,9 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
                                    worker=lambda j: _forked_worker(args, catalog, j), on_started=read_ahead)
     except ProbeInterrupted as err:  # the journal stays: the same command resumes
         raise ProbeStopped(str(err)) from None
+    except UsageError:  # the shard there cannot be merged into (read while the worker started): nothing measured
+        _drop_empty_journal(journal)
+        raise
     except (FrameworkUnavailable, CatalogError) as err:
         _drop_empty_journal(journal)
         raise UsageError(str(err)) from None
@@ -349,6 +358,13 @@ def _probe_limits(args: argparse.Namespace) -> Any:
     """``--case-timeout``/``--batch-timeout``/``--memory`` (else the environment, else the defaults)."""
     from kinkcheck.probe import ProbeLimits
 
+    import os
+
+    from kinkcheck.probe import START_ENV
+
+    start = os.environ.get(START_ENV, "")
+    if start not in ("", "fork", "spawn"):
+        raise UsageError(f"{START_ENV} must be fork or spawn (or unset: fork where it is safe), got {start!r}")
     try:
         return ProbeLimits.resolve(args.case_timeout, args.batch_timeout, args.memory)
     except ValueError as err:

@@ -21,6 +21,7 @@ tests (``tests/test_migrate.py``) at the kink and beside it.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,7 +191,8 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
     if sv is not None:
         for alt, ao in targets.items():
             av = _flat(ix, ao)
-            if alt != to.program and av is not None and same_value(sv, av, so.dtype):
+            if alt != to.program and av is not None and same_value(sv, av, so.dtype) and \
+                    _combines_inputs(alt) == _combines_inputs(so.program):
                 p.equivalent = alt
                 return p
     tie = _tie_of_two(c)
@@ -209,6 +211,19 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
     else:
         p.no_replacement = why
     return p
+
+
+#: A call that builds one array out of several inputs (see :func:`_combines_inputs`).
+_COMBINING = re.compile(r"\b(?:stack|array|asarray|concatenate|concat|hstack|vstack|cat)\(")
+
+
+def _combines_inputs(program: str) -> bool:
+    """Whether ``program`` builds one array out of its inputs (``stack([x, y])``, ``array([x, y])``,
+    ``concatenate``) and reduces it. Such a program agrees with an elementwise one (``maximum(x, y)``) at the
+    catalog's scalar point only: on arrays it returns one number. An equivalent is offered only between
+    programs alike in this (a breaker found ``mlx.core.max(mlx.core.stack([x, y]))`` offered for
+    ``torch.maximum``: 5.0 where torch gives [1, 5, 3])."""
+    return bool(_COMBINING.search(program))
 
 
 def _tie_of_two(c: Case) -> tuple[str, str] | None:

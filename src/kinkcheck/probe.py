@@ -80,7 +80,7 @@ class ProbeLimits:
         env = os.environ if environ is None else environ
         return cls(_positive(case_timeout, ENV_CASE_TIMEOUT, "--case-timeout", env, DEFAULT_CASE_TIMEOUT_S),
                    _positive(batch_timeout, ENV_BATCH_TIMEOUT, "--batch-timeout", env, DEFAULT_BATCH_TIMEOUT_S),
-                   _positive(memory, ENV_PROBE_MEMORY, "--memory", env, DEFAULT_PROBE_MEMORY_GIB))
+                   _positive(memory, ENV_PROBE_MEMORY, "--memory", env, DEFAULT_PROBE_MEMORY_GIB, "GiB"))
 
     def time_message(self, key: str) -> str:
         if key.startswith("batch:"):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
 __all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count",
-           "drop_removed", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work", "pack", "read_ahead",
+           "drop_removed", "file_schema", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work", "pack",
            "read_old_shard", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_lock",
            "shard_schema", "shard_text", "unpack", "write_json_atomic", "write_merged", "write_shard",
            "write_text_atomic"]
@@ -387,16 +387,50 @@ def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, An
     if data is not None:
         data = unpack(data, str(p))
     else:
-        data = unpack(parse_json(raw.decode("utf-8"), p, ShardError), str(p))
+        file_doc = parse_json(raw.decode("utf-8"), p, ShardError)
+        data = unpack(file_doc, str(p))
         if not validated.exists():
-            _validate(data, str(p))
+            try:
+                _validate(data, str(p))
+            except ShardError as err:  # name the place in the file, not in the unpacked list
+                raise ShardError(_in_file(str(err), file_doc)) from None
             _touch(validated)
     if not checked.exists():
         problem = shard_problem(data, catalog)
         if problem:
-            raise ShardError(f"{p}: {problem}")
+            raise ShardError(_in_file(f"{p}: {problem}", json.loads(raw)))
         _touch(checked)
     return data
+
+
+def _in_file(message: str, file_doc: Any) -> str:
+    """``message`` about the unpacked document with the place in a packed (v2) file: ``observations/483/status``
+    → ``observations/40/cells/3 (status)``, ``observation #484 (…)`` → ``… (observations/40/cells/3 in the
+    file)``. A v1 file's places are its own: returned as it is."""
+    import re
+
+    if not isinstance(file_doc, dict) or file_doc.get("schema") != FILE_SCHEMA_ID:
+        return message
+
+    def place(index: int) -> str | None:
+        for g, group in enumerate(file_doc.get("observations") or []):
+            cells = group.get("cells") if isinstance(group, dict) else None
+            n = len(cells) if isinstance(cells, list) else 0
+            if index < n:
+                return f"observations/{g}/cells/{index}"
+            index -= n
+        return None
+
+    def schema_path(m: re.Match[str]) -> str:
+        where = place(int(m.group(1)))
+        return f"{where} ({m.group(2)})" if where else m.group(0)
+
+    def numbered(m: re.Match[str]) -> str:
+        where = place(int(m.group(1)) - 1)
+        return f"{m.group(0)} [{where} in the file]" if where else m.group(0)
+
+    message = re.sub(r"\bobservations/(\d+)/(\w+)", schema_path, message)
+    return re.sub(r"\bobservation #(\d+)", numbered, message)
 
 
 def _touch(marker: Path) -> None:
@@ -849,21 +883,6 @@ def read_old_shard(path: str | Path) -> dict[str, Any] | None:
         return read_shard(p)
     except ShardError as err:
         raise ShardError(f"{err}; it is left as it is (kinkcheck probe --replace overwrites it)") from None
-
-
-def read_ahead(read: Callable[[], Any]) -> Callable[[], Any]:
-    """``read`` run now, its result (or its exception) given back by the function returned: a probe reads
-    the shard it will merge into while its worker measures, on the second core, instead of after it."""
-    try:
-        value = read()
-    except Exception as err:  # noqa: BLE001 - raised again where the result is asked for
-        failure = err
-
-        def again() -> Any:
-            raise failure
-
-        return again
-    return lambda: value
 
 
 def drop_removed(path: str | Path, catalog: Catalog) -> tuple[str, ...]:

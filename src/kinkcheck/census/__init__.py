@@ -142,13 +142,21 @@ def load_census(framework: str, folder: str | Path | None = None) -> Census:
         raise CensusError(f"census {path} is not valid TOML: {err}") from None
     ops = []
     seen: dict[str, str] = {}
-    for i, raw in enumerate(data.get("op", [])):
+    raws = data.get("op", [])
+    if not isinstance(raws, list):
+        raise CensusError(f"census {path}: 'op' must be an array of tables ([[op]]), not {type(raws).__name__}")
+    for i, raw in enumerate(raws):
         where = f"census {path}: op #{i + 1}"
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
             raise CensusError(f"{where}: needs a name")
-        op = Op(name=raw["name"], aliases=tuple(raw.get("aliases", ())), derivative=str(raw.get("derivative", "")),
-                kink=str(raw.get("kink", "")), status=str(raw.get("status", "kinked")),
-                reason=str(raw.get("reason", "")))
+        aliases = raw.get("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+            raise CensusError(f"{where} ({raw['name']}): aliases must be a list of names")
+        for key in ("derivative", "kink", "status", "reason"):
+            if key in raw and not isinstance(raw[key], str):
+                raise CensusError(f"{where} ({raw['name']}): {key} must be a string")
+        op = Op(name=raw["name"], aliases=tuple(aliases), derivative=raw.get("derivative", ""),
+                kink=raw.get("kink", ""), status=raw.get("status", "kinked"), reason=raw.get("reason", ""))
         if op.status not in STATUSES:
             raise CensusError(f"{where} ({op.name}): status must be one of {', '.join(STATUSES)}, not {op.status!r}")
         if op.status == "excluded" and not op.reason:

@@ -47,4 +47,26 @@ def get_adapter(name: str) -> Adapter:
     if name not in KNOWN:
         raise FrameworkUnavailable(f"unknown framework {name!r} (known: {', '.join(KNOWN)})")
     module = importlib.import_module(KNOWN[name])
-    return module.load()
+    try:
+        return module.load()
+    except FrameworkUnavailable as err:
+        text = " ".join(str(err).split())  # an import error's text may hold a page (NumPy's "PLEASE READ")
+        limit = _data_limit()
+        if limit is not None and any(s in text for s in _OUT_OF_MEMORY):
+            raise FrameworkUnavailable(f"{name} could not be imported under the memory limit of "
+                                       f"{limit / 2 ** 30:g} GiB (raise it with --memory): {text[:240]}") from None
+        raise FrameworkUnavailable(text[:600]) from None
+
+
+#: What an import that failed for want of memory says (a shared object's segment not mapped, ``ENOMEM``).
+_OUT_OF_MEMORY = ("failed to map segment", "Cannot allocate memory", "MemoryError", "cannot allocate memory")
+
+
+def _data_limit() -> int | None:
+    """This process's ``RLIMIT_DATA`` in bytes (a probe worker's memory limit), None when unlimited."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    return None if soft == resource.RLIM_INFINITY else soft
