@@ -381,12 +381,12 @@ def test_an_import_that_fails_for_memory_says_so_in_one_line(monkeypatch):
                                        "libopenblas.so: failed to map segment from shared object\n)")
 
     monkeypatch.setattr(fws.importlib, "import_module", lambda name: Broken)
-    monkeypatch.setattr(fws, "_data_limit", lambda: 2 ** 29)
+    monkeypatch.setattr(fws, "data_limit", lambda: 2 ** 29)
     with pytest.raises(FrameworkUnavailable) as err:
         get_adapter("autograd")
     text = str(err.value)
     assert "\n" not in text and text.startswith("autograd could not be imported under the memory limit of 0.5 GiB"), text
-    monkeypatch.setattr(fws, "_data_limit", lambda: None)
+    monkeypatch.setattr(fws, "data_limit", lambda: None)
     with pytest.raises(FrameworkUnavailable) as err:
         get_adapter("autograd")
     assert "\n" not in str(err.value) and str(err.value).startswith("autograd is not installed"), str(err.value)

@@ -25,7 +25,7 @@ from typing import Any
 from kinkcheck import __version__
 from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog, load_catalog
-from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, encode, get_adapter
+from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, data_limit, encode, get_adapter
 from kinkcheck.frameworks.base import COMPILED_MODES, check_mode, short_error
 from kinkcheck.registry import view
 from kinkcheck.shards import ShardBusy, shard_lock
@@ -419,21 +419,11 @@ def _error_text(err: BaseException) -> str:
     from kinkcheck.bounded import _is_oom
 
     text = short_error(err)
-    limit = _memory_limit()
+    limit = data_limit()
     if limit is None or not _is_oom(err):
         return text
     return (f"exceeded the memory limit of {limit / 2 ** 30:g} GiB (change it with --memory or {ENV_PROBE_MEMORY}): "
             f"{short_error(err, 160)}")
-
-
-def _memory_limit() -> int | None:
-    """This process's ``RLIMIT_DATA`` in bytes (set by an isolated probe's worker), None when unlimited."""
-    try:
-        import resource
-    except ImportError:  # Windows: no rlimit
-        return None
-    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
-    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _probe_case(adapter: Adapter, case: Any, framework: str, device: str, dtypes: Sequence[str],

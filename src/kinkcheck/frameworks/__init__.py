@@ -28,6 +28,7 @@ __all__ = [
     "FrameworkUnavailable",
     "ProgramError",
     "Unavailable",
+    "data_limit",
     "encode",
     "get_adapter",
 ]
@@ -37,12 +38,13 @@ KNOWN: Mapping[str, str] = view(lambda f: f.adapter)
 
 
 def get_adapter(name: str) -> Adapter:
-    """The adapter for ``name`` (``"torch"`` or ``"jax"``), importing the framework.
+    """The adapter for ``name`` (a registered framework), importing the framework.
 
     Raises
     ------
     FrameworkUnavailable
-        Unknown framework, or the framework is not installed in this Python (one-line reason).
+        Unknown framework, the framework is not installed in this Python, or it could not be imported under
+        the worker's memory limit (one-line reason).
     """
     if name not in KNOWN:
         raise FrameworkUnavailable(f"unknown framework {name!r} (known: {', '.join(KNOWN)})")
@@ -51,7 +53,7 @@ def get_adapter(name: str) -> Adapter:
         return module.load()
     except FrameworkUnavailable as err:
         text = " ".join(str(err).split())  # an import error's text may hold a page (NumPy's "PLEASE READ")
-        limit = _data_limit()
+        limit = data_limit()
         if limit is not None and any(s in text for s in _OUT_OF_MEMORY):
             raise FrameworkUnavailable(f"{name} could not be imported under the memory limit of "
                                        f"{limit / 2 ** 30:g} GiB (raise it with --memory): {text[:240]}") from None
@@ -62,8 +64,9 @@ def get_adapter(name: str) -> Adapter:
 _OUT_OF_MEMORY = ("failed to map segment", "Cannot allocate memory", "MemoryError", "cannot allocate memory")
 
 
-def _data_limit() -> int | None:
-    """This process's ``RLIMIT_DATA`` in bytes (a probe worker's memory limit), None when unlimited."""
+def data_limit() -> int | None:
+    """This process's ``RLIMIT_DATA`` in bytes (set by a probe or ``grad`` worker, :mod:`kinkcheck.bounded`),
+    None when unlimited (or where there is no rlimit: Windows)."""
     try:
         import resource
     except ImportError:  # Windows
