@@ -112,6 +112,25 @@ def test_load_report_says_what_is_missing(tmp_path):
         m.load_report(tmp_path)
 
 
+def test_a_gzipped_report_is_read_in_place_of_a_missing_json(tmp_path):
+    import gzip
+
+    report = _report([_ob("torch-1.13.1-cpu", 0.0)])
+    data = m.report_json(report)
+    (tmp_path / "conventions.json.gz").write_bytes(gzip.compress(data, mtime=0))
+    assert m.report_path(tmp_path / "conventions.json") == tmp_path / "conventions.json.gz", "the committed gzip"
+    assert m.load_report(tmp_path / "conventions.json") == report, "a fresh clone has only the .gz"
+    assert m.load_report(tmp_path / "conventions.json.gz") == report, "named directly"
+    (tmp_path / "conventions.json").write_bytes(data.replace(b"1.13.1", b"1.13.1", 1))
+    assert m.report_path(tmp_path / "conventions.json") == tmp_path / "conventions.json", "the plain file first"
+    (tmp_path / "bad.json.gz").write_bytes(gzip.compress(data, mtime=0)[:-9])
+    with pytest.raises(m.ReportError, match=r"bad.json.gz: cannot read \(truncated gzip file\)"):
+        m.load_report(tmp_path / "bad.json.gz")
+    (tmp_path / "bad.json.gz").write_bytes(data)
+    with pytest.raises(m.ReportError, match="not a gzip file"):
+        m.load_report(tmp_path / "bad.json")
+
+
 def test_optional_fields_are_left_out_of_the_json():
     data = json.loads(msgspec.json.encode(_ob("torch-1.13.1-cpu", 0.0)))
     assert "conformance" not in data and "input" not in data, "absent, not null: the JSON stays small"

@@ -3,6 +3,7 @@ into a checked folder, every cell traced to a shard."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -75,16 +76,22 @@ def test_report_json_round_trips_through_the_model(doc):
 
 
 def test_committed_reports_are_the_byte_identical_render_of_the_committed_shards(catalog, tmp_path):
-    committed = json.loads((ROOT / "reports" / "conventions.json").read_text())
+    committed = json.loads(gzip.decompress((ROOT / "reports" / "conventions.json.gz").read_bytes()))
     validate_report(committed)
     shards, errors = load_shards(OBS, catalog)
     write_reports(shards, catalog, tmp_path, gaps=errors)
     pages = sorted(p.name for p in (tmp_path / CASES).glob("*.md"))
     assert pages == sorted(p.name for p in (ROOT / "reports" / CASES).glob("*.md")), "the same case pages"
-    assert not (ROOT / "reports" / "conventions.csv").exists() or "reports/conventions.csv" not in subprocess.run(
-        ["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True).stdout, \
+    tracked = subprocess.run(["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True).stdout \
+        if (ROOT / ".git").exists() else "reports/conventions.json.gz\n"
+    assert "reports/conventions.csv" not in tracked, \
         "the CSV is derived from the JSON and not committed (the brief: keep measured data compact)"
-    for name in [*(f for f in FILES if (ROOT / "reports" / f).exists()), *(f"{CASES}/{p}" for p in pages)]:
+    assert "reports/conventions.json.gz" in tracked and "reports/conventions.json\n" not in tracked, \
+        "the JSON is committed gzipped only (it grows with the catalog × the matrix)"
+    assert (tmp_path / "conventions.json.gz").read_bytes() == (ROOT / "reports" / "conventions.json.gz").read_bytes(), \
+        "reports/conventions.json.gz is stale: run `nox -s render` and commit it"
+    for name in [*(f for f in FILES if f != "conventions.json.gz" and (ROOT / "reports" / f).exists()),
+                 *(f"{CASES}/{p}" for p in pages)]:
         fresh, kept = (tmp_path / name).read_text(), (ROOT / "reports" / name).read_text()
         drawn = re.search(r'<meta name="generator" content="[^"]*; (matplotlib [^"]+)">', kept)
         here = f"matplotlib {metadata.version('matplotlib')}"
@@ -195,13 +202,15 @@ def test_one_changed_cell_changes_the_committed_files_in_proportion(tmp_path):
                    if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
     pages = (f"{CASES}/relu-at-0.md", f"{CASES}/where-sqrt-at-minus-1.md")
-    sizes = {name: changed_lines(name) for name in (*FILES, *pages)}
+    sizes = {name: changed_lines(name) for name in (*FILES, *pages) if name != "conventions.json.gz"}
     assert sizes["conventions.csv"] == 2, f"one observation, one CSV line (old and new): {sizes}"
     assert 2 <= sizes["conventions.json"] <= 30, f"the observation's line and the derived sections: {sizes}"
     assert sizes[f"{CASES}/where-sqrt-at-minus-1.md"] == 2, f"another case's page: only its digest line: {sizes}"
     assert 2 < sizes[f"{CASES}/relu-at-0.md"] <= 40 and sizes["conventions.md"] <= 60 and \
         sizes["conventions.html"] <= 80, f"the changed case's rows, the summary: {sizes}"
-    for name in FILES:
+    assert gzip.decompress((tmp_path / "b" / "conventions.json.gz").read_bytes()) == \
+        (tmp_path / "b" / "conventions.json").read_bytes(), "the gzip is the JSON's"
+    for name in (f for f in FILES if f != "conventions.json.gz"):
         text = (tmp_path / "b" / name).read_text()
         assert text.endswith("\n") and not text.endswith("\n\n"), f"{name} ends in one newline"
 
@@ -212,8 +221,25 @@ def test_a_mixed_set_is_detected(tmp_path):
     older["provenance"]["gaps"] = ["an older render"]
     (tmp_path / "a" / "conventions.json").write_text(json.dumps(older))
     problems = set_problems(tmp_path / "a")
-    assert len(problems) == 4 + len(SECTION_PAGES) and all("does not belong to" in p for p in problems), \
+    assert "is not the gzip of" in problems[0], f"the gzip is the other render's: {problems}"
+    assert len(problems) == 5 + len(SECTION_PAGES) and all("does not belong to" in p for p in problems[1:]), \
         f"the index, the HTML, the section pages and both case pages name another JSON: {problems}"
+
+
+def test_a_set_with_only_the_gzipped_json_is_whole_and_a_foreign_gzip_is_caught(tmp_path):
+    _render_small(tmp_path / "a", tmp_path / "cache")
+    a = tmp_path / "a"
+    (a / "conventions.csv").unlink()
+    json_bytes = (a / "conventions.json").read_bytes()
+    (a / "conventions.json").unlink()
+    assert set_problems(a) == [], "what a fresh clone has: the gzip, the pages, no JSON, no CSV"
+    (a / "conventions.json").write_bytes(json_bytes.replace(b"\n", b"\n\n", 1))
+    assert set_problems(a)[0].endswith("conventions.json.gz is not the gzip of " + str(a / "conventions.json")), \
+        "both there: they must agree"
+    (a / "conventions.json").unlink()
+    (a / "conventions.json.gz").write_bytes(b"not gzip")
+    problems = set_problems(a)
+    assert len(problems) == 1 and "not a gzip file" in problems[0], problems
 
 
 def _old_set(folder: Path) -> dict[str, bytes]:
@@ -281,7 +307,7 @@ def test_temporary_files_are_ignored_by_git():
 def test_generated_files_are_marked_generated_for_code_hosts():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    paths = ["reports/conventions.json", "reports/conventions.md", f"reports/{CASES}/relu-at-0.md",
+    paths = ["reports/conventions.json.gz", "reports/conventions.md", f"reports/{CASES}/relu-at-0.md",
              "src/kinkcheck/schemas/conventions.v2.json", "references/observations/torch-2.13.0-cpu.json"]
     proc = subprocess.run(["git", "check-attr", "linguist-generated", *paths], cwd=ROOT, capture_output=True,
                           text=True, check=True)

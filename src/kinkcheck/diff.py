@@ -147,11 +147,11 @@ def load_side(spec: str) -> Side:
         document (:func:`kinkcheck.report.model.decode_report`; a v1 report is refused: re-render it); a
         report without ``#ENV``; an unknown environment.
     """
-    from kinkcheck.report.model import load_report
+    from kinkcheck.report.model import load_report, report_path
     from kinkcheck.validate import read_text
 
     path, _, env_id = spec.partition("#")
-    p = Path(path)
+    p = report_path(path)
     raw = read_text(p, DiffError)
     try:
         schema = msgspec.json.decode(raw, type=_Head).schema

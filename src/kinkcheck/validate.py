@@ -78,6 +78,8 @@ def read_text(path: Path, error: type[Exception], missing: str | None = None) ->
         if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO or device would block or never end
             raise error(f"{path}: not a regular file")
         raw = path.read_bytes()
+        if path.suffix == ".gz":  # the committed report is gzipped (reports/conventions.json.gz)
+            raw = _gunzip(raw, path, error)
         raw.decode("utf-8")
     except FileNotFoundError:
         raise error(missing or f"{path}: no such file") from None
@@ -88,6 +90,27 @@ def read_text(path: Path, error: type[Exception], missing: str | None = None) ->
     except OSError as err:
         raise error(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
     return raw
+
+
+#: The most a gzipped file may inflate to (a 50 MB gzip bomb would otherwise fill the memory).
+MAX_INFLATED = 2 * 2**30
+
+
+def _gunzip(raw: bytes, path: Path, error: type[Exception]) -> bytes:
+    """The inflated bytes of the gzip file ``raw`` (read from ``path``); ``error`` (one line) when it is not gzip,
+    is truncated or would inflate past :data:`MAX_INFLATED`."""
+    import zlib
+
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(raw, MAX_INFLATED)
+    except zlib.error as err:
+        raise error(f"{path}: cannot read (not a gzip file: {err})") from None
+    if inflater.unconsumed_tail:
+        raise error(f"{path}: cannot read (inflates past {MAX_INFLATED // 2**30} GiB)")
+    if not inflater.eof:
+        raise error(f"{path}: cannot read (truncated gzip file)")
+    return out
 
 
 @contextmanager

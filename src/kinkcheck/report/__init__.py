@@ -29,14 +29,20 @@ from kinkcheck.catalog import Catalog
 from kinkcheck.report.view import CASES_DIR
 from kinkcheck.validate import _no_gc
 
-__all__ = ["CASES", "FILES", "SECTION_PAGES", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
+__all__ = ["CASES", "FILES", "OPTIONAL", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 
 #: The index's long sections, each a page beside it (:data:`kinkcheck.report.markdown.SECTION_PAGES`).
 SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md",
                                   "census.md")
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go
-#: between the JSON and the index page).
-FILES: tuple[str, ...] = ("conventions.csv", "conventions.json", "conventions.md", "conventions.html")
+#: between the JSON and its gzip). ``conventions.json.gz`` is the JSON gzipped (level 9, no name, mtime 0:
+#: the same bytes for the same JSON with the same zlib): the repository commits it instead of the JSON, which
+#: grows with cases × programs × environments (53 MB at 51 cases; 1.2 MB gzipped) and would rewrite tens of
+#: MB per render; readers take either (:func:`kinkcheck.report.model.report_path`).
+FILES: tuple[str, ...] = ("conventions.csv", "conventions.json", "conventions.json.gz", "conventions.md",
+                          "conventions.html")
+#: Files of the set that a folder may lack: the CSV (derived from the JSON), and one of the JSON and its gzip.
+OPTIONAL: frozenset[str] = frozenset({"conventions.csv", "conventions.json", "conventions.json.gz"})
 #: The folder of the per-case pages, inside the output folder.
 CASES = CASES_DIR
 #: How every generated Markdown page begins (a page of a removed case is removed only when it starts so).
@@ -151,6 +157,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
              for name, text in render_case_pages(report, json_sha256=digest).items()}
     sections = {name: text.encode("utf-8") for name, text in render_section_pages(report, json_sha256=digest).items()}
     blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages, **sections,
+             "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),
              "conventions.html": render_html(report, catalog, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
@@ -172,7 +179,7 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
                     stale.unlink(missing_ok=True)
     except OSError as err:
         raise OutputError(f"--out {out}: {err.strerror or err}") from None
-    order = [n for n in blobs if n not in FILES[2:]] + [n for n in FILES[2:] if n in blobs]
+    order = [n for n in blobs if n not in FILES[2:]] + [n for n in FILES[2:] if n in blobs]  # the index last
     for name in order:  # before anything is written: a target that is a folder would fail half way through
         if os.path.lexists(out / name) and not (out / name).is_file():
             raise OutputError(f"--out {out}: {out / name} exists and is not a regular file")
@@ -220,27 +227,45 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
             pass
 
 
+def gzip_bytes(data: bytes) -> bytes:
+    """``data`` gzipped deterministically (level 9, no file name, mtime 0), for ``conventions.json.gz``."""
+    import gzip
+
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
 def set_problems(out: str | Path) -> list[str]:
     """What makes the report files in ``out`` not one set (empty when they are): a missing file, a CSV
-    whose SHA-256 is not the JSON's ``provenance.csv_sha256``, a Markdown page (index or case) or HTML that
-    does not name the JSON's SHA-256. Only the JSON's provenance is decoded (into the model's type).
+    whose SHA-256 is not the JSON's ``provenance.csv_sha256``, a gzip that is not the JSON's, a Markdown page
+    (index or case) or HTML that does not name the JSON's SHA-256. Only the JSON's provenance is decoded.
 
-    The CSV may be absent: it is derived from the JSON's observations, so the repository does not commit it
-    (``.gitignore``); ``kinkcheck report`` writes it beside the others, and one that is there must match."""
+    The CSV may be absent (it is derived from the JSON), and so may one of ``conventions.json`` and
+    ``conventions.json.gz``: the repository commits the gzip alone (``.gitignore``); ``kinkcheck report``
+    writes all of them, and each one that is there must match."""
     import msgspec
 
     from kinkcheck.report.model import Provenance
+    from kinkcheck.validate import _gunzip
 
     head = msgspec.defstruct("Head", [("provenance", Provenance)])  # the rest of the JSON is skipped
     out = Path(out)
     try:
-        raw = {name: (out / name).read_bytes() for name in FILES
-               if name != "conventions.csv" or (out / name).exists()}
+        raw = {name: (out / name).read_bytes() for name in FILES if name not in OPTIONAL or (out / name).exists()}
+        if "conventions.json" not in raw and "conventions.json.gz" not in raw:
+            raw["conventions.json"] = (out / "conventions.json").read_bytes()  # neither: name the missing one
         raw.update({name: (out / name).read_bytes() for name in SECTION_PAGES})
         raw.update({f"{CASES}/{p.name}": p.read_bytes() for p in sorted((out / CASES).glob("*.md"))})
     except OSError as err:
         return [f"{err.filename}: {err.strerror}"]
     problems = []
+    if "conventions.json.gz" in raw:
+        try:
+            inflated = _gunzip(raw["conventions.json.gz"], out / "conventions.json.gz", ValueError)
+        except ValueError as err:
+            return [str(err)]
+        if "conventions.json" in raw and raw["conventions.json"] != inflated:
+            problems.append(f"{out / 'conventions.json.gz'} is not the gzip of {out / 'conventions.json'}")
+        raw.setdefault("conventions.json", inflated)
     try:
         recorded = msgspec.json.decode(raw["conventions.json"], type=head).provenance.csv_sha256
     except (msgspec.DecodeError, RecursionError):
@@ -249,7 +274,7 @@ def set_problems(out: str | Path) -> list[str]:
         problems.append(f"{out / 'conventions.csv'} is not the CSV of {out / 'conventions.json'}")
     digest = hashlib.sha256(raw["conventions.json"]).hexdigest()
     for name, data in raw.items():
-        if name in ("conventions.json", "conventions.csv"):
+        if name in OPTIONAL:
             continue
         if digest.encode() not in re.findall(rb"\b[0-9a-f]{64}\b", data):
             problems.append(f"{out / name} does not belong to {out / 'conventions.json'} (it names no sha256 "

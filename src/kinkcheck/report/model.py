@@ -22,6 +22,7 @@ to a number (scalar input) or a nested list (vector, matrix), row-major, in the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -744,8 +745,18 @@ def decode_report(data: bytes | str, name: str = "report") -> Report:
     return report
 
 
+def report_path(path: str | Path) -> Path:
+    """``path``, or ``path.gz`` when only that exists: the repository commits the report gzipped
+    (``reports/conventions.json.gz``, byte-identical for the same shards) and ignores the plain JSON that
+    ``kinkcheck report`` writes beside it, so a fresh clone reads the compressed one."""
+    p = Path(path)
+    gz = p.with_name(p.name + ".gz")
+    return gz if p.suffix != ".gz" and not os.path.lexists(p) and gz.is_file() else p
+
+
 def load_report(path: str | Path, missing: str | None = None) -> Report:
-    """Read ``path`` (``reports/conventions.json``) as a :class:`Report` (:func:`decode_report`).
+    """Read ``path`` (``reports/conventions.json``, or its gzipped ``.json.gz``: :func:`report_path`) as a
+    :class:`Report` (:func:`decode_report`).
 
     The last report read is kept (one entry, keyed by path, size, mtime and inode): reading the same
     unchanged file again returns the same object, so callers must not modify it.
@@ -758,7 +769,7 @@ def load_report(path: str | Path, missing: str | None = None) -> Report:
     """
     from kinkcheck.validate import read_text
 
-    p = Path(path)
+    p = report_path(path)
     try:
         st = p.stat()
         key: Any = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) if p.is_file() else None
