@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kinkcheck.catalog import FRAMEWORKS, CatalogError, load_catalog
@@ -224,3 +226,24 @@ def test_a_registered_framework_changes_the_cache_key(tmp_path, monkeypatch):
         assert _cache_key(str(path), None) != before
     assert _cache_key(str(path), None) == before
     assert _cache_key(str(tmp_path / "missing.toml"), None) is None, "an unreadable catalog is parsed (and refused)"
+
+
+def test_staged_cases_load_and_cover_what_the_census_needs():
+    """references/staged/: cases checked in the tested releases, waiting for the matrix probe that moves them
+    into the catalog (issue 14). They must stay a loadable catalog whose ids the catalog does not use yet."""
+    from kinkcheck.census import coverage, load_census, names_used
+
+    staged = load_catalog(str(Path(load_catalog().path).parent / "staged" / "catalog.toml"))
+    main = load_catalog()
+    assert len(list(staged)) >= 100, "the staged batch of issue 14"
+    assert not {c.id for c in staged} & {c.id for c in main}, "a staged id is already a catalog case"
+    for case in staged:
+        for fw in FRAMEWORKS:
+            assert case.programs_for(fw) or fw in case.no_equivalent, f"staged {case.id}: no {fw} program, no reason"
+    for fw, least in (("torch", 0.95), ("jax", 0.95)):
+        used = names_used(main, fw)
+        for name, cases in names_used(staged, fw).items():
+            used.setdefault(name, set()).update(cases)
+        cov = coverage(load_census(fw), main, used)
+        share = len(cov.covered) / (len(cov.covered) + len(cov.uncovered))
+        assert share >= least, f"{fw}: catalog + staged cases cover {share:.1%} of the census; uncovered {cov.uncovered}"
