@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
-__all__ = ["MAX_DEPTH", "one_line", "parse_checked_json", "parse_json", "read_json", "read_text", "shape_of",
+__all__ = ["MAX_DEPTH", "MAX_INFLATED", "gunzip", "one_line", "parse_checked_json", "parse_json", "read_json", "read_text", "shape_of",
            "shard_problem"]
 
 #: Deepest nesting of a value (a nested list of numbers) accepted; catalog points are at most matrices.
@@ -79,7 +79,7 @@ def read_text(path: Path, error: type[Exception], missing: str | None = None) ->
             raise error(f"{path}: not a regular file")
         raw = path.read_bytes()
         if path.suffix == ".gz":  # the committed report is gzipped (reports/conventions.json.gz)
-            raw = _gunzip(raw, path, error)
+            raw = gunzip(raw, path, error)
         raw.decode("utf-8")
     except FileNotFoundError:
         raise error(missing or f"{path}: no such file") from None
@@ -96,7 +96,7 @@ def read_text(path: Path, error: type[Exception], missing: str | None = None) ->
 MAX_INFLATED = 2 * 2**30
 
 
-def _gunzip(raw: bytes, path: Path, error: type[Exception]) -> bytes:
+def gunzip(raw: bytes, path: Path, error: type[Exception]) -> bytes:
     """The inflated bytes of the gzip file ``raw`` (read from ``path``); ``error`` (one line) when it is not gzip,
     is truncated or would inflate past :data:`MAX_INFLATED`."""
     import zlib

@@ -122,7 +122,7 @@ def check_output(out: str | Path) -> None:
 
 def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
                   gaps: Sequence[str] = ()) -> list[Path]:
-    """Render the report set into ``out``; return the paths of ``conventions.json``, ``.md``, ``.csv``,
+    """Render the report set into ``out``; return the paths of ``conventions.json``, ``.json.gz``, ``.md``, ``.csv``,
     ``.html``, then the case pages.
 
     The output folder is checked first (:func:`check_output`), then everything is rendered in memory,
@@ -161,7 +161,8 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),
              "conventions.html": render_html(report, catalog, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
-    return [out / name for name in ("conventions.json", "conventions.md", "conventions.csv", "conventions.html",
+    return [out / name for name in ("conventions.json", "conventions.json.gz", "conventions.md", "conventions.csv",
+                                    "conventions.html",
                                     *sections, *pages)]
 
 
@@ -245,7 +246,7 @@ def set_problems(out: str | Path) -> list[str]:
     import msgspec
 
     from kinkcheck.report.model import Provenance
-    from kinkcheck.validate import _gunzip
+    from kinkcheck.validate import gunzip
 
     head = msgspec.defstruct("Head", [("provenance", Provenance)])  # the rest of the JSON is skipped
     out = Path(out)
@@ -260,7 +261,7 @@ def set_problems(out: str | Path) -> list[str]:
     problems = []
     if "conventions.json.gz" in raw:
         try:
-            inflated = _gunzip(raw["conventions.json.gz"], out / "conventions.json.gz", ValueError)
+            inflated = gunzip(raw["conventions.json.gz"], out / "conventions.json.gz", ValueError)
         except ValueError as err:
             return [str(err)]
         if "conventions.json" in raw and raw["conventions.json"] != inflated:
