@@ -1,8 +1,10 @@
 """kinkcheck's sessions (main sessions first, then one probe session per framework release).
 
   nox -s report    the main job: probe only what each release's shard lacks, then write reports/conventions.*
+                   (the staged cases of references/staged/ are probed too, and reported once they move)
   nox -s render    write the reports from the shards in references/observations/; probes nothing
   nox -s tests     the test suite against each framework's tested release (CPU)
+  nox -s promote   move the staged cases into the catalog once every shard holds them (-- --check: which lack)
   nox -s bench     import time vs whole-catalog probe vs a hand-written loop, side by side
   nox -s fuzz      10,000 generated expressions through the parser and the frameworks, and through the oracle
   nox -t latest    probe only the newest release of each framework (then nox -s render)
@@ -138,7 +140,10 @@ def _stamp(stamp: Path, args: tuple[str, ...] | list[str]) -> None:
 
 
 def _catalog() -> Any:
-    return _kinkcheck("catalog").load_catalog(CATALOG)
+    """The catalog followed by its staged cases (references/staged/): a probe measures both, the report shows
+    the catalog's; a staged case measured here is fresh once it moves into the catalog unchanged."""
+    catalog = _kinkcheck("catalog")
+    return catalog.with_staged(catalog.load_catalog(CATALOG))
 
 
 def _read(shard: Path) -> dict[str, Any] | None:
@@ -175,7 +180,10 @@ def _fresh_marker(shard: Path, framework: str) -> Path | None:
     try:
         code = b"".join((ROOT / "src" / "kinkcheck" / f).read_bytes()
                         for f in ("shards.py", "catalog.py", "frameworks/base.py", "registry.py"))
-        programs = b"".join(p.read_bytes() for p in sorted((CATALOG.parent / "programs").glob("*.toml")))
+        staged = _kinkcheck("catalog").staged_path(CATALOG)
+        programs = b"".join(p.read_bytes() for folder in (CATALOG.parent, staged.parent)
+                            for p in [*sorted((folder / "programs").glob("*.toml")),
+                                      *([staged] if folder == staged.parent and staged.is_file() else [])])
         digest = hashlib.sha256(shard.read_bytes() + b"\0" + CATALOG.read_bytes() + programs + b"\0" + code + b"\0" + json.dumps(
             [framework, list(base.FRAMEWORK_MODES[framework]), list(base.DTYPES)]).encode()).hexdigest()
     except OSError:
@@ -338,6 +346,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def promote(session: nox.Session) -> None:
+    """Move the staged cases into the catalog once every shard holds them (-- --check: which shards lack them)."""
+    _install_once(session, "-e", ".")
+    session.run("python", "-m", "kinkcheck.staging", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def census(session: nox.Session) -> None:
     """Regenerate references/census/{torch,jax}.toml (the kinked operations) from the tested releases' own
     derivative definitions (PyTorch's derivatives.yaml, JAX's JVP rules), keeping the hand-checked fields."""
@@ -460,7 +475,7 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
         if reason is None:
             try:
                 session.run(str(venv / "bin" / "python"), "-m", "kinkcheck", "probe", "--framework", framework,
-                            "--catalog", str(CATALOG), "--out", str(shard), "--drop-removed", *args,
+                            "--catalog", str(CATALOG), "--staged", "--out", str(shard), "--drop-removed", *args,
                             external=True)
             except nox.command.CommandFailed as err:
                 if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it

@@ -12,3 +12,15 @@ tie = true
 torch = ["torch.maximum(x, y)"]
 jax = ["jax.numpy.maximum(x, y)"]
 """
+
+#: A staged case (``staged/catalog.toml`` beside a catalog): relu written as ``maximum`` with a zero tensor.
+STAGED_RELU = """
+[[case]]
+id = "relu-written@0"
+title = "relu written as maximum(x, 0) at 0"
+sympy = "Max(x, 0)"
+at = { x = 0 }
+[case.programs]
+torch = ["torch.maximum(x, torch.zeros_like(x))"]
+jax = ["jax.numpy.maximum(x, 0.0)"]
+"""

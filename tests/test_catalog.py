@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kinkcheck.catalog import FRAMEWORKS, CatalogError, load_catalog
+from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
+
+from kinkcheck.catalog import FRAMEWORKS, CatalogError, load_catalog, staged_case_ids, with_staged
 
 #: Cases the core issue requires by name (ids are stable: reports and citations link to them).
 REQUIRED_CASES = [
@@ -247,3 +249,33 @@ def test_staged_cases_load_and_cover_what_the_census_needs():
         cov = coverage(load_census(fw), main, used)
         share = len(cov.covered) / (len(cov.covered) + len(cov.uncovered))
         assert share >= least, f"{fw}: catalog + staged cases cover {share:.1%} of the census; uncovered {cov.uncovered}"
+
+
+def test_with_staged_appends_the_staged_cases_and_keeps_the_catalogs_hash(tmp_path):
+    """The staged cases (staged/catalog.toml beside the catalog) follow the catalog's; a probe of the union
+    records the catalog's hash, each case its own measurement hash."""
+
+    def catalog_with(name, staged=None):  # a folder each: load_catalog memoizes by path within a process
+        (tmp_path / name / "staged").mkdir(parents=True)
+        (tmp_path / name / "catalog.toml").write_text(MAXIMUM_AT_TIE)
+        if staged is not None:
+            (tmp_path / name / "staged" / "catalog.toml").write_text(staged)
+        return load_catalog(tmp_path / name / "catalog.toml")
+
+    alone = catalog_with("none")
+    assert with_staged(alone) is alone and staged_case_ids(alone.path) == frozenset(), "no staged file: the catalog"
+    main = catalog_with("one", STAGED_RELU)
+    union = with_staged(main)
+    assert [c.id for c in union] == ["maximum@tie", "relu-written@0"], "catalog order, then the staged cases"
+    assert (union.hash, union.path, union.staged, main.staged) == (main.hash, main.path, True, False)
+    assert with_staged(union) is union, "a union is not extended twice"
+    assert staged_case_ids(main.path) == {"relu-written@0"}
+    assert union.case("relu-written@0").measurement_hash("torch") == load_catalog(
+        tmp_path / "one" / "staged" / "catalog.toml").case("relu-written@0").measurement_hash("torch"), \
+        "the same measurement hash staged or not: a case measured staged is fresh once it moves"
+    with pytest.raises(CatalogError, match="already in the catalog.*maximum@tie"):
+        with_staged(catalog_with("twice", MAXIMUM_AT_TIE))
+    broken = catalog_with("broken", "[[case]\n")
+    assert staged_case_ids(broken.path) == frozenset(), "unreadable: no staged ids (the report only tells them apart)"
+    with pytest.raises(CatalogError, match="not valid TOML"):
+        with_staged(broken)

@@ -9,6 +9,7 @@ import shutil
 import sys
 
 import pytest
+from catalogs import STAGED_RELU
 from conftest import ROOT
 
 from kinkcheck.shards import missing_work, read_shard, write_shard
@@ -50,6 +51,10 @@ def sandbox(noxfile, tmp_path, monkeypatch):
     virtualenv maker and installer replaced by recorders (a real venv or install never happens here)."""
     obs = tmp_path / "observations"
     shutil.copytree(OBS, obs)
+    refs = tmp_path / "references"  # the catalog without its staged cases: the plans below are the catalog's
+    refs.mkdir()
+    shutil.copy(ROOT / "references" / "catalog.toml", refs / "catalog.toml")
+    shutil.copytree(ROOT / "references" / "programs", refs / "programs")
     made = []
 
     def make_venv(session, location, python):
@@ -57,6 +62,7 @@ def sandbox(noxfile, tmp_path, monkeypatch):
         (location / "bin").mkdir(parents=True)
 
     monkeypatch.setattr(noxfile, "OBSERVATIONS", obs)
+    monkeypatch.setattr(noxfile, "CATALOG", refs / "catalog.toml")
     monkeypatch.setattr(noxfile, "VENVS", tmp_path / "venvs")
     monkeypatch.setattr(noxfile, "_make_venv", make_venv)
     monkeypatch.setattr(noxfile, "_install", lambda *a, **k: None)
@@ -223,3 +229,37 @@ def test_the_probe_session_drops_removed_cases(sandbox):
     session = Session("--remeasure")
     _run_probe(noxfile, session, "jax", "0.10.2")
     assert "--drop-removed" in session.runs[0], session.runs
+
+
+def test_staged_cases_are_probed_ahead_and_kept(sandbox):
+    """With staged cases beside the catalog, `nox -s report` measures them into every shard (--staged, only the
+    staged cells), and a shard that holds them is fresh and keeps them (they are not "removed" cases)."""
+    from kinkcheck.catalog import load_catalog, with_staged
+
+    noxfile, obs, made = sandbox
+    (noxfile.CATALOG.parent / "staged").mkdir()
+    (noxfile.CATALOG.parent / "staged" / "catalog.toml").write_text(STAGED_RELU)
+    session = Session()
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    assert any("(1 new): relu-written@0" in line for line in session.logs), session.logs
+    cmd = session.runs[0]
+    assert "--staged" in cmd and "--drop-removed" in cmd and cmd[-2:] == ["--case", "relu-written@0"], cmd
+    shard = obs / "torch-2.13.0-cpu.json"
+    s = read_shard(shard)  # as the probe would leave it: the staged case's rows, measured against its definition
+    union = with_staged(load_catalog(noxfile.CATALOG))
+    program = union.case("relu-written@0").programs_for("torch")[0].id
+    rows = [{**o, "case": "relu-written@0", "program": program} for o in s["observations"]
+            if o["case"] == "relu@0" and o["program"] == "torch.relu(x)"]
+    s["observations"] += rows
+    s["environment"]["case_hashes"]["relu-written@0"] = union.case("relu-written@0").measurement_hash("torch")
+    write_shard(shard, s)
+    session = Session()
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    assert not session.runs and "is fresh" in session.logs[-1] and "dropped" not in session.logs[-1], session.logs
+    assert len([o for o in read_shard(shard)["observations"] if o["case"] == "relu-written@0"]) == len(rows), \
+        "the staged rows are kept"
+    (noxfile.CATALOG.parent / "staged" / "catalog.toml").unlink()
+    session = Session()
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    assert "dropped the cases no longer in the catalog: relu-written@0" in session.logs[-1], \
+        "a case neither in the catalog nor staged is dropped"

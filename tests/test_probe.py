@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from catalogs import MAXIMUM_AT_TIE
+from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.probe import probe
@@ -804,3 +804,51 @@ def test_an_unknown_start_method_is_one_line(small, tmp_path, capsys, monkeypatc
     rc = _main("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(tmp_path), "--quiet")
     err = capsys.readouterr().err
     assert rc == 2 and "KINKCHECK_PROBE_START must be fork or spawn" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_staged_case_is_measured_ahead_kept_and_not_reported(torch_adapter, tmp_path):
+    """`kinkcheck probe --staged` measures the staged cases into the shard (nox -s report does, ahead of their move
+    into the catalog): the shard stays fresh for the catalog, a probe with --staged --drop-removed keeps them, the
+    report leaves them out with one line saying so, and once they move they are fresh without a re-probe."""
+    import subprocess
+
+    from kinkcheck.catalog import with_staged
+    from kinkcheck.probe import environment_id
+    from kinkcheck.report.build import build
+    from kinkcheck.shards import missing_work
+
+    (tmp_path / "staged").mkdir()
+    (tmp_path / "catalog.toml").write_text(MAXIMUM_AT_TIE)
+    (tmp_path / "staged" / "catalog.toml").write_text(STAGED_RELU)
+    main = load_catalog(tmp_path / "catalog.toml")
+    out = tmp_path / "obs" / f"{environment_id('torch')}.json"
+    narrow = ["--mode", "reverse", "--dtype", "float64"]
+
+    def probe_cli(*extra):
+        res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog",
+                              str(tmp_path / "catalog.toml"), "--out", str(out), "--quiet", *narrow, *extra],
+                             capture_output=True, text=True, timeout=600, check=False)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        return read_shard(out)
+
+    probe_cli()
+    shard = probe_cli("--staged", "--case", "relu-written@0")
+    by_case = {o["case"]: o for o in shard["observations"]}
+    assert set(by_case) == {"maximum@tie", "relu-written@0"}, "the staged case merged beside the catalog's"
+    assert by_case["relu-written@0"]["value"] == {"x": 0.5}, "torch.maximum splits a tie evenly, measured"
+    assert shard["environment"]["catalog_hash"] == main.hash, "the catalog it was measured with, not the staged file"
+    work = missing_work(shard, main, modes=["reverse"], dtypes=["float64"])
+    assert work.fresh and work.removed == ("relu-written@0",), work.summary()
+    assert missing_work(shard, with_staged(main), modes=["reverse"], dtypes=["float64"]).fresh
+    shard = probe_cli("--staged", "--drop-removed", "--case", "maximum@tie")
+    assert "relu-written@0" in {o["case"] for o in shard["observations"]}, "--staged --drop-removed keeps them"
+    report = build([shard], main)
+    assert not any(o.case == "relu-written@0" for o in report.observations), "not reported before it moves"
+    assert [g for g in report.provenance.gaps if "staged" in g or "not in the catalog" in g] == [
+        "1 staged case(s) (staged/ beside the catalog) are measured in 1 environment(s) ahead of their move into "
+        "the catalog; not reported until they move"], report.provenance.gaps
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (moved / "catalog.toml").write_text(MAXIMUM_AT_TIE + STAGED_RELU)
+    assert missing_work(shard, load_catalog(moved / "catalog.toml"), modes=["reverse"], dtypes=["float64"]).fresh, \
+        "moved into the catalog unchanged: fresh, nothing to re-probe"

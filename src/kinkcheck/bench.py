@@ -19,6 +19,12 @@ oracle, labels, report rows) beside ``--no-judge`` on ``--sample`` catalog progr
 the judgement adds <= 0.5 s at the median). ``--matrix-disk LOG`` prints the peak
 disk use of the version matrix from the log the probe sessions write (target < 15 GB).
 
+``--add-case`` times, per installed framework, a full re-measure of its environment (every case, mode and
+dtype: ``kinkcheck probe --replace``) beside adding one case to that fully measured shard (the shard with one
+case's rows taken out, so that the plan ``nox -s report`` makes is that one case: ``kinkcheck probe --case``),
+and a warm-cache reinstall of the framework (what ``nox -s report`` pays per environment unless ``-- --keep``);
+target: adding one case costs <= 2 % of a full re-measure (:data:`ADD_CASE_TARGET`).
+
 ``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` (target <= 5 s) with the
 part spent rendering, a cold first render with an empty cache (target <= 30 s), and the hot spots of a warm
 render. The target "warm ``nox -s report`` <= 1.2 x rendering alone" (what nox adds around ``kinkcheck
@@ -345,6 +351,97 @@ def matrix_disk(log: Path) -> int:
 
 COMPILED_TARGET = 120.0
 
+#: Issue 14: adding one case to a fully measured matrix costs at most this share of a full re-measure.
+ADD_CASE_TARGET = 0.02
+
+
+def _added_case(catalog: Any, framework: str) -> str:
+    """The case the ``--add-case`` benchmark adds: the catalog case with the most programs for ``framework``
+    (ties: the last in file order), a heavy case rather than a light one."""
+    cases = [c for c in catalog if c.programs_for(framework)]
+    return max(reversed(cases), key=lambda c: len(c.programs_for(framework))).id
+
+
+def _reinstall_s(framework: str, version: str, tmp: Path) -> float | None:
+    """Seconds to create a virtualenv and install ``framework==version`` from the warm uv cache (None: no uv)."""
+    import shutil
+
+    from kinkcheck.registry import REGISTRY
+
+    uv = shutil.which("uv")
+    if uv is None:
+        return None
+    venv = tmp / f"venv-{framework}"
+    t0 = time.perf_counter()
+    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                    *REGISTRY[framework].requirements(version)], check=True)
+    took = time.perf_counter() - t0
+    shutil.rmtree(venv, ignore_errors=True)
+    return took
+
+
+def add_case(frameworks: list[str] | None) -> int:
+    """Full re-measure of one environment vs adding one case to it, per installed framework, side by side.
+
+    Both are ``kinkcheck probe`` in a fresh process, every mode and dtype of the framework, inductor's cache
+    the user's (as ``nox -s report`` runs them). The one-case run merges into the full shard that the first
+    run wrote, after that case's rows (and its ``case_hashes`` entry) are taken out: the state right after the
+    case is added to the catalog; :func:`kinkcheck.shards.missing_work` must plan exactly that case.
+    """
+    import importlib.util
+    import json
+
+    from kinkcheck.frameworks import get_adapter
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.registry import REGISTRY
+    from kinkcheck.shards import missing_work, read_shard, write_shard
+
+    catalog = load_catalog()
+    names = frameworks or [f for f in FRAMEWORK_MODES if importlib.util.find_spec(f) is not None]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-add-case-") as tmp_name:
+        tmp = Path(tmp_name)
+        for fw in names:
+            version = get_adapter(fw).version
+            shard = tmp / f"{fw}-{version}-cpu.json"
+            cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", fw, "--quiet", "--out", str(shard)]
+            t0 = time.perf_counter()
+            subprocess.run([*cmd, "--replace"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            full = time.perf_counter() - t0
+            case = _added_case(catalog, fw)
+            data = read_shard(shard)
+            env = {**data["environment"], "case_hashes": {c: h for c, h in data["environment"]["case_hashes"].items()
+                                                          if c != case}}
+            cut = {**data, "environment": env, "observations": [o for o in data["observations"] if o["case"] != case],
+                   "networks": [n for n in data["networks"] if n["case"] != case]}
+            write_shard(shard, cut)
+            work = missing_work(cut, catalog)
+            if work.cases != (case,):
+                print(f"{fw}: the plan after removing {case} is {work.summary()}, not that one case")
+                return 1
+            t0 = time.perf_counter()
+            subprocess.run([*cmd, "--case", case], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            one = time.perf_counter() - t0
+            cells = len(json.loads(shard.read_text(encoding="utf-8"))["observations"]) if shard.exists() else 0
+            rows.append((fw, version, case, len(work.cells), full, one, _reinstall_s(fw, version, tmp), cells))
+    print(f"{'framework':<11}{'release':<10}{'full s':>8}{'add 1 s':>9}{'ratio':>8}  target    "
+          f"{'+ reinstall s':>14}{'ratio':>8}  case added (cells)")
+    for fw, version, case, planned, full, one, inst, _ in rows:
+        ratio = one / full
+        with_inst = f"{inst:>14.1f}{(one + inst) / (full + inst):>8.1%}" if inst is not None else f"{'no uv':>14}{'':>8}"
+        print(f"{fw:<11}{version:<10}{full:>8.1f}{one:>9.1f}{ratio:>8.1%}  <= {ADD_CASE_TARGET:.0%} "
+              f"{'ok' if ratio <= ADD_CASE_TARGET else 'MISSED':<6}{with_inst}  {case} ({planned})")
+    full_sum, one_sum = sum(r[4] for r in rows), sum(r[5] for r in rows)
+    if rows:
+        print(f"{'all':<21}{full_sum:>8.1f}{one_sum:>9.1f}{one_sum / full_sum:>8.1%}  <= {ADD_CASE_TARGET:.0%} "
+              f"{'ok' if one_sum <= ADD_CASE_TARGET * full_sum else 'MISSED'}")
+    print(f"(full = kinkcheck probe --replace of the whole catalog ({len(catalog)} cases), every mode and dtype; add 1 =\n"
+          " the same probe of the one case the plan names, merged into that shard; + reinstall = a new virtualenv\n"
+          " installed from the warm uv cache, what each environment of `nox -s report` adds unless -- --keep;\n"
+          " one fresh process each, inductor's cache as the user has it)")
+    return 0
+
 
 def compiled_vs_eager(repeat: int) -> int:
     """Whole catalog, all four dtypes, P0 networks: ``--mode inductor`` vs ``--mode reverse``, side by side.
@@ -648,10 +745,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --oracle: how many catalog programs grad is timed on, spread over the catalog (0: all)")
     ap.add_argument("--report", action="store_true",
                     help="warm kinkcheck report vs rendering alone, a cold first render, and the hot spots")
+    ap.add_argument("--add-case", action="store_true",
+                    help="per framework: a full re-measure of its environment vs adding one case to it (target <= 2 %%)")
     ap.add_argument("--shards", type=Path, default=Path("references/observations"),
                     help="with --report: the shard folder (default: references/observations)")
     ap.add_argument("--no-cold", action="store_true", help="with --report: skip the cold render (about a minute)")
     args = ap.parse_args(argv)
+    if args.add_case:
+        return add_case(args.framework)
     if args.report:
         return report_speed(args.shards, args.repeat, cold=not args.no_cold)
     if args.oracle:

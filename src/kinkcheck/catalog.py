@@ -22,7 +22,8 @@ from kinkcheck import expr as ex
 from kinkcheck import registry
 from kinkcheck.anchors import slug
 
-__all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "Case", "Catalog", "CatalogError", "Program", "default_catalog_path", "load_catalog"]
+__all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "STAGED_DIR", "Case", "Catalog", "CatalogError", "Program", "default_catalog_path",
+           "forget_loaded", "load_catalog", "staged_case_ids", "staged_path", "with_staged"]
 
 #: Frameworks that have adapters; a program's framework is its expression's root name.
 FRAMEWORKS: tuple[str, ...] = registry.FRAMEWORKS
@@ -136,6 +137,8 @@ class Catalog:
     cases: tuple[Case, ...]
     hash: str
     path: str
+    #: The staged cases follow the catalog's (:func:`with_staged`); a probe's worker loads them too.
+    staged: bool = False
 
     def __iter__(self) -> Iterator[Case]:
         return iter(self.cases)
@@ -444,6 +447,58 @@ def _parse(path: str, only: frozenset[str] | None = None) -> Catalog:
                        default=str)
     digest = hashlib.sha256(canon.encode()).hexdigest()[:16]
     return Catalog(cases, digest, str(p))
+
+
+def forget_loaded() -> None:
+    """Forget the catalogs :func:`load_catalog` memoized in this process (by path): after a catalog file is
+    rewritten in place (:func:`kinkcheck.staging.promote`), the next load reads it again."""
+    _load.cache_clear()
+
+
+#: Folder beside the catalog holding the staged cases: written and checked, measured into the shards ahead of
+#: their move into the catalog (``nox -s report`` probes them), not reported until they move.
+STAGED_DIR = "staged"
+
+
+def staged_path(catalog_path: str | Path) -> Path:
+    """Where the staged cases of the catalog at ``catalog_path`` live: ``staged/catalog.toml`` beside it (with
+    their programs in ``staged/programs/<framework>.toml``, as for the catalog)."""
+    return Path(catalog_path).parent / STAGED_DIR / "catalog.toml"
+
+
+def with_staged(catalog: Catalog, frameworks: Sequence[str] | None = None) -> Catalog:
+    """``catalog`` followed by its staged cases (:func:`staged_path`); ``catalog`` itself when it has none.
+
+    The union keeps ``catalog.hash`` and ``catalog.path``: a probe of it records the catalog it was measured
+    with, and each case's own measurement hash (``case_hashes``) keeps freshness per case, so a staged case
+    measured now is fresh once it moves into the catalog unchanged. ``frameworks`` as for :func:`load_catalog`.
+
+    Raises
+    ------
+    CatalogError
+        The staged file is malformed, or one of its ids is already a catalog case.
+    """
+    path = staged_path(catalog.path)
+    if catalog.staged or not path.is_file():
+        return catalog
+    staged = load_catalog(path, frameworks)
+    twice = sorted({c.id for c in staged} & {c.id for c in catalog})
+    if twice:
+        raise CatalogError(f"{path}: case ids already in the catalog {catalog.path}: {', '.join(twice[:5])}"
+                           f"{', …' if len(twice) > 5 else ''} (remove them from the staged file once moved)")
+    return Catalog(catalog.cases + staged.cases, catalog.hash, catalog.path, staged=True)
+
+
+def staged_case_ids(catalog_path: str | Path) -> frozenset[str]:
+    """The ids of the staged cases beside the catalog at ``catalog_path`` (read, not validated: the report
+    only tells their observations apart); empty when there is no staged file or it cannot be read."""
+    try:
+        data = tomllib.loads(staged_path(catalog_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        return frozenset()
+    entries = data.get("case", [])
+    return frozenset(e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str)) \
+        if isinstance(entries, list) else frozenset()
 
 
 def load_catalog(path: str | Path | None = None, frameworks: Sequence[str] | None = None) -> Catalog:

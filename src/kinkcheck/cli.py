@@ -141,6 +141,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     args.limits = _probe_limits(args)
     try:
         catalog = load_catalog(args.catalog, frameworks=(args.framework,) if args.framework else None)
+        if args.staged:
+            from kinkcheck.catalog import with_staged
+
+            catalog = with_staged(catalog, frameworks=(args.framework,) if args.framework else None)
         from kinkcheck.probe import select_cases
 
         select_cases(catalog, args.case)
@@ -618,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="drop from the shard the cases the --catalog does not hold (default: keep them as they are, "
                          "so a catalog cut to a few cases loses nothing)")
     pr.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
+    pr.add_argument("--staged", action="store_true",
+                    help="the staged cases too (staged/catalog.toml beside the catalog): measured into the shard "
+                         "ahead of their move into the catalog, not reported before it; --drop-removed keeps them")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
     pr.add_argument("--no-isolate", action="store_true",
                     help="probe in this process, without the time and memory limits (default: a worker process, "

@@ -658,6 +658,8 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
            "--worker", str(journal), "--catalog", catalog.path, "--memory", repr(limits.memory_gib)]
     cmd += [a for d in dtypes for a in ("--dtype", d)] + [a for m in modes or () for a in ("--mode", m)]
     cmd += [a for c in cases or () for a in ("--case", c)]
+    if catalog.staged:
+        cmd.append("--staged")
     if quiet:
         cmd.append("--quiet")
     for attempt in range(len(catalog) + len(COMPILED_MODES) * len(dtypes) + 1):  # cases and compiled batches

@@ -323,9 +323,12 @@ class TorchAdapter:
                 prepared.append(err)
         results: list[Any] = [p if isinstance(p, BaseException) else None for p in prepared]
         todo = [i for i, p in enumerate(prepared) if not isinstance(p, BaseException)]
-        # Dynamo alone (backend "eager", no code generation) finds the programs with a graph break cheaply;
-        # they are compiled one by one, graph breaks allowed, the rest in one graph.
-        alone = [i for i in todo if not self._traces_whole(prepared[i], tdtype, tdev)]
+        # Dynamo alone (backend "eager", no code generation) finds the programs with a graph break cheaply, and
+        # an eager backward the programs whose backward fails (no derivative formula, an output without grad):
+        # they are compiled one by one, graph breaks allowed, the rest in one graph. One such program in the
+        # batch made it fail whole and split in halves down to it, compiling the batch several times over.
+        alone = [i for i in todo if not self._traces_whole(prepared[i], tdtype, tdev)
+                 or not self._backward_works(prepared[i], tdtype, tdev)]
 
         self._compiled_batch(prepared, [i for i in todo if i not in alone], results, tdtype, tdev, mode)
         for i in alone:
@@ -349,6 +352,17 @@ class TorchAdapter:
                 cache[key] = f"torch.compile backend {mode!r} does not work here: {short_error(_compile_error(err))}"
         if cache[key] is not None:
             raise Unavailable(cache[key])
+
+    def _backward_works(self, item: Any, tdtype: Any, tdev: Any) -> bool:
+        """Whether the program's eager reverse pass runs (ones into its output, as the compiled batch does)."""
+        tree, names, keys, at, diff, ints = item
+        try:
+            leaves = _tensors(at, keys, ints, tdtype, tdev, requires_grad=diff)
+            out = self._check_output(ex.evaluate(tree, names, dict(zip(keys, leaves)), guard=False))
+            torch.autograd.backward([out], [torch.ones_like(out)])
+        except Exception:  # noqa: BLE001 - compiled alone, it fails (or not) on its own
+            return False
+        return True
 
     def _traces_whole(self, item: Any, tdtype: Any, tdev: Any) -> bool:
         tree, names, keys, at, diff, ints = item

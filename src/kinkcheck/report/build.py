@@ -20,7 +20,7 @@ import msgspec
 
 from kinkcheck import __version__, registry
 from kinkcheck import conformance as conf
-from kinkcheck.catalog import FRAMEWORKS, Catalog
+from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
 from kinkcheck.classify import OracleNumbers, classify, same_value
 from kinkcheck.diff import describe_observation, differs
 from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
@@ -107,6 +107,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     flats: list[tuple[float, ...] | None] = []
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
+    staged_ids = staged_case_ids(catalog.path)
+    staged: dict[str, set[str]] = {}  # environment -> staged cases it holds (measured ahead of their move)
     labels_memo: dict[tuple[Any, ...], list[str]] = {}
     predictions: dict[tuple[str, str, str], conf.Prediction] = {}
     scalar_derivative: dict[tuple[str, str, str, str, str], float] = {}
@@ -126,7 +128,10 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
             try:
                 program = programs[(ob["case"], fw, ob["program"])]
             except KeyError:
-                unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
+                if ob["case"] in staged_ids:
+                    staged.setdefault(env["id"], set()).add(ob["case"])
+                else:
+                    unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
                 continue
             case, program = program
             value = ob["value"]
@@ -168,7 +173,10 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         catalog_hash=catalog.hash,
         gaps=list(gaps) + stale + [
             f"{eid}: {len(items)} observation(s) of cases or programs not in the catalog were ignored "
-            f"(e.g. {min(items)})" for eid, items in sorted(unknown.items())])
+            f"(e.g. {min(items)})" for eid, items in sorted(unknown.items())] + ([
+            f"{len(set().union(*staged.values()))} staged case(s) (staged/ beside the catalog) are measured in "
+            f"{len(staged)} environment(s) ahead of their move into the catalog; not reported until they move"]
+            if staged else []))
     empty_summary = m.Summary(**{f: 0 for f in m.Summary.__struct_fields__ if f != "conformance"}, conformance={})
     report = m.Report(
         provenance=provenance, environments=environments, cases=cases, observations=observations,
