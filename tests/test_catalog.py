@@ -275,6 +275,18 @@ def test_with_staged_appends_the_staged_cases_and_keeps_the_catalogs_hash(tmp_pa
         "the same measurement hash staged or not: a case measured staged is fresh once it moves"
     with pytest.raises(CatalogError, match="already in the catalog.*maximum@tie"):
         with_staged(catalog_with("twice", MAXIMUM_AT_TIE))
+    with pytest.raises(CatalogError, match="'maximum@tie' \\(catalog\\) and 'Maximum@tie' \\(staged\\) read the same"):
+        with_staged(catalog_with("slug", MAXIMUM_AT_TIE.replace('"maximum@tie"', '"Maximum@tie"')))
+    lacking = catalog_with("lacking", STAGED_RELU)
+    (tmp_path / "lacking" / "programs").mkdir()
+    (tmp_path / "lacking" / "programs" / "tensorflow.toml").write_text('["maximum@tie"]\nno_equivalent = "t"\n')
+    with pytest.raises(CatalogError, match="program files must be the catalog's.*tensorflow.toml on one side only"):
+        with_staged(lacking)
+    (tmp_path / "nope" / "staged" / "programs").mkdir(parents=True)
+    (tmp_path / "nope" / "staged" / "programs" / "tensorflow.toml").write_text('["nope@0"]\nno_equivalent = "t"\n')
+    (tmp_path / "nope" / "staged" / "catalog.toml").write_text(STAGED_RELU)
+    with pytest.raises(CatalogError, match=r"^staged/programs/tensorflow.toml: 'nope@0' is not a case id"):
+        load_catalog(tmp_path / "nope" / "staged" / "catalog.toml")
     broken = catalog_with("broken", "[[case]\n")
     assert staged_case_ids(broken.path) == frozenset(), "unreadable: no staged ids (the report only tells them apart)"
     with pytest.raises(CatalogError, match="not valid TOML"):

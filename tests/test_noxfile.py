@@ -237,8 +237,11 @@ def test_staged_cases_are_probed_ahead_and_kept(sandbox):
     from kinkcheck.catalog import load_catalog, with_staged
 
     noxfile, obs, made = sandbox
-    (noxfile.CATALOG.parent / "staged").mkdir()
+    (noxfile.CATALOG.parent / "staged" / "programs").mkdir(parents=True)
     (noxfile.CATALOG.parent / "staged" / "catalog.toml").write_text(STAGED_RELU)
+    for table in (noxfile.CATALOG.parent / "programs").glob("*.toml"):  # the same program files as the catalog
+        (noxfile.CATALOG.parent / "staged" / "programs" / table.name).write_text(
+            '["relu-written@0"]\nno_equivalent = "a test case"\n')
     session = Session()
     _run_probe(noxfile, session, "torch", "2.13.0")
     assert any("(1 new): relu-written@0" in line for line in session.logs), session.logs

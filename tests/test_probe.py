@@ -842,6 +842,9 @@ def test_a_staged_case_is_measured_ahead_kept_and_not_reported(torch_adapter, tm
     assert missing_work(shard, with_staged(main), modes=["reverse"], dtypes=["float64"]).fresh
     shard = probe_cli("--staged", "--drop-removed", "--case", "maximum@tie")
     assert "relu-written@0" in {o["case"] for o in shard["observations"]}, "--staged --drop-removed keeps them"
+    shard = probe_cli("--drop-removed", "--case", "maximum@tie")
+    assert "relu-written@0" in {o["case"] for o in shard["observations"]}, \
+        "--drop-removed alone keeps them too: staged cases are not removed cases"
     report = build([shard], main)
     assert not any(o.case == "relu-written@0" for o in report.observations), "not reported before it moves"
     assert [g for g in report.provenance.gaps if "staged" in g or "not in the catalog" in g] == [

@@ -64,3 +64,19 @@ def test_promotion_without_staged_cases_or_with_a_broken_shard_is_one_line(tree,
     (tree / "staged" / "catalog.toml").unlink()
     assert main(["--catalog", str(tree / "catalog.toml"), "--shards", str(tree / "obs")]) == 2
     assert "no staged cases" in capsys.readouterr().err
+
+
+def test_promotion_needs_measured_shards_and_ignores_other_stale_cases(tree, capsys):
+    """A mistyped or empty shard folder is not "every shard holds them"; a catalog case that is stale for another
+    reason (a program added) does not stop the move, which checks the moved cases only."""
+    catalog = tree / "catalog.toml"
+    for folder in (tree / "observationz", tree / "obs"):
+        assert main(["--catalog", str(catalog), "--shards", str(folder), "--check"]) == 2
+        assert "no measured shard in" in capsys.readouterr().err
+    union = with_staged(load_catalog(catalog))
+    shard = _shard(union)
+    shard["environment"]["case_hashes"]["maximum@tie"] = "0" * 16  # measured against another definition
+    write_shard(tree / "obs" / "torch-2.13.0-cpu.json", shard)
+    assert promote(catalog, tree / "obs") == 1
+    work = missing_work(read_shard(tree / "obs" / "torch-2.13.0-cpu.json"), load_catalog(catalog))
+    assert work.changed == ("maximum@tie",) and "relu-written@0" not in work.cases, work.summary()

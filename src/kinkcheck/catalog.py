@@ -227,7 +227,7 @@ def _point(at: Mapping[str, Any], where: str) -> None:
 
 def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
           files: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
-          only: frozenset[str] | None = None) -> Case:
+          only: frozenset[str] | None = None, programs_dir: str = "references/programs") -> Case:
     where = f"case #{index + 1}"
     if not isinstance(entry, dict):
         raise CatalogError(f"{where}: a case must be a table ([[case]]), not {_toml_type(entry)}")
@@ -258,10 +258,10 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
     texts = {fw: list(table.get(fw, [])) for fw in FRAMEWORKS}
     for fw, entries in (files or {}).items():  # a framework's own program file (references/programs/<fw>.toml)
         if fw in table or fw in no_eq:
-            raise CatalogError(f"{where}: {fw} programs are in both the case and references/programs/{fw}.toml")
+            raise CatalogError(f"{where}: {fw} programs are in both the case and {programs_dir}/{fw}.toml")
         own = entries.get(cid)
         if own is None:
-            raise CatalogError(f"references/programs/{fw}.toml: no entry for case {cid!r} (list its programs or "
+            raise CatalogError(f"{programs_dir}/{fw}.toml: no entry for case {cid!r} (list its programs or "
                                "give a no_equivalent reason)")
         texts[fw] = list(own.get("programs", []))
         if "no_equivalent" in own:
@@ -328,7 +328,7 @@ def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dic
     known = set(case_ids)
     for path in sorted(folder.glob("*.toml")):
         fw = path.stem
-        where = f"references/{PROGRAMS_DIR}/{path.name}"
+        where = f"{folder.parent.name}/{PROGRAMS_DIR}/{path.name}"  # references/… or staged/…
         if fw not in FRAMEWORKS:
             raise CatalogError(f"{where}: {fw!r} is not a registered framework (known: {', '.join(FRAMEWORKS)})")
         try:
@@ -429,7 +429,8 @@ def _parse(path: str, only: frozenset[str] | None = None) -> Catalog:
                            for key in ("programs", "no_equivalent") if isinstance(e.get(key), dict)
                            for fw in e[key]) | frozenset(files)
     try:
-        cases = tuple(_case(e, i, catalogued, files, only) for i, e in enumerate(entries))
+        cases = tuple(_case(e, i, catalogued, files, only, f"{p.parent.name}/{PROGRAMS_DIR}")
+                      for i, e in enumerate(entries))
     except RecursionError:  # a point nested past what the shape checks walk (parsed, but no catalog point)
         raise CatalogError(f"catalog {path}: a value is nested too deeply") from None
     ids = [c.id for c in cases]
@@ -476,7 +477,8 @@ def with_staged(catalog: Catalog, frameworks: Sequence[str] | None = None) -> Ca
     Raises
     ------
     CatalogError
-        The staged file is malformed, or one of its ids is already a catalog case.
+        The staged file is malformed, one of its ids is already a catalog case (or reads the same in a report
+        page name), or its ``programs/`` files are not the catalog's (a case would lack a framework once moved).
     """
     path = staged_path(catalog.path)
     if catalog.staged or not path.is_file():
@@ -486,6 +488,17 @@ def with_staged(catalog: Catalog, frameworks: Sequence[str] | None = None) -> Ca
     if twice:
         raise CatalogError(f"{path}: case ids already in the catalog {catalog.path}: {', '.join(twice[:5])}"
                            f"{', …' if len(twice) > 5 else ''} (remove them from the staged file once moved)")
+    named = {slug(c.id): c.id for c in catalog}
+    clash = next(((named[slug(c.id)], c.id) for c in staged if slug(c.id) in named), None)
+    if clash is not None:
+        raise CatalogError(f"{path}: case ids {clash[0]!r} (catalog) and {clash[1]!r} (staged) read the same in a "
+                           f"report page name and anchor ({slug(clash[1])!r}): rename the staged one")
+    files = [{f.name for f in (folder / PROGRAMS_DIR).glob("*.toml")} if (folder / PROGRAMS_DIR).is_dir() else set()
+             for folder in (Path(catalog.path).parent, path.parent)]
+    if files[0] != files[1]:
+        odd = sorted(files[0] ^ files[1])
+        raise CatalogError(f"{path.parent / PROGRAMS_DIR}: the program files must be the catalog's "
+                           f"({', '.join(sorted(files[0])) or 'none'}); {', '.join(odd)} on one side only")
     return Catalog(catalog.cases + staged.cases, catalog.hash, catalog.path, staged=True)
 
 

@@ -268,9 +268,19 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
         _check_shard_name(out, eid)
     out = out if out is not None else out_dir / f"{eid}.json"
     args.out = str(out)
+    keep = catalog  # what the shard may hold: the staged cases measured ahead are not "removed" cases
+    if not catalog.staged:
+        from kinkcheck.catalog import with_staged
+
+        try:
+            keep = with_staged(catalog, frameworks=(framework,))
+        except CatalogError as err:
+            if args.drop_removed:
+                raise UsageError(f"--drop-removed: the staged cases cannot be read, so what to keep is unknown: "
+                                 f"{err}") from None
     try:
-        merged = write_merged(out, shard, catalog, replace=args.replace, drop_removed=args.drop_removed,
-                              old=ahead.get("old") if out == target else None)
+        merged = write_merged(out, shard, keep if args.drop_removed else catalog, replace=args.replace,
+                              drop_removed=args.drop_removed, old=ahead.get("old") if out == target else None)
     except ShardError as err:  # nothing written; the journal keeps what was probed
         raise UsageError(f"cannot write shard {out}: {err}") from None
     except OSError as err:
@@ -289,7 +299,7 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
         print(f"{eid}: kept {kept['observations']} measured observations and {kept['networks']} network runs that "
               f"could not be re-measured here ({'; '.join(kept['reasons'])[:300]}); recorded in environment.history",
               file=sys.stderr)
-    measured = {c.id for c in catalog if c.programs_for(framework)}
+    measured = {c.id for c in keep if c.programs_for(framework)}
     outside = list(dict.fromkeys(o["case"] for o in merged["observations"] if o["case"] not in measured))
     if outside:
         print(f"{eid}: kept {len(outside)} case(s) the catalog {catalog.path} does not hold, as they were "

@@ -43,18 +43,20 @@ def pending(catalog_path: str | Path, shards: str | Path) -> list[Pending]:
     CatalogError
         The catalog or its staged file is malformed, or there is no staged file.
     ShardError
-        A shard cannot be read (promotion needs to know what every shard holds).
+        A shard cannot be read (promotion needs to know what every shard holds), or the folder holds no
+        measured shard (a mistyped folder).
     """
     main = load_catalog(catalog_path)
     union = with_staged(main)
     if not union.staged:
         raise CatalogError(f"no staged cases: {staged_path(main.path)} does not exist")
     staged = {c.id for c in union.cases[len(main.cases):]}
+    files = _shard_files(Path(shards)) if Path(shards).is_dir() else []
+    measured = [s for s in map(read_shard, files) if s["environment"].get("not_measured") is None]
+    if not measured:  # a mistyped folder must not read as "every shard holds them"
+        raise ShardError(f"no measured shard in {shards}: nothing says the staged cases are measured")
     out = []
-    for path in _shard_files(Path(shards)):
-        shard = read_shard(path)
-        if shard["environment"].get("not_measured") is not None:
-            continue
+    for shard in measured:
         lacking = tuple(c for c in missing_work(shard, union).cases if c in staged)
         if lacking:
             out.append(Pending(shard["environment"]["id"], lacking))
@@ -107,11 +109,12 @@ def promote(catalog_path: str | Path, shards: str | Path) -> int:
             source.unlink()
         forget_loaded()
         new = load_catalog(catalog)
+        ids = {c.id for c in new.cases[len(new.cases) - moved:]}
         stale = [p.name for p in _shard_files(Path(shards))
                  if not (s := read_shard(p))["environment"].get("not_measured")
-                 and not missing_work(s, new).fresh]
-        if stale:
-            raise CatalogError(f"after the move {len(stale)} shard(s) are not fresh ({', '.join(stale[:3])}); "
+                 and ids & set(missing_work(s, new).cases)]
+        if stale:  # only the moved cases: another stale case is `nox -s report`'s to re-probe, not a reason here
+            raise CatalogError(f"after the move {len(stale)} shard(s) lack moved cases ({', '.join(stale[:3])}); "
                                "put back as it was")
     except BaseException:
         for target, text in before.items():
