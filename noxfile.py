@@ -273,10 +273,22 @@ def _install(session: nox.Session, location: Path, args: list[str], cache: Path)
     return None
 
 
-def _not_measured_environment(framework: str, version: str, reason: str, python: str) -> dict[str, Any]:
-    """The environment of a record that says why ``framework`` ``version`` was not measured."""
+def _device(session: nox.Session) -> str:
+    """The device of a probe session: ``-- --device cuda`` (the CI workflow's GPU runner), else cpu."""
+    args = list(session.posargs)
+    for i, a in enumerate(args):
+        if a == "--device" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--device="):
+            return a.split("=", 1)[1]
+    return "cpu"
+
+
+def _not_measured_environment(framework: str, version: str, reason: str, python: str,
+                              device: str = "cpu") -> dict[str, Any]:
+    """The environment of a record that says why ``framework`` ``version`` was not measured on ``device``."""
     return {
-        "id": f"{framework}-{version}-cpu", "framework": framework, "framework_version": version, "device": "cpu",
+        "id": f"{framework}-{version}-{device}", "framework": framework, "framework_version": version, "device": device,
         "python": python, "platform": platform.platform(),
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": _kinkcheck().__version__,
@@ -343,6 +355,21 @@ def tests(session: nox.Session) -> None:
     session.install(*_tested_requirements(), env=_install_env())
     session.install("-e", ".[test]", MATPLOTLIB, env=_install_env())
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def ci_workflow(session: nox.Session) -> None:
+    """Write .github/workflows/matrix.yml: one GitHub Actions job per probe session and runner, then the report."""
+    _install_once(session, "-e", ".", "pyyaml>=6")
+    listing = subprocess.run([sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-l", "--json", "-t", "probe"],
+                             check=True, capture_output=True, text=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(listing)
+    try:
+        session.run("python", "-m", "kinkcheck.ci", "--sessions", f.name, "--out",
+                    str(ROOT / ".github" / "workflows" / "matrix.yml"))
+    finally:
+        os.unlink(f.name)
 
 
 @nox.session(python=PYTHON)
@@ -436,7 +463,8 @@ def fuzz(session: nox.Session) -> None:
 @nox.parametrize(("framework", "version"), PROBES)
 def probe(session: nox.Session, framework: str, version: str) -> None:
     """Probe one release into its shard in references/observations/: only what it lacks (fresh: no venv)."""
-    shard = OBSERVATIONS / f"{framework}-{version}-cpu.json"
+    device = _device(session)
+    shard = OBSERVATIONS / f"{framework}-{version}-{device}.json"
     remeasure = "--remeasure" in session.posargs
     marker = _fresh_marker(shard, framework)
     if marker is not None and marker.exists() and not remeasure:
@@ -475,7 +503,8 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
         if reason is None:
             try:
                 session.run(str(venv / "bin" / "python"), "-m", "kinkcheck", "probe", "--framework", framework,
-                            "--catalog", str(CATALOG), "--staged", "--out", str(shard), "--drop-removed", *args,
+                            "--catalog", str(CATALOG), "--staged", "--device", device, "--out", str(shard),
+                            "--drop-removed", *args,
                             external=True)
             except nox.command.CommandFailed as err:
                 if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
@@ -485,7 +514,7 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
         if reason is not None:
             session.warn(f"{framework} {version}: not measured: {reason}")
             env = _not_measured_environment(framework, version, reason, python if python != sys.executable
-                                            else platform.python_version())
+                                            else platform.python_version(), device)
             session.log(_kinkcheck("shards").record_failed_attempt(shard, env))
     finally:
         if venv.exists():

@@ -266,3 +266,17 @@ def test_staged_cases_are_probed_ahead_and_kept(sandbox):
     _run_probe(noxfile, session, "torch", "2.13.0")
     assert "dropped the cases no longer in the catalog: relu-written@0" in session.logs[-1], \
         "a case neither in the catalog nor staged is dropped"
+
+
+def test_a_cuda_probe_session_writes_the_cuda_shard(sandbox):
+    """The CI workflow's GPU runner runs `nox -s "probe(torch-2.13.0)" -- --device cuda`: the cuda shard (none
+    committed yet: every case), probed with --device cuda; the cpu shard is left alone."""
+    noxfile, obs, made = sandbox
+    cpu = (obs / "torch-2.13.0-cpu.json").read_bytes()
+    session = Session("--device", "cuda")
+    _run_probe(noxfile, session, "torch", "2.13.0")
+    assert len(session.runs) == 1, session.logs
+    cmd = session.runs[0]
+    assert cmd[cmd.index("--device") + 1] == "cuda" and cmd[cmd.index("--out") + 1] == str(obs / "torch-2.13.0-cuda.json")
+    assert "--case" not in cmd, "no cuda shard yet: the whole catalog"
+    assert (obs / "torch-2.13.0-cpu.json").read_bytes() == cpu

