@@ -135,3 +135,16 @@ def test_optional_fields_are_left_out_of_the_json():
     data = json.loads(msgspec.json.encode(_ob("torch-1.13.1-cpu", 0.0)))
     assert "conformance" not in data and "input" not in data, "absent, not null: the JSON stays small"
     assert data["error"] is None, "error is always written"
+
+
+def test_environment_machine_reads_the_runner_provenance():
+    from kinkcheck.report.model import Environment
+
+    base = dict(id="torch-2.13.0-cuda", framework="torch", framework_version="2.13.0", device="cuda", python="3.11",
+                platform="Linux", measured_at="t", kinkcheck_version="0.1.0", catalog_hash="h")
+    assert Environment(**base).machine == "", "an old shard records no runner"
+    env = Environment(**base, runner={"os": "Linux", "arch": "x86_64", "processor": "x86_64", "accelerator": "NVIDIA H200",
+                                      "driver": "570.86", "cuda": "12.8", "ci_runner": "gpu-1"})
+    assert env.machine == "Linux x86_64; NVIDIA H200 (driver 570.86, cuda 12.8); GitHub Actions runner gpu-1", env.machine
+    mac = Environment(**base, runner={"os": "Darwin", "arch": "arm64", "processor": "arm"})
+    assert mac.machine == "Darwin arm64, arm"

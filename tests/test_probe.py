@@ -837,6 +837,7 @@ def test_a_staged_case_is_measured_ahead_kept_and_not_reported(torch_adapter, tm
     assert set(by_case) == {"maximum@tie", "relu-written@0"}, "the staged case merged beside the catalog's"
     assert by_case["relu-written@0"]["value"] == {"x": 0.5}, "torch.maximum splits a tie evenly, measured"
     assert shard["environment"]["catalog_hash"] == main.hash, "the catalog it was measured with, not the staged file"
+    assert shard["environment"]["runner"]["arch"], "where it was measured (environment.runner)"
     work = missing_work(shard, main, modes=["reverse"], dtypes=["float64"])
     assert work.fresh and work.removed == ("relu-written@0",), work.summary()
     assert missing_work(shard, with_staged(main), modes=["reverse"], dtypes=["float64"]).fresh
@@ -855,3 +856,34 @@ def test_a_staged_case_is_measured_ahead_kept_and_not_reported(torch_adapter, tm
     (moved / "catalog.toml").write_text(MAXIMUM_AT_TIE + STAGED_RELU)
     assert missing_work(shard, load_catalog(moved / "catalog.toml"), modes=["reverse"], dtypes=["float64"]).fresh, \
         "moved into the catalog unchanged: fresh, nothing to re-probe"
+
+
+def test_runner_provenance_says_where_a_shard_was_measured(monkeypatch):
+    """Issue 15: a shard from another machine carries its OS, architecture, accelerator and CI runner."""
+    import platform
+
+    from kinkcheck.probe import runner
+
+    class Cpu:  # no accelerator method: a CPU-only adapter
+        pass
+
+    class Gpu:
+        def accelerator(self, device):
+            return {"accelerator": "NVIDIA H200", "driver": "570.86", "cuda": "12.8", "hip": ""}
+
+    class Broken:
+        def accelerator(self, device):
+            raise RuntimeError("no NVML")
+
+    monkeypatch.delenv("RUNNER_NAME", raising=False)
+    cpu = runner(Cpu(), "cpu")
+    assert cpu["os"] == platform.system() and cpu["arch"] == platform.machine() and "ci_runner" not in cpu, cpu
+    assert all(isinstance(v, str) and v for v in cpu.values()), "strings only, nothing empty"
+    gpu = runner(Gpu(), "cuda")
+    assert (gpu["accelerator"], gpu["driver"], gpu["cuda"]) == ("NVIDIA H200", "570.86", "12.8") and "hip" not in gpu
+    assert runner(Gpu(), "cpu").get("accelerator") is None, "a cpu shard names no accelerator"
+    assert runner(Broken(), "cuda")["accelerator_error"] == "RuntimeError: no NVML", "recorded, not raised"
+    monkeypatch.setenv("RUNNER_NAME", "gpu-runner-1")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    ci = runner(Cpu(), "cpu")
+    assert (ci["ci_runner"], ci["ci_run"]) == ("gpu-runner-1", "42"), ci

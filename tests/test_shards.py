@@ -680,3 +680,18 @@ def test_a_problem_in_a_packed_file_names_its_place_in_the_file(tmp_path):
     p.write_text(json.dumps(packed))
     with pytest.raises(ShardError, match=re.escape("observations/2/cells/1 (status)")):
         read_shard(p)
+
+
+def test_a_merge_records_where_the_new_part_was_measured(tmp_path):
+    from kinkcheck.shards import merge_shard
+
+    cat = _catalog(tmp_path)
+    old, new = _shard(cat), _shard(cat, cases=["relu@0"], measured_at="t1")
+    old["environment"]["runner"] = {"os": "Linux", "arch": "x86_64"}
+    new["environment"]["runner"] = {"os": "Linux", "arch": "x86_64", "ci_runner": "r-2"}
+    merged = merge_shard(old, new, cat)
+    assert merged["environment"]["runner"] == {"os": "Linux", "arch": "x86_64", "ci_runner": "r-2"}, \
+        "the runner of the latest part, like platform and python"
+    del new["environment"]["runner"]
+    assert merge_shard(old, new, cat)["environment"]["runner"] == {"os": "Linux", "arch": "x86_64"}, \
+        "a probe by an older kinkcheck (no runner) keeps the one recorded"

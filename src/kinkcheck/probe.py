@@ -115,6 +115,7 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
         "device": device,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "runner": runner(adapter, device),
         "measured_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": __version__,
         "catalog_hash": catalog.hash,
@@ -126,6 +127,31 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
     if device == "cuda":
         env["device_name"] = adapter.device_name(device)
     return env
+
+
+#: GitHub Actions variables a shard measured on a CI runner records (``runner.ci_*``), e.g. ``RUNNER_NAME``.
+CI_VARIABLES: Mapping[str, str] = {"ci_runner": "RUNNER_NAME", "ci_os": "RUNNER_OS", "ci_arch": "RUNNER_ARCH",
+                                   "ci_run": "GITHUB_RUN_ID", "ci_repository": "GITHUB_REPOSITORY"}
+
+
+def runner(adapter: Adapter, device: str) -> dict[str, str]:
+    """Where a shard was measured (its ``environment.runner``): the operating system (``os``, ``os_release``:
+    ``platform.system()``, ``platform.release()``), the architecture (``arch``: ``platform.machine()``), the
+    processor; on an accelerator what the adapter tells of it (``accelerator``, ``driver``, ``cuda``, ``hip``,
+    ``metal``: :meth:`accelerator` where the adapter has one); on a GitHub Actions runner the ``ci_*`` fields
+    (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out."""
+    from kinkcheck.frameworks.base import processor_name
+
+    info = {"os": platform.system(), "os_release": platform.release(), "arch": platform.machine(),
+            "processor": processor_name()}
+    describe = getattr(adapter, "accelerator", None)
+    if device != "cpu" and callable(describe):
+        try:
+            info.update({k: str(v) for k, v in describe(device).items() if v})
+        except Exception as err:  # noqa: BLE001 - provenance must not stop a probe; say what failed instead
+            info["accelerator_error"] = short_error(err)
+    info.update({k: os.environ[v] for k, v in CI_VARIABLES.items() if os.environ.get(v)})
+    return {k: v for k, v in info.items() if v}
 
 
 #: Distribution whose installed version names a framework's environment (read without importing it).

@@ -821,7 +821,7 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
     from kinkcheck.frameworks.base import DTYPES, MODES
 
     env = {k: v for k, v in env_old.items() if k not in ("last_attempt", "not_measured")}
-    for k in ("framework_build", "python", "platform", "measured_at", "kinkcheck_version", "catalog_hash",
+    for k in ("framework_build", "python", "platform", "runner", "measured_at", "kinkcheck_version", "catalog_hash",
               "settings", "device_name", "packages"):
         if k in env_new:
             env[k] = env_new[k]

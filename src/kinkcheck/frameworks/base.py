@@ -253,6 +253,22 @@ def processor_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def nvidia_driver() -> str:
+    """The NVIDIA driver's version (``nvidia-smi --query-gpu=driver_version``), "" where there is none."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ""
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.strip().splitlines()[0].strip() if out.strip() else ""
+
+
 def check_dtype(dtype: str) -> None:
     if dtype not in DTYPES:
         raise ex.ExprError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")

@@ -24,6 +24,7 @@ from kinkcheck.frameworks.base import (
     ProgramError,
     check_dtype,
     check_mode,
+    nvidia_driver,
     processor_name,
     resolve,
     rounded_point,
@@ -135,6 +136,15 @@ class JaxAdapter:
         if device == "cuda":
             return str(self._device("cuda").device_kind)
         return processor_name()
+
+    def accelerator(self, device: str) -> dict[str, str]:
+        """The accelerator of ``device`` for the shard's ``runner``: its ``device_kind``, the runtime its client
+        reports (``platform_version``, e.g. the CUDA version) and the NVIDIA driver (:func:`nvidia_driver`)."""
+        if device != "cuda":
+            return {}
+        dev = self._device("cuda")
+        return {"accelerator": str(dev.device_kind), "cuda": str(getattr(dev.client, "platform_version", "")),
+                "driver": nvidia_driver()}
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""

@@ -24,6 +24,7 @@ from kinkcheck.frameworks.base import (
     Unavailable,
     check_dtype,
     check_mode,
+    nvidia_driver,
     processor_name,
     resolve,
     rounded_point,
@@ -137,6 +138,14 @@ class TorchAdapter:
         if device == "cuda":
             return str(torch.cuda.get_device_name(0))
         return processor_name()
+
+    def accelerator(self, device: str) -> dict[str, str]:
+        """The accelerator of ``device`` for the shard's ``runner``: its name, the CUDA (or HIP) version the build
+        targets (``torch.version.cuda`` / ``.hip``) and the NVIDIA driver (:func:`nvidia_driver`)."""
+        if device != "cuda":
+            return {}
+        return {"accelerator": str(torch.cuda.get_device_name(0)), "cuda": str(torch.version.cuda or ""),
+                "hip": str(getattr(torch.version, "hip", None) or ""), "driver": nvidia_driver()}
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""

@@ -130,6 +130,7 @@ class Environment(_S):
     catalog_hash: str
     framework_build: str | None = None
     device_name: str | None = None
+    runner: dict[str, str] = {}
     settings: dict[str, str] = {}
     packages: dict[str, str] = {}
     dtypes: list[str] | None = None
@@ -142,6 +143,24 @@ class Environment(_S):
     def title(self) -> str:
         """``"2.13.0"`` on CPU, ``"2.13.0 cuda"`` elsewhere: how a column or a release list names it."""
         return release_title(self)
+
+    @property
+    def machine(self) -> str:
+        """Where it was measured, from ``runner`` in one line, e.g. ``"Linux x86_64; NVIDIA H200 (driver 570.86,
+        cuda 12.8); GitHub Actions runner gpu-1"``; "" for a shard that does not record it."""
+        r = self.runner
+        if not r:
+            return ""
+        head = " ".join(v for v in (r.get("os"), r.get("arch")) if v)
+        if r.get("processor") and r.get("processor") != r.get("arch"):
+            head += f", {r['processor']}"
+        parts = [head]
+        if r.get("accelerator"):
+            extra = ", ".join(f"{k} {r[k]}" for k in ("driver", "cuda", "hip", "metal") if r.get(k))
+            parts.append(f"{r['accelerator']} ({extra})" if extra else r["accelerator"])
+        if r.get("ci_runner"):
+            parts.append(f"GitHub Actions runner {r['ci_runner']}")
+        return "; ".join(p for p in parts if p)
 
 
 # --------------------------------------------------------------------------- cases and their oracle
