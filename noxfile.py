@@ -5,6 +5,8 @@
   nox -s render    write the reports from the shards in references/observations/; probes nothing
   nox -s tests     the test suite against each framework's tested release (CPU)
   nox -s promote   move the staged cases into the catalog once every shard holds them (-- --check: which lack)
+  nox -s releases  release lines published since the matrix's newest (-- --write: add them to matrix.toml)
+  nox -s ci_workflow  write .github/workflows/matrix.yml (one GitHub Actions job per probe session and runner)
   nox -s bench     import time vs whole-catalog probe vs a hand-written loop, side by side
   nox -s fuzz      10,000 generated expressions through the parser and the frameworks, and through the oracle
   nox -t latest    probe only the newest release of each framework (then nox -s render)
@@ -370,6 +372,13 @@ def ci_workflow(session: nox.Session) -> None:
                     str(ROOT / ".github" / "workflows" / "matrix.yml"))
     finally:
         os.unlink(f.name)
+
+
+@nox.session(python=PYTHON)
+def releases(session: nox.Session) -> None:
+    """List release lines published on PyPI since the matrix's newest (-- --write appends them to matrix.toml)."""
+    _install_once(session, "-e", ".")
+    session.run("python", "-m", "kinkcheck.releases", *session.posargs)
 
 
 @nox.session(python=PYTHON)

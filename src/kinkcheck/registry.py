@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["DOCUMENTED_FAMILIES", "FRAMEWORKS", "REGISTRY", "Framework", "aliases", "framework", "register",
+__all__ = ["DOCUMENTED_FAMILIES", "FRAMEWORKS", "MATRIX", "REGISTRY", "Framework", "aliases", "framework", "register",
            "registered", "view"]
 
 #: Kinds of documented per-function choice a rule can name (``Framework.documented``):
@@ -31,6 +31,21 @@ __all__ = ["DOCUMENTED_FAMILIES", "FRAMEWORKS", "REGISTRY", "Framework", "aliase
 #: convex (concave), else a limiting gradient "by continuity"; under the key ``"*"`` it covers every single
 #: operation of the framework.
 DOCUMENTED_FAMILIES: tuple[str, ...] = ("zero", "even", "first", "min-norm")
+
+
+def _read_matrix() -> dict[str, tuple[str, ...]]:
+    """Framework → its default version matrix, from ``matrix.toml`` beside this module (by path, not through
+    the package: the noxfile loads this module on its own)."""
+    import tomllib
+    from pathlib import Path
+
+    data = tomllib.loads(Path(__file__).with_name("matrix.toml").read_text(encoding="utf-8"))
+    return {name: tuple(versions) for name, versions in data.items()}
+
+
+#: Framework → the releases ``nox -s report`` probes, oldest first (``matrix.toml``; ``nox -s releases`` lists
+#: the release lines published since and ``-- --write`` appends them).
+MATRIX: Mapping[str, tuple[str, ...]] = _read_matrix()
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
@@ -269,8 +284,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
         ("o", "#d62728"), aliases={"F": "torch.nn.functional"}, devices=("cpu", "cuda"),
         # PyTorch 1.13.1 and the newest patch of every minor line from 2.0 (checked 2026-11-29, pip index versions)
-        versions=("1.13.1", "2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
-                  "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"),
+        versions=MATRIX["torch"],
         requirements=_torch_requirements,
         # cp312 from 2.2, cp313 from 2.5, cp314 from 2.9
         max_python={"1.13.1": (3, 11), "2.0.1": (3, 11), "2.1.2": (3, 11), "2.2.2": (3, 12), "2.3.1": (3, 12),
@@ -283,8 +297,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"), ("s", "#1f77b4"),
         aliases={"jnp": "jax.numpy", "lax": "jax.lax"}, devices=("cpu", "cuda"),
         # 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of every minor line from 0.5
-        versions=("0.4.13", "0.4.20", "0.4.26", "0.4.30", "0.4.38", "0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2",
-                  "0.10.2"),
+        versions=MATRIX["jax"],
         requirements=_jax_requirements,
         # jaxlib: cp312 from 0.4.17, cp313 from 0.4.34, cp314 from 0.8
         max_python={"0.4.13": (3, 11), "0.4.20": (3, 12), "0.4.26": (3, 12), "0.4.30": (3, 12), "0.4.38": (3, 13),
@@ -296,8 +309,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "forward", "graph", "jit", "second-order"), ("^", "#ff7f0e"),
         aliases={"tf": "tensorflow", "tnp": "tensorflow.experimental.numpy"},
         # the newest patch of every minor line with a cp311 wheel (checked 2026-12-01, pip index versions)
-        versions=("2.12.1", "2.13.1", "2.14.1", "2.15.1", "2.16.2", "2.17.1", "2.18.1", "2.19.1", "2.20.0",
-                  "2.21.0"),
+        versions=MATRIX["tensorflow"],
         # tensorflow-cpu pins its own numpy (< 2 before 2.18), protobuf and ml_dtypes; uv resolves them beside
         # kinkcheck's for every release of the matrix
         requirements=lambda v: [f"tensorflow-cpu=={v}"],
@@ -312,7 +324,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "forward", "graph"), ("v", "#2ca02c"),
         # the newest patch of every minor line with a Python 3.11 wheel on the index: 2.6.2, then 3.0 to 3.3
         # (checked 2026-12-01, pip index versions: nothing older than 2.6.2 is offered for 3.11; no 2.7)
-        versions=("2.6.2", "3.0.0", "3.1.1", "3.2.2", "3.3.1"),
+        versions=MATRIX["paddle"],
         requirements=_paddle_requirements,
         # cp312 from 2.6, cp313 from 3.0, no cp314 yet (uv pip compile --python-version, 2026-12-01)
         max_python={"2.6.2": (3, 12), "3.0.0": (3, 13), "3.1.1": (3, 13), "3.2.2": (3, 13), "3.3.1": (3, 13)},
@@ -323,8 +335,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "jit", "forward", "vmap", "second-order"), ("D", "#9467bd"), aliases={"mx": "mlx.core"},
         # the newest patch of every minor line with a Linux x86-64 wheel for Python 3.11 (checked 2026-12-01:
         # the index has 0.2.0, 0.21.1 and 0.25.2 - 0.32.4); 0.2.0 and 0.21.1 have no float64
-        versions=("0.2.0", "0.21.1", "0.25.2", "0.26.5", "0.27.1", "0.28.0", "0.29.4", "0.30.6", "0.31.2",
-                  "0.32.4"),
+        versions=MATRIX["mlx"],
         requirements=_mlx_requirements,
         # cp313 from 0.21, cp314 from 0.29
         max_python={"0.2.0": (3, 12), "0.21.1": (3, 13), "0.25.2": (3, 13), "0.26.5": (3, 13), "0.27.1": (3, 13),
@@ -336,7 +347,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "jit"), ("P", "#8c564b"),
         # the newest patch of each minor line up to 0.14.0 (pure Python: every Python); without clang the
         # adapter runs tinygrad's PYTHON device, which before 0.13 has no float16 on Python 3.11 and no bfloat16
-        versions=("0.10.3", "0.11.0", "0.12.0", "0.13.0", "0.14.0"),
+        versions=MATRIX["tinygrad"],
         requirements=lambda v: [f"tinygrad=={v}"],
         tested="0.14.0", rule=_TINYGRAD_RULE,
     ),
@@ -346,7 +357,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         dtypes=("float64", "float32", "float16"),  # NumPy has no bfloat16
         # the newest patch of every minor line that runs on Python 3.11 (checked 2026-12-01: 1.3 and 1.4
         # import inspect.getargspec, removed in 3.11)
-        versions=("1.5", "1.6.2", "1.7.0", "1.8.0", "1.9.1"),
+        versions=MATRIX["autograd"],
         requirements=_autograd_requirements,
         max_python={"1.5": (3, 12), "1.6.2": (3, 12)},  # numpy<2: cp312 wheels at most
         tested="1.9.1", rule=_AUTOGRAD_RULE, documented=_AUTOGRAD_DOCUMENTED,
@@ -357,7 +368,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         dtypes=("float64", "float32", "float16"),  # NumPy dtypes: no bfloat16
         # the newest patch of the last 4 minor lines (checked 2026-12-01: each installs and imports on Python 3.11;
         # cp312-cp314 wheels too)
-        versions=("2.36.3", "2.37.0", "2.38.3", "3.0.7"),
+        versions=MATRIX["pytensor"],
         requirements=lambda v: [f"pytensor=={v}"],
         tested="3.0.7", rule=_PYTENSOR_RULE, documented=_PYTENSOR_DOCUMENTED,
     ),
@@ -367,7 +378,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse",), ("h", "#17becf"), aliases={"ms": "mindspore"},
         # the newest patch of the last four minor lines (CPU wheels for Python 3.11, pip index versions,
         # checked 2026-12-01; 2.7.2 is 2.7's newest)
-        versions=("2.7.2", "2.8.0", "2.9.0", "2.10.0"),
+        versions=MATRIX["mindspore"],
         requirements=_mindspore_requirements,
         # cp312 is the newest for all four (uv pip compile --python-version, 2026-12-01)
         max_python={"2.7.2": (3, 12), "2.8.0": (3, 12), "2.9.0": (3, 12), "2.10.0": (3, 12)},

@@ -1,0 +1,83 @@
+"""New release lines (kinkcheck.releases, `nox -s releases`): read from an index JSON shaped like PyPI's, offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinkcheck.releases import installable, lines, main, new_lines, write_matrix
+
+
+def _project(*releases):
+    """An index JSON: each release a (version, [(filename, requires_python, yanked), ...])."""
+    return {"releases": {v: [{"filename": f, "requires_python": rp, "yanked": y} for f, rp, y in files]
+                         for v, files in releases}}
+
+
+def test_installable_reads_the_wheel_tags():
+    assert installable("torch-2.16.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert installable("jax-0.10.2-py3-none-any.whl")
+    assert installable("mlx-0.30.0-cp39-abi3-manylinux_2_35_x86_64.whl"), "abi3 from an older CPython"
+    assert not installable("torch-2.16.0-cp312-cp312-manylinux_2_28_x86_64.whl"), "another CPython"
+    assert not installable("torch-2.16.0-cp311-cp311-manylinux_2_28_aarch64.whl"), "another architecture"
+    assert not installable("mlx-0.30.0-cp311-cp311-macosx_14_0_arm64.whl"), "another OS"
+    assert not installable("torch-2.16.0.tar.gz"), "not a wheel"
+
+
+def test_new_lines_are_the_newest_patch_of_each_newer_line():
+    wheel = "x-{}-cp311-cp311-manylinux_2_28_x86_64.whl"
+    project = _project(
+        ("2.14.1", [(wheel.format("2.14.1"), ">=3.10", False)]),
+        ("2.15.0", [(wheel.format("2.15.0"), ">=3.10", False)]),
+        ("2.15.1", [(wheel.format("2.15.1"), ">=3.10", False)]),
+        ("2.16.0", [(wheel.format("2.16.0"), ">=3.10", False)]),
+        ("2.16.1", [(wheel.format("2.16.1"), ">=3.10", False)]),
+        ("2.17.0rc1", [(wheel.format("2.17.0rc1"), ">=3.10", False)]),
+        ("2.17.0", [(wheel.format("2.17.0"), ">=3.10", True)]),
+        ("2.18.0", [("x-2.18.0-py3-none-any.whl", ">=3.12", False)]),
+    )
+    assert lines(project)[(2, 16)] == lines(project)[(2, 16)].__class__("2.16.1")
+    added, patch, later = new_lines(["2.14.1", "2.15.0"], project)
+    assert added == ["2.16.1"], "the newest patch of 2.16; 2.17.0 yanked, 2.17.0rc1 a pre-release"
+    assert patch == "2.15.1", "a newer patch of the newest line is reported"
+    assert later == {"2.18.0": "3.12"}, "a line only for a newer Python is named, not added"
+    assert new_lines(["2.16.1"], project)[:2] == ([], None)
+
+
+def test_write_matrix_appends_to_the_frameworks_line(tmp_path):
+    path = tmp_path / "matrix.toml"
+    path.write_text('# comment\ntorch = ["2.14.1", "2.15.0"]\njax = ["0.10.2"]\n')
+    write_matrix({"torch": ["2.16.1"], "jax": []}, path)
+    assert path.read_text() == '# comment\ntorch = ["2.14.1", "2.15.0", "2.16.1"]\njax = ["0.10.2"]\n'
+    with pytest.raises(ValueError, match="no line 'mlx = \\[...\\]'"):
+        write_matrix({"mlx": ["0.33.0"]}, path)
+
+
+def test_main_says_what_is_new_and_one_line_when_the_index_cannot_be_read(capsys):
+    from kinkcheck.registry import MATRIX
+
+    newest = MATRIX["tinygrad"][-1]
+    major, minor = (int(p) for p in newest.split(".")[:2])
+    nxt = f"{major}.{minor + 1}.0"
+    project = _project((nxt, [(f"tinygrad-{nxt}-py3-none-any.whl", ">=3.10", False)]))
+    assert main(["--framework", "tinygrad"], get=lambda dist: project) == 0
+    out = capsys.readouterr().out
+    assert f"tinygrad    matrix newest {newest}" in out and f"new release lines {nxt}" in out, out
+
+    def offline(dist):
+        raise OSError("network unreachable")
+
+    assert main(["--framework", "autograd"], get=offline) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "autograd: cannot read the index for autograd: network unreachable", err
+
+
+def test_the_registry_reads_the_matrix_file():
+    import tomllib
+    from pathlib import Path
+
+    import kinkcheck
+    from kinkcheck.registry import MATRIX, REGISTRY
+
+    data = tomllib.loads((Path(kinkcheck.__file__).parent / "matrix.toml").read_text())
+    assert {fw: tuple(v) for fw, v in data.items()} == dict(MATRIX) == {f.name: f.versions for f in REGISTRY.values()}
+    assert all(f.tested in f.versions for f in REGISTRY.values() if f.tested), "each tested release is in the matrix"
