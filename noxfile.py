@@ -70,6 +70,7 @@ def _kinkcheck(module: str = "") -> Any:
 REGISTRY = _kinkcheck("registry").REGISTRY
 MATRIX: dict[str, list[str]] = {fw.name: list(fw.versions) for fw in REGISTRY.values() if fw.versions}
 MAX_PYTHON: dict[str, dict[str, tuple[int, int]]] = {fw.name: dict(fw.max_python) for fw in REGISTRY.values()}
+MIN_PYTHON: dict[str, dict[str, tuple[int, int]]] = {fw.name: dict(fw.min_python) for fw in REGISTRY.values()}
 LATEST = {fw: versions[-1] for fw, versions in MATRIX.items()}
 #: Versions the tests pin their expected values to (torch 2.13.0 has a CPU wheel on the dev machines, and
 #: it is the release the public cases P0-P2 were reported against).
@@ -214,10 +215,26 @@ def _probe_args(work: Any, catalog: Any, framework: str, remeasure: bool) -> lis
 
 def _python_for(framework: str, version: str, running: tuple[int, int] | None = None) -> str:
     """The Python to probe ``framework`` ``version`` with: the running one (``sys.executable``) where the release
-    has wheels for it, else :data:`FALLBACK_PYTHON`."""
+    has wheels for it, else the oldest it takes (``min_python``, found by :func:`_find_python`) or
+    :data:`FALLBACK_PYTHON` (a release too old for the running Python)."""
     cap = MAX_PYTHON.get(framework, {}).get(version)
+    floor = MIN_PYTHON.get(framework, {}).get(version)
     running = running or (sys.version_info[0], sys.version_info[1])
+    if floor is not None and running < floor:
+        return _find_python(f"{floor[0]}.{floor[1]}")
     return sys.executable if cap is None or running <= cap else FALLBACK_PYTHON
+
+
+def _find_python(version: str) -> str:
+    """An interpreter for Python ``version`` ("3.12"): ``python3.12`` on PATH when it runs (a pyenv shim may
+    not), else a pyenv installation of it; else ``version`` itself (uv finds or downloads one)."""
+    import glob
+
+    for cand in [shutil.which(f"python{version}"),
+                 *sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / f"{version}.*" / "bin" / "python3")))]:
+        if cand and subprocess.run([cand, "-c", "import sys"], capture_output=True, check=False).returncode == 0:
+            return cand
+    return version
 
 
 def _uv() -> str | None:
@@ -292,6 +309,13 @@ def _not_measured_environment(framework: str, version: str, reason: str, python:
     return {
         "id": f"{framework}-{version}-{device}", "framework": framework, "framework_version": version, "device": device,
         "python": python, "platform": platform.platform(),
+        # where the attempt ran (kinkcheck.probe.runner's machine fields; no framework was imported)
+        "runner": {k: v for k, v in {"os": platform.system(), "os_release": platform.release(),
+                                     "arch": platform.machine(), "processor": platform.processor() or platform.machine(),
+                                     **{f: os.environ.get(e, "") for f, e in (
+                                         ("ci_runner", "RUNNER_NAME"), ("ci_os", "RUNNER_OS"), ("ci_arch", "RUNNER_ARCH"),
+                                         ("ci_run", "GITHUB_RUN_ID"), ("ci_repository", "GITHUB_REPOSITORY"))}}.items()
+                   if v},
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": _kinkcheck().__version__,
         "catalog_hash": _catalog().hash, "not_measured": reason,

@@ -116,3 +116,30 @@ def test_parallel_probes_into_one_folder_lose_nothing_and_report_as_sequential_o
     merged = tmp_path / "merged"  # the report job: every job's artifact downloaded into one folder
     shutil.copytree(parallel, merged)
     assert sorted(Path(merged).iterdir()) and load_shards(merged, catalog)[1] == []
+
+
+@pytest.mark.parametrize("content, why", [
+    ('{"a": 1}', "not the list of sessions"),
+    ("[1, 2]", "not the list of sessions"),
+    ('[{"name": "probe"}]', "not the list of sessions"),
+    ("[]", "no probe session"),
+    ('[{"session": "tests", "call_spec": []}]', "is not a probe session"),
+    ("[", "Expecting value"),
+])
+def test_bad_session_listings_are_one_line(tmp_path, capsys, content, why):
+    from kinkcheck.ci import main
+
+    listing = tmp_path / "sessions.json"
+    listing.write_text(content)
+    assert main(["--sessions", str(listing), "--out", str(tmp_path / "w.yml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kinkcheck.ci: ") and why in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "w.yml").exists(), "nothing written"
+
+
+def test_publish_runs_after_a_failed_probe_and_the_release_job_has_a_token(sessions):
+    flow = workflow(sessions)
+    publish = flow["jobs"]["publish"]["if"]
+    assert "!cancelled()" in publish and "needs.report.result == 'success'" in publish, publish
+    step = flow["jobs"]["releases"]["steps"][-1]
+    assert step["with"]["token"] == "${{ secrets.MATRIX_PR_TOKEN }}", step

@@ -186,6 +186,9 @@ def test_python_follows_the_user_where_wheels_allow(noxfile):
     assert noxfile._python_for("torch", "1.13.1", (3, 11)) == sys.executable
     assert noxfile._python_for("torch", "1.13.1", (3, 12)) == "3.11", "torch 1.13.1 has no wheel above cp311"
     assert noxfile._python_for("jax", "0.4.38", (3, 14)) == "3.11"
+    assert noxfile._python_for("jax", "0.12.0.1", (3, 13)) == sys.executable, "a new release on a new Python"
+    py312 = noxfile._python_for("jax", "0.12.0.1", (3, 11))
+    assert py312 == "3.12" or "3.12" in py312, f"JAX 0.12 needs Python >= 3.12 (min_python): {py312}"
     assert noxfile.PYTHON is None, "render, tests and bench run on the Python that runs nox"
 
 

