@@ -292,6 +292,16 @@ def _install(session: nox.Session, location: Path, args: list[str], cache: Path)
     return None
 
 
+def _interrupted(reason: str) -> bool:
+    """Whether a failed probe command was stopped from outside rather than failing: killed by a signal
+    ("Returned code -9"), or ended by kinkcheck's own handler of SIGINT, SIGHUP or SIGTERM (exit 130, 129, 143:
+    128 + the signal, as the README says)."""
+    import re
+
+    m = re.search(r"code (-?\d+)", reason)
+    return m is not None and (int(m.group(1)) < 0 or int(m.group(1)) in (129, 130, 143))
+
+
 def _device(session: nox.Session) -> str:
     """The device of a probe session: ``-- --device cuda`` (the CI workflow's GPU runner), else cpu."""
     args = list(session.posargs)
@@ -540,7 +550,7 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
                             "--drop-removed", *args,
                             external=True)
             except nox.command.CommandFailed as err:
-                if "code -" in (err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
+                if _interrupted(err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
                     session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was, "
                                   "the next run resumes from its journal")
                 reason = f"probe failed: {err.reason}"

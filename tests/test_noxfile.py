@@ -283,3 +283,13 @@ def test_a_cuda_probe_session_writes_the_cuda_shard(sandbox):
     assert cmd[cmd.index("--device") + 1] == "cuda" and cmd[cmd.index("--out") + 1] == str(obs / "torch-2.13.0-cuda.json")
     assert "--case" not in cmd, "no cuda shard yet: the whole catalog"
     assert (obs / "torch-2.13.0-cpu.json").read_bytes() == cpu
+
+
+def test_a_probe_stopped_from_outside_is_not_a_failed_attempt(noxfile):
+    """A probe ended by a signal, or by kinkcheck's own SIGINT/SIGHUP/SIGTERM handler (exit 128 + the signal), is
+    interrupted (the journal resumes it), not recorded in the shard as a failed attempt."""
+    for reason in ("Returned code -9", "Returned code -15", "Returned code 130", "Returned code 143",
+                   "Returned code 129"):
+        assert noxfile._interrupted(reason), reason
+    for reason in ("Returned code 2", "Returned code 1", "Returned code 137x", ""):
+        assert not noxfile._interrupted(reason), reason
