@@ -126,7 +126,7 @@ def test_entries_name_the_report(report):
     b = bibtex(report)
     prov = report.provenance
     assert b.startswith(f"@misc{{kinkcheck-{prov.generated_at[:10]},") and prov.catalog_hash in b and b.endswith("}"), b
-    assert "PyTorch 1.13.1–2.15.0 (17 releases) and JAX 0.4.13–0.10.2 (11 releases)" in b, b
+    assert "PyTorch 1.13.1–2.15.0 (17 releases) and JAX 0.4.13–0.12.0.1 (13 releases)" in b, b
     y = cff(report)
     assert "type: data" in y and prov.catalog_hash in y, y
     assert f"{len(report.cases)} cases, {len(report.observations)} observations" in y, y

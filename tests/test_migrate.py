@@ -77,7 +77,7 @@ def test_cli(capsys, shards_report_path):
     report = str(shards_report_path)
     assert main(["migrate", "--from", "torch", "--to", "jax", "--case", "relu@0", "--report", report]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("# Migration torch 2.15.0 → jax 0.10.2 (cpu, float64, reverse mode)") and \
+    assert out.startswith("# Migration torch 2.15.0 → jax 0.12.0.1 (cpu, float64, reverse mode)") and \
         "use `jax.nn.relu(x)`" in out, out[:300]
     assert main(["migrate", "--from", "torch==0.1", "--to", "jax", "--report", report]) == 2
     err = capsys.readouterr().err.strip().splitlines()
