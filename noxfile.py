@@ -319,13 +319,7 @@ def _not_measured_environment(framework: str, version: str, reason: str, python:
     return {
         "id": f"{framework}-{version}-{device}", "framework": framework, "framework_version": version, "device": device,
         "python": python, "platform": platform.platform(),
-        # where the attempt ran (kinkcheck.probe.runner's machine fields; no framework was imported)
-        "runner": {k: v for k, v in {"os": platform.system(), "os_release": platform.release(),
-                                     "arch": platform.machine(), "processor": platform.processor() or platform.machine(),
-                                     **{f: os.environ.get(e, "") for f, e in (
-                                         ("ci_runner", "RUNNER_NAME"), ("ci_os", "RUNNER_OS"), ("ci_arch", "RUNNER_ARCH"),
-                                         ("ci_run", "GITHUB_RUN_ID"), ("ci_repository", "GITHUB_REPOSITORY"))}}.items()
-                   if v},
+        "runner": _kinkcheck("probe").runner(None, device),  # where the attempt ran; no framework imported
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": _kinkcheck().__version__,
         "catalog_hash": _catalog().hash, "not_measured": reason,

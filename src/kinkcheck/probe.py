@@ -134,12 +134,13 @@ CI_VARIABLES: Mapping[str, str] = {"ci_runner": "RUNNER_NAME", "ci_os": "RUNNER_
                                    "ci_run": "GITHUB_RUN_ID", "ci_repository": "GITHUB_REPOSITORY"}
 
 
-def runner(adapter: Adapter, device: str) -> dict[str, str]:
+def runner(adapter: Adapter | None, device: str) -> dict[str, str]:
     """Where a shard was measured (its ``environment.runner``): the operating system (``os``, ``os_release``:
     ``platform.system()``, ``platform.release()``), the architecture (``arch``: ``platform.machine()``), the
     processor; on an accelerator what the adapter tells of it (``accelerator``, ``driver``, ``cuda``, ``hip``,
     ``metal``: :meth:`accelerator` where the adapter has one); on a GitHub Actions runner the ``ci_*`` fields
-    (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out."""
+    (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out. ``adapter`` None:
+    the machine alone (the record of an attempt that imported no framework)."""
     from kinkcheck.frameworks.base import processor_name
 
     info = {"os": platform.system(), "os_release": platform.release(), "arch": platform.machine(),

@@ -122,11 +122,9 @@ def new_lines(matrix: Sequence[str], project: Mapping[str, Any], companions: Seq
     def found_for(py: tuple[int, int]) -> dict[tuple[int, int], Version]:
         mine = lines(project, py)
         for other in companions:
-            theirs = lines(other, py)  # validates its shape too
-            releases = other["releases"]
-            mine = {line: v for line, v in mine.items() if line in theirs and any(
-                Version(t) == v and _installable_release(files, py) for t, files in releases.items()
-                if _parses(t))}
+            lines(other, py)  # validates its shape
+            have = {Version(t) for t, files in other["releases"].items() if _parses(t) and _installable_release(files, py)}
+            mine = {line: v for line, v in mine.items() if v in have}
         return mine
 
     found = found_for(PYTHON)
