@@ -90,9 +90,10 @@ def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
-def _requirements(framework: str, version: str) -> list[str]:
-    """What to install for one environment (``registry.Framework.requirements``)."""
-    return list(REGISTRY[framework].requirements(version))
+def _requirements(framework: str, version: str, device: str = "cpu") -> list[str]:
+    """What to install for one environment (``registry.Framework.requirements_for``; [] when the release has no
+    build for ``device``)."""
+    return REGISTRY[framework].requirements_for(version, device) or []
 
 
 def _tested_requirements() -> list[str]:
@@ -256,9 +257,14 @@ def _first_error(proc: subprocess.CompletedProcess[str]) -> str:
     return (first or (lines[-1] if lines else f"exit status {proc.returncode}"))[:200]
 
 
+def _venv_python(location: Path) -> Path:
+    """The interpreter of the virtualenv at ``location`` (``Scripts\\python.exe`` on a Windows runner)."""
+    return location / "Scripts" / "python.exe" if os.name == "nt" else location / "bin" / "python"
+
+
 def _make_venv(session: nox.Session, location: Path, python: str) -> str | None:
     """Create the probe's virtualenv at ``location`` (kept as it is when it exists); None, else the reason."""
-    if (location / "bin" / "python").exists():
+    if _venv_python(location).exists():
         return None
     uv = _uv()
     if uv:
@@ -280,7 +286,7 @@ def _install(session: nox.Session, location: Path, args: list[str], cache: Path)
     if _stamped(stamp, args):
         session.log(f"already installed: {' '.join(args)}")
         return None
-    python = location / "bin" / "python"
+    python = _venv_python(location)
     env = {**os.environ, **_install_env(), "UV_CACHE_DIR": str(cache), "PIP_CACHE_DIR": str(cache)}
     uv = _uv()
     cmd = [uv, "pip", "install", "--python", str(python), *args] if uv else [str(python), "-m", "pip", "install", *args]
@@ -315,10 +321,13 @@ def _device(session: nox.Session) -> str:
 
 def _not_measured_environment(framework: str, version: str, reason: str, python: str,
                               device: str = "cpu") -> dict[str, Any]:
-    """The environment of a record that says why ``framework`` ``version`` was not measured on ``device``."""
+    """The environment of a record that says why ``framework`` ``version`` was not measured on ``device`` here."""
+    plat = _kinkcheck("platforms")
+    tag = plat.host_tag()
     return {
-        "id": f"{framework}-{version}-{device}", "framework": framework, "framework_version": version, "device": device,
-        "python": python, "platform": platform.platform(),
+        "id": plat.environment_id(framework, version, device, tag), "framework": framework,
+        "framework_version": version, "device": device,
+        "python": python, "platform": platform.platform(), "platform_tag": tag,
         "runner": _kinkcheck("probe").runner(None, device),  # where the attempt ran; no framework imported
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": _kinkcheck().__version__,
@@ -501,7 +510,8 @@ def fuzz(session: nox.Session) -> None:
 def probe(session: nox.Session, framework: str, version: str) -> None:
     """Probe one release into its shard in references/observations/: only what it lacks (fresh: no venv)."""
     device = _device(session)
-    shard = OBSERVATIONS / f"{framework}-{version}-{device}.json"
+    plat = _kinkcheck("platforms")  # a macOS or arm64 runner's shard is its own: the platform tag is in its name
+    shard = OBSERVATIONS / f"{plat.environment_id(framework, version, device, plat.host_tag())}.json"
     remeasure = "--remeasure" in session.posargs
     marker = _fresh_marker(shard, framework)
     if marker is not None and marker.exists() and not remeasure:
@@ -534,12 +544,14 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
     venv = VENVS / f"probe-{framework}-{version}"
     cache = VENVS / f".cache-{framework}-{version}"
     try:
-        reason = (_make_venv(session, venv, python)
-                  or _install(session, venv, _requirements(framework, version), cache)
+        reqs = REGISTRY[framework].requirements_for(version, device)
+        reason = ((f"no {device} build of {framework} {version} on a package registry" if reqs is None else None)
+                  or _make_venv(session, venv, python)
+                  or _install(session, venv, reqs or [], cache)
                   or _install(session, venv, ["-e", str(ROOT)], cache))
         if reason is None:
             try:
-                session.run(str(venv / "bin" / "python"), "-m", "kinkcheck", "probe", "--framework", framework,
+                session.run(str(_venv_python(venv)), "-m", "kinkcheck", "probe", "--framework", framework,
                             "--catalog", str(CATALOG), "--staged", "--device", device, "--out", str(shard),
                             "--drop-removed", *args,
                             external=True)

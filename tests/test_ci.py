@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from kinkcheck.ci import RUNNERS, jobs, lint, render, workflow
+from kinkcheck.ci import MAX_MATRIX, RUNNERS, jobs, lint, render, workflow
 
 WORKFLOW = ROOT / ".github" / "workflows" / "matrix.yml"
 
@@ -33,23 +33,48 @@ def test_the_committed_workflow_is_the_noxfiles(sessions):
 
 
 def test_one_job_per_probe_session_and_runner(sessions):
+    from kinkcheck.platforms import DEFAULT
     from kinkcheck.registry import REGISTRY
+    from kinkcheck.releases import read_platforms
 
     include = jobs(sessions)
     probes = {(s["call_spec"]["framework"], s["call_spec"]["version"]) for s in sessions}
     assert len(probes) == sum(len(f.versions) for f in REGISTRY.values()) >= 70, "every release of the matrix"
-    cpu = {(j["framework"], j["version"]) for j in include if j["device"] == "cpu"}
-    cuda = {(j["framework"], j["version"]) for j in include if j["device"] == "cuda"}
-    assert cpu == probes, "every release on the Linux CPU runner"
-    assert cuda == {p for p in probes if p[0] == "torch"}, "torch's CUDA builds on the GPU runner"
+    by_runner = {r.name: {(j["framework"], j["version"]) for j in include if j["runner"] == r.name} for r in RUNNERS}
+    assert by_runner["linux-x86_64-cpu"] == probes, "every release on the Linux x86-64 CPU runner"
+    assert by_runner["linux-x86_64-cuda"] == {p for p in probes if p[0] == "torch"} | {
+        p for p in probes if p[0] == "jax" and tuple(map(int, p[1].split(".")[:3])) >= (0, 4, 26)}, \
+        "torch's CUDA builds and jax[cuda12] (from 0.4.26) on the GPU runner"
+    table = read_platforms()
+    assert ("mlx", "0.32.4") in by_runner["macos-arm64-cpu"], "MLX on its home platform"
+    assert ("tensorflow", "2.21.0") not in by_runner["macos-arm64-cpu"], "tensorflow-cpu has no macOS wheel"
+    assert ("torch", "1.13.1") not in by_runner["linux-aarch64-cpu"], "torch 1.13.1 has no cp311 aarch64 wheel"
+    for r in RUNNERS:
+        if r.platform != DEFAULT:
+            assert by_runner[r.name] == {(fw, v) for fw, vs in table[r.platform].items() for v in vs} & probes, \
+                f"{r.name}: the releases platforms.toml lists for {r.platform}"
     shards = [j["shard"] for j in include]
     assert len(shards) == len(set(shards)), "one shard (and artifact name) per job: none overwrites another"
-    assert all(j["shard"] == f"{j['framework']}-{j['version']}-{j['device']}" for j in include), \
-        "named as kinkcheck probe names the environment"
+    assert "mlx-0.32.4-cpu-macos_arm64" in shards and "torch-2.13.0-cuda" in shards and "torch-2.13.0-cpu" in shards
     flow = workflow(sessions)
-    assert flow["jobs"]["report"]["needs"] == "probe" and flow["jobs"]["publish"]["needs"] == "report"
+    probe_jobs = [name for name in flow["jobs"] if name.startswith("probe-")]
+    assert flow["jobs"]["report"]["needs"] == probe_jobs and flow["jobs"]["publish"]["needs"] == "report"
+    assert all(len(flow["jobs"][n]["strategy"]["matrix"]["include"]) <= MAX_MATRIX for n in probe_jobs), \
+        "GitHub expands one matrix into at most 256 jobs"
+    assert sum(len(flow["jobs"][n]["strategy"]["matrix"]["include"]) for n in probe_jobs) == len(include)
     with pytest.raises(ValueError, match="not a probe session"):
         jobs([{"session": "tests", "call_spec": {}}])
+
+
+def test_a_release_without_a_wheel_or_a_build_gets_no_job():
+    listing = [{"session": f"probe({fw}-{v})", "call_spec": {"framework": fw, "version": v}}
+               for fw, v in (("jax", "0.4.20"), ("jax", "0.4.30"), ("mlx", "0.2.0"))]
+    include = jobs(listing, {"macos_arm64": {"mlx": ["0.2.0"]}, "windows_amd64": {"jax": ["0.4.30"]}})
+    got = {(j["runner"], j["shard"]) for j in include}
+    assert got == {("linux-x86_64-cpu", "jax-0.4.20-cpu"), ("linux-x86_64-cpu", "jax-0.4.30-cpu"),
+                   ("linux-x86_64-cpu", "mlx-0.2.0-cpu"), ("macos-arm64-cpu", "mlx-0.2.0-cpu-macos_arm64"),
+                   ("windows-amd64-cpu", "jax-0.4.30-cpu-windows_amd64"), ("linux-x86_64-cuda", "jax-0.4.30-cuda")}, \
+        "jax 0.4.20 has no jax[cuda12]; only the listed releases run on the other platforms"
 
 
 def test_actionlint_accepts_the_workflow_and_catches_a_broken_one(sessions):
@@ -66,7 +91,7 @@ def test_actionlint_accepts_the_workflow_and_catches_a_broken_one(sessions):
     broken = lint(render(flow), cache)
     assert broken and any('needs job "report" which does not exist' in f for f in broken), broken
     labels = {label for r in RUNNERS for label in r.labels}
-    assert "ubuntu-22.04" in labels and "gpu" in labels
+    assert {"ubuntu-22.04", "ubuntu-22.04-arm", "macos-14", "windows-2022", "gpu"} <= labels
 
 
 def _probe(framework, out_dir, *, check=True):

@@ -276,6 +276,36 @@ def test_a_second_device_gets_its_own_line_and_squares(shards_report):
            f'{LABEL_MARK["right"].emoji}</a>' in row, "the CUDA release has its square and anchor"
 
 
+def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards_report):
+    """A macOS arm64 shard of torch 2.15.0 (made here from the Linux one, relu@0 only, one value changed): named
+    with its platform, on a line of its own, its id ending in the platform tag; the difference from the Linux
+    x86-64 shard is a "Linux x86-64 vs macOS arm64" row, and `cite` finds it at ``cpu-macos_arm64``."""
+    from kinkcheck.cite import cite
+    from kinkcheck.report.build import mode_disagreements
+
+    cpu = shards_report.index.env["torch-2.15.0-cpu"]
+    mac = msgspec.structs.replace(cpu, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
+    assert mac.place == "cpu-macos_arm64" and mac.title == "2.15.0 macOS arm64" and cpu.place == "cpu"
+    envs = list(shards_report.environments)
+    envs.insert(envs.index(cpu) + 1, mac)
+    copied = [msgspec.structs.replace(o, environment=mac.id) for o in shards_report.observations
+              if o.environment == cpu.id and o.case == "relu@0"]
+    copied = [msgspec.structs.replace(o, value={"x": 1.0}, labels=["right"])
+              if o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64" else o for o in copied]
+    report = msgspec.structs.replace(shards_report, environments=envs,
+                                     observations=[*shards_report.observations, *copied])
+    row = _row(render_case_pages(report)["relu-at-0.md"], "case-relu-at-0--torch-torch-relu-x")
+    assert "2.15.0 macOS arm64: 1 <sub>right</sub>" in row and "2.1.2 – 2.15.0: 0 <sub>left</sub>" in row, row
+    rows = [r for r in mode_disagreements(report).rows if r.comparison == "Linux x86-64 vs macOS arm64"]
+    assert [(r.case, r.program, r.dtypes, r.environments) for r in rows] == [
+        ("relu@0", "torch.relu(x)", ["float64"], [mac.id])], rows
+    assert "no shard from another platform" not in " ".join(mode_disagreements(report).not_measured)
+    assert "no shard from another platform" in " ".join(mode_disagreements(shards_report).not_measured)
+    c = cite(report, "torch.relu(x)", case="relu@0", device="cpu-macos_arm64")
+    assert c.environment.id == mac.id and "(CPU macOS arm64, float64, reverse mode)" in c.sentence, c.sentence
+    assert cite(report, "torch.relu(x)", case="relu@0").environment.id == cpu.id, "cpu is Linux x86-64's"
+
+
 def test_every_table_row_has_its_header_s_cells(index, pages):
     """A pipe left unescaped in a program or message (``|`` splits a cell even inside backticks on a code host)
     shifts every cell after it."""

@@ -165,3 +165,17 @@ def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
         assert "FakeFW 0.3.1" in text, text
     assert "fakefw" not in registry.REGISTRY and "ffw" not in expr.ALIASES, "registered() undoes the registration"
     assert conformance.RULES.get("fakefw") is None
+
+
+def test_requirements_for_a_device():
+    """torch's default Linux wheels are CUDA builds: the same requirements on cuda; jax on cuda installs
+    jax[cuda12], which PyPI has from 0.4.26; a framework without the device has none."""
+    from kinkcheck.registry import REGISTRY
+
+    torch, jax = REGISTRY["torch"], REGISTRY["jax"]
+    assert torch.requirements_for("2.13.0", "cuda") == torch.requirements_for("2.13.0") == torch.requirements("2.13.0")
+    assert jax.requirements_for("0.10.2") == ["jax==0.10.2", "jaxlib==0.10.2"]
+    assert jax.requirements_for("0.10.2", "cuda") == ["jax[cuda12]==0.10.2", "jaxlib==0.10.2"]
+    assert jax.requirements_for("0.4.26", "cuda")[0] == "jax[cuda12]==0.4.26"
+    assert jax.requirements_for("0.4.20", "cuda") is None, "no jax[cuda12] before 0.4.26"
+    assert REGISTRY["tinygrad"].requirements_for("0.14.0", "cuda") is None, "no cuda device in the adapter"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kinkcheck.releases import installable, lines, main, new_lines, write_matrix
+from kinkcheck.releases import (installable, lines, main, new_lines, platforms_of, read_platforms, write_matrix,
+                                write_platforms)
 
 
 def _project(*releases):
@@ -111,3 +112,65 @@ def test_write_matrix_reads_a_multi_line_array(tmp_path):
     path.write_text("torch = [\n  '2.14.1',\n  '2.15.0',\n]\njax = ['0.10.2']\n")
     write_matrix({"torch": ["2.16.1"]}, path)
     assert path.read_text() == 'torch = ["2.14.1", "2.15.0", "2.16.1"]\njax = [\'0.10.2\']\n'
+
+
+def test_installable_on_each_platform():
+    assert installable("torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl", platform="linux_aarch64")
+    assert not installable("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", platform="linux_aarch64")
+    assert installable("mlx-0.32.4-cp311-cp311-macosx_14_0_arm64.whl", platform="macos_arm64")
+    assert installable("torch-2.13.0-cp311-none-macosx_11_0_arm64.whl", platform="macos_arm64")
+    assert not installable("mlx-0.32.4-cp311-cp311-macosx_15_0_arm64.whl", platform="macos_arm64"), \
+        "a macOS newer than the runners' 14"
+    assert not installable("x-1.0-cp311-cp311-macosx_10_9_x86_64.whl", platform="macos_arm64"), "Intel only"
+    assert installable("x-1.0-cp311-cp311-macosx_10_9_universal2.whl", platform="macos_arm64")
+    assert installable("jaxlib-0.4.30-cp311-cp311-win_amd64.whl", platform="windows_amd64")
+    assert installable("autograd-1.8.0-py3-none-any.whl", platform="windows_amd64")
+    with pytest.raises(ValueError, match="unknown platform 'linux_riscv64'"):
+        installable("x-1.0-py3-none-any.whl", platform="linux_riscv64")
+
+
+def test_platforms_of_needs_every_companion_and_takes_a_pure_source_release():
+    jax = _project(("0.4.13", [("jax-0.4.13.tar.gz", ">=3.8", False)]),
+                   ("0.4.30", [("jax-0.4.30-py3-none-any.whl", ">=3.9", False)]))
+    jaxlib = _project(("0.4.13", [("jaxlib-0.4.13-cp311-cp311-macosx_11_0_arm64.whl", ">=3.8", False),
+                                  ("jaxlib-0.4.13-cp311-cp311-win_amd64.whl", ">=3.8", False)]),
+                      ("0.4.30", [("jaxlib-0.4.30-cp311-cp311-manylinux2014_aarch64.whl", ">=3.9", False),
+                                  ("jaxlib-0.4.30-cp311-cp311-win_amd64.whl", ">=3.9", True)]))
+    assert platforms_of("0.4.13", [jax, jaxlib]) == ["macos_arm64", "windows_amd64"], \
+        "jax 0.4.13 is a source distribution only: it goes wherever jaxlib has a wheel"
+    assert platforms_of("0.4.30", [jax, jaxlib]) == ["linux_aarch64"], "a yanked wheel does not count"
+    assert platforms_of("0.4.30", [jax, jaxlib], (3, 12)) == [], "no cp312 jaxlib"
+    assert platforms_of("0.5.0", [jax, jaxlib]) == [], "a release the index does not have"
+    with pytest.raises(ValueError, match="no 'releases' table"):
+        platforms_of("0.4.30", [{"info": {}}])
+
+
+def test_platforms_file_round_trips_and_a_bad_one_is_one_line(tmp_path):
+    path = tmp_path / "platforms.toml"
+    table = {"linux_aarch64": {"torch": ["2.13.0"], "jax": []}, "macos_arm64": {"mlx": ["0.2.0", "0.32.4"]}}
+    write_platforms(table, path)
+    assert read_platforms(path) == {"linux_aarch64": {"torch": ("2.13.0",), "jax": ()},
+                                    "macos_arm64": {"mlx": ("0.2.0", "0.32.4")}}
+    first = path.read_bytes()
+    write_platforms(table, path)
+    assert path.read_bytes() == first, "the same table, the same bytes"
+    assert read_platforms(tmp_path / "absent.toml") == {}
+    path.write_text('[macos_arm64]\nmlx = "0.32.4"\n')
+    with pytest.raises(ValueError, match=r"\[macos_arm64\] is not a table of framework = \[releases\]"):
+        read_platforms(path)
+    path.write_text("[macos_arm64\n")
+    with pytest.raises(ValueError, match="platforms.toml: "):
+        read_platforms(path)
+
+
+def test_the_committed_platforms_table_lists_releases_of_the_matrix():
+    from kinkcheck.platforms import DEFAULT, PLATFORMS
+    from kinkcheck.registry import MATRIX
+
+    table = read_platforms()
+    assert set(table) == set(PLATFORMS) - {DEFAULT}, "every other platform of the runners"
+    for tag, frameworks in table.items():
+        for fw, versions in frameworks.items():
+            assert list(versions) == [v for v in MATRIX[fw] if v in versions], f"{tag} {fw}: releases of the matrix"
+    assert "0.32.4" in table["macos_arm64"]["mlx"] and "tensorflow" not in table["macos_arm64"], \
+        "MLX on Apple silicon; tensorflow-cpu has no macOS wheel"

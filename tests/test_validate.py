@@ -70,6 +70,11 @@ SEMANTIC = [
     (_set(("observations", 0, "dtype"), "float32"), "listed twice"),
     (_set(("observations", 3, "dtype"), "float64"), "listed twice"),
     (_set(("observations", 0, "dtype"), "float16"), None),  # valid: a float16 cell
+    # measured on macOS: the platform tag ends the id, so a macOS shard cannot pass for (or overwrite) a Linux one
+    (_set(("environment", "platform_tag"), "macos_arm64"), "'torch-2.13.0-cpu-macos_arm64'"),
+    (lambda s: s["environment"].update(platform_tag="macos_arm64", id=s["environment"]["id"] + "-macos_arm64"),
+     None),
+    (_set(("environment", "platform_tag"), "linux_x86_64"), None),  # explicit default: the bare id
     (lambda s: s["observations"].__setitem__(0, {**s["observations"][0], "dtype": "float16", "value": {"x": 1e308}}),
      "beyond the largest finite float16"),
     (_set(("observations", 0, "input"), {"x": [1, 2]}), "input: input 'x' is a list of 2"),

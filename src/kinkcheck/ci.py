@@ -1,7 +1,8 @@
 """The version matrix as a GitHub Actions workflow: ``nox -s ci_workflow`` writes ``.github/workflows/matrix.yml``.
 
 The job matrix comes from the noxfile (``nox -l --json -t probe``: one probe session per framework release):
-each session runs on every runner class of :data:`RUNNERS` that measures its framework, probes its
+each session runs on every runner class of :data:`RUNNERS` that measures its release (its framework, a wheel on
+the runner's platform, a build for its device), probes its
 environment into its shard (``nox -s "probe(torch-2.13.0)" -- --device cpu``: only what the checked-out shard
 lacks, so a pull request that changes the catalog re-probes only the changed cases) and uploads the shard as an
 artifact; the ``report`` job downloads every shard over ``references/observations/``, renders the report with
@@ -20,31 +21,41 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ACTIONLINT", "PR_TOKEN", "RUNNERS", "Runner", "jobs", "lint", "render", "workflow"]
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms import environment_id
+
+__all__ = ["ACTIONLINT", "MAX_MATRIX", "PR_TOKEN", "RUNNERS", "Runner", "jobs", "lint", "render", "workflow"]
 
 
 @dataclass(frozen=True)
 class Runner:
-    """A class of runner: its ``runs-on`` labels, the device its shards measure, the frameworks it probes."""
+    """A class of runner: its ``runs-on`` labels, the device its shards measure, the frameworks it probes, the
+    platform it stands for (:data:`kinkcheck.platforms.PLATFORMS`)."""
 
     name: str
     labels: tuple[str, ...]
     device: str
     frameworks: tuple[str, ...] | None  # None: every framework of the matrix
     note: str
+    platform: str = DEFAULT_PLATFORM
 
 
-#: Runner classes. Linux x86-64 measures every framework on CPU (the shards committed today); the CUDA class is a
-#: self-hosted runner with an NVIDIA GPU (labels ``self-hosted, linux, x64, gpu``) for the frameworks whose
-#: default Linux wheels are CUDA builds (torch on PyPI). Other operating systems and architectures need the
-#: platform in the environment id first (issue 15, part 3), so that a macOS shard does not overwrite a Linux one.
+#: Runner classes. Linux x86-64 measures every framework on CPU; Linux arm64, macOS arm64 (MLX's home) and
+#: Windows x86-64 the releases with wheels there (``platforms.toml``, written by ``nox -s releases -- --write``),
+#: each into a shard of its own (the platform tag ends the environment id); the CUDA class is a self-hosted runner
+#: with an NVIDIA GPU (labels ``self-hosted, linux, x64, gpu``) for the frameworks with a CUDA device whose
+#: release has a CUDA build on PyPI (``Framework.requirements_for``: torch's default Linux wheels, jax[cuda12]).
 RUNNERS: tuple[Runner, ...] = (
     Runner("linux-x86_64-cpu", ("ubuntu-22.04",), "cpu", None, "GitHub-hosted Linux x86-64"),
-    Runner("linux-x86_64-cuda", ("self-hosted", "linux", "x64", "gpu"), "cuda", ("torch",),
+    Runner("linux-aarch64-cpu", ("ubuntu-22.04-arm",), "cpu", None, "GitHub-hosted Linux arm64", "linux_aarch64"),
+    Runner("macos-arm64-cpu", ("macos-14",), "cpu", None, "GitHub-hosted macOS 14 on Apple silicon", "macos_arm64"),
+    Runner("windows-amd64-cpu", ("windows-2022",), "cpu", None, "GitHub-hosted Windows x86-64", "windows_amd64"),
+    Runner("linux-x86_64-cuda", ("self-hosted", "linux", "x64", "gpu"), "cuda", ("torch", "jax"),
            "self-hosted Linux x86-64 with an NVIDIA GPU and its driver"),
 )
 
@@ -62,32 +73,83 @@ _SETUP = [
 ]
 
 
-def jobs(sessions: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """The probe jobs: one per (probe session of ``nox -l --json -t probe``, runner class measuring its framework),
-    in session order, each ``{"session", "framework", "version", "device", "runner", "runs-on", "shard"}``.
+def _measures(r: Runner, framework: str, version: str, elsewhere: Mapping[str, Mapping[str, Sequence[str]]]) -> bool:
+    """Whether runner class ``r`` probes ``framework`` ``version``: its framework list, the release's wheels on its
+    platform (``elsewhere``: :func:`kinkcheck.releases.read_platforms`), a build for its device."""
+    from kinkcheck.registry import REGISTRY
+
+    if r.frameworks is not None and framework not in r.frameworks:
+        return False
+    if r.platform != DEFAULT_PLATFORM and version not in elsewhere.get(r.platform, {}).get(framework, ()):
+        return False
+    rec = REGISTRY.get(framework)
+    return r.device == "cpu" or (rec is not None and rec.requirements_for(version, r.device) is not None)
+
+
+def jobs(sessions: list[dict[str, Any]], elsewhere: Mapping[str, Mapping[str, Sequence[str]]] | None = None
+         ) -> list[dict[str, str]]:
+    """The probe jobs: one per (probe session of ``nox -l --json -t probe``, runner class measuring its release),
+    grouped by runner class, in session order, each ``{"session", "framework", "version", "device", "runner",
+    "runs-on", "shard"}`` (``shard``: the environment id, :func:`kinkcheck.platforms.environment_id`).
+    ``elsewhere``: the releases with wheels per other platform (default ``platforms.toml``).
 
     Raises
     ------
     ValueError
-        A session without ``call_spec`` framework and version (not a probe session).
+        A session without ``call_spec`` framework and version (not a probe session); an unreadable
+        ``platforms.toml``.
     """
-    out = []
+    from kinkcheck.releases import read_platforms
+
+    table = read_platforms() if elsewhere is None else elsewhere
+    specs = []
     for s in sessions:
         spec = s.get("call_spec") if isinstance(s.get("call_spec"), dict) else {}
         fw, version = spec.get("framework"), spec.get("version")
         if not isinstance(fw, str) or not isinstance(version, str):
             raise ValueError(f"{s.get('session')!r} is not a probe session (no framework and version)")
-        for r in RUNNERS:
-            if r.frameworks is None or fw in r.frameworks:
-                out.append({"session": s["session"], "framework": fw, "version": version, "device": r.device,
+        specs.append((s["session"], fw, version))
+    out = []
+    for r in RUNNERS:
+        for session, fw, version in specs:
+            if _measures(r, fw, version, table):
+                out.append({"session": session, "framework": fw, "version": version, "device": r.device,
                             "runner": r.name, "runs-on": list(r.labels) if len(r.labels) > 1 else r.labels[0],
-                            "shard": f"{fw}-{version}-{r.device}"})
+                            "shard": environment_id(fw, version, r.device, r.platform)})
     return out
+
+
+#: The most jobs GitHub Actions expands one job's matrix into.
+MAX_MATRIX = 256
+
+
+def _probe_job(include: list[dict[str, str]]) -> dict[str, Any]:
+    """The probe job of one runner class: a matrix of its ``include`` rows (at most :data:`MAX_MATRIX`)."""
+    if len(include) > MAX_MATRIX:
+        raise ValueError(f"{include[0]['runner']}: {len(include)} probe jobs; GitHub runs at most {MAX_MATRIX} "
+                         "from one matrix")
+    return {
+        "name": "${{ matrix.shard }}",
+        "runs-on": "${{ matrix.runs-on }}",
+        "timeout-minutes": 240,
+        "defaults": {"run": {"shell": "bash"}},  # the same step text on the Windows runners
+        "strategy": {"fail-fast": False, "matrix": {"include": include}},
+        "steps": [*_SETUP,
+                  {"name": "Probe what the shard lacks",
+                   "run": 'nox -s "${{ matrix.session }}" -- --device "${{ matrix.device }}"'},
+                  {"name": "Upload the shard", "uses": "actions/upload-artifact@v4",
+                   "with": {"name": "shard-${{ matrix.shard }}",
+                            "path": "references/observations/${{ matrix.shard }}.json",
+                            "if-no-files-found": "error"}}],
+    }
 
 
 def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     """The workflow (a mapping, YAML's structure) for the probe ``sessions`` (``nox -l --json -t probe``)."""
     include = jobs(sessions)
+    # one probe job per runner class: GitHub expands a job's matrix to at most 256 jobs
+    probes = {f"probe-{r.name}": _probe_job([j for j in include if j["runner"] == r.name]) for r in RUNNERS
+              if any(j["runner"] == r.name for j in include)}
     return {
         "name": "kinkcheck matrix",
         "on": {
@@ -117,21 +179,9 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
                                     "body": "Found by the scheduled matrix workflow (nox -s releases). The matrix "
                                             "run on this pull request probes them."}}],
             },
-            "probe": {
-                "name": "${{ matrix.shard }}",
-                "runs-on": "${{ matrix.runs-on }}",
-                "timeout-minutes": 240,
-                "strategy": {"fail-fast": False, "matrix": {"include": include}},
-                "steps": [*_SETUP,
-                          {"name": "Probe what the shard lacks",
-                           "run": 'nox -s "${{ matrix.session }}" -- --device "${{ matrix.device }}"'},
-                          {"name": "Upload the shard", "uses": "actions/upload-artifact@v4",
-                           "with": {"name": "shard-${{ matrix.shard }}",
-                                    "path": "references/observations/${{ matrix.shard }}.json",
-                                    "if-no-files-found": "error"}}],
-            },
+            **probes,
             "report": {
-                "needs": "probe",
+                "needs": list(probes),
                 "if": "${{ !cancelled() }}",  # a failed job keeps the shard checked out: the report still renders
                 "runs-on": RUNNERS[0].labels[0],
                 "steps": [*_SETUP,

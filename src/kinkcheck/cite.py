@@ -19,6 +19,8 @@ from pathlib import Path
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms import title as platform_title
 from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
@@ -158,7 +160,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         Case id. Default: the program's principal case (:func:`principal_case`); the others are in
         :attr:`Citation.others`.
     framework_version : str, optional
-        Release; default the newest release measured on ``device``.
+        Release; default the newest release measured on ``device`` (an ``Environment.place``: the device, then
+        ``-<platform tag>`` off Linux x86-64, e.g. ``cpu-macos_arm64``).
     framework : str, optional
         ``torch`` or ``jax``: needed only for a program text that both frameworks measure in the case
         (``x ** 0.5``, ``v.max()``).
@@ -196,7 +199,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     c, pid, framework = chosen[0]
     others = tuple(dict.fromkeys(cc.id for cc, _, fw in cells if cc.id != c.id and fw == framework))
     check_cell(framework, mode, dtype)
-    envs = [e for e in ix.columns.get(framework, []) if e.device == device]  # measured, oldest first
+    envs = [e for e in ix.columns.get(framework, []) if e.place == device]  # measured, oldest first
     if framework_version is not None:
         measured = list(dict.fromkeys(e.framework_version for e in envs))
         envs = [e for e in envs if e.framework_version == framework_version]
@@ -223,8 +226,10 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
 def _sentence(case: Case, program: str, env: Environment, ob: Observation, mode: str, dtype: str) -> str:
     name = FRAMEWORK_NAMES.get(env.framework, env.framework)
     point = ", ".join(f"{k} = {json.dumps(v)}" for k, v in case.at.items())
-    where = f"{name} {env.framework_version} ({env.device.upper() if env.device == 'cpu' else env.device}, " \
-            f"{dtype}, {mode} mode)"
+    on = env.device.upper() if env.device == "cpu" else env.device
+    if env.platform_tag != DEFAULT_PLATFORM:
+        on += f" {platform_title(env.platform_tag)}"
+    where = f"{name} {env.framework_version} ({on}, {dtype}, {mode} mode)"
     if ob.status != "ok":
         what = f"`{program}` at {point} gives no derivative ({ob.status}: {ob.error})"
     else:

@@ -617,9 +617,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "beside the shard, one per selection of cases, modes and dtypes); one probe per "
                                     "environment at a time (.<id>.lock).")
     pr.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="default with --out-dir: every installed framework")
-    pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>.json "
+    pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>[-<platform>].json "
                                   "after the environment probed")
-    pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>.json")
+    pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>[-<platform>].json (the platform tag off Linux x86-64, e.g. -macos_arm64)")
     pr.add_argument("--device", default="cpu", help="cpu (default) | cuda")
     pr.add_argument("--dtype", action="append", default=[], help="repeatable; default all four dtypes")
     pr.add_argument("--mode", action="append", default=[], help="repeatable; default every mode of the framework")
@@ -678,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--framework-version", help="release (default: the newest measured)")
     c.add_argument("--mode", default="reverse", help="default reverse")
     c.add_argument("--dtype", default="float64", help="default float64")
-    c.add_argument("--device", default="cpu", help="default cpu")
+    c.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform tag: cpu-macos_arm64")
     c.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
     c.add_argument("--link-base", default="reports",
                    help="the reports folder (a path or URL) the link starts from: BASE/cases/CASE.md#ROW (default "
@@ -694,7 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--case", help="one case id only")
     mg.add_argument("--mode", default="reverse", help="default reverse")
     mg.add_argument("--dtype", default="float64", help="default float64")
-    mg.add_argument("--device", default="cpu", help="default cpu")
+    mg.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform tag: cpu-macos_arm64")
     mg.add_argument("--only-differences", action="store_true", help="leave out the pairs that agree")
     mg.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
     mg.set_defaults(func=_cmd_migrate)

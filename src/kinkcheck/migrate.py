@@ -102,7 +102,7 @@ def _version(text: str) -> Any:
 def _environment(report: Report, fw: str, version: str | None, device: str) -> Environment:
     from packaging.version import InvalidVersion, Version
 
-    envs = [e for e in report.index.columns.get(fw, []) if e.device == device]  # measured ones
+    envs = [e for e in report.index.columns.get(fw, []) if e.place == device]  # measured ones, at that place
     if version is not None:
         try:
             want = Version(version)

@@ -101,20 +101,26 @@ def _public_version(version: str) -> str:
 
 def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequence[str] = (),
                 modes: Sequence[str] = ()) -> dict[str, Any]:
-    """Provenance of a shard: ``id`` is ``"<framework>-<public version>-<device>"``.
+    """Provenance of a shard: ``id`` is ``"<framework>-<public version>-<device>"``, followed by this machine's
+    platform tag off Linux x86-64 (:func:`kinkcheck.platforms.environment_id`; ``platform_tag`` records it).
 
     ``catalog`` is the catalog probed (a part of it when the probe is narrowed to some cases: ``catalog_hash``
     is the whole catalog's, ``case_hashes`` names the cases probed, each with its measurement hash).
     """
+    from kinkcheck.platforms import environment_id as _env_id
+    from kinkcheck.platforms import host_tag
+
     version = _public_version(adapter.version)
+    tag = host_tag()
     env = {
-        "id": f"{adapter.name}-{version}-{device}",
+        "id": _env_id(adapter.name, version, device, tag),
         "framework": adapter.name,
         "framework_version": version,
         "framework_build": adapter.version,
         "device": device,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "platform_tag": tag,
         "runner": runner(adapter, device),
         "measured_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": __version__,
@@ -160,7 +166,8 @@ DISTRIBUTIONS: Mapping[str, str] = view(lambda f: f.distribution)
 
 
 def environment_id(framework: str, device: str = "cpu") -> str | None:
-    """The id a probe of the installed ``framework`` will give its shard, without importing the framework.
+    """The id a probe of the installed ``framework`` on this machine will give its shard, without importing the
+    framework (:func:`kinkcheck.platforms.environment_id`: the platform tag follows off Linux x86-64).
 
     Read from the installed distribution's metadata (``torch.__version__`` is the distribution version);
     None when it is not installed (the probe then says why).
@@ -171,7 +178,10 @@ def environment_id(framework: str, device: str = "cpu") -> str | None:
         version = metadata.version(DISTRIBUTIONS.get(framework, framework))
     except metadata.PackageNotFoundError:
         return None
-    return f"{framework}-{_public_version(version)}-{device}"
+    from kinkcheck.platforms import environment_id as _env_id
+    from kinkcheck.platforms import host_tag
+
+    return _env_id(framework, _public_version(version), device, host_tag())
 
 
 def journal_path(shard_path: str | Path, modes: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,

@@ -97,6 +97,9 @@ class Framework:
     test_alone : str or None
         Why its tested release cannot share the test virtualenv (a conflicting pin); then ``nox -s tests`` leaves
         it out and ``nox -s "framework_tests(<name>)"`` tests it in its own virtualenv.
+    device_requirements : dict
+        Device → version → what an environment on that device installs instead of ``requirements`` (None: the
+        release has no build for it from a package registry); see :meth:`requirements_for`.
     rule : tuple of (str, str)
         Its documented rule at a kink and where it is documented; an empty text means none is documented.
     documented : dict
@@ -122,6 +125,18 @@ class Framework:
     documented: Mapping[str, str] = field(default_factory=dict)
     test_alone: str | None = None
     import_first: bool = False
+    device_requirements: Mapping[str, Callable[[str], list[str] | None]] = field(default_factory=dict, compare=False,
+                                                                               repr=False)
+
+    def requirements_for(self, version: str, device: str = "cpu") -> list[str] | None:
+        """What an environment of ``version`` on ``device`` installs: :attr:`requirements` on CPU and on a device
+        whose builds are the default wheels (torch's Linux wheels on PyPI are CUDA builds); a device's own
+        (:attr:`device_requirements`, e.g. ``jax[cuda12]``) otherwise; None when the release has no build for
+        ``device`` or the framework no such device."""
+        if device not in self.devices:
+            return None
+        own = self.device_requirements.get(device)
+        return list(self.requirements(version)) if own is None else own(version)
 
     @property
     def newest(self) -> str | None:
@@ -143,6 +158,14 @@ def _jax_requirements(version: str) -> list[str]:
     if _version_tuple(version) < (0, 4, 26):
         reqs += ["numpy<2", "scipy<1.13"]
     return reqs
+
+
+def _jax_cuda_requirements(version: str) -> list[str] | None:
+    # jax[cuda12] (the jax-cuda12-plugin and -pjrt wheels, CUDA libraries from PyPI) from 0.4.26; before it the
+    # CUDA jaxlib came from Google's own find-links page, not a package registry: not measured there.
+    if _version_tuple(version) < (0, 4, 26):
+        return None
+    return [f"jax[cuda12]=={version}", *_jax_requirements(version)[1:]]
 
 
 _TORCH_RULE = (
@@ -302,7 +325,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         aliases={"jnp": "jax.numpy", "lax": "jax.lax"}, devices=("cpu", "cuda"),
         # 0.4.13, 0.4.20, 0.4.26, 0.4.30, 0.4.38 and the newest patch of every minor line from 0.5
         versions=MATRIX.get("jax", ()),
-        requirements=_jax_requirements,
+        requirements=_jax_requirements, device_requirements={"cuda": _jax_cuda_requirements},
         # jaxlib: cp312 from 0.4.17, cp313 from 0.4.34, cp314 from 0.8
         max_python={"0.4.13": (3, 11), "0.4.20": (3, 12), "0.4.26": (3, 12), "0.4.30": (3, 12), "0.4.38": (3, 13),
                     "0.5.3": (3, 13), "0.6.2": (3, 13), "0.7.2": (3, 13)},
@@ -371,11 +394,11 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
         "pytensor", "PyTensor", "pytensor", "kinkcheck.frameworks.pytensor",
         ("reverse", "forward", "jit", "second-order"), ("*", "#bcbd22"), aliases={"pt": "pytensor.tensor"},
         dtypes=("float64", "float32", "float16"),  # NumPy dtypes: no bfloat16
-        # the newest patch of the minor lines from 2.36 (checked 2026-12-01; 3.1.3 not yet probed); 3.1 on need
+        # the newest patch of the minor lines from 2.36 (checked 2026-12-01); 3.1 on need
         # Python >= 3.12
         versions=MATRIX.get("pytensor", ()),
         requirements=lambda v: [f"pytensor=={v}"],
-        min_python={"3.2.4": (3, 12), "3.3.8": (3, 12)},  # 3.1.3 too: not yet probed
+        min_python={"3.1.3": (3, 12), "3.2.4": (3, 12), "3.3.8": (3, 12)},  # Requires-Python >= 3.12
         tested="3.0.7", rule=_PYTENSOR_RULE, documented=_PYTENSOR_DOCUMENTED,
     ),
     Framework(

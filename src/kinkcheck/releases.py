@@ -11,6 +11,7 @@ parser), and lists the newest patch of every minor line newer than the matrix's 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -22,37 +23,71 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["GLIBC", "INDEX", "MATRIX_FILE", "installable", "lines", "new_lines", "pinned", "write_matrix"]
+from kinkcheck.platforms import DEFAULT, PLATFORMS
+
+__all__ = ["GLIBC", "INDEX", "MACOS", "MATRIX_FILE", "PLATFORMS_FILE", "installable", "lines", "new_lines", "pinned",
+           "platforms_of", "write_matrix", "write_platforms"]
 
 #: The package index's JSON API (PEP 691's predecessor, the one PyPI serves for a project's every release).
 INDEX = "https://pypi.org/pypi/{distribution}/json"
 #: The matrix file :mod:`kinkcheck.registry` reads.
 MATRIX_FILE = Path(__file__).with_name("matrix.toml")
+#: Per platform other than Linux x86-64, the releases of the matrix with wheels there (:mod:`kinkcheck.ci` reads it).
+PLATFORMS_FILE = Path(__file__).with_name("platforms.toml")
 
 
 #: The glibc of the matrix's Linux runners (ubuntu-22.04: 2.35): the newest manylinux tag a wheel may carry.
 GLIBC = (2, 35)
 
 
-def _supported(python: tuple[int, int]) -> frozenset[Any]:
-    """The wheel tags CPython ``python`` takes on Linux x86-64 with :data:`GLIBC` (``packaging.tags``' own lists)."""
+#: The macOS of the matrix's macOS arm64 runners (macos-14): the newest ``macosx_*_arm64`` tag a wheel may carry.
+MACOS = (14, 0)
+
+
+def _wheel_platforms(platform: str) -> list[str]:
+    """The wheel platform tags the runner image of ``platform`` (a :data:`kinkcheck.platforms.PLATFORMS` tag)
+    takes, most specific first (``packaging.tags``' own list for macOS)."""
     from packaging import tags
 
-    platforms = [f"manylinux_{GLIBC[0]}_{minor}_x86_64" for minor in range(GLIBC[1], 4, -1)]
-    platforms += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+    if platform in ("linux_x86_64", "linux_aarch64"):
+        arch = platform.removeprefix("linux_")
+        oldest = 4 if arch == "x86_64" else 16  # manylinux on aarch64 starts at glibc 2.17
+        out = [f"manylinux_{GLIBC[0]}_{minor}_{arch}" for minor in range(GLIBC[1], oldest, -1)]
+        return out + [f"manylinux2014_{arch}"] + ([f"manylinux2010_{arch}", f"manylinux1_{arch}"]
+                                                 if arch == "x86_64" else []) + [platform]
+    if platform == "macos_arm64":
+        return list(tags.mac_platforms(MACOS, "arm64"))
+    if platform == "windows_amd64":
+        return ["win_amd64"]
+    raise ValueError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
+
+
+@functools.cache
+def _supported(python: tuple[int, int], platform: str = DEFAULT) -> frozenset[Any]:
+    """The wheel tags CPython ``python`` takes on ``platform`` (``packaging.tags``' own lists)."""
+    from packaging import tags
+
+    platforms = _wheel_platforms(platform)
     return frozenset([*tags.cpython_tags(python, platforms=platforms),
                       *tags.compatible_tags(python, f"cp{python[0]}{python[1]}", platforms=platforms)])
 
 
-def installable(filename: str, python: tuple[int, int] = (3, 11)) -> bool:
-    """Whether the wheel ``filename`` installs for CPython ``python`` on Linux x86-64 with glibc :data:`GLIBC`:
-    one of its tags is among those ``packaging.tags`` lists for that interpreter and platform (so no musllinux,
-    no newer manylinux, abi3 only from a CPython at most ``python``); not a wheel: False."""
+def installable(filename: str, python: tuple[int, int] = (3, 11), platform: str = DEFAULT) -> bool:
+    """Whether the wheel ``filename`` installs for CPython ``python`` on ``platform`` (default Linux x86-64 with
+    glibc :data:`GLIBC`; ``linux_aarch64`` with the same glibc, ``macos_arm64`` with macOS :data:`MACOS`,
+    ``windows_amd64``): one of its tags is among those ``packaging.tags`` lists for that interpreter and platform
+    (so no musllinux, no newer manylinux, abi3 only from a CPython at most ``python``); not a wheel: False.
+
+    Raises
+    ------
+    ValueError
+        ``platform`` is not a tag of :data:`kinkcheck.platforms.PLATFORMS`.
+    """
     try:
         _, _, _, wheel_tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
         return False
-    return not wheel_tags.isdisjoint(_supported(python))
+    return not wheel_tags.isdisjoint(_supported(python, platform))
 
 
 def _supports(requires_python: str | None, python: tuple[int, int]) -> bool:
@@ -67,9 +102,44 @@ def _supports(requires_python: str | None, python: tuple[int, int]) -> bool:
         return True
 
 
-def _installable_release(files: list[Mapping[str, Any]], python: tuple[int, int]) -> bool:
-    return any(installable(str(f.get("filename") or ""), python) and _supports(f.get("requires_python"), python)
-               for f in files if not f.get("yanked"))
+def _installable_release(files: list[Mapping[str, Any]], python: tuple[int, int], platform: str = DEFAULT) -> bool:
+    return any(installable(str(f.get("filename") or ""), python, platform)
+               and _supports(f.get("requires_python"), python) for f in files if not f.get("yanked"))
+
+
+def platforms_of(version: str, projects: Sequence[Mapping[str, Any]], python: tuple[int, int] = (3, 11)
+                 ) -> list[str]:
+    """The platforms other than Linux x86-64 (:data:`kinkcheck.platforms.PLATFORMS`) where ``version`` installs
+    for CPython ``python``: every one of ``projects`` (the index JSON of the framework's distribution, then its
+    companions pinned to the same version, e.g. jaxlib) has a wheel for it there, or only a source distribution
+    (a pure-Python release such as jax 0.4.13, which installs wherever its companions do). In ``PLATFORMS`` order.
+
+    Raises
+    ------
+    ValueError
+        An index JSON without a ``releases`` table.
+    """
+    out = []
+    for tag in PLATFORMS:
+        if tag == DEFAULT:
+            continue
+        ok = True
+        for project in projects:
+            releases = project.get("releases") if isinstance(project, Mapping) else None
+            if not isinstance(releases, Mapping):
+                raise ValueError("the index JSON has no 'releases' table")
+            files = releases.get(version)
+            if not isinstance(files, list):
+                ok = False
+                break
+            if not any(str(f.get("filename") or "").endswith(".whl") for f in files if not f.get("yanked")) and files:
+                continue  # only a source distribution (jax before 0.4.14): it installs wherever its companions do
+            if not _installable_release(files, python, tag):
+                ok = False
+                break
+        if ok:
+            out.append(tag)
+    return out
 
 
 def lines(project: Mapping[str, Any], python: tuple[int, int] = (3, 11)) -> dict[tuple[int, int], Version]:
@@ -193,6 +263,48 @@ def write_matrix(additions: Mapping[str, Sequence[str]], path: Path = MATRIX_FIL
     write_text_atomic(path, text)
 
 
+def write_platforms(table: Mapping[str, Mapping[str, Sequence[str]]], path: Path = PLATFORMS_FILE) -> None:
+    """Write ``table`` (platform → framework → releases with wheels there) as ``platforms.toml``, platforms and
+    frameworks in the order given, with the header saying how it is made (same table, same bytes)."""
+    from kinkcheck.shards import write_text_atomic
+
+    lines_ = ["# Per platform other than Linux x86-64 (kinkcheck.platforms): the releases of the matrix (matrix.toml)",
+              "# with a wheel there for the environment's Python, framework and companions alike (jaxlib for jax).",
+              "# Written by `nox -s releases -- --write` from PyPI's JSON API; the CI workflow (kinkcheck.ci) runs a",
+              "# probe job on a platform's runner for each release listed here. A release missing from a platform",
+              "# has no wheel for it there.", ""]
+    for tag, frameworks in table.items():
+        lines_.append(f"[{tag}]")
+        lines_ += [f"{fw} = [{', '.join(json.dumps(v) for v in versions)}]" for fw, versions in frameworks.items()]
+        lines_.append("")
+    write_text_atomic(path, "\n".join(lines_).rstrip("\n") + "\n")
+
+
+def read_platforms(path: Path = PLATFORMS_FILE) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``platforms.toml``: platform → framework → the releases with wheels there; {} when the file is absent.
+
+    Raises
+    ------
+    ValueError
+        The file is not TOML of tables of string arrays (one line naming the file).
+    """
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ValueError(f"{path}: {' '.join(str(err).split())}") from None
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for tag, frameworks in data.items():
+        if not isinstance(frameworks, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v) for v in frameworks.values()):
+            raise ValueError(f"{path}: [{tag}] is not a table of framework = [releases]")
+        out[tag] = {fw: tuple(v) for fw, v in frameworks.items()}
+    return out
+
+
 def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = fetch) -> int:
     from kinkcheck.registry import MATRIX, REGISTRY
 
@@ -201,11 +313,17 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
     ap.add_argument("--framework", action="append", choices=tuple(MATRIX), help="default: every framework")
     args = ap.parse_args(argv)
     additions: dict[str, list[str]] = {}
+    elsewhere: dict[str, dict[str, list[str]]] = {tag: {} for tag in PLATFORMS if tag != DEFAULT}
     failed = 0
     for fw in args.framework or list(MATRIX):
-        dists = pinned(REGISTRY[fw].requirements(MATRIX[fw][-1]), MATRIX[fw][-1]) or [REGISTRY[fw].distribution]
+        rec = REGISTRY[fw]
+        dists = pinned(rec.requirements(MATRIX[fw][-1]), MATRIX[fw][-1]) or [rec.distribution]
         try:
-            added, patch, later = new_lines(MATRIX[fw], get(dists[0]), [get(d) for d in dists[1:]])
+            projects = [get(d) for d in dists]
+            added, patch, later = new_lines(MATRIX[fw], projects[0], projects[1:])
+            for v in (*MATRIX[fw], *added):
+                for tag in platforms_of(v, projects, rec.min_python.get(v, PYTHON)):
+                    elsewhere[tag].setdefault(fw, []).append(v)
         except (OSError, ValueError) as err:
             print(f"{fw}: cannot read the index for {', '.join(dists)}: {' '.join(str(err).split())[:200]}",
                   file=sys.stderr)
@@ -213,10 +331,13 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
             continue
         additions[fw] = added
         news = f"new release lines {', '.join(added)}" if added else "no new release line"
+        n = len(MATRIX[fw]) + len(added)
+        where = ", ".join(f"{tag} {len(elsewhere[tag].get(fw, []))}/{n}" for tag in elsewhere)
         print(f"{fw:<11} matrix newest {MATRIX[fw][-1]:<8} {news}"
               + (f"; a newer patch of {MATRIX[fw][-1]}'s line: {patch}" if patch else "")
               + (f"; only for a newer Python (not added): "
-                 + ", ".join(f"{v} (Python {py})" for v, py in later.items()) if later else ""))
+                 + ", ".join(f"{v} (Python {py})" for v, py in later.items()) if later else "")
+              + f"; wheels elsewhere: {where}")
     if args.write and any(additions.values()):
         try:
             write_matrix(additions)
@@ -224,6 +345,14 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
             print(f"kinkcheck.releases: cannot write {MATRIX_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
             return 2
         print(f"appended to {MATRIX_FILE}: " + "; ".join(f"{fw} {', '.join(v)}" for fw, v in additions.items() if v))
+    if args.write and not failed and not args.framework:  # the whole table, or none: a partial one would drop jobs
+        try:
+            write_platforms(elsewhere)
+        except OSError as err:
+            print(f"kinkcheck.releases: cannot write {PLATFORMS_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
+            return 2
+        print(f"wrote {PLATFORMS_FILE}: " + "; ".join(f"{tag} {sum(map(len, t.values()))} releases"
+                                                      for tag, t in elsewhere.items()))
     return 2 if failed else 0
 
 

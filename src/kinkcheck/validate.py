@@ -307,16 +307,20 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
 
     Checks
     ------
-    environment id ``<framework>-<framework_version>-<device>``; ``not_measured`` a non-empty string;
+    environment id ``<framework>-<framework_version>-<device>``, then ``-<platform_tag>`` off Linux x86-64
+    (:func:`kinkcheck.platforms.environment_id`; a shard without ``platform_tag`` was measured there); ``not_measured`` a non-empty string;
     observations present unless ``not_measured`` says why; no (case, program, mode, dtype) twice; an ``ok``
     observation has a value within its dtype's finite range, an ``error`` or ``unavailable`` one an error
     message and no value; an ``ok`` network run (P0, :data:`kinkcheck.oracles.backprop.P0`) has W1 and W2
     of P0's shapes (3x2, 2x2).
     """
     env = shard["environment"]
-    want = f"{env['framework']}-{env['framework_version']}-{env['device']}"
+    from kinkcheck.platforms import DEFAULT, environment_id
+
+    want = environment_id(env["framework"], env["framework_version"], env["device"], env.get("platform_tag", DEFAULT))
     if env["id"] != want:
-        return f"environment id {env['id']!r} does not match its framework, version and device ({want!r})"
+        return (f"environment id {env['id']!r} does not match its framework, version and device (and platform) "
+                f"({want!r})")
     reason = env.get("not_measured")
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
         return "environment.not_measured must be a sentence saying why nothing was measured"

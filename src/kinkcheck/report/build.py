@@ -26,6 +26,8 @@ from kinkcheck.diff import describe_observation, differs
 from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.shards import missing_work
 
@@ -56,7 +58,8 @@ def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
         v = Version("0")
     fw = env["framework"]
     rank = FRAMEWORKS.index(fw) if fw in FRAMEWORKS else len(FRAMEWORKS)
-    return (rank, fw, v, env["device"])
+    tag = env.get("platform_tag", DEFAULT_PLATFORM)
+    return (rank, fw, v, env["device"], tag != DEFAULT_PLATFORM, tag)
 
 
 def _fw_rank(fw: str) -> int:
@@ -444,6 +447,20 @@ def _brief(ob: m.Observation) -> m.Brief:
     return m.Brief(status=ob.status, value=ob.value, label=ob.labels[0], error=ob.error, input=ob.input)
 
 
+def place_comparison(reference: m.Environment, env: m.Environment) -> str:
+    """How a comparison of ``env`` with the ``reference`` environment (CPU, Linux x86-64) reads: ``"CPU vs
+    CUDA"`` across devices, ``"Linux x86-64 vs macOS arm64"`` across platforms, both when both differ
+    (``"CPU Linux x86-64 vs CUDA Linux arm64"``)."""
+    dev = reference.device != env.device
+    plat = reference.platform_tag != env.platform_tag
+    ref_side = [reference.device.upper()] if dev else []
+    side = [env.device.upper()] if dev else []
+    if plat:
+        ref_side.append(platform_title(reference.platform_tag))
+        side.append(platform_title(env.platform_tag))
+    return f"{' '.join(ref_side)} vs {' '.join(side)}"
+
+
 def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     """Where the same program gives different values or labels by mode, dtype or device.
 
@@ -452,7 +469,9 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     * a mode against reverse mode in the same dtype (:data:`COMPARISONS`: reverse vs forward, eager vs
       compiled, grad vs jit, unbatched vs vmap, reverse vs functional);
     * a lower precision against float64, in reverse and in second-order mode ("float64 vs bfloat16");
-    * a CUDA environment against the CPU environment of the same framework version ("CPU vs CUDA").
+    * a CUDA environment against the CPU environment of the same framework version ("CPU vs CUDA"), and an
+      environment measured on another platform against the Linux x86-64 one ("Linux x86-64 vs macOS arm64",
+      :func:`place_comparison`).
 
     Rows that differ the same way in several environments (and dtypes) are merged; ``releases`` names them
     as ranges.
@@ -474,13 +493,15 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
                     raw.append((ref, ob, f"float64 vs {dtype}", eid))
     not_measured = []
     for env in report.environments:
-        if env.device == "cpu":
+        if env.place == "cpu":
             continue
-        cpu = next((e for e in report.environments if e.device == "cpu" and e.framework == env.framework
+        cpu = next((e for e in report.environments if e.place == "cpu" and e.framework == env.framework
                     and e.framework_version == env.framework_version), None)
         if cpu is None:
-            not_measured.append(f"{env.id}: no CPU shard of {env.framework} {env.framework_version} to compare with")
+            not_measured.append(f"{env.id}: no CPU shard (Linux x86-64) of {env.framework} {env.framework_version} "
+                                "to compare with")
             continue
+        comparison = place_comparison(cpu, env)
         for (eid, cid, prog), by_mode in cells.items():
             if eid != env.id:
                 continue
@@ -488,10 +509,13 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
             for key, ob in by_mode.items():
                 ref = cpu_cells.get(key)
                 if ref is not None and _differs(ref, ob, ix, key[1]):
-                    raw.append((ref, ob, f"CPU vs {env.device.upper()}", eid))
+                    raw.append((ref, ob, comparison, eid))
     for fw in FRAMEWORKS:
         if not any(e.framework == fw and e.device != "cpu" for e in report.environments):
             not_measured.append(f"{fw}: CPU vs CUDA not measured: no shard from a CUDA device")
+    if not any(e.platform_tag != DEFAULT_PLATFORM for e in report.environments):
+        not_measured.append("Linux x86-64 vs other platforms (Linux arm64, macOS arm64, Windows x86-64) not "
+                            "measured: no shard from another platform (the CI workflow's runners measure them)")
     # First the dtypes per environment, then one row per set of environments with the same dtypes, so that
     # every (release, dtype) a row names really shows the difference.
     per_env: dict[tuple[Any, ...], m.ModeRow] = {}
@@ -676,7 +700,7 @@ def _conformance(report: m.Report, predictions: dict[tuple[str, str, str], conf.
     newest: dict[str, m.Newest] = {}
     judged = {o.environment for o in obs}
     for fw in FRAMEWORKS:
-        envs = [e.id for e in ix.columns.get(fw, []) if e.device == "cpu" and e.id in judged]
+        envs = [e.id for e in ix.columns.get(fw, []) if e.place == "cpu" and e.id in judged]
         if envs:
             counts = {v: 0 for v in conf.VERDICTS}
             for o in obs:
@@ -717,7 +741,7 @@ def _version_span(report: m.Report) -> list[m.VersionSpan]:
     ix = report.index
     out = []
     for fw in ix.frameworks():
-        envs = [e for e in ix.columns.get(fw, []) if e.device == "cpu"]
+        envs = [e for e in ix.columns.get(fw, []) if e.place == "cpu"]
         if len(envs) < 2:
             continue
         old = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment[envs[0].id]}

@@ -32,6 +32,8 @@ import msgspec
 
 from kinkcheck.classify import LABELS
 from kinkcheck.frameworks.base import DTYPES, MODES
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms import title as platform_title
 
 __all__ = [
     "P0",
@@ -138,6 +140,14 @@ class Environment(_S):
     history: list[dict[str, Any]] | None = None
     last_attempt: dict[str, str] | None = None
     not_measured: str | None = None
+    platform_tag: str = DEFAULT_PLATFORM
+
+    @property
+    def place(self) -> str:
+        """Where it was measured, as its id ends: the device (``"cpu"``, ``"cuda"``), then ``"-<platform tag>"``
+        off Linux x86-64 (``"cpu-macos_arm64"``). Releases of one framework are compared within one place;
+        ``"cpu"`` (Linux x86-64) is the reference place the others are compared with."""
+        return self.device if self.platform_tag == DEFAULT_PLATFORM else f"{self.device}-{self.platform_tag}"
 
     @property
     def title(self) -> str:
@@ -556,8 +566,14 @@ class Report(_S, kw_only=True, omit_defaults=False, dict=True):
 
 
 def release_title(env: Environment) -> str:
-    """``"2.13.0"`` for a CPU environment, ``"2.13.0 cuda"`` for another device."""
-    return env.framework_version if env.device == "cpu" else f"{env.framework_version} {env.device}"
+    """``"2.13.0"`` on CPU (Linux x86-64), ``"2.13.0 cuda"`` on another device, ``"0.32.4 macOS arm64"`` on
+    another platform (:func:`kinkcheck.platforms.title`)."""
+    parts = [env.framework_version]
+    if env.device != "cpu":
+        parts.append(env.device)
+    if env.platform_tag != DEFAULT_PLATFORM:
+        parts.append(platform_title(env.platform_tag))
+    return " ".join(parts)
 
 
 def release_ranges(ids: Iterable[str], among: Sequence[Environment]) -> str:
@@ -670,25 +686,26 @@ class ReportIndex:
 
     def releases(self, ids: Iterable[str], framework: str | None = None, device: str | None = None) -> str:
         """:func:`release_ranges` of ``ids`` among the measured releases of their framework (that of the first
-        id unless given; and of ``device`` when given). Raises KeyError for a first id the report lacks."""
+        id unless given; and at ``device`` when given: an :attr:`Environment.place`). Raises KeyError for a first id the report lacks."""
         ids = list(ids)
         if not ids:
             return ""
         first = self.env[ids[0]]
         fw = framework or first.framework
-        among = [e for e in self.columns.get(fw, []) if device is None or e.device == device]
+        among = [e for e in self.columns.get(fw, []) if device is None or e.place == device]
         return release_ranges(ids, among)
 
     def newest(self, framework: str, device: str = "cpu") -> Environment | None:
-        """The newest measured environment of ``framework`` on ``device`` (None when there is none)."""
-        envs = [e for e in self.columns.get(framework, []) if e.device == device]
+        """The newest measured environment of ``framework`` at ``device`` (a :attr:`Environment.place`: the
+        device, then ``-<platform tag>`` off Linux x86-64); None when there is none."""
+        envs = [e for e in self.columns.get(framework, []) if e.place == device]
         return envs[-1] if envs else None
 
     def modes_release(self, framework: str) -> Environment | None:
         """The release whose modes a case page tabulates: the newest CPU release of ``framework`` measured in
         more than one mode (another device when no CPU release is); None when there is none."""
         several = [e for e in self.columns.get(framework, []) if len(self.env_modes.get(e.id, ())) > 1]
-        cpu = [e for e in several if e.device == "cpu"]
+        cpu = [e for e in several if e.place == "cpu"]
         return (cpu or several or [None])[-1]
 
     def frameworks(self) -> list[str]:

@@ -605,7 +605,7 @@ class ReportView:
             progs = case.programs_of(fw)
             if not progs:
                 continue
-            devices = list(dict.fromkeys(e.device for e in columns))
+            devices = list(dict.fromkeys(e.place for e in columns))
             rows = []
             for p in progs:
                 anchor = row_anchor(case.id, fw, p)
@@ -613,11 +613,11 @@ class ReportView:
                          for e in columns}
                 runs = []
                 for dev in devices:
-                    envs = [e for e in columns if e.device == dev]
+                    envs = [e for e in columns if e.place == dev]
                     merged = _runs([(e, cells[e.id]) for e in envs], envs)
                     runs.append((dev, merged))
                 strip = [Square(e, cells[e.id], release_anchor(case.id, fw, p, e.id),
-                                boundary=i > 0 and e.device == columns[i - 1].device
+                                boundary=i > 0 and e.place == columns[i - 1].place
                                 and cells[e.id].key != cells[columns[i - 1].id].key)
                          for i, e in enumerate(columns)]
                 rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
