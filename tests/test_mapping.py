@@ -680,3 +680,17 @@ def test_numpy_clone_namespaces_read_jax_numpy_rows_and_other_methods_stay_unmap
                       "tensorflow").text == "Min(x, y)"
     with pytest.raises(Unmapped, match="tensorflow.nn.leaky_relu"):
         sympy_form(ex.parse("tf.nn.leaky_relu(x)", at, {"tensorflow"}), at, "tensorflow")
+
+
+def test_i0e_maps_in_every_spelling_and_the_oracle_finds_its_kink() -> None:
+    """i0e(x) = exp(-|x|) I0(x) (torch.special.i0e, jax.scipy.special.i0e, lax.bessel_i0e, tf.math.bessel_i0e,
+    paddle.i0e): a kink at 0 with one-sided derivatives 1 and -1 (I0'(0) = I1(0) = 0), so the Clarke set is
+    [-1, 1] and its minimum-norm element 0. PaddlePaddle returns -1 there, PyTensor's ive(0, x) 1."""
+    want = sympy.exp(-sympy.Abs(x)) * sympy.besseli(0, x)
+    for text, fw in [("torch.special.i0e(x)", "torch"), ("jax.scipy.special.i0e(x)", "jax"),
+                     ("jax.lax.bessel_i0e(x)", "jax"), ("tf.math.bessel_i0e(x)", "tensorflow"),
+                     ("paddle.i0e(x)", "paddle")]:
+        assert sympy_form(ex.parse(text, {"x": 0}, {fw}), {"x": 0}, fw).expr == want, text
+    r = sym.analyze_expression(want, [x], [sympy.Integer(0)], case_id="i0e@0")
+    assert r.kind == "kink" and (r.left, r.right) == (1, -1), f"one-sided {r.left}, {r.right}"
+    assert r.min_norm == (0,), f"min-norm {r.min_norm}"

@@ -695,3 +695,34 @@ def test_a_merge_records_where_the_new_part_was_measured(tmp_path):
     del new["environment"]["runner"]
     assert merge_shard(old, new, cat)["environment"]["runner"] == {"os": "Linux", "arch": "x86_64"}, \
         "a probe by an older kinkcheck (no runner) keeps the one recorded"
+
+
+def test_a_shard_from_another_platform_sits_beside_the_linux_one(tmp_path, catalog):
+    """A macOS arm64 shard of autograd 1.9.1 (the committed Linux shard with the macOS provenance a macOS runner
+    writes) is another environment beside the Linux one: both load, the report keeps both and compares them;
+    a shard whose platform tag and id disagree is refused in one line naming the file."""
+    import shutil
+
+    from kinkcheck.report.build import build, mode_disagreements
+
+    linux = read_shard(OBS / "autograd-1.9.1-cpu.json")
+    mac = json.loads(json.dumps(linux))
+    mac["environment"].update(id="autograd-1.9.1-cpu-macos_arm64", platform_tag="macos_arm64",
+                              runner={"os": "Darwin", "arch": "arm64", "processor": "arm"})
+    shutil.copy(OBS / "autograd-1.9.1-cpu.json", tmp_path / "autograd-1.9.1-cpu.json")
+    write_shard(tmp_path / "autograd-1.9.1-cpu-macos_arm64.json", mac)
+    shards, errors = load_shards(tmp_path, catalog)
+    assert errors == [] and [s["environment"]["id"] for s in shards] == ["autograd-1.9.1-cpu",
+                                                                         "autograd-1.9.1-cpu-macos_arm64"]
+    report = build(shards, catalog)
+    assert [(e.id, e.place, e.title) for e in report.environments] == [
+        ("autograd-1.9.1-cpu", "cpu", "1.9.1"), ("autograd-1.9.1-cpu-macos_arm64", "cpu-macos_arm64", "1.9.1 macOS arm64")]
+    found = mode_disagreements(report)
+    assert not [r for r in found.rows if r.comparison == "Linux x86-64 vs macOS arm64"], "the same values: no row"
+    assert not any("another platform" in line for line in found.not_measured), found.not_measured
+    bad = json.loads(json.dumps(mac))
+    bad["environment"]["id"] = "autograd-1.9.1-cpu"
+    (tmp_path / "autograd-1.9.1-cpu-macos_arm64.json").unlink()
+    write_shard(tmp_path / "bad.json", bad, validate=False)
+    shards, errors = load_shards(tmp_path, catalog)
+    assert len(shards) == 1 and len(errors) == 1 and "bad.json" in errors[0] and "macos_arm64" in errors[0], errors

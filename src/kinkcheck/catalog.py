@@ -33,7 +33,7 @@ SYMPY_NAMES: frozenset[str] = frozenset(
     {"Max", "Min", "Abs", "sqrt", "exp", "log", "floor", "ceiling", "sign", "Piecewise", "Heaviside", "kth_smallest",
      "Eq", "Ne", "Mod", "atan2", "xlogy", "xlog1py", "log1p", "expm1", "log2", "log10", "sigmoid", "trunc", "frac",
      "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sinc", "erf",
-     "erfc", "pi", "E"}
+     "erfc", "besseli", "pi", "E"}
 )
 
 

@@ -151,6 +151,7 @@ _XLOG1PY = "xlog1py(x, y)"
 _SINC = "Piecewise((1, Eq(x, 0)), (sin(pi * x) / (pi * x), True))"
 _REMAINDER = "x - y * floor(x / y)"  # Python's sign-of-divisor remainder (torch %, jnp.remainder)
 _FMOD = "x - y * Piecewise((floor(x / y), x / y >= 0), (ceiling(x / y), True))"
+_I0E = "exp(-Abs(x)) * besseli(0, x)"  # the exponentially scaled modified Bessel function of order 0: a kink at 0
 
 #: Elementwise functions of one input shared by both frameworks' spellings: short name → form over ``x``.
 _UNARY: dict[str, str] = {
@@ -192,6 +193,7 @@ def _torch_table() -> dict[str, Entry]:
     t["torch.round"] = _e("input, *, decimals=0, out=None", {"param": "decimals", 0: _rename(_ROUND, {"x": "input"})})
     t["torch.Tensor.round"] = _e("self, decimals=0", {"param": "decimals", 0: _rename(_ROUND, {"x": "self"})})
     t["torch.frac"] = _e("input, *, out=None", "input - sign(input) * floor(Abs(input))")
+    t["torch.special.i0e"] = _e("input, *, out=None", _rename(_I0E, {"x": "input"}))
     for n in ("nn.functional.sigmoid", "nn.functional.tanh"):
         t[f"torch.{n}"] = _e("input", _rename(_UNARY[n.split(".")[-1]], {"x": "input"}))
     for name, form in _BINARY.items():
@@ -361,6 +363,8 @@ def _jax_table() -> dict[str, Entry]:
     for n in ("erf", "erfc"):
         t[f"jax.scipy.special.{n}"] = _e("x", _UNARY[n])
     t["jax.scipy.special.expit"] = _e("x", _SIGMOID)
+    t["jax.scipy.special.i0e"] = _e("x", _I0E)
+    t[lax + "bessel_i0e"] = _e("x", _I0E)
     for name, form in _BINARY.items():
         names = {"atan2": ["arctan2", "atan2"], "xlogy": [], "xlog1py": [], "pow": ["power", "pow"],
                  "sub": ["subtract"], "mul": ["multiply"], "div": ["divide", "true_divide"], "add": ["add"],
@@ -468,6 +472,7 @@ def _tensorflow_table() -> dict[str, Entry]:
         t[root + "abs"] = _e("x, name=None", "Abs(x)")
         t[root + "sign"] = _e("x, name=None", "sign(x)")
         t[root + "sqrt"] = _e("x, name=None", "sqrt(x)")
+    t["tensorflow.math.bessel_i0e"] = _e("x, name=None", _I0E)
     t["tensorflow.nn.relu"] = _e("features, name=None", "Max(features, 0)")
     t["tensorflow.nn.relu6"] = _e("features, name=None", "Min(Max(features, 0), 6)")
     t["tensorflow.clip_by_value"] = _e("t, clip_value_min, clip_value_max, name=None",
@@ -489,6 +494,8 @@ def _paddle_mindspore_table() -> dict[str, Entry]:
         t[root + "abs"] = _e(f"{x}{tail}", f"Abs({x})")
         t[root + "sqrt"] = _e(f"{x}{tail}", f"sqrt({x})")
     t["paddle.clip"] = _e("x, min=None, max=None, name=None", "Min(Max(x, min), max)")
+    t["paddle.i0e"] = _e("x, name=None", _I0E)
+    t["mindspore.ops.bessel_i0e"] = _e("x", _I0E)
     t["paddle.nn.functional.relu"] = _e("x, name=None", "Max(x, 0)")
     for root in ("mindspore.ops.", "mindspore.mint."):
         t[root + "clamp"] = _e("input, min=None, max=None", "Min(Max(input, min), max)")

@@ -125,7 +125,8 @@ def sympy_namespace() -> dict[str, Any]:
     is :func:`kth_smallest`; ``xlogy``, ``xlog1py``, ``log1p``, ``expm1``, ``log2``, ``log10``, ``sigmoid``,
     ``trunc`` and ``frac`` are the functions of this module of those names. ``sinc`` is sympy's
     *unnormalized* ``sin(x)/x`` (torch's and NumPy's ``sinc(x)`` is ``sinc(pi*x)`` here); ``atan2(y, x)``
-    is sympy's, with ``atan2(0, 0)`` taken as 0 (IEEE 754, C99) when the oracle evaluates it. ``pi`` and
+    is sympy's, with ``atan2(0, 0)`` taken as 0 (IEEE 754, C99) when the oracle evaluates it. ``besseli(nu, x)``
+    is the modified Bessel function of the first kind (``exp(-Abs(x)) * besseli(0, x)`` is ``i0e``). ``pi`` and
     ``E`` are the constants. Covers :data:`kinkcheck.catalog.SYMPY_NAMES` (the same names).
     """
     return {
@@ -169,6 +170,7 @@ def sympy_namespace() -> dict[str, Any]:
         "sinc": sympy.sinc,
         "erf": sympy.erf,
         "erfc": sympy.erfc,
+        "besseli": sympy.besseli,
         "pi": sympy.pi,
         "E": sympy.E,
     }
