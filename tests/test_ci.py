@@ -66,6 +66,12 @@ def test_one_job_per_probe_session_and_runner(sessions):
         jobs([{"session": "tests", "call_spec": {}}])
 
 
+def test_a_missing_platform_table_is_an_error_not_fewer_jobs():
+    listing = [{"session": "probe(mlx-0.2.0)", "call_spec": {"framework": "mlx", "version": "0.2.0"}}]
+    with pytest.raises(ValueError, match="platforms.toml is missing or empty"):
+        jobs(listing, {})
+
+
 def test_a_release_without_a_wheel_or_a_build_gets_no_job():
     listing = [{"session": f"probe({fw}-{v})", "call_spec": {"framework": fw, "version": v}}
                for fw, v in (("jax", "0.4.20"), ("jax", "0.4.30"), ("mlx", "0.2.0"))]
@@ -149,7 +155,12 @@ def test_parallel_probes_into_one_folder_lose_nothing_and_report_as_sequential_o
     ('[{"name": "probe"}]', "not the list of sessions"),
     ("[]", "no probe session"),
     ('[{"session": "tests", "call_spec": []}]', "is not a probe session"),
-    ("[", "Expecting value"),
+    ("[", "sessions.json: not JSON: Expecting value"),
+    ('[{"session": "probe(nosuch-1.0)", "call_spec": {"framework": "nosuch", "version": "1.0"}}]',
+     "'nosuch' is not a framework of the matrix"),
+    ('[{"session": "probe(torch-2.13.0)", "call_spec": {"framework": "torch", "version": "2.13.0"}},'
+     ' {"session": "probe(torch-2.13.0)", "call_spec": {"framework": "torch", "version": "2.13.0"}}]',
+     "torch 2.13.0 listed twice"),
 ])
 def test_bad_session_listings_are_one_line(tmp_path, capsys, content, why):
     from kinkcheck.ci import main

@@ -141,6 +141,10 @@ def test_platforms_of_needs_every_companion_and_takes_a_pure_source_release():
     assert platforms_of("0.4.30", [jax, jaxlib]) == ["linux_aarch64"], "a yanked wheel does not count"
     assert platforms_of("0.4.30", [jax, jaxlib], (3, 12)) == [], "no cp312 jaxlib"
     assert platforms_of("0.5.0", [jax, jaxlib]) == [], "a release the index does not have"
+    yanked = _project(("1.0", [("x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl", ">=3.9", True)]))
+    assert platforms_of("1.0", [yanked]) == [], "a release whose only wheel is yanked installs nowhere"
+    future = _project(("1.0", [("x-1.0.tar.gz", ">=3.99", False)]))
+    assert platforms_of("1.0", [future]) == [], "a source distribution for another Python installs nowhere"
     with pytest.raises(ValueError, match="no 'releases' table"):
         platforms_of("0.4.30", [{"info": {}}])
 
@@ -161,6 +165,13 @@ def test_platforms_file_round_trips_and_a_bad_one_is_one_line(tmp_path):
     path.write_text("[macos_arm64\n")
     with pytest.raises(ValueError, match="platforms.toml: "):
         read_platforms(path)
+    for text, why in (('[macos_arm46]\nmlx = ["0.32.4"]\n', r"unknown platform \[macos_arm46\]"),
+                      ('[linux_x86_64]\nmlx = ["0.32.4"]\n', r"unknown platform \[linux_x86_64\]"),
+                      ('[macos_arm64]\ntoch = ["2.13.0"]\n', "names 'toch', not a framework of the matrix"),
+                      ('[macos_arm64]\nmlx = ["9.9.9"]\n', "mlx: 9.9.9 not in the matrix")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=why):
+            read_platforms(path)
 
 
 def test_the_committed_platforms_table_lists_releases_of_the_matrix():

@@ -75,6 +75,8 @@ SEMANTIC = [
     (lambda s: s["environment"].update(platform_tag="macos_arm64", id=s["environment"]["id"] + "-macos_arm64"),
      None),
     (_set(("environment", "platform_tag"), "linux_x86_64"), None),  # explicit default: the bare id
+    # a macOS runner's shard without its tag cannot pass for the Linux one
+    (_set(("environment", "runner"), {"os": "Darwin", "arch": "arm64"}), "but its runner was Darwin arm64"),
     (lambda s: s["observations"].__setitem__(0, {**s["observations"][0], "dtype": "float16", "value": {"x": 1e308}}),
      "beyond the largest finite float16"),
     (_set(("observations", 0, "input"), {"x": [1, 2]}), "input: input 'x' is a list of 2"),

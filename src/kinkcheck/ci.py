@@ -101,13 +101,22 @@ def jobs(sessions: list[dict[str, Any]], elsewhere: Mapping[str, Mapping[str, Se
     """
     from kinkcheck.releases import read_platforms
 
+    from kinkcheck.registry import MATRIX
+    from kinkcheck.releases import PLATFORMS_FILE
+
     table = read_platforms() if elsewhere is None else elsewhere
+    if not table:  # every job off Linux x86-64 would go without a word
+        raise ValueError(f"{PLATFORMS_FILE} is missing or empty: run `nox -s releases -- --write`")
     specs = []
     for s in sessions:
         spec = s.get("call_spec") if isinstance(s.get("call_spec"), dict) else {}
         fw, version = spec.get("framework"), spec.get("version")
         if not isinstance(fw, str) or not isinstance(version, str):
             raise ValueError(f"{s.get('session')!r} is not a probe session (no framework and version)")
+        if fw not in MATRIX:
+            raise ValueError(f"{s.get('session')!r}: {fw!r} is not a framework of the matrix (known: {', '.join(MATRIX)})")
+        if any((fw, version) == (f, v) for _, f, v in specs):  # two jobs would upload one artifact name
+            raise ValueError(f"{s.get('session')!r}: {fw} {version} listed twice")
         specs.append((s["session"], fw, version))
     out = []
     for r in RUNNERS:
@@ -280,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     try:
-        sessions = json.loads(Path(args.sessions).read_text(encoding="utf-8"))
+        try:
+            sessions = json.loads(Path(args.sessions).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{args.sessions}: not JSON: {err}") from None
         if not isinstance(sessions, list) or not all(isinstance(s, dict) and isinstance(s.get("session"), str)
                                                      for s in sessions):
             raise ValueError(f"{args.sessions}: not the list of sessions `nox -l --json -t probe` prints")
@@ -289,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.sessions}: no probe session, so no job (GitHub refuses an empty matrix)")
         text = render(workflow(sessions))
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        from kinkcheck.shards import write_text_atomic
+
+        write_text_atomic(out, text)  # a killed run leaves the old workflow whole
     except (OSError, ValueError) as err:
         print(f"kinkcheck.ci: {' '.join(str(err).split())}", file=sys.stderr)
         return 2

@@ -461,7 +461,7 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
     ix = report.index
     releases: dict[str, dict[str, list[str]]] = {}
     for e in ix.measured:  # report order: oldest release first
-        versions = releases.setdefault(e.framework, {}).setdefault(e.device, [])
+        versions = releases.setdefault(e.framework, {}).setdefault(e.place, [])  # cpu: Linux x86-64's own
         if e.framework_version not in versions:
             versions.append(e.framework_version)
     cases = [{"id": c.id, "sympy": c.sympy, "at": c.at, "tie": c.tie,
@@ -469,7 +469,7 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
     cells: dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]] = {}
     for o in report.observations:
         env = ix.env[o.environment]
-        group = cells.setdefault((o.mode, o.dtype, env.device), {})
+        group = cells.setdefault((o.mode, o.dtype, env.place), {})
         row = group.setdefault(f"{o.case}\t{o.framework}\t{o.program}", {})
         row[env.framework_version] = {"status": o.status, "value": o.value, "label": o.labels[0]}
     index = {"key": key, "path": str(p), "cases": cases, "releases": releases,

@@ -572,7 +572,7 @@ def render(m: Migration, only_differences: bool = False) -> str:
     """The migration as Markdown: one table per case, then the generated code, then a summary line."""
     s, t = m.source_env, m.target_env
     sname, tname = f"{s.framework} {s.framework_version}", f"{t.framework} {t.framework_version}"
-    lines = [f"# Migration {sname} → {tname} ({s.device}, {m.dtype}, {m.mode} mode)", "",
+    lines = [f"# Migration {sname} → {tname} ({s.place}, {m.dtype}, {m.mode} mode)", "",
              "Measured values from the report; a differing target gets a replacement that keeps the source value.", ""]
     snippets: list[tuple[str, Pair]] = []
     numbered: dict[tuple[str, str, str], int] = {}  # the same code for several source programs: shown once

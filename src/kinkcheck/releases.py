@@ -132,7 +132,9 @@ def platforms_of(version: str, projects: Sequence[Mapping[str, Any]], python: tu
             if not isinstance(files, list):
                 ok = False
                 break
-            if not any(str(f.get("filename") or "").endswith(".whl") for f in files if not f.get("yanked")) and files:
+            live = [f for f in files if not f.get("yanked")]
+            if live and not any(str(f.get("filename") or "").endswith(".whl") for f in files) and any(
+                    _supports(f.get("requires_python"), python) for f in live):
                 continue  # only a source distribution (jax before 0.4.14): it installs wherever its companions do
             if not _installable_release(files, python, tag):
                 ok = False
@@ -282,6 +284,8 @@ def write_platforms(table: Mapping[str, Mapping[str, Sequence[str]]], path: Path
 
 def read_platforms(path: Path = PLATFORMS_FILE) -> dict[str, dict[str, tuple[str, ...]]]:
     """``platforms.toml``: platform → framework → the releases with wheels there; {} when the file is absent.
+    Every platform must be one of :data:`kinkcheck.platforms.PLATFORMS` (not Linux x86-64), every framework
+    and release one of the matrix: a typo would otherwise drop jobs without a word.
 
     Raises
     ------
@@ -296,11 +300,23 @@ def read_platforms(path: Path = PLATFORMS_FILE) -> dict[str, dict[str, tuple[str
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise ValueError(f"{path}: {' '.join(str(err).split())}") from None
+    from kinkcheck.registry import MATRIX
+
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for tag, frameworks in data.items():
+        if tag not in PLATFORMS or tag == DEFAULT:  # a typo would silently drop that platform's jobs
+            raise ValueError(f"{path}: unknown platform [{tag}] (known: "
+                             f"{', '.join(t for t in PLATFORMS if t != DEFAULT)})")
         if not isinstance(frameworks, dict) or not all(
                 isinstance(v, list) and all(isinstance(x, str) for x in v) for v in frameworks.values()):
             raise ValueError(f"{path}: [{tag}] is not a table of framework = [releases]")
+        for fw, versions in frameworks.items():
+            if fw not in MATRIX:
+                raise ValueError(f"{path}: [{tag}] names {fw!r}, not a framework of the matrix "
+                                 f"(known: {', '.join(MATRIX)})")
+            stray = [v for v in versions if v not in MATRIX[fw]]
+            if stray:
+                raise ValueError(f"{path}: [{tag}] {fw}: {', '.join(stray)} not in the matrix (matrix.toml)")
         out[tag] = {fw: tuple(v) for fw, v in frameworks.items()}
     return out
 
@@ -353,6 +369,8 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
             return 2
         print(f"wrote {PLATFORMS_FILE}: " + "; ".join(f"{tag} {sum(map(len, t.values()))} releases"
                                                       for tag, t in elsewhere.items()))
+    if args.write and args.framework and not failed:
+        print(f"{PLATFORMS_FILE.name} left as it is: it is written from every framework's index at once")
     return 2 if failed else 0
 
 

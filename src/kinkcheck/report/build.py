@@ -59,7 +59,9 @@ def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
     fw = env["framework"]
     rank = FRAMEWORKS.index(fw) if fw in FRAMEWORKS else len(FRAMEWORKS)
     tag = env.get("platform_tag", DEFAULT_PLATFORM)
-    return (rank, fw, v, env["device"], tag != DEFAULT_PLATFORM, tag)
+    # each place's releases together, oldest first; the reference place (CPU on Linux x86-64) first, so that a
+    # strip, a range or a *Changed in* pair never steps from one place into another
+    return (rank, fw, env["device"] != "cpu", env["device"], tag != DEFAULT_PLATFORM, tag, v)
 
 
 def _fw_rank(fw: str) -> int:
@@ -305,7 +307,7 @@ def _p0(report: m.Report) -> m.P0:
                                     environments=[nw.environment], W1_minus_oracle0=_minus(nw.W1, oracle_rows[0].W1),
                                     releases=""))
     for row in measured:
-        row.releases = ix.releases(row.environments, row.framework, "cpu")
+        row.releases = ix.releases(row.environments, row.framework)
     net = backprop.P0
     return m.P0(net=m.P0Net(X=net.X.tolist(), W1=net.W1.tolist(), W2=net.W2.tolist(), target=net.target.tolist(),
                             loss="sum((relu(X @ W1) @ W2 - target) ** 2)"),
@@ -586,7 +588,7 @@ def changed_in(report: m.Report) -> list[m.ChangedIn]:
     ix = report.index
     groups: dict[tuple[str, str], list[m.Environment]] = {}
     for env in ix.measured:
-        groups.setdefault((env.framework, env.device), []).append(env)
+        groups.setdefault((env.framework, env.place), []).append(env)  # releases compared within one place
     out: list[m.ChangedIn] = []
     boundary_rank: dict[str, int] = {}
     for envs in groups.values():
@@ -787,7 +789,7 @@ def _coverage(report: m.Report, catalog: Catalog) -> m.Coverage:
             missing.append(f"{fw}: not measured: no shard" + ("" if rec.versions else ": no release in its "
                                                                "version matrix (kinkcheck.registry)"))
             continue
-        unprobed = [v for v in rec.versions if v not in {e.framework_version for e in mine}]
+        unprobed = [v for v in rec.versions if v not in {e.framework_version for e in mine if e.place == "cpu"}]
         if unprobed:
             missing.append(f"{fw} {', '.join(unprobed)}: not measured: no shard yet (`nox -s report` probes them)")
         if not any(e.device == "cuda" for e in mine):

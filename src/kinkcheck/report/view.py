@@ -360,6 +360,11 @@ class FrameworkTable:
     span: str  # "1.13.1 – 2.15.0"
     rows: list[ProgramRow]
 
+    @property
+    def newest(self) -> int:
+        """The column of the newest release on CPU (Linux x86-64), the last column where there is none."""
+        return max((i for i, e in enumerate(self.columns) if e.place == "cpu"), default=len(self.columns) - 1)
+
 
 @dataclass(slots=True)
 class ModeProgram:
@@ -621,7 +626,11 @@ class ReportView:
                                 and cells[e.id].key != cells[columns[i - 1].id].key)
                          for i, e in enumerate(columns)]
                 rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
-            span = columns[0].title if len(columns) == 1 else f"{columns[0].title} – {columns[-1].title}"
+            spans = []  # per place, its first and last release: "1.8.0 – 1.9.1; 1.9.1 macOS arm64"
+            for dev in devices:
+                at = [e for e in columns if e.place == dev]
+                spans.append(at[0].title if len(at) == 1 else f"{at[0].title} – {at[-1].title}")
+            span = "; ".join(spans)
             tables.append(FrameworkTable(fw, columns, span, rows))
             newest = idx.modes_release(fw)
             if newest is not None:
