@@ -262,3 +262,27 @@ def test_cells_lost_from_the_cache_are_read_again_from_the_report(shards_report_
     spans = [(r["value"], r["label"], r["from"], r["to"]) for r in view.rows[0]["ranges"]]
     assert spans == [({"x": 1.0}, "right", "1.13.1", "2.13.0"), ({"x": 0.0}, "left", "2.14.1", "2.15.0")], spans
     assert any((tmp_path / "cache").glob("report-*-cells-*.json")), "and cached again"
+
+
+def test_a_shard_from_another_platform_does_not_stand_in_for_linux(shards_report, tmp_path):
+    """grad's report lines read one place: a macOS arm64 copy of torch 2.15.0 with relu'(0) = 1 changes
+    nothing at ``cpu`` (Linux x86-64) and is found at ``cpu-macos_arm64``."""
+    import msgspec
+
+    from kinkcheck.report.model import report_json
+
+    cpu = shards_report.index.env["torch-2.15.0-cpu"]
+    mac = msgspec.structs.replace(cpu, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
+    envs = list(shards_report.environments)
+    envs.insert(envs.index(cpu) + 1, mac)
+    copied = [msgspec.structs.replace(o, environment=mac.id, value={"x": 1.0}, labels=["right"])
+              for o in shards_report.observations if o.environment == cpu.id and o.case == "relu@0"
+              and o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64"]
+    path = tmp_path / "conventions.json"
+    path.write_bytes(report_json(msgspec.structs.replace(shards_report, environments=envs,
+                                                         observations=[*shards_report.observations, *copied])))
+    index = explain.report_index(path, use_cache=False)
+    linux = explain.report_rows(index, "torch.relu(x)", "torch", ("relu@0",)).rows[0]["ranges"]
+    assert linux[-1]["value"] == {"x": 0.0} and linux[-1]["to"] == "2.15.0", linux
+    mac_rows = explain.report_rows(index, "torch.relu(x)", "torch", ("relu@0",), device="cpu-macos_arm64").rows[0]
+    assert [(r["value"], r["from"], r["to"]) for r in mac_rows["ranges"]] == [({"x": 1.0}, "2.15.0", "2.15.0")]

@@ -301,6 +301,9 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
         ("relu@0", "torch.relu(x)", ["float64"], [mac.id])], rows
     assert "no shard from another platform" not in " ".join(mode_disagreements(report).not_measured)
     assert "no shard from another platform" in " ".join(mode_disagreements(shards_report).not_measured)
+    index = render_markdown(report)
+    assert "torch 2.15.0: " in index and "torch 2.15.0 macOS arm64: " not in index, \
+        "the cases index shows the newest Linux x86-64 release"
     from kinkcheck.report.build import changed_in
     assert not [r for r in changed_in(report) if mac.id in (r.from_environment, r.to_environment)], \
         "no *Changed in* pair steps between platforms: releases are compared within one place"
