@@ -200,6 +200,10 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     others = tuple(dict.fromkeys(cc.id for cc, _, fw in cells if cc.id != c.id and fw == framework))
     check_cell(framework, mode, dtype)
     envs = [e for e in ix.columns.get(framework, []) if e.place == device]  # measured, oldest first
+    if not envs:
+        places = sorted({e.place for e in ix.columns.get(framework, [])})
+        raise CiteError(f"no {framework} release measured on {device} (measured on: {', '.join(places) or 'none'}; "
+                        "off Linux x86-64 a place is <device>-<platform>, e.g. cpu-macos_arm64)")
     if framework_version is not None:
         measured = list(dict.fromkeys(e.framework_version for e in envs))
         envs = [e for e in envs if e.framework_version == framework_version]

@@ -114,7 +114,10 @@ def _environment(report: Report, fw: str, version: str | None, device: str) -> E
             raise MigrateError(f"{fw} {version} on {device} is not in the report (measured: {have or 'none'})")
         return match[0]
     if not envs:
-        raise MigrateError(f"no measured {fw} environment on {device} in the report")
+        places = sorted({e.place for e in report.index.columns.get(fw, [])})
+        raise MigrateError(f"no measured {fw} environment on {device} in the report (measured on: "
+                           f"{', '.join(places) or 'none'}; off Linux x86-64 a place is <device>-<platform>, "
+                           "e.g. cpu-macos_arm64)")
     return max(envs, key=lambda e: _version(e.framework_version))
 
 
