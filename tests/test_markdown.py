@@ -255,19 +255,26 @@ def test_an_unjudged_case_shows_why(shards_report):
         "could not judge")[1].splitlines()[0], "the summary links the unjudged case to its page"
 
 
-def test_a_second_device_gets_its_own_line_and_squares(shards_report):
-    """A CUDA shard of torch 2.15.0 (made here from the CPU one, relu@0 only, with one value changed): its
-    releases are named with the device, on a line of their own, never merged into a CPU range."""
+def _torch_2_15_elsewhere(shards_report, **changes):
+    """The report with a copy of torch 2.15.0's CPU environment changed by ``changes`` (another device or
+    platform), relu@0 only, torch.relu's reverse float64 cell set to 1 (right); and the two environments."""
     cpu = shards_report.index.env["torch-2.15.0-cpu"]
-    cuda = msgspec.structs.replace(cpu, id="torch-2.15.0-cuda", device="cuda")
+    other = msgspec.structs.replace(cpu, **changes)
     envs = list(shards_report.environments)
-    envs.insert(envs.index(cpu) + 1, cuda)
-    copied = [msgspec.structs.replace(o, environment=cuda.id) for o in shards_report.observations
+    envs.insert(envs.index(cpu) + 1, other)
+    copied = [msgspec.structs.replace(o, environment=other.id) for o in shards_report.observations
               if o.environment == cpu.id and o.case == "relu@0"]
     copied = [msgspec.structs.replace(o, value={"x": 1.0}, labels=["right"])
               if o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64" else o for o in copied]
     report = msgspec.structs.replace(shards_report, environments=envs,
                                      observations=[*shards_report.observations, *copied])
+    return report, cpu, other
+
+
+def test_a_second_device_gets_its_own_line_and_squares(shards_report):
+    """A CUDA shard of torch 2.15.0 (made here from the CPU one, relu@0 only, with one value changed): its
+    releases are named with the device, on a line of their own, never merged into a CPU range."""
+    report, _, _ = _torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cuda", device="cuda")
     page = render_case_pages(report)["relu-at-0.md"]
     row = _row(page, "case-relu-at-0--torch-torch-relu-x")
     assert "2.1.2 – 2.15.0: 0 <sub>left</sub><br>2.15.0 cuda: 1 <sub>right</sub> (f32: 0 <sub>left</sub>; " \
@@ -283,17 +290,9 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
     from kinkcheck.cite import cite
     from kinkcheck.report.build import mode_disagreements
 
-    cpu = shards_report.index.env["torch-2.15.0-cpu"]
-    mac = msgspec.structs.replace(cpu, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
+    report, cpu, mac = _torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64",
+                                             platform_tag="macos_arm64")
     assert mac.place == "cpu-macos_arm64" and mac.title == "2.15.0 macOS arm64" and cpu.place == "cpu"
-    envs = list(shards_report.environments)
-    envs.insert(envs.index(cpu) + 1, mac)
-    copied = [msgspec.structs.replace(o, environment=mac.id) for o in shards_report.observations
-              if o.environment == cpu.id and o.case == "relu@0"]
-    copied = [msgspec.structs.replace(o, value={"x": 1.0}, labels=["right"])
-              if o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64" else o for o in copied]
-    report = msgspec.structs.replace(shards_report, environments=envs,
-                                     observations=[*shards_report.observations, *copied])
     row = _row(render_case_pages(report)["relu-at-0.md"], "case-relu-at-0--torch-torch-relu-x")
     assert "2.15.0 macOS arm64: 1 <sub>right</sub>" in row and "2.1.2 – 2.15.0: 0 <sub>left</sub>" in row, row
     rows = [r for r in mode_disagreements(report).rows if r.comparison == "Linux x86-64 vs macOS arm64"]
