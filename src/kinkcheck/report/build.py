@@ -27,6 +27,7 @@ from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms import PLATFORMS
 from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.shards import missing_work
@@ -516,8 +517,9 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
         if not any(e.framework == fw and e.device != "cpu" for e in report.environments):
             not_measured.append(f"{fw}: CPU vs CUDA not measured: no shard from a CUDA device")
     if not any(e.platform_tag != DEFAULT_PLATFORM for e in report.environments):
-        not_measured.append("Linux x86-64 vs other platforms (Linux arm64, macOS arm64, Windows x86-64) not "
-                            "measured: no shard from another platform (the CI workflow's runners measure them)")
+        others = ", ".join(p.title for t, p in PLATFORMS.items() if t != DEFAULT_PLATFORM)  # the runners' own list
+        not_measured.append(f"{platform_title(DEFAULT_PLATFORM)} vs other platforms ({others}) not measured: no shard "
+                            "from another platform (the CI workflow's runners measure them)")
     # First the dtypes per environment, then one row per set of environments with the same dtypes, so that
     # every (release, dtype) a row names really shows the difference.
     per_env: dict[tuple[Any, ...], m.ModeRow] = {}
