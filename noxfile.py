@@ -309,7 +309,7 @@ def _interrupted(reason: str) -> bool:
 
 
 def _device(session: nox.Session) -> str:
-    """The device of a probe session: ``-- --device cuda`` (the CI workflow's GPU runner), else cpu."""
+    """The device of a probe session: ``-- --device cuda`` or ``metal`` (the CI workflow's GPU runners), else cpu."""
     args = list(session.posargs)
     for i, a in enumerate(args):
         if a == "--device" and i + 1 < len(args):
@@ -511,6 +511,12 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
     """Probe one release into its shard in references/observations/: only what it lacks (fresh: no venv)."""
     device = _device(session)
     plat = _kinkcheck("platforms")  # a macOS or arm64 runner's shard is its own: the platform tag is in its name
+    if device not in plat.DEVICES:
+        session.error(f"unknown device {device!r} (known: {', '.join(plat.DEVICES)})")
+    where = plat.DEVICES[device].platforms
+    if where is not None and plat.host_tag() not in where:  # no shard: it would name a place that cannot be
+        session.error(f"{plat.device_title(device)} exists on {', '.join(plat.title(t) for t in where)} only; "
+                      f"this machine is {plat.title(plat.host_tag())}")
     shard = OBSERVATIONS / f"{plat.environment_id(framework, version, device, plat.host_tag())}.json"
     remeasure = "--remeasure" in session.posargs
     marker = _fresh_marker(shard, framework)

@@ -79,6 +79,25 @@ def shards_report_path(tmp_path_factory, catalog):
     return path
 
 
+def torch_2_15_elsewhere(report, **changes):
+    """``report`` with a copy of torch 2.15.0's CPU environment changed by ``changes`` (another device or
+    platform: ``id``, ``device``, ``platform_tag``), relu@0 only, torch.relu's reverse float64 cell set to 1
+    (right); and the two environments. How the tests of the report, grad and cite see a shard from elsewhere
+    without one committed."""
+    import msgspec
+
+    cpu = report.index.env["torch-2.15.0-cpu"]
+    other = msgspec.structs.replace(cpu, **changes)
+    envs = list(report.environments)
+    envs.insert(envs.index(cpu) + 1, other)
+    copied = [msgspec.structs.replace(o, environment=other.id) for o in report.observations
+              if o.environment == cpu.id and o.case == "relu@0"]
+    copied = [msgspec.structs.replace(o, value={"x": 1.0}, labels=["right"])
+              if o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64" else o for o in copied]
+    changed = msgspec.structs.replace(report, environments=envs, observations=[*report.observations, *copied])
+    return changed, cpu, other
+
+
 @pytest.fixture(scope="session")
 def shards_report(shards_report_path):
     """:data:`shards_report_path` decoded (:class:`kinkcheck.report.model.Report`)."""

@@ -49,13 +49,18 @@ def test_one_job_per_probe_session_and_runner(sessions):
     assert ("mlx", "0.32.4") in by_runner["macos-arm64-cpu"], "MLX on its home platform"
     assert ("tensorflow", "2.21.0") not in by_runner["macos-arm64-cpu"], "tensorflow-cpu has no macOS wheel"
     assert ("torch", "1.13.1") not in by_runner["linux-aarch64-cpu"], "torch 1.13.1 has no cp311 aarch64 wheel"
+    assert by_runner["macos-arm64-metal"] == {(fw, v) for fw, vs in table["macos_arm64"].items() for v in vs
+                                              if fw in ("torch", "mlx")} & probes, \
+        "torch's MPS backend and MLX's GPU, every release with a macOS arm64 wheel, on the self-hosted Mac"
     for r in RUNNERS:
         if r.platform != DEFAULT:
-            assert by_runner[r.name] == {(fw, v) for fw, vs in table[r.platform].items() for v in vs} & probes, \
-                f"{r.name}: the releases platforms.toml lists for {r.platform}"
+            assert by_runner[r.name] == {(fw, v) for fw, vs in table[r.platform].items() for v in vs
+                                         if r.frameworks is None or fw in r.frameworks} & probes, \
+                f"{r.name}: the releases platforms.toml lists for {r.platform} (of its frameworks)"
     shards = [j["shard"] for j in include]
     assert len(shards) == len(set(shards)), "one shard (and artifact name) per job: none overwrites another"
     assert "mlx-0.32.4-cpu-macos_arm64" in shards and "torch-2.13.0-cuda" in shards and "torch-2.13.0-cpu" in shards
+    assert "mlx-0.32.4-metal-macos_arm64" in shards and "torch-2.13.0-metal-macos_arm64" in shards
     flow = workflow(sessions)
     probe_jobs = [name for name in flow["jobs"] if name.startswith("probe-")]
     assert flow["jobs"]["report"]["needs"] == probe_jobs and flow["jobs"]["publish"]["needs"] == "report"
@@ -79,8 +84,10 @@ def test_a_release_without_a_wheel_or_a_build_gets_no_job():
     got = {(j["runner"], j["shard"]) for j in include}
     assert got == {("linux-x86_64-cpu", "jax-0.4.20-cpu"), ("linux-x86_64-cpu", "jax-0.4.30-cpu"),
                    ("linux-x86_64-cpu", "mlx-0.2.0-cpu"), ("macos-arm64-cpu", "mlx-0.2.0-cpu-macos_arm64"),
-                   ("windows-amd64-cpu", "jax-0.4.30-cpu-windows_amd64"), ("linux-x86_64-cuda", "jax-0.4.30-cuda")}, \
-        "jax 0.4.20 has no jax[cuda12]; only the listed releases run on the other platforms"
+                   ("windows-amd64-cpu", "jax-0.4.30-cpu-windows_amd64"), ("linux-x86_64-cuda", "jax-0.4.30-cuda"),
+                   ("macos-arm64-metal", "mlx-0.2.0-metal-macos_arm64")}, \
+        "jax 0.4.20 has no jax[cuda12]; only the listed releases run on the other platforms; MLX's macOS wheel " \
+        "has Metal"
 
 
 def test_actionlint_accepts_the_workflow_and_catches_a_broken_one(sessions):
@@ -97,7 +104,7 @@ def test_actionlint_accepts_the_workflow_and_catches_a_broken_one(sessions):
     broken = lint(render(flow), cache)
     assert broken and any('needs job "report" which does not exist' in f for f in broken), broken
     labels = {label for r in RUNNERS for label in r.labels}
-    assert {"ubuntu-22.04", "ubuntu-22.04-arm", "macos-14", "windows-2022", "gpu"} <= labels
+    assert {"ubuntu-22.04", "ubuntu-22.04-arm", "macos-14", "windows-2022", "gpu", "metal"} <= labels
 
 
 def _probe(framework, out_dir, *, check=True):

@@ -267,20 +267,12 @@ def test_cells_lost_from_the_cache_are_read_again_from_the_report(shards_report_
 def test_a_shard_from_another_platform_does_not_stand_in_for_linux(shards_report, tmp_path):
     """grad's report lines read one place: a macOS arm64 copy of torch 2.15.0 with relu'(0) = 1 changes
     nothing at ``cpu`` (Linux x86-64) and is found at ``cpu-macos_arm64``."""
-    import msgspec
-
+    from conftest import torch_2_15_elsewhere
     from kinkcheck.report.model import report_json
 
-    cpu = shards_report.index.env["torch-2.15.0-cpu"]
-    mac = msgspec.structs.replace(cpu, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
-    envs = list(shards_report.environments)
-    envs.insert(envs.index(cpu) + 1, mac)
-    copied = [msgspec.structs.replace(o, environment=mac.id, value={"x": 1.0}, labels=["right"])
-              for o in shards_report.observations if o.environment == cpu.id and o.case == "relu@0"
-              and o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64"]
+    report, _, _ = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
     path = tmp_path / "conventions.json"
-    path.write_bytes(report_json(msgspec.structs.replace(shards_report, environments=envs,
-                                                         observations=[*shards_report.observations, *copied])))
+    path.write_bytes(report_json(report))
     index = explain.report_index(path, use_cache=False)
     linux = explain.report_rows(index, "torch.relu(x)", "torch", ("relu@0",)).rows[0]["ranges"]
     assert linux[-1]["value"] == {"x": 0.0} and linux[-1]["to"] == "2.15.0", linux

@@ -9,7 +9,7 @@ import pytest
 mx = pytest.importorskip("mlx.core", reason="MLX is not installed in this Python (pip install 'mlx[cpu]')")
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks import ProgramError, Unavailable, get_adapter
+from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
@@ -227,3 +227,21 @@ def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(val
         assert (gx.tolist(), gy.tolist()) == want, f"{how}: dx {gx.tolist()}, dy {gy.tolist()}, want {want}"
     fwd = mx.jvp(f, [x, y], [mx.ones_like(x), mx.zeros_like(y)])[1][0]
     assert fwd.tolist() == want[0], f"forward along x: {fwd.tolist()}, want {want[0]}"
+
+
+def test_metal_without_apple_silicon_is_framework_unavailable_and_never_runs_float64(adapter, monkeypatch):
+    """MLX's GPU (``mx.gpu``) is the ``metal`` device: absent here, a one-line 'not measured'; where present,
+    float64 is an unavailable cell ("float64 only work with CPU operations", MLX docs) before anything runs."""
+    import kinkcheck.frameworks.mlx as adapter_module
+
+    if "metal" in adapter.devices():
+        pytest.skip(f"mlx {adapter.version} sees a Metal GPU here; the no-Metal path cannot be tested")
+    relu = ex.parse("mlx.nn.relu(x)", ("x",), {"mlx"})
+    with pytest.raises(FrameworkUnavailable, match="no Metal device"):
+        adapter.gradient(relu, {"x": 0.0}, "float32", device="metal")
+    monkeypatch.setattr(adapter_module, "_metal_available", lambda: True)
+    assert adapter.devices() == ["cpu", "metal"]
+    for mode in ("reverse", "jit"):
+        with pytest.raises(Unavailable, match="float64 does not exist on Metal"):
+            adapter.gradient(relu, {"x": 0.0}, "float64", device="metal", mode=mode)
+    assert adapter._device("metal", "float32") == mx.gpu

@@ -171,6 +171,27 @@ def test_cuda_without_a_gpu_is_framework_unavailable(request, framework):
     assert adapter.devices() == ["cpu"], f"{where}: devices() is {adapter.devices()}"
 
 
+@pytest.mark.torch
+def test_metal_without_apple_silicon_is_framework_unavailable_and_never_runs_float64(torch_adapter, monkeypatch):
+    """PyTorch's MPS backend is the ``metal`` device: absent here (no Apple silicon), a one-line 'not measured';
+    where present, float64 is an unavailable cell before any tensor is made (the MPS framework has no float64)."""
+    import kinkcheck.frameworks.torch as adapter_module
+
+    if "metal" in torch_adapter.devices():
+        pytest.skip(f"torch {torch_adapter.version} sees a Metal device here; the no-Metal path cannot be tested")
+    relu = tree("torch", "relu", ("x",))
+    with pytest.raises(FrameworkUnavailable, match="no Metal device"):
+        torch_adapter.gradient(relu, {"x": 0.0}, "float32", device="metal")
+    with pytest.raises(FrameworkUnavailable, match="no Metal device"):
+        torch_adapter.network_grads(relu, "x", backprop.P0, "float32", device="metal")
+    monkeypatch.setattr(adapter_module, "_mps_available", lambda: True)
+    assert torch_adapter.devices() == ["cpu", "metal"]
+    for mode in ("reverse", "inductor"):
+        with pytest.raises(Unavailable, match="float64 does not exist on Metal"):
+            torch_adapter.gradient(relu, {"x": 0.0}, "float64", device="metal", mode=mode)
+    assert str(torch_adapter._device("metal", "float32")) == "mps", "kinkcheck's metal is torch's mps"
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_unknown_device_is_rejected(request, framework):
     adapter = adapter_for(request, framework)

@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 
 import msgspec
 import pytest
+from conftest import torch_2_15_elsewhere
 
 from kinkcheck.classify import same_value
 from kinkcheck.frameworks.base import flat_value
@@ -255,26 +256,10 @@ def test_an_unjudged_case_shows_why(shards_report):
         "could not judge")[1].splitlines()[0], "the summary links the unjudged case to its page"
 
 
-def _torch_2_15_elsewhere(shards_report, **changes):
-    """The report with a copy of torch 2.15.0's CPU environment changed by ``changes`` (another device or
-    platform), relu@0 only, torch.relu's reverse float64 cell set to 1 (right); and the two environments."""
-    cpu = shards_report.index.env["torch-2.15.0-cpu"]
-    other = msgspec.structs.replace(cpu, **changes)
-    envs = list(shards_report.environments)
-    envs.insert(envs.index(cpu) + 1, other)
-    copied = [msgspec.structs.replace(o, environment=other.id) for o in shards_report.observations
-              if o.environment == cpu.id and o.case == "relu@0"]
-    copied = [msgspec.structs.replace(o, value={"x": 1.0}, labels=["right"])
-              if o.program == "torch.relu(x)" and o.mode == "reverse" and o.dtype == "float64" else o for o in copied]
-    report = msgspec.structs.replace(shards_report, environments=envs,
-                                     observations=[*shards_report.observations, *copied])
-    return report, cpu, other
-
-
 def test_a_second_device_gets_its_own_line_and_squares(shards_report):
     """A CUDA shard of torch 2.15.0 (made here from the CPU one, relu@0 only, with one value changed): its
     releases are named with the device, on a line of their own, never merged into a CPU range."""
-    report, _, _ = _torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cuda", device="cuda")
+    report, _, _ = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cuda", device="cuda")
     page = render_case_pages(report)["relu-at-0.md"]
     row = _row(page, "case-relu-at-0--torch-torch-relu-x")
     assert "2.1.2 – 2.15.0: 0 <sub>left</sub><br>2.15.0 cuda: 1 <sub>right</sub> (f32: 0 <sub>left</sub>; " \
@@ -290,7 +275,7 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
     from kinkcheck.cite import cite
     from kinkcheck.report.build import mode_disagreements
 
-    report, cpu, mac = _torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64",
+    report, cpu, mac = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64",
                                              platform_tag="macos_arm64")
     assert mac.place == "cpu-macos_arm64" and mac.title == "2.15.0 macOS arm64" and cpu.place == "cpu"
     row = _row(render_case_pages(report)["relu-at-0.md"], "case-relu-at-0--torch-torch-relu-x")
@@ -309,6 +294,31 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
     c = cite(report, "torch.relu(x)", case="relu@0", device="cpu-macos_arm64")
     assert c.environment.id == mac.id and "(CPU macOS arm64, float64, reverse mode)" in c.sentence, c.sentence
     assert cite(report, "torch.relu(x)", case="relu@0").environment.id == cpu.id, "cpu is Linux x86-64's"
+
+
+def test_metal_is_compared_with_the_cpu_of_its_own_platform(shards_report):
+    """A Metal shard of torch 2.15.0 (PyTorch's MPS backend; made here from the Linux CPU one, relu'(0) = 1):
+    its place and title name device and platform; with no macOS CPU shard it is compared with Linux x86-64's
+    CPU (both differences named), with one, with macOS's CPU (one difference); the coverage lines name the
+    Metal device for torch and MLX, whose matrices have it, and say why JAX has no Metal environment."""
+    from kinkcheck.report.build import mode_disagreements
+
+    report, _, metal = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-metal-macos_arm64", device="metal",
+                                            platform_tag="macos_arm64")
+    assert metal.place == "metal-macos_arm64" and metal.title == "2.15.0 metal macOS arm64"
+    md = mode_disagreements(report)
+    relu = {(r.comparison, tuple(r.environments)) for r in md.rows
+            if r.case == "relu@0" and r.program == "torch.relu(x)"}
+    assert ("CPU Linux x86-64 vs Metal macOS arm64", (metal.id,)) in relu, relu
+    assert not any(line.startswith("torch: CPU vs Metal") for line in md.not_measured), md.not_measured
+    assert "mlx: CPU vs Metal not measured: no shard from a Metal device" in md.not_measured
+    assert ("jax: CPU vs Metal not measured: its matrix has CPU, CUDA environments only (kinkcheck.registry)"
+            in md.not_measured), md.not_measured
+    both, _, mac = torch_2_15_elsewhere(report, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
+    relu = {(r.comparison, tuple(r.environments)) for r in mode_disagreements(both).rows
+            if r.case == "relu@0" and r.program == "torch.relu(x)"}
+    assert ("Linux x86-64 vs macOS arm64", (mac.id,)) in relu, relu
+    assert not any("Metal" in c for c, _ in relu), f"Metal and macOS's CPU agree (1): no row, {relu}"
 
 
 def test_every_table_row_has_its_header_s_cells(index, pages):

@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from kinkcheck.platforms import DEFAULT, PLATFORMS, environment_id, host_tag, tag_of, title
+from kinkcheck.platforms import DEFAULT, DEVICES, PLATFORMS, device_title, environment_id, host_tag, tag_of, title
 
 
 @pytest.mark.parametrize("system, machine, tag", [
@@ -44,3 +44,13 @@ def test_the_id_pattern_of_the_shard_schema_takes_every_platform():
     for tag in PLATFORMS:
         assert re.fullmatch(pattern, environment_id("torch", "2.13.0", "cpu", tag)), tag
     assert not re.fullmatch(pattern, "torch-2.13.0-cpu-macos-arm64"), "one tag, no further dashes"
+
+
+def test_devices_and_where_they_exist():
+    assert list(DEVICES) == ["cpu", "cuda", "metal"]
+    assert device_title("metal") == "Metal" and device_title("cuda") == "CUDA" and device_title("rocm") == "ROCM"
+    assert DEVICES["cpu"].platforms is None, "every platform has a CPU"
+    assert DEVICES["metal"].platforms == ("macos_arm64",), "Metal is Apple silicon's"
+    assert "macos_arm64" not in DEVICES["cuda"].platforms, "no CUDA on macOS"
+    assert all(t in PLATFORMS for d in DEVICES.values() for t in d.platforms or ())
+    assert environment_id("torch", "2.15.0", "metal", "macos_arm64") == "torch-2.15.0-metal-macos_arm64"

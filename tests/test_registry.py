@@ -179,3 +179,6 @@ def test_requirements_for_a_device():
     assert jax.requirements_for("0.4.26", "cuda")[0] == "jax[cuda12]==0.4.26"
     assert jax.requirements_for("0.4.20", "cuda") is None, "no jax[cuda12] before 0.4.26"
     assert REGISTRY["tinygrad"].requirements_for("0.14.0", "cuda") is None, "no cuda device in the adapter"
+    assert torch.requirements_for("2.13.0", "metal") == torch.requirements("2.13.0"), "macOS wheels carry MPS"
+    assert REGISTRY["mlx"].requirements_for("0.32.4", "metal") == REGISTRY["mlx"].requirements("0.32.4")
+    assert jax.requirements_for("0.10.2", "metal") is None, "no Metal device in the JAX adapter"

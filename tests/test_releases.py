@@ -149,6 +149,26 @@ def test_platforms_of_needs_every_companion_and_takes_a_pure_source_release():
         platforms_of("0.4.30", [{"info": {}}])
 
 
+def test_a_companion_with_a_marker_is_needed_only_where_the_marker_holds():
+    """mlx-cpu is named for Windows only (``; platform_system == "Windows"``): it has no macOS wheel, and macOS
+    still gets the release; on Windows it is needed like any companion."""
+    from kinkcheck.registry import REGISTRY
+    from kinkcheck.releases import marker_environment, pinned_requirements
+
+    reqs = pinned_requirements(REGISTRY["mlx"].requirements("0.32.4"), "0.32.4")
+    assert [r.name for r in reqs] == ["mlx", "mlx-cpu"] and reqs[0].marker is None
+    assert [t for t in ("linux_x86_64", "macos_arm64", "windows_amd64")
+            if reqs[1].marker.evaluate(marker_environment(t))] == ["windows_amd64"]
+    mlx = _project(("0.32.4", [("mlx-0.32.4-cp311-cp311-macosx_14_0_arm64.whl", ">=3.10", False),
+                               ("mlx-0.32.4-cp311-cp311-win_amd64.whl", ">=3.10", False)]))
+    cpu = _project(("0.32.4", [("mlx_cpu-0.32.4-py3-none-manylinux_2_35_x86_64.whl", ">=3.10", False)]))
+    markers = [r.marker for r in reqs]
+    assert platforms_of("0.32.4", [mlx, cpu], markers=markers) == ["macos_arm64"], \
+        "no mlx-cpu wheel for Windows: not there; macOS does not need it"
+    assert platforms_of("0.32.4", [mlx, cpu]) == [], "without the markers every companion is needed everywhere"
+    assert REGISTRY["mlx"].requirements("0.31.2") == ["mlx[cpu]==0.31.2"], "no Windows wheel before 0.32"
+
+
 def test_platforms_file_round_trips_and_a_bad_one_is_one_line(tmp_path):
     path = tmp_path / "platforms.toml"
     table = {"linux_aarch64": {"torch": ["2.13.0"], "jax": []}, "macos_arm64": {"mlx": ["0.2.0", "0.32.4"]}}

@@ -75,6 +75,13 @@ SEMANTIC = [
     (lambda s: s["environment"].update(platform_tag="macos_arm64", id=s["environment"]["id"] + "-macos_arm64"),
      None),
     (_set(("environment", "platform_tag"), "linux_x86_64"), None),  # explicit default: the bare id
+    # Metal is Apple silicon's: a Metal shard from Linux names a place that cannot be; from macOS it passes
+    (lambda s: s["environment"].update(device="metal", id="torch-2.13.0-metal"), "'metal' (Metal) does not exist on "
+     "Linux x86-64 (platform_tag 'linux_x86_64'); it exists on macOS arm64"),
+    (lambda s: s["environment"].update(device="metal", platform_tag="macos_arm64", id="torch-2.13.0-metal-macos_arm64"),
+     None),
+    (lambda s: s["environment"].update(device="cuda", platform_tag="macos_arm64", id="torch-2.13.0-cuda-macos_arm64"),
+     "'cuda' (CUDA) does not exist on macOS arm64"),
     # a macOS runner's shard without its tag cannot pass for the Linux one
     (_set(("environment", "runner"), {"os": "Darwin", "arch": "arm64"}), "but its runner was Darwin arm64"),
     (lambda s: s["observations"].__setitem__(0, {**s["observations"][0], "dtype": "float16", "value": {"x": 1e308}}),

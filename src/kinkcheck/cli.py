@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.platforms import DEVICES
 from kinkcheck.registry import FRAMEWORKS
 
 EXIT_BAD_INPUT = 2
@@ -580,7 +581,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--wrt", metavar="NAMES", help="differentiate only these inputs, e.g. x or x,y (default: every "
                    "input not written int:); the others are constants")
     g.add_argument("--dtype", default="float64", help="float64 (default) | float32 | float16 | bfloat16")
-    g.add_argument("--device", default="cpu", help="cpu (default) | cuda")
+    g.add_argument("--device", default="cpu", choices=tuple(DEVICES),
+                   help="cpu (default) | cuda | metal (Apple silicon's GPU: torch's MPS backend, MLX's mx.gpu)")
     g.add_argument("--mode", default="reverse",
                    help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
                         "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
@@ -620,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", help="shard file, for one --framework; must be named <framework>-<version>-<device>[-<platform>].json "
                                   "after the environment probed")
     pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>[-<platform>].json (the platform tag off Linux x86-64, e.g. -macos_arm64)")
-    pr.add_argument("--device", default="cpu", help="cpu (default) | cuda")
+    pr.add_argument("--device", default="cpu", choices=tuple(DEVICES),
+                   help="cpu (default) | cuda | metal (Apple silicon's GPU: torch's MPS backend, MLX's mx.gpu)")
     pr.add_argument("--dtype", action="append", default=[], help="repeatable; default all four dtypes")
     pr.add_argument("--mode", action="append", default=[], help="repeatable; default every mode of the framework")
     pr.add_argument("--case", action="append", default=[], metavar="ID",
@@ -678,7 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--framework-version", help="release (default: the newest measured)")
     c.add_argument("--mode", default="reverse", help="default reverse")
     c.add_argument("--dtype", default="float64", help="default float64")
-    c.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform tag: cpu-macos_arm64")
+    c.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform "
+                   "tag: cpu-macos_arm64, metal-macos_arm64")
     c.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
     c.add_argument("--link-base", default="reports",
                    help="the reports folder (a path or URL) the link starts from: BASE/cases/CASE.md#ROW (default "
@@ -694,7 +698,8 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--case", help="one case id only")
     mg.add_argument("--mode", default="reverse", help="default reverse")
     mg.add_argument("--dtype", default="float64", help="default float64")
-    mg.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform tag: cpu-macos_arm64")
+    mg.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform "
+                   "tag: cpu-macos_arm64, metal-macos_arm64")
     mg.add_argument("--only-differences", action="store_true", help="leave out the pairs that agree")
     mg.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
     mg.set_defaults(func=_cmd_migrate)

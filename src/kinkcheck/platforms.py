@@ -17,7 +17,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT", "PLATFORMS", "Platform", "environment_id", "host_tag", "tag_of", "title"]
+__all__ = ["DEFAULT", "DEVICES", "PLATFORMS", "Device", "Platform", "device_title", "environment_id", "host_tag",
+           "tag_of", "title"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,37 @@ PLATFORMS: Mapping[str, Platform] = {p.tag: p for p in (
     Platform("macos_arm64", "macOS arm64", "Darwin", ("arm64", "aarch64")),
     Platform("windows_amd64", "Windows x86-64", "Windows", ("amd64", "x86_64")),
 )}
+
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device kind of an environment id: its name there, how a report names it, the platforms it exists on
+    (None: every one), and what each framework calls it."""
+
+    name: str
+    title: str
+    platforms: tuple[str, ...] | None
+    spelled: str
+
+
+#: The devices of environment ids. ``metal`` is Apple silicon's GPU through Metal: PyTorch's MPS backend
+#: (``torch.device("mps")``) and MLX's GPU (``mx.gpu``), one name for both so that a migration between them
+#: compares one place; neither has float64 there (MLX docs, "Data Types"; torch's MPS backend refuses the
+#: conversion).
+DEVICES: Mapping[str, Device] = {d.name: d for d in (
+    Device("cpu", "CPU", None, "the CPU"),
+    Device("cuda", "CUDA", ("linux_x86_64", "linux_aarch64", "windows_amd64"),
+           "torch.device(\"cuda\"), JAX's gpu platform"),
+    Device("metal", "Metal", ("macos_arm64",), "torch.device(\"mps\"), MLX's mx.gpu"),
+)}
+
+
+def device_title(device: str) -> str:
+    """How a report names a device: ``"CUDA"``, ``"Metal"``; one outside :data:`DEVICES` upper-cased."""
+    d = DEVICES.get(device)
+    return d.title if d is not None else device.upper()
+
 
 _SYSTEMS = {"Linux": "linux", "Darwin": "macos", "Windows": "windows"}
 

@@ -27,6 +27,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, data_limit, encode, get_adapter
 from kinkcheck.frameworks.base import COMPILED_MODES, check_mode, short_error
+from kinkcheck.platforms import device_title
 from kinkcheck.registry import view
 from kinkcheck.shards import ShardBusy, shard_lock
 
@@ -130,7 +131,7 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
         "dtypes": list(dtypes),
         "modes": list(modes),
     }
-    if device == "cuda":
+    if device != "cpu":  # the accelerator's name: "NVIDIA H200", "Apple M2"
         env["device_name"] = adapter.device_name(device)
     return env
 
@@ -295,7 +296,8 @@ def probe(
     Parameters
     ----------
     framework : {"torch", "jax"}
-    device : {"cpu", "cuda"}
+    device : {"cpu", "cuda", "metal"}
+        :data:`kinkcheck.platforms.DEVICES`; the framework's adapter must find it here.
     dtypes : sequence of str
         See :data:`kinkcheck.frameworks.DTYPES`; default all four.
     modes : sequence of str, optional
@@ -329,7 +331,7 @@ def probe(
     for m in modes:
         check_mode(m, adapter.modes)
     if device not in adapter.devices():
-        raise FrameworkUnavailable(f"not measured: no {device} device for {framework}")
+        raise FrameworkUnavailable(f"not measured: no {device_title(device)} device for {framework}")
     env = environment(adapter, device, catalog, dtypes, modes)
     if journal:
         _prepare_journal(journal, env)  # resume: keep the cases an earlier, interrupted probe finished

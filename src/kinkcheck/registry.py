@@ -266,8 +266,13 @@ _PYTENSOR_DOCUMENTED = {
 
 def _mlx_requirements(version: str) -> list[str]:
     # Linux wheels of mlx >= 0.26 carry no backend: the CPU one is the mlx-cpu wheel, the "cpu" extra;
-    # older Linux wheels bundle it and have no such extra
-    return [f"mlx[cpu]=={version}" if _version_tuple(version) >= (0, 26) else f"mlx=={version}"]
+    # older Linux wheels bundle it and have no such extra. macOS wheels pull mlx-metal (CPU and Metal).
+    reqs = [f"mlx[cpu]=={version}" if _version_tuple(version) >= (0, 26) else f"mlx=={version}"]
+    if _version_tuple(version) >= (0, 32):
+        # the extra's marker is platform_system == "Linux", but mlx-cpu has Windows wheels from 0.32: named
+        # outright there, else Windows gets mlx without a backend
+        reqs.append(f'mlx-cpu=={version}; platform_system == "Windows"')
+    return reqs
 
 
 _MLX_RULE = (
@@ -309,7 +314,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
     Framework(
         "torch", "PyTorch", "torch", "kinkcheck.frameworks.torch",
         ("reverse", "functional", "forward", "forward-ad", "inductor", "aot_eager", "vmap", "second-order"),
-        ("o", "#d62728"), aliases={"F": "torch.nn.functional"}, devices=("cpu", "cuda"),
+        ("o", "#d62728"), aliases={"F": "torch.nn.functional"}, devices=("cpu", "cuda", "metal"),
         # PyTorch 1.13.1 and the newest patch of every minor line from 2.0 (checked 2026-11-29, pip index versions)
         versions=MATRIX.get("torch", ()),
         requirements=_torch_requirements,
@@ -361,6 +366,7 @@ REGISTRY: dict[str, Framework] = {f.name: f for f in (
     Framework(
         "mlx", "MLX", "mlx", "kinkcheck.frameworks.mlx",
         ("reverse", "jit", "forward", "vmap", "second-order"), ("D", "#9467bd"), aliases={"mx": "mlx.core"},
+        devices=("cpu", "metal"),
         # the newest patch of every minor line with a Linux x86-64 wheel for Python 3.11 (checked 2026-12-01:
         # the index has 0.2.0, 0.21.1 and 0.25.2 - 0.32.4); 0.2.0 and 0.21.1 have no float64
         versions=MATRIX.get("mlx", ()),

@@ -25,8 +25,8 @@ from packaging.version import InvalidVersion, Version
 
 from kinkcheck.platforms import DEFAULT, PLATFORMS
 
-__all__ = ["GLIBC", "INDEX", "MACOS", "MATRIX_FILE", "PLATFORMS_FILE", "installable", "lines", "new_lines", "pinned",
-           "platforms_of", "write_matrix", "write_platforms"]
+__all__ = ["GLIBC", "INDEX", "MACOS", "MATRIX_FILE", "PLATFORMS_FILE", "installable", "lines", "marker_environment",
+           "new_lines", "pinned", "pinned_requirements", "platforms_of", "write_matrix", "write_platforms"]
 
 #: The package index's JSON API (PEP 691's predecessor, the one PyPI serves for a project's every release).
 INDEX = "https://pypi.org/pypi/{distribution}/json"
@@ -107,12 +107,24 @@ def _installable_release(files: list[Mapping[str, Any]], python: tuple[int, int]
                and _supports(f.get("requires_python"), python) for f in files if not f.get("yanked"))
 
 
-def platforms_of(version: str, projects: Sequence[Mapping[str, Any]], python: tuple[int, int] = (3, 11)
-                 ) -> list[str]:
+def marker_environment(platform: str) -> dict[str, str]:
+    """The PEP 508 marker variables of a platform's runner (``platform_system``, ``sys_platform``,
+    ``platform_machine``), to evaluate a requirement's marker there (``mlx-cpu==v; platform_system ==
+    "Windows"``)."""
+    p = PLATFORMS[platform]
+    sys_platform = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}[p.system]
+    machine = {"windows_amd64": "AMD64"}.get(platform, p.machines[0])
+    return {"platform_system": p.system, "sys_platform": sys_platform, "platform_machine": machine}
+
+
+def platforms_of(version: str, projects: Sequence[Mapping[str, Any]], python: tuple[int, int] = (3, 11),
+                 markers: Sequence[Any] = ()) -> list[str]:
     """The platforms other than Linux x86-64 (:data:`kinkcheck.platforms.PLATFORMS`) where ``version`` installs
     for CPython ``python``: every one of ``projects`` (the index JSON of the framework's distribution, then its
     companions pinned to the same version, e.g. jaxlib) has a wheel for it there, or only a source distribution
     (a pure-Python release such as jax 0.4.13, which installs wherever its companions do). In ``PLATFORMS`` order.
+    ``markers``: each project's requirement marker (``packaging.markers.Marker`` or None), in ``projects``' order;
+    a project whose marker is false on a platform is not needed there (mlx-cpu off Windows).
 
     Raises
     ------
@@ -124,7 +136,10 @@ def platforms_of(version: str, projects: Sequence[Mapping[str, Any]], python: tu
         if tag == DEFAULT:
             continue
         ok = True
-        for project in projects:
+        for i, project in enumerate(projects):
+            marker = markers[i] if i < len(markers) else None
+            if marker is not None and not marker.evaluate(marker_environment(tag)):
+                continue
             releases = project.get("releases") if isinstance(project, Mapping) else None
             if not isinstance(releases, Mapping):
                 raise ValueError("the index JSON has no 'releases' table")
@@ -220,7 +235,13 @@ def _parses(text: str) -> bool:
 
 def pinned(requirements: Sequence[str], version: str) -> list[str]:
     """The distributions of ``requirements`` pinned to ``version`` (``jax==v``, ``jaxlib==v``), first the
-    framework's own; extras dropped (``mlx[cpu]==v`` → ``mlx``)."""
+    framework's own; extras and markers dropped (``mlx[cpu]==v`` → ``mlx``)."""
+    return [req.name for req in pinned_requirements(requirements, version)]
+
+
+def pinned_requirements(requirements: Sequence[str], version: str) -> list[Any]:
+    """The ``packaging.requirements.Requirement`` of each of ``requirements`` pinned to ``version``, in order
+    (an unreadable one is left out); ``.marker`` says where one is needed."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     out = []
@@ -230,7 +251,7 @@ def pinned(requirements: Sequence[str], version: str) -> list[str]:
         except InvalidRequirement:
             continue
         if str(req.specifier) == f"=={version}":
-            out.append(req.name)
+            out.append(req)
     return out
 
 
@@ -333,12 +354,16 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
     failed = 0
     for fw in args.framework or list(MATRIX):
         rec = REGISTRY[fw]
-        dists = pinned(rec.requirements(MATRIX[fw][-1]), MATRIX[fw][-1]) or [rec.distribution]
+        reqs = pinned_requirements(rec.requirements(MATRIX[fw][-1]), MATRIX[fw][-1])
+        dists = [r.name for r in reqs] or [rec.distribution]
+        markers = [r.marker for r in reqs]
+        here = marker_environment(DEFAULT)
         try:
             projects = [get(d) for d in dists]
-            added, patch, later = new_lines(MATRIX[fw], projects[0], projects[1:])
+            added, patch, later = new_lines(MATRIX[fw], projects[0], [p for p, mk in zip(projects[1:], markers[1:])
+                                                                       if mk is None or mk.evaluate(here)])
             for v in (*MATRIX[fw], *added):
-                for tag in platforms_of(v, projects, rec.min_python.get(v, PYTHON)):
+                for tag in platforms_of(v, projects, rec.min_python.get(v, PYTHON), markers):
                     elsewhere[tag].setdefault(fw, []).append(v)
         except (OSError, ValueError) as err:
             print(f"{fw}: cannot read the index for {', '.join(dists)}: {' '.join(str(err).split())[:200]}",

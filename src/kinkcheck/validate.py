@@ -309,20 +309,25 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     ------
     environment id ``<framework>-<framework_version>-<device>``, then ``-<platform_tag>`` off Linux x86-64
     (:func:`kinkcheck.platforms.environment_id`; a shard without ``platform_tag`` was measured there), and the
-    tag the runner's ``os`` and ``arch`` make where it records them; ``not_measured`` a non-empty string;
-    observations present unless ``not_measured`` says why; no (case, program, mode, dtype) twice; an ``ok``
-    observation has a value within its dtype's finite range, an ``error`` or ``unavailable`` one an error
-    message and no value; an ``ok`` network run (P0, :data:`kinkcheck.oracles.backprop.P0`) has W1 and W2
-    of P0's shapes (3x2, 2x2).
+    tag the runner's ``os`` and ``arch`` make where it records them; a device of
+    :data:`kinkcheck.platforms.DEVICES` on a platform it exists on (Metal on macOS arm64); ``not_measured`` a
+    non-empty string; observations present unless ``not_measured`` says why; no (case, program, mode, dtype)
+    twice; an ``ok`` observation has a value within its dtype's finite range, an ``error`` or ``unavailable``
+    one an error message and no value; an ``ok`` network run (P0, :data:`kinkcheck.oracles.backprop.P0`) has
+    W1 and W2 of P0's shapes (3x2, 2x2).
     """
     env = shard["environment"]
-    from kinkcheck.platforms import DEFAULT, environment_id, tag_of
+    from kinkcheck.platforms import DEFAULT, DEVICES, environment_id, tag_of, title
 
     tag = env.get("platform_tag", DEFAULT)
     runner = env.get("runner") or {}
     if runner.get("os") and runner.get("arch") and tag_of(runner["os"], runner["arch"]) != tag:
         return (f"environment.platform_tag is {tag!r} (absent: {DEFAULT!r}) but its runner was "
                 f"{runner['os']} {runner['arch']} ({tag_of(runner['os'], runner['arch'])!r})")
+    dev = DEVICES.get(env["device"])
+    if dev is not None and dev.platforms is not None and tag not in dev.platforms:  # Metal off macOS, say
+        return (f"environment.device {env['device']!r} ({dev.title}) does not exist on {title(tag)} "
+                f"(platform_tag {tag!r}); it exists on {', '.join(title(t) for t in dev.platforms)}")
     want = environment_id(env["framework"], env["framework_version"], env["device"], tag)
     if env["id"] != want:
         return (f"environment id {env['id']!r} does not match its framework, version and device (and platform) "

@@ -1,11 +1,12 @@
-"""MLX adapter: evaluates call expressions with ``mlx.core`` arrays on MLX's CPU backend.
+"""MLX adapter: evaluates call expressions with ``mlx.core`` arrays on MLX's CPU backend or its Metal GPU.
 
 Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``mx.grad`` of the output's sum (the VJP
 with ones); forward is ``mx.jvp`` along each input component's unit tangent; jit is
 ``mx.compile(mx.grad(...))``; vmap is ``mx.vmap(mx.grad(...))`` over a batch of two copies of the point;
-second-order is ``mx.grad`` of the gradient's sum (``H @ 1``). Every op runs on the CPU, the default
-device of Linux's ``mlx[cpu]`` wheel (``mx.stream(mx.cpu)`` where another device is the default); float64
-exists on the CPU only.
+second-order is ``mx.grad`` of the gradient's sum (``H @ 1``). Every op runs on the shard's device: the
+CPU (the default device of Linux's ``mlx[cpu]`` wheel; ``mx.stream(mx.cpu)`` where the GPU is the default)
+or, for device ``metal``, the GPU on Apple silicon (``mx.gpu``, macOS's default); float64 exists on the CPU
+only.
 
 MLX documents no rule at a kink; its choices are the primitives' derivatives in ``mlx/primitives.cpp``:
 ``Maximum::vjp``/``jvp`` give a tie to the second argument (masks ``a > b`` and ``a <= b``), ``Minimum``
@@ -54,15 +55,21 @@ ORIGINS = frozenset(("mlx",))
 NN_FUNCTIONS = "mlx.nn.layers.activations"
 
 
-def _on_cpu(device: str = "cpu") -> Any:
-    """A context that runs every op on the CPU: none where the CPU is already the default device (Linux's
-    ``mlx[cpu]``), else ``mx.stream(mx.cpu)``. Not the stream where it is not needed: under it MLX evaluates
-    on another thread, and an error there (a float64 op the CPU backend lacks) aborts the interpreter
-    instead of raising. Raises for a device other than ``cpu``."""
-    MlxAdapter._device(device)
-    if not hasattr(mx, "stream") or mx.default_device().type == mx.cpu:  # MLX 0.2 has no mx.stream
+def _on_device(device: str = "cpu", dtype: str | None = None) -> Any:
+    """A context that runs every op on ``device``: none where it is already MLX's default device (the CPU on
+    Linux's ``mlx[cpu]``, the GPU on macOS), else ``mx.stream(mx.cpu)`` / ``mx.stream(mx.gpu)``. Not the stream
+    where it is not needed: under it MLX evaluates on another thread, and an error there (a float64 op the CPU
+    backend lacks) aborts the interpreter instead of raising. Raises what :meth:`MlxAdapter._device` raises."""
+    target = MlxAdapter._device(device, dtype)
+    if not hasattr(mx, "stream") or mx.default_device().type == target:  # MLX 0.2 has no mx.stream
         return contextlib.nullcontext()
-    return mx.stream(mx.cpu)
+    return mx.stream(target)
+
+
+def _metal_available() -> bool:
+    """Whether MLX has a Metal GPU here (``mx.metal.is_available()``; False without ``mx.metal``)."""
+    metal = getattr(mx, "metal", None)
+    return bool(metal is not None and metal.is_available())
 
 
 def _from_float64(value: Any, dt: Any) -> Any:
@@ -110,7 +117,7 @@ def load() -> MlxAdapter:
     if mx is None:
         raise FrameworkUnavailable(f"mlx is not installed in this Python ({_IMPORT_ERROR})")
     try:
-        with _on_cpu():
+        with _on_device():
             mx.eval(mx.array([1.0]) + 1)
     except Exception as err:  # noqa: BLE001 - e.g. the bare 'mlx' wheel on Linux, without mlx-cpu
         raise FrameworkUnavailable(f"mlx {mx.__version__} cannot compute on the CPU here ({err}); "
@@ -190,14 +197,27 @@ class MlxAdapter:
         return str(mx.__version__)
 
     def devices(self) -> list[str]:
-        return ["cpu"]
+        """``cpu``, and ``metal`` where MLX has a Metal GPU (macOS on Apple silicon)."""
+        return ["cpu", "metal"] if _metal_available() else ["cpu"]
 
     def device_name(self, device: str) -> str:
+        """The processor; on ``metal`` the GPU's name as MLX reports it (``device_info()["device_name"]``)."""
+        if device == "metal":
+            return self.accelerator(device).get("accelerator") or processor_name()
         return processor_name()
+
+    def accelerator(self, device: str) -> dict[str, str]:
+        """On ``metal``: the GPU (``mx.device_info()``, ``mx.metal.device_info()`` before 0.29) and its
+        architecture, for the shard's ``runner``; nothing on the CPU."""
+        if device != "metal":
+            return {}
+        info_of = getattr(mx, "device_info", None) or getattr(mx.metal, "device_info", None)
+        info = info_of() if callable(info_of) else {}
+        return {"accelerator": str(info.get("device_name", "")), "metal": str(info.get("architecture", ""))}
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""
-        return {"device": "cpu (every op on MLX's CPU backend)"}
+        return {"device": "every op on the shard's device: MLX's CPU backend (cpu) or its Metal GPU (metal)"}
 
     def namespace(self) -> dict[str, Any]:
         import mlx
@@ -212,11 +232,21 @@ class MlxAdapter:
         return dt
 
     @staticmethod
-    def _device(device: str) -> Any:
+    def _device(device: str, dtype: str | None = None) -> Any:
+        """The MLX device of a kinkcheck device: ``mx.cpu``, ``mx.gpu`` for ``metal``. Raises FrameworkUnavailable
+        for ``cuda`` and for ``metal`` without a Metal GPU, :class:`Unavailable` for float64 on ``metal`` ("Arrays
+        with type float64 only work with CPU operations", MLX docs, Data Types), ExprError for an unknown one."""
+        if device == "metal":
+            if not _metal_available():
+                raise FrameworkUnavailable("not measured: no Metal device (mx.metal.is_available() is False; "
+                                           "MLX's GPU backend is Metal on Apple silicon)")
+            if dtype == "float64":
+                raise Unavailable("float64 does not exist on Metal: MLX runs float64 on the CPU only")
+            return mx.gpu
         if device != "cpu":
             if device == "cuda":
-                raise FrameworkUnavailable("not measured: kinkcheck runs MLX on its CPU backend only")
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu)")
+                raise FrameworkUnavailable("not measured: kinkcheck runs MLX on its CPU and Metal backends only")
+            raise ex.ExprError(f"unknown device {device!r} (known: cpu, metal)")
         return mx.cpu
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
@@ -278,10 +308,11 @@ class MlxAdapter:
         check_dtype(dtype)
         diff = split_inputs(at, wrt, ints)
         names = self._resolve(tree)
+        self._device(device, dtype)  # float64 on Metal is unavailable before any CPU float64 check
         if dtype == "float64" and getattr(mx, "float64", None) is not None:
             self._check_float64(tree, mode)
         keys = list(at)
-        with _on_cpu(device):
+        with _on_device(device, dtype):
             args = self._inputs(at, dtype, ints)
 
             def f(*a: Any) -> Any:
@@ -295,7 +326,7 @@ class MlxAdapter:
         """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`."""
         check_mode(mode, self.modes)
         keys = list(at)
-        with _on_cpu(device):
+        with _on_device(device, dtype):
             args = self._inputs(at, dtype)
 
             def f(*a: Any) -> Any:
@@ -313,7 +344,7 @@ class MlxAdapter:
             dt = self._dtype(dtype)
         except Unavailable:
             return None
-        with _on_cpu():
+        with _on_device():
             return rounded_point(at, lambda v: _lists(["v"], [_from_float64(v, dt)])["v"])
 
     def network_grads(
@@ -321,7 +352,7 @@ class MlxAdapter:
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's net (``mx.grad`` of the squared error) with the program as the activation."""
         names = self._resolve(tree)
-        with _on_cpu(device):
+        with _on_device(device, dtype):
             X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype)
 
             def loss(w1: Any, w2: Any) -> Any:

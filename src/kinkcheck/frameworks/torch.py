@@ -12,6 +12,7 @@ Where PyTorch defines a kink's derivative: ``tools/autograd/derivatives.yaml`` (
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,12 @@ except ImportError as _err:  # pragma: no cover - depends on the environment
 MODULES = frozenset(("torch", "torch.nn", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"))
 #: Packages a resolved function or constant may come from.
 ORIGINS = frozenset(("torch",))
+
+
+def _mps_available() -> bool:
+    """Whether PyTorch's MPS backend (the ``metal`` device) is usable: ``torch.backends.mps`` exists from 1.12."""
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
 
 
 def _to_lists(keys: Sequence[str], grads: Sequence[Any], like: Sequence[Any]) -> dict[str, Any]:
@@ -131,17 +138,28 @@ class TorchAdapter:
         return str(torch.__version__)
 
     def devices(self) -> list[str]:
-        return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+        """``cpu``, ``cuda`` where ``torch.cuda.is_available()``, ``metal`` where ``torch.backends.mps.is_available()``
+        (Apple silicon's GPU through PyTorch's MPS backend, torch >= 1.12)."""
+        found = ["cpu"]
+        if torch.cuda.is_available():
+            found.append("cuda")
+        if _mps_available():
+            found.append("metal")
+        return found
 
     def device_name(self, device: str) -> str:
-        """The accelerator's name (``torch.cuda.get_device_name``), or the platform's processor for ``cpu``."""
+        """The accelerator's name (``torch.cuda.get_device_name``; on ``metal`` the Apple chip, which runs the
+        GPU), or the platform's processor for ``cpu``."""
         if device == "cuda":
             return str(torch.cuda.get_device_name(0))
         return processor_name()
 
     def accelerator(self, device: str) -> dict[str, str]:
-        """The accelerator of ``device`` for the shard's ``runner``: its name, the CUDA (or HIP) version the build
-        targets (``torch.version.cuda`` / ``.hip``) and the NVIDIA driver (:func:`nvidia_driver`)."""
+        """The accelerator of ``device`` for the shard's ``runner``: on ``cuda`` its name, the CUDA (or HIP)
+        version the build targets (``torch.version.cuda`` / ``.hip``) and the NVIDIA driver (:func:`nvidia_driver`);
+        on ``metal`` the chip and the macOS release, whose Metal framework the MPS backend runs on."""
+        if device == "metal":
+            return {"accelerator": processor_name(), "metal": f"macOS {platform.mac_ver()[0]}"}
         if device != "cuda":
             return {}
         return {"accelerator": str(torch.cuda.get_device_name(0)), "cuda": str(torch.version.cuda or ""),
@@ -158,11 +176,21 @@ class TorchAdapter:
         check_dtype(dtype)
         return getattr(torch, dtype)
 
-    def _device(self, device: str) -> Any:
+    def _device(self, device: str, dtype: str | None = None) -> Any:
+        """The ``torch.device`` of a kinkcheck device (``metal`` is ``"mps"``). Raises FrameworkUnavailable for a
+        device absent here, :class:`Unavailable` for float64 on ``metal`` (the MPS framework has none: torch
+        refuses "Cannot convert a MPS Tensor to float64 dtype"), ExprError for an unknown device."""
         if device == "cuda" and not torch.cuda.is_available():
             raise FrameworkUnavailable("not measured: no CUDA device")
+        if device == "metal":
+            if not _mps_available():
+                raise FrameworkUnavailable("not measured: no Metal device (torch.backends.mps.is_available() is "
+                                           "False; PyTorch's MPS backend needs Apple silicon and macOS 12.3)")
+            if dtype == "float64":
+                raise Unavailable("float64 does not exist on Metal: PyTorch's MPS backend has no float64")
+            return torch.device("mps")
         if device not in ("cpu", "cuda"):
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
+            raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda, metal)")
         return torch.device(device)
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
@@ -188,7 +216,7 @@ class TorchAdapter:
             if isinstance(result, BaseException):
                 raise result
             return result
-        tdtype, tdev = self._dtype(dtype), self._device(device)
+        tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
         names = self._resolve(tree)
         keys = list(at)
         base = _tensors(at, keys, ints, tdtype, tdev)
@@ -255,7 +283,7 @@ class TorchAdapter:
         """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`
         (inductor and aot_eager: ``torch.compile(fn, backend=mode)``, graph breaks allowed, then reverse)."""
         check_mode(mode, self.modes)
-        tdtype, tdev = self._dtype(dtype), self._device(device)
+        tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
         keys = list(at)
         base = [torch.tensor(at[k], dtype=tdtype, device=tdev) for k in keys]
         run = fn
@@ -317,7 +345,7 @@ class TorchAdapter:
         except RuntimeError as err:  # torch 2.0 on Python 3.11: "Python 3.11+ not yet supported for torch.compile"
             raise Unavailable(f"torch.compile is not usable here: {short_error(err)}") from None
         self._backend_works(mode, tdtype_name=dtype, device=device)
-        tdtype, tdev = self._dtype(dtype), self._device(device)
+        tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
         prepared: list[Any] = []
         for tree, at, *spec in items:
             try:
@@ -353,7 +381,8 @@ class TorchAdapter:
         key = (mode, tdtype_name, device)
         if key not in cache:
             torch._dynamo.reset()
-            v = torch.ones(2, dtype=self._dtype(tdtype_name), device=self._device(device), requires_grad=True)
+            v = torch.ones(2, dtype=self._dtype(tdtype_name), device=self._device(device, tdtype_name),
+                           requires_grad=True)
             try:
                 torch.compile(lambda a: (a * a).sum(), backend=mode, fullgraph=True)(v).backward()
                 cache[key] = None
@@ -440,7 +469,7 @@ class TorchAdapter:
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
-        tdtype, tdev = self._dtype(dtype), self._device(device)
+        tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
         names = self._resolve(tree)
         X = torch.tensor(net.X, dtype=tdtype, device=tdev)
         W1 = torch.tensor(net.W1, dtype=tdtype, device=tdev, requires_grad=True)

@@ -27,7 +27,7 @@ from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-from kinkcheck.platforms import PLATFORMS
+from kinkcheck.platforms import DEVICES, PLATFORMS, device_title
 from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.shards import missing_work
@@ -453,15 +453,30 @@ def _brief(ob: m.Observation) -> m.Brief:
 def place_comparison(reference: m.Environment, env: m.Environment) -> str:
     """How a comparison of ``env`` with the ``reference`` environment (CPU, Linux x86-64) reads: ``"CPU vs
     CUDA"`` across devices, ``"Linux x86-64 vs macOS arm64"`` across platforms, both when both differ
-    (``"CPU Linux x86-64 vs CUDA Linux arm64"``)."""
+    (``"CPU Linux x86-64 vs Metal macOS arm64"``)."""
     dev = reference.device != env.device
     plat = reference.platform_tag != env.platform_tag
-    ref_side = [reference.device.upper()] if dev else []
-    side = [env.device.upper()] if dev else []
+    ref_side = [device_title(reference.device)] if dev else []
+    side = [device_title(env.device)] if dev else []
     if plat:
         ref_side.append(platform_title(reference.platform_tag))
         side.append(platform_title(env.platform_tag))
     return f"{' '.join(ref_side)} vs {' '.join(side)}"
+
+
+def _devices_unmeasured(framework: str, envs: Sequence[m.Environment]) -> list[tuple[str, str]]:
+    """The accelerator devices (:data:`kinkcheck.platforms.DEVICES`) with no environment of ``framework`` among
+    ``envs``, each with why: no shard yet, or none in its matrix (``Framework.devices``)."""
+    rec = registry.framework(framework)
+    out = []
+    for dev in DEVICES:
+        if dev == "cpu" or any(e.framework == framework and e.device == dev for e in envs):
+            continue
+        title = device_title(dev)
+        out.append((dev, f"no shard from a {title} device" if dev in rec.devices
+                    else f"its matrix has {', '.join(device_title(d) for d in rec.devices)} environments only "
+                         "(kinkcheck.registry)"))
+    return out
 
 
 def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
@@ -472,7 +487,8 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     * a mode against reverse mode in the same dtype (:data:`COMPARISONS`: reverse vs forward, eager vs
       compiled, grad vs jit, unbatched vs vmap, reverse vs functional);
     * a lower precision against float64, in reverse and in second-order mode ("float64 vs bfloat16");
-    * a CUDA environment against the CPU environment of the same framework version ("CPU vs CUDA"), and an
+    * a CUDA or Metal environment against the CPU environment of the same framework version and platform
+      ("CPU vs CUDA", "CPU vs Metal"; Linux x86-64's where its own platform's is not measured), and an
       environment measured on another platform against the Linux x86-64 one ("Linux x86-64 vs macOS arm64",
       :func:`place_comparison`).
 
@@ -498,8 +514,12 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     for env in report.environments:
         if env.place == "cpu":
             continue
-        cpu = next((e for e in report.environments if e.place == "cpu" and e.framework == env.framework
-                    and e.framework_version == env.framework_version), None)
+        same = [e for e in report.environments if e.framework == env.framework
+                and e.framework_version == env.framework_version and e.device == "cpu"]
+        # an accelerator against the CPU of its own platform where measured (Metal against macOS's CPU), so
+        # that one comparison changes one thing; else, and for a CPU off Linux x86-64, against Linux x86-64
+        cpu = next((e for e in same if env.device != "cpu" and e.platform_tag == env.platform_tag),
+                   next((e for e in same if e.place == "cpu"), None))
         if cpu is None:
             not_measured.append(f"{env.id}: no CPU shard (Linux x86-64) of {env.framework} {env.framework_version} "
                                 "to compare with")
@@ -514,8 +534,8 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
                 if ref is not None and _differs(ref, ob, ix, key[1]):
                     raw.append((ref, ob, comparison, eid))
     for fw in FRAMEWORKS:
-        if not any(e.framework == fw and e.device != "cpu" for e in report.environments):
-            not_measured.append(f"{fw}: CPU vs CUDA not measured: no shard from a CUDA device")
+        for dev, why in _devices_unmeasured(fw, report.environments):
+            not_measured.append(f"{fw}: CPU vs {device_title(dev)} not measured: {why}")
     if not any(e.platform_tag != DEFAULT_PLATFORM for e in report.environments):
         others = ", ".join(p.title for t, p in PLATFORMS.items() if t != DEFAULT_PLATFORM)  # the runners' own list
         not_measured.append(f"{platform_title(DEFAULT_PLATFORM)} vs other platforms ({others}) not measured: no shard "
@@ -794,8 +814,8 @@ def _coverage(report: m.Report, catalog: Catalog) -> m.Coverage:
         unprobed = [v for v in rec.versions if v not in {e.framework_version for e in mine if e.place == "cpu"}]
         if unprobed:
             missing.append(f"{fw} {', '.join(unprobed)}: not measured: no shard yet (`nox -s report` probes them)")
-        if not any(e.device == "cuda" for e in mine):
-            missing.append(f"{fw} on CUDA: not measured: no shard from a CUDA device")
+        for dev, why in _devices_unmeasured(fw, mine):
+            missing.append(f"{fw} on {device_title(dev)}: not measured: {why}")
     absent_dtypes = [d for d in DTYPES if d not in ix.dtypes]
     if absent_dtypes:
         missing.append(f"{', '.join(absent_dtypes)}: not measured: no shard probed these dtypes")
