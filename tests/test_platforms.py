@@ -7,7 +7,8 @@ import platform
 
 import pytest
 
-from kinkcheck.platforms import DEFAULT, DEVICES, PLATFORMS, device_title, environment_id, host_tag, tag_of, title
+from kinkcheck.platforms import (DEFAULT, DEVICES, PLATFORMS, device_title, environment_id, host_tag, place_title, tag_of,
+                                 title)
 
 
 @pytest.mark.parametrize("system, machine, tag", [
@@ -54,3 +55,5 @@ def test_devices_and_where_they_exist():
     assert "macos_arm64" not in DEVICES["cuda"].platforms, "no CUDA on macOS"
     assert all(t in PLATFORMS for d in DEVICES.values() for t in d.platforms or ())
     assert environment_id("torch", "2.15.0", "metal", "macos_arm64") == "torch-2.15.0-metal-macos_arm64"
+    assert [place_title("cpu"), place_title("cuda"), place_title("metal", "macos_arm64")] == [
+        "CPU", "CUDA", "Metal macOS arm64"], "how a citation names where it was measured"

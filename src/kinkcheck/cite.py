@@ -19,8 +19,7 @@ from pathlib import Path
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
-from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-from kinkcheck.platforms import title as platform_title
+from kinkcheck.platforms import place_title
 from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
@@ -230,10 +229,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
 def _sentence(case: Case, program: str, env: Environment, ob: Observation, mode: str, dtype: str) -> str:
     name = FRAMEWORK_NAMES.get(env.framework, env.framework)
     point = ", ".join(f"{k} = {json.dumps(v)}" for k, v in case.at.items())
-    on = env.device.upper() if env.device == "cpu" else env.device
-    if env.platform_tag != DEFAULT_PLATFORM:
-        on += f" {platform_title(env.platform_tag)}"
-    where = f"{name} {env.framework_version} ({on}, {dtype}, {mode} mode)"
+    where = f"{name} {env.framework_version} ({place_title(env.device, env.platform_tag)}, {dtype}, {mode} mode)"
     if ob.status != "ok":
         what = f"`{program}` at {point} gives no derivative ({ob.status}: {ob.error})"
     else:

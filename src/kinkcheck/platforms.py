@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["DEFAULT", "DEVICES", "PLATFORMS", "Device", "Platform", "device_title", "environment_id", "host_tag",
-           "tag_of", "title"]
+           "place_title", "tag_of", "title"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,12 @@ def device_title(device: str) -> str:
     """How a report names a device: ``"CUDA"``, ``"Metal"``; one outside :data:`DEVICES` upper-cased."""
     d = DEVICES.get(device)
     return d.title if d is not None else device.upper()
+
+
+def place_title(device: str, tag: str = DEFAULT) -> str:
+    """How a sentence names where a value was measured: ``"CPU"``, ``"CUDA"`` on Linux x86-64, the platform
+    after the device elsewhere (``"Metal macOS arm64"``)."""
+    return device_title(device) if tag == DEFAULT else f"{device_title(device)} {title(tag)}"
 
 
 _SYSTEMS = {"Linux": "linux", "Darwin": "macos", "Windows": "windows"}
