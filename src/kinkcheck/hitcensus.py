@@ -1,0 +1,475 @@
+"""``kinkcheck census``: does the convention at a kink matter in training? Kink hits counted in real networks.
+
+Three measurements, all with PyTorch on the CPU (the reference network is a PyTorch MLP, as in the paper):
+
+1. **Bifurcation by precision and depth** — the experiment of Bertoin, Bolte, Gerchinovitz and Pauwels
+   ("Numerical influence of ReLU'(0) on backpropagation", NeurIPS 2021; deel-ai/relu-prime,
+   ``notebooks/volume_estimation_by_architecture.ipynb``) at a scale that fits a 2-core machine: for each
+   random initialisation (PyTorch's default, Kaiming-uniform) of an MLP ``64 → width → … → 10`` with ReLU, the
+   minibatches of one pass over scikit-learn's digits (1,797 images of 8 × 8, shipped offline) are run without
+   any update; the initialisation *differs* when, on some minibatch, the first layer's weight gradient of the
+   cross-entropy is not exactly equal under ReLU'(0) = 0 and ReLU'(0) = 1 (the paper's test; it stops at the
+   first such minibatch). The backward passes run only on a minibatch whose forward pass hit the kink (a
+   pre-activation exactly 0): without a hit the two conventions give the same gradient bit for bit.
+2. **The conventions per minibatch** — on the same minibatches, the first-layer gradient under ReLU'(0) ∈
+   {0, ½, 1} and under the framework's own programs (``torch.relu(x)``, ``x.clamp(min=0)``,
+   ``torch.maximum(x, torch.zeros_like(x))``, whose values at 0 the report measures): the fraction of
+   minibatches where each differs from ReLU'(0) = 0, and the kink hits per layer (:class:`TorchHitCounter`).
+3. **A short training run per convention** in float16 and bfloat16 (plain SGD): final loss and test accuracy.
+
+:func:`run` measures; :func:`user_census` counts the kink hits of a user's model (``--model module:factory
+--data module:loader``) in PyTorch (:class:`kinkcheck.kinkhits.TorchHitCounter`) or JAX
+(:func:`kinkcheck.kinkhits.jax_hits`).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kinkcheck.kinkhits import Site, TorchHitCounter, jax_hits, merge_sites
+
+__all__ = ["PAPER", "PAPER_SOURCE", "Scale", "run", "user_census"]
+
+#: The paper's proportions (%) of 1,000 initialisations whose first-layer gradient differs between
+#: ReLU'(0) = 0 and 1, MNIST MLP of width 256, batch 256, one epoch: by depth (hidden layers) and precision.
+#: Exact counts / 10 from the repository's result file; at 64 bits the depth sweep never ran (the notebook
+#: breaks before computing: None), its width sweep measured 0 at every width.
+PAPER: dict[str, dict[int, float | None]] = {
+    "16 bit": {1: 87.1, 2: 99.9, 3: 100.0, 5: 100.0, 6: 100.0},
+    "32 bit": {1: 5.4, 2: 25.8, 3: 46.3, 5: 64.7, 6: 69.7},
+    "64 bit": {1: None, 2: None, 3: None, 5: None, 6: None},
+}
+PAPER_SOURCE = ("deel-ai/relu-prime @ 6c359e0, paper_results/section_3/volume_estimation_by_number_of_layers_MNIST.csv "
+                "(1,000 initialisations; 64 bit: not run in the depth sweep, 0 % at every width in "
+                "volume_estimation_by_number_of_neurons_MNIST.csv)")
+
+#: The dtypes of the measurement, and the paper's precision each stands beside.
+DTYPES: dict[str, str] = {"float64": "64 bit", "float32": "32 bit", "float16": "16 bit", "bfloat16": "16 bit"}
+
+#: The conventions of measurement 2: a ReLU'(0) value, or a PyTorch program (its value at 0 is torch's own).
+CONVENTIONS: tuple[str, ...] = ("relu'(0)=0", "relu'(0)=0.5", "relu'(0)=1", "torch.relu(x)", "x.clamp(min=0)",
+                                "torch.maximum(x, torch.zeros_like(x))")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much to measure. Defaults: 5 depths × 4 dtypes × 100 initialisations of width 128, batch 256 (7
+    minibatches of digits per pass), about 2–4 minutes on 2 cores; the paper ran 1,000 initialisations of width
+    256 over MNIST (235 minibatches of 784 inputs per pass)."""
+
+    depths: tuple[int, ...] = (1, 2, 3, 4, 5)
+    dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
+    inits: int = 100
+    width: int = 128
+    batch: int = 256
+    passes: int = 1
+    train_epochs: int = 30
+    seed: int = 0
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def digits() -> tuple[Any, Any]:
+    """scikit-learn's digits: ``X`` (1797 × 64, float64, pixel / 16 in [0, 1]) and ``y`` (1797, int64) tensors.
+
+    Raises ImportError without scikit-learn (``pip install scikit-learn``)."""
+    from sklearn.datasets import load_digits
+
+    torch = _torch()
+    d = load_digits()
+    return torch.tensor(d.data / 16.0, dtype=torch.float64), torch.tensor(d.target, dtype=torch.int64)
+
+
+def _relu_at0(s: float) -> Any:
+    """ReLU whose derivative at 0 is ``s`` (a ``torch.autograd.Function``; the paper's ``ReLUAlpha``, with the
+    incoming gradient multiplied in: its code sets the constant ``alpha`` there)."""
+    torch = _torch()
+
+    class ReLUAt0(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            ctx.save_for_backward(x)
+            return x.clamp_min(0)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            return g * ((x > 0).to(g.dtype) + s * (x == 0).to(g.dtype))
+
+    return ReLUAt0.apply
+
+
+def _activation(convention: str) -> Callable[[Any], Any]:
+    torch = _torch()
+    if convention.startswith("relu'(0)="):
+        return _relu_at0(float(convention.split("=", 1)[1]))
+    return {"torch.relu(x)": torch.relu, "x.clamp(min=0)": lambda x: x.clamp(min=0),
+            "torch.maximum(x, torch.zeros_like(x))": lambda x: torch.maximum(x, torch.zeros_like(x))}[convention]
+
+
+def mlp(depth: int, width: int, dtype: str, seed: int) -> list[Any]:
+    """The reference MLP's layers: ``Linear(64, width)``, ``depth - 1`` × ``Linear(width, width)``, then
+    ``Linear(width, 10)``, PyTorch's default initialisation drawn from ``seed``, cast to ``dtype``."""
+    torch = _torch()
+    gen = torch.random.fork_rng()
+    with gen:
+        torch.manual_seed(seed)
+        layers = [torch.nn.Linear(64 if i == 0 else width, width) for i in range(depth)] + [
+            torch.nn.Linear(width, 10)]
+    return [layer.to(getattr(torch, dtype)) for layer in layers]
+
+
+def _forward(layers: Sequence[Any], x: Any, act: Callable[[Any], Any]) -> tuple[Any, list[int]]:
+    """Logits and the kink hits (pre-activations exactly 0) of each hidden layer."""
+    hits, h = [], x
+    for layer in layers[:-1]:
+        z = layer(h)
+        hits.append(int((z == 0).sum()))
+        h = act(z)
+    return layers[-1](h), hits
+
+
+def _first_grad(layers: Sequence[Any], x: Any, y: Any, act: Callable[[Any], Any]) -> Any:
+    torch = _torch()
+    for layer in layers:
+        layer.zero_grad(set_to_none=True)
+    logits, _ = _forward(layers, x, act)
+    torch.nn.functional.cross_entropy(logits.float(), y).backward()  # the loss in float32: float16 overflows
+    return layers[0].weight.grad.detach().clone()
+
+
+def _minibatches(n: int, batch: int, passes: int, seed: int) -> list[Any]:
+    """Index tensors of ``passes`` shuffled passes over ``n`` samples, ``batch`` at a time (a partial last
+    minibatch dropped, as the paper's loader with batch 256 over 60,000 does not have to)."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(passes):
+        perm = torch.randperm(n, generator=gen)
+        out += [perm[i:i + batch] for i in range(0, n - batch + 1, batch)]
+    return out
+
+
+@dataclass
+class Cell:
+    """One (dtype, depth) of measurements 1 and 2."""
+
+    dtype: str
+    depth: int
+    inits: int
+    differ: int = 0
+    minibatches: int = 0
+    minibatches_with_hits: int = 0
+    hits: list[int] = field(default_factory=list)  # per hidden layer, summed over inits and minibatches
+    elements: list[int] = field(default_factory=list)
+    convention_differs: dict[str, int] = field(default_factory=dict)  # minibatches where it differs from relu'(0)=0
+    seconds: float = 0.0
+
+    @property
+    def fraction(self) -> float:
+        return self.differ / self.inits if self.inits else 0.0
+
+
+def bifurcation(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
+                progress: Callable[[], None] | None = None) -> Cell:
+    """Measurements 1 and 2 for one (dtype, depth): see the module docstring."""
+    torch = _torch()
+    t0 = time.perf_counter()
+    cell = Cell(dtype, depth, scale.inits, hits=[0] * depth, elements=[0] * depth,
+                convention_differs={c: 0 for c in CONVENTIONS[1:]})
+    Xd = X.to(getattr(torch, dtype))
+    ref = _activation(CONVENTIONS[0])
+    acts = {c: _activation(c) for c in CONVENTIONS[1:]}
+    for i in range(scale.inits):
+        seed = scale.seed * 1_000_003 + i
+        layers = mlp(depth, scale.width, dtype, seed)
+        found = False
+        for idx in _minibatches(len(X), scale.batch, scale.passes, seed):
+            x, y = Xd[idx], Y[idx]
+            with torch.no_grad():
+                _, hits = _forward(layers, x, ref)
+            cell.minibatches += 1
+            for j, h in enumerate(hits):
+                cell.hits[j] += h
+                cell.elements[j] += x.shape[0] * scale.width
+            if not any(hits):
+                continue  # no pre-activation at 0: every convention gives the same gradient, bit for bit
+            cell.minibatches_with_hits += 1
+            g0 = _first_grad(layers, x, y, ref)
+            for c, act in acts.items():
+                if not torch.equal(g0, _first_grad(layers, x, y, act)):
+                    cell.convention_differs[c] += 1
+                    if c == "relu'(0)=1" and not found:
+                        found = True
+                        cell.differ += 1
+        if progress is not None:
+            progress()
+    cell.seconds = time.perf_counter() - t0
+    return cell
+
+
+def train(scale: Scale, dtype: str, convention: str, X: Any, Y: Any, depth: int = 3) -> dict[str, Any]:
+    """Measurement 3: plain SGD (learning rate 0.1) of the reference MLP in ``dtype`` with ``convention``,
+    ``scale.train_epochs`` passes over 1,500 digits; the other 297 are the test set. Returns the final training
+    loss (the last epoch's mean), test accuracy, and the kink hits met."""
+    torch = _torch()
+    dt = getattr(torch, dtype)
+    layers = mlp(depth, scale.width, dtype, scale.seed)
+    params = [p for layer in layers for p in layer.parameters()]
+    opt = torch.optim.SGD(params, lr=0.1)
+    act = _activation(convention)
+    gen = torch.Generator().manual_seed(scale.seed)
+    perm = torch.randperm(len(X), generator=gen)
+    train_idx, test_idx = perm[:1500], perm[1500:]
+    Xd = X.to(dt)
+    losses: list[float] = []
+    hits = 0
+    for epoch in range(scale.train_epochs):
+        order = train_idx[torch.randperm(len(train_idx), generator=gen)]
+        losses = []
+        for i in range(0, len(order) - 64 + 1, 64):
+            b = order[i:i + 64]
+            opt.zero_grad(set_to_none=True)
+            logits, h = _forward(layers, Xd[b], act)
+            hits += sum(h)
+            loss = torch.nn.functional.cross_entropy(logits.float(), Y[b])
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+    with torch.no_grad():
+        logits, _ = _forward(layers, Xd[test_idx], act)
+        acc = float((logits.float().argmax(1) == Y[test_idx]).float().mean())
+    return {"dtype": dtype, "convention": convention, "depth": depth, "epochs": scale.train_epochs,
+            "final_loss": sum(losses) / len(losses), "test_accuracy": acc, "kink_hits": hits,
+            "finite": all(v == v and abs(v) != float("inf") for v in losses)}
+
+
+def run(scale: Scale, progress: Callable[[str, int], None] | None = None) -> dict[str, Any]:
+    """All three measurements at ``scale``; a JSON-ready record with its provenance (versions, machine, scale,
+    seconds). ``progress(label, total)`` is called once per initialisation done (``total`` on the first call
+    of a cell)."""
+    torch = _torch()
+    import sklearn
+
+    X, Y = digits()
+    t0 = time.perf_counter()
+    cells = []
+    for dtype in scale.dtypes:
+        for depth in scale.depths:
+            label = f"{dtype} depth {depth}"
+            tick = (lambda lb=label: progress(lb, scale.inits)) if progress is not None else None
+            cells.append(asdict(bifurcation(scale, depth, dtype, X, Y, tick)))
+    runs = [train(scale, dtype, c, X, Y) for dtype in ("float16", "bfloat16") if dtype in scale.dtypes
+            for c in ("relu'(0)=0", "relu'(0)=1")]
+    return {
+        "schema": "kinkcheck/kinkhits/v1",
+        "environment": {"framework": "torch", "framework_version": str(torch.__version__).split("+")[0],
+                        "device": "cpu", "python": platform.python_version(), "platform": platform.platform(),
+                        "scikit_learn": sklearn.__version__, "threads": torch.get_num_threads()},
+        "scale": asdict(scale),
+        "data": "scikit-learn digits: 1,797 images of 8 × 8, pixel / 16; one pass = "
+                f"{len(X) // scale.batch} minibatches of {scale.batch}",
+        "cells": cells,
+        "training": runs,
+        "paper": {"source": PAPER_SOURCE, "proportions": {k: {str(d): v for d, v in row.items()}
+                                                          for k, row in PAPER.items()}},
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+# --------------------------------------------------------------------------- the user's model
+
+
+class CensusError(ValueError):
+    """A ``--model`` or ``--data`` that cannot be used (one line)."""
+
+
+def _load(spec: str, what: str) -> Callable[..., Any]:
+    """``module:function`` or ``path/to/file.py:function`` → the function (:func:`kinkcheck.check.load_function`,
+    as ``kinkcheck check`` loads its two functions)."""
+    from kinkcheck.check import CheckError, load_function
+
+    try:
+        return load_function(spec)
+    except CheckError as err:
+        raise CensusError(f"{what}: {err}") from None
+
+
+def _call(fn: Callable[[], Any], what: str) -> Any:
+    try:
+        return fn()
+    except Exception as err:  # noqa: BLE001 - the user's factory failed: one line
+        raise CensusError(f"{what} failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}") from None
+
+
+def user_census(model: str, data: str, batches: int = 5) -> tuple[str, list[Site]]:
+    """Kink hits of the user's model over ``batches`` minibatches.
+
+    ``model`` names a factory returning a ``torch.nn.Module`` (its forward pass is counted), or, for JAX, a pair
+    ``(apply, params)`` with ``apply(params, x)``; ``data`` a function returning an iterable of inputs ``x`` or
+    of ``(x, y)`` pairs. Returns the framework (``"torch"`` or ``"jax"``) and the sites summed by layer.
+
+    Raises
+    ------
+    CensusError
+        A spec that is not ``module:function``, cannot be imported, or returns something else.
+    """
+    made = _call(_load(model, "--model"), f"--model {model}")
+    loader = _call(_load(data, "--data"), f"--data {data}")
+    if not isinstance(loader, Iterable):
+        raise CensusError(f"--data {data!r} returned a {type(loader).__name__}, not an iterable of batches")
+    passes: list[list[Site]] = []
+    kind = "torch" if hasattr(made, "forward") and hasattr(made, "parameters") else (
+        "jax" if isinstance(made, tuple) and len(made) == 2 and callable(made[0]) else None)
+    if kind is None:
+        raise CensusError(f"--model {model!r} returned a {type(made).__name__}: want a torch.nn.Module or "
+                          "(apply, params) for JAX")
+    counter = TorchHitCounter() if kind == "torch" else None
+    try:
+        for i, batch in enumerate(loader):
+            if i >= batches:
+                break
+            x = batch[0] if isinstance(batch, (tuple, list)) else batch
+            if counter is not None:
+                torch = _torch()
+                with torch.no_grad(), counter:
+                    made(x)
+                passes.append(counter.new_pass())
+            else:
+                _, sites = jax_hits(made[0], made[1], x)
+                passes.append(sites)
+    except Exception as err:  # noqa: BLE001 - the user's model or data failed: one line
+        raise CensusError(f"the model's forward pass failed on batch {len(passes) + 1}: "
+                          f"{type(err).__name__}: {' '.join(str(err).split())[:300]}") from None
+    if not passes:
+        raise CensusError(f"--data {data!r} gave no batch")
+    return kind, merge_sites(passes)
+
+
+# --------------------------------------------------------------------------- what the report says there
+
+
+#: The public JAX functions a kinked primitive met outside any named call usually comes from, in the order
+#: they are tried against the census (``jnp.max`` binds ``reduce_max``).
+_JAX_PUBLIC: dict[str, tuple[str, ...]] = {
+    "max": ("jax.numpy.maximum", "jax.lax.max"), "min": ("jax.numpy.minimum", "jax.lax.min"),
+    "abs": ("jax.numpy.abs", "jax.lax.abs"), "clamp": ("jax.lax.clamp", "jax.numpy.clip"),
+    "reduce_max": ("jax.numpy.max", "jax.numpy.amax"), "reduce_min": ("jax.numpy.min", "jax.numpy.amin"),
+    "argmax": ("jax.numpy.argmax",), "argmin": ("jax.numpy.argmin",),
+}
+
+
+def _census_op(framework: str, program: str) -> Any:
+    """The census operation a site's program names: ``torch.nn.functional.relu``, ``torch.Tensor.clamp``
+    (``.clamp``); for JAX the named call around a primitive (``relu: max`` → ``jax.nn.relu``) or the primitive
+    itself (``max`` → ``jax.lax.max``). None when the census has no such operation."""
+    from kinkcheck.census import load_census
+
+    census = load_census(framework)
+    if framework == "torch":
+        wanted = [f".{program.rsplit('.', 1)[1]}"] if program.startswith("torch.Tensor.") else [program]
+    else:
+        call, _, prim = program.rpartition(": ")
+        wanted = ([f"jax.nn.{call}", f"jax.numpy.{call}", f"jax.lax.{call}"] if call else []) + list(
+            _JAX_PUBLIC.get(prim, (f"jax.lax.{prim}",)))
+    for name in wanted:
+        try:
+            return census.op(name)
+        except KeyError:
+            continue
+    return None
+
+
+def convention(framework: str, program: str, report: Any, dtype: str = "float32", version: str | None = None
+               ) -> str:
+    """What ``report`` (a :class:`kinkcheck.report.model.Report`) measured for the operation a site names:
+    the first catalog case covering it (:func:`kinkcheck.census.coverage`), the program of that case calling it
+    directly, and its reverse-mode value in ``dtype`` on the CPU (Linux x86-64) in release ``version`` (the one
+    the model ran in) where the report has it, else the newest. A sentence saying why not where the census or
+    the catalog has nothing."""
+    from kinkcheck import expr as ex
+    from kinkcheck.catalog import load_catalog
+    from kinkcheck.census import coverage, load_census
+    from kinkcheck.report.view import fmt_value
+
+    op = _census_op(framework, program)
+    if op is None:
+        return "not in the census of kinked operations"
+    catalog = load_catalog()
+    cases = coverage(load_census(framework), catalog).covered.get(op.name, ())
+    if not cases:
+        return f"{op.name}: no catalog case covers it yet"
+    for cid in cases:
+        case = next(c for c in catalog if c.id == cid)
+        for prog in case.programs:
+            root = prog.tree.func if isinstance(prog.tree, ex.Call) else None
+            calls = (isinstance(root, ex.Name) and root.dotted in op.spellings) or (
+                isinstance(root, ex.Attr) and f".{root.name}" in op.spellings)
+            if prog.framework != framework or not calls:
+                continue
+            envs = [e for e in report.environments if e.framework == framework and e.place == "cpu" and e.modes]
+            envs.sort(key=lambda e: e.framework_version == version)  # the model's own release last: tried first
+            for env in reversed(envs):  # then the newest
+                ob = next((o for o in report.observations if o.environment == env.id and o.case == cid
+                           and o.program == prog.id and o.mode == "reverse" and o.dtype == dtype), None)
+                if ob is not None and ob.status == "ok":
+                    return f"{cid}: {prog.id} → {fmt_value(ob.value)} ({ob.labels[0]}), {framework} " \
+                           f"{env.framework_version} {dtype}"
+            return f"{cid}: {prog.id}: not measured in {dtype} reverse mode"
+    return f"{op.name}: covered by {', '.join(cases)}, but by no direct call"
+
+
+def render_sites(framework: str, sites: Sequence[Site], report: Any | None, version: str | None = None) -> str:
+    """The user census as a Markdown table: per kinked call site, its program, kink, hits / elements, and the
+    report's convention there (:func:`convention`; "no report" without one)."""
+    lines = [f"Kink hits in the model's forward passes ({framework}):", "",
+             "| # | program | kink | dtype | hits | looked at | convention in the report |",
+             "|---|---|---|---|---|---|---|"]
+    for s in sites:
+        seen = str(s.elements) if s.inspected else f"not inspected: {s.why}"
+        conv = convention(framework, s.program, report, s.dtype if s.dtype in DTYPES else "float32", version) \
+            if report is not None and s.inspected else ("no report" if report is None else "")
+        lines.append(f"| {s.index} | `{s.program}` | {s.kink} | {s.dtype} | {s.hits} | {seen} | {conv} |")
+    total = sum(s.hits for s in sites)
+    lines += ["", f"{total} kink hit(s) in {len(sites)} kinked call site(s)."]
+    return "\n".join(lines) + "\n"
+
+
+def render_run(record: dict[str, Any]) -> str:
+    """The reference census as Markdown: measurement 1 beside the paper, 2 and 3."""
+    sc = record["scale"]
+    out = [f"Kink hits in training: torch {record['environment']['framework_version']} on the CPU, "
+           f"{sc['inits']} initialisations of width {sc['width']}, batch {sc['batch']}, {record['data']}; "
+           f"{record['seconds']} s.", "",
+           "| dtype | depth | initialisations whose first-layer gradient differs (ReLU'(0) = 0 vs 1) | "
+           "paper (MNIST, width 256, 1,000 initialisations) | minibatches with a hit | hits per hidden layer |",
+           "|---|---|---|---|---|---|"]
+    for c in record["cells"]:
+        paper = PAPER[DTYPES[c["dtype"]]].get(c["depth"])
+        ptxt = "not run" if paper is None and c["depth"] in PAPER[DTYPES[c["dtype"]]] else (
+            "—" if paper is None else f"{paper:g} %")
+        frac = 100 * c["differ"] / c["inits"] if c["inits"] else 0.0
+        out.append(f"| {c['dtype']} | {c['depth']} | {c['differ']} / {c['inits']} ({frac:.1f} %) | {ptxt} | "
+                   f"{c['minibatches_with_hits']} / {c['minibatches']} | {', '.join(map(str, c['hits']))} |")
+    out += ["", "Minibatches where the first-layer gradient differs from ReLU'(0) = 0:", "",
+            "| dtype | depth | " + " | ".join(f"`{k}`" for k in CONVENTIONS[1:]) + " |",
+            "|---|---|" + "---|" * (len(CONVENTIONS) - 1)]
+    for c in record["cells"]:
+        out.append(f"| {c['dtype']} | {c['depth']} | "
+                   + " | ".join(str(c["convention_differs"][k]) for k in CONVENTIONS[1:]) + " |")
+    if record["training"]:
+        out += ["", "Training (SGD, learning rate 0.1, batch 64, 1,500 digits; test on the other 297):", "",
+                "| dtype | ReLU'(0) | epochs | final loss | test accuracy | kink hits met |", "|---|---|---|---|---|---|"]
+        for t in record["training"]:
+            out.append(f"| {t['dtype']} | {t['convention'].split('=')[1]} | {t['epochs']} | {t['final_loss']:.4f} | "
+                       f"{100 * t['test_accuracy']:.1f} % | {t['kink_hits']} |")
+    out += ["", f"Paper: {PAPER_SOURCE}."]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,145 @@
+"""``kinkcheck census`` (kinkcheck.hitcensus): the reference experiment's logic on networks built to hit the
+kink, the user-model census and its one-line errors, and the rendered tables."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed in this Python")
+pytest.importorskip("sklearn", reason="scikit-learn is not installed in this Python (pip install scikit-learn)")
+
+from kinkcheck import hitcensus as hc  # noqa: E402
+from kinkcheck.cli import main  # noqa: E402
+
+
+@pytest.mark.parametrize("s", [0.0, 0.5, 1.0])
+def test_relu_at0_has_the_chosen_derivative_at_0_only(s):
+    x = torch.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    hc._relu_at0(s)(x).sum().backward()
+    assert x.grad.tolist() == [0.0, s, 1.0]
+
+
+def test_the_digits_ship_offline():
+    X, Y = hc.digits()
+    assert tuple(X.shape) == (1797, 64) and float(X.max()) == 1.0 and set(Y.tolist()) == set(range(10))
+
+
+def test_an_initialisation_on_the_kink_differs_and_one_off_it_does_not(monkeypatch):
+    """A zero first layer puts every first-layer pre-activation at 0: every initialisation differs
+    (ReLU'(0) = 0 vs 1, and ½), and torch.relu agrees with ReLU'(0) = 0. Random inputs in float64 never sit
+    at 0: nothing differs and no backward pass is run."""
+    real_mlp = hc.mlp
+
+    def zero_first_layer(depth, width, dtype, seed):
+        layers = real_mlp(depth, width, dtype, seed)
+        with torch.no_grad():
+            layers[0].weight.zero_()
+            layers[0].bias.zero_()
+        return layers
+
+    scale = hc.Scale(depths=(2,), dtypes=("float32",), inits=3, width=8, batch=16)
+    X, Y = torch.ones(32, 64, dtype=torch.float64), torch.arange(32) % 10
+    monkeypatch.setattr(hc, "mlp", zero_first_layer)
+    cell = hc.bifurcation(scale, 2, "float32", X, Y)
+    assert (cell.differ, cell.inits, cell.minibatches, cell.minibatches_with_hits) == (3, 3, 6, 6), cell
+    assert cell.hits[0] == 6 * 16 * 8, "every first-layer pre-activation of every minibatch is 0"
+    assert cell.convention_differs["torch.relu(x)"] == 0, "torch.relu'(0) = 0"
+    assert cell.convention_differs["relu'(0)=1"] == 6 and cell.convention_differs["relu'(0)=0.5"] == 6
+    monkeypatch.setattr(hc, "mlp", real_mlp)
+    X = torch.rand(32, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
+    cell = hc.bifurcation(hc.Scale(depths=(2,), dtypes=("float64",), inits=2, width=8, batch=16), 2, "float64",
+                          X, Y)
+    assert cell.differ == 0 and cell.minibatches_with_hits == 0 and sum(cell.hits) == 0, cell
+
+
+def test_the_skipped_backward_is_the_same_gradient():
+    """Without a pre-activation at 0 the two conventions' gradients are equal bit for bit: what lets the
+    experiment skip both backward passes on such a minibatch."""
+    layers = hc.mlp(3, 16, "float32", 7)
+    x, y = torch.rand(8, 64, generator=torch.Generator().manual_seed(2)), torch.arange(8)
+    _, hits = hc._forward(layers, x, hc._activation("relu'(0)=0"))
+    assert not any(hits)
+    assert torch.equal(hc._first_grad(layers, x, y, hc._activation("relu'(0)=0")),
+                       hc._first_grad(layers, x, y, hc._activation("relu'(0)=1")))
+
+
+def test_a_small_run_renders_beside_the_paper():
+    record = hc.run(hc.Scale(depths=(1,), dtypes=("float64", "float16"), inits=2, width=8, train_epochs=1))
+    assert record["schema"] == "kinkcheck/kinkhits/v1" and len(record["cells"]) == 2
+    assert [(t["dtype"], t["convention"]) for t in record["training"]] == [("float16", "relu'(0)=0"),
+                                                                           ("float16", "relu'(0)=1")]
+    text = hc.render_run(json.loads(json.dumps(record)))
+    row64 = next(ln for ln in text.splitlines() if ln.startswith("| float64 | 1 |"))
+    assert "not run" in row64, "the paper's depth sweep never ran at 64 bits: said, not shown as 0"
+    row16 = next(ln for ln in text.splitlines() if ln.startswith("| float16 | 1 |"))
+    assert "87.1 %" in row16, row16
+
+
+@pytest.fixture()
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "usermodel.py").write_text(textwrap.dedent('''
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(2, 3)
+
+            def forward(self, x):
+                return torch.nn.functional.relu(self.lin(x))
+
+        def make():
+            net = Net()
+            with torch.no_grad():
+                net.lin.weight.zero_()
+                net.lin.bias.copy_(torch.tensor([0.0, 1.0, 0.0]))
+            return net
+
+        def data():
+            return [(torch.ones(4, 2), None), (torch.zeros(4, 2), None), (torch.ones(4, 2), None)]
+
+        def broken():
+            raise RuntimeError("no such checkpoint")
+
+        def not_a_model():
+            return 42
+    '''))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_user_model_census_counts_hits_per_layer(user_module, capsys):
+    framework, sites = hc.user_census("usermodel:make", "usermodel:data", batches=2)
+    assert framework == "torch"
+    assert [(s.program, s.calls, s.elements, s.hits) for s in sites] == [
+        ("torch.nn.functional.relu", 2, 24, 16)], "two batches of 4 rows, two of three biases at 0"
+    assert main(["census", "--model", "usermodel:make", "--data", "usermodel:data", "--report", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "| 0 | `torch.nn.functional.relu` | x = 0 | float32 | 24 | 36 | no report |" in out, out
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--model", "usermodel:make"], "--model and --data go together"),
+    (["--model", "usermodel:nope", "--data", "usermodel:data"], "usermodel has no function 'nope'"),
+    (["--model", "nomodule:make", "--data", "usermodel:data"], "cannot import nomodule"),
+    (["--model", "usermodel:broken", "--data", "usermodel:data"], "RuntimeError: no such checkpoint"),
+    (["--model", "usermodel:not_a_model", "--data", "usermodel:data"], "returned a int"),
+    (["--model", "usermodel:make", "--data", "usermodel:make"], "not an iterable of batches"),
+    (["--dtypes", "float8"], "unknown dtype 'float8'"),
+    (["--depths", "1,x"], "--depths takes integers"),
+    (["--batch", "5000"], "--batch at most 1797"),
+])
+def test_bad_input_is_one_line_exit_2(user_module, capsys, argv, words):
+    assert main(["census", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_an_existing_measurement_is_not_replaced_without_asking(tmp_path, capsys):
+    out = tmp_path / "kinkhits.json"
+    out.write_text("{}")
+    assert main(["census", "--out", str(out), "--inits", "1"]) == 2
+    assert "exists (a measurement); --replace" in capsys.readouterr().err and out.read_text() == "{}"

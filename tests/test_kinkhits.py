@@ -1,0 +1,98 @@
+"""Kink-hit counters (kinkcheck.kinkhits): PyTorch through a TorchFunctionMode, JAX through a jaxpr interpreter.
+Every expectation is counted by hand from inputs built to sit on the kink a known number of times."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinkcheck.kinkhits import Site, merge_sites
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="PyTorch is not installed in this Python")
+
+
+def test_torch_counts_functional_module_and_method_calls(torch):
+    import torch.nn.functional as F
+
+    from kinkcheck.kinkhits import TorchHitCounter
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    with torch.no_grad():
+        net[0].weight.zero_()
+        net[0].bias.copy_(torch.tensor([0.0, 1.0, -1.0, 0.0]))  # two pre-activations exactly 0 per row
+    x = torch.zeros(5, 3)
+    with TorchHitCounter() as c:
+        net(x)  # nn.ReLU calls F.relu: counted as such
+        x.clamp(min=0)
+        torch.maximum(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.0, 3.0]))
+        F.relu6(torch.tensor([0.0, 6.0, 3.0]))
+        torch.tensor([[1.0, 1.0, 0.0], [2.0, 1.0, 0.0]]).amax(1)
+        torch.max(torch.tensor([[1.0, 1.0, 0.0]]), dim=1)
+        torch.relu(torch.tensor([1, 0]))  # an integer tensor: no derivative, not counted
+    got = [(s.program, s.kink, s.elements, s.hits) for s in c.sites]
+    assert got == [("torch.nn.functional.relu", "x = 0", 20, 10), ("torch.Tensor.clamp", "x at a bound", 15, 15),
+                   ("torch.maximum", "tie", 3, 2), ("torch.nn.functional.relu6", "x = 0 or 6", 3, 2),
+                   ("torch.Tensor.amax", "tie", 2, 1), ("torch.max", "tie", 1, 1)], got
+    assert [s.index for s in c.sites] == list(range(6)) and {s.dtype for s in c.sites} == {"float32"}
+    assert c.new_pass() and c.sites == [], "new_pass hands over the sites and starts again"
+
+
+@pytest.mark.parametrize(("pool", "kwargs", "windows", "ties"), [
+    ([[1.0, 2.0, 2.0, 0.0]], {"kernel_size": 2}, 2, 0),  # windows [1, 2], [2, 0]
+    ([[1.0, 2.0, 2.0, 0.0]], {"kernel_size": 2, "stride": 1}, 3, 1),  # [2, 2] is tied
+    ([[[1.0, 1.0], [0.0, 1.0]]], {"kernel_size": 2}, 1, 1),
+    # padded with -inf, stride 1: 16 windows of 2 x 2, seven of them hold a tied maximum (counted by hand)
+    ([[[1.0, 1.0, 3.0], [0.0, 1.0, 3.0], [2.0, 2.0, 2.0]]], {"kernel_size": 2, "stride": 1, "padding": 1}, 16, 7),
+    ([[[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]]], {"kernel_size": 2, "dilation": 2}, 1, 1),
+])
+def test_torch_max_pool_windows_with_a_tied_maximum(torch, pool, kwargs, windows, ties):
+    import torch.nn.functional as F
+
+    from kinkcheck.kinkhits import TorchHitCounter
+
+    x = torch.tensor([pool])
+    fn = F.max_pool1d if x.dim() == 3 else F.max_pool2d
+    with TorchHitCounter() as c:
+        fn(x, **kwargs)
+    (site,) = c.sites
+    assert (site.elements, site.hits) == (windows, ties), (kwargs, site)
+
+
+def test_torch_ceil_mode_is_said_not_inspected(torch):
+    import torch.nn.functional as F
+
+    from kinkcheck.kinkhits import TorchHitCounter
+
+    with TorchHitCounter() as c:
+        F.max_pool1d(torch.tensor([[[1.0, 1.0, 1.0]]]), 2, ceil_mode=True)
+    assert not c.sites[0].inspected and "ceil_mode" in c.sites[0].why
+
+
+def test_jax_interpreter_counts_inside_named_calls_and_returns_the_outputs():
+    jax = pytest.importorskip("jax", reason="JAX is not installed in this Python")
+    import jax.numpy as jnp
+
+    from kinkcheck.kinkhits import jax_hits
+
+    def f(w, x):
+        h = jax.nn.relu(x @ w)  # a custom_jvp_call named relu around max(x, 0.0)
+        return jnp.clip(h, 0.0, 1.0).sum() + jnp.abs(h).max() + jnp.maximum(h, 0.0).sum()
+
+    w = jnp.array([[1.0, 0.0], [0.0, 0.0]])
+    x = jnp.array([[1.0, 2.0], [0.0, 3.0]])  # x @ w = [[1, 0], [0, 0]]: three zeros
+    out, sites = jax_hits(f, w, x)
+    assert float(out) == pytest.approx(float(f(w, x))), "the interpreter computes what the function does"
+    got = [(s.program, s.elements, s.hits) for s in sites]
+    assert got == [("relu: max", 4, 3), ("clip: max", 4, 3), ("clip: min", 4, 1), ("abs", 4, 3),
+                   ("reduce_max", 1, 0), ("max", 4, 3)], got
+
+
+def test_merge_sums_passes_by_site():
+    a = [Site(0, "torch.relu", "x = 0", 10, 1, dtype="float32"), Site(1, "torch.maximum", "tie", 4, 0)]
+    b = [Site(0, "torch.relu", "x = 0", 10, 2, dtype="float32"), Site(0, "torch.relu", "x = 0", 5, 5,
+                                                                       dtype="float16")]
+    merged = merge_sites([a, b])
+    assert [(s.index, s.program, s.dtype, s.elements, s.hits, s.calls) for s in merged] == [
+        (0, "torch.relu", "float32", 20, 3, 2), (1, "torch.maximum", "", 4, 0, 1), (0, "torch.relu", "float16", 5, 5, 1)]
