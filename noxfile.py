@@ -454,7 +454,7 @@ def bench(session: nox.Session) -> None:
         session.run("python", "-m", "kinkcheck.bench", *session.posargs)
         return
     session.install(*_tested_requirements(), env=_install_env())
-    session.install("-e", ".", env=_install_env())
+    session.install("-e", ".[census]", env=_install_env())  # scikit-learn's digits for -- --census
     session.run("python", "-m", "kinkcheck.bench", *session.posargs)
 
 

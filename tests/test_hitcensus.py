@@ -143,3 +143,34 @@ def test_an_existing_measurement_is_not_replaced_without_asking(tmp_path, capsys
     out.write_text("{}")
     assert main(["census", "--out", str(out), "--inits", "1"]) == 2
     assert "exists (a measurement); --replace" in capsys.readouterr().err and out.read_text() == "{}"
+
+
+def test_the_committed_measurement_shows_the_papers_trend():
+    """The issue's test of the reproduction, on the committed measurement: float64 never differs, float16 differs
+    more often than float32 at every depth, and float16's proportion does not fall with depth."""
+    from pathlib import Path
+
+    from kinkcheck.report.build import kink_hits
+
+    (k,) = [k for k in kink_hits(Path(__file__).resolve().parent.parent / "references" / "kinkhits")
+            if k.file == "torch-2.13.0-cpu.json"]
+    assert k.error is None and k.scale["inits"] >= 100, k.error
+    by = {(c.dtype, c.depth): c.differ / c.inits for c in k.cells}
+    depths = sorted({d for _, d in by})
+    assert depths == [1, 2, 3, 4, 5]
+    assert all(by[("float64", d)] == 0 for d in depths), "no pre-activation exactly 0 in float64"
+    assert all(by[("float16", d)] > by[("float32", d)] for d in depths), by
+    assert [by[("float16", d)] for d in depths] == sorted(by[("float16", d)] for d in depths), by
+    assert k.seconds < 600, "the reference census fits in 10 minutes on the 2-core machine"
+
+
+def test_an_unreadable_measurement_is_one_line_in_the_report(tmp_path):
+    from kinkcheck.report.build import kink_hits
+
+    (tmp_path / "a.json").write_text('{"schema": "kinkcheck/kinkhits/v1", "cells": [{"dtype": 1}]}')
+    (tmp_path / "b.json").write_text("{not json")
+    (tmp_path / "c.json").write_text('{"schema": "something/else"}')
+    got = kink_hits(tmp_path)
+    assert [k.file for k in got] == ["a.json", "b.json", "c.json"] and all(k.error for k in got), got
+    assert "not a kinkcheck/kinkhits/v1 record" in got[2].error and all("\n" not in k.error for k in got)
+    assert kink_hits(tmp_path / "absent") == []

@@ -378,3 +378,15 @@ def test_different_values_never_print_alike_in_the_across_table(index):
         for text, label in zip(shown, labels):
             same_text.setdefault(text, set()).add(label)
         assert all(len(v) == 1 for v in same_text.values()), f"one printed value, two labels: {row[:300]}"
+
+
+def test_the_census_page_shows_the_kink_hit_census_or_says_it_is_not_measured(shards_report):
+    page = render_section_pages(shards_report)["census.md"]
+    assert shards_report.kink_hits, "references/kinkhits/ holds the committed measurement"
+    k = shards_report.kink_hits[0]
+    c = next(c for c in k.cells if c.dtype == "float16" and c.depth == 1)
+    assert f"| float16 | 1 | {c.differ} / {c.inits} ({100 * c.differ / c.inits:.1f} %) | 87.1 % |" in page, page[-3000:]
+    assert "![Initialisations whose first-layer gradient differs" in page and "(kinkhits.svg)" in page
+    assert "more chances of a pre-activation exactly 0 there" in page, "why a proportion is below the paper's"
+    bare = render_section_pages(msgspec.structs.replace(shards_report, kink_hits=[]))["census.md"]
+    assert "Not measured: no `references/kinkhits/*.json`" in bare and "kinkhits.svg" not in bare

@@ -746,6 +746,32 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
     return 0
 
 
+def census_speed() -> int:
+    """``kinkcheck census`` at its default scale, timed (one run: it is minutes long), with the minibatches and
+    pre-activations it looks at per second, per dtype and in all."""
+    from kinkcheck import hitcensus as hc
+
+    scale = hc.Scale()
+    t0 = time.perf_counter()
+    record = hc.run(scale)
+    total = time.perf_counter() - t0
+    cells = record["cells"]
+    train_s = total - sum(c["seconds"] for c in cells)
+    print(f"{'dtype':<10}{'seconds':>9}{'minibatches':>13}{'per s':>9}{'pre-activations':>17}{'per s':>13}"
+          f"{'hits':>7}")
+    for dtype in scale.dtypes:
+        mine = [c for c in cells if c["dtype"] == dtype]
+        sec = sum(c["seconds"] for c in mine)
+        mb = sum(c["minibatches"] for c in mine)
+        pre = sum(sum(c["elements"]) for c in mine)
+        hits = sum(sum(c["hits"]) for c in mine)
+        print(f"{dtype:<10}{sec:>9.1f}{mb:>13,}{mb / sec:>9.0f}{pre:>17,}{pre / sec:>13.3g}{hits:>7}")
+    print(f"training runs: {train_s:.1f} s; the whole census {total:.1f} s (target <= 600 s: "
+          f"{'ok' if total <= 600 else 'MISSED'}) for {len(scale.depths)} depths x {len(scale.dtypes)} dtypes x "
+          f"{scale.inits} initialisations, width {scale.width}, batch {scale.batch}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", action="append", choices=tuple(HEADS),
@@ -766,7 +792,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=Path, default=Path("references/observations"),
                     help="with --report: the shard folder (default: references/observations)")
     ap.add_argument("--no-cold", action="store_true", help="with --report: skip the cold render (about a minute)")
+    ap.add_argument("--census", action="store_true",
+                    help="the reference kink-hit census (kinkcheck census, default scale): its time (target <= 10 "
+                         "min) and the forward passes and pre-activations it counts per second")
     args = ap.parse_args(argv)
+    if args.census:
+        return census_speed()
     if args.add_case:
         return add_case(args.framework)
     if args.report:

@@ -29,11 +29,13 @@ from kinkcheck.catalog import Catalog
 from kinkcheck.report.view import CASES_DIR
 from kinkcheck.validate import _no_gc
 
-__all__ = ["CASES", "FILES", "OPTIONAL", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
+__all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 
 #: The index's long sections, each a page beside it (:data:`kinkcheck.report.markdown.SECTION_PAGES`).
 SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md",
                                   "census.md")
+#: The census page's plot of the kink-hit census (``kinkcheck census``), written when one is measured.
+KINK_HITS_PLOT = "kinkhits.svg"
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go
 #: between the JSON and its gzip). ``conventions.json.gz`` is the JSON gzipped (level 9, no name, mtime 0:
 #: the same bytes for the same JSON with the same zlib): the repository commits it instead of the JSON, which
@@ -156,14 +158,20 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     pages = {f"{CASES}/{name}": text.encode("utf-8")
              for name, text in render_case_pages(report, json_sha256=digest).items()}
     sections = {name: text.encode("utf-8") for name, text in render_section_pages(report, json_sha256=digest).items()}
-    blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages, **sections,
+    plots = {}
+    measured = [k for k in report.kink_hits if k.error is None and k.cells]
+    if measured:  # the census page shows it (section.md.j2); the first measurement, by file name
+        from kinkcheck.report.plots import kink_hits_svg
+
+        plots[KINK_HITS_PLOT] = kink_hits_svg(measured[0]).encode("utf-8")
+    blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages, **sections, **plots,
              "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),
              "conventions.html": render_html(report, catalog, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
     return [out / name for name in ("conventions.json", "conventions.json.gz", "conventions.md", "conventions.csv",
                                     "conventions.html",
-                                    *sections, *pages)]
+                                    *sections, *plots, *pages)]
 
 
 def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
@@ -173,7 +181,8 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
     try:
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
-            patterns = [".conventions.*.tmp", *(f".{n}.*.tmp" for n in SECTION_PAGES)] if folder == out \
+            patterns = [".conventions.*.tmp", *(f".{n}.*.tmp" for n in (*SECTION_PAGES, KINK_HITS_PLOT))] \
+                if folder == out \
                 else [".*.md.*.tmp"]
             for stale in (s for pattern in patterns for s in folder.glob(pattern)):  # left by a killed run
                 if stale.is_file() and not stale.is_symlink():

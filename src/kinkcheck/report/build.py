@@ -14,6 +14,7 @@ import datetime as dt
 import itertools
 from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -202,7 +203,26 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     report.coverage = _coverage(report, catalog)
     report.network_summary = _network_summary(report.networks)
     report.summary = _summary(report)
+    report.kink_hits = kink_hits(Path(catalog.path).parent / "kinkhits")
     return report
+
+
+def kink_hits(folder: Path) -> list[m.KinkHits]:
+    """The kink-hit census measurements in ``folder`` (``references/kinkhits/*.json``, ``kinkcheck census
+    --out``), by file name; one that cannot be read is an entry with its one-line error, never a failed
+    report. None there: an empty list (the report says it is not measured)."""
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            raw = msgspec.json.decode(path.read_bytes())
+            if not isinstance(raw, dict) or raw.get("schema") != "kinkcheck/kinkhits/v1":
+                raise ValueError("not a kinkcheck/kinkhits/v1 record")
+            fields = {k: raw[k] for k in ("environment", "scale", "data", "cells", "training", "paper", "seconds")
+                      if k in raw}
+            out.append(msgspec.convert({"file": path.name, **fields}, m.KinkHits))
+        except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError) as err:
+            out.append(m.KinkHits(file=path.name, error=" ".join(str(err).split())[:300]))
+    return out
 
 
 def _fast_flat(value: dict[str, Any]) -> tuple[float, ...]:

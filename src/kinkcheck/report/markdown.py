@@ -107,7 +107,33 @@ def _globals(report: Report, json_sha256: str | None) -> dict[str, Any]:
     return {"doc": report, "view": view, "idx": report.index, "json_sha256": json_sha256, "label_mark": LABEL_MARK,
                 "label_help": LABEL_HELP,
                 "no_observation": NO_OBSERVATION, "labels": view.labels, "mode_help": view.mode_help,
-                "case_anchor": case_anchor, "case_file": case_file}
+                "case_anchor": case_anchor, "case_file": case_file, "kink_hits_md": _kink_hits_md,
+                "kink_hits_summary": _kink_hits_summary}
+
+
+def _kink_hits_summary(k: Any) -> str:
+    """The index's paragraph on the kink-hit census: the range over depths of the % of initialisations that
+    differ, per dtype."""
+    parts = []
+    for dtype in ("float64", "float32", "float16", "bfloat16"):
+        ps = [100 * c.differ / c.inits for c in k.cells if c.dtype == dtype and c.inits]
+        if ps:
+            lo, hi = min(ps), max(ps)
+            parts.append(f"{dtype} {lo:.0f} %" if f"{lo:.0f}" == f"{hi:.0f}" else f"{dtype} {lo:.0f}–{hi:.0f} %")
+    depths = sorted({c.depth for c in k.cells})
+    return (f"**Kink hits in training** ([`census.md`](census.md#census-kink-hits), `kinkcheck census`, torch "
+            f"{k.environment.get('framework_version', '?')}, {k.scale.get('inits', '?')} initialisations per dtype and "
+            f"depth, Bertoin et al.'s test): the initialisations whose first-layer gradient differs between ReLU'(0) "
+            f"= 0 and 1 on some minibatch, over depths {depths[0]}–{depths[-1]}: {'; '.join(parts)}.")
+
+
+def _kink_hits_md(k: Any) -> str:
+    """A kink-hit census measurement's tables (:func:`kinkcheck.hitcensus.render_run`)."""
+    import msgspec
+
+    from kinkcheck.hitcensus import render_run
+
+    return render_run(msgspec.to_builtins(k)).rstrip("\n")
 
 
 def render_markdown(report: Report, json_sha256: str | None = None) -> str:

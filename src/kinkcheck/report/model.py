@@ -488,6 +488,56 @@ class OperationCoverage(_S, omit_defaults=False):
     error: str | None = None
 
 
+class KinkHitCell(_S, omit_defaults=False):
+    """One (dtype, depth) of the kink-hit census (:mod:`kinkcheck.hitcensus`): of ``inits`` initialisations,
+    ``differ`` whose first-layer gradient differs between ReLU'(0) = 0 and 1 on some minibatch; the minibatches
+    run and those with a pre-activation exactly 0; the hits and elements per hidden layer; per convention the
+    minibatches where it differs from ReLU'(0) = 0; the seconds it took."""
+
+    dtype: str
+    depth: int
+    inits: int
+    differ: int
+    minibatches: int
+    minibatches_with_hits: int
+    hits: list[int]
+    elements: list[int]
+    convention_differs: dict[str, int]
+    seconds: float
+
+
+class TrainingRun(_S, omit_defaults=False):
+    """One short training run of the kink-hit census: dtype, ReLU'(0) convention, depth, epochs, the last
+    epoch's mean loss, the test accuracy (0–1), the kink hits met, whether every loss was finite."""
+
+    dtype: str
+    convention: str
+    depth: int
+    epochs: int
+    final_loss: float
+    test_accuracy: float
+    kink_hits: int
+    finite: bool
+
+
+class KinkHits(_S, omit_defaults=False):
+    """A kink-hit census measurement (``references/kinkhits/<environment>.json``, written by ``kinkcheck
+    census --out``): where it ran (``environment``), at what ``scale``, on what ``data``, its cells and training
+    runs, the paper's figures it is set beside (``paper``: source and proportions in % by precision and depth,
+    None where the paper did not run), and its seconds. ``error``: the file could not be read (one line); the
+    rest is then empty."""
+
+    file: str
+    environment: dict[str, Any] = {}
+    scale: dict[str, Any] = {}
+    data: str = ""
+    cells: list[KinkHitCell] = []
+    training: list[TrainingRun] = []
+    paper: dict[str, Any] = {}
+    seconds: float = 0.0
+    error: str | None = None
+
+
 class Coverage(_S):
     devices: list[str] = []
     dtypes: list[str] = []
@@ -555,6 +605,7 @@ class Report(_S, kw_only=True, omit_defaults=False, dict=True):
     coverage: Coverage
     network_summary: list[NetworkSummary]
     summary: Summary
+    kink_hits: list[KinkHits] = []
 
     @cached_property
     def index(self) -> ReportIndex:

@@ -32,7 +32,7 @@ from kinkcheck.catalog import Case
 from kinkcheck.registry import FRAMEWORKS, view
 from kinkcheck.report.view import slug
 
-__all__ = ["PARALLEL_MIN", "case_svg", "case_svgs"]
+__all__ = ["PARALLEL_MIN", "case_svg", "case_svgs", "kink_hits_svg"]
 
 _STEP = 1e-7
 _HALF_WIDTH = 1.0
@@ -365,3 +365,46 @@ def _unique_ids(svg: str, prefix: str) -> str:
     svg = re.sub(r'(\bid=")([^"]+)(")', sub, svg)
     svg = re.sub(r'(href="#)([^"]+)(")', sub, svg)
     return re.sub(r"(url\(#)([^)]+)(\))", sub, svg)
+
+
+#: One colour per dtype of the kink-hit plot (16-bit dtypes beside the paper's 16-bit line, in its colour).
+_DTYPE_COLOURS = {"float64": "#1f77b4", "float32": "#2ca02c", "float16": "#d62728", "bfloat16": "#ff7f0e"}
+#: Markers per dtype: float64's large hollow square shows where float32's line lies on it (both at 0).
+_DTYPE_MARKERS = {"float64": ("s", 8, "none"), "float32": ("o", 4, None), "float16": ("^", 5, None),
+                  "bfloat16": ("v", 5, None)}
+_PAPER_COLOURS = {"32 bit": "#2ca02c", "16 bit": "#d62728"}
+
+
+def kink_hits_svg(k: Any) -> str:
+    """The kink-hit census plot (a :class:`kinkcheck.report.model.KinkHits`): the % of initialisations whose
+    first-layer gradient differs between ReLU'(0) = 0 and 1, by depth, one solid line per dtype measured here,
+    and the paper's 32- and 16-bit figures dashed with hollow markers. Deterministic SVG, as the case plots."""
+    _setup()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.2))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for dtype, colour in _DTYPE_COLOURS.items():
+        cells = sorted((c for c in k.cells if c.dtype == dtype), key=lambda c: c.depth)
+        if cells:
+            marker, size, face = _DTYPE_MARKERS[dtype]
+            ax.plot([c.depth for c in cells], [100 * c.differ / c.inits if c.inits else 0.0 for c in cells],
+                    marker=marker, ms=size, mfc=face, lw=1.4, color=colour, label=f"{dtype} (here)")
+    for precision, colour in _PAPER_COLOURS.items():
+        row = (k.paper.get("proportions") or {}).get(precision) or {}
+        pts = sorted((int(d), v) for d, v in row.items() if v is not None)
+        if pts:
+            ax.plot([d for d, _ in pts], [v for _, v in pts], marker="o", mfc="white", ms=5, lw=1.0, ls="--",
+                    color=colour, label=f"{precision} (paper, MNIST)")
+    ax.set_xlabel("hidden layers")
+    ax.set_ylabel("% of initialisations that differ")
+    ax.set_ylim(-3, 103)
+    ax.set_title("ReLU'(0) = 0 vs 1: first-layer gradient differs on some minibatch")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    return _unique_ids(round_numbers(text[text.index("<svg"):]), "kinkhits-")
