@@ -101,6 +101,20 @@ def user_module(tmp_path, monkeypatch):
         def data():
             return [(torch.ones(4, 2), None), (torch.zeros(4, 2), None), (torch.ones(4, 2), None)]
 
+        def jax_model():
+            import jax
+            import jax.numpy as jnp
+
+            def apply(params, x):
+                return jnp.max(jax.nn.relu(x @ params["w"]), axis=1)
+
+            return apply, {"w": jnp.array([[1.0, 0.0], [0.0, 0.0]])}
+
+        def jax_data():
+            import jax.numpy as jnp
+
+            return [jnp.ones((2, 2)), jnp.zeros((2, 2))]
+
         def broken():
             raise RuntimeError("no such checkpoint")
 
@@ -174,3 +188,12 @@ def test_an_unreadable_measurement_is_one_line_in_the_report(tmp_path):
     assert [k.file for k in got] == ["a.json", "b.json", "c.json"] and all(k.error for k in got), got
     assert "not a kinkcheck/kinkhits/v1 record" in got[2].error and all("\n" not in k.error for k in got)
     assert kink_hits(tmp_path / "absent") == []
+
+
+def test_a_jax_model_is_counted_by_its_jaxpr(user_module):
+    pytest.importorskip("jax", reason="JAX is not installed in this Python")
+    framework, sites = hc.user_census("usermodel:jax_model", "usermodel:jax_data", batches=5)
+    assert framework == "jax"
+    # x @ w: ones give [[1, 0], [1, 0]] (2 zeros), zeros give all 0 (4); the max over axis 1 ties in both zero rows
+    assert [(s.program, s.calls, s.elements, s.hits) for s in sites] == [("relu: max", 2, 8, 6),
+                                                                        ("reduce_max", 2, 4, 2)], sites
