@@ -115,6 +115,18 @@ def user_module(tmp_path, monkeypatch):
 
             return [jnp.ones((2, 2)), jnp.zeros((2, 2))]
 
+        class Dropping(torch.nn.Module):
+            def forward(self, x):
+                return torch.relu(torch.nn.functional.dropout(x.abs() + 1, 0.5, self.training))
+
+        def dropping():
+            torch.manual_seed(0)
+            return Dropping()
+
+        def failing_data():
+            yield torch.ones(2, 2)
+            raise OSError("disk gone")
+
         def broken():
             raise RuntimeError("no such checkpoint")
 
@@ -126,25 +138,34 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_user_model_census_counts_hits_per_layer(user_module, capsys):
-    framework, sites = hc.user_census("usermodel:make", "usermodel:data", batches=2)
+    framework, sites, _ = hc.user_census("usermodel:make", "usermodel:data", batches=2)
     assert framework == "torch"
     assert [(s.program, s.calls, s.elements, s.hits) for s in sites] == [
         ("torch.nn.functional.relu", 2, 24, 16)], "two batches of 4 rows, two of three biases at 0"
     assert main(["census", "--model", "usermodel:make", "--data", "usermodel:data", "--report", "none"]) == 0
     out = capsys.readouterr().out
     assert "| 0 | `torch.nn.functional.relu` | x = 0 | float32 | 24 | 36 | no report |" in out, out
+    assert "(torch; the module in training mode, as its factory left it" in out, "the mode it ran in is said"
 
 
 @pytest.mark.parametrize(("argv", "words"), [
     (["--model", "usermodel:make"], "--model and --data go together"),
-    (["--model", "usermodel:nope", "--data", "usermodel:data"], "usermodel has no function 'nope'"),
-    (["--model", "nomodule:make", "--data", "usermodel:data"], "cannot import nomodule"),
-    (["--model", "usermodel:broken", "--data", "usermodel:data"], "RuntimeError: no such checkpoint"),
-    (["--model", "usermodel:not_a_model", "--data", "usermodel:data"], "returned a int"),
-    (["--model", "usermodel:make", "--data", "usermodel:make"], "not an iterable of batches"),
+    (["--model", "usermodel:nope", "--data", "usermodel:data", "--report", "none"], "usermodel has no function 'nope'"),
+    (["--model", "nomodule:make", "--data", "usermodel:data", "--report", "none"], "cannot import nomodule"),
+    (["--model", "usermodel:broken", "--data", "usermodel:data", "--report", "none"], "RuntimeError: no such checkpoint"),
+    (["--model", "usermodel:not_a_model", "--data", "usermodel:data", "--report", "none"], "returned a int"),
+    (["--model", "usermodel:make", "--data", "usermodel:make", "--report", "none"], "not an iterable of batches"),
     (["--dtypes", "float8"], "unknown dtype 'float8'"),
     (["--depths", "1,x"], "--depths takes integers"),
     (["--batch", "5000"], "--batch at most 1797"),
+    (["--width", "100000000"], "--width at most 4096"),
+    (["--train-epochs", "-1"], "--train-epochs at least 0"),
+    (["--model", "usermodel:make", "--data", "usermodel:data", "--batches", "0"], "--batches at least 1"),
+    (["--model", "usermodel:make", "--data", "usermodel:failing_data", "--report", "none"],
+     "--data usermodel:failing_data failed on batch 2: OSError: disk gone"),
+    (["--model", "usermodel:make", "--data", "usermodel:data", "--report", "nope.json"], "--report nope.json"),
+    (["--out", "."], "is a folder; name a file"),
+    (["--out", "usermodel.py/x.json"], "is not a folder this user can write into"),
 ])
 def test_bad_input_is_one_line_exit_2(user_module, capsys, argv, words):
     assert main(["census", *argv]) == 2
@@ -192,8 +213,26 @@ def test_an_unreadable_measurement_is_one_line_in_the_report(tmp_path):
 
 def test_a_jax_model_is_counted_by_its_jaxpr(user_module):
     pytest.importorskip("jax", reason="JAX is not installed in this Python")
-    framework, sites = hc.user_census("usermodel:jax_model", "usermodel:jax_data", batches=5)
+    framework, sites, _ = hc.user_census("usermodel:jax_model", "usermodel:jax_data", batches=5)
     assert framework == "jax"
     # x @ w: ones give [[1, 0], [1, 0]] (2 zeros), zeros give all 0 (4); the max over axis 1 ties in both zero rows
     assert [(s.program, s.calls, s.elements, s.hits) for s in sites] == [("relu: max", 2, 8, 6),
                                                                         ("reduce_max", 2, 4, 2)], sites
+
+
+def test_the_mode_a_module_runs_in_is_said_and_eval_can_be_asked(user_module, capsys):
+    """In training mode dropout's zeros reach the ReLU as hits; ``--eval`` runs the module without them."""
+    _, sites, mode = hc.user_census("usermodel:dropping", "usermodel:data", batches=1)
+    relu = next(s for s in sites if s.program == "torch.relu")
+    assert "training mode" in mode and relu.hits > 0, (mode, sites)
+    _, sites, mode = hc.user_census("usermodel:dropping", "usermodel:data", batches=1, eval_mode=True)
+    relu = next(s for s in sites if s.program == "torch.relu")
+    assert mode == "the module in eval mode" and relu.hits == 0, (mode, sites)
+    assert main(["census", "--model", "usermodel:dropping", "--data", "usermodel:data", "--report", "none",
+                 "--eval"]) == 0
+    assert "(torch; the module in eval mode):" in capsys.readouterr().out
+
+
+def test_no_training_run_with_zero_epochs():
+    record = hc.run(hc.Scale(depths=(1,), dtypes=("float16",), inits=1, width=4, train_epochs=0))
+    assert record["training"] == [] and "Training" not in hc.render_run(record)

@@ -96,3 +96,40 @@ def test_merge_sums_passes_by_site():
     merged = merge_sites([a, b])
     assert [(s.index, s.program, s.dtype, s.elements, s.hits, s.calls) for s in merged] == [
         (0, "torch.relu", "float32", 20, 3, 2), (1, "torch.maximum", "", 4, 0, 1), (0, "torch.relu", "float16", 5, 5, 1)]
+
+
+def test_torch_counts_before_an_in_place_call_and_never_breaks_the_call(torch):
+    """An in-place op overwrites its input: counted before the call, ``nn.ReLU(inplace=True)`` and ``clamp_``
+    give the true hits. A keyword ``other`` and bounds that broadcast the input are read as torch reads them."""
+    import torch.nn.functional as F
+
+    from kinkcheck.kinkhits import TorchHitCounter
+
+    x = torch.tensor([0.0, -1.0, 2.0, 0.0, 1.0])  # two zeros; -1 would become 0 in place
+    with TorchHitCounter() as c:
+        torch.nn.ReLU(inplace=True)(x.clone())
+        x.clone().clamp_(0, 1)  # 0, 0 at the lower bound, 1 at the upper
+        F.hardtanh(x.clone(), inplace=True)  # -1 and 1 at the bounds
+        torch.maximum(x, other=torch.zeros_like(x))
+        torch.clamp(x[:4], min=torch.zeros(3, 4))  # the bound broadcasts the input to 3 x 4
+        F.max_pool1d(torch.tensor([[[1.0, 1.0, 0.0, 2.0]]]), 2, return_indices=True)
+    got = [(s.program, s.elements, s.hits) for s in c.sites]
+    assert got == [("torch.nn.functional.relu", 5, 2), ("torch.Tensor.clamp_", 5, 3),
+                   ("torch.nn.functional.hardtanh", 5, 2), ("torch.maximum", 5, 2), ("torch.clamp", 12, 6),
+                   ("torch.nn.functional.max_pool1d_with_indices", 2, 1)], got
+
+
+def test_jax_max_pooling_windows_are_counted():
+    jax = pytest.importorskip("jax", reason="JAX is not installed in this Python")
+    import jax.numpy as jnp
+
+    from kinkcheck.kinkhits import jax_hits
+
+    img = jnp.array([[1.0, 1.0, 0.0, 2.0], [0.0, 1.0, 2.0, 2.0], [3.0, 3.0, 1.0, 0.0], [0.0, 0.0, 1.0, 5.0]])
+
+    def pool(x):  # flax's nn.max_pool: lax.reduce_window with lax.max
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2, 2), (2, 2), "VALID")
+
+    out, sites = jax_hits(pool, img)
+    assert out.tolist() == [[1.0, 2.0], [3.0, 5.0]]
+    assert [(s.program, s.elements, s.hits) for s in sites] == [("reduce_window_max", 4, 3)], sites

@@ -70,7 +70,7 @@ def test_probe_without_device(torch_adapter, small):
 
     if "cuda" in torch_adapter.devices():
         pytest.skip("a CUDA device exists here; the no-device path cannot be exercised")
-    with pytest.raises(FrameworkUnavailable, match="not measured: no cuda device"):
+    with pytest.raises(FrameworkUnavailable, match="not measured: no CUDA device for torch"):
         probe("torch", device="cuda", catalog=small)
 
 
@@ -106,7 +106,7 @@ def test_missing_device_in_worker_is_one_line(torch_adapter, small, tmp_path):
     res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--device", "cuda",
                           "--catalog", small.path, "--out", str(out), "--quiet"],
                          capture_output=True, text=True, timeout=600)
-    assert res.returncode == 2 and "no cuda device" in res.stderr, res.stderr
+    assert res.returncode == 2 and "no CUDA device for torch" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["catalog.toml"], "nothing is written, and no journal is left"
 

@@ -160,12 +160,20 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         raise UsageError("probe: give exactly one of --out FILE (one framework) or --out-dir DIR")
     if args.out and not args.framework:
         raise UsageError("probe: --out needs --framework NAME (or use --out-dir DIR for every installed framework)")
+    if args.framework and args.device == "metal":  # before any progress: bad input, not an absent device
+        from kinkcheck.platforms import device_title
+        from kinkcheck.registry import REGISTRY
+
+        devices = REGISTRY[args.framework].devices  # (cuda: each adapter says why, TensorFlow's measures it)
+        if args.device not in devices:
+            raise UsageError(f"probe: kinkcheck measures {args.framework} on {', '.join(map(device_title, devices))}"
+                             f" only, not on {device_title(args.device)}")
     if args.out:
         _check_writable(Path(args.out))
         return _probe_one(args, catalog, args.framework, Path(args.out))
     out_dir = Path(args.out_dir)
     if not out_dir.is_dir():
-        raise UsageError(f"--out-dir {out_dir}: not a folder")
+        raise UsageError(f"--out-dir {out_dir}: {'not a folder' if out_dir.exists() else 'no such folder'}")
     _check_writable(out_dir / "probe.json")
     measured = 0
     for fw in [args.framework] if args.framework else list(FRAMEWORK_MODES):
@@ -544,6 +552,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_census(args: argparse.Namespace) -> int:
+    import os
+
     from kinkcheck import hitcensus as hc
 
     if (args.model is None) != (args.data is None):
@@ -560,23 +570,37 @@ def _cmd_census(args: argparse.Namespace) -> int:
         raise UsageError(f"census: unknown dtype {bad[0] if bad else ''!r} (known: {', '.join(hc.DTYPES)})")
     if any(d < 1 or d > 12 for d in depths) or min(args.inits, args.width, args.batch, args.passes) < 1:
         raise UsageError("census: depths 1-12, and --inits, --width, --batch, --passes at least 1")
-    if args.batch > 1797:
-        raise UsageError("census: --batch at most 1797 (the digits there are)")
+    if args.batch > 1797 or args.width > 4096 or args.train_epochs < 0 or args.passes > 1000:
+        raise UsageError("census: --batch at most 1797 (the digits there are), --width at most 4096, --passes at "
+                         "most 1000, --train-epochs at least 0 (0: no training run)")
     out = Path(args.out) if args.out else None
-    if out is not None and out.exists() and not args.replace:
-        raise UsageError(f"census: {out} exists (a measurement); --replace to measure it again")
+    if out is not None:  # every way the write could fail is found before minutes of measuring
+        if out.is_dir():
+            raise UsageError(f"census: --out {out} is a folder; name a file, e.g. {out / 'torch-2.13.0-cpu.json'}")
+        if out.exists() and not args.replace:
+            raise UsageError(f"census: {out} exists (a measurement); --replace to measure it again")
+        parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise UsageError(f"census: --out {out}: {parent} is not a folder this user can write into")
     scale = hc.Scale(depths=depths, dtypes=dtypes, inits=args.inits, width=args.width, batch=args.batch,
                      passes=args.passes, train_epochs=args.train_epochs, seed=args.seed)
     try:
         record = _census_run(hc, scale, args.quiet)
     except ImportError as err:
         raise UsageError(f"census needs PyTorch and scikit-learn (pip install torch scikit-learn): {err}") from None
+    except (MemoryError, RuntimeError) as err:  # an allocation the machine cannot make: the scale is too large
+        raise UsageError(f"census: the scale does not fit this machine: {' '.join(str(err).split())[:200]}") from None
+    sys.stdout.write(hc.render_run(record))  # first: a write that fails still leaves the tables shown
+    sys.stdout.flush()
     if out is not None:
         from kinkcheck.shards import write_text_atomic
 
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out, json.dumps(record, indent=1, sort_keys=True) + "\n")
-    sys.stdout.write(hc.render_run(record))
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(out, json.dumps(record, indent=1, sort_keys=True) + "\n")
+        except OSError as err:
+            raise UsageError(f"census: cannot write {out}: {err.strerror or err} (the tables above are the "
+                             "measurement)") from None
     return 0
 
 
@@ -601,23 +625,25 @@ def _census_run(hc: Any, scale: Any, quiet: bool) -> dict[str, Any]:
 def _census_of_model(args: argparse.Namespace, hc: Any) -> int:
     from kinkcheck.report.model import ReportError, load_report
 
-    try:
-        framework, sites = hc.user_census(args.model, args.data, args.batches)
-    except hc.CensusError as err:
-        raise UsageError(f"census: {err}") from None
+    if args.batches < 1:
+        raise UsageError(f"census: --batches at least 1, got {args.batches}")
     report = None
-    if args.report != "none":
+    if args.report != "none":  # before the model runs: a wrong path costs nothing
         try:
             report = load_report(args.report)
         except (OSError, ReportError) as err:
             raise UsageError(f"census: --report {args.report}: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        framework, sites, mode = hc.user_census(args.model, args.data, args.batches, args.eval)
+    except hc.CensusError as err:
+        raise UsageError(f"census: {err}") from None
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         installed = version(framework).split("+")[0]
     except PackageNotFoundError:
         installed = None
-    sys.stdout.write(hc.render_sites(framework, sites, report, installed))
+    sys.stdout.write(hc.render_sites(framework, sites, report, installed, mode))
     return 0
 
 
@@ -806,6 +832,8 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--data", metavar="MODULE:FUNCTION", help="a function returning the batches: inputs x or "
                     "(x, y) pairs")
     cs.add_argument("--batches", type=int, default=5, help="batches of --data to run (default 5)")
+    cs.add_argument("--eval", action="store_true", help="run a torch module in eval mode (default: the mode its "
+                    "factory left it in, said in the output; in training mode dropout's zeros are hits too)")
     cs.add_argument("--report", default="reports/conventions.json",
                     help="the report whose conventions the hits are shown with (default reports/conventions.json; "
                          "none: without)")
@@ -816,7 +844,8 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--width", type=int, default=128, help="neurons per hidden layer (default 128; the paper 256)")
     cs.add_argument("--batch", type=int, default=256, help="minibatch size (default 256, as the paper)")
     cs.add_argument("--passes", type=int, default=1, help="passes over the digits per initialisation (default 1)")
-    cs.add_argument("--train-epochs", type=int, default=30, help="epochs of each training run (default 30)")
+    cs.add_argument("--train-epochs", type=int, default=30, help="epochs of each training run (default 30; 0: no "
+                    "training run)")
     cs.add_argument("--seed", type=int, default=0)
     cs.add_argument("--out", metavar="FILE", help="write the measurement (JSON, with its provenance) here")
     cs.add_argument("--replace", action="store_true", help="with --out: measure again over an existing file")

@@ -248,7 +248,8 @@ def train(scale: Scale, dtype: str, convention: str, X: Any, Y: Any, depth: int 
         logits, _ = _forward(layers, Xd[test_idx], act)
         acc = float((logits.float().argmax(1) == Y[test_idx]).float().mean())
     return {"dtype": dtype, "convention": convention, "depth": depth, "epochs": scale.train_epochs,
-            "final_loss": sum(losses) / len(losses), "test_accuracy": acc, "kink_hits": hits,
+            "final_loss": sum(losses) / len(losses) if losses else float("nan"), "test_accuracy": acc,
+            "kink_hits": hits,
             "finite": all(v == v and abs(v) != float("inf") for v in losses)}
 
 
@@ -268,7 +269,7 @@ def run(scale: Scale, progress: Callable[[str, int], None] | None = None) -> dic
             tick = (lambda lb=label: progress(lb, scale.inits)) if progress is not None else None
             cells.append(asdict(bifurcation(scale, depth, dtype, X, Y, tick)))
     runs = [train(scale, dtype, c, X, Y) for dtype in ("float16", "bfloat16") if dtype in scale.dtypes
-            for c in ("relu'(0)=0", "relu'(0)=1")]
+            for c in ("relu'(0)=0", "relu'(0)=1")] if scale.train_epochs > 0 else []
     return {
         "schema": "kinkcheck/kinkhits/v1",
         "environment": {"framework": "torch", "framework_version": str(torch.__version__).split("+")[0],
@@ -310,12 +311,14 @@ def _call(fn: Callable[[], Any], what: str) -> Any:
         raise CensusError(f"{what} failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}") from None
 
 
-def user_census(model: str, data: str, batches: int = 5) -> tuple[str, list[Site]]:
+def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False) -> tuple[str, list[Site], str]:
     """Kink hits of the user's model over ``batches`` minibatches.
 
     ``model`` names a factory returning a ``torch.nn.Module`` (its forward pass is counted), or, for JAX, a pair
     ``(apply, params)`` with ``apply(params, x)``; ``data`` a function returning an iterable of inputs ``x`` or
-    of ``(x, y)`` pairs. Returns the framework (``"torch"`` or ``"jax"``) and the sites summed by layer.
+    of ``(x, y)`` pairs. A module runs in the mode its factory left it in (training, unless it called
+    ``.eval()``: dropout's zeros are then kink hits too), or in eval mode with ``eval_mode``. Returns the
+    framework (``"torch"`` or ``"jax"``), the sites summed by layer, and the mode it ran in (a sentence).
 
     Raises
     ------
@@ -333,11 +336,24 @@ def user_census(model: str, data: str, batches: int = 5) -> tuple[str, list[Site
         raise CensusError(f"--model {model!r} returned a {type(made).__name__}: want a torch.nn.Module or "
                           "(apply, params) for JAX")
     counter = TorchHitCounter() if kind == "torch" else None
-    try:
-        for i, batch in enumerate(loader):
-            if i >= batches:
-                break
-            x = batch[0] if isinstance(batch, (tuple, list)) else batch
+    mode = "jax: apply(params, x) as given"
+    if counter is not None:
+        if eval_mode:
+            made.eval()
+        mode = ("the module in eval mode" if not made.training else
+                "the module in training mode, as its factory left it (dropout's zeros count as hits; --eval: "
+                "eval mode)")
+    batch_iter = iter(loader)
+    for n in range(1, batches + 1):
+        try:
+            batch = next(batch_iter)
+        except StopIteration:
+            break
+        except Exception as err:  # noqa: BLE001 - the user's data failed: one line
+            raise CensusError(f"--data {data} failed on batch {n}: {type(err).__name__}: "
+                              f"{' '.join(str(err).split())[:300]}") from None
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        try:
             if counter is not None:
                 torch = _torch()
                 with torch.no_grad(), counter:
@@ -346,12 +362,12 @@ def user_census(model: str, data: str, batches: int = 5) -> tuple[str, list[Site
             else:
                 _, sites = jax_hits(made[0], made[1], x)
                 passes.append(sites)
-    except Exception as err:  # noqa: BLE001 - the user's model or data failed: one line
-        raise CensusError(f"the model's forward pass failed on batch {len(passes) + 1}: "
-                          f"{type(err).__name__}: {' '.join(str(err).split())[:300]}") from None
+        except Exception as err:  # noqa: BLE001 - the user's model failed: one line
+            raise CensusError(f"the model's forward pass failed on batch {n}: "
+                              f"{type(err).__name__}: {' '.join(str(err).split())[:300]}") from None
     if not passes:
         raise CensusError(f"--data {data!r} gave no batch")
-    return kind, merge_sites(passes)
+    return kind, merge_sites(passes), mode
 
 
 # --------------------------------------------------------------------------- what the report says there
@@ -427,10 +443,11 @@ def convention(framework: str, program: str, report: Any, dtype: str = "float32"
     return f"{op.name}: covered by {', '.join(cases)}, but by no direct call"
 
 
-def render_sites(framework: str, sites: Sequence[Site], report: Any | None, version: str | None = None) -> str:
+def render_sites(framework: str, sites: Sequence[Site], report: Any | None, version: str | None = None,
+                 mode: str = "") -> str:
     """The user census as a Markdown table: per kinked call site, its program, kink, hits / elements, and the
-    report's convention there (:func:`convention`; "no report" without one)."""
-    lines = [f"Kink hits in the model's forward passes ({framework}):", "",
+    report's convention there (:func:`convention`; "no report" without one). ``mode``: how the model ran."""
+    lines = [f"Kink hits in the model's forward passes ({framework}{'; ' + mode if mode else ''}):", "",
              "| # | program | kink | dtype | hits | looked at | convention in the report |",
              "|---|---|---|---|---|---|---|"]
     for s in sites:

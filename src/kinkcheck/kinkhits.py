@@ -82,13 +82,17 @@ def _arg(args: Sequence[Any], kwargs: dict[str, Any], pos: int, name: str, defau
 
 
 def _eq_count(x: Any, *values: Any) -> tuple[int, int]:
-    """Elements of tensor ``x`` and how many equal one of ``values`` (numbers or tensors; None ignored)."""
+    """Elements of tensor ``x`` (broadcast against tensor ``values``, as the operation does) and how many
+    equal one of ``values`` (numbers or tensors; None ignored)."""
     import torch
 
-    hit = torch.zeros_like(x, dtype=torch.bool)
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if tensors:
+        x = torch.broadcast_tensors(x, *tensors)[0]
+    hit = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
     for v in values:
         if v is not None:
-            hit |= x == v
+            hit = hit | (x == v)
     return x.numel(), int(hit.sum())
 
 
@@ -140,6 +144,10 @@ def _pool_ties(x: Any, args: Sequence[Any], kwargs: dict[str, Any], nd: int) -> 
     return count.numel(), int((count > 1).sum())
 
 
+def _not_inspected(a: Sequence[Any], k: dict[str, Any]) -> str:
+    return "adaptive or fractional pooling windows are not inspected"
+
+
 def _torch_rules() -> dict[str, tuple[str, Callable[[Sequence[Any], dict[str, Any]], tuple[int, int] | str]]]:
     """Function name → (kink, count(args, kwargs)); the names of ``torch``, ``torch.nn.functional`` and
     ``torch.Tensor`` functions as ``__torch_function__`` sees them."""
@@ -157,15 +165,14 @@ def _torch_rules() -> dict[str, tuple[str, Callable[[Sequence[Any], dict[str, An
     def tie(a: Sequence[Any], k: dict[str, Any]) -> tuple[int, int]:
         import torch
 
-        x, y = torch.broadcast_tensors(a[0], torch.as_tensor(a[1], device=a[0].device))
+        x, y = torch.broadcast_tensors(a[0], torch.as_tensor(_arg(a, k, 1, "other"), device=a[0].device))
         return x.numel(), int((x == y).sum())
 
     def reduction(largest: bool) -> Callable[[Sequence[Any], dict[str, Any]], tuple[int, int]]:
         def count(a: Sequence[Any], k: dict[str, Any]) -> tuple[int, int]:
             import torch
 
-            other = a[1] if len(a) > 1 else None
-            if isinstance(other, torch.Tensor):  # torch.max(a, b): elementwise, a tie is a == b
+            if isinstance(_arg(a, k, 1, "other"), torch.Tensor):  # torch.max(a, b): elementwise, a tie is a == b
                 return tie(a, k)
             return _ties(a[0], _arg(a, k, 1, "dim"), largest)
         return count
@@ -193,6 +200,14 @@ def _torch_rules() -> dict[str, tuple[str, Callable[[Sequence[Any], dict[str, An
         "max_pool1d": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 1)),
         "max_pool2d": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 2)),
         "max_pool3d": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 3)),
+        "max_pool1d_with_indices": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 1)),
+        "max_pool2d_with_indices": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 2)),
+        "max_pool3d_with_indices": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 3)),
+        "adaptive_max_pool1d": ("tie in a window", _not_inspected), "adaptive_max_pool2d": ("tie in a window",
+                                                                                           _not_inspected),
+        "adaptive_max_pool3d": ("tie in a window", _not_inspected),
+        "fractional_max_pool2d": ("tie in a window", _not_inspected),
+        "fractional_max_pool3d": ("tie in a window", _not_inspected),
     }
 
 
@@ -242,29 +257,38 @@ class TorchHitCounter:
             def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
                                    kwargs: dict[str, Any] | None = None) -> Any:
                 kwargs = kwargs or {}
-                out = func(*args, **kwargs)
                 rule = rules.get(getattr(func, "__name__", ""))
+                site = None
                 if rule is not None and args and hasattr(args[0], "is_floating_point") and \
                         args[0].is_floating_point():
-                    counter._record(func, rule, args, kwargs)
+                    site = counter._count(func, rule, args, kwargs)  # before an in-place op overwrites the input
+                out = func(*args, **kwargs)
+                if site is not None:  # recorded once the call succeeded
+                    site.index = len(counter.sites)
+                    counter.sites.append(site)
                 return out
 
         self._mode = _Mode()
         self.sites: list[Site] = []
 
-    def _record(self, func: Any, rule: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    @staticmethod
+    def _count(func: Any, rule: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Site:
+        """The site of one call, counted on its inputs as they are before the call. Counting never fails the
+        user's call: an input it cannot read makes the site ``inspected=False`` with the reason."""
         import torch
 
         kink, count = rule
-        with torch.no_grad():
-            got = count(args, kwargs)
-        dtype = str(args[0].dtype).removeprefix("torch.")
-        site = Site(len(self.sites), torch_program(func), kink, dtype=dtype)
+        site = Site(0, torch_program(func), kink, dtype=str(args[0].dtype).removeprefix("torch."))
+        try:
+            with torch.no_grad():
+                got = count(args, kwargs)
+        except Exception as err:  # noqa: BLE001 - an argument form the rule does not know
+            got = f"not counted: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
         if isinstance(got, str):
             site.inspected, site.why = False, got
         else:
             site.elements, site.hits = got
-        self.sites.append(site)
+        return site
 
     def new_pass(self) -> list[Site]:
         """The sites counted since the last call, and a fresh list for the next pass."""
@@ -285,7 +309,11 @@ class TorchHitCounter:
 JAX_KINKED: dict[str, str] = {
     "max": "tie", "min": "tie", "abs": "x = 0", "clamp": "x at a bound",
     "reduce_max": "tie", "reduce_min": "tie", "argmax": "tie", "argmin": "tie",
+    "reduce_window_max": "tie in a window", "reduce_window_min": "tie in a window",
 }
+#: Primitives with a kink inside that the interpreter does not count: a site says they were not inspected.
+_JAX_UNCOUNTED = ("reduce_window", "select_and_scatter_add", "select_and_gather_add", "sort", "cumlogsumexp",
+                  "cummax", "cummin")
 
 #: Parameters that hold the sub-jaxpr of a call-like primitive (jit/pjit, custom_jvp_call, custom_vjp_call,
 #: closed_call, remat/checkpoint), evaluated equation by equation so that their kinks are seen.
@@ -306,6 +334,8 @@ def _jax_count(prim: str, invals: Sequence[Any], params: dict[str, Any]) -> tupl
     if prim == "clamp":  # clamp(lo, x, hi)
         lo, x, hi = (np.asarray(v) for v in invals)
         return x.size, int(((x == lo) | (x == hi)).sum())
+    if prim in ("reduce_window_max", "reduce_window_min"):
+        return _window_ties(np.asarray(invals[0]), params, prim == "reduce_window_max")
     x = np.asarray(invals[0])
     axes = tuple(params.get("axes", ()) or ((params["axes"],) if "axes" in params else ()))
     if prim in ("argmax", "argmin"):
@@ -314,6 +344,31 @@ def _jax_count(prim: str, invals: Sequence[Any], params: dict[str, Any]) -> tupl
     ext = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
     count = (x == ext).sum(axis=axes)
     return int(np.size(count)), int((count > 1).sum())
+
+
+def _window_ties(x: Any, params: dict[str, Any], largest: bool) -> tuple[int, int]:
+    """Windows of ``lax.reduce_window`` max/min (``window_dimensions``, ``window_strides``, ``padding``,
+    ``window_dilation``; padding holds -inf / +inf, the reduction's identity) and how many hold a tied extreme.
+    Raises ValueError for a ``base_dilation`` other than 1 (said not inspected)."""
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    if any(d != 1 for d in params.get("base_dilation", ()) or ()):
+        raise ValueError("base_dilation other than 1 is not inspected")
+    dims = tuple(params["window_dimensions"])
+    strides = tuple(params["window_strides"])
+    dil = tuple(params.get("window_dilation", ()) or (1,) * x.ndim)
+    fill = -np.inf if largest else np.inf
+    x = np.pad(x.astype(np.float64), [tuple(p) for p in params.get("padding", ())] or [(0, 0)] * x.ndim,
+               constant_values=fill)
+    span = tuple((w - 1) * d + 1 for w, d in zip(dims, dil))
+    win = sliding_window_view(x, span)
+    win = win[tuple(slice(None, None, s) for s in strides)]
+    win = win[(Ellipsis, *(slice(None, None, d) for d in dil))]
+    flat = win.reshape(*win.shape[:x.ndim], -1)
+    ext = flat.max(axis=-1, keepdims=True) if largest else flat.min(axis=-1, keepdims=True)
+    count = (flat == ext).sum(axis=-1)
+    return int(count.size), int((count > 1).sum())
 
 
 def jax_hits(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[Site]]:
@@ -360,14 +415,19 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[st
             outvals = eqn.primitive.bind(*invals, **eqn.params)
             if not eqn.primitive.multiple_results:
                 outvals = [outvals]
+            where = f"{names[-1]}: {prim}" if names else prim
             if prim in JAX_KINKED and hasattr(invals[0], "dtype") and _floating(invals[0]):
-                elements, hits = _jax_count(prim, invals, eqn.params)
-                where = f"{names[-1]}: {prim}" if names else prim
-                sites.append(Site(len(sites), where, JAX_KINKED[prim], elements, hits, dtype=str(invals[0].dtype)))
+                site = Site(len(sites), where, JAX_KINKED[prim], dtype=str(invals[0].dtype))
+                try:
+                    site.elements, site.hits = _jax_count(prim, invals, eqn.params)
+                except (ValueError, TypeError, KeyError) as err:  # a window form not handled: said, not guessed
+                    site.inspected, site.why = False, f"{prim}: {err}"
+                sites.append(site)
             elif any(p in eqn.params for p in ("branches", "body_jaxpr", "cond_jaxpr")) or prim == "scan":
-                where = f"{names[-1]}: {prim}" if names else prim
                 sites.append(Site(len(sites), where, "", inspected=False,
                                   why=f"{prim}: evaluated whole, its kinks not counted"))
+            elif prim in _JAX_UNCOUNTED:
+                sites.append(Site(len(sites), where, "", inspected=False, why=f"{prim}: its kinks are not counted"))
         for v, val in zip(eqn.outvars, outvals):
             if type(v).__name__ != "DropVar":
                 env[v] = val
