@@ -255,8 +255,15 @@ def train(scale: Scale, dtype: str, convention: str, X: Any, Y: Any, depth: int 
 
 def run(scale: Scale, progress: Callable[[str, int], None] | None = None) -> dict[str, Any]:
     """All three measurements at ``scale``; a JSON-ready record with its provenance (versions, machine, scale,
-    seconds). ``progress(label, total)`` is called once per initialisation done (``total`` on the first call
-    of a cell)."""
+    seconds). ``progress(label, total)`` is called once per initialisation done (``total``: a cell's count).
+
+    Raises
+    ------
+    ImportError
+        Without PyTorch or scikit-learn.
+    RuntimeError, MemoryError
+        An allocation the scale needs and the machine cannot make (torch's allocator says which).
+    """
     torch = _torch()
     import sklearn
 
@@ -323,7 +330,8 @@ def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False
     Raises
     ------
     CensusError
-        A spec that is not ``module:function``, cannot be imported, or returns something else.
+        A spec that is not ``module:function``, cannot be imported, or returns something else; the factory,
+        the data or the model's forward pass failing (named, one line); no batch at all.
     """
     made = _call(_load(model, "--model"), f"--model {model}")
     loader = _call(_load(data, "--data"), f"--data {data}")

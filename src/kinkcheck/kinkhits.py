@@ -243,9 +243,11 @@ class TorchHitCounter:
     Each call of a function of :data:`TORCH_KINKED` (``torch``, ``torch.nn.functional`` or a ``Tensor``
     method, whoever calls it: an ``nn.Module`` or the user's ``forward``) adds a :class:`Site`. The mode sees
     the outermost call only (``F.relu6`` counts as ``relu6``, not as the ``hardtanh`` it calls).
-    :meth:`new_pass` starts the numbering of sites again (one forward pass per minibatch).
+    :meth:`new_pass` starts the numbering of sites again (one forward pass per minibatch). An in-place call is
+    counted on its input before the call overwrites it; a call whose arguments a rule cannot read is a site
+    with ``inspected=False`` and the reason, never an error in the user's code.
 
-    Raises ImportError without PyTorch.
+    Raises ImportError without PyTorch; what the watched code raises passes through unchanged.
     """
 
     def __init__(self) -> None:
@@ -308,9 +310,9 @@ class TorchHitCounter:
 #: The JAX primitives :func:`jax_hits` counts at, and the kink each checks.
 JAX_KINKED: dict[str, str] = {
     "max": "tie", "min": "tie", "abs": "x = 0", "clamp": "x at a bound",
-    "reduce_max": "tie", "reduce_min": "tie", "argmax": "tie", "argmin": "tie",
+    "reduce_max": "tie", "reduce_min": "tie",
     "reduce_window_max": "tie in a window", "reduce_window_min": "tie in a window",
-}
+}  # argmax/argmin: no gradient flows through an index, so a tie there is no kink
 #: Primitives with a kink inside that the interpreter does not count: a site says they were not inspected.
 _JAX_UNCOUNTED = ("reduce_window", "select_and_scatter_add", "select_and_gather_add", "sort", "cumlogsumexp",
                   "cummax", "cummin")
@@ -337,10 +339,8 @@ def _jax_count(prim: str, invals: Sequence[Any], params: dict[str, Any]) -> tupl
     if prim in ("reduce_window_max", "reduce_window_min"):
         return _window_ties(np.asarray(invals[0]), params, prim == "reduce_window_max")
     x = np.asarray(invals[0])
-    axes = tuple(params.get("axes", ()) or ((params["axes"],) if "axes" in params else ()))
-    if prim in ("argmax", "argmin"):
-        axes = tuple(params.get("axes", ()))
-    largest = prim in ("reduce_max", "argmax")
+    axes = tuple(params.get("axes", ()))
+    largest = prim == "reduce_max"
     ext = x.max(axis=axes, keepdims=True) if largest else x.min(axis=axes, keepdims=True)
     count = (x == ext).sum(axis=axes)
     return int(np.size(count)), int((count > 1).sum())
@@ -378,9 +378,16 @@ def jax_hits(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[Site]]:
     a site's ``program`` is the innermost named call around the primitive and the primitive
     (``"relu: max"`` for ``jax.nn.relu``), or the primitive alone at the top level. A higher-order primitive
     that is not a plain call (``cond``, ``while``, ``scan``) is evaluated whole, its inside not counted: a
-    site with ``inspected=False`` says so.
+    site with ``inspected=False`` says so. Each primitive is bound eagerly, one at a time: under ``jax.jit``
+    XLA may fuse a chain of float16/bfloat16 operations and round once, so the compiled model's inputs to a
+    kink can differ from these in their last bits.
 
-    Raises ImportError without JAX.
+    Raises
+    ------
+    ImportError
+        Without JAX.
+    Exception
+        Whatever ``fn`` raises, or ``jax.make_jaxpr`` raises tracing it.
     """
     import jax
 
@@ -435,10 +442,8 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[st
 
 
 def _floating(x: Any) -> bool:
-    import numpy as np
+    """Whether a JAX value is floating point, the ml_dtypes types (bfloat16, float8_*) included."""
+    import jax.numpy as jnp
 
-    try:
-        return bool(np.issubdtype(np.dtype(x.dtype), np.floating)) or "bfloat16" in str(x.dtype)
-    except TypeError:
-        return "float" in str(x.dtype)
+    return bool(jnp.issubdtype(x.dtype, jnp.floating))
 
