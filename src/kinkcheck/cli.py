@@ -585,9 +585,10 @@ def _cmd_census(args: argparse.Namespace) -> int:
     scale = hc.Scale(depths=depths, dtypes=dtypes, inits=args.inits, width=args.width, batch=args.batch,
                      passes=args.passes, train_epochs=args.train_epochs, seed=args.seed)
     try:
-        record = _census_run(hc, scale, args.quiet)
+        record = _census_run(hc, scale, args.quiet, args.framework)
     except ImportError as err:
-        raise UsageError(f"census needs PyTorch and scikit-learn (pip install torch scikit-learn): {err}") from None
+        raise UsageError(f"census needs PyTorch and scikit-learn (pip install torch scikit-learn; jax for --framework "
+                         f"jax): {err}") from None
     except (MemoryError, RuntimeError) as err:  # an allocation the machine cannot make: the scale is too large
         raise UsageError(f"census: the scale does not fit this machine: {' '.join(str(err).split())[:200]}") from None
     sys.stdout.write(hc.render_run(record))  # first: a write that fails still leaves the tables shown
@@ -604,9 +605,9 @@ def _cmd_census(args: argparse.Namespace) -> int:
     return 0
 
 
-def _census_run(hc: Any, scale: Any, quiet: bool) -> dict[str, Any]:
+def _census_run(hc: Any, scale: Any, quiet: bool, framework: str) -> dict[str, Any]:
     if quiet:
-        return hc.run(scale)
+        return hc.run(scale, framework=framework)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -619,7 +620,7 @@ def _census_run(hc: Any, scale: Any, quiet: bool) -> dict[str, Any]:
             progress.update(task, description=label)
             progress.advance(task)
 
-        return hc.run(scale, tick)
+        return hc.run(scale, tick, framework)
 
 
 def _census_of_model(args: argparse.Namespace, hc: Any) -> int:
@@ -837,6 +838,9 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--report", default="reports/conventions.json",
                     help="the report whose conventions the hits are shown with (default reports/conventions.json; "
                          "none: without)")
+    cs.add_argument("--framework", choices=("torch", "jax"), default="torch",
+                    help="the reference MLP's framework (default torch; jax: the same initialisations and "
+                         "minibatches under jax.jit, no training run)")
     cs.add_argument("--depths", default="1,2,3,4,5", help="hidden layers of the reference MLP (default 1,2,3,4,5)")
     cs.add_argument("--dtypes", default="float64,float32,float16,bfloat16")
     cs.add_argument("--inits", type=int, default=100, help="random initialisations per dtype and depth (default "

@@ -216,6 +216,97 @@ def bifurcation(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
     return cell
 
 
+#: The conventions of measurement 2 in JAX: a ReLU'(0) value (a ``jax.custom_jvp``), or a JAX program.
+JAX_CONVENTIONS: tuple[str, ...] = ("relu'(0)=0", "relu'(0)=0.5", "relu'(0)=1", "jax.nn.relu(x)",
+                                    "jax.numpy.maximum(x, 0.0)", "jax.numpy.clip(x, 0.0)")
+
+
+def _jax_activation(convention: str) -> Callable[[Any], Any]:
+    import jax
+    import jax.numpy as jnp
+
+    if convention.startswith("relu'(0)="):
+        s = float(convention.split("=", 1)[1])
+
+        @jax.custom_jvp
+        def relu(x: Any) -> Any:
+            return jnp.maximum(x, jnp.zeros_like(x))
+
+        @relu.defjvp
+        def _jvp(primals: Any, tangents: Any) -> Any:
+            (x,), (t,) = primals, tangents
+            d = jnp.where(x > 0, 1.0, jnp.where(x == 0, s, 0.0)).astype(x.dtype)
+            return relu(x), t * d
+
+        return relu
+    return {"jax.nn.relu(x)": jax.nn.relu, "jax.numpy.maximum(x, 0.0)": lambda x: jnp.maximum(x, 0.0),
+            "jax.numpy.clip(x, 0.0)": lambda x: jnp.clip(x, 0.0)}[convention]
+
+
+def bifurcation_jax(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
+                    progress: Callable[[], None] | None = None) -> Cell:
+    """Measurements 1 and 2 in JAX (``jax.jit`` of the forward pass and of ``jax.grad``), on the same
+    initialisations as :func:`bifurcation` (PyTorch's, converted) and the same minibatches; float64 with
+    ``jax_enable_x64`` on, as kinkcheck's JAX adapter does."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from kinkcheck.frameworks.jax import _x64
+
+    t0 = time.perf_counter()
+    cell = Cell(dtype, depth, scale.inits, hits=[0] * depth, elements=[0] * depth,
+                convention_differs={c: 0 for c in JAX_CONVENTIONS[1:]})
+    with _x64(dtype == "float64"):
+        dt = jnp.dtype(dtype)
+        Xd = jnp.asarray(X.numpy(), dtype=dt)
+        Yn = Y.numpy()
+
+        def forward(params: Any, x: Any, act: Callable[[Any], Any]) -> tuple[Any, list[Any]]:
+            hits, h = [], x
+            for w, b in params[:-1]:
+                z = h @ w.T + b
+                hits.append(jnp.sum(z == 0))
+                h = act(z)
+            w, b = params[-1]
+            return h @ w.T + b, hits
+
+        def loss(params: Any, x: Any, y: Any, act: Callable[[Any], Any]) -> Any:
+            logits = forward(params, x, act)[0].astype(jnp.float32)
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
+
+        acts = {c: _jax_activation(c) for c in JAX_CONVENTIONS}
+        count = jax.jit(lambda p, x: forward(p, x, acts[JAX_CONVENTIONS[0]])[1])
+        grads = {c: jax.jit(lambda p, x, y, a=a: jax.grad(loss)(p, x, y, a)[0][0]) for c, a in acts.items()}
+        for i in range(scale.inits):
+            seed = scale.seed * 1_000_003 + i
+            params = [(jnp.asarray(layer.weight.detach().double().numpy(), dtype=dt),
+                       jnp.asarray(layer.bias.detach().double().numpy(), dtype=dt))
+                      for layer in mlp(depth, scale.width, "float64", seed)]
+            found = False
+            for idx in _minibatches(len(X), scale.batch, scale.passes, seed):
+                x, y = Xd[idx.numpy()], jnp.asarray(Yn[idx.numpy()])
+                hits = [int(h) for h in count(params, x)]
+                cell.minibatches += 1
+                for j, h in enumerate(hits):
+                    cell.hits[j] += h
+                    cell.elements[j] += x.shape[0] * scale.width
+                if not any(hits):
+                    continue
+                cell.minibatches_with_hits += 1
+                g0 = np.asarray(grads[JAX_CONVENTIONS[0]](params, x, y))
+                for c in JAX_CONVENTIONS[1:]:
+                    if not np.array_equal(g0, np.asarray(grads[c](params, x, y))):
+                        cell.convention_differs[c] += 1
+                        if c == "relu'(0)=1" and not found:
+                            found = True
+                            cell.differ += 1
+            if progress is not None:
+                progress()
+    cell.seconds = time.perf_counter() - t0
+    return cell
+
+
 def train(scale: Scale, dtype: str, convention: str, X: Any, Y: Any, depth: int = 3) -> dict[str, Any]:
     """Measurement 3: plain SGD (learning rate 0.1) of the reference MLP in ``dtype`` with ``convention``,
     ``scale.train_epochs`` passes over 1,500 digits; the other 297 are the test set. Returns the final training
@@ -253,9 +344,12 @@ def train(scale: Scale, dtype: str, convention: str, X: Any, Y: Any, depth: int 
             "finite": all(v == v and abs(v) != float("inf") for v in losses)}
 
 
-def run(scale: Scale, progress: Callable[[str, int], None] | None = None) -> dict[str, Any]:
+def run(scale: Scale, progress: Callable[[str, int], None] | None = None, framework: str = "torch"
+        ) -> dict[str, Any]:
     """All three measurements at ``scale``; a JSON-ready record with its provenance (versions, machine, scale,
     seconds). ``progress(label, total)`` is called once per initialisation done (``total``: a cell's count).
+    ``framework="jax"``: measurements 1 and 2 in JAX (:func:`bifurcation_jax`, the same initialisations and
+    minibatches), no training run.
 
     Raises
     ------
@@ -270,16 +364,23 @@ def run(scale: Scale, progress: Callable[[str, int], None] | None = None) -> dic
     X, Y = digits()
     t0 = time.perf_counter()
     cells = []
+    measure = bifurcation if framework == "torch" else bifurcation_jax
     for dtype in scale.dtypes:
         for depth in scale.depths:
             label = f"{dtype} depth {depth}"
             tick = (lambda lb=label: progress(lb, scale.inits)) if progress is not None else None
-            cells.append(asdict(bifurcation(scale, depth, dtype, X, Y, tick)))
+            cells.append(asdict(measure(scale, depth, dtype, X, Y, tick)))
     runs = [train(scale, dtype, c, X, Y) for dtype in ("float16", "bfloat16") if dtype in scale.dtypes
-            for c in ("relu'(0)=0", "relu'(0)=1")] if scale.train_epochs > 0 else []
+            for c in ("relu'(0)=0", "relu'(0)=1")] if scale.train_epochs > 0 and framework == "torch" else []
+    if framework == "torch":
+        version = str(torch.__version__).split("+")[0]
+    else:
+        import jax
+
+        version = jax.__version__
     return {
         "schema": "kinkcheck/kinkhits/v1",
-        "environment": {"framework": "torch", "framework_version": str(torch.__version__).split("+")[0],
+        "environment": {"framework": framework, "framework_version": version,
                         "device": "cpu", "python": platform.python_version(), "platform": platform.platform(),
                         "scikit_learn": sklearn.__version__, "threads": torch.get_num_threads()},
         "scale": asdict(scale),
@@ -471,7 +572,8 @@ def render_sites(framework: str, sites: Sequence[Site], report: Any | None, vers
 def render_run(record: dict[str, Any]) -> str:
     """The reference census as Markdown: measurement 1 beside the paper, 2 and 3."""
     sc = record["scale"]
-    out = [f"Kink hits in training: torch {record['environment']['framework_version']} on the CPU, "
+    env = record["environment"]
+    out = [f"Kink hits in training: {env.get('framework', 'torch')} {env['framework_version']} on the CPU, "
            f"{sc['inits']} initialisations of width {sc['width']}, batch {sc['batch']}, {record['data']}; "
            f"{record['seconds']} s.", "",
            "| dtype | depth | initialisations whose first-layer gradient differs (ReLU'(0) = 0 vs 1) | "
@@ -484,12 +586,13 @@ def render_run(record: dict[str, Any]) -> str:
         frac = 100 * c["differ"] / c["inits"] if c["inits"] else 0.0
         out.append(f"| {c['dtype']} | {c['depth']} | {c['differ']} / {c['inits']} ({frac:.1f} %) | {ptxt} | "
                    f"{c['minibatches_with_hits']} / {c['minibatches']} | {', '.join(map(str, c['hits']))} |")
+    names = list(record["cells"][0]["convention_differs"]) if record["cells"] else []
     out += ["", "Minibatches where the first-layer gradient differs from ReLU'(0) = 0:", "",
-            "| dtype | depth | " + " | ".join(f"`{k}`" for k in CONVENTIONS[1:]) + " |",
-            "|---|---|" + "---|" * (len(CONVENTIONS) - 1)]
+            "| dtype | depth | " + " | ".join(f"`{k}`" for k in names) + " |",
+            "|---|---|" + "---|" * len(names)]
     for c in record["cells"]:
         out.append(f"| {c['dtype']} | {c['depth']} | "
-                   + " | ".join(str(c["convention_differs"][k]) for k in CONVENTIONS[1:]) + " |")
+                   + " | ".join(str(c["convention_differs"].get(k, "")) for k in names) + " |")
     if record["training"]:
         out += ["", "Training (SGD, learning rate 0.1, batch 64, 1,500 digits; test on the other 297):", "",
                 "| dtype | ReLU'(0) | epochs | final loss | test accuracy | kink hits met |", "|---|---|---|---|---|---|"]

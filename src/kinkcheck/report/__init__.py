@@ -160,10 +160,10 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     sections = {name: text.encode("utf-8") for name, text in render_section_pages(report, json_sha256=digest).items()}
     plots = {}
     measured = [k for k in report.kink_hits if k.error is None and k.cells]
-    if measured:  # the census page shows it (section.md.j2); the first measurement, by file name
+    if measured:  # the census page shows it (section.md.j2): every measurement, by file name
         from kinkcheck.report.plots import kink_hits_svg
 
-        plots[KINK_HITS_PLOT] = kink_hits_svg(measured[0]).encode("utf-8")
+        plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
     blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages, **sections, **plots,
              "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),

@@ -375,25 +375,33 @@ _DTYPE_MARKERS = {"float64": ("s", 8, "none"), "float32": ("o", 4, None), "float
 _PAPER_COLOURS = {"32 bit": "#2ca02c", "16 bit": "#d62728"}
 
 
-def kink_hits_svg(k: Any) -> str:
-    """The kink-hit census plot (a :class:`kinkcheck.report.model.KinkHits`): the % of initialisations whose
-    first-layer gradient differs between ReLU'(0) = 0 and 1, by depth, one solid line per dtype measured here,
-    and the paper's 32- and 16-bit figures dashed with hollow markers. Deterministic SVG, as the case plots."""
+#: Line style per framework of the kink-hit plot (the paper's lines are dashed).
+_FRAMEWORK_LINES = {"torch": "-", "jax": ":"}
+
+
+def kink_hits_svg(measurements: Sequence[Any]) -> str:
+    """The kink-hit census plot of :class:`kinkcheck.report.model.KinkHits` measurements: the % of
+    initialisations whose first-layer gradient differs between ReLU'(0) = 0 and 1, by depth, one line per
+    framework and dtype measured here (torch solid, JAX dotted), and the paper's 32- and 16-bit figures (from
+    the first measurement's record) dashed with hollow markers. Deterministic SVG, as the case plots."""
     _setup()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 3.2))
+    fig = Figure(figsize=(7.2, 3.4))
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    for dtype, colour in _DTYPE_COLOURS.items():
-        cells = sorted((c for c in k.cells if c.dtype == dtype), key=lambda c: c.depth)
-        if cells:
-            marker, size, face = _DTYPE_MARKERS[dtype]
-            ax.plot([c.depth for c in cells], [100 * c.differ / c.inits if c.inits else 0.0 for c in cells],
-                    marker=marker, ms=size, mfc=face, lw=1.4, color=colour, label=f"{dtype} (here)")
+    for k in measurements:
+        fw = str(k.environment.get("framework", "torch"))
+        for dtype, colour in _DTYPE_COLOURS.items():
+            cells = sorted((c for c in k.cells if c.dtype == dtype), key=lambda c: c.depth)
+            if cells:
+                marker, size, face = _DTYPE_MARKERS[dtype]
+                ax.plot([c.depth for c in cells], [100 * c.differ / c.inits if c.inits else 0.0 for c in cells],
+                        marker=marker, ms=size, mfc=face, lw=1.4, ls=_FRAMEWORK_LINES.get(fw, "-."), color=colour,
+                        label=f"{fw} {dtype}")
     for precision, colour in _PAPER_COLOURS.items():
-        row = (k.paper.get("proportions") or {}).get(precision) or {}
+        row = (measurements[0].paper.get("proportions") or {}).get(precision) or {}
         pts = sorted((int(d), v) for d, v in row.items() if v is not None)
         if pts:
             ax.plot([d for d, _ in pts], [v for _, v in pts], marker="o", mfc="white", ms=5, lw=1.0, ls="--",
