@@ -236,3 +236,30 @@ def test_the_mode_a_module_runs_in_is_said_and_eval_can_be_asked(user_module, ca
 def test_no_training_run_with_zero_epochs():
     record = hc.run(hc.Scale(depths=(1,), dtypes=("float16",), inits=1, width=4, train_epochs=0))
     assert record["training"] == [] and "Training" not in hc.render_run(record)
+
+
+def test_the_jax_census_runs_the_same_networks_and_finds_the_same_kink(monkeypatch):
+    """JAX on the initialisations PyTorch draws: with a zero first layer every pre-activation is 0 there too,
+    every initialisation differs, and jax.nn.relu takes 0 at 0 (as ReLU'(0) = 0) while jnp.maximum(x, 0.0)
+    takes ½ (it differs)."""
+    pytest.importorskip("jax", reason="JAX is not installed in this Python")
+    real_mlp = hc.mlp
+
+    def zero_first_layer(depth, width, dtype, seed):
+        layers = real_mlp(depth, width, dtype, seed)
+        with torch.no_grad():
+            layers[0].weight.zero_()
+            layers[0].bias.zero_()
+        return layers
+
+    monkeypatch.setattr(hc, "mlp", zero_first_layer)
+    scale = hc.Scale(depths=(2,), dtypes=("float32",), inits=2, width=8, batch=16)
+    X, Y = torch.ones(32, 64, dtype=torch.float64), torch.arange(32) % 10
+    cell = hc.bifurcation_jax(scale, 2, "float32", X, Y)
+    assert (cell.differ, cell.minibatches, cell.minibatches_with_hits, cell.hits[0]) == (2, 4, 4, 4 * 16 * 8), cell
+    assert cell.convention_differs["jax.nn.relu(x)"] == 0 and cell.convention_differs["jax.numpy.maximum(x, 0.0)"] == 4
+    monkeypatch.setattr(hc, "mlp", real_mlp)
+    X = torch.rand(32, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
+    cell = hc.bifurcation_jax(hc.Scale(depths=(1,), dtypes=("float64",), inits=2, width=8, batch=16), 1, "float64",
+                              X, Y)
+    assert cell.differ == 0 and sum(cell.hits) == 0, cell
