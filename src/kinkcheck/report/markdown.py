@@ -111,20 +111,24 @@ def _globals(report: Report, json_sha256: str | None) -> dict[str, Any]:
                 "kink_hits_summary": _kink_hits_summary}
 
 
-def _kink_hits_summary(k: Any) -> str:
-    """The index's paragraph on the kink-hit census: the range over depths of the % of initialisations that
-    differ, per dtype."""
+def _kink_hits_summary(measurements: Any) -> str:
+    """The index's paragraph on the kink-hit census: per measurement (framework), the range over depths of the
+    % of initialisations that differ, per dtype."""
     parts = []
-    for dtype in ("float64", "float32", "float16", "bfloat16"):
-        ps = [100 * c.differ / c.inits for c in k.cells if c.dtype == dtype and c.inits]
-        if ps:
-            lo, hi = min(ps), max(ps)
-            parts.append(f"{dtype} {lo:.0f} %" if f"{lo:.0f}" == f"{hi:.0f}" else f"{dtype} {lo:.0f}–{hi:.0f} %")
-    depths = sorted({c.depth for c in k.cells})
-    return (f"**Kink hits in training** ([`census.md`](census.md#census-kink-hits), `kinkcheck census`, torch "
-            f"{k.environment.get('framework_version', '?')}, {k.scale.get('inits', '?')} initialisations per dtype and "
-            f"depth, Bertoin et al.'s test): the initialisations whose first-layer gradient differs between ReLU'(0) "
-            f"= 0 and 1 on some minibatch, over depths {depths[0]}–{depths[-1]}: {'; '.join(parts)}.")
+    for k in measurements:
+        ranges = []
+        for dtype in ("float64", "float32", "float16", "bfloat16"):
+            ps = [100 * c.differ / c.inits for c in k.cells if c.dtype == dtype and c.inits]
+            if ps:
+                lo, hi = f"{min(ps):.0f}", f"{max(ps):.0f}"
+                ranges.append(f"{dtype} {lo} %" if lo == hi else f"{dtype} {lo}–{hi} %")
+        depths = sorted({c.depth for c in k.cells})
+        parts.append(f"{k.environment.get('framework', '?')} {k.environment.get('framework_version', '')} "
+                     f"(depths {depths[0]}–{depths[-1]}, {k.scale.get('inits', '?')} initialisations each): "
+                     + ", ".join(ranges))
+    return ("**Kink hits in training** ([`census.md`](census.md#census-kink-hits), `kinkcheck census`, Bertoin "
+            "et al.'s test): the initialisations whose first-layer gradient differs between ReLU'(0) = 0 and 1 on "
+            "some minibatch — " + "; ".join(parts) + ".")
 
 
 def _kink_hits_md(k: Any) -> str:
