@@ -157,6 +157,22 @@ def _template() -> Any:
     return env.get_template("conventions.html.j2")
 
 
+def _kink_hits(report: Report) -> dict[str, str] | None:
+    """The kink-hit census for the coverage section: its summary as text and its plot (inline SVG); None when
+    none is measured."""
+    import re
+
+    from kinkcheck.report.markdown import _kink_hits_summary
+    from kinkcheck.report.plots import kink_hits_svg
+
+    measured = [k for k in report.kink_hits if k.error is None and k.cells]
+    if not measured:
+        return None
+    text = _kink_hits_summary(measured)
+    text = re.sub(r"\*\*(.+?)\*\*", r"\1", re.sub(r"\[`(.+?)`\]\((.+?)\)", r"\1", text)).replace("`", "")
+    return {"summary": text, "svg": kink_hits_svg(measured)}
+
+
 def render_html(report: Report, catalog: Catalog, json_sha256: str | None = None) -> str:
     """The whole HTML report as one string (one file: styles, script and plots inline).
 
@@ -172,4 +188,4 @@ def render_html(report: Report, catalog: Catalog, json_sha256: str | None = None
         doc=report, view=view, idx=idx, cases=view.case_views(), plots=_plots(report, catalog),
         filter_envs=idx.measured, filter_modes=idx.modes, label_mark=LABEL_MARK, no_observation=NO_OBSERVATION,
         labels=view.labels, label_help=LABEL_HELP, mode_help=view.mode_help, case_anchor=case_anchor,
-        json_sha256=json_sha256, matplotlib_version=metadata.version("matplotlib"))
+        json_sha256=json_sha256, matplotlib_version=metadata.version("matplotlib"), kink_hits=_kink_hits(report))
