@@ -23,6 +23,7 @@ from kinkcheck.classify import same_value
 from kinkcheck.report import (
     CASES,
     FILES,
+    KINK_HITS_PLOT,
     SECTION_PAGES,
     OutputError,
     _replace_set,
@@ -164,8 +165,9 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
     """Another process, another time zone, every plot drawn anew: the same bytes (what a fresh clone gets)."""
     _render_small(tmp_path / "a", tmp_path / "cache-a", "UTC")
     _render_small(tmp_path / "b", tmp_path / "cache-b", "Pacific/Kiritimati")
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted([*FILES, *SECTION_PAGES, CASES]), \
-        "the four files, the section and case pages and nothing else (no cache, no temporary file)"
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted([*FILES, *SECTION_PAGES, KINK_HITS_PLOT,
+                                                                          CASES]), \
+        "the four files, the section and case pages, the kink-hit plot and nothing else (no cache, no temporary file)"
     pages = sorted(p.name for p in (tmp_path / "a" / CASES).iterdir())
     assert pages == ["relu-at-0.md", "where-sqrt-at-minus-1.md"], f"one page per case, nothing else: {pages}"
     for name in [*FILES, *(f"{CASES}/{p}" for p in pages)]:
