@@ -21,6 +21,7 @@ measured shard.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -549,6 +550,15 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
     python = _python_for(framework, version)
     venv = VENVS / f"probe-{framework}-{version}"
     cache = VENVS / f".cache-{framework}-{version}"
+    shards = _kinkcheck("shards")
+    # One session per virtualenv: a second `nox -s "probe(torch-2.1.2)"` (another device, another terminal) would
+    # recreate and then remove the virtualenv the first one's probe is running from.
+    in_use = contextlib.ExitStack()
+    try:
+        in_use.enter_context(shards.shard_lock(VENVS / f"{venv.name}.json"))
+    except shards.ShardBusy:
+        session.error(f"another nox session is probing {framework} {version} from {venv}; wait for it (its "
+                      "journal keeps what it measured)")
     try:
         reqs = REGISTRY[framework].requirements_for(version, device)
         reason = ((f"no {device} build of {framework} {version} on a package registry" if reqs is None else None)
@@ -578,3 +588,4 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
         if "--keep" not in session.posargs and venv.exists():
             session.log(f"removing {venv} (pass -- --keep to keep it)")
             shutil.rmtree(venv, ignore_errors=True)
+        in_use.close()

@@ -311,3 +311,33 @@ def test_a_probe_stopped_from_outside_is_not_a_failed_attempt(noxfile):
         assert noxfile._interrupted(reason), reason
     for reason in ("Returned code 2", "Returned code 1", "Returned code 137x", ""):
         assert not noxfile._interrupted(reason), reason
+
+
+def test_a_second_session_of_one_release_waits_instead_of_removing_the_first_ones_virtualenv(sandbox):
+    """Two `nox -s "probe(torch-2.1.2)"` at once (two terminals, a lane started twice): the second recreated and
+    then removed the virtualenv the first one's probe was running from, which lost its final write (stop 25).
+    Now the second stops before touching it, and the first's lock goes with its session."""
+    from kinkcheck.shards import shard_lock
+
+    noxfile, _, made = sandbox
+    lock = noxfile.VENVS / "probe-jax-0.10.2.json"
+    with shard_lock(lock):
+        with pytest.raises(AssertionError, match="another nox session is probing jax 0.10.2 from .*probe-jax-0.10.2"):
+            _run_probe(noxfile, Session("--remeasure"), "jax", "0.10.2")
+    assert not made, "no virtualenv made or removed while the other session holds it"
+    session = Session("--remeasure")
+    _run_probe(noxfile, session, "jax", "0.10.2")
+    assert made and session.runs, "once free, the session probes"
+    assert not (noxfile.VENVS / ".probe-jax-0.10.2.lock").exists(), "the session's lock is released with it"
+
+
+def test_an_unknown_device_or_one_this_platform_lacks_is_refused(sandbox):
+    noxfile, _, made = sandbox
+    with pytest.raises(AssertionError, match="unknown device 'tpu'"):
+        _run_probe(noxfile, Session("--device", "tpu"), "torch", "2.13.0")
+    from kinkcheck.platforms import host_tag
+
+    if host_tag() != "macos_arm64":  # on Apple silicon a Metal session is a real one
+        with pytest.raises(AssertionError, match="Metal exists on macOS arm64 only"):
+            _run_probe(noxfile, Session("--device", "metal"), "torch", "2.13.0")
+    assert not made
