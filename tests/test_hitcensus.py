@@ -27,28 +27,35 @@ def test_the_digits_ship_offline():
     assert tuple(X.shape) == (1797, 64) and float(X.max()) == 1.0 and set(Y.tolist()) == set(range(10))
 
 
-def test_an_initialisation_on_the_kink_differs_and_one_off_it_does_not(monkeypatch):
-    """A zero first layer puts every first-layer pre-activation at 0: every initialisation differs
-    (ReLU'(0) = 0 vs 1, and ½), and torch.relu agrees with ReLU'(0) = 0. Random inputs in float64 never sit
-    at 0: nothing differs and no backward pass is run."""
+@pytest.fixture()
+def zero_first_layer(monkeypatch):
+    """hc.mlp with its first layer zeroed (every first-layer pre-activation exactly 0); hc.mlp itself back
+    with ``restore()``."""
     real_mlp = hc.mlp
 
-    def zero_first_layer(depth, width, dtype, seed):
+    def zeroed(depth, width, dtype, seed):
         layers = real_mlp(depth, width, dtype, seed)
         with torch.no_grad():
             layers[0].weight.zero_()
             layers[0].bias.zero_()
         return layers
 
+    monkeypatch.setattr(hc, "mlp", zeroed)
+    return lambda: monkeypatch.setattr(hc, "mlp", real_mlp)
+
+
+def test_an_initialisation_on_the_kink_differs_and_one_off_it_does_not(zero_first_layer):
+    """A zero first layer puts every first-layer pre-activation at 0: every initialisation differs
+    (ReLU'(0) = 0 vs 1, and ½), and torch.relu agrees with ReLU'(0) = 0. Random inputs in float64 never sit
+    at 0: nothing differs and no backward pass is run."""
     scale = hc.Scale(depths=(2,), dtypes=("float32",), inits=3, width=8, batch=16)
     X, Y = torch.ones(32, 64, dtype=torch.float64), torch.arange(32) % 10
-    monkeypatch.setattr(hc, "mlp", zero_first_layer)
     cell = hc.bifurcation(scale, 2, "float32", X, Y)
     assert (cell.differ, cell.inits, cell.minibatches, cell.minibatches_with_hits) == (3, 3, 6, 6), cell
     assert cell.hits[0] == 6 * 16 * 8, "every first-layer pre-activation of every minibatch is 0"
     assert cell.convention_differs["torch.relu(x)"] == 0, "torch.relu'(0) = 0"
     assert cell.convention_differs["relu'(0)=1"] == 6 and cell.convention_differs["relu'(0)=0.5"] == 6
-    monkeypatch.setattr(hc, "mlp", real_mlp)
+    zero_first_layer()  # hc.mlp itself again
     X = torch.rand(32, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
     cell = hc.bifurcation(hc.Scale(depths=(2,), dtypes=("float64",), inits=2, width=8, batch=16), 2, "float64",
                           X, Y)
@@ -238,27 +245,17 @@ def test_no_training_run_with_zero_epochs():
     assert record["training"] == [] and "Training" not in hc.render_run(record)
 
 
-def test_the_jax_census_runs_the_same_networks_and_finds_the_same_kink(monkeypatch):
+def test_the_jax_census_runs_the_same_networks_and_finds_the_same_kink(zero_first_layer):
     """JAX on the initialisations PyTorch draws: with a zero first layer every pre-activation is 0 there too,
     every initialisation differs, and jax.nn.relu takes 0 at 0 (as ReLU'(0) = 0) while jnp.maximum(x, 0.0)
     takes ½ (it differs)."""
     pytest.importorskip("jax", reason="JAX is not installed in this Python")
-    real_mlp = hc.mlp
-
-    def zero_first_layer(depth, width, dtype, seed):
-        layers = real_mlp(depth, width, dtype, seed)
-        with torch.no_grad():
-            layers[0].weight.zero_()
-            layers[0].bias.zero_()
-        return layers
-
-    monkeypatch.setattr(hc, "mlp", zero_first_layer)
     scale = hc.Scale(depths=(2,), dtypes=("float32",), inits=2, width=8, batch=16)
     X, Y = torch.ones(32, 64, dtype=torch.float64), torch.arange(32) % 10
     cell = hc.bifurcation_jax(scale, 2, "float32", X, Y)
     assert (cell.differ, cell.minibatches, cell.minibatches_with_hits, cell.hits[0]) == (2, 4, 4, 4 * 16 * 8), cell
     assert cell.convention_differs["jax.nn.relu(x)"] == 0 and cell.convention_differs["jax.numpy.maximum(x, 0.0)"] == 4
-    monkeypatch.setattr(hc, "mlp", real_mlp)
+    zero_first_layer()  # hc.mlp itself again
     X = torch.rand(32, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
     cell = hc.bifurcation_jax(hc.Scale(depths=(1,), dtypes=("float64",), inits=2, width=8, batch=16), 1, "float64",
                               X, Y)

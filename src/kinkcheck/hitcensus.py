@@ -177,6 +177,27 @@ class Cell:
     def fraction(self) -> float:
         return self.differ / self.inits if self.inits else 0.0
 
+    def count_minibatch(self, hits: Sequence[int], rows: int, width: int) -> bool:
+        """Add one minibatch's kink hits per hidden layer; whether any pre-activation was exactly 0 (without
+        one every convention gives the same gradient, bit for bit, and :meth:`compare` is not needed)."""
+        self.minibatches += 1
+        for j, h in enumerate(hits):
+            self.hits[j] += h
+            self.elements[j] += rows * width
+        self.minibatches_with_hits += any(hits)
+        return any(hits)
+
+    def compare(self, differs: dict[str, bool], found: bool) -> bool:
+        """Count the conventions whose first-layer gradient differs from ReLU'(0) = 0 on one minibatch; the
+        initialisation differs (counted once) from the first minibatch where ReLU'(0) = 1 does. Returns
+        whether it differs by now."""
+        for c, d in differs.items():
+            self.convention_differs[c] += d
+        if differs.get("relu'(0)=1") and not found:
+            self.differ += 1
+            return True
+        return found
+
 
 def bifurcation(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
                 progress: Callable[[], None] | None = None) -> Cell:
@@ -196,20 +217,11 @@ def bifurcation(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
             x, y = Xd[idx], Y[idx]
             with torch.no_grad():
                 _, hits = _forward(layers, x, ref)
-            cell.minibatches += 1
-            for j, h in enumerate(hits):
-                cell.hits[j] += h
-                cell.elements[j] += x.shape[0] * scale.width
-            if not any(hits):
-                continue  # no pre-activation at 0: every convention gives the same gradient, bit for bit
-            cell.minibatches_with_hits += 1
+            if not cell.count_minibatch(hits, x.shape[0], scale.width):
+                continue
             g0 = _first_grad(layers, x, y, ref)
-            for c, act in acts.items():
-                if not torch.equal(g0, _first_grad(layers, x, y, act)):
-                    cell.convention_differs[c] += 1
-                    if c == "relu'(0)=1" and not found:
-                        found = True
-                        cell.differ += 1
+            found = cell.compare({c: not torch.equal(g0, _first_grad(layers, x, y, act)) for c, act in acts.items()},
+                                 found)
         if progress is not None:
             progress()
     cell.seconds = time.perf_counter() - t0
@@ -286,21 +298,11 @@ def bifurcation_jax(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
             found = False
             for idx in _minibatches(len(X), scale.batch, scale.passes, seed):
                 x, y = Xd[idx.numpy()], jnp.asarray(Yn[idx.numpy()])
-                hits = [int(h) for h in count(params, x)]
-                cell.minibatches += 1
-                for j, h in enumerate(hits):
-                    cell.hits[j] += h
-                    cell.elements[j] += x.shape[0] * scale.width
-                if not any(hits):
+                if not cell.count_minibatch([int(h) for h in count(params, x)], x.shape[0], scale.width):
                     continue
-                cell.minibatches_with_hits += 1
                 g0 = np.asarray(grads[JAX_CONVENTIONS[0]](params, x, y))
-                for c in JAX_CONVENTIONS[1:]:
-                    if not np.array_equal(g0, np.asarray(grads[c](params, x, y))):
-                        cell.convention_differs[c] += 1
-                        if c == "relu'(0)=1" and not found:
-                            found = True
-                            cell.differ += 1
+                found = cell.compare({c: not np.array_equal(g0, np.asarray(grads[c](params, x, y)))
+                                      for c in JAX_CONVENTIONS[1:]}, found)
             if progress is not None:
                 progress()
     cell.seconds = time.perf_counter() - t0
