@@ -77,7 +77,8 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "torch.relu(x)", "--at", "x=0", "--mode", "jit"], "unknown mode 'jit'"),
         (["grad", "jax.nn.relu(x)", "--at", "x=0", "--mode", "sideways"], "unknown mode 'sideways'"),
         (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--mode", "jit"], "unknown mode 'jit' for torch"),
-        (["probe", "--out-dir", "/nonexistent-dir"], "not a folder"),
+        (["probe", "--out-dir", "/nonexistent-dir"], "--out-dir /nonexistent-dir: no such folder"),
+        (["probe", "--out-dir", "README.md"], "--out-dir README.md: not a folder"),
         (["probe", "--framework", "torch"], "exactly one of --out"),
         (["grad", "torch.relu(x)"], "required: --at"),
         # issue 10: numbers beyond float64, in --at (scalars, lists, > 4300 digits) and in the expression
