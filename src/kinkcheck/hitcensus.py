@@ -1,6 +1,7 @@
 """``kinkcheck census``: does the convention at a kink matter in training? Kink hits counted in real networks.
 
-Three measurements, all with PyTorch on the CPU (the reference network is a PyTorch MLP, as in the paper):
+Three measurements on the CPU, the reference network a PyTorch MLP as in the paper (``framework="jax"``: the
+same initialisations and minibatches in JAX under ``jax.jit`` for 1 and 2, :func:`bifurcation_jax`):
 
 1. **Bifurcation by precision and depth** — the experiment of Bertoin, Bolte, Gerchinovitz and Pauwels
    ("Numerical influence of ReLU'(0) on backpropagation", NeurIPS 2021; deel-ai/relu-prime,
