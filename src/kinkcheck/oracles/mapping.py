@@ -281,6 +281,7 @@ def _torch_table() -> dict[str, Entry]:
     t["torch.sort"] = _h("input, dim=-1, descending=False, stable=False, *, out=None", "sort", "pair")
     t["torch.Tensor.sort"] = _h("self, dim=-1, descending=False, stable=False", "sort", "pair")
     t["torch.msort"] = _h("input, *, out=None", "msort")
+    t["torch.Tensor.msort"] = _h("self", "msort")
     t["torch.topk"] = _h("input, k, dim=-1, largest=True, sorted=True, *, out=None", "topk")
     t["torch.Tensor.topk"] = _h("self, k, dim=-1, largest=True, sorted=True", "topk")
     # norms and distances
@@ -333,6 +334,52 @@ def _torch_table() -> dict[str, Entry]:
     t["torch.matmul"] = _h("input, other, *, out=None", "matmul")
     t["torch.Tensor.matmul"] = _h("self, other", "matmul")
     t["torch.dot"] = t["torch.inner"] = t["torch.mv"] = t["torch.mm"] = t["torch.matmul"]
+    # the functions of the census's cases (issue 14)
+    prelu = "Piecewise((input, input > 0), (weight * input, True))"
+    t[F + "prelu"] = t["torch.prelu"] = _e("input, weight", prelu)
+    t["torch.Tensor.prelu"] = _e("self, weight", _rename(prelu, {"input": "self"}))
+    t["torch.celu"] = _e("input, alpha=1.0", t[F + "celu"].form)
+    t["torch.logit"] = t["torch.special.logit"] = _h("input, eps=None, *, out=None", "logit")
+    t["torch.Tensor.logit"] = _h("self, eps=None", "logit")
+    t["torch.masked_fill"] = _h("input, mask, value", "masked_fill")
+    t["torch.Tensor.masked_fill"] = _h("self, mask, value", "masked_fill")
+    t["torch.fix"] = t["torch.trunc"]
+    t["torch.Tensor.fix"] = t["torch.Tensor.trunc"]
+    t["torch.Tensor.frac"] = _e("self", "self - sign(self) * floor(Abs(self))")
+    t["torch.special.round"] = t["torch.round"]
+    division = {"param": "rounding_mode", None: "input / other", "floor": "floor(input / other)",
+                "trunc": "trunc(input / other)"}
+    t["torch.div"] = t["torch.divide"] = _e("input, other, *, rounding_mode=None, out=None", division)
+    t["torch.Tensor.div"] = t["torch.Tensor.divide"] = _e(
+        "self, other, *, rounding_mode=None", {k: _rename(v, {"input": "self"}) for k, v in division.items()})
+    t["torch.floor_divide"] = _e("input, other, *, out=None", "floor(input / other)")
+    t["torch.Tensor.floor_divide"] = _e("self, other", "floor(self / other)")
+    # real inputs only: the angle of a real number is 0 or pi (torch.angle's docs)
+    t["torch.angle"] = _e("input, *, out=None", "Piecewise((pi, input < 0), (0, True))")
+    t["torch.Tensor.angle"] = _e("self", "Piecewise((pi, self < 0), (0, True))")
+    t["torch.special.entr"] = _e("input, *, out=None", "-xlogy(input, input)")
+    for n in ("cummax", "cummin", "logcumsumexp"):
+        red = {"cummax": "max", "cummin": "min"}.get(n, "logsumexp")
+        t[f"torch.{n}"] = _h("input, dim, *, out=None", "cumulative", red)
+        t[f"torch.Tensor.{n}"] = _h("self, dim", "cumulative", red)
+    t["torch.std"] = _h("input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None", "std", "std")
+    t["torch.Tensor.std"] = _h("self, dim=None, unbiased=None, keepdim=False, *, correction=None", "std", "std")
+    t["torch.std_mean"] = _h("input, dim=None, unbiased=None, keepdim=False, *, correction=None", "std", "std_mean")
+    t[F + "hinge_embedding_loss"] = _h(
+        "input, target, margin=1.0, size_average=None, reduce=None, reduction='mean'", "loss",
+        "Piecewise((Max(0, margin - input), Eq(target, -1)), (input, Eq(target, 1)), "
+        "(Max(0, margin - input) + input, True))")
+    t[F + "margin_ranking_loss"] = _h(
+        "input1, input2, target, margin=0, size_average=None, reduce=None, reduction='mean'", "loss",
+        "Max(0, -target * (input1 - input2) + margin)")
+    t[F + "kl_div"] = _h("input, target, size_average=None, reduce=None, reduction='mean', log_target=False", "loss",
+                         {"param": "log_target", False: "xlogy(target, target) - target * input",
+                          True: "exp(target) * (target - input)"})
+    # log clamped at -100 (torch's binary_cross_entropy docs); a weight is not mapped
+    t[F + "binary_cross_entropy"] = _h(
+        "input, target, weight=None, size_average=None, reduce=None, reduction='mean'", "loss",
+        {"param": "weight", None: "-(target * Piecewise((-100, input <= exp(-100)), (log(input), True)) + (1 - target)"
+                                  " * Piecewise((-100, 1 - input <= exp(-100)), (log(1 - input), True)))"})
     return t
 
 
@@ -453,6 +500,37 @@ def _jax_table() -> dict[str, Entry]:
                                                               "matmul")
     t[jnp + "vdot"] = _h("a, b, *, precision=None, preferred_element_type=None", "vdot")
     t["jax.Array.dot"] = _h("self, b, *, precision=None, preferred_element_type=None", "matmul")
+    # the functions of the census's cases (issue 14)
+    for n in ("asin", "acos", "asinh", "acosh", "atanh", "sinh", "cosh"):
+        t[lax + n] = _e("x", f"{n}(x)")
+    t[jnp + "cbrt"] = _e("x, /", "sign(x) * Abs(x) ** (1 / 3)")
+    t[lax + "cbrt"] = _e("x, *, accuracy=None", {"param": "accuracy", None: "sign(x) * Abs(x) ** (1 / 3)"})
+    t[jnp + "float_power"] = _e("x, y, /", "x ** y")
+    t[jnp + "mod"] = t[jnp + "remainder"]
+    t[jnp + "floor_divide"] = _e("x1, x2, /", "floor(x1 / x2)")
+    t[jnp + "divmod"] = _h("x1, x2, /", "tuple", ("floor(x1 / x2)", "x1 - x2 * floor(x1 / x2)"))
+    t[jnp + "modf"] = _h("x, /, out=None", "tuple", ("x - trunc(x)", "trunc(x)"))
+    t[jnp + "angle"] = _e("z, deg=False", {"param": "deg", False: "Piecewise((pi, z < 0), (0, True))",
+                                           True: "Piecewise((180, z < 0), (0, True))"})
+    t["jax.scipy.special.entr"] = _e("x", "-xlogy(x, x)")
+    t["jax.scipy.special.rel_entr"] = _e("p, q", "xlogy(p, p) - xlogy(p, q)")
+    t["jax.scipy.special.kl_div"] = _e("p, q", "xlogy(p, p) - xlogy(p, q) - p + q")
+    t["jax.scipy.special.logit"] = _e("x", "log(x / (1 - x))")
+    t[nn + "sparse_sigmoid"] = _e("x", "Min(Max(x + 1, 0), 2) / 2")
+    t[nn + "logsumexp"] = t["jax.scipy.special.logsumexp"]
+    t[nn + "logmeanexp"] = _r("x, axis=None, where=None, keepdims=False", "logmeanexp")
+    t[jnp + "ptp"] = _r("a, axis=None, out=None, keepdims=False", "ptp")
+    t["jax.Array.ptp"] = _r("self, axis=None, out=None, keepdims=False", "ptp")
+    t[lax + "reduce_max"] = _r("operand, axes", "max")
+    t[lax + "reduce_min"] = _r("operand, axes", "min")
+    for n, red in (("cummax", "max"), ("cummin", "min"), ("cumlogsumexp", "logsumexp")):
+        t[lax + n] = _h("operand, axis=0, reverse=False", "cumulative", red)
+    std = "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None"
+    t[jnp + "std"] = t[jnp + "nanstd"] = _h(std, "std", "std")
+    t["jax.Array.std"] = _h(std.replace("a,", "self,").replace(" mean=None,", ""), "std", "std")
+    t[lax + "select"] = _h("pred, on_true, on_false", "select")
+    t[lax + "select_n"] = _h("which, *cases", "select_n")
+    t[jnp + "select"] = _h("condlist, choicelist, default=0", "jnp_select")
     return t
 
 
@@ -792,6 +870,8 @@ _REDUCERS: dict[str, Callable[[list[Any]], Any]] = {
     "max": lambda xs: sympy.Max(*map(_numeric, xs)),
     "min": lambda xs: sympy.Min(*map(_numeric, xs)),
     "logsumexp": lambda xs: sympy.log(sympy.Add(*[sympy.exp(_numeric(x)) for x in xs])),
+    "logmeanexp": lambda xs: sympy.log(sympy.Add(*[sympy.exp(_numeric(x)) for x in xs]) / len(xs)),
+    "ptp": lambda xs: sympy.Max(*map(_numeric, xs)) - sympy.Min(*map(_numeric, xs)),
 }
 
 
@@ -1119,7 +1199,7 @@ def _call(name: str, args: list[Any], kwargs: dict[str, Any], ctx: _Ctx) -> Any:
     if entry.kind == "reduce":
         first = next(iter(bound))
         a = _arr(bound[first], name)
-        dim = bound.get("dim", bound.get("axis"))
+        dim = bound.get("dim", bound.get("axis", bound.get("axes")))
         keep = bool(bound.get("keepdim", bound.get("keepdims", False)))
         if bound.get("where") is not None or bound.get("initial") is not None or bound.get("b") is not None:
             raise Unmapped(name, "where=/initial=/b= arguments")
@@ -1137,8 +1217,8 @@ def _elementwise(name: str, entry: Entry, bound: dict[str, Any]) -> np.ndarray:
         choices = [k for k in form if k != "param"]
         # True == 1 in a dict: the key must also have the argument's type (approximate=True is not decimals=1)
         key = next((k for k in choices if k == value and type(k) is type(value)), None) \
-            if isinstance(value, (str, bool, int)) else None
-        if key is None:
+            if isinstance(value, (str, bool, int, type(None))) else None
+        if key is None and not (value is None and None in choices):
             shown = "a tensor" if isinstance(value, np.ndarray) else repr(value)
             raise Unmapped(name, f"{form['param']}={shown} (mapped: {', '.join(repr(k) for k in choices)})")
         form = form[key]
@@ -1247,7 +1327,7 @@ def _h_sort(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
 
 
 def _h_msort(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
-    return _order_stats(_arr(b["input"], name), 0, False, lambda n: list(range(1, n + 1)), name)
+    return _order_stats(_arr(next(iter(b.values())), name), 0, False, lambda n: list(range(1, n + 1)), name)
 
 
 def _h_topk(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
@@ -1659,12 +1739,101 @@ def _h_reduce_window(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> A
     return _windows(a, ranges, _REDUCERS[red])
 
 
+def _h_logit(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``logit(x, eps)``: the input clamped to [eps, 1 - eps] first (torch.logit's docs)."""
+    first = next(iter(b))
+    eps = b["eps"]
+    form = "log(x / (1 - x))" if eps is None else \
+        "log(Min(Max(x, eps), 1 - eps) / (1 - Min(Max(x, eps), 1 - eps)))"
+    return _elementwise(name, Entry("x, eps", "elementwise", form), {"x": b[first], "eps": eps})
+
+
+def _h_masked_fill(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    first = next(iter(b))
+    return _where(b["mask"], b["value"], b[first])
+
+
+def _h_tuple(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """A function returning a tuple of elementwise results (``divmod``, ``modf``)."""
+    return tuple(_elementwise(name, Entry(entry.signature, "elementwise", f), b) for f in entry.form)
+
+
+def _h_cumulative(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """A cumulative reduction along one axis: element i is the reduction of elements 0..i (reverse: i..n-1).
+    torch.cummax/cummin return ``(values, indices)``."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    axis = _dims(b.get("dim", b.get("axis")), a.ndim, name)[0]
+    moved = np.moveaxis(a, axis, -1)
+    fn, n = _REDUCERS[entry.form], moved.shape[-1]
+    out = np.empty(moved.shape, dtype=object)
+    for idx in np.ndindex(*moved.shape[:-1]):
+        row = list(moved[idx])
+        for i in range(n):
+            out[idx + (i,)] = fn(row[i:] if b.get("reverse") else row[: i + 1])
+    values = np.moveaxis(out, -1, axis)
+    return _Pair(values, _Indices(name)) if name.startswith("torch.") and entry.form != "logsumexp" else values
+
+
+def _h_std(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """Standard deviation with ``correction`` (torch; jax's ``ddof``); torch's default corrects by 1, numpy's
+    by 0. ``std_mean`` returns ``(std, mean)``."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    if b.get("where") is not None or b.get("mean") is not None:
+        raise Unmapped(name, "where=/mean= arguments")
+    dim, unbiased = b.get("dim", b.get("axis")), b.get("unbiased")
+    if isinstance(dim, bool):  # torch.std(input, unbiased) overload
+        dim, unbiased = None, dim
+    corr = b.get("correction")
+    if corr is None:
+        corr = b.get("ddof", 0 if unbiased is False else 1)
+    corr = _static_number(corr, name)
+    keep = bool(b.get("keepdim", b.get("keepdims", False)))
+    dims = _dims(dim, a.ndim, name)
+
+    def std(xs: list[Any]) -> Any:
+        xs = [_numeric(x) for x in xs]
+        m = sympy.Add(*xs) / len(xs)
+        return sympy.sqrt(sympy.Add(*[(x - m) ** 2 for x in xs]) / (len(xs) - corr))
+
+    out = _reduce(a, dims, keep, std)
+    return (out, _reduce(a, dims, keep, _REDUCERS["mean"])) if entry.form == "std_mean" else out
+
+
+def _h_select(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    return _where(b["pred"], b["on_true"], b["on_false"])
+
+
+def _h_select_n(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``select_n(which, case0, case1)``: case1 where ``which`` is true (or 1); more than two cases unmapped."""
+    cases = b["cases"]
+    if len(cases) != 2:
+        raise Unmapped(name, f"{len(cases)} cases (mapped: 2)")
+    return _where(b["which"], cases[1], cases[0])
+
+
+def _h_jnp_select(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``jnp.select``: the choice of the first true condition, else ``default``."""
+    conds, choices = b["condlist"], b["choicelist"]
+    if not isinstance(conds, (list, tuple)) or not isinstance(choices, (list, tuple)) or len(conds) != len(choices):
+        raise Unmapped(name, "condlist and choicelist must be lists of one length")
+    out = b["default"]
+    for cond, choice in reversed(list(zip(conds, choices))):
+        out = _where(cond, choice, out)
+    return out
+
+
 _HANDLERS: dict[str, Callable[[str, Entry, dict[str, Any], _Ctx], Any]] = {
     "where": _h_where, "where_method": _h_where_method, "asarray": _h_asarray, "torch_minmax": _h_torch_minmax,
     "argext": _h_argext, "sort": _h_sort, "msort": _h_msort, "topk": _h_topk, "kthvalue": _h_kthvalue,
     "torch_median": _h_torch_median, "jnp_median": _h_jnp_median, "quantile": _h_quantile,
     "vector_norm": _h_vector_norm, "matrix_norm": _h_matrix_norm, "linalg_norm": _h_linalg_norm,
     "torch_norm": _h_torch_norm, "dist": _h_dist, "cdist": _h_cdist, "pairwise_distance": _h_pairwise_distance,
+    "logit": _h_logit, "masked_fill": _h_masked_fill, "tuple": _h_tuple, "cumulative": _h_cumulative,
+    "std": _h_std, "select": _h_select, "select_n": _h_select_n, "jnp_select": _h_jnp_select,
     "loss": _h_loss, "softmax": _h_softmax, "reshape": _h_reshape, "flatten": _h_flatten, "stack": _h_stack,
     "cat": _h_stack, "squeeze": _h_squeeze, "unsqueeze": _h_unsqueeze, "transpose2": _h_transpose2,
     "swapaxes": _h_swapaxes, "matmul": _h_matmul, "vdot": _h_vdot, "max_pool": _h_max_pool,
