@@ -84,6 +84,9 @@ def test_hash_is_stable_and_content_based(tmp_path):
         ("".join(f"[[case]]\nid='{i}'\nsympy='Max(x, 0)'\nat={{x=0}}\n[case.programs]\ntorch=['torch.relu(x)']\n"
                  "jax=['jax.nn.relu(x)']\n" for i in ("relu@(0)", "relu@[0]")),
          "case ids 'relu@(0)' and 'relu@[0]' read the same in a report page name and anchor ('relu-at-0')"),
+        (("[[case]]\nid='a'\nsympy='Max(x, 0)'\nat={x=0}\n[case.programs]\ntorch=['torch.relu(x)']\n"
+          "jax=['jax.nn.relu(x * 2)', 'jax.nn.relu(x + 2)']\n"),
+         "jax programs 'jax.nn.relu(x * 2)' and 'jax.nn.relu(x + 2)' read the same in a report anchor"),
         ("[[case\n", "not valid TOML"),
     ],
 )
@@ -289,3 +292,12 @@ def test_with_staged_appends_the_staged_cases_and_keeps_the_catalogs_hash(tmp_pa
     assert staged_case_ids(broken.path) == frozenset(), "unreadable: no staged ids (the report only tells them apart)"
     with pytest.raises(CatalogError, match="not valid TOML"):
         with_staged(broken)
+
+
+def test_comparisons_of_two_characters_name_their_own_rows():
+    """x > 0 and x >= 0 are two programs (the staged case cond@0 has both): their row anchors differ."""
+    from kinkcheck.anchors import program_slug
+
+    gt, ge = (program_slug(f"jax.lax.cond(x {op} 0, jax.numpy.positive, jax.numpy.zeros_like, x)") for op in (">", ">="))
+    assert gt != ge and ge == "jax-lax-cond-x-ge-0-jax-numpy-positive-jax-numpy-zeros-like-x", (gt, ge)
+    assert program_slug("torch.where(x > 0, x, 0.0)") == "torch-where-x-0-x-0-0", "one-character comparisons as before"

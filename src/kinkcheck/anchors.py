@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["slug"]
+__all__ = ["program_slug", "slug"]
 
 
 @lru_cache(maxsize=1 << 16)  # the same environment ids and programs recur in every row
@@ -35,3 +35,17 @@ def slug(text: str) -> str:
         if not ch.isspace():
             prev = ch
     return re.sub(r"-+", "-", "".join(out)).strip("-") or "x"
+
+
+#: Two-character comparisons read as words in a program's slug: ``x > 0`` and ``x >= 0`` must name two rows.
+_COMPARISONS = ((">=", " ge "), ("<=", " le "), ("==", " eq "), ("!=", " ne "))
+
+
+@lru_cache(maxsize=1 << 16)
+def program_slug(text: str) -> str:
+    """:func:`slug` of a program's text, with ``>=``, ``<=``, ``==``, ``!=`` read as ``ge``, ``le``, ``eq``, ``ne``
+    (``jax.lax.cond(x > 0, …)`` and ``jax.lax.cond(x >= 0, …)`` → ``…-x-0-…`` and ``…-x-ge-0-…``); the catalog
+    refuses two programs of one case and framework that still read the same."""
+    for op, word in _COMPARISONS:
+        text = text.replace(op, word)
+    return slug(text)

@@ -20,7 +20,7 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck import registry
-from kinkcheck.anchors import slug
+from kinkcheck.anchors import program_slug, slug
 
 __all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "STAGED_DIR", "Case", "Catalog", "CatalogError", "Program", "default_catalog_path",
            "forget_loaded", "load_catalog", "staged_case_ids", "staged_path", "with_staged"]
@@ -443,6 +443,14 @@ def _parse(path: str, only: frozenset[str] | None = None) -> Catalog:
         if other != i:
             raise CatalogError(f"catalog {path}: case ids {other!r} and {i!r} read the same in a report page name "
                                f"and anchor ({slug(i)!r}): rename one")
+    for c in cases:  # each program's row has an anchor named by its slug
+        rows: dict[tuple[str, str], str] = {}
+        for prog in c.programs:
+            other = rows.setdefault((prog.framework, program_slug(prog.id)), prog.id)
+            if other != prog.id:
+                raise CatalogError(f"catalog {path}: case {c.id!r}: {prog.framework} programs {other!r} and "
+                                   f"{prog.id!r} read the same in a report anchor "
+                                   f"({program_slug(prog.id)!r}): rewrite one")
     # Hash the parsed content, not the bytes: comments and layout do not make shards stale.
     canon = json.dumps(data if not files else {**data, "programs": files}, sort_keys=True, separators=(",", ":"),
                        default=str)

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from kinkcheck.anchors import slug
+from kinkcheck.anchors import program_slug, slug
 from kinkcheck.classify import LABELS, same_value
 from kinkcheck.frameworks.base import MODE_INFO, MODES, flatten
 from kinkcheck.report.model import (
@@ -143,6 +143,27 @@ def mark(label: str | None) -> Mark:
 
 
 
+#: The pages of the mode, dtype and device disagreements (each under a code host's page size at 169 cases):
+#: file stem → title. The first holds the introduction.
+MODE_PAGES: dict[str, str] = {
+    "mode-disagreements": "by mode (functional, forward), device and platform",
+    "compiled-disagreements": "compiled, jit and vmap against eager",
+    "dtype-disagreements": "float32 and float16 against float64",
+    "bfloat16-disagreements": "bfloat16 against float64",
+}
+
+
+def mode_page(comparison: str) -> str:
+    """The :data:`MODE_PAGES` stem a comparison (``"reverse vs forward"``, ``"float64 vs float16"``) is shown on."""
+    if comparison.startswith("float64 vs bfloat16"):
+        return "bfloat16-disagreements"
+    if comparison.startswith("float64 vs"):
+        return "dtype-disagreements"
+    if comparison in ("eager vs compiled", "grad vs jit", "unbatched vs vmap"):
+        return "compiled-disagreements"
+    return "mode-disagreements"
+
+
 def case_anchor(case_id: str) -> str:
     """``case-<slug>``: the anchor of a case (on its page, in the HTML, and in the index's list of cases)."""
     return f"case-{slug(case_id)}"
@@ -159,7 +180,7 @@ def case_file(case_id: str) -> str:
 
 def row_anchor(case_id: str, framework: str, program: str) -> str:
     """``case-<slug>--<framework>-<slug of program>``: the anchor of a program's row."""
-    return f"case-{slug(case_id)}--{framework}-{slug(program)}"
+    return f"case-{slug(case_id)}--{framework}-{program_slug(program)}"
 
 
 def mode_anchor(case_id: str, framework: str, program: str, mode: str) -> str:
@@ -260,6 +281,12 @@ def oracle_reason(oracle: Oracle) -> str:
 def md_cell(text: Any) -> str:
     """Text safe inside one Markdown table cell: pipes escaped, newlines folded."""
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def md_prose(text: Any) -> str:
+    """A paragraph of Markdown (a case's note): a line that begins with ``|`` (``|R00| is …``) has it escaped,
+    so no Markdown reader takes the line for a table row."""
+    return re.sub(r"(?m)^(\s*)\|", r"\1\\|", str(text))
 
 
 def md_text(text: Any) -> str:
@@ -490,11 +517,13 @@ class ReportView:
     def mode_help(self) -> dict[str, str]:
         return {m: MODE_INFO[m] for m in MODES}
 
-    def mode_groups(self) -> list[tuple[str, list[ModeRow]]]:
-        """Mode, dtype and device disagreements grouped by comparison, first-seen order."""
+    def mode_groups(self, page: str | None = None) -> list[tuple[str, list[ModeRow]]]:
+        """Mode, dtype and device disagreements grouped by comparison, first-seen order; ``page`` keeps the
+        comparisons shown on that page (:data:`MODE_PAGES`, :func:`mode_page`)."""
         groups: dict[str, list[ModeRow]] = {}
         for r in self.report.mode_disagreements.rows:
-            groups.setdefault(r.comparison, []).append(r)
+            if page is None or mode_page(r.comparison) == page:
+                groups.setdefault(r.comparison, []).append(r)
         return list(groups.items())
 
     def changed_in_counts(self) -> list[tuple[str, dict[str, int]]]:
@@ -533,6 +562,26 @@ class ReportView:
     def changed_in(self, kind: str) -> list[ChangedIn]:
         """*Changed in* rows of ``kind`` (``"convention"``, ``"raises"`` or ``"availability"``), report order."""
         return [c for c in self.report.changed_in if c.kind == kind]
+
+    @staticmethod
+    def mode_row_groups(rows: list[ModeRow]) -> list[tuple[ModeRow, list[str]]]:
+        """Mode rows that differ only by program (several spellings of one function failing alike), as one row
+        each: ``(first row, programs)``, first-seen order."""
+        groups: dict[str, tuple[ModeRow, list[str]]] = {}
+        for r in rows:
+            key = msgspec.json.encode(msgspec.structs.replace(r, program="")).decode()
+            groups.setdefault(key, (r, []))[1].append(r.program)
+        return list(groups.values())
+
+    def program_groups(self, kind: str) -> list[tuple[ChangedIn, list[str]]]:
+        """*Changed in* rows of ``kind`` that differ only by program, as one row each: ``(first row, programs)``,
+        report order (a release that made a dtype raise in many programs of one case is one row)."""
+        groups: dict[tuple[Any, ...], tuple[ChangedIn, list[str]]] = {}
+        for c in self.changed_in(kind):
+            key = (c.framework, c.device, c.from_version, c.to_version, c.change, tuple(c.cases), tuple(c.modes),
+                   tuple(c.dtypes))
+            groups.setdefault(key, (c, []))[1].append(c.program)
+        return list(groups.values())
 
     def availability_groups(self) -> list[dict[str, Any]]:
         """Availability changes (*Changed in* rows of kind ``"availability"``) that share framework, device,
