@@ -21,6 +21,7 @@ from kinkcheck.report.view import (
     DTYPE_SHORT,
     LABEL_HELP,
     LABEL_MARK,
+    MODE_PAGES,
     NO_OBSERVATION,
     Cell,
     Face,
@@ -33,6 +34,7 @@ from kinkcheck.report.view import (
     jinja_environment,
     mark,
     md_cell,
+    md_prose,
     md_text,
     report_view,
 )
@@ -41,8 +43,10 @@ __all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_sect
 
 #: The index's long sections, each on a page of its own beside it (a code host renders pages up to a few
 #: hundred KB; with nine frameworks these tables alone are twice that).
-SECTION_PAGES: tuple[str, ...] = ("changed-in.md", "disagreements-within.md", "mode-disagreements.md",
-                                  "census.md")
+SECTION_PAGES: tuple[str, ...] = (
+    "changed-in.md", "changed-in-raises.md", "disagreements-within.md", "disagreements-across.md",
+    "mode-disagreements.md", "compiled-disagreements.md", "dtype-disagreements.md", "bfloat16-disagreements.md",
+    "census.md")
 
 
 def _face(face: Face | None) -> str:
@@ -88,7 +92,7 @@ def _verdicts(verdicts: list[Verdict]) -> str:
 
 def _brief(b: Brief) -> str:
     """A mode-disagreement side: ``value label`` or the status and message, and the rounded input."""
-    text = f"{fmt_value(b.value)} {b.label}" if b.status == "ok" else f"{b.status}: {(b.error or '')[:80]}"
+    text = f"{fmt_value(b.value)} {b.label}" if b.status == "ok" else f"{b.status}: {(b.error or '')[:48]}"
     if b.input:
         text += f" (*input* {fmt_value(b.input)})"
     return md_text(text)
@@ -97,8 +101,8 @@ def _brief(b: Brief) -> str:
 @cache
 def _template(name: str) -> Any:
     env = jinja_environment(autoescape=False)
-    env.filters.update(md_cell=md_cell, md_text=md_text, cell=_cell, runs=_runs, strip=_strip, verdicts=_verdicts,
-                       brief=_brief, emoji=lambda label: mark(label).emoji)
+    env.filters.update(md_cell=md_cell, md_text=md_text, md_prose=md_prose, cell=_cell, runs=_runs, strip=_strip,
+                       verdicts=_verdicts, brief=_brief, emoji=lambda label: mark(label).emoji)
     return env.get_template(name)
 
 
@@ -106,7 +110,7 @@ def _globals(report: Report, json_sha256: str | None) -> dict[str, Any]:
     view = report_view(report)
     return {"doc": report, "view": view, "idx": report.index, "json_sha256": json_sha256, "label_mark": LABEL_MARK,
                 "label_help": LABEL_HELP,
-                "no_observation": NO_OBSERVATION, "labels": view.labels, "mode_help": view.mode_help,
+                "no_observation": NO_OBSERVATION, "mode_pages": MODE_PAGES, "labels": view.labels, "mode_help": view.mode_help,
                 "case_anchor": case_anchor, "case_file": case_file, "kink_hits_md": _kink_hits_md,
                 "kink_hits_summary": _kink_hits_summary}
 
