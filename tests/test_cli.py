@@ -250,7 +250,8 @@ def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_path):
     assert done.returncode == 0 and json.loads(lines[0]) == {"x": 1.0}, f"torch 2.13.0: {done.stdout}{done.stderr}"
     for expected in ("sympy form: Max(0, x)", "one-sided derivatives: left 0, right 1",
                      "Clarke set: [0, 1]; min-norm element: 0", "labels of this value (float64, torch): right, in-clarke",
-                     f"report ({shards_report_path}), case relu@0, reverse float64 cpu:"):
+                     (f"report ({shards_report_path}), case relu@0, masked_fill@0, select-relu@0, cond@0, select@0, "
+                      "reverse float64 cpu:")):
         assert any(ln.startswith(expected) for ln in lines), f"{expected!r} missing from:\n{done.stdout}"
     own = next(ln for ln in lines if ln.startswith("  torch "))
     assert "torch.clamp(x, min=0)" in own and "1 (right) 1.13.1–2.13.0 · 0 (left) 2.14.1–2.15.0" in own \

@@ -78,7 +78,9 @@ class Judgement:
     sympy : str or None
         Readable sympy form of the function (the sum of the program's outputs), None when there is none.
     source : str
-        ``"mapping"`` (from the framework call), ``"--sympy"`` (the user's text) or ``"none"``.
+        ``"mapping"`` (from the framework call), ``"catalog"`` (an unmapped catalog program at its case's point:
+        the case's hand-written ``sympy`` field, as the report judges it), ``"--sympy"`` (the user's text) or
+        ``"none"``.
     components : tuple of str
         Gradient components in order (``"x"``, ``"v[0]"``, …): the differentiated inputs, flat.
     oracle : dict or None
@@ -257,16 +259,20 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
         same_text = [c["id"] for c in cand if program in c["programs"]]
         try:
             form = sympy_form(tree if tree is not None else ex.parse(program, at, FRAMEWORKS), at, framework, wrt=wrt)
+            expr, symbols, point, source = form.expr, form.symbols, form.point, "mapping"
         except Unmapped as err:
-            tie = any(c["tie"] for c in cand if c["id"] in same_text)
-            return Judgement(None, "none", components, None, f"not judged: {err}", tuple(same_text), tie)
+            if not same_text:
+                return Judgement(None, "none", components, None, f"not judged: {err}", (), False)
+            # a catalog program at its case's point: judged on the case's hand-written field, as the report does
+            field = next(c["sympy"] for c in cand if c["id"] == same_text[0])
+            expr, symbols, point, source = *_from_text(field, at, wrt), "catalog"
         except (ex.ExprError, ArithmeticError, ValueError, TypeError, IndexError, RecursionError) as err:
             return Judgement(None, "none", components, None,
                              f"not judged: the mapping failed ({type(err).__name__}: {str(err)[:200]})",
                              tuple(same_text), False)
-        expr, symbols, point, source = form.expr, form.symbols, form.point, "mapping"
     text = _text(expr)
-    matched = [c for c in cand if (source == "mapping" and program in c["programs"]) or _same_function(expr, symbols, c)]
+    matched = [c for c in cand if (source in ("mapping", "catalog") and program in c["programs"])
+               or _same_function(expr, symbols, c)]
     tie = matched[0]["tie"] if matched else _tie_at(expr, symbols, point)
     key = "oracle-form-" + _key(sympy.srepr(expr), [sympy.srepr(s) for s in symbols], [str(p) for p in point], tie,
                                 _source_hash()) + ".json"
@@ -543,14 +549,20 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
         _write_cache(_cell_name(index["key"], mode, dtype, device), cells)
     cells = cells or {}
     rows: list[dict[str, Any]] = []
+    shown: set[str] = set()
     for case in index["cases"]:
         if case["id"] not in case_ids:
             continue
         for fw, prog in case["programs"]:
             measured = cells.get(f"{case['id']}\t{fw}\t{prog}", {})
             versions = index["releases"].get(fw, {}).get(device, [])
+            ranges = _ranges(versions, measured)
+            key = json.dumps([fw, prog, ranges], sort_keys=True)
+            if key in shown:  # one program in two cases of the same function: one row when it measured alike
+                continue
+            shown.add(key)
             rows.append({"case": case["id"], "framework": fw, "program": prog,
-                         "this": fw == framework and prog == program, "ranges": _ranges(versions, measured)})
+                         "this": fw == framework and prog == program, "ranges": ranges})
     order = {fw: i for i, fw in enumerate([framework, *sorted({r["framework"] for r in rows} - {framework})])}
     rows.sort(key=lambda r: (not r["this"], order[r["framework"]]))  # stable: the case's program order within
     elsewhere = tuple(c["id"] for c in index["cases"] if c["id"] not in case_ids
@@ -767,6 +779,8 @@ def render(e: Explanation) -> str:
     lines: list[str] = []
     if j.sympy is not None:
         src = "from --sympy" if j.source == "--sympy" else "mapped from the program; --sympy '…' to pass another"
+        if j.source == "catalog":
+            src = f"the sympy field of {j.cases[0]}: the mapping lacks this program; --sympy '…' to pass another"
         lines.append(f"sympy form: {j.sympy}  ({src})")
     o = j.oracle
     if o is not None and o.get("kind") != "not-judged":
