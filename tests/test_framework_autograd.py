@@ -192,6 +192,10 @@ def test_every_catalog_program_runs_in_reverse_mode(adapter):
             failed.append(f"{case.id} {program.id}: {err}")
         except NotImplementedError:
             continue  # autograd has no derivative rule (anp.median): an error cell, measured as such
+        except TypeError as err:
+            if "ArrayBox" not in str(err):
+                raise
+            continue  # an operator autograd's traced values lack (x // y): an error cell, measured as such
     assert not failed, f"catalog programs the adapter cannot run in autograd {adapter.version}:\n" + "\n".join(failed)
 
 

@@ -200,6 +200,8 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
                 return p
     tie = _tie_of_two(c)
     why = _why_no_snippet(c, sv, tie)
+    if why is None and to.status != "ok":  # the snippet takes the target's own derivative away from the kink
+        why = f"the target gives no derivative here ({to.status}): kinkcheck wraps only a target that returns one"
     if why is None:
         note = f"{so.program} ({sfw}) gives {fmt_value(so.value)} here"
         try:
