@@ -19,7 +19,9 @@ and so is a point where the function is not real-valued (``sqrt`` at a negative 
 Known disagreements away from kinks are listed in :data:`KNOWN`, each with its reason; for those the test
 asserts that the disagreement is still there, so an entry cannot go stale silently.
 
-Runtime: ``MAX_EXAMPLES`` examples per (case, framework); override with ``KINKCHECK_PROPERTY_EXAMPLES``.
+Runtime: ``MAX_EXAMPLES`` examples per (case, framework), 3 (6 before the catalog grew from 51 to 169 cases: the
+file took 7.7 minutes with 6); override with ``KINKCHECK_PROPERTY_EXAMPLES``. Cases whose programs are not the
+ordinary derivative on the drawn neighbourhood by design or by domain are in :data:`NOT_PROPERTY_TESTED`.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from kinkcheck.oracles.symbolic import to_sympy
 
 CATALOG = load_catalog()
 DTYPES = ("float64", "float32")
-MAX_EXAMPLES = int(os.environ.get("KINKCHECK_PROPERTY_EXAMPLES", "6"))
+MAX_EXAMPLES = int(os.environ.get("KINKCHECK_PROPERTY_EXAMPLES", "3"))
 #: A drawn point must be at least this far (in the value of the deciding quantity) from any kink or tie.
 MARGIN = sympy.Rational(1, 1000)
 
@@ -122,8 +124,14 @@ class _OutsideDomain(Exception):
     """Some subexpression is not real-valued at the point."""
 
 
+def _floats(sub: dict) -> dict:
+    """``sub`` as 60-digit floats (exact for a float32's value): ``x ** y`` at two binary rationals makes sympy
+    look for exact roots of huge integers for minutes."""
+    return {k: sympy.Float(v, 60) for k, v in sub.items()}
+
+
 def _value(e: sympy.Expr, sub: dict) -> float:
-    v = sympy.N(e.xreplace(sub), 30)
+    v = sympy.N(e.xreplace(_floats(sub)), 30)
     if v.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo) or not v.is_real:
         raise _OutsideDomain(f"{e} is {v} at the point")
     return float(v)
@@ -196,7 +204,7 @@ def exact_gradient(case_id: str, point: tuple[float, ...]) -> tuple[str, tuple[f
         if d is None:
             continue
         try:
-            value = sympy.N(d.xreplace(sub), 30)
+            value = sympy.N(d.xreplace(_floats(sub)), 30)
         except (ValueError, TypeError, RecursionError):  # Heaviside of a non-real argument; floor's diff
             continue
         if value.is_real and value.is_finite:
@@ -232,11 +240,63 @@ def offsets(n: int) -> st.SearchStrategy[list[float]]:
     )
 
 
+_NO_DERIVATIVE = "the framework has no derivative for it (an error cell in every release)"
+_STE = ("a straight-through estimator: the gradient is 1 inside the clamp range by design, not the staircase's 0 "
+        "(torch's fake_quantize docs; the jax program's stop_gradient)")
+
+#: (case, framework) pairs whose programs are not the ordinary derivative on the drawn neighbourhood by design or
+#: by domain, with why; skipped here (their cells at the kink are judged by the report like any other).
+NOT_PROPERTY_TESTED: dict[tuple[str, str], str] = {
+    ("heaviside@0", "torch"): "torch.heaviside: " + _NO_DERIVATIVE,
+    ("floor_divide@(2,1)", "torch"): "torch.floor_divide: " + _NO_DERIVATIVE,
+    ("nextafter@tie", "jax"): "jax.numpy.nextafter: " + _NO_DERIVATIVE,
+    ("histogram-density@tied-min", "torch"): "torch.histogram: " + _NO_DERIVATIVE,
+    ("histogram2d-density@tied-min", "torch"): "torch.histogramdd: " + _NO_DERIVATIVE,
+    ("histogram_bin_edges@tied-min", "torch"): "torch.histogram: " + _NO_DERIVATIVE,
+    ("while_loop@0", "jax"): "jax.lax.while_loop has no reverse mode (ValueError)",
+    ("eigvals@repeated", "jax"): "jax refuses derivatives of a non-symmetric eig without enable_eigvec_derivs",
+    ("qr@rank-deficient", "torch"): "a program takes linalg.qr(mode='r'), whose derivative torch refuses",
+    ("eigvalsh@repeated", "torch"): "eigvalsh reads the lower triangle only (UPLO='L'): the field is for symmetric "
+                                    "matrices, the drawn points are not symmetric",
+    ("smooth_l1_loss-beta0@0", "torch"): "the program written out for beta = 0 divides by 0 in where's unselected "
+                                         "branch: nan everywhere (the where trap, public case P8)",
+    ("smooth_l1_loss-beta0@0", "jax"): "as for torch: 0 / 0 in where's unselected branch",
+    ("binary_cross_entropy@0-target1", "torch"): "the target must lie in [0, 1] (torch raises outside it): the "
+                                                 "drawn points leave the domain",
+    ("binary_cross_entropy@0-target1", "jax"): "log(1 - x) is not real for x > 1: the drawn points leave the domain",
+    ("binary_cross_entropy@0-target0", "torch"): "the target must lie in [0, 1] (torch raises outside it)",
+    ("binary_cross_entropy@0-target0", "jax"): "log(x) is not real for x < 0: the drawn points leave the domain",
+    ("gaussian_nll_loss@var0.5-eps0.5", "torch"): "torch clamps the variance at eps under no_grad (the gradient "
+                                                  "passes through the clamp) and refuses a negative variance",
+    ("gaussian_nll_loss@var0.5-eps0.5", "jax"): "the jax program reproduces torch's clamp with stop_gradient",
+    ("gaussian_nll_loss@var0.25-eps0.5", "torch"): "as gaussian_nll_loss@var0.5-eps0.5",
+    ("gaussian_nll_loss@var0.25-eps0.5", "jax"): "as gaussian_nll_loss@var0.5-eps0.5",
+    ("frexp@1", "torch"): "the case's field is the mantissa near 1 only (x on [1/2, 1), x / 2 on [1, 2))",
+    ("frexp@1", "jax"): "the case's field is the mantissa near 1 only",
+    ("polyfit@coincident-x", "torch"): "least squares beside coincident x is ill-conditioned: float32's rounding "
+                                       "is amplified past its tolerance (9e-5 of 6 at x = 1.5, 1.75)",
+    ("pdist@coincident-rows", "jax"): "the jax program takes each row's distance to itself (0): sqrt's derivative "
+                                      "there makes the gradient nan at every point",
+    ("fake_quantize_per_tensor_affine@0.5", "torch"): _STE,
+    ("fake_quantize_per_tensor_affine@0.5", "jax"): _STE,
+    ("fake_quantize_per_channel_affine@2.5", "torch"): _STE,
+    ("fake_quantize_per_channel_affine@2.5", "jax"): _STE,
+}
+
+
 def _cases_and_frameworks():
     for case in CATALOG:
         for fw in ("torch", "jax"):
             if case.programs_for(fw):
-                yield pytest.param(case.id, fw, id=f"{case.id}-{fw}", marks=getattr(pytest.mark, fw))
+                marks = [getattr(pytest.mark, fw)]
+                if (case.id, fw) in NOT_PROPERTY_TESTED:
+                    marks.append(pytest.mark.skip(reason=NOT_PROPERTY_TESTED[(case.id, fw)]))
+                yield pytest.param(case.id, fw, id=f"{case.id}-{fw}", marks=marks)
+
+
+def test_not_property_tested_names_catalog_cases():
+    for case_id, fw in NOT_PROPERTY_TESTED:
+        assert CATALOG.case(case_id).programs_for(fw), f"{case_id} has no {fw} program: remove it"
 
 
 def _adapter(request, framework: str):
@@ -273,6 +333,7 @@ def test_gradient_is_the_derivative_away_from_kinks(request, case_id: str, frame
         max_examples=MAX_EXAMPLES,
         deadline=None,
         database=None,
+        derandomize=True,  # the same points on every run: a red CI run is reproducible, never a draw's luck
         suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
     )
     @given(offs=offsets(len(base)))
