@@ -8,6 +8,8 @@ import pytest
 from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 
 from kinkcheck.catalog import load_catalog
+from kinkcheck.classify import same_value
+from kinkcheck.frameworks.base import flat_value
 from kinkcheck.probe import probe
 from kinkcheck.shards import read_shard, unpack, write_shard
 
@@ -190,6 +192,10 @@ def test_probe_refusals_are_one_line(torch_adapter, small, tmp_path, capsys, arg
     assert list(out.iterdir()) == [], "refused before probing: nothing written"
 
 
+#: Cases whose torch value depends on the CPU LAPACK runs on (the catalog note says so), not on the release.
+CPU_DEPENDENT = {"qr@rank-deficient"}
+
+
 def test_narrowed_probe_merges_into_the_full_shard(torch_adapter, tmp_path, catalog):
     """Issue 10 item 2: `probe --framework torch --mode reverse --dtype float64 --out-dir references/observations`
     replaced the full torch-2.13.0 shard (8 modes, 4 dtypes) with 121 observations."""
@@ -211,7 +217,13 @@ def test_narrowed_probe_merges_into_the_full_shard(torch_adapter, tmp_path, cata
     assert sum(o["case"] in ids for o in new["observations"]) == cells, "8 modes × 4 dtypes of every catalog case"
     assert [(o["case"], o["program"], o["mode"], o["dtype"]) for o in new["observations"]] == \
         [(o["case"], o["program"], o["mode"], o["dtype"]) for o in old["observations"]], "each cell in its place"
-    assert new["observations"] == old["observations"], "torch 2.13.0 measured again gives the committed values"
+    # LAPACK's rounding follows the CPU: MKL's SSE4.2/AVX path leaves R[1, 1] of QR([[1, 1], [1, 1]]) exactly 0,
+    # its AVX2/AVX-512 path -4.7e-17 (MKL_ENABLE_INSTRUCTIONS shows it); torch's QR backward solves with R, so the
+    # committed nan (measured on such a CPU) is 0.707 elsewhere. Rounding-level differences are within tolerance.
+    differ = {(a["case"], a["program"], a["mode"], a["dtype"]) for a, b in zip(old["observations"], new["observations"])
+              if (a["status"], a["error"]) != (b["status"], b["error"]) or (a["status"] == "ok" and not same_value(
+                  flat_value(a["value"]), flat_value(b["value"]), a["dtype"]))}
+    assert {c for c, *_ in differ} <= CPU_DEPENDENT, f"torch 2.13.0 measured again gives other values: {sorted(differ)}"
     assert missing_work(new, catalog).fresh, "still fresh: every case × mode × dtype present"
     assert new["environment"]["history"][-1]["modes"] == ["reverse"], "the part is recorded"
     assert not list(tmp_path.glob(".*.journal.jsonl")), "the journal is deleted once the shard is written"
