@@ -344,6 +344,17 @@ def test_every_table_row_has_its_header_s_cells(index, pages):
     assert not bad, f"{len(bad)} rows off their table's header, e.g. {bad[:5]}"
 
 
+def test_every_table_starts_after_a_blank_line(index, pages, sections):
+    """A table right under a paragraph line is a table on GitHub but text in CommonMark renderers without the
+    GFM rule (Python-Markdown): the census's "Uncovered" line ran into its table."""
+    bad = []
+    for name, text in {"conventions.md": index, **pages, **sections}.items():
+        lines = text.splitlines()
+        bad += [f"{name}:{i + 1}: {lines[i - 1][:60]!r}" for i in range(1, len(lines))
+                if lines[i].startswith("|") and lines[i - 1].strip() and not lines[i - 1].startswith("|")]
+    assert not bad, f"{len(bad)} table(s) glued to the line above, e.g. {bad[:3]}"
+
+
 def test_a_markdown_parser_sees_the_tables_and_anchors(pages):
     from markdown_it import MarkdownIt
 
