@@ -411,3 +411,35 @@ def test_an_import_that_fails_for_memory_says_so_in_one_line(monkeypatch):
     with pytest.raises(FrameworkUnavailable) as err:
         get_adapter("autograd")
     assert "\n" not in str(err.value) and str(err.value).startswith("autograd is not installed"), str(err.value)
+
+
+def test_cpuinfo_gives_the_model_name_and_the_vector_isa_widest_first(monkeypatch, tmp_path):
+    """/proc/cpuinfo of an AVX-512 Xeon VM and of an arm64 machine; none (macOS) gives "" and the arch."""
+    import builtins
+    import platform
+
+    from kinkcheck.frameworks import base
+
+    xeon = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu sse4_2 avx avx2 avx512f "
+            "avx512bw\n\nprocessor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
+    arm = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm sve\n"
+    real_open = builtins.open
+
+    def fake(text):
+        def opener(path, *a, **k):
+            if path == "/proc/cpuinfo":
+                if text is None:
+                    raise FileNotFoundError(path)
+                (tmp_path / "cpuinfo").write_text(text)
+                return real_open(tmp_path / "cpuinfo", *a, **k)
+            return real_open(path, *a, **k)
+        return opener
+
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    monkeypatch.setattr(builtins, "open", fake(xeon))
+    assert base.vector_isa() == "avx512f avx2 avx sse4_2", "widest first, only the listed sets, first processor"
+    assert base.processor_name() == "Intel(R) Xeon(R) Processor"
+    monkeypatch.setattr(builtins, "open", fake(arm))
+    assert base.vector_isa() == "sve asimd" and base.processor_name() == platform.machine()
+    monkeypatch.setattr(builtins, "open", fake(None))
+    assert base.vector_isa() == "" and base.processor_name() == platform.machine()

@@ -148,3 +148,6 @@ def test_environment_machine_reads_the_runner_provenance():
     assert env.machine == "Linux x86_64; NVIDIA H200 (driver 570.86, cuda 12.8); GitHub Actions runner gpu-1", env.machine
     mac = Environment(**base, runner={"os": "Darwin", "arch": "arm64", "processor": "arm"})
     assert mac.machine == "Darwin arm64, arm"
+    xeon = Environment(**base, runner={"os": "Linux", "arch": "x86_64", "processor": "Intel(R) Xeon(R) Processor",
+                                       "vector_isa": "avx512f avx2 avx sse4_2"})
+    assert xeon.machine == "Linux x86_64, Intel(R) Xeon(R) Processor (avx512f)", "the widest vector ISA: " + xeon.machine

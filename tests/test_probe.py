@@ -9,7 +9,7 @@ from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import flat_value
+from kinkcheck.frameworks.base import VECTOR_ISA, flat_value
 from kinkcheck.probe import probe
 from kinkcheck.shards import read_shard, unpack, write_shard
 
@@ -897,6 +897,12 @@ def test_runner_provenance_says_where_a_shard_was_measured(monkeypatch):
     assert (gpu["accelerator"], gpu["driver"], gpu["cuda"]) == ("NVIDIA H200", "570.86", "12.8") and "hip" not in gpu
     assert runner(Gpu(), "cpu").get("accelerator") is None, "a cpu shard names no accelerator"
     assert runner(Broken(), "cuda")["accelerator_error"] == "RuntimeError: no NVML", "recorded, not raised"
+    if platform.system() == "Linux":  # what LAPACK's rounding follows (qr@rank-deficient)
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.split(":")[0].strip() in ("flags", "Features")),
+                         [])
+        assert cpu.get("vector_isa", "").split() == [i for i in VECTOR_ISA if i in flags], cpu
+        assert cpu["processor"] != platform.machine() or not platform.processor(), "the model name, not the arch"
     monkeypatch.setenv("RUNNER_NAME", "gpu-runner-1")
     monkeypatch.setenv("GITHUB_RUN_ID", "42")
     ci = runner(Cpu(), "cpu")

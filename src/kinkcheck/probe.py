@@ -144,14 +144,15 @@ CI_VARIABLES: Mapping[str, str] = {"ci_runner": "RUNNER_NAME", "ci_os": "RUNNER_
 def runner(adapter: Adapter | None, device: str) -> dict[str, str]:
     """Where a shard was measured (its ``environment.runner``): the operating system (``os``, ``os_release``:
     ``platform.system()``, ``platform.release()``), the architecture (``arch``: ``platform.machine()``), the
-    processor; on an accelerator what the adapter tells of it (``accelerator``, ``driver``, ``cuda``, ``hip``,
+    processor and its vector instruction sets (``vector_isa``, :func:`kinkcheck.frameworks.base.vector_isa`:
+    LAPACK's rounding, and with it a value, can follow them); on an accelerator what the adapter tells of it (``accelerator``, ``driver``, ``cuda``, ``hip``,
     ``metal``: :meth:`accelerator` where the adapter has one); on a GitHub Actions runner the ``ci_*`` fields
     (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out. ``adapter`` None:
     the machine alone (the record of an attempt that imported no framework)."""
-    from kinkcheck.frameworks.base import processor_name
+    from kinkcheck.frameworks.base import processor_name, vector_isa
 
     info = {"os": platform.system(), "os_release": platform.release(), "arch": platform.machine(),
-            "processor": processor_name()}
+            "processor": processor_name(), "vector_isa": vector_isa()}
     describe = getattr(adapter, "accelerator", None)
     if device != "cpu" and callable(describe):
         try:

@@ -245,12 +245,44 @@ def start_up_notices_dropped(*noise: str) -> Iterator[None]:
                 os.write(fd, "".join(kept).encode("utf-8", "replace"))
 
 
+#: The vector instruction sets that BLAS/LAPACK (MKL, OpenBLAS) and ATen pick their kernels by, widest first, as
+#: /proc/cpuinfo names them. Rounding can follow them: MKL's QR of [[1, 1], [1, 1]] leaves R[1, 1] exactly 0
+#: on its SSE4.2/AVX path and -4.7e-17 on AVX2/AVX-512, so torch's backward is nan on one and finite on the
+#: other (catalog case qr@rank-deficient).
+VECTOR_ISA: tuple[str, ...] = ("avx512f", "avx2", "avx", "sse4_2", "sve2", "sve", "asimd")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` (Linux); {} where there is none or it is unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
 def processor_name() -> str:
-    """The CPU a ``cpu`` environment ran on (``platform.processor()``, else the machine type): its
-    ``device_name`` in a shard's provenance, the same text for every adapter."""
+    """The CPU a ``cpu`` environment ran on: ``platform.processor()``, else (Linux, where it is empty) the
+    ``model name`` of ``/proc/cpuinfo``, else the machine type; its ``device_name`` in a shard's provenance,
+    the same text for every adapter."""
     import platform
 
-    return platform.processor() or platform.machine()
+    return platform.processor() or _cpuinfo().get("model name") or platform.machine()
+
+
+def vector_isa() -> str:
+    """The vector instruction sets of :data:`VECTOR_ISA` this CPU has, widest first, space-separated
+    (``"avx512f avx2 avx sse4_2"`` on an AVX-512 Xeon, ``"asimd"`` on most arm64 Linux machines); "" where
+    ``/proc/cpuinfo`` does not exist (macOS, Windows)."""
+    info = _cpuinfo()
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return " ".join(f for f in VECTOR_ISA if f in flags)
 
 
 def nvidia_driver() -> str:

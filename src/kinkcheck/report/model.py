@@ -164,6 +164,8 @@ class Environment(_S):
         head = " ".join(v for v in (r.get("os"), r.get("arch")) if v)
         if r.get("processor") and r.get("processor") != r.get("arch"):
             head += f", {r['processor']}"
+        if r.get("vector_isa"):  # the widest: what BLAS/LAPACK dispatch on
+            head += f" ({r['vector_isa'].split()[0]})"
         parts = [head]
         if r.get("accelerator"):
             extra = ", ".join(f"{k} {r[k]}" for k in ("driver", "cuda", "hip", "metal") if r.get(k))
