@@ -443,3 +443,6 @@ def test_cpuinfo_gives_the_model_name_and_the_vector_isa_widest_first(monkeypatc
     assert base.vector_isa() == "sve asimd" and base.processor_name() == platform.machine()
     monkeypatch.setattr(builtins, "open", fake(None))
     assert base.vector_isa() == "" and base.processor_name() == platform.machine()
+    monkeypatch.setattr(platform, "processor", platform.machine)  # Ubuntu: the machine type, not the model
+    monkeypatch.setattr(builtins, "open", fake(xeon))
+    assert base.processor_name() == "Intel(R) Xeon(R) Processor", "the model name where processor() is the arch"

@@ -268,12 +268,15 @@ def _cpuinfo() -> dict[str, str]:
 
 
 def processor_name() -> str:
-    """The CPU a ``cpu`` environment ran on: ``platform.processor()``, else (Linux, where it is empty) the
-    ``model name`` of ``/proc/cpuinfo``, else the machine type; its ``device_name`` in a shard's provenance,
-    the same text for every adapter."""
+    """The CPU a ``cpu`` environment ran on: the ``model name`` of ``/proc/cpuinfo`` where ``platform.processor()``
+    names none (empty on Debian, the machine type ``x86_64`` on Ubuntu), else ``platform.processor()``, else the
+    machine type; its ``device_name`` in a shard's provenance, the same text for every adapter."""
     import platform
 
-    return platform.processor() or _cpuinfo().get("model name") or platform.machine()
+    name = platform.processor()
+    if not name or name == platform.machine():
+        name = _cpuinfo().get("model name") or name
+    return name or platform.machine()
 
 
 def vector_isa() -> str:
