@@ -295,9 +295,11 @@ def test_with_staged_appends_the_staged_cases_and_keeps_the_catalogs_hash(tmp_pa
 
 
 def test_comparisons_of_two_characters_name_their_own_rows():
-    """x > 0 and x >= 0 are two programs (the staged case cond@0 has both): their row anchors differ."""
+    """x > 0 and x >= 0 are two programs (the case cond@0 has both): their row anchors differ."""
     from kinkcheck.anchors import program_slug
 
     gt, ge = (program_slug(f"jax.lax.cond(x {op} 0, jax.numpy.positive, jax.numpy.zeros_like, x)") for op in (">", ">="))
     assert gt != ge and ge == "jax-lax-cond-x-ge-0-jax-numpy-positive-jax-numpy-zeros-like-x", (gt, ge)
     assert program_slug("torch.where(x > 0, x, 0.0)") == "torch-where-x-0-x-0-0", "one-character comparisons as before"
+    assert program_slug("x <= -1") == "x-le-minus-1" != program_slug("x <= 1"), "the minus after a word comparison"
+    assert program_slug("x != -y") == "x-ne-minus-y" and program_slug("x == -0.0") == "x-eq-minus-0-0"

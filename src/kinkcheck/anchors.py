@@ -1,5 +1,6 @@
-"""Report anchors and page names: :func:`slug` turns a case id, program text or environment id into the
-part of a URL fragment or file name that names it (``relu@0`` → ``relu-at-0``). A leaf module: the catalog
+"""Report anchors and page names: :func:`slug` turns a case id or environment id into the part of a URL
+fragment or file name that names it (``relu@0`` → ``relu-at-0``), :func:`program_slug` a program's text (two-character
+comparisons read as words). A leaf module: the catalog
 checks its ids with it, the report's view builds every anchor with it.
 """
 
@@ -38,13 +39,15 @@ def slug(text: str) -> str:
 
 
 #: Two-character comparisons read as words in a program's slug: ``x > 0`` and ``x >= 0`` must name two rows.
-_COMPARISONS = ((">=", " ge "), ("<=", " le "), ("==", " eq "), ("!=", " ne "))
+#: The word stands in parentheses so a minus after it still reads as one (``x <= -1`` → ``x-le-minus-1``).
+_COMPARISONS = ((">=", " (ge) "), ("<=", " (le) "), ("==", " (eq) "), ("!=", " (ne) "))
 
 
 @lru_cache(maxsize=1 << 16)
 def program_slug(text: str) -> str:
     """:func:`slug` of a program's text, with ``>=``, ``<=``, ``==``, ``!=`` read as ``ge``, ``le``, ``eq``, ``ne``
-    (``jax.lax.cond(x > 0, …)`` and ``jax.lax.cond(x >= 0, …)`` → ``…-x-0-…`` and ``…-x-ge-0-…``); the catalog
+    (``jax.lax.cond(x > 0, …)`` and ``jax.lax.cond(x >= 0, …)`` → ``…-x-0-…`` and ``…-x-ge-0-…``; a minus
+    after one stays a minus: ``x <= -1`` → ``x-le-minus-1``, ``x <= 1`` → ``x-le-1``); the catalog
     refuses two programs of one case and framework that still read the same."""
     for op, word in _COMPARISONS:
         text = text.replace(op, word)

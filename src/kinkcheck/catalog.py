@@ -532,8 +532,9 @@ def load_catalog(path: str | Path | None = None, frameworks: Sequence[str] | Non
     Raises
     ------
     CatalogError
-        Missing file, invalid TOML, a malformed expression, a duplicate id, or a framework without programs
-        and without a ``no_equivalent`` reason.
+        Missing file, invalid TOML, a malformed expression, a duplicate id, two case ids or two programs of a
+        case and framework with one anchor (:func:`kinkcheck.anchors.slug`, :func:`~kinkcheck.anchors.program_slug`),
+        or a framework without programs and without a ``no_equivalent`` reason.
     """
     return _load(str(Path(path).resolve()) if path is not None else str(default_catalog_path()),
                  frozenset(frameworks) if frameworks is not None else None)

@@ -179,7 +179,9 @@ def case_file(case_id: str) -> str:
 
 
 def row_anchor(case_id: str, framework: str, program: str) -> str:
-    """``case-<slug>--<framework>-<slug of program>``: the anchor of a program's row."""
+    """``case-<slug>--<framework>-<program slug>``: the anchor of a program's row
+    (:func:`kinkcheck.anchors.program_slug`: ``>=``, ``<=``, ``==``, ``!=`` read as words, so ``x > 0`` and
+    ``x >= 0`` name two rows)."""
     return f"case-{slug(case_id)}--{framework}-{program_slug(program)}"
 
 
