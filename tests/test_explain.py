@@ -281,3 +281,18 @@ def test_a_shard_from_another_platform_does_not_stand_in_for_linux(shards_report
     assert linux[-1]["value"] == {"x": 0.0} and linux[-1]["to"] == "2.15.0", linux
     mac_rows = explain.report_rows(index, "torch.relu(x)", "torch", ("relu@0",), device="cpu-macos_arm64").rows[0]
     assert [(r["value"], r["from"], r["to"]) for r in mac_rows["ranges"]] == [({"x": 1.0}, "2.15.0", "2.15.0")]
+
+
+def test_a_catalog_program_the_mapping_lacks_is_judged_on_its_case_s_field(index):
+    """torch.linalg.eigvalsh is not in the mapping (a decomposition): at its catalog case's point grad judges it on
+    eigvalsh@repeated's hand-written sympy field, names that case first, and labels the measured value as the
+    report does (0.5 on each diagonal entry: the tie split evenly, the minimum-norm element of the Clarke set)."""
+    case = next(c for c in index["cases"] if c["id"] == "eigvalsh@repeated")
+    j = explain.judge("torch.linalg.eigvalsh(m)[-1]", case["at"], "torch", cases=index["cases"], use_cache=False)
+    assert j.source == "catalog" and j.cases[0] == "eigvalsh@repeated", (j.source, j.cases)
+    assert j.oracle is not None and j.oracle["kind"] == "kink" and j.tie, j.oracle
+    got = explain.labels({"m": [[0.5, 0.0], [0.0, 0.5]]}, j, "float64")
+    assert got[0] == "split-even" and "min-norm" in got, got
+    other = explain.judge("torch.linalg.eigvalsh(m)[-1]", {"m": [[2, 0], [0, 1]]}, "torch", cases=index["cases"],
+                          use_cache=False)
+    assert other.oracle is None and "no symbolic form" in other.reason, "away from a catalog point: not judged"

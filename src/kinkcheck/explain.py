@@ -273,6 +273,8 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
     text = _text(expr)
     matched = [c for c in cand if (source in ("mapping", "catalog") and program in c["programs"])
                or _same_function(expr, symbols, c)]
+    if source == "catalog":  # the case whose field judged it comes first: render names it
+        matched.sort(key=lambda c: c["id"] != same_text[0])
     tie = matched[0]["tie"] if matched else _tie_at(expr, symbols, point)
     key = "oracle-form-" + _key(sympy.srepr(expr), [sympy.srepr(s) for s in symbols], [str(p) for p in point], tie,
                                 _source_hash()) + ".json"
