@@ -132,6 +132,9 @@ def test_html_in_headless_chromium(tmp_path, html):
             "--disable-sync", "--no-first-run"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            # The page is the whole report (23 MB at 169 cases): on 2 cores shared with the rest of the suite its
+            # load event and a filter pass over the DOM took over playwright's 30 s default once.
+            page.set_default_timeout(180_000)
             page.on("request", lambda r: requests.append(r.url))
             page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
             page.on("pageerror", lambda e: errors.append(str(e)))
