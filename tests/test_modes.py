@@ -128,6 +128,35 @@ def test_inductor_batch_gives_the_eager_conventions(torch_adapter):
     assert out == [{"x": 0.0}, {"x": 0.0}, {"v": [0.0, 0.5, 0.5]}], out
 
 
+def test_compiled_programs_are_traced_as_fx_graphs_only_where_those_compute_the_same(torch_adapter):
+    """The batch hands dynamo each program's torch.fx graph (straight-line torch calls, traced fast) where
+    that graph computes bit for bit what the program computes eagerly; else the expression interpreter."""
+    import torch
+    import torch.fx
+
+    from kinkcheck.frameworks.base import split_inputs
+
+    def program(src, at):
+        tree = ex.parse(src, at, ["torch"])
+        item = (tree, torch_adapter._resolve(tree), list(at), at, split_inputs(at, None, ()), ())
+        return torch_adapter._program(item, torch.float64, torch.device("cpu"))
+
+    recorded = program("torch.nn.functional.relu(x) + x.clamp(min=0) * torch.maximum(x, y)", {"x": 0.0, "y": 0.0})
+    assert isinstance(recorded, torch.fx.GraphModule), "straight-line torch calls are recorded by torch.fx"
+    calls = [n.target for n in recorded.graph.nodes if n.op in ("call_function", "call_method")]
+    assert torch.nn.functional.relu in calls and "clamp" in calls and torch.maximum in calls, calls
+    branching = program("v[v.argmax()]", {"v": [1.0, 3.0, 3.0]})  # fx records it, but the index is a proxy
+    no_backward = program("torch.heaviside(x, torch.full_like(x, 0.5))", {"x": 0.0})  # no derivative formula
+    assert not isinstance(branching, torch.fx.GraphModule) or torch.equal(
+        branching(torch.tensor([1.0, 3.0, 3.0], dtype=torch.float64)), torch.tensor(3.0, dtype=torch.float64))
+    assert not isinstance(no_backward, torch.fx.GraphModule), "not checkable eagerly: the interpreter is traced"
+    items = [(ex.parse(s, at, ["torch"]), at) for s, at in [
+        ("torch.nn.functional.relu(x) + x.clamp(min=0) * torch.maximum(x, y)", {"x": 0.0, "y": 0.0}),
+        ("torch.heaviside(x, torch.full_like(x, 0.5)) + x", {"x": 0.0})]]
+    out = torch_adapter.compiled_gradients(items, "float64", "cpu", "aot_eager")
+    assert out[0] == {"x": 0.0, "y": 0.0} and isinstance(out[1], BaseException), out
+
+
 # ---------------------------------------------------------------------------------------------- jax
 
 
