@@ -303,3 +303,20 @@ def test_comparisons_of_two_characters_name_their_own_rows():
     assert program_slug("torch.where(x > 0, x, 0.0)") == "torch-where-x-0-x-0-0", "one-character comparisons as before"
     assert program_slug("x <= -1") == "x-le-minus-1" != program_slug("x <= 1"), "the minus after a word comparison"
     assert program_slug("x != -y") == "x-ne-minus-y" and program_slug("x == -0.0") == "x-eq-minus-0-0"
+
+
+def test_the_condition_number_field_is_cond_at_every_matrix(catalog) -> None:
+    """cond@identity's sympy field is s1/s2 everywhere, not only near the identity: (P + Q)/|P - Q| (P - Q < 0
+    where det < 0, and the field without Abs was -cond there)."""
+    import numpy as np
+    import sympy
+
+    from kinkcheck.oracles.symbolic import to_sympy
+
+    f, syms, _ = to_sympy(catalog.case("cond@identity"))
+    fn = sympy.lambdify(syms, f, "numpy")
+    for m in ([[1.0, 0.0], [0.0, 1.0]], [[2.0, 1.0], [0.5, 3.0]], [[0.0, 1.0], [1.0, 0.0]], [[1.0, 2.0], [3.0, -4.0]],
+              [[-1.5, 0.25], [0.75, 0.5]]):
+        want = np.linalg.cond(np.array(m))
+        got = fn(*[v for row in m for v in row])
+        assert abs(got - want) <= 1e-12 * want, f"cond({m}) = {want}, the field gives {got} (det {np.linalg.det(m)})"
