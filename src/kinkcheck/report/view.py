@@ -580,8 +580,8 @@ class ReportView:
         report order (a release that made a dtype raise in many programs of one case is one row)."""
         groups: dict[tuple[Any, ...], tuple[ChangedIn, list[str]]] = {}
         for c in self.changed_in(kind):
-            key = (c.framework, c.device, c.from_version, c.to_version, c.change, tuple(c.cases), tuple(c.modes),
-                   tuple(c.dtypes))
+            key = (c.framework, c.device, c.from_environment, c.to_environment, c.change, tuple(c.cases),
+                   tuple(c.modes), tuple(c.dtypes))  # environments, not versions: a platform's rows stay its own
             groups.setdefault(key, (c, []))[1].append(c.program)
         return list(groups.values())
 
@@ -593,7 +593,8 @@ class ReportView:
         for c in self.report.changed_in:
             if c.kind != "availability":
                 continue
-            key = (c.framework, c.device, c.from_version, c.to_version, c.change, tuple(c.modes), tuple(c.dtypes))
+            key = (c.framework, c.device, c.from_environment, c.to_environment, c.change, tuple(c.modes),
+                   tuple(c.dtypes))
             g = groups.setdefault(key, {"first": c, "rows": [], "cases": []})
             g["rows"].append(c)
             g["cases"].extend(k for k in c.cases if k not in g["cases"])
