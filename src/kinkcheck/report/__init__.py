@@ -26,16 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.catalog import Catalog
-from kinkcheck.report.view import CASES_DIR
+from kinkcheck.report.view import CASES_DIR, SECTION_PAGES
 from kinkcheck.validate import _no_gc
 
 __all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 
-#: The index's long sections, each a page beside it (:data:`kinkcheck.report.markdown.SECTION_PAGES`).
-SECTION_PAGES: tuple[str, ...] = (
-    "changed-in.md", "changed-in-raises.md", "disagreements-within.md", "disagreements-across.md",
-    "mode-disagreements.md", "compiled-disagreements.md", "dtype-disagreements.md", "bfloat16-disagreements.md",
-    "census.md")
 #: The census page's plot of the kink-hit census (``kinkcheck census``), written when one is measured.
 KINK_HITS_PLOT = "kinkhits.svg"
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go

@@ -23,6 +23,7 @@ from kinkcheck.report.view import (
     LABEL_MARK,
     MODE_PAGES,
     NO_OBSERVATION,
+    SECTION_PAGES,
     Cell,
     Face,
     ProgramRow,
@@ -41,12 +42,6 @@ from kinkcheck.report.view import (
 
 __all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_section_pages"]
 
-#: The index's long sections, each on a page of its own beside it (a code host renders pages up to a few
-#: hundred KB; with nine frameworks these tables alone are twice that).
-SECTION_PAGES: tuple[str, ...] = (
-    "changed-in.md", "changed-in-raises.md", "disagreements-within.md", "disagreements-across.md",
-    "mode-disagreements.md", "compiled-disagreements.md", "dtype-disagreements.md", "bfloat16-disagreements.md",
-    "census.md")
 
 
 def _face(face: Face | None) -> str:

@@ -57,7 +57,7 @@ from kinkcheck.report.model import (
 )
 
 __all__ = [
-    "CASES_DIR", "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "CaseView", "Face", "ProgramRow", "ReportView",
+    "CASES_DIR", "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "SECTION_PAGES", "CaseView", "Face", "ProgramRow", "ReportView",
     "case_anchor", "case_file", "clarke_text", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
     "jinja_environment", "mark", "md_cell", "mode_anchor", "oracle_reason", "release_anchor", "report_view",
     "row_anchor", "slug",
@@ -171,6 +171,12 @@ def case_anchor(case_id: str) -> str:
 
 #: The folder of the per-case pages, beside the index page ``conventions.md``.
 CASES_DIR = "cases"
+#: The index's long sections, each on a page of its own beside it (a code host renders pages up to a few
+#: hundred KB; with nine frameworks these tables alone are twice that).
+SECTION_PAGES: tuple[str, ...] = (
+    "changed-in.md", "changed-in-raises.md", "disagreements-within.md", "disagreements-across.md",
+    "mode-disagreements.md", "compiled-disagreements.md", "dtype-disagreements.md", "bfloat16-disagreements.md",
+    "census.md")
 
 
 def case_file(case_id: str) -> str:
