@@ -394,12 +394,13 @@ def tests(session: nox.Session) -> None:
     """Run the test suite (pytest) against each framework's tested release (PyTorch 2.13.0, JAX 0.10.2 …) on CPU.
 
     pytest-xdist runs the test files in one worker per CPU (at most 4: each worker imports every framework,
-    about 3 GB), a file whole in one worker so its module fixtures are built once; ``-- -n 0`` runs them in
-    this process (``-- ARGS`` come after these, so they win)."""
+    about 3 GB), a file whole in one worker so its module fixtures are built once, in collection order (the
+    long files first: tests/conftest.py); ``-- -n 0`` runs them in this process (``-- ARGS`` come after these,
+    so they win)."""
     session.install(*_tested_requirements(), env=_install_env())
     session.install("-e", ".[test]", MATPLOTLIB, env=_install_env())
     workers = max(1, min(4, os.cpu_count() or 1))
-    session.run("pytest", "-n", str(workers), "--dist", "loadfile", *session.posargs)
+    session.run("pytest", "-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder", *session.posargs)
 
 
 @nox.session(python=PYTHON)

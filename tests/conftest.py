@@ -12,8 +12,9 @@ from kinkcheck.catalog import load_catalog
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Test files that take minutes (2 cores), longest first: they run before the others. ``nox -s tests`` hands
-#: whole files to its pytest-xdist workers in collection order (``--dist loadfile``); in alphabetical order
-#: these come last, and one of them would keep a worker busy minutes after the other ran out of files.
+#: whole files to its pytest-xdist workers in collection order (``--dist loadfile --no-loadscope-reorder``;
+#: xdist's own order is by number of tests); last, one of them would keep a worker busy minutes after the
+#: other ran out of files.
 LONG_FILES = ("test_report.py", "test_properties.py", "test_probe.py", "test_cli.py", "test_mapping.py",
               "test_validate.py", "test_bounded.py", "test_markdown.py", "test_explain.py", "test_symbolic.py",
               "test_cite.py", "test_check.py", "test_fuzz.py", "test_html.py", "test_migrate.py")
@@ -23,6 +24,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The long files first (:data:`LONG_FILES`), each file's tests in their own order."""
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 def _import_first() -> None:
     """Import the frameworks that must come before the others in one process (``registry.Framework.import_first``:

@@ -150,11 +150,52 @@ def test_compiled_programs_are_traced_as_fx_graphs_only_where_those_compute_the_
     assert not isinstance(branching, torch.fx.GraphModule) or torch.equal(
         branching(torch.tensor([1.0, 3.0, 3.0], dtype=torch.float64)), torch.tensor(3.0, dtype=torch.float64))
     assert not isinstance(no_backward, torch.fx.GraphModule), "not checkable eagerly: the interpreter is traced"
+    constant = program("torch.nn.functional.cosine_embedding_loss(x.reshape(1, 1), y.reshape(1, 1), -torch.ones(1))",
+                       {"x": 1.0, "y": 1.0})
+    assert not isinstance(constant, torch.fx.GraphModule), \
+        "a tensor built from no input would be an fx constant, lifted by dynamo into a graph input"
+
+    def captured(fn, at):
+        graphs = []
+
+        def backend(gm, _inputs):
+            graphs.append([(n.op, str(n.target)) for n in gm.graph.nodes if n.op != "placeholder"])
+            return gm.forward
+
+        torch._dynamo.reset()
+        torch.compile(fn, backend=backend, fullgraph=True)(
+            *[torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in at.values()])
+        return graphs
+
+    for src, at in [("torch.nn.functional.relu(x) + x.clamp(min=0) * torch.maximum(x, y)", {"x": 0.0, "y": 0.0}),
+                    ("torch.amax(v) - v.sort().values[1] + torch.linalg.vector_norm(v, 2)", {"v": [1.0, 3.0, 3.0]})]:
+        tree = ex.parse(src, at, ["torch"])
+        names = torch_adapter._resolve(tree)
+        recorded = program(src, at)
+        assert isinstance(recorded, torch.fx.GraphModule), src
+        interpreted = captured(lambda *a, tree=tree, names=names, at=at: ex.evaluate(
+            tree, names, dict(zip(at, a)), guard=False), at)
+        assert captured(recorded, at) == interpreted, f"{src}: dynamo captures another graph from the fx graph"
     items = [(ex.parse(s, at, ["torch"]), at) for s, at in [
         ("torch.nn.functional.relu(x) + x.clamp(min=0) * torch.maximum(x, y)", {"x": 0.0, "y": 0.0}),
         ("torch.heaviside(x, torch.full_like(x, 0.5)) + x", {"x": 0.0})]]
     out = torch_adapter.compiled_gradients(items, "float64", "cpu", "aot_eager")
     assert out[0] == {"x": 0.0, "y": 0.0} and isinstance(out[1], BaseException), out
+
+
+def test_same_bits_tells_signed_zeros_infinities_and_nans_apart():
+    import torch
+
+    from kinkcheck.frameworks.torch import _same_bits
+
+    t = torch.tensor
+    assert _same_bits(t([0.0, float("nan"), float("inf")]), t([0.0, float("nan"), float("inf")]))
+    assert not _same_bits(t([0.0]), t([-0.0])), "relu@-0.0 measures the sign of zero"
+    assert not _same_bits(t([float("inf")]), t([torch.finfo(torch.float32).max])), "inf is not the largest float"
+    assert not _same_bits(t([float("nan")]), t([0.0])) and not _same_bits(t([1.0]), t([1.0], dtype=torch.float64))
+    assert not _same_bits(t([complex(0.0, 0.0)]), t([complex(0.0, -0.0)])), "complex parts are compared alike"
+    assert _same_bits(None, None) and not _same_bits(None, t(0.0))
+    assert _same_bits(t([1, 2]), t([1, 2])) and not _same_bits(t([1, 2]), t([1, 3]))
 
 
 # ---------------------------------------------------------------------------------------------- jax

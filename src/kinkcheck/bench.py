@@ -363,7 +363,7 @@ def _added_cases(catalog: Any, framework: str) -> list[tuple[str, str]]:
     heaviest = max(reversed(cases), key=lambda c: len(c.programs_for(framework))).id
     by_size = sorted(cases, key=lambda c: len(c.programs_for(framework)))  # stable: file order within a size
     typical = by_size[(len(by_size) - 1) // 2].id
-    return [("typical", typical), ("heaviest", heaviest)]
+    return [("typical", typical)] + ([("heaviest", heaviest)] if heaviest != typical else [])
 
 
 def _reinstall_s(framework: str, version: str, tmp: Path) -> float | None:
@@ -436,7 +436,7 @@ def add_case(frameworks: list[str] | None) -> int:
     for fw, version, role, case, planned, full, one, inst, share in rows:
         ratio = one / full
         verdict = (f"<= {ADD_CASE_TARGET:.0%} {'ok' if ratio <= ADD_CASE_TARGET else 'MISSED':<6}" if role == "typical"
-                   else f"{'(heaviest)':<10}")
+                   else f"{'(heaviest)':<12}")
         with_inst = f"{inst:>14.1f}{(one + inst) / (full + inst):>8.1%}" if inst is not None else f"{'no uv':>14}{'':>8}"
         print(f"{fw:<11}{version:<10}{full:>8.1f}{one:>9.1f}{ratio:>8.1%}  {verdict}{with_inst}{share:>10.1%}  "
               f"{case} ({planned}, {role})")

@@ -121,9 +121,31 @@ def _fx_graph(fn: Any, keys: Sequence[str]) -> Any:
     try:
         out = fn(*[tracer.create_proxy("placeholder", k, (), {}) for k in keys])
         tracer.create_node("output", "output", (tracer.create_arg(out),), {})
-        return torch.fx.GraphModule(tracer.root, tracer.graph)
+        graph = torch.fx.GraphModule(tracer.root, tracer.graph)
     except Exception:  # noqa: BLE001 - not recordable: the interpreter is traced instead
         return None
+    # A tensor the program builds from no input (torch.ones(1)) is made while fx records and kept as a
+    # constant attribute, which dynamo would lift into a graph input where it captures the construction
+    # itself (and inductor may fold it): not the same graph, so the interpreter is traced instead.
+    return None if any(n.op == "get_attr" for n in graph.graph.nodes) else graph
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    """Whether two tensors (or two Nones) are the same values bit for bit where it matters: dtype, shape, every
+    element, the sign of zeros and infinities, NaN where NaN (its payload aside); complex parts alike."""
+    if a is None or b is None:
+        return a is None and b is None
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    nan = a.isnan()
+    if not torch.equal(nan, b.isnan()):
+        return False
+    a, b = a.masked_fill(nan, 0), b.masked_fill(nan, 0)
+    return torch.equal(a, b) and torch.equal(a.signbit(), b.signbit())
 
 
 def _compile_error(err: BaseException) -> BaseException:
@@ -420,7 +442,8 @@ class TorchAdapter:
 
     def _traces_whole(self, item: Any, tdtype: Any, tdev: Any) -> bool:
         tree, _, keys, at, diff, ints = item
-        cache = self.__dict__.setdefault("_whole_graph", {})  # per program: dtypes and backends trace alike
+        # Per program, traced once in the first dtype: a graph break comes from the program's code, not its dtype.
+        cache = self.__dict__.setdefault("_whole_graph", {})
         key = (ex.unparse(tree), tuple(keys), repr(at), diff, ints)
         if key not in cache:
             cache[key] = self._trace_whole(self._program(item, tdtype, tdev), keys, at, tdtype, tdev, diff, ints)
@@ -462,8 +485,8 @@ class TorchAdapter:
         return cache[key]
 
     def _same_eagerly(self, graph: Any, interpreted: Any, item: Any, tdtype: Any, tdev: Any) -> bool:
-        """Whether ``graph`` and ``interpreted`` give the same output and input gradients, bit for bit (nan
-        where nan), run eagerly at the item's point in ``tdtype``: ones into the output, as the batch does."""
+        """Whether ``graph`` and ``interpreted`` give the same output and input gradients (:func:`_same_bits`),
+        run eagerly at the item's point in ``tdtype``: ones into the output, as the batch does."""
         _, _, keys, at, diff, ints = item
 
         def run(fn: Any) -> list[Any]:
@@ -476,11 +499,7 @@ class TorchAdapter:
             mine, theirs = run(graph), run(interpreted)
         except Exception:  # noqa: BLE001 - the batch reports the program's own failure
             return False
-        return len(mine) == len(theirs) and all(
-            (a is None and b is None) or (a is not None and b is not None and a.dtype == b.dtype
-                                          and a.shape == b.shape and torch.equal(a.isnan(), b.isnan())
-                                          and torch.equal(a.nan_to_num(), b.nan_to_num()))
-            for a, b in zip(mine, theirs))
+        return len(mine) == len(theirs) and all(_same_bits(a, b) for a, b in zip(mine, theirs))
 
     def _compiled_batch(self, prepared: list[Any], todo: list[int], results: list[Any], tdtype: Any, tdev: Any,
                         mode: str, fullgraph: bool = True) -> None:

@@ -43,7 +43,6 @@ from kinkcheck.report.view import (
 __all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_section_pages"]
 
 
-
 def _face(face: Face | None) -> str:
     if face is None:
         return "—"

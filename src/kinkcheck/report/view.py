@@ -593,7 +593,7 @@ class ReportView:
 
     def availability_groups(self) -> list[dict[str, Any]]:
         """Availability changes (*Changed in* rows of kind ``"availability"``) that share framework, device,
-        releases, change, modes and dtypes, as one row each: ``rows`` (the changes), ``programs`` and
+        environments (releases on one platform), change, modes and dtypes, as one row each: ``rows`` (the changes), ``programs`` and
         ``cases`` (counts). Each program's own row is on its case's page."""
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         for c in self.report.changed_in:
