@@ -429,13 +429,21 @@ class TorchAdapter:
         if cache[key] is not None:
             raise Unavailable(cache[key])
 
+    def _eager_reverse(self, fn: Any, item: Any, tdtype: Any, tdev: Any) -> list[Any]:
+        """``fn`` (a prepared program's function) run eagerly at the item's point with ones into its output, as
+        the compiled batch runs it: ``[output, gradient of each differentiated input]`` (None where unused)."""
+        _, _, keys, at, diff, ints = item
+        leaves = _tensors(at, keys, ints, tdtype, tdev, requires_grad=diff)
+        out = self._check_output(fn(*leaves))
+        torch.autograd.backward([out], [torch.ones_like(out)])
+        return [out.detach(), *(lf.grad for k, lf in zip(keys, leaves) if k in diff)]
+
     def _backward_works(self, item: Any, tdtype: Any, tdev: Any) -> bool:
         """Whether the program's eager reverse pass runs (ones into its output, as the compiled batch does)."""
-        tree, names, keys, at, diff, ints = item
+        tree, names, keys = item[:3]
         try:
-            leaves = _tensors(at, keys, ints, tdtype, tdev, requires_grad=diff)
-            out = self._check_output(ex.evaluate(tree, names, dict(zip(keys, leaves)), guard=False))
-            torch.autograd.backward([out], [torch.ones_like(out)])
+            self._eager_reverse(lambda *a: ex.evaluate(tree, names, dict(zip(keys, a)), guard=False), item, tdtype,
+                                tdev)
         except Exception:  # noqa: BLE001 - compiled alone, it fails (or not) on its own
             return False
         return True
@@ -468,9 +476,10 @@ class TorchAdapter:
         else the expression interpreter (:func:`kinkcheck.expr.evaluate`).
 
         Both hand dynamo the same torch calls, so it captures the same graph; the straight-line code of an FX
-        graph is what it traces several times faster than the interpreter's recursion (the trace was a third
-        of a cold ``--mode inductor`` probe). A program whose evaluation branches on a value (``bool`` of a
-        proxy), or calls what ``torch.fx`` cannot record, keeps the interpreter.
+        graph it traces about twice as fast as the interpreter's recursion (tracing was about a third of a cold
+        ``--mode inductor`` probe). A program whose evaluation branches on a value (``bool`` of a proxy), calls
+        what ``torch.fx`` cannot record, or builds a tensor from no input (:func:`_fx_graph`) keeps the
+        interpreter.
         """
         tree, names, keys, at, diff, ints = item
         cache = self.__dict__.setdefault("_fx_programs", {})
@@ -487,16 +496,9 @@ class TorchAdapter:
     def _same_eagerly(self, graph: Any, interpreted: Any, item: Any, tdtype: Any, tdev: Any) -> bool:
         """Whether ``graph`` and ``interpreted`` give the same output and input gradients (:func:`_same_bits`),
         run eagerly at the item's point in ``tdtype``: ones into the output, as the batch does."""
-        _, _, keys, at, diff, ints = item
-
-        def run(fn: Any) -> list[Any]:
-            leaves = _tensors(at, keys, ints, tdtype, tdev, requires_grad=diff)
-            out = self._check_output(fn(*leaves))
-            torch.autograd.backward([out], [torch.ones_like(out)])
-            return [out.detach(), *(lf.grad for k, lf in zip(keys, leaves) if k in diff)]
-
         try:
-            mine, theirs = run(graph), run(interpreted)
+            mine = self._eager_reverse(graph, item, tdtype, tdev)
+            theirs = self._eager_reverse(interpreted, item, tdtype, tdev)
         except Exception:  # noqa: BLE001 - the batch reports the program's own failure
             return False
         return len(mine) == len(theirs) and all(_same_bits(a, b) for a, b in zip(mine, theirs))
