@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -138,6 +139,7 @@ def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeyp
     from kinkcheck import probe as pr
 
     order = []
+    monkeypatch.setenv(pr.ENV_COMPILE_JOBS, "1")  # batches in this process, where the patch below reaches them
     monkeypatch.setattr(pr, "_probe_case", lambda *a, **k: order.append("case") or
                         {"observations": [], "networks": [], "rounded": {}})
     monkeypatch.setattr(pr, "_compiled_batch", lambda *a, **k: order.append(f"batch:{a[4]}") or {})
@@ -145,6 +147,43 @@ def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeyp
     assert "batch:inductor" in order and order.index("batch:inductor") > max(
         i for i, x in enumerate(order) if x == "case"), order
     assert order.index("batch:aot_eager") < order.index("batch:inductor"), f"inductor last: {order}"
+
+def test_compiled_batches_in_processes_give_what_one_process_gives(torch_adapter, small, monkeypatch):
+    """With two jobs, each compiled batch (mode and dtype) runs in its own process; the cells are those of the
+    batches run one after another in the probe's process."""
+    from kinkcheck import probe as pr
+
+    def cells(shard):
+        return sorted(json.dumps({k: o[k] for k in ("case", "program", "mode", "dtype", "status", "value", "error")},
+                                 sort_keys=True) for o in shard["observations"])
+
+    monkeypatch.setenv(pr.ENV_COMPILE_JOBS, "1")
+    steps: list[str] = []
+    one = pr.probe("torch", catalog=small, dtypes=["float64", "float32"], modes=["reverse", "aot_eager"],
+                   on_step=steps.append)
+    monkeypatch.setenv(pr.ENV_COMPILE_JOBS, "2")
+    real = pr._compiled_batch
+    monkeypatch.setattr(pr, "_compiled_batch", lambda *a, **k: pytest.fail("a batch ran in the probe's process"))
+    parallel = pr.probe("torch", catalog=small, dtypes=["float64", "float32"], modes=["reverse", "aot_eager"])
+    monkeypatch.setattr(pr, "_compiled_batch", real)
+    values = {(o["program"], o["dtype"]): o["value"] for o in parallel["observations"]
+              if o["mode"] == "aot_eager" and o["status"] == "ok"}
+    expected = (("torch.relu(x)", {"x": 0.0}), ("torch.maximum(x, y)", {"x": 0.5, "y": 0.5}))
+    assert values == {(p, d): v for p, v in expected for d in ("float64", "float32")}, f"batch processes: {values}"
+    assert cells(parallel) == cells(one), "the same cells either way"
+    assert [s for s in steps if s.startswith("compiling")] == [
+        "compiling the catalog: aot_eager float64", "compiling the catalog: aot_eager float32"], steps
+
+
+@pytest.mark.parametrize("raw, message", [("0", "got '0'"), ("two", "got 'two'"), ("-1", "got '-1'")])
+def test_compile_jobs_must_be_a_positive_integer(raw, message):
+    from kinkcheck.probe import ENV_COMPILE_JOBS, compile_jobs
+
+    assert compile_jobs({ENV_COMPILE_JOBS: "3"}) == 3
+    assert compile_jobs({}) >= 1, "unset: the CPUs this process may use"
+    with pytest.raises(ValueError, match=f"{ENV_COMPILE_JOBS} must be a positive integer, {message}"):
+        compile_jobs({ENV_COMPILE_JOBS: raw})
+
 
 # --- Narrowed probes merge, names match environments, killed probes resume (issue 10) ------------------
 
@@ -396,7 +435,7 @@ jax = ["jax.numpy.ones((100000, 100000)) * x"]
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA bounds allocations only on Linux")
 
 
-def _bounded_probe(tmp_path, framework, *argv, env=None):
+def _bounded_probe(tmp_path, framework, *argv, env=None, by_dtype=False):
     import os
     import signal
     import subprocess
@@ -418,7 +457,7 @@ def _bounded_probe(tmp_path, framework, *argv, env=None):
             proc.wait(timeout=60)
     assert proc.returncode == 0, err
     assert "Traceback" not in err, err
-    return {(o["case"], o["mode"]): o for o in read_shard(out)["observations"]}
+    return {(o["case"], o["mode"], *([o["dtype"]] if by_dtype else [])): o for o in read_shard(out)["observations"]}
 
 
 @linux_only
@@ -454,11 +493,37 @@ def test_a_hanging_compiled_batch_becomes_error_cells(torch_adapter, tmp_path):
         "can't allocate memory" in huge["error"], f"torch's allocation failure under the limit: {huge}"
 
 
+@linux_only
+def test_a_batch_process_that_crashes_or_hangs_costs_only_its_batch(torch_adapter, tmp_path):
+    """Batches in parallel processes: one whose process aborts is run again in the worker, where the crash is
+    isolated as for any case (its cells are errors); one that hangs is killed at its own time limit, charged to
+    it and not to the batch started after it. The other batches' cells are values."""
+    runs = {}
+    for name, env, argv in (("crash", {"KINKCHECK_CRASH_CASE": "batch:aot_eager/float32"}, ()),
+                            ("hang", {"KINKCHECK_HANG_CASE": "batch:aot_eager/float64"}, ("--batch-timeout", "20"))):
+        (tmp_path / name).mkdir()
+        runs[name] = _bounded_probe(tmp_path / name, "torch", "--mode", "reverse", "--mode", "aot_eager", "--dtype",
+                                    "float32", "--memory", "4", *argv, env={**env, "KINKCHECK_COMPILE_JOBS": "2"},
+                                    by_dtype=True)
+    for name, bad, why in (("crash", "float32", "interpreter crashed: signal 6 (SIGABRT)"),
+                           ("hang", "float64", "exceeded the compiled-batch time limit of 20 s")):
+        cells = runs[name]
+        compiled = {(case, dtype): o for (case, mode, dtype), o in cells.items() if mode == "aot_eager"}
+        assert {d for _, d in compiled} == {"float64", "float32"}, sorted(compiled)
+        for (case, dtype), o in compiled.items():
+            if dtype == bad:
+                assert o["status"] == "error" and o["error"].startswith(why), (name, case, dtype, o)
+        good = "float64" if bad == "float32" else "float32"
+        assert compiled[("maximum@tie", good)]["value"] == {"x": 0.5, "y": 0.5}, (name, compiled[("maximum@tie", good)])
+        assert cells[("maximum@tie", "reverse", good)]["value"] == {"x": 0.5, "y": 0.5}, "eager cells are kept"
+
+
 @pytest.mark.parametrize("argv, env, message", [
     (["--case-timeout", "0"], {}, "--case-timeout must be a positive number, got '0'"),
     (["--batch-timeout", "inf"], {}, "--batch-timeout must be a positive number, got 'inf'"),
     (["--memory", "-1"], {}, "--memory must be a positive number, got '-1'"),
     ([], {"KINKCHECK_CASE_TIMEOUT": "soon"}, "KINKCHECK_CASE_TIMEOUT must be a positive number, got 'soon'"),
+    ([], {"KINKCHECK_COMPILE_JOBS": "all"}, "KINKCHECK_COMPILE_JOBS must be a positive integer, got 'all'"),
 ])
 def test_bad_probe_limits_are_one_line(small, tmp_path, capsys, monkeypatch, argv, env, message):
     for k, v in env.items():
@@ -481,17 +546,75 @@ def test_probe_limits_resolve_options_then_environment_then_defaults():
 
 def test_a_record_after_a_torn_journal_line_is_kept(tmp_path):
     """A worker killed mid-write leaves a line without its end; the parent's error record must not join it."""
-    from kinkcheck.probe import _append, _last_start, _read_journal
+    from kinkcheck.probe import _append, _Progress, _read_journal
 
     journal = tmp_path / ".j.journal.jsonl"
-    journal.write_text('{"environment": {}}\n{"start": "relu@0"}\n')
-    assert _last_start(journal) == "relu@0", "a case in progress"
+    journal.write_text('{"environment": {}}\n')
+    progress = _Progress(journal)
+    _append(journal, {"start": "relu@0"})
+    assert progress.update(1.0) and progress.running == {"relu@0": 1.0}, "a case in progress"
     with journal.open("a") as fh:
         fh.write('{"case": "relu@0", "observ')
+    assert progress.update(2.0) and progress.running == {"relu@0": 1.0}, "a torn line finishes nothing"
     _append(journal, {"case": "relu@0", "observations": [], "networks": []})
     _, done, started = _read_journal(journal)
     assert started == ["relu@0"] and done == {"relu@0": {"observations": [], "networks": []}}, journal.read_text()
-    assert _last_start(journal) is None, "the last line is a finished case"
+    assert progress.update(3.0) and progress.running == {}, "the case's record after the torn line finishes it"
+
+
+def test_journal_progress_follows_batches_that_overlap(tmp_path):
+    """Compiled batches run several at a time: each is in progress from its own ``start`` line to its record,
+    whatever finishes in between, and a journal the worker rewrote is read anew."""
+    from kinkcheck.probe import _append, _Progress
+
+    journal = tmp_path / ".j.journal.jsonl"
+    journal.write_text('{"environment": {}}\n{"start": "old@0"}\n')
+    progress = _Progress(journal)
+    assert not progress.update(0.5) and progress.running == {}, "lines before the watch are not read"
+    _append(journal, {"start": "batch:inductor/float64"})
+    progress.update(1.0)
+    _append(journal, {"start": "batch:inductor/float32"})
+    progress.update(2.0)
+    _append(journal, {"case": "batch:inductor/float32", "results": {}})
+    _append(journal, {"start": "batch:inductor/float16"})
+    progress.update(3.0)
+    assert progress.running == {"batch:inductor/float64": 1.0, "batch:inductor/float16": 3.0}, progress.running
+    journal.unlink()  # what _prepare_journal does with another environment's journal
+    _append(journal, {"environment": {}})
+    _append(journal, {"start": "relu@0"})
+    assert progress.update(4.0) and progress.running["relu@0"] == 4.0, progress.running
+
+
+def test_the_time_limit_names_the_batch_that_ran_past_it(tmp_path):
+    """With batches in parallel, the kill is charged to the batch whose own limit ran out (float64, started
+    first), not to the last one started (float16), and not before its limit."""
+    import subprocess
+    import sys
+    import time
+
+    from kinkcheck.probe import ProbeLimits, _watch
+
+    journal = tmp_path / ".j.journal.jsonl"
+    journal.write_text('{"environment": {}}\n')
+    worker = f"""
+import json, time
+def line(rec):
+    with open({str(journal)!r}, "a") as fh:
+        fh.write(json.dumps(rec) + "\\n")
+line({{"start": "batch:inductor/float64"}})
+time.sleep(1.0)
+line({{"start": "batch:inductor/float32"}})
+line({{"case": "batch:inductor/float32", "results": {{}}}})
+line({{"start": "batch:inductor/float16"}})
+time.sleep(60)
+"""
+    begun = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", worker], start_new_session=True)
+    late = _watch(proc, journal, ProbeLimits(case_timeout_s=1.0, batch_timeout_s=2.5))
+    took = time.monotonic() - begun
+    assert proc.returncode is not None, "the worker is killed"
+    assert late == (2.5, "batch:inductor/float64"), f"the first batch to run out is named: {late}"
+    assert 2.5 <= took < 10, f"killed after the batch's own limit, not the case limit: {took:.1f} s"
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])

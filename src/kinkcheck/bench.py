@@ -462,6 +462,8 @@ def compiled_vs_eager(repeat: int) -> int:
     inductor run in the same cache (``inductor, warm``) is what re-probing a release costs: nox probe sessions
     share the default inductor cache. The CPU column is user + system time of the probe and every process it
     started (inductor's C++ compiler runs in child processes): CPU / 2 is the best a 2-core machine can do.
+    With more than one compile job (:func:`kinkcheck.probe.compile_jobs`), the batches compile in parallel
+    processes, and ``inductor, 1 job`` is the same cold probe with the batches one after another, for the ratio.
     """
     import os
     import resource
@@ -470,8 +472,11 @@ def compiled_vs_eager(repeat: int) -> int:
         r = resource.getrusage(resource.RUSAGE_CHILDREN)
         return r.ru_utime + r.ru_stime
 
+    from kinkcheck.probe import ENV_COMPILE_JOBS, compile_jobs
+
     py = sys.executable
     rows: dict[str, tuple[float, float, int, int]] = {}
+    jobs = compile_jobs()
 
     def counts(cache: Path) -> tuple[int, int]:
         """Graphs inductor compiled (its FX graph cache entries: a forward and a backward per compiled graph)
@@ -481,13 +486,18 @@ def compiled_vs_eager(repeat: int) -> int:
                 sum(1 for _ in cache.rglob("*.so")) if cache.is_dir() else 0)
 
     with tempfile.TemporaryDirectory() as tmp:
-        for label, mode in (("reverse", "reverse"), ("inductor", "inductor"), ("inductor, warm", "inductor"),
-                            ("aot_eager", "aot_eager")):
+        runs = [("reverse", "reverse"), ("inductor", "inductor"), ("inductor, warm", "inductor"),
+                ("aot_eager", "aot_eager")]
+        if jobs > 1:  # the batches one after another in one process, cold, beside them in parallel
+            runs.insert(2, ("inductor, 1 job", "inductor"))
+        for label, mode in runs:
             best = (float("inf"), float("nan"), 0, 0)
             for i in range(repeat):
-                cache = Path(tmp) / f"inductor-{mode}-{i}"  # the warm row reuses the cold row's cache of run i
+                # the warm row reuses the cold row's cache of run i; the one-job row has its own, empty
+                cache = Path(tmp) / f"inductor-{mode}-{i}{'-one' if label == 'inductor, 1 job' else ''}"
                 before = counts(cache)
-                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
+                       ENV_COMPILE_JOBS: "1" if label == "inductor, 1 job" else str(jobs)}
                 t0, c0 = time.perf_counter(), cpu()
                 out = Path(tmp) / f"{mode}-{i}-{label.replace(', ', '-')}"  # a fresh shard: the whole catalog
                 out.mkdir()
@@ -501,11 +511,13 @@ def compiled_vs_eager(repeat: int) -> int:
 
     print(f"torch {get_adapter('torch').version}, whole catalog ({sum(1 for _ in load_catalog().programs('torch'))} "
           f"programs), float64/float32/float16/bfloat16, with P0 networks; fresh process, best of {repeat}, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, {jobs} compile job{'s' if jobs > 1 else ''} ({ENV_COMPILE_JOBS})")
     print(f"{'':<24}{'wall':>8}  {'CPU':>8}  {'graphs':>6}  {'C++ modules':>11}")
     eager = rows["reverse"][0]
     for label, (wall, cpu_s, graphs, modules) in rows.items():
         ratio = "" if label == "reverse" else f"   {wall / eager:>5.1f} x eager"
+        if label == "inductor, 1 job":
+            ratio += f", {wall / rows['inductor'][0]:.2f} x {jobs} jobs"
         target = ""
         if label == "inductor":
             target = f"  target <= {COMPILED_TARGET:.0f} s {'ok' if wall <= COMPILED_TARGET else 'MISSED'}"

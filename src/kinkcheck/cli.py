@@ -383,12 +383,13 @@ def _probe_limits(args: argparse.Namespace) -> Any:
 
     import os
 
-    from kinkcheck.probe import START_ENV
+    from kinkcheck.probe import START_ENV, compile_jobs
 
     start = os.environ.get(START_ENV, "")
     if start not in ("", "fork", "spawn"):
         raise UsageError(f"{START_ENV} must be fork or spawn (or unset: fork where it is safe), got {start!r}")
     try:
+        compile_jobs()  # KINKCHECK_COMPILE_JOBS: bad input, said here and not inside the worker
         return ProbeLimits.resolve(args.case_timeout, args.batch_timeout, args.memory)
     except ValueError as err:
         raise UsageError(str(err)) from None

@@ -31,9 +31,9 @@ from kinkcheck.platforms import device_title
 from kinkcheck.registry import view
 from kinkcheck.shards import ShardBusy, shard_lock
 
-__all__ = ["DEFAULT_DTYPES", "ForkedWorker", "ProbeBusy", "ProbeInterrupted", "ProbeLimits", "die_with_parent",
-           "environment", "environment_id", "fork_safe", "journal_path", "probe", "probe_isolated", "probe_lock",
-           "select_cases"]
+__all__ = ["DEFAULT_DTYPES", "ENV_COMPILE_JOBS", "ForkedWorker", "ProbeBusy", "ProbeInterrupted", "ProbeLimits",
+           "compile_jobs", "die_with_parent", "environment", "environment_id", "fork_safe", "journal_path", "probe",
+           "probe_isolated", "probe_lock", "select_cases"]
 
 #: dtypes of a probe: all four.
 DEFAULT_DTYPES: tuple[str, ...] = DTYPES
@@ -82,6 +82,10 @@ class ProbeLimits:
         return cls(_positive(case_timeout, ENV_CASE_TIMEOUT, "--case-timeout", env, DEFAULT_CASE_TIMEOUT_S),
                    _positive(batch_timeout, ENV_BATCH_TIMEOUT, "--batch-timeout", env, DEFAULT_BATCH_TIMEOUT_S),
                    _positive(memory, ENV_PROBE_MEMORY, "--memory", env, DEFAULT_PROBE_MEMORY_GIB, "GiB"))
+
+    def limit_for(self, key: str) -> float:
+        """Seconds the case or compiled batch (``batch:…``) ``key`` may run."""
+        return self.batch_timeout_s if key.startswith("batch:") else self.case_timeout_s
 
     def time_message(self, key: str) -> str:
         if key.startswith("batch:"):
@@ -290,7 +294,9 @@ def probe(
     Every program is evaluated at its case's point in every mode and dtype. Compiled modes
     (:data:`kinkcheck.frameworks.base.COMPILED_MODES`) run last, one compiled call per mode and dtype for
     the whole catalog (see ``TorchAdapter.compiled_gradients``), after every eager cell: loading compiled
-    kernels can change the process's floating-point state; eager modes run program by program.
+    kernels can change the process's floating-point state; eager modes run program by program. With more than
+    one batch and more than one job (:func:`compile_jobs`, ``KINKCHECK_COMPILE_JOBS``), the batches compile
+    at once, each in a new process (:func:`_batch_processes`); the cells are the same.
     Activation programs also run end to end on P0's network (:func:`network_tree`) in the
     :data:`NETWORK_MODES` the adapter has, in float64 and float32.
 
@@ -361,20 +367,130 @@ def probe(
     # Compiled batches after every eager cell, inductor last: loading inductor's C++ kernels can change the
     # process's floating-point state (torch 2.4.1/2.5.1 on CPU flushed subnormals afterwards), which must
     # not reach the eager cells.
-    for mode in sorted((m for m in modes if m in COMPILED_MODES), key=lambda m: m == "inductor"):
-        for dtype in dtypes:
-            key = f"batch:{mode}/{dtype}"
-            if key in done:
-                continue
-            if on_step:
-                on_step(f"compiling the catalog: {mode} {dtype}")
-            if journal:
-                _append(journal, {"start": key})
-            _hang_if(hang == key)
-            done[key] = {"results": _compiled_batch(adapter, catalog, framework, device, mode, dtype, dtypes)}
-            if journal:
-                _append(journal, {"case": key, **done[key]})
+    batches = [(mode, dtype) for mode in sorted((m for m in modes if m in COMPILED_MODES),
+                                                key=lambda m: m == "inductor")
+               for dtype in dtypes if f"batch:{mode}/{dtype}" not in done]
+    jobs = compile_jobs()
+    if jobs > 1 and len(batches) > 1:
+        _batch_processes(catalog, framework, device, dtypes, batches, jobs, done, journal, on_step)
+    for mode, dtype in batches:  # here: every batch with one job, and what a batch process did not return
+        key = f"batch:{mode}/{dtype}"
+        if key in done:
+            continue
+        if on_step:
+            on_step(f"compiling the catalog: {mode} {dtype}")
+        if journal:
+            _append(journal, {"start": key})
+        if crash == key:
+            _crash(os.environ.get(CRASH_SIGNAL_ENV))
+        _hang_if(hang == key)
+        done[key] = {"results": _compiled_batch(adapter, catalog, framework, device, mode, dtype, dtypes)}
+        if journal:
+            _append(journal, {"case": key, **done[key]})
     return _assemble(env, catalog, done)
+
+
+#: Environment variable: how many compiled batches (one mode and dtype of the whole catalog each) compile at
+#: once, each in its own process; ``1`` compiles them one after another in the probe's process.
+ENV_COMPILE_JOBS = "KINKCHECK_COMPILE_JOBS"
+
+
+def compile_jobs(environ: Mapping[str, str] | None = None) -> int:
+    """Compiled batches run at once: ``KINKCHECK_COMPILE_JOBS``, else the CPUs this process may use.
+
+    A cold inductor batch is mostly single-threaded Python (dynamo, AOT autograd, inductor's lowering) and
+    C++ compiles of small kernel modules, so batches in separate processes use the other cores: on 2 cores
+    a cold ``--mode inductor`` probe of 169 cases (torch 2.13.0) took 726 s one batch after another.
+
+    Raises
+    ------
+    ValueError
+        The variable is set and not a positive integer (one line naming it).
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_COMPILE_JOBS, "").strip()
+    if not raw:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # macOS and Windows have no affinity mask
+            return max(1, os.cpu_count() or 1)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{ENV_COMPILE_JOBS} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+#: A batch process's program: this process's ``sys.path`` first (the same kinkcheck and framework), then the batch.
+_BATCH_MAIN = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+               "from kinkcheck.probe import _batch_process; _batch_process(*sys.argv[2:])")
+
+
+def _batch_processes(catalog: Catalog, framework: str, device: str, dtypes: Sequence[str],
+                     batches: Sequence[tuple[str, str]], jobs: int, done: dict[str, dict[str, Any]],
+                     journal: str | Path | None, on_step: Callable[[str], None] | None) -> None:
+    """Run compiled batches in up to ``jobs`` processes at once (:func:`_batch_process`), filling ``done``.
+
+    A batch process imports the framework afresh, as the probe's own worker did, and nothing an eager cell or
+    another batch left in a process (inductor's kernels can change the floating-point state) reaches it. Its
+    ``start`` line goes to the journal once it has imported the framework, so the batch's time limit counts
+    the batch, not the import. A batch process that dies or fails gets no record here: the caller runs that
+    batch again in its own process, where a crash is isolated and reported as for any case.
+    """
+    import pickle
+    import subprocess
+    import tempfile
+    import time
+
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-batches-") as tmp:
+        spec = Path(tmp) / "catalog.pickle"
+        spec.write_bytes(pickle.dumps(catalog))
+        env = {**os.environ, PARENT_ENV: str(os.getpid())}
+        todo, running = list(batches), {}
+        try:
+            while todo or running:
+                while todo and len(running) < jobs:
+                    mode, dtype = todo.pop(0)
+                    out = Path(tmp) / f"{mode}-{dtype}.json"
+                    if on_step:
+                        on_step(f"compiling the catalog: {mode} {dtype}")
+                    cmd = [sys.executable, "-c", _BATCH_MAIN, json.dumps(sys.path), str(spec), framework, device,
+                           mode, dtype, ",".join(dtypes), str(out)]
+                    running[subprocess.Popen(cmd, env=env)] = [f"batch:{mode}/{dtype}", out, False]
+                time.sleep(0.1)
+                for proc, state in list(running.items()):
+                    key, out, started = state
+                    if not started and (out.with_suffix(".ready").exists() or proc.poll() is not None):
+                        state[2] = True
+                        if journal:
+                            _append(journal, {"start": key})
+                    if proc.poll() is None:
+                        continue
+                    del running[proc]
+                    if proc.returncode == 0 and out.is_file():
+                        done[key] = {"results": json.loads(out.read_text(encoding="utf-8"))}
+                        if journal:
+                            _append(journal, {"case": key, **done[key]})
+        finally:
+            for proc in running:
+                proc.kill()
+                proc.wait()
+
+
+def _batch_process(spec: str, framework: str, device: str, mode: str, dtype: str, dtypes: str, out: str) -> None:
+    """A batch process of :func:`_batch_processes`: one compiled batch, its results as JSON in ``out``."""
+    import pickle
+
+    die_with_parent()
+    catalog = pickle.loads(Path(spec).read_bytes())
+    adapter = get_adapter(framework)
+    key = f"batch:{mode}/{dtype}"
+    Path(out).with_suffix(".ready").touch()
+    if os.environ.get(CRASH_ENV) == key:
+        _crash(os.environ.get(CRASH_SIGNAL_ENV))
+    _hang_if(os.environ.get(HANG_ENV) == key)
+    results = _compiled_batch(adapter, catalog, framework, device, mode, dtype, dtypes.split(","))
+    part = Path(out).with_suffix(".part")
+    part.write_text(json.dumps(results), encoding="utf-8")
+    part.replace(out)
 
 
 #: Environment variable naming a case at which a probe worker aborts (tests the crash isolation).
@@ -713,7 +829,7 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
             with _exit_on_termination():
                 if on_started is not None and not attempt:
                     on_started()
-                stalled = _watch(proc, journal, limits)
+                late = _watch(proc, journal, limits)
         finally:
             if proc.poll() is None:  # interrupted (Ctrl-C no longer reaches the new session): end the worker too
                 from kinkcheck.bounded import kill_group
@@ -722,19 +838,20 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
                 proc.wait()
         rc = proc.returncode
         env, done, started = _read_journal(journal)
-        if rc == 0 and stalled is None:
+        if rc == 0 and late is None:
             return _assemble(env, catalog, done)
         signame = _interrupting_signal(rc)
-        if stalled is None and signame is not None:  # not our own time-limit kill: someone stopped the probe
+        if late is None and signame is not None:  # not our own time-limit kill: someone stopped the probe
             raise ProbeInterrupted(f"the probe worker was killed by {signame}; run the same command again to resume "
                                    f"(journal {journal})")
-        crashed = next((c for c in reversed(started) if c not in done), None)
+        # a time limit names what ran past it (batches may run several at once); a crash, the last one started
+        crashed = late[1] if late is not None else next((c for c in reversed(started) if c not in done), None)
         if env is None or crashed is None:
-            if stalled is not None:
-                raise FrameworkUnavailable(f"probe worker for {framework} made no progress for {stalled:g} s "
+            if late is not None:
+                raise FrameworkUnavailable(f"probe worker for {framework} made no progress for {late[0]:g} s "
                                            "outside any case (start-up or between cases)")
             raise FrameworkUnavailable(f"probe worker for {framework} exited with status {rc} before any case")
-        if stalled is not None:
+        if late is not None:
             reason = limits.time_message(crashed)
         else:
             why = f"signal {-rc} ({signal.Signals(-rc).name})" if rc < 0 else f"exit status {rc}"
@@ -881,21 +998,24 @@ def _interrupting_signal(rc: int | None) -> str | None:
     return name if name in INTERRUPTING_SIGNALS else None
 
 
-def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> float | None:
-    """Wait for a probe worker; kill its process group once no journal line arrives in time.
+def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> tuple[float, str | None] | None:
+    """Wait for a probe worker; kill its process group once a case or batch runs past its limit.
 
-    The limit runs from the last change of the journal: ``case_timeout_s`` after a case's ``start`` line,
-    ``batch_timeout_s`` after a compiled batch's; the worker's start-up (the framework import) gets the
-    largest of them and :data:`STARTUP_TIMEOUT_S`.
-    Returns the limit that ran out, or None when the worker exited by itself.
+    Each case and compiled batch in progress (a ``start`` line without its record, :class:`_Progress`) gets
+    ``case_timeout_s`` or ``batch_timeout_s`` from its ``start`` line; compiled batches may run several at a
+    time (:func:`compile_jobs`). With none in progress, the worker gets ``case_timeout_s`` from the journal's
+    last change, and its start-up (the framework import) the largest of the limits and
+    :data:`STARTUP_TIMEOUT_S`.
+    Returns (the limit that ran out, the key of the case or batch that ran past it, or None outside any), or
+    None when the worker exited by itself.
     """
     import subprocess
     import time
 
     from kinkcheck.bounded import kill_group
 
-    size = _size(journal)
-    limit = max(limits.case_timeout_s, limits.batch_timeout_s, STARTUP_TIMEOUT_S)  # importing the framework
+    progress = _Progress(journal)
+    idle_limit = max(limits.case_timeout_s, limits.batch_timeout_s, STARTUP_TIMEOUT_S)  # importing the framework
     since = time.monotonic()
     poll = min(0.5, limits.case_timeout_s / 10)
     while True:
@@ -904,15 +1024,68 @@ def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> float | None:
             return None
         except subprocess.TimeoutExpired:
             pass
-        now, new_size = time.monotonic(), _size(journal)
-        if new_size != size:
-            size, since = new_size, now
-            key = _last_start(journal)
-            limit = limits.batch_timeout_s if key is not None and key.startswith("batch:") else limits.case_timeout_s
-        elif now - since > limit:
+        now = time.monotonic()
+        if progress.update(now):
+            since, idle_limit = now, limits.case_timeout_s
+        late = [(begun + limits.limit_for(key), begun, key) for key, begun in progress.running.items()
+                if now - begun > limits.limit_for(key)]
+        if late or (not progress.running and now - since > idle_limit):
             kill_group(proc)
             proc.wait()
-            return limit
+            if late:
+                key = min(late)[2]  # the first to run out
+                return limits.limit_for(key), key
+            return idle_limit, None
+
+
+class _Progress:
+    """The cases and compiled batches in progress in a probe journal, read as the journal grows: key → the
+    monotonic time its ``start`` line was read. Lines written before the watch began are not read (a restarted
+    worker writes a new ``start`` line for whatever it runs again); a journal the worker rewrote
+    (:func:`_prepare_journal` keeps no ``start`` line) is read from its beginning."""
+
+    def __init__(self, journal: Path) -> None:
+        self.journal = journal
+        self.file, self.offset = self._identity()
+        self.rest = b""
+        self.running: dict[str, float] = {}
+
+    def _identity(self) -> tuple[int | None, int]:
+        try:
+            st = self.journal.stat()
+        except OSError:
+            return None, 0
+        return st.st_ino, st.st_size
+
+    def update(self, now: float) -> bool:
+        """Read what was appended since the last call; True when the journal changed."""
+        ino, size = self._identity()
+        if ino != self.file or size < self.offset:  # replaced, deleted or cut: what it holds now is new
+            self.file, self.offset, self.rest = ino, 0, b""
+            if ino is None:
+                return True
+        try:
+            with open(self.journal, "rb") as fh:
+                fh.seek(self.offset)
+                new = fh.read()
+        except OSError:
+            return False
+        if not new:
+            return False
+        self.offset += len(new)
+        *lines, self.rest = (self.rest + new).split(b"\n")
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:  # a line a killed worker cut short
+                continue
+            if not isinstance(rec, dict):
+                continue
+            if isinstance(rec.get("start"), str):
+                self.running[rec["start"]] = now
+            elif isinstance(rec.get("case"), str):
+                self.running.pop(rec["case"], None)
+        return True
 
 
 #: Environment variable with the pid of the probe that started a worker (see :func:`die_with_parent`).
@@ -971,21 +1144,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return -1
-
-
-def _last_start(journal: Path) -> str | None:
-    """The key of the journal's last line when that line is a ``start`` line (a case in progress), else None."""
-    try:
-        with open(journal, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))  # a start line is short; a case record may be long
-            tail = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    try:
-        rec = json.loads(tail.rstrip("\n").rsplit("\n", 1)[-1])
-    except json.JSONDecodeError:
-        return None
-    return rec.get("start") if isinstance(rec, dict) and isinstance(rec.get("start"), str) else None
 
 
 def _prepare_journal(journal: str | Path, env: dict[str, Any]) -> None:
