@@ -175,7 +175,29 @@ def test_compiled_batches_in_processes_give_what_one_process_gives(torch_adapter
         "compiling the catalog: aot_eager float64", "compiling the catalog: aot_eager float32"], steps
 
 
-@pytest.mark.parametrize("raw, message", [("0", "got '0'"), ("two", "got 'two'"), ("-1", "got '-1'")])
+def test_a_dead_batch_process_is_left_to_the_worker_and_its_clock_stops(torch_adapter, small, tmp_path, monkeypatch):
+    """A batch process that dies returns nothing: its batch gets a ``retry`` line (the watchdog stops timing
+    it) and no record, and the probe's worker runs it again; the other batch's results are journaled."""
+    from kinkcheck import probe as pr
+
+    monkeypatch.setenv(pr.CRASH_ENV, "batch:aot_eager/float32")  # the batch process aborts
+    journal = tmp_path / ".j.journal.jsonl"
+    journal.write_text('{"environment": {}}\n')
+    progress = pr._Progress(journal)
+    done: dict = {}
+    batches = [("aot_eager", "float64"), ("aot_eager", "float32")]
+    pr._batch_processes(small, "torch", "cpu", ["float64", "float32"], batches, 2, done, journal, None)
+    assert list(done) == ["batch:aot_eager/float64"], f"only the batch whose process lived: {list(done)}"
+    lines = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
+    keyed = [(next(iter(r)), next(iter(r.values()))) for r in lines]
+    assert ("start", "batch:aot_eager/float32") in keyed and ("retry", "batch:aot_eager/float32") in keyed, keyed
+    assert ("case", "batch:aot_eager/float64") in keyed and ("case", "batch:aot_eager/float32") not in keyed, keyed
+    progress.update(1.0)
+    assert progress.running == {}, f"nothing left in progress: {progress.running}"
+
+
+@pytest.mark.parametrize("raw, message", [("0", "got '0'"), ("two", "got 'two'"), ("-1", "got '-1'"),
+                                          ("²", "got '²'")])
 def test_compile_jobs_must_be_a_positive_integer(raw, message):
     from kinkcheck.probe import ENV_COMPILE_JOBS, compile_jobs
 
@@ -498,15 +520,15 @@ def test_a_batch_process_that_crashes_or_hangs_costs_only_its_batch(torch_adapte
     """Batches in parallel processes: one whose process aborts is run again in the worker, where the crash is
     isolated as for any case (its cells are errors); one that hangs is killed at its own time limit, charged to
     it and not to the batch started after it. The other batches' cells are values."""
-    runs = {}
+    runs = {}  # 45 s: the other batch's process imports torch and compiles within it on a loaded machine
     for name, env, argv in (("crash", {"KINKCHECK_CRASH_CASE": "batch:aot_eager/float32"}, ()),
-                            ("hang", {"KINKCHECK_HANG_CASE": "batch:aot_eager/float64"}, ("--batch-timeout", "20"))):
+                            ("hang", {"KINKCHECK_HANG_CASE": "batch:aot_eager/float64"}, ("--batch-timeout", "45"))):
         (tmp_path / name).mkdir()
         runs[name] = _bounded_probe(tmp_path / name, "torch", "--mode", "reverse", "--mode", "aot_eager", "--dtype",
                                     "float32", "--memory", "4", *argv, env={**env, "KINKCHECK_COMPILE_JOBS": "2"},
                                     by_dtype=True)
     for name, bad, why in (("crash", "float32", "interpreter crashed: signal 6 (SIGABRT)"),
-                           ("hang", "float64", "exceeded the compiled-batch time limit of 20 s")):
+                           ("hang", "float64", "exceeded the compiled-batch time limit of 45 s")):
         cells = runs[name]
         compiled = {(case, dtype): o for (case, mode, dtype), o in cells.items() if mode == "aot_eager"}
         assert {d for _, d in compiled} == {"float64", "float32"}, sorted(compiled)

@@ -313,7 +313,8 @@ def probe(
     on_step : callable, optional
         Called with a short description before each program and each compiled batch (progress display).
     journal : path, optional
-        JSON-lines file: a ``{"start": key}`` line before each case or compiled batch and a record with its
+        JSON-lines file: a ``{"start": key}`` line before each case or compiled batch (when its process is
+        started, for a batch in its own process; ``{"retry": key}`` when that process died) and a record with its
         results after it, handed to the kernel at once (it outlives the worker); keys already in the journal
         are skipped. This is how :func:`probe_isolated` survives a case that crashes the interpreter, and how a
         killed probe resumes:
@@ -333,6 +334,7 @@ def probe(
         A case id of ``cases`` the catalog does not hold.
     """
     catalog = select_cases(catalog if catalog is not None else load_catalog(), cases)  # an empty Catalog is falsy
+    jobs = compile_jobs()  # a bad KINKCHECK_COMPILE_JOBS fails here, before any cell is measured
     adapter = get_adapter(framework)
     modes = tuple(modes or adapter.modes)
     for m in modes:
@@ -370,7 +372,6 @@ def probe(
     batches = [(mode, dtype) for mode in sorted((m for m in modes if m in COMPILED_MODES),
                                                 key=lambda m: m == "inductor")
                for dtype in dtypes if f"batch:{mode}/{dtype}" not in done]
-    jobs = compile_jobs()
     if jobs > 1 and len(batches) > 1:
         _batch_processes(catalog, framework, device, dtypes, batches, jobs, done, journal, on_step)
     for mode, dtype in batches:  # here: every batch with one job, and what a batch process did not return
@@ -414,7 +415,7 @@ def compile_jobs(environ: Mapping[str, str] | None = None) -> int:
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:  # macOS and Windows have no affinity mask
             return max(1, os.cpu_count() or 1)
-    if not raw.isdigit() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         raise ValueError(f"{ENV_COMPILE_JOBS} must be a positive integer, got {raw!r}")
     return int(raw)
 
@@ -431,59 +432,91 @@ def _batch_processes(catalog: Catalog, framework: str, device: str, dtypes: Sequ
 
     A batch process imports the framework afresh, as the probe's own worker did, and nothing an eager cell or
     another batch left in a process (inductor's kernels can change the floating-point state) reaches it. Its
-    ``start`` line goes to the journal once it has imported the framework, so the batch's time limit counts
-    the batch, not the import. A batch process that dies or fails gets no record here: the caller runs that
-    batch again in its own process, where a crash is isolated and reported as for any case.
+    ``start`` line goes to the journal when it is started, so its time limit counts its import too. A batch
+    process that dies or fails gets a ``retry`` line (its time limit stops) and no record: the caller runs
+    that batch again in its own process, where a crash is isolated and reported as for any case. When the
+    processes cannot be set up (the catalog does not pickle, no temporary folder), nothing runs here.
     """
     import pickle
+    import shutil
     import subprocess
     import tempfile
     import time
 
-    with tempfile.TemporaryDirectory(prefix="kinkcheck-batches-") as tmp:
-        spec = Path(tmp) / "catalog.pickle"
+    _remove_orphaned_batch_folders()
+    tmp = None
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_BATCH_FOLDER}{os.getpid()}-"))
+        spec = tmp / "catalog.pickle"
         spec.write_bytes(pickle.dumps(catalog))
-        env = {**os.environ, PARENT_ENV: str(os.getpid())}
-        todo, running = list(batches), {}
+    except Exception:  # noqa: BLE001 - the caller runs every batch in its own process instead
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
+    env = {**os.environ, PARENT_ENV: str(os.getpid())}
+    todo: list[tuple[str, str]] = list(batches)
+    running: dict[Any, tuple[str, Path]] = {}
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                mode, dtype = todo.pop(0)
+                key, out = f"batch:{mode}/{dtype}", tmp / f"{mode}-{dtype}.json"
+                if on_step:
+                    on_step(f"compiling the catalog: {mode} {dtype}")
+                if journal:
+                    _append(journal, {"start": key})
+                cmd = [sys.executable, "-c", _BATCH_MAIN, json.dumps(sys.path), str(spec), framework, device,
+                       mode, dtype, ",".join(dtypes), str(out)]
+                running[subprocess.Popen(cmd, env=env)] = (key, out)
+            time.sleep(0.1)
+            for proc, (key, out) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[proc]
+                if proc.returncode == 0 and out.is_file():
+                    done[key] = {"results": json.loads(out.read_text(encoding="utf-8"))}
+                    if journal:
+                        _append(journal, {"case": key, **done[key]})
+                elif journal:
+                    _append(journal, {"retry": key})
+    finally:
+        for proc in running:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: Prefix of a batch folder in the temporary directory: ``kinkcheck-batches-<pid of the probe>-…``.
+_BATCH_FOLDER = "kinkcheck-batches-"
+
+
+def _remove_orphaned_batch_folders() -> None:
+    """Remove the batch folders of probes that no longer run (a worker killed at a time limit leaves one)."""
+    import shutil
+    import tempfile
+
+    for folder in Path(tempfile.gettempdir()).glob(f"{_BATCH_FOLDER}*"):
+        pid = folder.name[len(_BATCH_FOLDER):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
         try:
-            while todo or running:
-                while todo and len(running) < jobs:
-                    mode, dtype = todo.pop(0)
-                    out = Path(tmp) / f"{mode}-{dtype}.json"
-                    if on_step:
-                        on_step(f"compiling the catalog: {mode} {dtype}")
-                    cmd = [sys.executable, "-c", _BATCH_MAIN, json.dumps(sys.path), str(spec), framework, device,
-                           mode, dtype, ",".join(dtypes), str(out)]
-                    running[subprocess.Popen(cmd, env=env)] = [f"batch:{mode}/{dtype}", out, False]
-                time.sleep(0.1)
-                for proc, state in list(running.items()):
-                    key, out, started = state
-                    if not started and (out.with_suffix(".ready").exists() or proc.poll() is not None):
-                        state[2] = True
-                        if journal:
-                            _append(journal, {"start": key})
-                    if proc.poll() is None:
-                        continue
-                    del running[proc]
-                    if proc.returncode == 0 and out.is_file():
-                        done[key] = {"results": json.loads(out.read_text(encoding="utf-8"))}
-                        if journal:
-                            _append(journal, {"case": key, **done[key]})
-        finally:
-            for proc in running:
-                proc.kill()
-                proc.wait()
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (PermissionError, OSError):  # another user's probe, or no way to tell: left alone
+            continue
 
 
 def _batch_process(spec: str, framework: str, device: str, mode: str, dtype: str, dtypes: str, out: str) -> None:
     """A batch process of :func:`_batch_processes`: one compiled batch, its results as JSON in ``out``."""
     import pickle
+    import signal
 
     die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the probe, which ends its batch processes
     catalog = pickle.loads(Path(spec).read_bytes())
     adapter = get_adapter(framework)
     key = f"batch:{mode}/{dtype}"
-    Path(out).with_suffix(".ready").touch()
     if os.environ.get(CRASH_ENV) == key:
         _crash(os.environ.get(CRASH_SIGNAL_ENV))
     _hang_if(os.environ.get(HANG_ENV) == key)
@@ -618,9 +651,9 @@ def _crashed(catalog: Catalog, key: str, framework: str, dtypes: Sequence[str], 
              reason: str, done: dict[str, Any] | None = None) -> dict[str, Any]:
     """Error cells for every observation of a case (or compiled batch) whose worker process died.
 
-    A case's compiled-mode cells come from the compiled batches (they run after the eager cases, in a new
-    worker), so they are not lost with it. A crash inside a compiled batch loses that mode and dtype for the
-    whole catalog (the batch is one call); the cells say so.
+    A case's compiled-mode cells come from the compiled batches (they run after the eager cases, in a new worker or
+    their own processes), so they are not lost with it. A crash inside a compiled batch loses that mode and dtype
+    for the whole catalog (the batch is one call); the cells say so.
     """
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
 
@@ -747,13 +780,13 @@ def probe_isolated(
 ) -> dict[str, Any]:
     """Like :func:`probe`, in a bounded worker process that is restarted after the case that crashed it.
 
-    The worker journals each case as it finishes; when it dies (a segfault or abort inside the framework),
-    the case it had started becomes ``error`` cells ("interpreter crashed: …") and a new worker resumes
-    with the next case, so one crashing case does not lose the rest of the shard. The same holds for a case
-    that hangs: when no journal line arrives within ``limits.case_timeout_s`` (``batch_timeout_s`` for a
-    compiled batch), the worker's process group is killed and the case's cells say "exceeded the per-case
-    time limit of N s". The worker runs under ``RLIMIT_DATA`` of ``limits.memory_gib``: an allocation past
-    it fails, and the cell says "exceeded the memory limit of N GiB".
+    The worker journals each case as it finishes; when it dies (a segfault or abort inside the framework), the case
+    it had started becomes ``error`` cells ("interpreter crashed: …") and a new worker resumes with the next case,
+    so one crashing case does not lose the rest of the shard. The same holds for a case that hangs: when a case runs
+    ``limits.case_timeout_s`` past its journal ``start`` line (a compiled batch ``batch_timeout_s``; batches may run
+    several at once, each timed from its own line), the worker's process group is killed and that case's cells say
+    "exceeded the per-case time limit of N s". The worker runs under ``RLIMIT_DATA`` of ``limits.memory_gib``: an
+    allocation past it fails, and the cell says "exceeded the memory limit of N GiB".
 
     Parameters
     ----------
@@ -844,6 +877,8 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
         if late is None and signame is not None:  # not our own time-limit kill: someone stopped the probe
             raise ProbeInterrupted(f"the probe worker was killed by {signame}; run the same command again to resume "
                                    f"(journal {journal})")
+        if late is not None and late[1] in done:  # its record landed just before the kill: nothing to charge
+            continue
         # a time limit names what ran past it (batches may run several at once); a crash, the last one started
         crashed = late[1] if late is not None else next((c for c in reversed(started) if c not in done), None)
         if env is None or crashed is None:
@@ -1085,6 +1120,8 @@ class _Progress:
                 self.running[rec["start"]] = now
             elif isinstance(rec.get("case"), str):
                 self.running.pop(rec["case"], None)
+            elif isinstance(rec.get("retry"), str):  # its process died; the worker runs it again later
+                self.running.pop(rec["retry"], None)
         return True
 
 
