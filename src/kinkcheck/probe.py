@@ -371,11 +371,11 @@ def probe(
     # not reach the eager cells.
     batches = [(mode, dtype) for mode in sorted((m for m in modes if m in COMPILED_MODES),
                                                 key=lambda m: m == "inductor")
-               for dtype in dtypes if f"batch:{mode}/{dtype}" not in done]
+               for dtype in dtypes if _batch_name(mode, dtype) not in done]
     if jobs > 1 and len(batches) > 1:
         _batch_processes(catalog, framework, device, dtypes, batches, jobs, done, journal, on_step)
     for mode, dtype in batches:  # here: every batch with one job, and what a batch process did not return
-        key = f"batch:{mode}/{dtype}"
+        key = _batch_name(mode, dtype)
         if key in done:
             continue
         if on_step:
@@ -389,6 +389,11 @@ def probe(
         if journal:
             _append(journal, {"case": key, **done[key]})
     return _assemble(env, catalog, done)
+
+
+def _batch_name(mode: str, dtype: str) -> str:
+    """A compiled batch's key in the journal (``batch:inductor/float32``), beside the case ids."""
+    return f"batch:{mode}/{dtype}"
 
 
 #: Environment variable: how many compiled batches (one mode and dtype of the whole catalog each) compile at
@@ -460,7 +465,7 @@ def _batch_processes(catalog: Catalog, framework: str, device: str, dtypes: Sequ
         while todo or running:
             while todo and len(running) < jobs:
                 mode, dtype = todo.pop(0)
-                key, out = f"batch:{mode}/{dtype}", tmp / f"{mode}-{dtype}.json"
+                key, out = _batch_name(mode, dtype), tmp / f"{mode}-{dtype}.json"
                 if on_step:
                     on_step(f"compiling the catalog: {mode} {dtype}")
                 if journal:
@@ -516,7 +521,7 @@ def _batch_process(spec: str, framework: str, device: str, mode: str, dtype: str
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the probe, which ends its batch processes
     catalog = pickle.loads(Path(spec).read_bytes())
     adapter = get_adapter(framework)
-    key = f"batch:{mode}/{dtype}"
+    key = _batch_name(mode, dtype)
     if os.environ.get(CRASH_ENV) == key:
         _crash(os.environ.get(CRASH_SIGNAL_ENV))
     _hang_if(os.environ.get(HANG_ENV) == key)
