@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
 __all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count",
-           "drop_removed", "file_schema", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work", "pack",
+           "drop_removed", "file_schema", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work", "not_measured_modes", "open_parts", "pack",
            "read_old_shard", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_lock",
-           "shard_schema", "shard_text", "unpack", "write_json_atomic", "write_merged", "write_shard",
+           "shard_schema", "shard_text", "unpack", "write_json_atomic", "withdraw", "write_merged", "write_shard",
            "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
@@ -737,6 +737,74 @@ def _with_case_hashes(env: dict[str, Any], hashes: dict[str, str]) -> dict[str, 
     return out
 
 
+def withdraw(shard: dict[str, Any], select: Callable[[dict[str, Any]], bool], reason: str) -> dict[str, Any]:
+    """``shard`` without the observations ``select`` picks, each recorded as not measured with ``reason``.
+
+    For a cell that holds no measurement of the framework although the probe wrote one: an error the probe
+    itself caused (issue 30: a program's constants on the CPU beside CUDA inputs). The cells leave
+    ``observations``, so :func:`missing_work` lists them and the next probe of the environment measures them;
+    ``environment.not_measured_parts`` says, per (case, program), which modes and dtypes and why, until then
+    (:func:`merge_shard` drops a part once its cells are measured). Everything else is kept as it is.
+
+    Raises
+    ------
+    ShardError
+        ``reason`` is empty, or ``select`` picks nothing (a withdrawal that finds nothing is a mistake).
+    """
+    from kinkcheck.frameworks.base import DTYPES, MODES
+
+    if not reason.strip():
+        raise ShardError("a withdrawal must say why the cells are not measured")
+    gone = [o for o in shard["observations"] if select(o)]
+    if not gone:
+        raise ShardError(f"{shard['environment']['id']}: no observation to withdraw ({reason})")
+    parts: dict[tuple[str, str], dict[str, Any]] = {}
+    for o in gone:
+        part = parts.setdefault((o["case"], o["program"]), {"case": o["case"], "program": o["program"],
+                                                            "modes": [], "dtypes": [], "reason": reason})
+        for key, val in (("modes", o["mode"]), ("dtypes", o["dtype"])):
+            if val not in part[key]:
+                part[key].append(val)
+    for part in parts.values():
+        part["modes"].sort(key=MODES.index)
+        part["dtypes"].sort(key=DTYPES.index)
+        cells = {(part["case"], part["program"], m, d) for m in part["modes"] for d in part["dtypes"]}
+        if cells - {_row_key(o) for o in gone if (o["case"], o["program"]) == (part["case"], part["program"])}:
+            raise ShardError(f"{part['case']} {part['program']}: withdraw whole modes × dtypes of a program")
+    env = dict(shard["environment"])
+    env["not_measured_parts"] = [*(env.get("not_measured_parts") or []), *parts.values()]
+    return {**shard, "environment": env, "observations": [o for o in shard["observations"] if not select(o)]}
+
+
+def not_measured_modes(shard: dict[str, Any], modes: Sequence[str], reason: str) -> dict[str, Any]:
+    """``shard`` with ``environment.not_measured_parts`` saying that ``modes`` were not probed (none of them in
+    ``environment.modes``; a case that asks for one of them may hold its cells), and why: a probe cut short."""
+    probed = set(shard["environment"].get("modes") or ())
+    if not reason.strip() or not modes or probed & set(modes):
+        raise ShardError(f"{shard['environment']['id']}: modes not measured must be modes not probed, and say why "
+                         f"(probed: {', '.join(sorted(probed & set(modes))) or 'none'})")
+    env = dict(shard["environment"])
+    env["not_measured_parts"] = [*(env.get("not_measured_parts") or []), {"modes": list(modes), "reason": reason}]
+    return {**shard, "environment": env}
+
+
+def open_parts(parts: Sequence[dict[str, Any]], observations: Sequence[dict[str, Any]],
+               probed: Sequence[str]) -> list[dict[str, Any]]:
+    """The parts of ``environment.not_measured_parts`` still not measured: a program's part while any of its
+    cells is absent from ``observations``, a part of whole modes with the modes not yet ``probed``
+    (``environment.modes``)."""
+    present = {_row_key(o) for o in observations}
+    out = []
+    for part in parts:
+        if "case" in part:
+            if any((part["case"], part["program"], m, d) not in present
+                   for m in part["modes"] for d in part["dtypes"]):
+                out.append(part)
+        elif left := [m for m in part["modes"] if m not in probed]:
+            out.append({**part, "modes": left})
+    return out
+
+
 def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalog,
                 replace: bool = False, drop_removed: bool = False) -> dict[str, Any]:
     """The shard to write where ``old`` is when a probe of some cases × modes × dtypes returned ``new``.
@@ -836,6 +904,12 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
         part["not_remeasured"] = {"observations": kept_obs, "networks": kept_nets,
                                   "reasons": sorted(reasons, key=lambda r: -reasons[r])[:5]}
     env["history"] = [*(env_old.get("history") or [_part(env_old, None)]), part]
+    if env_old.get("not_measured_parts"):  # what this probe measured of them is no longer a gap
+        parts = open_parts(env_old["not_measured_parts"], observations, env["modes"])
+        if parts:
+            env["not_measured_parts"] = parts
+        else:
+            del env["not_measured_parts"]
     merged = {**new, "environment": env, "observations": observations, "networks": networks}
     before, after = current_count(old, catalog), current_count(merged, catalog)
     if after < before:

@@ -336,6 +336,23 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
         return "environment.not_measured must be a sentence saying why nothing was measured"
     observations = shard["observations"]
+    parts = env.get("not_measured_parts") or []
+    if parts:
+        from kinkcheck.frameworks.base import DTYPES, MODES
+
+        present = {(o["case"], o["program"], o["mode"], o["dtype"]) for o in observations}
+        for part in parts:
+            where = f"environment.not_measured_parts ({part.get('case', 'every case')}, {', '.join(part['modes'])})"
+            if not part["reason"].strip() or ("case" in part) != ("program" in part) or ("case" in part) != (
+                    "dtypes" in part):
+                return f"{where}: a part names a case with its program and dtypes, or whole modes, and says why"
+            if any(m not in MODES for m in part["modes"]) or any(d not in DTYPES for d in part.get("dtypes", ())):
+                return f"{where}: unknown mode or dtype"
+            if "case" in part and any((part["case"], part["program"], m, d) in present
+                                      for m in part["modes"] for d in part["dtypes"]):
+                return f"{where}: says not measured, but the shard holds a cell of it"
+            if "case" not in part and set(part["modes"]) & set(env.get("modes") or ()):
+                return f"{where}: says not measured, but environment.modes says they were probed"
     if not observations and reason is None:
         return "no observation, and no environment.not_measured reason saying why"
     expected: dict[str, dict[str, tuple[int, ...]]] = {}

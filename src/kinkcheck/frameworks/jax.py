@@ -163,6 +163,19 @@ class JaxAdapter:
                 raise FrameworkUnavailable("not measured: no CUDA device") from None
         raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
 
+    def _placed(self, device: str) -> Any:
+        """The context in which a program runs on ``device``: ``jax.default_device`` of it where it is not JAX's
+        default device already, so that an array the program makes itself (``jnp.arange(-1, 2)``) is made where its
+        inputs are committed, instead of being made on the default device and moved (on a CUDA machine the GPU is
+        the default, so CPU and CUDA probes enter nothing)."""
+        import contextlib
+
+        dev = self._device(device)
+        place = getattr(jax, "default_device", None)
+        if place is None or dev == jax.devices()[0]:
+            return contextlib.nullcontext()
+        return place(dev)
+
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         return resolve(tree, self.namespace(), MODULES, ORIGINS)
 
@@ -199,7 +212,7 @@ class JaxAdapter:
         check_mode(mode, self.modes)
         check_dtype(dtype)
         diff = split_inputs(at, wrt, ints)
-        with _x64(dtype == "float64"):
+        with _x64(dtype == "float64"), self._placed(device):
             return self._gradient(tree, at, dtype, device, mode, diff, tuple(ints))
 
     def callable_gradient(
@@ -208,7 +221,7 @@ class JaxAdapter:
         """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`."""
         check_mode(mode, self.modes)
         check_dtype(dtype)
-        with _x64(dtype == "float64"):
+        with _x64(dtype == "float64"), self._placed(device):
             args = self._inputs(at, dtype, device)
             out = fn(*args)
             if not isinstance(out, jax.Array):  # a Python float would differentiate to 0 silently
@@ -278,7 +291,7 @@ class JaxAdapter:
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         check_dtype(dtype)
-        with _x64(dtype == "float64"):
+        with _x64(dtype == "float64"), self._placed(device):
             return self._network_grads(tree, input_name, net, dtype, device)
 
     def _network_grads(

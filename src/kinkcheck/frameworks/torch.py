@@ -54,6 +54,21 @@ def _mps_available() -> bool:
     return bool(mps is not None and mps.is_available())
 
 
+def _placed(tdev: Any) -> Any:
+    """The context in which a program runs on ``tdev``: PyTorch's default-device context (``with torch.device(...)``,
+    torch >= 2.0), so that every tensor the program builds itself (``torch.tensor([0, 0, 1])``, ``torch.ones(1)``)
+    is made on the device probed, as its inputs are, in every mode (``torch.compile`` traces under it too). On the
+    CPU nothing is entered: CPU measurements stay exactly as they were.
+
+    Seen without it (the probe of 2d3abce on an NVIDIA H200): a program's constants were built on the CPU beside
+    CUDA inputs, and PyTorch raised "Expected all tensors to be on the same device", which is the probe's doing, not
+    PyTorch's. :meth:`TorchAdapter._device` refuses a device other than the CPU on a release without the context.
+    """
+    import contextlib
+
+    return contextlib.nullcontext() if tdev.type == "cpu" else tdev
+
+
 def _to_lists(keys: Sequence[str], grads: Sequence[Any], like: Sequence[Any]) -> dict[str, Any]:
     """Gradients (None for an input the output does not depend on: zeros) → input name → nested floats."""
     # clone(): some backward formulas (torch.sgn) return a storage-less "zero tensor".
@@ -225,10 +240,23 @@ class TorchAdapter:
                                            "False; PyTorch's MPS backend needs Apple silicon and macOS 12.3)")
             if dtype == "float64":
                 raise Unavailable("float64 does not exist on Metal: PyTorch's MPS backend has no float64")
-            return torch.device("mps")
+            return self._placeable(torch.device("mps"))
+        if device == "meta":  # no data, shapes only: what the CPU-only tests of device placement run on
+            return self._placeable(torch.device("meta"))
         if device not in ("cpu", "cuda"):
             raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda, metal)")
-        return torch.device(device)
+        return self._placeable(torch.device(device))
+
+    @staticmethod
+    def _placeable(tdev: Any) -> Any:
+        """``tdev``, where a program's own tensors can be made on it (:func:`_placed`); FrameworkUnavailable on a
+        device other than the CPU in a release without PyTorch's default-device context (torch < 2.0)."""
+        if tdev.type != "cpu" and not hasattr(tdev, "__enter__"):
+            raise FrameworkUnavailable(
+                f"not measured on {tdev.type}: torch {torch.__version__} has no default-device context (`with "
+                "torch.device(...)`, added in 2.0), so a program's own constants would stay on the CPU beside inputs "
+                f"on {tdev.type}")
+        return tdev
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         return resolve(tree, self.namespace(), MODULES, ORIGINS)
@@ -254,6 +282,12 @@ class TorchAdapter:
                 raise result
             return result
         tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
+        with _placed(tdev):
+            return self._eager_gradient(tree, at, mode, diff, tuple(ints), tdtype, tdev)
+
+    def _eager_gradient(self, tree: ex.Node, at: Mapping[str, Any], mode: str, diff: Sequence[str],
+                        ints: Sequence[str], tdtype: Any, tdev: Any) -> dict[str, Any]:
+        """:meth:`gradient` in an eager mode, inside :func:`_placed`."""
         names = self._resolve(tree)
         keys = list(at)
         base = _tensors(at, keys, ints, tdtype, tdev)
@@ -279,7 +313,8 @@ class TorchAdapter:
             leaves = [b.clone().requires_grad_(True) for b in wbase]
             out = f(*with_wrt(leaves)).sum()
             grads = torch.autograd.grad(out, leaves, create_graph=True, allow_unused=True)
-            total = sum((g.sum() for g in grads if g is not None and g.requires_grad), torch.zeros((), dtype=tdtype))
+            total = sum((g.sum() for g in grads if g is not None and g.requires_grad),
+                        torch.zeros((), dtype=tdtype, device=tdev))
             if not total.requires_grad:  # every gradient is a constant: H = 0
                 return _to_lists(diff, [None] * len(diff), wbase)
             return _to_lists(diff, torch.autograd.grad(total, leaves, allow_unused=True), wbase)
@@ -341,7 +376,8 @@ class TorchAdapter:
                 raise TypeError(f"the function returned a {type(out).__name__}, not a torch.Tensor")
             return out
 
-        return _callable_modes(f, keys, base, "reverse" if mode in COMPILED_MODES else mode)
+        with _placed(tdev):
+            return _callable_modes(f, keys, base, "reverse" if mode in COMPILED_MODES else mode)
 
     def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
         """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
@@ -384,6 +420,12 @@ class TorchAdapter:
             raise Unavailable(f"torch.compile is not usable here: {short_error(err)}") from None
         self._backend_works(mode, tdtype_name=dtype, device=device)
         tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
+        with _placed(tdev):  # eager checks, tracing, compiling and the backward pass alike
+            return self._compiled_on(items, tdtype, tdev, mode)
+
+    def _compiled_on(self, items: Sequence[tuple[ex.Node, Mapping[str, Any]]], tdtype: Any, tdev: Any,
+                     mode: str) -> list[dict[str, Any] | BaseException]:
+        """:meth:`compiled_gradients` once the backend works, inside :func:`_placed`."""
         prepared: list[Any] = []
         for tree, at, *spec in items:
             try:
@@ -550,6 +592,11 @@ class TorchAdapter:
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
+        with _placed(tdev):
+            return self._network_grads(tree, input_name, net, tdtype, tdev)
+
+    def _network_grads(self, tree: ex.Node, input_name: str, net: Any, tdtype: Any,
+                       tdev: Any) -> tuple[list[list[float]], list[list[float]]]:
         names = self._resolve(tree)
         X = torch.tensor(net.X, dtype=tdtype, device=tdev)
         W1 = torch.tensor(net.W1, dtype=tdtype, device=tdev, requires_grad=True)

@@ -819,6 +819,17 @@ def _coverage(report: m.Report, catalog: Catalog) -> m.Coverage:
     missing += [f"{e.id}: the attempt to measure it again on {e.last_attempt.get('attempted_at')} failed "
                 f"({e.last_attempt.get('not_measured')}); shown as measured on {e.measured_at}"
                 for e in envs if e.last_attempt]
+    for e in envs:
+        by_reason: dict[str, list[m.NotMeasuredPart]] = {}
+        for part in e.not_measured_parts:
+            by_reason.setdefault(part.reason, []).append(part)
+        for reason, parts in by_reason.items():
+            modes = [x for x in MODES if any(x in p.modes for p in parts)]
+            programs = [f"{p.case} {p.program}" for p in parts if p.case is not None]
+            cells = sum(len(p.modes) * len(p.dtypes or ()) for p in parts)
+            what = (f"{len(programs)} program(s), {cells} cells ({'; '.join(programs)})" if programs
+                    else f"{', '.join(modes)} mode(s)")
+            missing.append(f"{e.id}: {what}: {reason}")
     old = [e.id for e in envs if not e.not_measured and e.modes is None]
     if old:
         missing.append(f"{', '.join(old)}: measured before the mode and dtype matrix (reverse mode, float64 and "

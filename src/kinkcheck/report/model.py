@@ -51,6 +51,7 @@ __all__ = [
     "Group",
     "ModeDisagreements",
     "ModeRow",
+    "NotMeasuredPart",
     "Network",
     "NetworkSummary",
     "Newest",
@@ -117,6 +118,24 @@ class Provenance(_S, omit_defaults=False):
     csv_sha256: str | None = None
 
 
+class NotMeasuredPart(_S):
+    """Cells of an environment's matrix that its shard does not hold, and why (``environment.not_measured_parts``
+    of the shard: :func:`kinkcheck.shards.withdraw`, :func:`kinkcheck.shards.not_measured_modes`): one program's
+    ``modes`` × ``dtypes`` (``case`` and ``program`` given), or whole ``modes`` of every case."""
+
+    modes: list[str]
+    reason: str
+    case: str | None = None
+    program: str | None = None
+    dtypes: list[str] | None = None
+
+    def covers(self, case: str, program: str, mode: str, dtype: str) -> bool:
+        """Whether the cell (case, program, mode, dtype) is in this part."""
+        if mode not in self.modes:
+            return False
+        return self.case is None or (self.case == case and self.program == program and dtype in (self.dtypes or ()))
+
+
 class Environment(_S):
     """One measured (or not measured) framework release on one device: the shard's ``environment`` record
     without its per-case bookkeeping. ``not_measured`` says why a record holds no observation."""
@@ -140,7 +159,12 @@ class Environment(_S):
     history: list[dict[str, Any]] | None = None
     last_attempt: dict[str, str] | None = None
     not_measured: str | None = None
+    not_measured_parts: list[NotMeasuredPart] = []
     platform_tag: str = DEFAULT_PLATFORM
+
+    def why_not_measured(self, case: str, program: str, mode: str, dtype: str) -> str | None:
+        """The reason a cell absent from this environment was not measured, where its shard records one."""
+        return next((p.reason for p in self.not_measured_parts if p.covers(case, program, mode, dtype)), None)
 
     @property
     def place(self) -> str:

@@ -39,7 +39,7 @@ import msgspec
 
 from kinkcheck.anchors import program_slug, slug
 from kinkcheck.classify import LABELS, same_value
-from kinkcheck.frameworks.base import MODE_INFO, MODES, flatten
+from kinkcheck.frameworks.base import DTYPES, MODE_INFO, MODES, flatten
 from kinkcheck.report.model import (
     Case,
     ChangedIn,
@@ -176,7 +176,7 @@ CASES_DIR = "cases"
 SECTION_PAGES: tuple[str, ...] = (
     "changed-in.md", "changed-in-raises.md", "disagreements-within.md", "disagreements-across.md",
     "mode-disagreements.md", "compiled-disagreements.md", "dtype-disagreements.md", "bfloat16-disagreements.md",
-    "census.md")
+    "devices.md", "census.md")
 
 
 def case_file(case_id: str) -> str:
@@ -570,6 +570,52 @@ class ReportView:
     def changed_in(self, kind: str) -> list[ChangedIn]:
         """*Changed in* rows of ``kind`` (``"convention"``, ``"raises"`` or ``"availability"``), report order."""
         return [c for c in self.report.changed_in if c.kind == kind]
+
+    def device_comparisons(self) -> list[dict[str, Any]]:
+        """The device comparison (``devices.md``): per comparison of an accelerator with the CPU (``"CPU vs
+        CUDA"``) and per environment measured on both, one row per program whose value differs, with the modes
+        and dtypes it differs in and each distinct pair of values (``reference``, ``observed``: Briefs, with the
+        modes they differ in); and what that environment does not hold, with the reason
+        (``Environment.not_measured_parts``). Report order of frameworks, releases and cases."""
+        ix = self.report.index
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in self.report.mode_disagreements.rows:
+            if not r.comparison.startswith("CPU vs "):
+                continue
+            for eid in r.environments:
+                group = out.setdefault((r.comparison, eid), {"comparison": r.comparison, "environment": ix.env[eid],
+                                                             "rows": {}})
+                row = group["rows"].setdefault((r.case, r.program), {
+                    "case": r.case, "program": r.program, "framework": r.framework, "modes": [], "dtypes": [],
+                    "pairs": {}})
+                if r.mode not in row["modes"]:
+                    row["modes"].append(r.mode)
+                row["dtypes"] = [d for d in DTYPES if d in row["dtypes"] or d in r.dtypes]
+                pair = row["pairs"].setdefault(msgspec.json.encode((r.reference, r.observed)),
+                                               {"reference": r.reference, "observed": r.observed, "modes": []})
+                if r.mode not in pair["modes"]:
+                    pair["modes"].append(r.mode)
+        groups = []
+        for key in sorted(out, key=lambda k: (k[0], ix.env_rank[k[1]])):
+            g = out[key]
+            rows = sorted(g["rows"].values(), key=lambda r: (ix.case_rank[r["case"]], r["program"]))
+            for row in rows:
+                row["modes"].sort(key=MODES.index)
+                row["pairs"] = list(row["pairs"].values())
+            groups.append({**g, "rows": rows})
+        return groups
+
+    @staticmethod
+    def parts_by_reason(env: Environment) -> list[tuple[str, list[Any]]]:
+        """``env.not_measured_parts`` grouped by their reason, first-seen order."""
+        groups: dict[str, list[Any]] = {}
+        for part in env.not_measured_parts:
+            groups.setdefault(part.reason, []).append(part)
+        return list(groups.items())
+
+    def device_environments(self) -> list[Environment]:
+        """The environments measured on an accelerator (not the CPU), report order."""
+        return [e for e in self.report.environments if e.device != "cpu"]
 
     @staticmethod
     def mode_row_groups(rows: list[ModeRow]) -> list[tuple[ModeRow, list[str]]]:
