@@ -51,6 +51,9 @@ PYTHON = None
 #: Python of a probe whose release has no wheels for the running interpreter (every release of the matrix
 #: has wheels for it).
 FALLBACK_PYTHON = "3.11"
+#: Seconds a probe session on an accelerator (``-- --device cuda``) may take in all (default 12600: the CI
+#: workflow's GPU jobs have 240 minutes): ``python -m kinkcheck.lanes --deadline``.
+DEVICE_DEADLINE_ENV = "KINKCHECK_DEVICE_DEADLINE"
 
 
 def _kinkcheck(module: str = "") -> Any:
@@ -573,10 +576,16 @@ def probe(session: nox.Session, framework: str, version: str) -> None:
                   or _install(session, venv, ["-e", str(ROOT)], cache))
         if reason is None:
             try:
-                session.run(str(_venv_python(venv)), "-m", "kinkcheck", "probe", "--framework", framework,
-                            "--catalog", str(CATALOG), "--staged", "--device", device, "--out", str(shard),
-                            "--drop-removed", *args,
-                            external=True)
+                if device != "cpu" and not remeasure:  # a GPU runner runs what a lent GPU machine runs
+                    session.run(str(_venv_python(venv)), "-m", "kinkcheck.lanes", "--device", device, "--framework",
+                                framework, "--catalog", str(CATALOG), "--staged", "--drop-removed", "--out-dir",
+                                str(shard.parent), "--deadline", os.environ.get(DEVICE_DEADLINE_ENV, "12600"),
+                                external=True)
+                else:
+                    session.run(str(_venv_python(venv)), "-m", "kinkcheck", "probe", "--framework", framework,
+                                "--catalog", str(CATALOG), "--staged", "--device", device, "--out", str(shard),
+                                "--drop-removed", *args,
+                                external=True)
             except nox.command.CommandFailed as err:
                 if _interrupted(err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
                     session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was, "

@@ -290,16 +290,18 @@ def test_staged_cases_are_probed_ahead_and_kept(sandbox):
 
 
 def test_a_cuda_probe_session_writes_the_cuda_shard(sandbox):
-    """The CI workflow's GPU runner runs `nox -s "probe(torch-2.13.0)" -- --device cuda`: the cuda shard (none
-    committed yet: every case), probed with --device cuda; the cpu shard is left alone."""
+    """The CI workflow's GPU runner runs `nox -s "probe(torch-2.13.0)" -- --device cuda`: `python -m kinkcheck.lanes
+    --device cuda` into the observations folder (the lanes plan what the cuda shard lacks); the cpu shard is left
+    alone."""
     noxfile, obs, made = sandbox
     cpu = (obs / "torch-2.13.0-cpu.json").read_bytes()
     session = Session("--device", "cuda")
     _run_probe(noxfile, session, "torch", "2.13.0")
     assert len(session.runs) == 1, session.logs
     cmd = session.runs[0]
-    assert cmd[cmd.index("--device") + 1] == "cuda" and cmd[cmd.index("--out") + 1] == str(obs / "torch-2.13.0-cuda.json")
-    assert "--case" not in cmd, "no cuda shard yet: the whole catalog"
+    assert cmd[cmd.index("--device") + 1] == "cuda" and cmd[cmd.index("--out-dir") + 1] == str(obs)
+    assert cmd[1:3] == ["-m", "kinkcheck.lanes"], "the GPU runner runs the lanes a lent GPU machine runs"
+    assert cmd[cmd.index("--deadline") + 1] == "12600" and "--staged" in cmd and "--drop-removed" in cmd, cmd
     assert (obs / "torch-2.13.0-cpu.json").read_bytes() == cpu
 
 

@@ -726,3 +726,115 @@ def test_a_shard_from_another_platform_sits_beside_the_linux_one(tmp_path, catal
     write_shard(tmp_path / "bad.json", bad, validate=False)
     shards, errors = load_shards(tmp_path, catalog)
     assert len(shards) == 1 and len(errors) == 1 and "bad.json" in errors[0] and "macos_arm64" in errors[0], errors
+
+
+# --------------------------------------------------------------------------- cells the probe caused (issue 30)
+
+PROBE_FAULT = "not measured: the probe put the program's constants on the CPU; re-measure"
+
+
+def _fault(o):
+    return o["program"] == "torch.clamp(x, min=0)" and o["mode"] in ("reverse", "vmap")
+
+
+def test_withdrawn_cells_leave_the_shard_and_say_why(tmp_path):
+    from kinkcheck.shards import missing_work, withdraw
+    from kinkcheck.validate import shard_problem
+
+    cat = _catalog(tmp_path)
+    shard = _shard(cat, status="error")
+    out = withdraw(shard, _fault, PROBE_FAULT)
+    assert len(out["observations"]) == 96 - 8, "2 modes × 4 dtypes of one program withdrawn, nothing else"
+    assert [o for o in out["observations"] if _fault(o)] == [], "no withdrawn cell stays as an error"
+    assert out["environment"]["not_measured_parts"] == [
+        {"case": "relu@0", "program": "torch.clamp(x, min=0)", "modes": ["reverse", "vmap"],
+         "dtypes": list(DTYPES), "reason": PROBE_FAULT}], out["environment"]["not_measured_parts"]
+    assert shard["observations"] and len(shard["observations"]) == 96, "the shard given is left as it was"
+    work = missing_work(out, cat)
+    assert set(work.cells) == {("relu@0", m, d) for m in ("reverse", "vmap") for d in DTYPES}, (
+        f"the next probe measures exactly the withdrawn cells' (case, mode, dtype): {work.cells}")
+    assert shard_problem(out, cat) is None
+    write_shard(tmp_path / "torch-2.13.0-cpu.json", out)
+    assert read_shard(tmp_path / "torch-2.13.0-cpu.json")["environment"]["not_measured_parts"][0]["reason"] == \
+        PROBE_FAULT, "the reason survives the file (schema and packing)"
+
+
+def test_withdraw_refuses_nothing_to_withdraw_an_empty_reason_and_part_of_a_program(tmp_path):
+    from kinkcheck.shards import withdraw
+
+    cat = _catalog(tmp_path)
+    shard = _shard(cat)
+    with pytest.raises(ShardError, match="no observation to withdraw"):
+        withdraw(shard, lambda o: False, PROBE_FAULT)
+    with pytest.raises(ShardError, match="must say why"):
+        withdraw(shard, _fault, " ")
+    with pytest.raises(ShardError, match="whole modes × dtypes"):
+        withdraw(shard, lambda o: _fault(o) and o["dtype"] != "float16" or (
+            o["program"] == "torch.clamp(x, min=0)" and o["mode"] == "vmap" and o["dtype"] == "float16"), PROBE_FAULT)
+
+
+def test_a_probe_that_measures_the_withdrawn_cells_closes_the_part(tmp_path):
+    from kinkcheck.shards import merge_shard, withdraw
+
+    cat = _catalog(tmp_path)
+    old = withdraw(_shard(cat), _fault, PROBE_FAULT)
+    half = _shard(cat, cases=["relu@0"], modes=("reverse",), v=1.0, measured_at="t1")
+    merged = merge_shard(old, half, cat)
+    assert merged["environment"]["not_measured_parts"] == old["environment"]["not_measured_parts"], (
+        "vmap is still missing: the part stays whole until every cell of it is measured")
+    full = _shard(cat, cases=["relu@0"], modes=("reverse", "vmap"), v=1.0, measured_at="t2")
+    merged = merge_shard(merged, full, cat)
+    assert "not_measured_parts" not in merged["environment"], "every withdrawn cell measured: no part left"
+    assert sum(_fault(o) and o["status"] == "ok" for o in merged["observations"]) == 8
+
+
+def test_modes_not_reached_are_recorded_until_probed(tmp_path):
+    from kinkcheck.shards import merge_shard, not_measured_modes
+    from kinkcheck.validate import shard_problem
+
+    cat = _catalog(tmp_path)
+    shard = _shard(cat, modes=("reverse", "functional"))
+    with pytest.raises(ShardError, match="probed: reverse"):
+        not_measured_modes(shard, ["reverse", "vmap"], "the machine's time ran out")
+    out = not_measured_modes(shard, ["vmap", "second-order"], "the machine's time ran out")
+    assert shard_problem(out, cat) is None
+    merged = merge_shard(out, _shard(cat, modes=("vmap",), measured_at="t1"), cat)
+    assert merged["environment"]["not_measured_parts"] == [
+        {"modes": ["second-order"], "reason": "the machine's time ran out"}], "vmap is measured now; one mode left"
+
+
+@pytest.mark.parametrize("part, problem", [
+    ({"case": "relu@0", "program": "torch.relu(x)", "modes": ["reverse"], "dtypes": ["float64"], "reason": "why"},
+     "says not measured, but the shard holds a cell of it"),
+    ({"modes": ["reverse"], "reason": "why"}, "environment.modes says they were probed"),
+    ({"case": "relu@0", "modes": ["reverse"], "dtypes": ["float64"], "reason": "why"}, "names a case with its program"),
+    ({"case": "relu@0", "program": "torch.relu(x)", "modes": ["sideways"], "dtypes": ["float64"], "reason": "why"},
+     "unknown mode or dtype"),
+])
+def test_a_part_that_contradicts_the_shard_is_refused(tmp_path, part, problem):
+    from kinkcheck.validate import shard_problem
+
+    cat = _catalog(tmp_path)
+    shard = _shard(cat, modes=("reverse",))
+    shard["environment"]["not_measured_parts"] = [part]
+    assert problem in (shard_problem(shard, cat) or ""), shard_problem(shard, cat)
+
+
+def test_the_committed_cuda_shards_hold_no_error_the_probe_caused():
+    """Issue 30: the H200 shards of 2d3abce had 288 cells where the program's constants were on the CPU; they are
+    withdrawn as not measured, with the reason, and every other cell is the measured one."""
+    torch_cuda = read_shard(OBS / "torch-2.11.0-cuda.json")
+    mixed = [o for o in torch_cuda["observations"] if "same device" in (o["error"] or "")]
+    assert not mixed, f"{len(mixed)} cells still read as PyTorch errors: {mixed[:2]}"
+    parts = torch_cuda["environment"]["not_measured_parts"]
+    assert len(parts) == 11 and sum(len(p["modes"]) * len(p["dtypes"]) for p in parts) == 288, parts
+    assert {p["case"] for p in parts} >= {"scatter_reduce-amax@[1,1,0]", "embedding_bag@max-tie",
+                                         "cosine_embedding_loss@margin", "fake_quantize_per_channel_affine@2.5",
+                                         "multi_margin_loss@hinge"}
+    assert all("re-measure on a CUDA device" in p["reason"] for p in parts)
+    assert len(torch_cuda["observations"]) == 12640 - 288
+    jax_cuda = read_shard(OBS / "jax-0.11.2-cuda.json")
+    assert jax_cuda["environment"]["modes"] == ["reverse", "jit"]
+    (part,) = jax_cuda["environment"]["not_measured_parts"]
+    assert set(part["modes"]) == {"forward", "jacfwd", "jacrev", "vmap", "second-order"} and "time ran out" in \
+        part["reason"], part

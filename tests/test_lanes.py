@@ -1,0 +1,105 @@
+"""kinkcheck.lanes: one command probes every framework a machine has on a device, within a deadline, and archives
+the shards, journals and logs. Run here on the CPU with HIPS autograd (the fastest probe), one case."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from kinkcheck import lanes
+from kinkcheck.shards import read_shard, withdraw, write_shard
+
+pytest.importorskip("autograd", reason="the lanes run a real probe of HIPS autograd")
+pytest.importorskip("torch", reason="torch's lane plan is checked against its modes")
+
+CASE = "relu@0"
+
+
+def _lanes(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kinkcheck.lanes", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_one_command_probes_archives_and_then_finds_nothing_missing(tmp_path):
+    out, archive = tmp_path / "obs", tmp_path / "run" / "kc.tgz"
+    out.mkdir()
+    proc = _lanes("--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(out),
+                  "--deadline", "300", "--archive", str(archive))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (shard_path,) = out.glob("autograd-*-cpu.json")
+    shard = read_shard(shard_path)
+    assert {o["case"] for o in shard["observations"]} == {CASE}
+    assert {o["mode"] for o in shard["observations"]} == {"reverse", "forward", "second-order"}, (
+        "autograd's one step covers all its modes")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert f"shards/{shard_path.name}" in names and "logs/autograd-cpu.log" in names, names
+    log = (archive.parent / "lane-logs" / "autograd-cpu.log").read_text()
+    assert "$ python -m kinkcheck probe --quiet --framework autograd --device cpu" in log and "rc=0" in log, log
+    again = _lanes("--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(out),
+                   "--deadline", "300")
+    assert again.returncode == 0 and "fresh: nothing missing" in again.stdout, again.stdout + again.stderr
+    assert read_shard(shard_path) == shard, "a run with nothing missing writes nothing"
+
+
+def test_the_next_run_measures_the_cells_recorded_as_not_measured(tmp_path):
+    out = tmp_path / "obs"
+    out.mkdir()
+    assert _lanes("--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(out),
+                  "--deadline", "300").returncode == 0
+    (shard_path,) = out.glob("autograd-*-cpu.json")
+    shard = read_shard(shard_path)
+    program = shard["observations"][0]["program"]
+    write_shard(shard_path, withdraw(shard, lambda o: o["program"] == program and o["mode"] == "second-order",
+                                     "not measured: a fault of the probe's (test)"))
+    (step,) = lanes.lane_steps("autograd", "cpu", out, cases=[CASE])
+    assert step.cells == 4 and step.cases == (CASE,), (step.cells, step.cases)
+    proc = _lanes("--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(out),
+                  "--deadline", "300")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = read_shard(shard_path)
+    assert "not_measured_parts" not in after["environment"], after["environment"].get("not_measured_parts")
+    assert sum(o["program"] == program and o["mode"] == "second-order" for o in after["observations"]) == 4
+
+
+def test_torch_steps_eager_first_then_each_compiled_backend():
+    first, *compiled = lanes.STEPS["torch"]
+    assert {"reverse", "functional", "forward", "vmap", "second-order"} <= set(first), first
+    assert not {"inductor", "aot_eager"} & set(first), "a compiled backend in the eager step"
+    assert sorted(compiled) == [("aot_eager",), ("inductor",)], compiled
+    assert all(len(s) == 1 for s in lanes.STEPS["jax"]), "one JAX mode per step: a cut loses one mode"
+
+
+def test_no_time_left_skips_every_step_and_still_archives(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(lanes, "MIN_STEP_S", 10_000)
+    archive = tmp_path / "kc.tgz"
+    (tmp_path / "o").mkdir()
+    rc = lanes.main(["--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(tmp_path / "o"),
+                     "--deadline", "60", "--archive", str(archive)])
+    said = capsys.readouterr().out
+    assert rc == 1 and "skipped:" in said and archive.exists(), said
+    assert not list((tmp_path / "o").glob("*.json")), "nothing measured, nothing written"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device", "tpu"], "unknown device 'tpu'"),
+    (["--device", "cpu", "--framework", "theano"], "unknown framework 'theano'"),
+    (["--device", "cpu", "--deadline", "5"], "--deadline must be more than"),
+    (["--device", "cpu", "--out-dir", "/nonexistent/kc"], "--out-dir /nonexistent/kc: no such folder"),
+    (["--device", "cuda", "--framework", "autograd"], "not measured: no CUDA device for autograd"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    if "cuda" in args:
+        torch = pytest.importorskip("torch")
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a CUDA device")
+    out = tmp_path / "o"
+    out.mkdir()
+    proc = _lanes(*args, *(() if "--out-dir" in args else ("--out-dir", str(out))))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout, (proc.stdout, proc.stderr)
+    assert not list(out.iterdir()), "bad input writes nothing"
