@@ -214,3 +214,24 @@ def test_load_side_env_mismatch(tmp_path):
     write_shard(p, OLD)
     with pytest.raises(DiffError, match="holds torch-2.0.1-cpu"):
         load_side(f"{p}#torch-9.9.9-cpu")
+
+
+def test_cpu_against_cuda_shows_tie_routing_and_no_probe_error(capsys):
+    """Issue 30: the committed H200 shard against the CPU shard of the same release: ties routed to another
+    index on CUDA, none of the six programs whose constants the old probe put on the CPU reads as an error, and
+    the cells it withdrew are named on stderr as not measured, with the reason."""
+    from conftest import ROOT
+
+    obs = ROOT / "references" / "observations"
+    code = cli.main(["diff", str(obs / "torch-2.11.0-cpu.json"), str(obs / "torch-2.11.0-cuda.json")])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    lines = out.splitlines()
+    assert "max@[1,0,1,0,1,0]  torch.topk(v, 1).values  [reverse, float64]: [0, 0, 1, 0, 0, 0] -> " \
+           "[1, 0, 0, 0, 0, 0]" in lines, lines[:3]
+    for op in ("scatter_reduce", "index_reduce", "segment_reduce", "embedding_bag", "cosine_embedding_loss",
+               "fake_quantize_per_channel_affine", "multi_margin_loss"):
+        assert not [ln for ln in lines if op in ln and ln.endswith("-> error")], f"{op} reads as a CUDA error"
+    assert "of 12352 conventions changed from torch-2.11.0-cpu to torch-2.11.0-cuda" in err, err
+    withdrawn = [ln for ln in err.splitlines() if ln.startswith("not measured in torch-2.11.0-cuda: ")]
+    assert len(withdrawn) == 11 and all("re-measure on a CUDA device" in ln for ln in withdrawn), withdrawn

@@ -55,7 +55,7 @@ def _row(html: str, anchor: str) -> str:
 
 
 def test_ranges_and_dtypes_only_where_they_differ(shards_report, html):
-    """relu@0, torch.relu(x): 0 left everywhere, float16 raised in 1.13.1 and 2.0.1 only. float16's
+    """relu@0, torch.relu(x): 0 left everywhere (CUDA 2.11.0 too), float16 raised in 1.13.1 and 2.0.1 only. float16's
     observation carries no conformance verdict (float64 does), which once made every f16 line show."""
     idx = shards_report.index
     f64 = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float64")]
@@ -64,10 +64,11 @@ def test_ranges_and_dtypes_only_where_they_differ(shards_report, html):
     row = _row(html, "case-relu-at-0--torch-torch-relu-x")
     runs = re.findall(r'<span class="run"><span class="rel">([^<]+)</span>: (.*?)</span>(?=<span class="run">|</td>)',
                       row)
-    assert [r[0] for r in runs] == ["1.13.1, 2.0.1", "2.1.2 – 2.15.0"], f"two ranges: {runs}"
+    assert [r[0] for r in runs] == ["1.13.1, 2.0.1", "2.1.2 – 2.15.0", "2.11.0 cuda"], f"two ranges, and CUDA: {runs}"
     assert '<span class="dt">f16: ' in runs[0][1] and "error" in runs[0][1], "float16 raised in 1.13.1, 2.0.1: shown"
-    assert "f16" not in runs[1][1] and "bf16" not in runs[1][1] and "f32" not in runs[1][1], \
-        f"float16 equals float64 from 2.1.2 on: not repeated ({runs[1][1]})"
+    for run in runs[1:]:
+        assert "f16" not in run[1] and "bf16" not in run[1] and "f32" not in run[1], \
+            f"float16 equals float64 from 2.1.2 on, and on CUDA: not repeated ({run})"
 
 
 def test_strip_squares_are_coloured_by_label(shards_report, html):

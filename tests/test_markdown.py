@@ -102,14 +102,15 @@ def test_every_row_of_every_page_is_its_observations(shards_report, pages):
 
 def test_other_dtypes_only_where_they_differ(shards_report, pages):
     """relu@0, torch.relu(x): float16 raised in 1.13.1 and 2.0.1 (shown), and equals float64 from 2.1.2 on
-    (not repeated)."""
+    (not repeated), on CUDA too (2.11.0, a line of its own)."""
     idx = shards_report.index
     f16_old = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-1.13.1-cpu", "float16")]
     f16_new = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float16")]
     f64_new = idx.cell[("relu@0", "torch", "torch.relu(x)", "reverse", "torch-2.15.0-cpu", "float64")]
     assert f16_old.status == "error" and _face(f16_new) == _face(f64_new), "the premise: measured shards"
     row = _row(pages["relu-at-0.md"], "case-relu-at-0--torch-torch-relu-x")
-    assert "| 1.13.1, 2.0.1: 0 <sub>left</sub> (f16: error)<br>2.1.2 – 2.15.0: 0 <sub>left</sub> |" in row, row
+    assert ("| 1.13.1, 2.0.1: 0 <sub>left</sub> (f16: error)<br>2.1.2 – 2.15.0: 0 <sub>left</sub><br>"
+            "2.11.0 cuda: 0 <sub>left</sub> |") in row, row
     assert row.count("f16") == 1 and "bf16" not in row and "f32" not in row, f"equal dtypes repeated: {row}"
 
 
@@ -266,7 +267,7 @@ def test_a_second_device_gets_its_own_line_and_squares(shards_report):
     page = render_case_pages(report)["relu-at-0.md"]
     row = _row(page, "case-relu-at-0--torch-torch-relu-x")
     assert "2.1.2 – 2.15.0: 0 <sub>left</sub><br>2.15.0 cuda: 1 <sub>right</sub> (f32: 0 <sub>left</sub>; " \
-           "f16: 0 <sub>left</sub>; bf16: 0 <sub>left</sub>) |" in row, row
+           "f16: 0 <sub>left</sub>; bf16: 0 <sub>left</sub>)" in row, row
     assert f'<a id="case-relu-at-0--torch-torch-relu-x--torch-2-15-0-cuda" title="2.15.0 cuda: 1 right">' \
            f'{LABEL_MARK["right"].emoji}</a>' in row, "the CUDA release has its square and anchor"
 
@@ -404,3 +405,32 @@ def test_the_census_page_shows_the_kink_hit_census_or_says_it_is_not_measured(sh
     assert "more chances of a pre-activation exactly 0 there" in page, "why a proportion is below the paper's"
     bare = render_section_pages(msgspec.structs.replace(shards_report, kink_hits=[]))["census.md"]
     assert "Not measured: no `references/kinkhits/*.json`" in bare and "kinkhits.svg" not in bare
+
+
+def test_the_device_comparison_is_one_row_per_program_and_is_linked_from_the_index(index, sections, pages):
+    """Issue 30: from the index to `devices.md`; per framework and release measured on CPU and CUDA, one row per
+    program whose value differs (its modes and dtypes), what the CUDA shards do not hold and why; the case pages
+    give the CUDA values beside the CPU ones."""
+    assert "[`devices.md`](devices.md)" in index and "torch 2.11.0 CPU vs CUDA" in index, "the index links it"
+    page = sections["devices.md"]
+    tables = page.split("\n## ")[1:]
+    heads = [t.splitlines()[0] for t in tables]
+    assert any(h.startswith("CPU vs CUDA: torch 2.11.0") for h in heads) and any(
+        h.startswith("CPU vs CUDA: jax 0.11.2") for h in heads), heads
+    for table in tables:
+        rows = [r for r in table.splitlines() if r.startswith("| [")]
+        keys = [tuple(r.split(" | ")[:2]) for r in rows]
+        assert rows and len(keys) == len(set(keys)), f"one row per (case, program): {table.splitlines()[0]}"
+    torch_table = next(t for t in tables if t.startswith("CPU vs CUDA: torch 2.11.0"))
+    topk = next(r for r in torch_table.splitlines() if "`torch.topk(v, 1).values`" in r and "max@[1,0,1,0,1,0]" in r)
+    assert "reverse, functional, forward" in topk and "[0, 0, 1, 0, 0, 0] one-index → [1, 0, 0, 0, 0, 0] first" \
+        in topk, topk
+    assert "relu@0]" not in torch_table, "relu and clamp give the same values on both devices"
+    assert "Expected all tensors" not in page.split("\n## ")[0] or "the probe's error, not the framework's" in page
+    for op in ("scatter_reduce", "embedding_bag", "cosine_embedding_loss", "multi_margin_loss"):
+        assert not [r for r in torch_table.splitlines() if op in r], f"{op}: the probe's error shown as a difference"
+    assert "the probe's error, not the framework's; re-measure on a CUDA device" in page, "the withdrawn cells"
+    assert "forward, jacfwd, jacrev, vmap, second-order mode(s)" in page and "time ran out" in page
+    for case in ("relu@0", "max@[1,0,1,0,1,0]", "median@[1,0,1,0,1,0]", "kthvalue@[1,0,1,0]"):
+        text = pages[case_file(case)]
+        assert "2.11.0 cuda" in text and "--torch-2-11-0-cuda" in text, f"{case}: no CUDA value on its page"

@@ -230,3 +230,20 @@ def test_a_reduction_over_stacked_inputs_is_not_offered_for_an_elementwise_progr
     assert p.differs and p.equivalent is None and p.snippet and "mlx.core.custom_function" in p.snippet, p
     assert all("stack" not in (q.equivalent or "") for q in m.pairs if "stack" not in q.source), \
         [(q.source, q.equivalent) for q in m.pairs if q.equivalent]
+
+
+def test_a_cpu_to_cuda_migration_names_each_side_by_its_device(doc):
+    """Issue 30: "CPU → CUDA" is a migration users make every day: `--from torch==2.11.0@cpu --to
+    torch==2.11.0@cuda` compares the two environments of one release."""
+    m = migrate(doc, "torch==2.11.0@cpu", "torch==2.11.0@cuda", case="max@[1,0,1,0,1,0]")
+    assert (m.source_env.id, m.target_env.id) == ("torch-2.11.0-cpu", "torch-2.11.0-cuda")
+    pair = _pair(m, "max@[1,0,1,0,1,0]", "torch.topk(v, 1).values", "torch.topk(v, 1).values")
+    assert pair.differs and pair.target_value == {"v": [1, 0, 0, 0, 0, 0]}, "topk: the first tied index on CUDA"
+    text = render(m)
+    assert text.startswith("# Migration torch 2.11.0 cpu → torch 2.11.0 cuda (cpu → cuda,"), text[:120]
+    seed = migrate(doc, "torch==2.11.0@cpu", "torch==2.11.0@cuda", case="relu@0")
+    assert seed.pairs and not any(p.differs for p in seed.pairs), "relu vs clamp: the same values on both devices"
+    with pytest.raises(MigrateError, match="no device after @"):
+        migrate(doc, "torch@", "jax")
+    with pytest.raises(MigrateError, match=r"torch==2.11.0@cpu → torch==2.11.0@cuda"):
+        migrate(doc, "torch==2.11.0", "torch==2.11.0")

@@ -489,6 +489,12 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     finally:  # the count reaches stderr even when the reader of stdout has left
         print(f"{len(changes)} of {common} conventions changed from {old.environment.id} to "
               f"{new.environment.id}", file=sys.stderr)
+        for env in (old.environment, new.environment):  # what a side lacks on purpose is not compared: say so
+            for part in env.not_measured_parts:
+                what = (f"{part.case}  {part.program}  [{', '.join(part.modes)} × {', '.join(part.dtypes or ())}]"
+                        if part.case else f"{', '.join(part.modes)} mode(s)")
+                print(f"not measured in {env.id}: {what}: {part.reason.removeprefix('not measured: ')}",
+                      file=sys.stderr)
     return args.exit_status
 
 
@@ -799,8 +805,10 @@ def build_parser() -> argparse.ArgumentParser:
     mg = sub.add_parser("migrate", help="per case, source vs target programs' conventions, with replacements that "
                                         "keep the source value (an equivalent program or generated code)")
     mg.add_argument("--from", dest="source", required=True,
-                    help="a framework (torch, jax, tensorflow, paddle, …) or one release of it (torch==2.13.0)")
-    mg.add_argument("--to", dest="target", required=True, help="jax | torch==2.15.0 | …")
+                    help="a framework (torch, jax, tensorflow, paddle, …) or one release of it (torch==2.13.0); "
+                         "@DEVICE puts this side on a device of its own (torch==2.11.0@cpu)")
+    mg.add_argument("--to", dest="target", required=True,
+                    help="jax | torch==2.15.0 | torch==2.11.0@cuda (a CPU → CUDA migration) | …")
     mg.add_argument("--case", help="one case id only")
     mg.add_argument("--mode", default="reverse", help="default reverse")
     mg.add_argument("--dtype", default="float64", help="default float64")

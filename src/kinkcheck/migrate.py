@@ -78,6 +78,15 @@ class Migration:
         return [p for c in self.cases for p in c.pairs]
 
 
+def split_place(text: str, device: str) -> tuple[str, str]:
+    """``"torch==2.11.0@cuda"`` → ``("torch==2.11.0", "cuda")``: a side may name its own place (a CPU → CUDA
+    migration); without ``@`` the side is on ``device`` (``--device``)."""
+    side, sep, place = text.partition("@")
+    if sep and not place.strip():
+        raise MigrateError(f"{text!r}: no device after @ (e.g. {side.strip()}@cuda)")
+    return side, (place.strip() if sep else device)
+
+
 def parse_side(text: str) -> tuple[str, str | None]:
     """``"torch"`` → ``("torch", None)``; ``"jax==0.10.2"`` → ``("jax", "0.10.2")``."""
     fw, sep, version = text.partition("==")
@@ -130,7 +139,8 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     report : Report
         The report (:func:`kinkcheck.cite.load_report` of ``reports/conventions.json``).
     source, target : str
-        ``"torch"``, ``"torch==2.13.0"``, ``"jax"``, ``"jax==0.10.2"``; the same framework twice compares releases.
+        ``"torch"``, ``"torch==2.13.0"``, ``"jax"``, ``"jax==0.10.2"``; the same framework twice compares releases;
+        ``@<device>`` after a side puts it on that device instead of ``device`` (``"torch==2.11.0@cuda"``).
 
     Raises
     ------
@@ -139,6 +149,8 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     """
     from kinkcheck.cite import CiteError, check_cell
 
+    source, sdev = split_place(source, device)
+    target, tdev = split_place(target, device)
     sfw, sver = parse_side(source)
     tfw, tver = parse_side(target)
     try:
@@ -146,9 +158,10 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
         check_cell(tfw, mode, dtype)
     except CiteError as err:
         raise MigrateError(str(err)) from None
-    senv, tenv = _environment(report, sfw, sver, device), _environment(report, tfw, tver, device)
+    senv, tenv = _environment(report, sfw, sver, sdev), _environment(report, tfw, tver, tdev)
     if senv.id == tenv.id:
-        raise MigrateError(f"both sides are {senv.id}: name two releases (torch==2.13.0 → torch==2.15.0)")
+        raise MigrateError(f"both sides are {senv.id}: name two releases (torch==2.13.0 → torch==2.15.0) or two "
+                           "devices (torch==2.11.0@cpu → torch==2.11.0@cuda)")
     ix = report.index
     if case is not None and case not in ix.case:
         raise MigrateError(f"unknown case {case!r}")
@@ -577,7 +590,10 @@ def render(m: Migration, only_differences: bool = False) -> str:
     """The migration as Markdown: one table per case, then the generated code, then a summary line."""
     s, t = m.source_env, m.target_env
     sname, tname = f"{s.framework} {s.framework_version}", f"{t.framework} {t.framework_version}"
-    lines = [f"# Migration {sname} → {tname} ({s.place}, {m.dtype}, {m.mode} mode)", "",
+    if s.place != t.place:  # a CPU → CUDA migration: each side names its place
+        sname, tname = f"{sname} {s.place}", f"{tname} {t.place}"
+    where = s.place if s.place == t.place else f"{s.place} → {t.place}"
+    lines = [f"# Migration {sname} → {tname} ({where}, {m.dtype}, {m.mode} mode)", "",
              "Measured values from the report; a differing target gets a replacement that keeps the source value.", ""]
     snippets: list[tuple[str, Pair]] = []
     numbered: dict[tuple[str, str, str], int] = {}  # the same code for several source programs: shown once
