@@ -103,3 +103,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout, (proc.stdout, proc.stderr)
     assert not list(out.iterdir()), "bad input writes nothing"
+
+
+def test_jax_modes_run_side_by_side_and_merge_into_one_shard(tmp_path):
+    """JAX's modes each trace the whole catalog on one core: each runs in a lane of its own, into a scratch folder,
+    and is merged into the one shard when done."""
+    pytest.importorskip("jax", reason="the lanes run a real probe of JAX")
+    out, archive = tmp_path / "obs", tmp_path / "run" / "kc.tgz"
+    out.mkdir()
+    proc = _lanes("--device", "cpu", "--framework", "jax", "--case", CASE, "--out-dir", str(out), "--deadline", "400",
+                  "--archive", str(archive))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (shard_path,) = out.glob("jax-*-cpu.json")
+    shard = read_shard(shard_path)
+    modes = set(lanes.STEPS["jax"][0]).union(*lanes.STEPS["jax"])
+    assert {o["mode"] for o in shard["observations"]} == modes == set(shard["environment"]["modes"]), (
+        "every mode's probe merged into the shard")
+    assert len(shard["environment"]["history"]) == len(modes), "one part per mode, each with its own time"
+    with tarfile.open(archive) as tar:
+        logs = [n for n in tar.getnames() if n.startswith("logs/jax-")]
+    assert len(logs) == len(modes), logs

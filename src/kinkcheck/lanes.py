@@ -5,8 +5,10 @@ lent GPU machine or a CI GPU runner.
 
 One lane per framework (default: those whose matrix has the device, :mod:`kinkcheck.registry`), run side by
 side; within a lane, ``kinkcheck probe`` runs one step after another (:data:`STEPS`: PyTorch's eager modes
-first, then each compiled backend; JAX one mode at a time), so a step cut off by the deadline loses only itself
-(its journal keeps what it measured; the next run resumes from it). A step measures only what the shard in
+first, then each compiled backend), so a step cut off by the deadline loses only itself (its journal keeps what
+it measured; the same step resumes from it). A framework of :data:`SIDE_BY_SIDE` (JAX: each mode traces the
+whole catalog on one core, 328 s for reverse mode on an H200 machine) runs every step in a lane of its own,
+into a scratch folder, and each finished step is merged into the shard (:func:`kinkcheck.shards.write_merged`). A step measures only what the shard in
 ``--out-dir`` lacks of its modes (:func:`kinkcheck.shards.missing_work`: cells never measured, or recorded as not
 measured, ``environment.not_measured_parts``), and the steps with the most missing cells go first. Each probe is
 given the time left less a margin. At the end the shards, their journals and the lanes' logs go into one
@@ -20,6 +22,7 @@ refused (``--device cuda`` on a machine without one: the probe's own line, nothi
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tarfile
@@ -33,7 +36,7 @@ from typing import NoReturn
 
 from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
 
-__all__ = ["STEPS", "Step", "lane_steps", "main"]
+__all__ = ["SIDE_BY_SIDE", "STEPS", "Step", "lane_steps", "main"]
 
 #: Seconds a probe is given less than the time left (its worker is killed at the deadline, then it writes).
 MARGIN_S = 12
@@ -52,6 +55,12 @@ def _steps_torch() -> list[tuple[str, ...]]:
 #: fast, its compiled backends slow (a cold inductor compile of the catalog); each JAX mode traces the catalog
 #: anew (reverse took 328 s on an H200 machine), so a cut loses one mode.
 STEPS = {"torch": _steps_torch(), "jax": [(m,) for m in FRAMEWORK_MODES["jax"]]}
+#: Frameworks whose steps run side by side, each a lane of its own (one probe per environment at a time holds
+#: the shard's lock, so each writes a shard of its own in a scratch folder, merged into the shard when done).
+SIDE_BY_SIDE = frozenset({"jax"})
+#: Defaults for every probe the lanes start (the environment's own values win): JAX allocates GPU memory as it
+#: needs it instead of taking 75 % of it at start, so that its side-by-side probes share one device.
+PROBE_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 @dataclass
@@ -97,6 +106,30 @@ def lane_steps(framework: str, device: str, out_dir: Path, catalog_path: str | N
     return sorted(steps, key=lambda s: -s.cells)
 
 
+def _run_apart(step: Step, device: str, out_dir: Path, scratch: Path, log: Path, deadline: float,
+               extra: Sequence[str], catalog_path: str | None, staged: bool) -> None:
+    """One step of a :data:`SIDE_BY_SIDE` framework: probed into ``scratch`` (a folder of its own), then merged
+    into its shard in ``out_dir`` under the shard's lock; a step cut off keeps its journal in ``scratch``."""
+    from kinkcheck.catalog import load_catalog, with_staged
+    from kinkcheck.shards import ShardError, read_shard, shard_lock, write_merged
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    _run_lane([step], device, scratch, log, deadline, extra)
+    if not step.ok or step.outcome.startswith("fresh"):
+        return
+    catalog = load_catalog(catalog_path)
+    catalog = with_staged(catalog, frameworks=(step.framework,)) if staged else catalog
+    with log.open("a", encoding="utf-8") as fh:
+        for part in sorted(scratch.glob(f"{step.framework}-*.json")):
+            try:
+                with shard_lock(out_dir / part.name):
+                    write_merged(out_dir / part.name, read_shard(part), catalog)
+                fh.write(f"merged {part.name} ({', '.join(step.modes)}) into {out_dir / part.name}\n")
+            except (ShardError, OSError) as err:
+                step.ok, step.outcome = False, f"measured, but not merged: {err}"
+                fh.write(f"{step.framework} {', '.join(step.modes)}: {step.outcome}\n")
+
+
 def _run_lane(steps: list[Step], device: str, out_dir: Path, log: Path, deadline: float,
               extra: Sequence[str]) -> None:
     with log.open("a", encoding="utf-8") as fh:
@@ -118,7 +151,7 @@ def _run_lane(steps: list[Step], device: str, out_dir: Path, log: Path, deadline
             start = time.monotonic()
             try:
                 proc = subprocess.run(step.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=left,
-                                      text=True, errors="replace")
+                                      text=True, errors="replace", env=PROBE_ENV | dict(os.environ))
                 fh.write(proc.stdout)
                 step.ok = proc.returncode == 0
                 step.outcome = f"rc={proc.returncode}"
@@ -136,8 +169,9 @@ def _run_lane(steps: list[Step], device: str, out_dir: Path, log: Path, deadline
                      f"wall {time.monotonic() - start:.0f} s, {step.cells} cells missing before\n")
 
 
-def _archive(path: Path, out_dir: Path, env_ids: Sequence[str], logs: Sequence[Path]) -> list[str]:
-    """``out_dir``'s shards and journals of ``env_ids`` and the ``logs`` in one gzip tar; the names stored."""
+def _archive(path: Path, out_dir: Path, env_ids: Sequence[str], logs: Sequence[Path], scratch: Path) -> list[str]:
+    """``out_dir``'s shards and journals of ``env_ids``, the journals of side-by-side steps cut off (under
+    ``journals/<step>/``) and the ``logs``, in one gzip tar; the names stored."""
     names = []
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tar:
@@ -145,6 +179,9 @@ def _archive(path: Path, out_dir: Path, env_ids: Sequence[str], logs: Sequence[P
             for f in sorted([*out_dir.glob(f"{env_id}.json"), *out_dir.glob(f".{env_id}.*.journal.jsonl")]):
                 tar.add(f, arcname=f"shards/{f.name}")
                 names.append(f"shards/{f.name}")
+            for f in sorted(scratch.glob(f"*/.{env_id}.*.journal.jsonl")):
+                tar.add(f, arcname=f"journals/{f.parent.name}/{f.name}")
+                names.append(f"journals/{f.parent.name}/{f.name}")
         for f in logs:
             if f.exists():
                 tar.add(f, arcname=f"logs/{f.name}")
@@ -199,9 +236,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = [*(["--catalog", args.catalog] if args.catalog else []), *(["--staged"] if args.staged else []),
              *(["--drop-removed"] if args.drop_removed else [])]
     lanes = {f: lane_steps(f, args.device, args.out_dir, args.catalog, args.case) for f in present}
-    threads = [threading.Thread(target=_run_lane, args=(steps, args.device, args.out_dir,
-                                                         logs_dir / f"{f}-{args.device}.log", deadline, extra))
-               for f, steps in lanes.items()]
+    threads = []
+    for f, steps in lanes.items():
+        log = logs_dir / f"{f}-{args.device}.log"
+        if f in SIDE_BY_SIDE:
+            threads += [threading.Thread(target=_run_apart, args=(
+                step, args.device, args.out_dir, Path(scratch.name) / f"{f}-{'-'.join(step.modes)}",
+                log.with_name(f"{f}-{'-'.join(step.modes)}-{args.device}.log"), deadline, extra, args.catalog,
+                args.staged)) for step in steps]
+        else:
+            threads.append(threading.Thread(target=_run_lane, args=(steps, args.device, args.out_dir, log, deadline,
+                                                                    extra)))
     for t in threads:
         t.start()
     for t in threads:
@@ -217,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{f} {args.device} {', '.join(s.modes)}: {s.outcome}")
     if args.archive:
         stored = _archive(args.archive, args.out_dir, [environment_id(f, args.device) or f for f in present],
-                          [logs_dir / f"{f}-{args.device}.log" for f in present])
+                          sorted(logs_dir.glob(f"*-{args.device}.log")), Path(scratch.name))
         print(f"wrote {args.archive} ({len(stored)} files)")
     scratch.cleanup()
     return 0 if all(s.ok for steps in lanes.values() for s in steps) else 1
