@@ -257,3 +257,11 @@ def test_load_report_wraps_the_model_error(tmp_path):
     (tmp_path / "dir.json").mkdir()
     with pytest.raises(CiteError, match="is a folder, not a JSON file"):
         load_report(tmp_path / "dir.json")
+
+
+def test_a_cell_recorded_as_not_measured_says_why(report):
+    """Issue 30: a program whose CUDA cells were withdrawn (the probe's own error) is cited with that reason."""
+    from kinkcheck.cite import CiteError, cite
+
+    with pytest.raises(CiteError, match=r"on cuda \(not measured: the probe of kinkcheck 2d3abce built"):
+        cite(report, "torch.nn.functional.multi_margin_loss(v.reshape(1, 3), torch.tensor([0]))", device="cuda")

@@ -26,6 +26,7 @@ def _lanes(*args: str) -> subprocess.CompletedProcess[str]:
 def test_one_command_probes_archives_and_then_finds_nothing_missing(tmp_path):
     out, archive = tmp_path / "obs", tmp_path / "run" / "kc.tgz"
     out.mkdir()
+    archive.parent.mkdir()
     proc = _lanes("--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(out),
                   "--deadline", "300", "--archive", str(archive))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -36,8 +37,9 @@ def test_one_command_probes_archives_and_then_finds_nothing_missing(tmp_path):
         "autograd's one step covers all its modes")
     with tarfile.open(archive) as tar:
         names = tar.getnames()
-    assert f"shards/{shard_path.name}" in names and "logs/autograd-cpu.log" in names, names
-    log = (archive.parent / "lane-logs" / "autograd-cpu.log").read_text()
+        log = tar.extractfile("logs/autograd-cpu.log").read().decode()
+    assert f"shards/{shard_path.name}" in names, names
+    assert sorted(p.name for p in archive.parent.iterdir()) == ["kc.tgz"], "the logs are in the archive, not beside it"
     assert "$ python -m kinkcheck probe --quiet --framework autograd --device cpu" in log and "rc=0" in log, log
     again = _lanes("--device", "cpu", "--framework", "autograd", "--case", CASE, "--out-dir", str(out),
                    "--deadline", "300")
@@ -88,6 +90,11 @@ def test_no_time_left_skips_every_step_and_still_archives(tmp_path, monkeypatch,
     (["--device", "tpu"], "unknown device 'tpu'"),
     (["--device", "cpu", "--framework", "theano"], "unknown framework 'theano'"),
     (["--device", "cpu", "--deadline", "5"], "--deadline must be more than"),
+    (["--device", "cpu", "--deadline", "inf"], "--deadline must be more than"),
+    (["--device", "cpu", "--archive", "/nonexistent/kc.tgz"], "does not exist or is not writable"),
+    (["--device", "cpu", "--archive", "/tmp"], "--archive /tmp: a folder"),
+    (["--device", "cpu", "--case", "no-such@0"], "unknown case 'no-such@0'"),
+    (["--device", "cpu", "--catalog", "/nonexistent.toml"], "nonexistent.toml"),
     (["--device", "cpu", "--out-dir", "/nonexistent/kc"], "--out-dir /nonexistent/kc: no such folder"),
     (["--device", "cuda", "--framework", "autograd"], "not measured: no CUDA device for autograd"),
 ])
@@ -111,6 +118,7 @@ def test_jax_modes_run_side_by_side_and_merge_into_one_shard(tmp_path):
     pytest.importorskip("jax", reason="the lanes run a real probe of JAX")
     out, archive = tmp_path / "obs", tmp_path / "run" / "kc.tgz"
     out.mkdir()
+    archive.parent.mkdir()
     proc = _lanes("--device", "cpu", "--framework", "jax", "--case", CASE, "--out-dir", str(out), "--deadline", "400",
                   "--archive", str(archive))
     assert proc.returncode == 0, proc.stdout + proc.stderr

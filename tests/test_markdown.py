@@ -430,7 +430,13 @@ def test_the_device_comparison_is_one_row_per_program_and_is_linked_from_the_ind
     for op in ("scatter_reduce", "embedding_bag", "cosine_embedding_loss", "multi_margin_loss"):
         assert not [r for r in torch_table.splitlines() if op in r], f"{op}: the probe's error shown as a difference"
     assert "the probe's error, not the framework's; re-measure on a CUDA device" in page, "the withdrawn cells"
-    assert "forward, jacfwd, jacrev, vmap, second-order mode(s)" in page and "time ran out" in page
+    assert "the cells of forward, jacfwd, jacrev, vmap, second-order mode that the shard lacks" in page and \
+        "time ran out" in page
+    withdrawn = pages[case_file("scatter_reduce-amax@[1,1,0]")]
+    assert "Not measured, and why" in withdrawn and "2.11.0 cuda: not measured" in withdrawn and \
+        "the probe's error, not the framework's" in withdrawn, "a withdrawn cell says so on its case page, and why"
+    assert not re.search(r"\d – \d[\d.]* cuda", index + "".join(sections.values())), \
+        "a range of releases never spans the CPU and CUDA"
     for case in ("relu@0", "max@[1,0,1,0,1,0]", "median@[1,0,1,0,1,0]", "kthvalue@[1,0,1,0]"):
         text = pages[case_file(case)]
         assert "2.11.0 cuda" in text and "--torch-2-11-0-cuda" in text, f"{case}: no CUDA value on its page"

@@ -245,5 +245,12 @@ def test_a_cpu_to_cuda_migration_names_each_side_by_its_device(doc):
     assert seed.pairs and not any(p.differs for p in seed.pairs), "relu vs clamp: the same values on both devices"
     with pytest.raises(MigrateError, match="no device after @"):
         migrate(doc, "torch@", "jax")
+    with pytest.raises(MigrateError, match="unknown device 'tpu'"):
+        migrate(doc, "torch==2.11.0@tpu", "jax")
+    whole = render(migrate(doc, "torch==2.11.0@cpu", "torch==2.11.0@cuda"))
+    assert "Not measured in torch-2.11.0-cuda (reverse, float64), so not compared: 11 program(s)" in whole and \
+        "re-measure on a CUDA device" in whole, whole[-600:]
+    vmap = render(migrate(doc, "jax==0.11.2@cpu", "jax==0.11.2@cuda", mode="vmap"))
+    assert "Not measured in jax-0.11.2-cuda (vmap, float64), so not compared: the cells of vmap mode it lacks" in vmap
     with pytest.raises(MigrateError, match=r"torch==2.11.0@cpu → torch==2.11.0@cuda"):
         migrate(doc, "torch==2.11.0", "torch==2.11.0")

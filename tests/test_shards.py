@@ -764,7 +764,7 @@ def test_withdrawn_cells_leave_the_shard_and_say_why(tmp_path):
         PROBE_FAULT, "the reason survives the file (schema and packing)"
 
 
-def test_withdraw_refuses_nothing_to_withdraw_an_empty_reason_and_part_of_a_program(tmp_path):
+def test_withdraw_refuses_nothing_to_withdraw_and_an_empty_reason_and_takes_ragged_cells(tmp_path):
     from kinkcheck.shards import withdraw
 
     cat = _catalog(tmp_path)
@@ -773,9 +773,11 @@ def test_withdraw_refuses_nothing_to_withdraw_an_empty_reason_and_part_of_a_prog
         withdraw(shard, lambda o: False, PROBE_FAULT)
     with pytest.raises(ShardError, match="must say why"):
         withdraw(shard, _fault, " ")
-    with pytest.raises(ShardError, match="whole modes × dtypes"):
-        withdraw(shard, lambda o: _fault(o) and o["dtype"] != "float16" or (
-            o["program"] == "torch.clamp(x, min=0)" and o["mode"] == "vmap" and o["dtype"] == "float16"), PROBE_FAULT)
+    ragged = withdraw(shard, lambda o: o["program"] == "torch.clamp(x, min=0)" and (
+        o["mode"] == "reverse" and o["dtype"] == "float64" or o["mode"] == "functional" and o["dtype"] == "float32"),
+        PROBE_FAULT)
+    assert [(p["modes"], p["dtypes"]) for p in ragged["environment"]["not_measured_parts"]] == [
+        (["reverse"], ["float64"]), (["functional"], ["float32"])], "cells of other dtypes per mode: a part each"
 
 
 def test_a_probe_that_measures_the_withdrawn_cells_closes_the_part(tmp_path):
@@ -803,6 +805,7 @@ def test_modes_not_reached_are_recorded_until_probed(tmp_path):
         not_measured_modes(shard, ["reverse", "vmap"], "the machine's time ran out")
     out = not_measured_modes(shard, ["vmap", "second-order"], "the machine's time ran out")
     assert shard_problem(out, cat) is None
+    assert not_measured_modes(out, ["vmap", "second-order"], "again") == out, "recorded once: idempotent"
     merged = merge_shard(out, _shard(cat, modes=("vmap",), measured_at="t1"), cat)
     assert merged["environment"]["not_measured_parts"] == [
         {"modes": ["second-order"], "reason": "the machine's time ran out"}], "vmap is measured now; one mode left"

@@ -5,7 +5,7 @@
 #
 #   bash tools/device-run.sh prepare          # here: the pure-Python wheels the device machine lacks -> .device/
 #   OUT=<folder> DEADLINE=480 bash tools/device-run.sh run     # there, from the project root
-#   bash tools/device-run.sh take <folder>/kc-cuda.tgz          # here: its shards into references/observations/
+#   PYTHON=.nox/tests/bin/python bash tools/device-run.sh take <folder>/kc-cuda.tgz   # here: merged into references/observations/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -26,12 +26,8 @@ case "${1:-}" in
     cat "$OUT/machine.txt"
     python3 -m kinkcheck.lanes --device cuda --out-dir references/observations --deadline "${DEADLINE:-480}" \
       --archive "$OUT/kc-cuda.tgz" ;;
-  take)
-    archive=${2:?the archive the run wrote}
-    tmp=$(mktemp -d); tar xzf "$archive" -C "$tmp"
-    for f in "$tmp"/shards/*.json; do  # a shard that does not read is not taken
-      python3 -c "import sys; from kinkcheck.shards import read_shard; read_shard(sys.argv[1])" "$f" \
-        && cp "$f" references/observations/ && echo "took $(basename "$f")"; done
-    rm -rf "$tmp" ;;
+  take)  # merged into the shards there are (never a smaller shard over a larger one), with a Python that has
+          # kinkcheck's dependencies: PYTHON=.nox/tests/bin/python
+    exec "${PYTHON:-python3}" tools/import_device_shards.py "${2:?the archive the run wrote}" ;;
   *) echo "usage: bash tools/device-run.sh prepare | run | take ARCHIVE" >&2; exit 2 ;;
 esac

@@ -1,13 +1,19 @@
-"""Take shards measured on an accelerator into references/observations/, with what the probe itself caused
-withdrawn and recorded as not measured (issue 30).
+"""Take shards measured on an accelerator into references/observations/: merged into the shard there is, with
+what the probe itself caused withdrawn and recorded as not measured (issue 30).
 
-    python tools/import_device_shards.py SHARD.json [SHARD.json ...] [--modes-not-reached REASON]
+    python tools/import_device_shards.py SHARD.json|ARCHIVE.tgz [...] [--modes-not-reached REASON] [--out DIR]
 
-A cell whose error says that the program's tensors were on different devices was caused by the probe (before
-the default-device context, a program's own constants were made on the CPU beside inputs on the accelerator):
-it is withdrawn (:func:`kinkcheck.shards.withdraw`) and the next probe of the environment measures it. With
-``--modes-not-reached``, the framework's modes that the shard lacks are recorded as not measured with that
-reason. Nothing else in a shard changes.
+An ARCHIVE is what ``python -m kinkcheck.lanes --archive`` (``tools/device-run.sh run``) wrote: its
+``shards/*.json`` are taken. A cell whose error says the program's tensors were on different devices was caused
+by the probe (before the default-device context, a program's own constants were made on the CPU beside inputs
+on the accelerator): it is withdrawn (:func:`kinkcheck.shards.withdraw`), and the next probe of the environment
+measures it. With ``--modes-not-reached``, the framework's modes the shard did not probe are recorded as not
+measured with that reason. Each shard is then merged into ``DIR/<its name>`` (:func:`kinkcheck.shards.write_merged`:
+the cells it holds replace those there, every other cell is kept, and a merge that would hold fewer measured
+values is refused). Bad input (a missing or unreadable file, a CPU shard, an empty reason) is one line and exit
+status 2, and nothing is written.
+
+Run it with a Python that has kinkcheck's dependencies (``.nox/tests/bin/python``, or after ``pip install .``).
 """
 
 from __future__ import annotations
@@ -15,12 +21,21 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
-from kinkcheck.frameworks.base import FRAMEWORK_MODES
-from kinkcheck.shards import ShardError, not_measured_modes, read_shard, withdraw, write_shard
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+try:
+    from kinkcheck.catalog import CatalogError, load_catalog, with_staged
+    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.shards import ShardError, not_measured_modes, read_shard, shard_lock, withdraw, write_merged
+except ImportError as _err:  # e.g. the system python3 without msgspec
+    print(f"import_device_shards: error: kinkcheck's dependencies are missing here ({_err}); run it with "
+          ".nox/tests/bin/python, or after `pip install .`", file=sys.stderr)
+    sys.exit(2)
+
 #: What PyTorch says when one call gets tensors of two devices (``aten`` device checks and ``segment_reduce``'s).
 MIXED = re.compile(r"Expected all tensors to be on the same device|get_device\(\) == \w+\.get_device\(\)")
 PROBE_REASON = ("not measured: the probe of kinkcheck 2d3abce built this program's own constants on the CPU beside "
@@ -29,30 +44,82 @@ PROBE_REASON = ("not measured: the probe of kinkcheck 2d3abce built this program
                 "makes a program's tensors on the device probed)")
 
 
+class Refused(Exception):
+    """Bad input: one line, exit status 2."""
+
+
+def _mixed(o: dict) -> bool:
+    return bool(MIXED.search(o.get("error") or ""))
+
+
+def _shards(paths: list[Path], tmp: Path) -> list[Path]:
+    """The shard files named, those inside an archive extracted into ``tmp``."""
+    out = []
+    for p in paths:
+        if not p.is_file():
+            raise Refused(f"{p}: no such file")
+        if tarfile.is_tarfile(p):
+            with tarfile.open(p) as tar:
+                members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith("shards/")
+                           and m.name.endswith(".json") and "/" not in m.name[len("shards/"):]]
+                if not members:
+                    raise Refused(f"{p}: an archive without shards/*.json")
+                tar.extractall(tmp / p.name, members=members, filter="data")
+            out += sorted((tmp / p.name / "shards").glob("*.json"))
+        else:
+            out.append(p)
+    return out
+
+
+def _prepare(path: Path, modes_reason: str | None) -> dict:
+    try:
+        shard = read_shard(path)
+    except ShardError as err:
+        raise Refused(str(err)) from None
+    env = shard["environment"]
+    if env["device"] == "cpu":
+        raise Refused(f"{path}: {env['id']} was measured on the CPU; this takes shards measured on an accelerator "
+                      "(a CPU shard is written by `nox -s report`)")
+    if any(map(_mixed, shard["observations"])):
+        shard = withdraw(shard, _mixed, PROBE_REASON.format(device=env["device"].upper()))
+    lacking = [m for m in FRAMEWORK_MODES[env["framework"]] if m not in (env.get("modes") or ())]
+    if modes_reason is not None and lacking:
+        shard = not_measured_modes(shard, lacking, modes_reason)
+    return shard
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shards", nargs="+", type=Path)
+    ap = argparse.ArgumentParser(prog="import_device_shards", description=__doc__.splitlines()[0])
+    ap.add_argument("shards", nargs="+", type=Path, help="shard files, or archives of kinkcheck.lanes")
     ap.add_argument("--modes-not-reached", metavar="REASON", help="why the modes the shard lacks were not measured")
     ap.add_argument("--out", type=Path, default=ROOT / "references" / "observations")
+    ap.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     args = ap.parse_args(argv)
-    for path in args.shards:
+    try:
+        if args.modes_not_reached is not None and not args.modes_not_reached.strip():
+            raise Refused("--modes-not-reached must say why")
+        if not args.out.is_dir():
+            raise Refused(f"--out {args.out}: no such folder")
         try:
-            shard = read_shard(path)
-        except ShardError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        env = shard["environment"]
-        n = len(shard["observations"])
-        if any(MIXED.search(o.get("error") or "") for o in shard["observations"]):
-            shard = withdraw(shard, lambda o: bool(MIXED.search(o.get("error") or "")),
-                             PROBE_REASON.format(device=env["device"].upper()))
-        lacking = [m for m in FRAMEWORK_MODES[env["framework"]] if m not in (env.get("modes") or ())]
-        if args.modes_not_reached and lacking:
-            shard = not_measured_modes(shard, lacking, args.modes_not_reached)
-        write_shard(args.out / path.name, shard)
-        print(f"{env['id']}: {n} observations, {n - len(shard['observations'])} withdrawn; "
-              f"{len(shard['environment'].get('not_measured_parts') or [])} part(s) not measured -> "
-              f"{args.out / path.name}")
+            catalog = with_staged(load_catalog(args.catalog))
+        except CatalogError as err:
+            raise Refused(str(err)) from None
+        with tempfile.TemporaryDirectory() as tmp:
+            prepared = [(p, _prepare(p, args.modes_not_reached)) for p in _shards(args.shards, Path(tmp))]
+            for path, shard in prepared:  # every input read and checked before anything is written
+                dest = args.out / f"{shard['environment']['id']}.json"
+                n = len(shard["observations"])
+                try:
+                    with shard_lock(dest):
+                        merged = write_merged(dest, shard, catalog)
+                except ShardError as err:
+                    raise Refused(f"{path}: {err}") from None
+                print(f"{shard['environment']['id']}: {n} observations taken ("
+                      f"{len(shard['environment'].get('not_measured_parts') or [])} part(s) not measured); "
+                      f"{dest} holds {len(merged['observations'])}")
+    except Refused as err:
+        print(f"import_device_shards: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

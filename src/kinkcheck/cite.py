@@ -211,7 +211,9 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
                             f"(measured: {', '.join(measured) or 'none'})")
     found = [(e, ob) for e in envs if (ob := ix.cell.get((c.id, framework, pid, mode, e.id, dtype))) is not None]
     if not found:
-        raise CiteError(f"no observation of {pid} at {c.id} in {mode} mode, {dtype}, on {device}")
+        why = next((w for e in reversed(envs) if (w := e.why_not_measured(c.id, pid, mode, dtype))), None)
+        raise CiteError(f"no observation of {pid} at {c.id} in {mode} mode, {dtype}, on {device}"
+                        + (f" ({why})" if why else ""))
     env, ob = found[-1]
     # The same ids in the case page and the HTML: reverse mode, the release's square in the program's strip;
     # another mode of the release the modes table shows (the newest with several modes), its cell there;

@@ -489,10 +489,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     finally:  # the count reaches stderr even when the reader of stdout has left
         print(f"{len(changes)} of {common} conventions changed from {old.environment.id} to "
               f"{new.environment.id}", file=sys.stderr)
-        for env in (old.environment, new.environment):  # what a side lacks on purpose is not compared: say so
+        sides = (old.environment,) if old.environment.id == new.environment.id else (old.environment, new.environment)
+        for env in sides:  # what a side lacks on purpose is not compared: say so
             for part in env.not_measured_parts:
                 what = (f"{part.case}  {part.program}  [{', '.join(part.modes)} × {', '.join(part.dtypes or ())}]"
-                        if part.case else f"{', '.join(part.modes)} mode(s)")
+                        if part.case else f"the cells of {', '.join(part.modes)} mode it lacks")
                 print(f"not measured in {env.id}: {what}: {part.reason.removeprefix('not measured: ')}",
                       file=sys.stderr)
     return args.exit_status

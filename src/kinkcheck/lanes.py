@@ -42,8 +42,9 @@ __all__ = ["SIDE_BY_SIDE", "STEPS", "Step", "lane_steps", "main"]
 MARGIN_S = 12
 #: A step with less time left than this is not started.
 MIN_STEP_S = 20
-#: The shortest --deadline taken: one step's time with its margin.
+#: The shortest --deadline taken: one step's time with its margin; the longest: a week.
 MIN_DEADLINE_S = MIN_STEP_S + MARGIN_S
+MAX_DEADLINE_S = 7 * 24 * 3600
 
 
 def _steps_torch() -> list[tuple[str, ...]]:
@@ -166,14 +167,13 @@ def _run_lane(steps: list[Step], device: str, out_dir: Path, log: Path, deadline
                 fh.write(err.stdout if isinstance(err.stdout, str) else (err.stdout or b"").decode(errors="replace"))
                 step.outcome = f"cut off at the deadline after {int(left)} s (its journal keeps what it measured)"
             fh.write(f"{step.framework} {', '.join(step.modes)}: {step.outcome}, "
-                     f"wall {time.monotonic() - start:.0f} s, {step.cells} cells missing before\n")
+                     f"wall {time.monotonic() - start:.0f} s; {step.cells} (case, mode, dtype) missing before\n")
 
 
 def _archive(path: Path, out_dir: Path, env_ids: Sequence[str], logs: Sequence[Path], scratch: Path) -> list[str]:
     """``out_dir``'s shards and journals of ``env_ids``, the journals of side-by-side steps cut off (under
     ``journals/<step>/``) and the ``logs``, in one gzip tar; the names stored."""
     names = []
-    path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tar:
         for env_id in env_ids:
             for f in sorted([*out_dir.glob(f"{env_id}.json"), *out_dir.glob(f".{env_id}.*.journal.jsonl")]):
@@ -218,8 +218,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [f for f in args.framework if f not in FRAMEWORKS]
     if unknown:
         ap.error(f"unknown framework {unknown[0]!r} (known: {', '.join(FRAMEWORKS)})")
-    if not args.deadline > MIN_DEADLINE_S:
-        ap.error(f"--deadline must be more than {MIN_DEADLINE_S} s")
+    if not MIN_DEADLINE_S < args.deadline <= MAX_DEADLINE_S:
+        ap.error(f"--deadline must be more than {MIN_DEADLINE_S} s and at most {MAX_DEADLINE_S} s")
+    if args.archive is not None and (args.archive.is_dir() or not args.archive.parent.is_dir()
+                                     or not os.access(args.archive.parent, os.W_OK)):
+        ap.error(f"--archive {args.archive}: " + ("a folder" if args.archive.is_dir() else
+                                                   f"its folder {args.archive.parent} does not exist or is not "
+                                                   "writable"))
+    from kinkcheck.catalog import CatalogError, load_catalog
+
+    try:
+        catalog = load_catalog(args.catalog)
+    except CatalogError as err:
+        ap.error(str(err))
+    unknown_cases = [c for c in args.case if c not in {k.id for k in catalog}]
+    if unknown_cases:
+        ap.error(f"unknown case {unknown_cases[0]!r} (not in {catalog.path})")
     if not args.out_dir.is_dir():
         ap.error(f"--out-dir {args.out_dir}: no such folder")
     names = args.framework or [f for f in FRAMEWORKS if args.device in framework(f).devices]
@@ -230,9 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not present:
         print(f"{ap.prog}: error: none of {', '.join(names)} is installed in this Python", file=sys.stderr)
         return 2
-    scratch = tempfile.TemporaryDirectory(prefix="kinkcheck-lanes-")  # the logs, unless an archive keeps them
-    logs_dir = args.archive.parent / "lane-logs" if args.archive else Path(scratch.name)
-    logs_dir.mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.TemporaryDirectory(prefix="kinkcheck-lanes-")  # logs and side-by-side steps; the archive
+    logs_dir = Path(scratch.name) / "logs"                                # keeps what is worth keeping
+    logs_dir.mkdir()
     extra = [*(["--catalog", args.catalog] if args.catalog else []), *(["--staged"] if args.staged else []),
              *(["--drop-removed"] if args.drop_removed else [])]
     lanes = {f: lane_steps(f, args.device, args.out_dir, args.catalog, args.case) for f in present}

@@ -81,10 +81,16 @@ class Migration:
 def split_place(text: str, device: str) -> tuple[str, str]:
     """``"torch==2.11.0@cuda"`` → ``("torch==2.11.0", "cuda")``: a side may name its own place (a CPU → CUDA
     migration); without ``@`` the side is on ``device`` (``--device``)."""
+    from kinkcheck.platforms import DEVICES
+
     side, sep, place = text.partition("@")
-    if sep and not place.strip():
+    place = place.strip()
+    if sep and not place:
         raise MigrateError(f"{text!r}: no device after @ (e.g. {side.strip()}@cuda)")
-    return side, (place.strip() if sep else device)
+    if sep and place.split("-")[0] not in DEVICES:
+        raise MigrateError(f"{text!r}: unknown device {place.split('-')[0]!r} (known: {', '.join(DEVICES)}; off Linux "
+                           "x86-64 the platform tag follows: cpu-macos_arm64)")
+    return side, (place if sep else device)
 
 
 def parse_side(text: str) -> tuple[str, str | None]:
@@ -633,4 +639,12 @@ def render(m: Migration, only_differences: bool = False) -> str:
                  f"{sum(1 for p in differ if p.equivalent)} have an equivalent {t.framework} program, "
                  f"{sum(1 for p in differ if p.snippet)} generated code, "
                  f"{sum(1 for p in differ if p.no_replacement)} no replacement.")
+    for env in (s,) if s.id == t.id else (s, t):  # what a side does not hold in this mode and dtype: say why
+        parts = [p for p in env.not_measured_parts if m.mode in p.modes and (p.case is None or m.dtype in p.dtypes)]
+        for reason in dict.fromkeys(p.reason for p in parts):
+            mine = [p for p in parts if p.reason == reason]
+            what = (f"{len(mine)} program(s) ({', '.join(f'`{p.program}` at {p.case}' for p in mine)})"
+                    if mine[0].case is not None else f"the cells of {m.mode} mode it lacks")
+            lines.append(f"Not measured in {env.id} ({m.mode}, {m.dtype}), so not compared: {what}: "
+                         f"{reason.removeprefix('not measured: ')}")
     return "\n".join(lines) + "\n"

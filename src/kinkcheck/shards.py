@@ -744,7 +744,8 @@ def withdraw(shard: dict[str, Any], select: Callable[[dict[str, Any]], bool], re
     itself caused (issue 30: a program's constants on the CPU beside CUDA inputs). The cells leave
     ``observations``, so :func:`missing_work` lists them and the next probe of the environment measures them;
     ``environment.not_measured_parts`` says, per (case, program), which modes and dtypes and why, until then
-    (:func:`merge_shard` drops a part once its cells are measured). Everything else is kept as it is.
+    (:func:`merge_shard` drops a part once its cells are measured); modes of a program with the same dtypes share a
+    part. Everything else is kept as it is.
 
     Raises
     ------
@@ -758,22 +759,28 @@ def withdraw(shard: dict[str, Any], select: Callable[[dict[str, Any]], bool], re
     gone = [o for o in shard["observations"] if select(o)]
     if not gone:
         raise ShardError(f"{shard['environment']['id']}: no observation to withdraw ({reason})")
-    parts: dict[tuple[str, str], dict[str, Any]] = {}
+    cells: dict[tuple[str, str], dict[str, set[str]]] = {}
     for o in gone:
-        part = parts.setdefault((o["case"], o["program"]), {"case": o["case"], "program": o["program"],
-                                                            "modes": [], "dtypes": [], "reason": reason})
-        for key, val in (("modes", o["mode"]), ("dtypes", o["dtype"])):
-            if val not in part[key]:
-                part[key].append(val)
-    for part in parts.values():
-        part["modes"].sort(key=MODES.index)
-        part["dtypes"].sort(key=DTYPES.index)
-        cells = {(part["case"], part["program"], m, d) for m in part["modes"] for d in part["dtypes"]}
-        if cells - {_row_key(o) for o in gone if (o["case"], o["program"]) == (part["case"], part["program"])}:
-            raise ShardError(f"{part['case']} {part['program']}: withdraw whole modes × dtypes of a program")
+        cells.setdefault((o["case"], o["program"]), {}).setdefault(o["mode"], set()).add(o["dtype"])
+    parts: dict[tuple[str, str, frozenset[str]], dict[str, Any]] = {}
+    for (case, program), by_mode in cells.items():  # modes with the same dtypes share a part
+        for mode in sorted(by_mode, key=MODES.index):
+            dts = frozenset(by_mode[mode])
+            part = parts.setdefault((case, program, dts), {"case": case, "program": program, "modes": [],
+                                                           "dtypes": sorted(dts, key=DTYPES.index), "reason": reason})
+            part["modes"].append(mode)
     env = dict(shard["environment"])
-    env["not_measured_parts"] = [*(env.get("not_measured_parts") or []), *parts.values()]
+    env["not_measured_parts"] = _unique([*(env.get("not_measured_parts") or []), *parts.values()])
     return {**shard, "environment": env, "observations": [o for o in shard["observations"] if not select(o)]}
+
+
+def _unique(parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``parts`` without repeats, first-seen order."""
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if p not in out:
+            out.append(p)
+    return out
 
 
 def not_measured_modes(shard: dict[str, Any], modes: Sequence[str], reason: str) -> dict[str, Any]:
@@ -784,7 +791,10 @@ def not_measured_modes(shard: dict[str, Any], modes: Sequence[str], reason: str)
         raise ShardError(f"{shard['environment']['id']}: modes not measured must be modes not probed, and say why "
                          f"(probed: {', '.join(sorted(probed & set(modes))) or 'none'})")
     env = dict(shard["environment"])
-    env["not_measured_parts"] = [*(env.get("not_measured_parts") or []), {"modes": list(modes), "reason": reason}]
+    recorded = {m for p in env.get("not_measured_parts") or () if "case" not in p for m in p["modes"]}
+    left = [m for m in modes if m not in recorded]  # a mode recorded already keeps its first reason
+    if left:
+        env["not_measured_parts"] = [*(env.get("not_measured_parts") or []), {"modes": left, "reason": reason}]
     return {**shard, "environment": env}
 
 
@@ -856,6 +866,8 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
     same_build = env_old.get("framework_build") in (None, env_new.get("framework_build"))
     order = [*cases, *(c for c in dict.fromkeys(o["case"] for o in old["observations"]) if c not in cases)]
     reasons: dict[str, int] = {}
+    withdrawn = {(p["case"], p["program"], m, d) for p in env_new.get("not_measured_parts") or () if "case" in p
+                 for m in p["modes"] for d in p["dtypes"]}  # not measured by this probe: an old value stays
 
     def merged_rows(old_rows: list[dict[str, Any]], new_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         fresh = {_row_key(r): r for r in new_rows}
@@ -877,6 +889,8 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
                         row = r
                     by_case.setdefault(r["case"], []).append(row)
                     placed.add(k)
+                elif k in withdrawn and r["case"] not in redefined:
+                    by_case.setdefault(r["case"], []).append(r)
                 continue
             by_case.setdefault(r["case"], []).append(r)
         for r in new_rows:
@@ -904,8 +918,9 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
         part["not_remeasured"] = {"observations": kept_obs, "networks": kept_nets,
                                   "reasons": sorted(reasons, key=lambda r: -reasons[r])[:5]}
     env["history"] = [*(env_old.get("history") or [_part(env_old, None)]), part]
-    if env_old.get("not_measured_parts"):  # what this probe measured of them is no longer a gap
-        parts = open_parts(env_old["not_measured_parts"], observations, env["modes"])
+    if env_old.get("not_measured_parts") or env_new.get("not_measured_parts"):  # measured now: no longer a gap
+        parts = open_parts(_unique([*(env_old.get("not_measured_parts") or []),
+                                    *(env_new.get("not_measured_parts") or [])]), observations, env["modes"])
         if parts:
             env["not_measured_parts"] = parts
         else:

@@ -828,7 +828,7 @@ def _coverage(report: m.Report, catalog: Catalog) -> m.Coverage:
             programs = [f"{p.case} {p.program}" for p in parts if p.case is not None]
             cells = sum(len(p.modes) * len(p.dtypes or ()) for p in parts)
             what = (f"{len(programs)} program(s), {cells} cells ({'; '.join(programs)})" if programs
-                    else f"{', '.join(modes)} mode(s)")
+                    else f"the cells of {', '.join(modes)} mode it lacks")
             missing.append(f"{e.id}: {what}: {reason}")
     old = [e.id for e in envs if not e.not_measured and e.modes is None]
     if old:

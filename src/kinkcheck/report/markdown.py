@@ -43,9 +43,9 @@ from kinkcheck.report.view import (
 __all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_section_pages"]
 
 
-def _face(face: Face | None) -> str:
+def _face(face: Face | None, why: str | None = None) -> str:
     if face is None:
-        return "—"
+        return "not measured" if why else "—"
     if face.status != "ok":
         return face.status
     return f"{face.value} <sub>{face.label}</sub>"
@@ -53,7 +53,7 @@ def _face(face: Face | None) -> str:
 
 def _cell(cell: Cell) -> str:
     """A cell: the first dtype's value and label, then ``f16: …`` for each other dtype that differs."""
-    text = _face(cell.face)
+    text = _face(cell.face, cell.why)
     if cell.others:
         text += " (" + "; ".join(f"{DTYPE_SHORT.get(d, d)}: {_face(f)}" for d, f in cell.others) + ")"
     return md_cell(text)

@@ -192,7 +192,8 @@ class Environment(_S):
             head += f" ({r['vector_isa'].split()[0]})"
         parts = [head]
         if r.get("accelerator"):
-            extra = ", ".join(f"{k} {r[k]}" for k in ("driver", "cuda", "hip", "metal") if r.get(k))
+            extra = ", ".join(r[k] if r[k].startswith(f"{k} ") else f"{k} {r[k]}"  # JAX says "cuda 13000" itself
+                              for k in ("driver", "cuda", "hip", "metal") if r.get(k))
             parts.append(f"{r['accelerator']} ({extra})" if extra else r["accelerator"])
         if r.get("ci_runner"):
             parts.append(f"GitHub Actions runner {r['ci_runner']}")
@@ -655,15 +656,16 @@ def release_title(env: Environment) -> str:
 
 def release_ranges(ids: Iterable[str], among: Sequence[Environment]) -> str:
     """The environments ``ids`` as ranges of consecutive releases of ``among`` (an ordered list, e.g. the
-    measured releases of one framework): ``"1.13.1 – 2.13.0, 2.15.0"``. A run of two reads ``"a, b"``; ids
-    not in ``among`` are named alone at the end, in their given order."""
+    measured releases of one framework): ``"1.13.1 – 2.13.0, 2.15.0"``. A run of two reads ``"a, b"``; a run never
+    spans two places (``"2.14.1, 2.15.0, 2.11.0 cuda"``, not ``"2.14.1 – 2.11.0 cuda"``); ids not in ``among`` are
+    named alone at the end, in their given order."""
     pos = {e.id: i for i, e in enumerate(among)}
     wanted = list(dict.fromkeys(ids))
     inside = sorted(pos[i] for i in wanted if i in pos)
     parts: list[str] = []
     start = prev = None
     for p in [*inside, None]:
-        if start is not None and (p is None or p != prev + 1):
+        if start is not None and (p is None or p != prev + 1 or among[p].place != among[prev].place):
             a, b = among[start], among[prev]
             if start == prev:
                 parts.append(a.title)

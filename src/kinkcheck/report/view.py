@@ -326,6 +326,7 @@ class Cell:
     face: Face | None
     others: tuple[tuple[str, Face], ...] = ()
     obs: tuple[Observation, ...] = ()
+    why: str | None = None  # face None: the reason the environment records for not measuring it, if any
 
     @property
     def key(self) -> tuple[Face | None, tuple[tuple[str, Face], ...]]:
@@ -360,8 +361,8 @@ class Square:
     def title(self) -> str:
         """Its hover text, unescaped: ``"2.13.0: 1 right"``, ``"2.0.1: error"``, ``"1.13.1: no observation"``."""
         face = self.cell.face
-        what = "no observation" if face is None else (f"{face.value} {face.label}" if face.status == "ok"
-                                                      else face.status)
+        none = self.cell.why or "no observation"
+        what = none if face is None else (f"{face.value} {face.label}" if face.status == "ok" else face.status)
         return f"{self.env.title}: {what}"
 
 
@@ -457,6 +458,7 @@ class CaseView:
     p0: list[P0Row]
     problems: list[Problem]
     mode_rows: list[ModeRow]
+    not_measured: list[tuple[Environment, Any]] = field(default_factory=list)  # (environment, NotMeasuredPart)
 
     @property
     def oracle(self) -> Oracle:
@@ -496,11 +498,12 @@ class ReportView:
             self._faces[key] = f
         return f
 
-    def cell(self, obs: Iterable[Observation | None]) -> Cell:
-        """A :class:`Cell` from one observation per dtype (first dtype first; None where not measured)."""
+    def cell(self, obs: Iterable[Observation | None], why: str | None = None) -> Cell:
+        """A :class:`Cell` from one observation per dtype (first dtype first; None where not measured); ``why``:
+        the environment's reason for not measuring it, shown where nothing was observed."""
         present = tuple(o for o in obs if o is not None)
         if not present:
-            return Cell(None)
+            return Cell(None, why=why)
         first = self.face(present[0])
         others = tuple((o.dtype, f) for o in present[1:] if self._differs(present[0], first, o, f := self.face(o)))
         return Cell(first, others, present)
@@ -718,7 +721,8 @@ class ReportView:
             rows = []
             for p in progs:
                 anchor = row_anchor(case.id, fw, p)
-                cells = {e.id: self.cell(cell_of.get((case.id, fw, p, "reverse", e.id, d)) for d in dtypes)
+                cells = {e.id: self.cell((cell_of.get((case.id, fw, p, "reverse", e.id, d)) for d in dtypes),
+                                         why=e.why_not_measured(case.id, p, "reverse", dtypes[0]) if dtypes else None)
                          for e in columns}
                 runs = []
                 for dev in devices:
@@ -744,6 +748,8 @@ class ReportView:
                                 [self.cell(cell_of.get((case.id, fw, p, m, newest.id, d)) for d in dtypes)
                                  for m in modes])
                     for p in progs]))
+        # a program's cells withdrawn (whole modes not reached are on devices.md: they concern every case)
+        withheld = [(e, part) for e in rep.environments for part in e.not_measured_parts if part.case == case.id]
         unmeasured = [(fw, [(p, row_anchor(case.id, fw, p)) for p in case.programs_of(fw)])
                       for fw in dict.fromkeys(p.framework for p in case.programs) if fw not in idx.columns]
         p0 = list(rep.p0.measured) if "P0" in case.sources else []  # the worked example is P0's case
@@ -752,7 +758,7 @@ class ReportView:
             mode_tables=mode_tables, changed_in=[c for c in rep.changed_in if case.id in c.cases], unmeasured=unmeasured,
             networks=[n for n in rep.network_summary if n.case == case.id], p0=p0,
             problems=self.problems.get(case.id, []),
-            mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id],
+            mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id], not_measured=withheld,
         )
 
     def _verdicts(self, case: str, fw: str, program: str, columns: Sequence[Environment]) -> list[Verdict]:

@@ -1,0 +1,87 @@
+"""tools/import_device_shards.py: shards from an accelerator are merged into the committed ones (never a smaller
+shard over a larger), with the cells the probe caused withdrawn; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from conftest import ROOT
+
+from kinkcheck.shards import read_shard, write_shard
+
+TOOL = ROOT / "tools" / "import_device_shards.py"
+OBS = ROOT / "references" / "observations"
+
+
+def _tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture()
+def out(tmp_path):
+    d = tmp_path / "obs"
+    d.mkdir()
+    shutil.copy(OBS / "torch-2.11.0-cuda.json", d)
+    return d
+
+
+def _part_of_cuda_shard(tmp_path, case="relu@0", error=None):
+    shard = read_shard(OBS / "torch-2.11.0-cuda.json")
+    shard["observations"] = [o for o in shard["observations"] if o["case"] == case]
+    shard["networks"] = [n for n in shard["networks"] if n["case"] == case]
+    if error:
+        first = shard["observations"][0]
+        for o in shard["observations"]:
+            if o["program"] == first["program"] and o["mode"] == "reverse":
+                o.update(status="error", value=None, error=error)
+    (tmp_path / "in").mkdir(exist_ok=True)
+    path = tmp_path / "in" / "torch-2.11.0-cuda.json"
+    write_shard(path, shard)
+    return path, len(shard["observations"])
+
+
+def test_a_part_is_merged_into_the_committed_shard_never_over_it(tmp_path, out):
+    small, n = _part_of_cuda_shard(tmp_path)
+    before = read_shard(out / "torch-2.11.0-cuda.json")
+    proc = _tool(str(small), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    after = read_shard(out / "torch-2.11.0-cuda.json")
+    assert len(after["observations"]) == len(before["observations"]) == 12352 and n < 1000, (
+        "a shard of one case merged, not written over the 12,352 cells")
+    assert after["environment"]["not_measured_parts"] == before["environment"]["not_measured_parts"]
+
+
+def test_an_archive_of_the_lanes_is_taken_and_its_probe_errors_withdrawn(tmp_path, out):
+    small, _ = _part_of_cuda_shard(tmp_path, error="RuntimeError: Expected all tensors to be on the same device, "
+                                                   "but found at least two devices, cuda:0 and cpu!")
+    archive = tmp_path / "kc-cuda.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(small, arcname=f"shards/{small.name}")
+    proc = _tool(str(archive), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    after = read_shard(out / "torch-2.11.0-cuda.json")
+    assert not [o for o in after["observations"] if "same device" in (o["error"] or "")], "withdrawn, not merged"
+    assert len(after["observations"]) == 12352, "the committed values of the withdrawn cells are kept"
+    assert len(after["environment"]["not_measured_parts"]) == 11, "measured before: no new part"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "nope.json", "no such file"),
+    (lambda tmp: (tmp / "x.json").write_text('{"schema": "other"}') and tmp / "x.json", "not a kinkcheck shard"),
+    (lambda tmp: OBS / "jax-0.11.2-cpu.json", "was measured on the CPU"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, out, make, message):
+    before = (out / "torch-2.11.0-cuda.json").read_bytes()
+    proc = _tool(str(make(tmp_path)), "--out", str(out))
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert (out / "torch-2.11.0-cuda.json").read_bytes() == before and len(list(out.iterdir())) == 1
+
+
+def test_modes_not_reached_needs_a_reason(tmp_path, out):
+    proc = _tool(str(OBS / "jax-0.11.2-cuda.json"), "--out", str(out), "--modes-not-reached", "  ")
+    assert proc.returncode == 2 and "--modes-not-reached must say why" in proc.stderr, proc.stderr
