@@ -8,10 +8,11 @@ side; within a lane, ``kinkcheck probe`` runs one step after another (:data:`STE
 first, then each compiled backend), so a step cut off by the deadline loses only itself (its journal keeps what
 it measured; the same step resumes from it). A framework of :data:`SIDE_BY_SIDE` (JAX: each mode traces the
 whole catalog on one core, 328 s for reverse mode on an H200 machine) runs every step in a lane of its own,
-into a scratch folder, and each finished step is merged into the shard (:func:`kinkcheck.shards.write_merged`). A step measures only what the shard in
-``--out-dir`` lacks of its modes (:func:`kinkcheck.shards.missing_work`: cells never measured, or recorded as not
-measured, ``environment.not_measured_parts``), and the steps with the most missing cells go first. Each probe is
-given the time left less a margin. At the end the shards, their journals and the lanes' logs go into one
+into a scratch folder, and each finished step is merged into the shard (:func:`kinkcheck.shards.write_merged`).
+A step measures only what the shard in ``--out-dir`` lacks of its modes (:func:`kinkcheck.shards.missing_work`:
+cells never measured, or recorded as not measured, ``environment.not_measured_parts``), and the steps with the
+most missing cells go first. Each probe is given the time left less a margin. A side-by-side step cut off keeps
+its journal in the archive (``journals/<step>/``), not where the next run resumes from. At the end the shards, their journals and the lanes' logs go into one
 ``--archive`` (gzip tar).
 
 Exit status: 0 when every step finished (or had nothing to measure), 1 when a step failed, was cut off or had no

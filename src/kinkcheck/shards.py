@@ -31,10 +31,10 @@ if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
 __all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count",
-           "drop_removed", "file_schema", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work", "not_measured_modes", "open_parts", "pack",
-           "read_old_shard", "read_shard", "record_failed_attempt", "recorded_case_hashes", "shard_lock",
-           "shard_schema", "shard_text", "unpack", "write_json_atomic", "withdraw", "write_merged", "write_shard",
-           "write_text_atomic"]
+           "drop_removed", "file_schema", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work",
+           "not_measured_modes", "open_parts", "pack", "read_old_shard", "read_shard", "record_failed_attempt",
+           "recorded_case_hashes", "shard_lock", "shard_schema", "shard_text", "unpack", "withdraw",
+           "write_json_atomic", "write_merged", "write_shard", "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
 #: The file format written since issue 14: the ``kinkcheck/shard/v1`` document packed by program (:func:`pack`).
