@@ -12,8 +12,8 @@ into a scratch folder, and each finished step is merged into the shard (:func:`k
 A step measures only what the shard in ``--out-dir`` lacks of its modes (:func:`kinkcheck.shards.missing_work`:
 cells never measured, or recorded as not measured, ``environment.not_measured_parts``), and the steps with the
 most missing cells go first. Each probe is given the time left less a margin. A side-by-side step cut off keeps
-its journal in the archive (``journals/<step>/``), not where the next run resumes from. At the end the shards, their journals and the lanes' logs go into one
-``--archive`` (gzip tar).
+its journal in the archive (``journals/<step>/``), not where the next run resumes from. At the end the shards,
+their journals and the lanes' logs go into one ``--archive`` (gzip tar).
 
 Exit status: 0 when every step finished (or had nothing to measure), 1 when a step failed, was cut off or had no
 time left (the archive is still written), 2 on bad input (one line, nothing run) or when every lane's probe was
