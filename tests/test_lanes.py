@@ -97,6 +97,7 @@ def test_no_time_left_skips_every_step_and_still_archives(tmp_path, monkeypatch,
     (["--device", "cpu", "--catalog", "/nonexistent.toml"], "nonexistent.toml"),
     (["--device", "cpu", "--out-dir", "/nonexistent/kc"], "--out-dir /nonexistent/kc: no such folder"),
     (["--device", "cuda", "--framework", "autograd"], "not measured: no CUDA device for autograd"),
+    (["--device", "cuda", "--framework", "jax", "--framework", "autograd"], "not measured: no CUDA device for"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     if "cuda" in args:
@@ -131,3 +132,18 @@ def test_jax_modes_run_side_by_side_and_merge_into_one_shard(tmp_path):
     with tarfile.open(archive) as tar:
         logs = [n for n in tar.getnames() if n.startswith("logs/jax-")]
     assert len(logs) == len(modes), logs
+
+
+def test_an_unreadable_shard_stops_the_run_before_any_probe(tmp_path):
+    """A side-by-side framework probes into scratch folders and merges at the end: an unreadable shard there
+    must stop the run at once, not after every mode was measured and then thrown away."""
+    out = tmp_path / "o"
+    out.mkdir()
+    from kinkcheck.probe import environment_id
+
+    bad = out / f"{environment_id('jax', 'cpu')}.json"
+    bad.write_text('{"broken')
+    proc = _lanes("--device", "cpu", "--framework", "jax", "--case", CASE, "--out-dir", str(out), "--deadline", "200")
+    assert proc.returncode == 2 and "cannot read" in proc.stderr and "left as it is" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout, (proc.stdout, proc.stderr)
+    assert bad.read_text() == '{"broken' and [p.name for p in out.iterdir()] == [bad.name]

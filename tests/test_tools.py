@@ -85,3 +85,45 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, out, make, message):
 def test_modes_not_reached_needs_a_reason(tmp_path, out):
     proc = _tool(str(OBS / "jax-0.11.2-cuda.json"), "--out", str(out), "--modes-not-reached", "  ")
     assert proc.returncode == 2 and "--modes-not-reached must say why" in proc.stderr, proc.stderr
+
+
+def test_nothing_is_written_when_a_later_input_is_refused(tmp_path, out):
+    """Every input is merged in memory first: a refused merge (a shard with fewer measured values) leaves every
+    destination as it was, the ones before it included."""
+    shutil.copy(OBS / "jax-0.11.2-cuda.json", out)
+    jax = read_shard(OBS / "jax-0.11.2-cuda.json")
+    jax["observations"] = [o for o in jax["observations"] if o["case"] == "relu@0"]
+    write_shard(tmp_path / "jax-0.11.2-cuda.json", jax)
+    worse = read_shard(OBS / "torch-2.11.0-cuda.json")  # every ok value of relu@0 turned into an error: refused
+    for o in worse["observations"]:
+        if o["case"] == "relu@0":
+            o.update(status="error", value=None, error="RuntimeError: a test")
+    worse["environment"]["framework_build"] = "another build"  # not the same build: the errors would replace values
+    write_shard(tmp_path / "torch-2.11.0-cuda.json", worse)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    proc = _tool(str(tmp_path / "jax-0.11.2-cuda.json"), str(tmp_path / "torch-2.11.0-cuda.json"), "--out", str(out))
+    assert proc.returncode == 2 and "refusing to write a shard with" in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before, "the JAX shard before it was not written either"
+
+
+def test_two_archives_of_one_name_are_both_taken(tmp_path, out):
+    a, _ = _part_of_cuda_shard(tmp_path, case="relu@0")
+    archives = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        archives.append(tmp_path / folder / "kc-cuda.tgz")
+        with tarfile.open(archives[-1], "w:gz") as tar:
+            tar.add(a, arcname="shards/torch-2.11.0-cuda.json")
+    proc = _tool(*map(str, archives), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    taken = [ln for ln in proc.stdout.splitlines() if "observations of torch-2.11.0-cuda" in ln]
+    assert len(taken) == 2 and str(archives[0]) in taken[0] and str(archives[1]) in taken[1], proc.stdout
+
+
+def test_modes_not_reached_twice_is_recorded_once(tmp_path, out):
+    shutil.copy(OBS / "jax-0.11.2-cuda.json", out)
+    for reason in ("first reason", "second reason"):
+        proc = _tool(str(OBS / "jax-0.11.2-cuda.json"), "--out", str(out), "--modes-not-reached", reason)
+        assert proc.returncode == 0, proc.stderr
+    parts = read_shard(out / "jax-0.11.2-cuda.json")["environment"]["not_measured_parts"]
+    assert len(parts) == 1 and "time ran out" in parts[0]["reason"], "each mode once, with its first reason"

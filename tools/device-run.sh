@@ -28,6 +28,7 @@ case "${1:-}" in
       --archive "$OUT/kc-cuda.tgz" ;;
   take)  # merged into the shards there are (never a smaller shard over a larger one), with a Python that has
           # kinkcheck's dependencies: PYTHON=.nox/tests/bin/python
-    exec "${PYTHON:-python3}" tools/import_device_shards.py "${2:?the archive the run wrote}" ;;
+    [ -n "${2:-}" ] || { echo "usage: bash tools/device-run.sh take ARCHIVE (the kc-cuda.tgz the run wrote)" >&2; exit 2; }
+    exec "${PYTHON:-python3}" tools/import_device_shards.py "$2" ;;
   *) echo "usage: bash tools/device-run.sh prepare | run | take ARCHIVE" >&2; exit 2 ;;
 esac

@@ -10,8 +10,8 @@ on the accelerator): it is withdrawn (:func:`kinkcheck.shards.withdraw`), and th
 measures it. With ``--modes-not-reached``, the framework's modes the shard did not probe are recorded as not
 measured with that reason. Each shard is then merged into ``DIR/<its name>`` (:func:`kinkcheck.shards.write_merged`:
 the cells it holds replace those there, every other cell is kept, and a merge that would hold fewer measured
-values is refused). Bad input (a missing or unreadable file, a CPU shard, an empty reason) is one line and exit
-status 2, and nothing is written.
+values is refused). Every input is read and merged before anything is written: bad input (a missing or unreadable
+file, a CPU shard, an empty reason, a merge refused) is one line and exit status 2, and nothing is written.
 
 Run it with a Python that has kinkcheck's dependencies (``.nox/tests/bin/python``, or after ``pip install .``).
 """
@@ -19,6 +19,7 @@ Run it with a Python that has kinkcheck's dependencies (``.nox/tests/bin/python`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 import tarfile
@@ -28,9 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 try:
+    import fastjsonschema  # noqa: F401  (what reading a shard needs, checked before anything is read)
+    import msgspec  # noqa: F401
+    import orjson  # noqa: F401
+
     from kinkcheck.catalog import CatalogError, load_catalog, with_staged
     from kinkcheck.frameworks.base import FRAMEWORK_MODES
-    from kinkcheck.shards import ShardError, not_measured_modes, read_shard, shard_lock, withdraw, write_merged
+    from kinkcheck.shards import (ShardError, merge_shard, not_measured_modes, read_old_shard, read_shard,
+                                  shard_lock, withdraw, write_shard)
 except ImportError as _err:  # e.g. the system python3 without msgspec
     print(f"import_device_shards: error: kinkcheck's dependencies are missing here ({_err}); run it with "
           ".nox/tests/bin/python, or after `pip install .`", file=sys.stderr)
@@ -52,10 +58,13 @@ def _mixed(o: dict) -> bool:
     return bool(MIXED.search(o.get("error") or ""))
 
 
-def _shards(paths: list[Path], tmp: Path) -> list[Path]:
-    """The shard files named, those inside an archive extracted into ``tmp``."""
+def _shards(paths: list[Path], tmp: Path) -> list[tuple[Path, str]]:
+    """The shard files named (with the name to report them by), those inside an archive extracted into a folder of
+    ``tmp`` of their own."""
     out = []
-    for p in paths:
+    for i, p in enumerate(paths):
+        if p.is_dir():
+            raise Refused(f"{p}: a folder, not a shard or an archive")
         if not p.is_file():
             raise Refused(f"{p}: no such file")
         if tarfile.is_tarfile(p):
@@ -64,21 +73,21 @@ def _shards(paths: list[Path], tmp: Path) -> list[Path]:
                            and m.name.endswith(".json") and "/" not in m.name[len("shards/"):]]
                 if not members:
                     raise Refused(f"{p}: an archive without shards/*.json")
-                tar.extractall(tmp / p.name, members=members, filter="data")
-            out += sorted((tmp / p.name / "shards").glob("*.json"))
+                tar.extractall(tmp / str(i), members=members, filter="data")
+            out += [(f, f"{p}:shards/{f.name}") for f in sorted((tmp / str(i) / "shards").glob("*.json"))]
         else:
-            out.append(p)
+            out.append((p, str(p)))
     return out
 
 
-def _prepare(path: Path, modes_reason: str | None) -> dict:
+def _prepare(path: Path, name: str, modes_reason: str | None) -> dict:
     try:
         shard = read_shard(path)
     except ShardError as err:
-        raise Refused(str(err)) from None
+        raise Refused(str(err).replace(str(path), name)) from None
     env = shard["environment"]
     if env["device"] == "cpu":
-        raise Refused(f"{path}: {env['id']} was measured on the CPU; this takes shards measured on an accelerator "
+        raise Refused(f"{name}: {env['id']} was measured on the CPU; this takes shards measured on an accelerator "
                       "(a CPU shard is written by `nox -s report`)")
     if any(map(_mixed, shard["observations"])):
         shard = withdraw(shard, _mixed, PROBE_REASON.format(device=env["device"].upper()))
@@ -104,19 +113,24 @@ def main(argv: list[str] | None = None) -> int:
             catalog = with_staged(load_catalog(args.catalog))
         except CatalogError as err:
             raise Refused(str(err)) from None
-        with tempfile.TemporaryDirectory() as tmp:
-            prepared = [(p, _prepare(p, args.modes_not_reached)) for p in _shards(args.shards, Path(tmp))]
-            for path, shard in prepared:  # every input read and checked before anything is written
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as locks:
+            merged: dict[Path, dict] = {}  # every input read, checked and merged before anything is written
+            for path, name in _shards(args.shards, Path(tmp)):
+                shard = _prepare(path, name, args.modes_not_reached)
                 dest = args.out / f"{shard['environment']['id']}.json"
-                n = len(shard["observations"])
                 try:
-                    with shard_lock(dest):
-                        merged = write_merged(dest, shard, catalog)
+                    if dest not in merged:  # held until written: no probe writes it meanwhile
+                        locks.enter_context(shard_lock(dest))
+                    old = merged[dest] if dest in merged else read_old_shard(dest)
+                    merged[dest] = merge_shard(old, shard, catalog)
                 except ShardError as err:
-                    raise Refused(f"{path}: {err}") from None
-                print(f"{shard['environment']['id']}: {n} observations taken ("
-                      f"{len(shard['environment'].get('not_measured_parts') or [])} part(s) not measured); "
-                      f"{dest} holds {len(merged['observations'])}")
+                    raise Refused(f"{name}: {err}") from None
+                print(f"{name}: {len(shard['observations'])} observations of {shard['environment']['id']} "
+                      f"({len(shard['environment'].get('not_measured_parts') or [])} part(s) not measured)")
+            for dest, shard in merged.items():
+                write_shard(dest, shard)
+                print(f"wrote {dest}: {len(shard['observations'])} observations, "
+                      f"{len(shard['environment'].get('not_measured_parts') or [])} part(s) not measured")
     except Refused as err:
         print(f"import_device_shards: error: {err}", file=sys.stderr)
         return 2

@@ -63,6 +63,8 @@ SIDE_BY_SIDE = frozenset({"jax"})
 #: Defaults for every probe the lanes start (the environment's own values win): JAX allocates GPU memory as it
 #: needs it instead of taking 75 % of it at start, so that its side-by-side probes share one device.
 PROBE_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+#: Side-by-side steps merge one after another (:func:`kinkcheck.shards.shard_lock` refuses, it does not wait).
+_MERGING = threading.Lock()
 
 
 @dataclass
@@ -81,19 +83,22 @@ class Step:
 def lane_steps(framework: str, device: str, out_dir: Path, catalog_path: str | None = None,
                cases: Sequence[str] = ()) -> list[Step]:
     """The steps of one framework's lane, those with the most missing cells first; a step with nothing missing
-    is kept with ``outcome`` "fresh" (``ok``)."""
+    is kept with ``outcome`` "fresh" (``ok``).
+
+    Raises
+    ------
+    ShardError
+        The framework's shard in ``out_dir`` cannot be read (no probe could merge into it).
+    """
     from kinkcheck.catalog import load_catalog
     from kinkcheck.probe import environment_id
-    from kinkcheck.shards import ShardError, missing_work, read_shard
+    from kinkcheck.shards import missing_work, read_shard
 
     catalog = load_catalog(catalog_path)
     env_id = environment_id(framework, device)
     shard = None
     if env_id is not None and (out_dir / f"{env_id}.json").exists():
-        try:
-            shard = read_shard(out_dir / f"{env_id}.json")
-        except ShardError:
-            shard = None  # the probe itself refuses to merge into it, and says why
+        shard = read_shard(out_dir / f"{env_id}.json")  # ShardError: unreadable, so nothing could merge into it
     wanted = set(cases)
     steps = []
     for modes in STEPS.get(framework, [tuple(FRAMEWORK_MODES[framework])]):
@@ -124,7 +129,7 @@ def _run_apart(step: Step, device: str, out_dir: Path, scratch: Path, log: Path,
     with log.open("a", encoding="utf-8") as fh:
         for part in sorted(scratch.glob(f"{step.framework}-*.json")):
             try:
-                with shard_lock(out_dir / part.name):
+                with _MERGING, shard_lock(out_dir / part.name):  # one merge at a time: the lock does not wait
                     write_merged(out_dir / part.name, read_shard(part), catalog)
                 fh.write(f"merged {part.name} ({', '.join(step.modes)}) into {out_dir / part.name}\n")
             except (ShardError, OSError) as err:
@@ -190,6 +195,15 @@ def _archive(path: Path, out_dir: Path, env_ids: Sequence[str], logs: Sequence[P
     return names
 
 
+def _writable(folder: Path) -> bool:
+    """Whether a file can be made in ``folder`` (tried: ``os.access`` says yes to root anywhere, /proc included)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kinkcheck-lanes-", suffix=".tmp"):
+            return True
+    except OSError:
+        return False
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # bad input: one line, exit 2, as the kinkcheck commands do
         print(f"{self.prog}: error: {message}", file=sys.stderr)
@@ -221,8 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"unknown framework {unknown[0]!r} (known: {', '.join(FRAMEWORKS)})")
     if not MIN_DEADLINE_S < args.deadline <= MAX_DEADLINE_S:
         ap.error(f"--deadline must be more than {MIN_DEADLINE_S} s and at most {MAX_DEADLINE_S} s")
-    if args.archive is not None and (args.archive.is_dir() or not args.archive.parent.is_dir()
-                                     or not os.access(args.archive.parent, os.W_OK)):
+    if args.archive is not None and (args.archive.is_dir() or not _writable(args.archive.parent)):
         ap.error(f"--archive {args.archive}: " + ("a folder" if args.archive.is_dir() else
                                                    f"its folder {args.archive.parent} does not exist or is not "
                                                    "writable"))
@@ -250,7 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs_dir.mkdir()
     extra = [*(["--catalog", args.catalog] if args.catalog else []), *(["--staged"] if args.staged else []),
              *(["--drop-removed"] if args.drop_removed else [])]
-    lanes = {f: lane_steps(f, args.device, args.out_dir, args.catalog, args.case) for f in present}
+    from kinkcheck.shards import ShardError
+
+    try:
+        lanes = {f: lane_steps(f, args.device, args.out_dir, args.catalog, args.case) for f in present}
+    except ShardError as err:
+        ap.error(f"{err}; it is left as it is (fix or remove it)")
     threads = []
     for f, steps in lanes.items():
         log = logs_dir / f"{f}-{args.device}.log"
@@ -266,8 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         t.start()
     for t in threads:
         t.join()
-    refused = [s.outcome for steps in lanes.values() for s in steps if s.outcome.startswith("refused: ")]
-    if len(refused) == len(lanes):  # every lane's probe refused at once (e.g. no such device here)
+    refused = {f: next(s.outcome for s in steps if s.outcome.startswith("refused: ")) for f, steps in lanes.items()
+               if any(s.outcome.startswith("refused: ") for s in steps)
+               and not any(s.outcome.startswith(("rc=", "cut off", "measured, but")) for s in steps)}
+    if len(refused) == len(lanes):  # every framework's probes refused at once (e.g. no such device here)
+        refused = list(refused.values())
         scratch.cleanup()
         print(f"{ap.prog}: error: {refused[0].removeprefix('refused: ').removeprefix('kinkcheck: error: ')}",
               file=sys.stderr)

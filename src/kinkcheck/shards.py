@@ -774,6 +774,21 @@ def withdraw(shard: dict[str, Any], select: Callable[[dict[str, Any]], bool], re
     return {**shard, "environment": env, "observations": [o for o in shard["observations"] if not select(o)]}
 
 
+def _combined(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts of two shards of one environment: every program's part once, and a mode recorded once (the
+    reason it was first recorded with)."""
+    recorded = {m for p in old if "case" not in p for m in p["modes"]}
+    out = list(old)
+    for p in new:
+        if "case" not in p:
+            left = [m for m in p["modes"] if m not in recorded]
+            recorded.update(left)
+            p = {**p, "modes": left} if left else None
+        if p is not None:
+            out.append(p)
+    return _unique(out)
+
+
 def _unique(parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``parts`` without repeats, first-seen order."""
     out: list[dict[str, Any]] = []
@@ -919,8 +934,8 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
                                   "reasons": sorted(reasons, key=lambda r: -reasons[r])[:5]}
     env["history"] = [*(env_old.get("history") or [_part(env_old, None)]), part]
     if env_old.get("not_measured_parts") or env_new.get("not_measured_parts"):  # measured now: no longer a gap
-        parts = open_parts(_unique([*(env_old.get("not_measured_parts") or []),
-                                    *(env_new.get("not_measured_parts") or [])]), observations, env["modes"])
+        parts = open_parts(_combined(env_old.get("not_measured_parts") or [], env_new.get("not_measured_parts") or []),
+                           observations, env["modes"])
         if parts:
             env["not_measured_parts"] = parts
         else:
