@@ -27,7 +27,7 @@ from typing import Any
 
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.classify import same_value
-from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex
+from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex, parts_by_reason
 from kinkcheck.report.view import fmt_number, fmt_value
 
 __all__ = ["CasePairs", "MigrateError", "Migration", "Pair", "migrate", "parse_side", "render", "snippet",
@@ -641,8 +641,7 @@ def render(m: Migration, only_differences: bool = False) -> str:
                  f"{sum(1 for p in differ if p.no_replacement)} no replacement.")
     for env in (s,) if s.id == t.id else (s, t):  # what a side does not hold in this mode and dtype: say why
         parts = [p for p in env.not_measured_parts if m.mode in p.modes and (p.case is None or m.dtype in p.dtypes)]
-        for reason in dict.fromkeys(p.reason for p in parts):
-            mine = [p for p in parts if p.reason == reason]
+        for reason, mine in parts_by_reason(parts):
             what = (f"{len(mine)} program(s) ({', '.join(f'`{p.program}` at {p.case}' for p in mine)})"
                     if mine[0].case is not None else f"the cells of {m.mode} mode it lacks")
             lines.append(f"Not measured in {env.id} ({m.mode}, {m.dtype}), so not compared: {what}: "

@@ -820,10 +820,7 @@ def _coverage(report: m.Report, catalog: Catalog) -> m.Coverage:
                 f"({e.last_attempt.get('not_measured')}); shown as measured on {e.measured_at}"
                 for e in envs if e.last_attempt]
     for e in envs:
-        by_reason: dict[str, list[m.NotMeasuredPart]] = {}
-        for part in e.not_measured_parts:
-            by_reason.setdefault(part.reason, []).append(part)
-        for reason, parts in by_reason.items():
+        for reason, parts in m.parts_by_reason(e.not_measured_parts):
             modes = [x for x in MODES if any(x in p.modes for p in parts)]
             programs = [f"{p.case} {p.program}" for p in parts if p.case is not None]
             cells = sum(len(p.modes) * len(p.dtypes or ()) for p in parts)

@@ -52,6 +52,7 @@ __all__ = [
     "ModeDisagreements",
     "ModeRow",
     "NotMeasuredPart",
+    "parts_by_reason",
     "Network",
     "NetworkSummary",
     "Newest",
@@ -134,6 +135,14 @@ class NotMeasuredPart(_S):
         if mode not in self.modes:
             return False
         return self.case is None or (self.case == case and self.program == program and dtype in (self.dtypes or ()))
+
+
+def parts_by_reason(parts: Iterable[NotMeasuredPart]) -> list[tuple[str, list[NotMeasuredPart]]]:
+    """``parts`` grouped by their reason, first-seen order (how the report, ``migrate`` and ``diff`` list them)."""
+    groups: dict[str, list[NotMeasuredPart]] = {}
+    for part in parts:
+        groups.setdefault(part.reason, []).append(part)
+    return list(groups.items())
 
 
 class Environment(_S):

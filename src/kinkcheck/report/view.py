@@ -52,6 +52,7 @@ from kinkcheck.report.model import (
     Oracle,
     P0Row,
     Report,
+    parts_by_reason,
     release_ranges,
     value_runs,
 )
@@ -610,11 +611,8 @@ class ReportView:
 
     @staticmethod
     def parts_by_reason(env: Environment) -> list[tuple[str, list[Any]]]:
-        """``env.not_measured_parts`` grouped by their reason, first-seen order."""
-        groups: dict[str, list[Any]] = {}
-        for part in env.not_measured_parts:
-            groups.setdefault(part.reason, []).append(part)
-        return list(groups.items())
+        """``env.not_measured_parts`` grouped by their reason (:func:`kinkcheck.report.model.parts_by_reason`)."""
+        return parts_by_reason(env.not_measured_parts)
 
     def device_environments(self) -> list[Environment]:
         """The environments measured on an accelerator (not the CPU), report order."""
