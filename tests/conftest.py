@@ -119,3 +119,57 @@ def shards_report(shards_report_path):
     from kinkcheck.report.model import load_report
 
     return load_report(shards_report_path)
+
+
+#: What the H200 import of stop 29 recorded as not measured (issue 30), before later CUDA runs measured it all;
+#: the not-measured paths of the report, cite, migrate and diff are tested on shards made to say so again.
+PROBE_FAULT_REASON = (
+    "not measured: the probe of kinkcheck 2d3abce built this program's own constants on the CPU beside its inputs "
+    "on CUDA, and PyTorch refused the mix (\"Expected all tensors to be on the same device\"): the probe's error, "
+    "not the framework's; re-measure on a CUDA device (the probe now makes a program's tensors on the device probed)")
+TIME_RAN_OUT_REASON = (
+    "not measured: the H200 machine's time ran out (the run of 2026-12-04 at kinkcheck 2d3abce, 480 s in all: "
+    "JAX's modes one after another, reverse 328 s, jit 194 s); the next CUDA run measures them "
+    "(python -m kinkcheck.lanes)")
+#: The cases whose PyTorch programs build their own constants (withdrawn on CUDA in stop 29).
+OWN_CONSTANTS = ("multi_margin_loss@hinge", "multilabel_margin_loss@hinge", "cosine_embedding_loss@margin",
+                 "scatter_reduce-amax@[1,1,0]", "scatter_max@tie", "embedding_bag@max-tie",
+                 "fake_quantize_per_channel_affine@2.5")
+
+
+@pytest.fixture(scope="session")
+def not_measured_shards(tmp_path_factory):
+    """A folder with the torch 2.11.0 and jax 0.11.2 shards of the CPU and CUDA, the CUDA ones cut as stop 29 had
+    them: the own-constant programs' cells withdrawn (:func:`kinkcheck.shards.withdraw`) and JAX's modes other
+    than reverse and jit recorded as not reached (:func:`kinkcheck.shards.not_measured_modes`)."""
+    import shutil
+
+    from kinkcheck.shards import not_measured_modes, read_shard, withdraw, write_shard
+
+    obs, out = ROOT / "references" / "observations", tmp_path_factory.mktemp("not-measured")
+    for name in ("torch-2.11.0-cpu", "jax-0.11.2-cpu"):
+        shutil.copy(obs / f"{name}.json", out / f"{name}.json")
+    torch_cuda = withdraw(read_shard(obs / "torch-2.11.0-cuda.json"),
+                          lambda o: o["case"] in OWN_CONSTANTS, PROBE_FAULT_REASON)
+    write_shard(out / "torch-2.11.0-cuda.json", torch_cuda)
+    jax_cuda = read_shard(obs / "jax-0.11.2-cuda.json")
+    cut = ["forward", "jacfwd", "jacrev", "vmap", "second-order"]
+    jax_cuda = {**jax_cuda, "observations": [o for o in jax_cuda["observations"] if o["mode"] not in cut],
+                "networks": [n for n in jax_cuda["networks"] if n.get("mode", "reverse") not in cut],
+                "environment": {**jax_cuda["environment"], "modes": ["reverse", "jit"]}}
+    write_shard(out / "jax-0.11.2-cuda.json", not_measured_modes(jax_cuda, cut, TIME_RAN_OUT_REASON))
+    return out
+
+
+@pytest.fixture(scope="session")
+def not_measured_report(not_measured_shards, catalog):
+    """The report (:class:`kinkcheck.report.model.Report`) of :func:`not_measured_shards`."""
+    from kinkcheck.report.build import build
+    from kinkcheck.report.model import load_report, report_json
+    from kinkcheck.shards import load_shards
+
+    shards, errors = load_shards(not_measured_shards, catalog)
+    path = not_measured_shards / "report" / "conventions.json"
+    path.parent.mkdir()
+    path.write_bytes(report_json(build(shards, catalog, errors)))
+    return load_report(path)

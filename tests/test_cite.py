@@ -259,9 +259,14 @@ def test_load_report_wraps_the_model_error(tmp_path):
         load_report(tmp_path / "dir.json")
 
 
-def test_a_cell_recorded_as_not_measured_says_why(report):
-    """Issue 30: a program whose CUDA cells were withdrawn (the probe's own error) is cited with that reason."""
+def test_a_cell_recorded_as_not_measured_says_why(report, not_measured_report):
+    """Issue 30: a program whose CUDA cells were withdrawn (the probe's own error) is cited with that reason; once
+    measured (the committed shards), with its value."""
     from kinkcheck.cite import CiteError, cite
 
+    program = "torch.nn.functional.multi_margin_loss(v.reshape(1, 3), torch.tensor([0]))"
     with pytest.raises(CiteError, match=r"on cuda \(not measured: the probe of kinkcheck 2d3abce built"):
-        cite(report, "torch.nn.functional.multi_margin_loss(v.reshape(1, 3), torch.tensor([0]))", device="cuda")
+        cite(not_measured_report, program, device="cuda")
+    c = cite(report, program, device="cuda")
+    assert c.environment.id == "torch-2.11.0-cuda" and c.observation.status == "ok" and "2.11.0" in c.sentence, (
+        f"measured on the H200 now: cited with its value: {c.sentence}")

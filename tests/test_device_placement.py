@@ -149,6 +149,37 @@ def test_compiled_programs_build_their_constants_on_the_device_probed(adapter, m
     assert ran, "no program with its own constants compiled and ran on meta"
 
 
+def test_compiled_programs_name_their_device_where_dynamo_ignores_the_context(adapter, monkeypatch):
+    """dynamo ignores the default-device context for factory calls (pytorch/pytorch#175953): on an NVIDIA H200
+    with torch 2.11.0 compiled programs said "found two different devices cuda:0, cpu" under :func:`_placed` (72
+    cells of 9 programs). The compiled path gives every factory the device explicitly (``_made_on``); re-measured
+    there, 108 of those cells equal the CPU's and the 4 left are PyTorch's own bfloat16 refusal. Meta cannot show
+    the compiled run (dynamo keeps a meta constant as a real tensor and refuses it), so this checks the pieces:
+    what ``_made_on`` does, and that the compiled path resolves its names through it, with the device probed."""
+    made = torch_adapter._made_on({"torch.tensor": torch.tensor, "torch.ones": torch.ones,
+                                   "torch.zeros_like": torch.zeros_like}, torch.device("meta"))
+    assert made["torch.tensor"]([0, 1]).device.type == "meta", "a factory is given the device"
+    assert made["torch.ones"](1).device.type == "meta", "every factory the default-device context redirects"
+    assert made["torch.tensor"]([0, 1], device="cpu").device.type == "cpu", "a device the program names is kept"
+    assert made["torch.zeros_like"] is torch.zeros_like, "a function that follows its input is left as it is"
+    plain = {"torch.tensor": torch.tensor}
+    assert torch_adapter._made_on(plain, torch.device("cpu")) is plain, "on the CPU nothing changes"
+
+    seen: list[tuple[str, ...]] = []
+    real = torch_adapter._made_on
+
+    def spy(names, tdev):  # noqa: ANN001, ANN202
+        seen.append((tdev.type, *sorted(names)))
+        return real(names, tdev)
+
+    monkeypatch.setattr(torch_adapter, "_made_on", spy)
+    case = load_catalog().case("scatter_reduce-amax@[1,1,0]")
+    program = case.programs_for("torch")[0]
+    (result,) = adapter.compiled_gradients([(program.tree, case.at)], "float64", "cpu", "aot_eager")
+    assert result == {"v": [0.5, 0.5, 0.5]}, f"{program.id}: compiled on the CPU as before: {result}"
+    assert ("cpu", "torch.tensor", "torch.zeros_like") in seen, f"the compiled path resolves through _made_on: {seen}"
+
+
 def test_old_release_without_the_context_is_not_measured_on_an_accelerator(adapter, monkeypatch):
     """torch < 2.0 has no ``with torch.device(...)``: a CUDA probe there says why it measures nothing."""
     from kinkcheck.frameworks.base import FrameworkUnavailable

@@ -815,19 +815,24 @@ def not_measured_modes(shard: dict[str, Any], modes: Sequence[str], reason: str)
 
 def open_parts(parts: Sequence[dict[str, Any]], observations: Sequence[dict[str, Any]],
                probed: Sequence[str]) -> list[dict[str, Any]]:
-    """The parts of ``environment.not_measured_parts`` still not measured: a program's part while any of its
-    cells is absent from ``observations``, a part of whole modes with the modes not yet ``probed``
-    (``environment.modes``)."""
+    """The parts of ``environment.not_measured_parts`` still not measured: a program's part narrowed to its
+    cells absent from ``observations`` (a probe of some of its modes leaves the others, and a part never names a
+    cell the shard holds), a part of whole modes with the modes not yet ``probed`` (``environment.modes``)."""
+    from kinkcheck.frameworks.base import DTYPES, MODES
+
     present = {_row_key(o) for o in observations}
     out = []
     for part in parts:
-        if "case" in part:
-            if any((part["case"], part["program"], m, d) not in present
-                   for m in part["modes"] for d in part["dtypes"]):
-                out.append(part)
+        if "case" in part:  # narrowed to the cells still absent; modes with the same dtypes share a part
+            absent: dict[frozenset[str], list[str]] = {}
+            for m in sorted(part["modes"], key=MODES.index):
+                dts = frozenset(d for d in part["dtypes"] if (part["case"], part["program"], m, d) not in present)
+                if dts:
+                    absent.setdefault(dts, []).append(m)
+            out.extend({**part, "modes": ms, "dtypes": sorted(dts, key=DTYPES.index)} for dts, ms in absent.items())
         elif left := [m for m in part["modes"] if m not in probed]:
             out.append({**part, "modes": left})
-    return out
+    return _unique(out)  # two parts narrowed to the same cells are one
 
 
 def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalog,

@@ -69,6 +69,38 @@ def _placed(tdev: Any) -> Any:
     return contextlib.nullcontext() if tdev.type == "cpu" else tdev
 
 
+def _made_on(names: dict[str, Any], tdev: Any) -> dict[str, Any]:
+    """``names`` with every tensor factory (``torch.tensor``, ``torch.ones``, ...: the functions PyTorch's
+    default-device context redirects, ``torch.utils._device._device_constructors``) given ``device=tdev`` where the
+    program names no device; on the CPU, ``names`` as they are.
+
+    For ``torch.compile``: dynamo ignores the default-device context for factory calls (pytorch/pytorch#175953,
+    #151202), so under :func:`_placed` a compiled program still made ``torch.tensor([0, 0, 1])`` on the CPU beside
+    CUDA inputs ("Unhandled FakeTensor Device Propagation ... found two different devices cuda:0, cpu", seen on an
+    NVIDIA H200 with torch 2.11.0): the probe's doing, not what the program computes on the device. The device is
+    passed explicitly, as a user's code for CUDA does (``device=x.device``).
+    """
+    if tdev.type == "cpu":
+        return names
+    import functools
+
+    try:
+        from torch.utils._device import _device_constructors
+        factories = _device_constructors()
+    except ImportError:  # torch < 2.0 is refused off the CPU before this (TorchAdapter._device)
+        return names
+
+    # a partial: dynamo traces it as the factory call it is; a device the program names wins over the keyword
+    return {k: functools.partial(v, device=tdev) if _is_factory(v, factories) else v for k, v in names.items()}
+
+
+def _is_factory(fn: Any, factories: Any) -> bool:
+    try:
+        return fn in factories
+    except TypeError:  # an unhashable name (a module, a class instance)
+        return False
+
+
 def _to_lists(keys: Sequence[str], grads: Sequence[Any], like: Sequence[Any]) -> dict[str, Any]:
     """Gradients (None for an input the output does not depend on: zeros) → input name → nested floats."""
     # clone(): some backward formulas (torch.sgn) return a storage-less "zero tensor".
@@ -431,7 +463,7 @@ class TorchAdapter:
             try:
                 wrt, ints = (spec[0], tuple(spec[1])) if spec else (None, ())
                 diff = split_inputs(at, wrt, ints)
-                names = self._resolve(tree)
+                names = _made_on(self._resolve(tree), tdev)
                 with torch.no_grad():  # the guarded evaluation: refusals and eager failures surface here
                     self._check_output(ex.evaluate(tree, names, dict(zip(at, _tensors(at, list(at), ints, tdtype,
                                                                                       tdev)))))
