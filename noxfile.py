@@ -372,10 +372,12 @@ def _record_disk(session: nox.Session, framework: str, version: str, venv: Path,
 #: The release that draws the HTML report's plots: SVG layout differs between matplotlib releases, so the
 #: committed report is byte-identical to a re-render only when both use this one.
 MATPLOTLIB = "matplotlib==3.11.2"
+#: The release that writes reports/observations.parquet: the same table gives the same bytes with one release.
+PYARROW = "pyarrow==26.0.1"
 
 
 def _render(session: nox.Session) -> None:
-    _install_once(session, "-e", ".", MATPLOTLIB)
+    _install_once(session, "-e", ".", MATPLOTLIB, PYARROW)
     # --strict: an unreadable shard stops the render, so the committed report never drops a release silently
     session.run("kinkcheck", "report", "--shards", str(OBSERVATIONS), "--out", str(ROOT / "reports"), "--strict")
 
@@ -388,7 +390,8 @@ def report(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def render(session: nox.Session) -> None:
-    """Write reports/conventions.{html,md,json,csv} from the shards in references/observations/ (no probe)."""
+    """Write reports/ (conventions.md, .html, .json.gz, observations.parquet, the case pages) from the shards in
+    references/observations/ (no probe)."""
     _render(session)
 
 
@@ -401,7 +404,7 @@ def tests(session: nox.Session) -> None:
     long files first: tests/conftest.py); ``-- -n 0`` runs them in this process (``-- ARGS`` come after these,
     so they win)."""
     session.install(*_tested_requirements(), env=_install_env())
-    session.install("-e", ".[test]", MATPLOTLIB, env=_install_env())
+    session.install("-e", ".[test]", MATPLOTLIB, PYARROW, env=_install_env())
     workers = max(1, min(4, os.cpu_count() or 1))
     session.run("pytest", "-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder", *session.posargs)
 
@@ -460,7 +463,7 @@ def bench(session: nox.Session) -> None:
     """Print bare framework import time vs a whole-catalog probe vs a hand-written loop (-- --report: the report's
     warm, rendering-alone and cold times with its hot spots; -- --help: the other benchmarks)."""
     if "--report" in session.posargs:  # the report needs no framework, and the plots their pinned matplotlib
-        _install_once(session, "-e", ".", MATPLOTLIB)
+        _install_once(session, "-e", ".", MATPLOTLIB, PYARROW)
         session.run("python", "-m", "kinkcheck.bench", *session.posargs)
         return
     session.install(*_tested_requirements(), env=_install_env())
@@ -478,7 +481,7 @@ def bench_report(session: nox.Session) -> None:
     """
     import time
 
-    _install_once(session, "-e", ".", MATPLOTLIB)
+    _install_once(session, "-e", ".", MATPLOTLIB, PYARROW)
     out = Path(tempfile.mkdtemp(prefix="kinkcheck-bench-"))
     kinkcheck = Path(session.bin) / "kinkcheck"
     subprocess.run([sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "report"], check=True,

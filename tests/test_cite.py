@@ -110,6 +110,8 @@ def test_mode_and_dtype_select_the_cell(report):
     ({"program": "torch.relu(x)", "framework": "jax"}, "not in the report's catalog for jax"),
     ({"program": "torch.relu(x)", "case": "maximum@tie"}, "case 'maximum@tie' has no program"),
     ({"program": "torch.foo(x)"}, "not in the report's catalog"),
+    ({"program": "torch.clamp(x, 0)"}, r"not in the report's catalog; nearest: torch.clamp\(x, 0, 6\); "
+                                       r"torch.clamp\(x, min=0\)"),
     ({"program": "torch.relu(x)", "case": "nope@0"}, "unknown case"),
     ({"program": "torch.relu(x)", "case": "relu@0", "framework_version": "9.9"},
      r"torch 9.9 on cpu is not in the report \(measured: 1.13.1, 2.0.1, "),

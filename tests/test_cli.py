@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -155,11 +156,11 @@ def test_report_with_a_corrupt_shard_still_renders(tmp_path):
     assert "broken.json" in res.stderr and "Traceback" not in res.stderr, res.stderr
     md = (tmp_path / "out" / "conventions.md").read_text()
     assert "broken.json" in md, "the report shows the gap"
-    before = (tmp_path / "out" / "conventions.json").read_bytes()
+    before = (tmp_path / "out" / "conventions.json.gz").read_bytes()
     strict = run("report", "--shards", str(shards), "--out", str(tmp_path / "out"), "--strict")
     assert strict.returncode == 2 and "nothing written" in strict.stderr, "--strict fails on an unreadable shard"
     assert len(strict.stderr.strip().splitlines()) == 1 and "Traceback" not in strict.stderr, strict.stderr
-    assert (tmp_path / "out" / "conventions.json").read_bytes() == before, "--strict writes nothing"
+    assert (tmp_path / "out" / "conventions.json.gz").read_bytes() == before, "--strict writes nothing"
 
 
 def test_cuda_without_a_device_is_one_line_exit_2(tmp_path):
@@ -309,10 +310,27 @@ def test_grad_bad_judgement_options_are_one_line_exit_2(capsys, torch_adapter, a
 def test_grad_with_a_missing_report_says_no_report_or_refuses_an_explicit_one(capsys, torch_adapter, tmp_path,
                                                                                monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path / "empty"))  # not the source tree's report
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0")
-    assert code == 0 and "report: no report at reports/conventions.json" in lines, lines
+    assert code == 0 and f"report: no report at {tmp_path / 'empty' / 'conventions.json'}" in lines, lines
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--report", "elsewhere.json")
     assert code == 2 and "no report at elsewhere.json" in err and lines == [], (lines, err)
+
+
+def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_adapter, tmp_path, monkeypatch):
+    """Issue 31: on a fresh clone (the report committed as conventions.json.gz only) and from a folder outside the
+    repository, grad shows the report's rows: the 2.13.0 → 2.14.1 change of torch.clamp(x, min=0) among them."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    from kinkcheck.query import default_report
+
+    assert default_report() == ROOT / "reports" / "conventions.json.gz", "the source tree's committed gzip"
+    code, lines, err = _grad(capsys, "torch.clamp(x, min=0)", "--at", "x=0")
+    text = "\n".join(lines)
+    assert code == 0 and "no report" not in text, (code, text[-800:], err)
+    assert re.search(r"2\.13\.0[^\n]*1\b", text) and re.search(r"2\.14\.1[^\n]*0\b", text), \
+        f"the report's rows, the change between 2.13.0 and 2.14.1 among them: {text[-1500:]}"
 
 
 def test_grad_with_a_v1_report_says_re_render(capsys, torch_adapter, tmp_path, monkeypatch):

@@ -198,12 +198,13 @@ def test_a_judgement_past_its_bound_is_not_judged_and_does_not_wait(monkeypatch,
     pending = explain.Pending("torch.relu(x)", {"x": 0}, "torch", report=str(tmp_path / "none.json"), bound_s=0.5)
     with pytest.raises(explain.ReportUnavailable):  # an explicit --report that is missing is bad input
         pending.finish({"x": 0.0})
-    monkeypatch.chdir(tmp_path)  # the default report, reports/conventions.json, is absent here: just "no report"
+    monkeypatch.chdir(tmp_path)  # the default report is absent here and in $KINKCHECK_REPORTS: just "no report"
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path))
     pending = explain.Pending("torch.relu(x)", {"x": 0}, "torch", bound_s=0.5)
     e = pending.finish({"x": 0.0})
     assert time.monotonic() - t0 < 20, "finish waits at most the bound"
     assert e.judgement.reason == "not judged: the oracle exceeded 0.5 s (change it with --oracle-timeout)", e.judgement
-    assert e.report.problem == "no report at reports/conventions.json", e.report
+    assert e.report.problem == f"no report at {tmp_path / 'conventions.json'}", e.report
     assert e.labels is None and "not judged: the oracle exceeded 0.5 s" in explain.render(e)
     assert pending._proc is not None and pending._proc.wait(timeout=10) < 0, "the worker was killed"
 

@@ -49,7 +49,10 @@ def test_torch_to_jax_clamp_abs_maximum(doc):
     assert mx.differs and mx.equivalent == "jax.numpy.maximum(x, y)", mx
     text = render(m, only_differences=True)
     assert "## abs@0" in text and "generated code [" in text and "```python" in text, text[:500]
-    assert text.rstrip().splitlines()[-1].endswith("no replacement."), text.rstrip().splitlines()[-1]
+    summary = text.splitlines()[2]
+    assert re.fullmatch(r"\d+ of \d+ program pairs differ, in \d+ of \d+ cases: .* no replacement\.", summary), \
+        f"issue 31: the summary comes first, under the title: {text[:400]}"
+    assert text.splitlines()[3].startswith("Cases that differ: ") and "abs@0" in text.splitlines()[3], text[:600]
 
 
 def test_releases_of_one_framework(doc):

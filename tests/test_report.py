@@ -32,7 +32,7 @@ from kinkcheck.report import (
     write_reports,
 )
 from kinkcheck.report.build import build, report_date
-from kinkcheck.report.csvfile import read_observations, render_csv
+from kinkcheck.report.dataset import DatasetError, read_observations, write_parquet
 from kinkcheck.report.model import decode_report, report_json
 from kinkcheck.shards import load_shards, unpack
 
@@ -84,14 +84,16 @@ def test_committed_reports_are_the_byte_identical_render_of_the_committed_shards
     pages = sorted(p.name for p in (tmp_path / CASES).glob("*.md"))
     assert pages == sorted(p.name for p in (ROOT / "reports" / CASES).glob("*.md")), "the same case pages"
     tracked = subprocess.run(["git", "ls-files", "reports"], cwd=ROOT, capture_output=True, text=True).stdout \
-        if (ROOT / ".git").exists() else "reports/conventions.json.gz\n"
-    assert "reports/conventions.csv" not in tracked, \
-        "the CSV is derived from the JSON and not committed (the brief: keep measured data compact)"
-    assert "reports/conventions.json.gz" in tracked and "reports/conventions.json\n" not in tracked, \
-        "the JSON is committed gzipped only (it grows with the catalog × the matrix)"
-    assert (tmp_path / "conventions.json.gz").read_bytes() == (ROOT / "reports" / "conventions.json.gz").read_bytes(), \
-        "reports/conventions.json.gz is stale: run `nox -s render` and commit it"
-    for name in [*(f for f in FILES if f != "conventions.json.gz" and (ROOT / "reports" / f).exists()),
+        if (ROOT / ".git").exists() else "reports/conventions.json.gz\nreports/observations.parquet\n"
+    assert "reports/conventions.csv" not in tracked and "reports/conventions.json\n" not in tracked, \
+        "the JSON is committed gzipped only, and no CSV (the brief: keep measured data compact)"
+    assert "reports/conventions.json.gz" in tracked and "reports/observations.parquet" in tracked, \
+        "the gzipped JSON and the Parquet table are what the package and a clone read"
+    for name in ("conventions.json.gz", "observations.parquet"):
+        assert (tmp_path / name).read_bytes() == (ROOT / "reports" / name).read_bytes(), \
+            f"reports/{name} is stale: run `nox -s render` and commit it"
+    for name in [*(f for f in FILES if f not in ("conventions.json.gz", "observations.parquet")
+                   and (ROOT / "reports" / f).exists()),
                  *(f"{CASES}/{p}" for p in pages)]:
         fresh, kept = (tmp_path / name).read_text(), (ROOT / "reports" / name).read_text()
         drawn = re.search(r'<meta name="generator" content="[^"]*; (matplotlib [^"]+)">', kept)
@@ -102,21 +104,40 @@ def test_committed_reports_are_the_byte_identical_render_of_the_committed_shards
     assert set_problems(ROOT / "reports") == [], "the committed report files are one set"
 
 
-def test_csv_round_trips_into_the_json_observations(doc, tmp_path):
-    path = tmp_path / "conventions.csv"
-    path.write_text(render_csv(doc))
+def test_parquet_round_trips_into_the_report_observations(doc, tmp_path):
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "observations.parquet"
+    path.write_bytes(write_parquet(doc))
     back = read_observations(path)
-    assert len(back) == len(doc.observations), "one CSV row per observation"
-    assert back == doc.observations, "CSV rows must read back as the report's observations"
-    header = path.read_text().splitlines()[0].split(",")
-    assert header[:3] == ["case", "program", "framework"] and "conformance" in header, header
+    assert len(back) == len(doc.observations), "one row per observation"
+    key = lambda o: (o.program, o.case, o.environment, o.mode, o.dtype)  # noqa: E731
+    assert sorted(back, key=key) == sorted(doc.observations, key=key), "rows read back as the report's observations"
+    meta = pq.ParquetFile(path).metadata
+    names = pq.read_schema(path).names
+    assert names[:3] == ["case", "program", "framework"] and "conformance" in names and "labels" in names, names
+    program = names.index("program")  # a leaf column: the list column "labels" comes after it
+    groups = [(meta.row_group(i).column(program).statistics.min, meta.row_group(i).column(program).statistics.max)
+              for i in range(meta.num_row_groups)]
+    hold = [g for g in groups if g[0] <= "torch.clamp(x, min=0)" <= g[1]]
+    assert meta.num_row_groups > 1 and 1 <= len(hold) <= 2, (
+        f"sorted by program with statistics: one program's rows lie in one or two of {meta.num_row_groups} "
+        f"row groups, the others are skipped: {hold}")
 
 
-def test_csv_refuses_another_file(tmp_path):
-    path = tmp_path / "other.csv"
-    path.write_text("a,b\n1,2\n")
-    with pytest.raises(ValueError, match="not a kinkcheck observations CSV"):
+def test_parquet_reader_refuses_another_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), path)
+    with pytest.raises(DatasetError, match="not kinkcheck observations"):
         read_observations(path)
+    (tmp_path / "text.parquet").write_text("a,b\n1,2\n")
+    with pytest.raises(DatasetError, match="not a Parquet file"):
+        read_observations(tmp_path / "text.parquet")
+    with pytest.raises(DatasetError, match="no observations at"):
+        read_observations(tmp_path / "missing.parquet")
 
 
 def test_same_shards_build_identically(catalog, doc):
@@ -173,7 +194,7 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
     for name in [*FILES, *(f"{CASES}/{p}" for p in pages)]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), f"{name} differs"
     assert set_problems(tmp_path / "a") == []
-    digest = hashlib.sha256((tmp_path / "a" / "conventions.json").read_bytes()).hexdigest()
+    digest = hashlib.sha256(gzip.decompress((tmp_path / "a" / "conventions.json.gz").read_bytes())).hexdigest()
     assert digest in (tmp_path / "a" / "conventions.md").read_text(), "the Markdown names its JSON's digest"
     assert digest in (tmp_path / "a" / CASES / "relu-at-0.md").read_text(), "so does each case page"
 
@@ -204,41 +225,51 @@ def test_one_changed_cell_changes_the_committed_files_in_proportion(tmp_path):
                    if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
     pages = (f"{CASES}/relu-at-0.md", f"{CASES}/where-sqrt-at-minus-1.md")
-    sizes = {name: changed_lines(name) for name in (*FILES, *pages) if name != "conventions.json.gz"}
-    assert sizes["conventions.csv"] == 2, f"one observation, one CSV line (old and new): {sizes}"
+    for side in ("a", "b"):  # the JSON is written gzipped only; its lines are what a diff of it shows
+        (tmp_path / side / "conventions.json").write_bytes(gzip.decompress((tmp_path / side / "conventions.json.gz")
+                                                                           .read_bytes()))
+    texts = [f for f in FILES if f not in ("conventions.json.gz", "observations.parquet")]
+    sizes = {name: changed_lines(name) for name in (*texts, "conventions.json", *pages)}
+    rows = [read_observations(tmp_path / side / "observations.parquet") for side in ("a", "b")]
+    assert len(rows[0]) == len(rows[1]) and sum(x != y for x, y in zip(*rows)) == 1, "one row of the table changed"
     assert 2 <= sizes["conventions.json"] <= 30, f"the observation's line and the derived sections: {sizes}"
     assert sizes[f"{CASES}/where-sqrt-at-minus-1.md"] == 2, f"another case's page: only its digest line: {sizes}"
     assert 2 < sizes[f"{CASES}/relu-at-0.md"] <= 40 and sizes["conventions.md"] <= 60 and \
         sizes["conventions.html"] <= 80, f"the changed case's rows, the summary: {sizes}"
-    assert gzip.decompress((tmp_path / "b" / "conventions.json.gz").read_bytes()) == \
-        (tmp_path / "b" / "conventions.json").read_bytes(), "the gzip is the JSON's"
-    for name in (f for f in FILES if f != "conventions.json.gz"):
+    for name in texts:
         text = (tmp_path / "b" / name).read_text()
         assert text.endswith("\n") and not text.endswith("\n\n"), f"{name} ends in one newline"
 
 
 def test_a_mixed_set_is_detected(tmp_path):
     _render_small(tmp_path / "a", tmp_path / "cache")
-    older = json.loads((tmp_path / "a" / "conventions.json").read_text())
+    a = tmp_path / "a"
+    older = json.loads(gzip.decompress((a / "conventions.json.gz").read_bytes()))
     older["provenance"]["gaps"] = ["an older render"]
-    (tmp_path / "a" / "conventions.json").write_text(json.dumps(older))
-    problems = set_problems(tmp_path / "a")
-    assert "is not the gzip of" in problems[0], f"the gzip is the other render's: {problems}"
-    assert len(problems) == 5 + len(SECTION_PAGES) and all("does not belong to" in p for p in problems[1:]), \
+    (a / "conventions.json.gz").write_bytes(gzip.compress(json.dumps(older).encode(), mtime=0))
+    problems = set_problems(a)
+    assert len(problems) == 4 + len(SECTION_PAGES) and all("does not belong to" in p for p in problems), \
         f"the index, the HTML, the section pages and both case pages name another JSON: {problems}"
+    older["provenance"]["observations_sha256"] = "0" * 64
+    (a / "conventions.json.gz").write_bytes(gzip.compress(json.dumps(older).encode(), mtime=0))
+    assert "observations.parquet is not the data of" in set_problems(a)[0], "the table is another render's"
 
 
-def test_a_set_with_only_the_gzipped_json_is_whole_and_a_foreign_gzip_is_caught(tmp_path):
+def test_a_stale_plain_json_is_caught_and_a_render_removes_what_it_no_longer_writes(tmp_path):
     _render_small(tmp_path / "a", tmp_path / "cache")
     a = tmp_path / "a"
-    (a / "conventions.csv").unlink()
-    json_bytes = (a / "conventions.json").read_bytes()
-    (a / "conventions.json").unlink()
-    assert set_problems(a) == [], "what a fresh clone has: the gzip, the pages, no JSON, no CSV"
+    assert set_problems(a) == [] and not (a / "conventions.json").exists() and not (a / "conventions.csv").exists(), \
+        "a render writes the gzip and the table, no plain JSON, no CSV"
+    json_bytes = gzip.decompress((a / "conventions.json.gz").read_bytes())
     (a / "conventions.json").write_bytes(json_bytes.replace(b"\n", b"\n\n", 1))
-    assert set_problems(a)[0].endswith("conventions.json.gz is not the gzip of " + str(a / "conventions.json")), \
-        "both there: they must agree"
-    (a / "conventions.json").unlink()
+    assert set_problems(a)[0].startswith(f"{a / 'conventions.json'} is not the JSON of"), \
+        "an earlier render's plain JSON (read before the gzip) is caught"
+    (a / "conventions.csv").write_text("case,program,framework\n")
+    (a / "notes.json").write_text("{}")
+    _render_small(a, tmp_path / "cache")
+    assert not (a / "conventions.json").exists() and not (a / "conventions.csv").exists(), \
+        "the next render removes the stale plain JSON and CSV"
+    assert (a / "notes.json").exists() and set_problems(a) == [], "a file of the user's own stays"
     (a / "conventions.json.gz").write_bytes(b"not gzip")
     problems = set_problems(a)
     assert len(problems) == 1 and "not a gzip file" in problems[0], problems
@@ -574,7 +605,7 @@ def test_a_case_the_oracle_cannot_judge_renders_marked(unjudged, tmp_path, capsy
     assert 'class="not-judged">not judged:' in html and 'class="lb lb-not-judged"' in html, \
         "the HTML marks the case and its cells"
     assert html.count("no curve: f does not evaluate here") == 1, "only kth@too-far has no curve to draw"
-    back = read_observations(out / "conventions.csv")
+    back = read_observations(out / "observations.parquet")
     assert sorted(tuple(o.labels) for o in back if o.dtype == "float64") == \
         [("not-judged",), ("not-judged",), ("not-lipschitz",)]
     again = tmp_path / "again"

@@ -1,8 +1,16 @@
 """kinkcheck: which gradient does each autodiff framework return at a kink, and is it a valid one?
 
-Measures PyTorch and JAX at kinks, ties and jumps, judges the values against a sympy oracle (one-sided
-derivatives, Clarke generalized gradient, minimum-norm element) and a pure-NumPy manual-backprop oracle,
-and renders a report across environments.
+Measures nine autodiff frameworks (PyTorch, JAX, TensorFlow, PaddlePaddle, MLX, tinygrad, autograd, PyTensor
+and more in the registry) at kinks, ties and jumps, across releases, modes, dtypes and devices; judges every value
+against a sympy oracle (one-sided derivatives, Clarke generalized gradient, minimum-norm element) and a pure-NumPy
+manual-backprop oracle; and publishes the report. Its values, from Python::
+
+    >>> import kinkcheck
+    >>> print(kinkcheck.lookup("torch.clamp(x, min=0)", case="relu@0", release="2.14.1"))
+    torch 2.14.1 cpu reverse float64  relu@0  torch.clamp(x, min=0): 0 (left)
 """
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "lookup", "search"]
+
+from kinkcheck.query import lookup, search  # noqa: E402 - light: pyarrow and the catalog load on first use

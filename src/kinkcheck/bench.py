@@ -34,6 +34,7 @@ report``: its start and the 28 probe sessions' freshness checks) is measured by 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -794,6 +795,60 @@ def census_speed() -> int:
     return 0
 
 
+#: A child process that runs ``code`` and prints its own peak RSS (MB) last on stderr.
+_RSS_TAIL = ("\nimport resource, sys\n"
+             "print(f'rss-mb {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}', file=sys.stderr)\n")
+
+
+def _cold(code: str, repeat: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Best wall time (s) of ``repeat`` fresh processes running ``code``, and their largest peak RSS (MB)."""
+    best, rss = float("inf"), 0.0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", code + _RSS_TAIL], check=True, capture_output=True, text=True,
+                              env=env)
+        best = min(best, time.perf_counter() - t0)
+        rss = max(rss, float(proc.stderr.strip().splitlines()[-1].split()[-1]))
+    return best, rss
+
+
+def lookup_speed(repeat: int, scale: int = 10) -> int:
+    """A cold ``kinkcheck.lookup`` of one program (reads observations.parquet's row groups that hold it) beside a
+    cold ``kinkcheck cite`` of it (decodes the whole report) and the same lookup on the data grown ``scale``
+    times (every row copied under other program names: the program's rows stay, the file grows); targets: a
+    lookup <= 0.5 s and <= 200 MB, and the same when the data grows."""
+    from kinkcheck.query import data_path
+
+    program = "torch.clamp(x, min=0)"
+    look = ("import kinkcheck\n"
+            f"rows = kinkcheck.lookup({program!r}, case='relu@0', release='2.14.1')\nassert rows[0].label == 'left'\n")
+    cite = ("import sys, runpy\n"
+            f"sys.argv = ['kinkcheck', 'cite', {program!r}]\n"
+            "try:\n    runpy.run_module('kinkcheck', run_name='__main__')\nexcept SystemExit:\n    pass\n")
+    rows = [("lookup", *_cold(look, repeat)), ("cite (whole report)", *_cold(cite, repeat))]
+    with tempfile.TemporaryDirectory() as tmp:  # grown in another process: a child's peak RSS starts at its parent's
+        src = data_path()
+        grow = ("import sys\nimport pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq\n"
+                "from kinkcheck.query import read_table\n"
+                f"t = read_table({str(src)!r})\n"
+                "copies = [t] + [t.set_column(1, 'program', pc.binary_join_element_wise(t.column('program'), "
+                f"pa.scalar(f' # copy {{k}}'), '')) for k in range(1, {scale})]\n"
+                "g = pa.concat_tables(copies).sort_by([('program', 'ascending')]).replace_schema_metadata("
+                "t.schema.metadata)\n"
+                f"pq.write_table(g, {str(Path(tmp) / 'observations.parquet')!r}, row_group_size=8192, "
+                "compression='zstd', use_dictionary=True, write_statistics=True)\nprint(g.num_rows)\n")
+        grown = int(subprocess.run([sys.executable, "-c", grow], check=True, capture_output=True, text=True).stdout)
+        env = {**os.environ, "KINKCHECK_REPORTS": tmp}
+        rows.append((f"lookup, data x{scale} ({grown:,} rows)", *_cold(look, repeat, env)))
+    print(f"{'cold process':<40}{'s':>8}{'peak MB':>10}  target")
+    for name, sec, mb in rows:
+        target = "<= 0.5 s, <= 200 MB" if name.startswith("lookup") else ""
+        ok = "" if not target else ("ok" if sec <= 0.5 and mb <= 200 else "MISSED")
+        print(f"{name:<40}{sec:>8.2f}{mb:>10.0f}  {target} {ok}")
+    print(f"(best of {repeat} fresh processes each; {src})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--framework", action="append", choices=tuple(HEADS),
@@ -814,10 +869,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=Path, default=Path("references/observations"),
                     help="with --report: the shard folder (default: references/observations)")
     ap.add_argument("--no-cold", action="store_true", help="with --report: skip the cold render (about a minute)")
+    ap.add_argument("--lookup", action="store_true",
+                    help="a cold kinkcheck.lookup vs a cold kinkcheck cite, and the lookup on the data grown x10 "
+                         "(targets <= 0.5 s, <= 200 MB)")
     ap.add_argument("--census", action="store_true",
                     help="the reference kink-hit census (kinkcheck census, default scale): its time (target <= 10 "
                          "min) and the forward passes and pre-activations it counts per second")
     args = ap.parse_args(argv)
+    if args.lookup:
+        return lookup_speed(max(args.repeat, 3))
     if args.census:
         return census_speed()
     if args.add_case:

@@ -186,8 +186,13 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
             raise CiteError(f"case {case!r} has no program {program!r}"
                             + (f" in {framework}" if framework is not None else ""))
     elif not cells:
+        from kinkcheck.query import nearest_programs
+
+        near = nearest_programs(program, sorted({p.program for c in report.cases for p in c.programs
+                                                 if framework is None or p.framework == framework}))
         raise CiteError(f"program {program!r} is not in the report's catalog"
-                        + (f" for {framework}" if framework is not None else ""))
+                        + (f" for {framework}" if framework is not None else "")
+                        + (f"; nearest: {'; '.join(near)}" if near else ""))
     else:
         first = principal_case(list({c.id: c for c, _, _ in cells}.values()))
         chosen = [cell for cell in cells if cell[0] is first]

@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.platforms import DEVICES
+from kinkcheck.query import default_report
 from kinkcheck.registry import FRAMEWORKS
 
 EXIT_BAD_INPUT = 2
+#: ``--report``'s help, for every face that reads the report.
+REPORT_HELP = ("report JSON (default: the one in $KINKCHECK_REPORTS if set, else reports/conventions.json[.gz] in "
+               "the current folder, else the source tree's or the installed package's)")
 
 
 class UsageError(Exception):
@@ -503,7 +507,7 @@ def _cmd_cite(args: argparse.Namespace) -> int:
     from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
 
     try:
-        report = load_report(args.report)
+        report = load_report(args.report or default_report())
         c = cite(report, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
                  dtype=args.dtype, device=args.device, framework=args.framework)
     except CiteError as err:
@@ -525,7 +529,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from kinkcheck.migrate import MigrateError, migrate, render
 
     try:
-        report = load_report(args.report)
+        report = load_report(args.report or default_report())
         m = migrate(report, args.source, args.target, mode=args.mode, dtype=args.dtype, device=args.device,
                     case=args.case)
     except (CiteError, MigrateError) as err:
@@ -638,6 +642,7 @@ def _census_of_model(args: argparse.Namespace, hc: Any) -> int:
         raise UsageError(f"census: --batches at least 1, got {args.batches}")
     report = None
     if args.report != "none":  # before the model runs: a wrong path costs nothing
+        args.report = args.report or str(default_report())
         try:
             report = load_report(args.report)
         except (OSError, ReportError) as err:
@@ -702,8 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="only for a bare method chain like x.abs()")
     g.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language over the inputs, "
                    "e.g. 'Max(x, 0)' or 'Abs(v[0]) + Abs(v[1])' (default: mapped from the program)")
-    g.add_argument("--report", help="report JSON to compare with (default reports/conventions.json; "
-                                    "missing: no comparison)")
+    g.add_argument("--report", help=REPORT_HELP + "; missing: no comparison")
     g.add_argument("--json", action="store_true", help="print one JSON object: value, sympy form, oracle, labels, "
                                                        "report rows")
     g.add_argument("--no-judge", action="store_true", help="print the value only (no sympy, oracle or report)")
@@ -796,7 +800,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--dtype", default="float64", help="default float64")
     c.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform "
                    "tag: cpu-macos_arm64, metal-macos_arm64")
-    c.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
+    c.add_argument("--report", help=REPORT_HELP)
     c.add_argument("--link-base", default="reports",
                    help="the reports folder (a path or URL) the link starts from: BASE/cases/CASE.md#ROW (default "
                         "reports); a .html file links its row instead, e.g. reports/conventions.html")
@@ -816,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform "
                    "tag: cpu-macos_arm64, metal-macos_arm64")
     mg.add_argument("--only-differences", action="store_true", help="leave out the pairs that agree")
-    mg.add_argument("--report", default="reports/conventions.json", help="report JSON (default reports/conventions.json)")
+    mg.add_argument("--report", help=REPORT_HELP)
     mg.set_defaults(func=_cmd_migrate)
 
     ck = sub.add_parser("check", help="two implementations of one function: gradients at the input and at "
@@ -845,9 +849,8 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--batches", type=int, default=5, help="batches of --data to run (default 5)")
     cs.add_argument("--eval", action="store_true", help="run a torch module in eval mode (default: the mode its "
                     "factory left it in, said in the output; in training mode dropout's zeros are hits too)")
-    cs.add_argument("--report", default="reports/conventions.json",
-                    help="the report whose conventions the hits are shown with (default reports/conventions.json; "
-                         "none: without)")
+    cs.add_argument("--report", help="the report whose conventions the hits are shown with (" +
+                    REPORT_HELP.split(" (", 1)[1].rstrip(")") + "; none: without)")
     cs.add_argument("--framework", choices=("torch", "jax"), default="torch",
                     help="the reference MLP's framework (default torch; jax: the same initialisations and "
                          "minibatches under jax.jit, no training run)")

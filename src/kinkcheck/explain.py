@@ -40,6 +40,7 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.cache import cache_dir
+from kinkcheck.query import default_report
 
 __all__ = [
     "DEFAULT_ORACLE_TIMEOUT_S",
@@ -60,7 +61,8 @@ __all__ = [
 
 #: Seconds the judgement (mapping + sympy oracle) may take before grad answers without it.
 DEFAULT_ORACLE_TIMEOUT_S = 60.0
-#: The report ``grad`` reads when ``--report`` is not given (as ``kinkcheck cite``).
+#: The report a face reads when none is named, in the current folder (:func:`kinkcheck.query.default_report`
+#: falls back to the package's data when it is not there).
 DEFAULT_REPORT = "reports/conventions.json"
 #: Version of the cached entries' layout: bump to orphan old entries.
 _FORMAT = 1
@@ -452,9 +454,14 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
     ReportUnavailable
         The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.report.model.load_report`).
     """
-    p = Path(path)
+    from kinkcheck.report.model import report_path
+
+    p = report_path(path)  # reports/conventions.json, or the .gz a clone has
     if not p.is_file():
-        raise ReportUnavailable(f"no report at {p}" if not p.exists() else f"{p}: not a regular file")
+        raise ReportUnavailable(f"no report at {path}" if not p.exists() else f"{p}: not a regular file")
+    table = p.with_name("observations.parquet")
+    if table.is_file():  # written with the report: its cases and releases, then only the rows asked for
+        return _table_index(p, table)
     key = _report_key(p)
     if use_cache:
         hit = _read_cache(f"report-{key}.json")
@@ -489,6 +496,52 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
     else:
         index["cells"] = {"\t".join(k): v for k, v in cells.items()}
     return index
+
+
+def _table_index(report: Path, table: Path) -> dict[str, Any]:
+    """:func:`report_index` from the ``observations.parquet`` written beside the report (its ``kinkcheck.index``
+    metadata): nothing of the report JSON is read, and :func:`report_rows` reads only the rows of the cases shown.
+
+    Raises
+    ------
+    ReportUnavailable
+        The table is not kinkcheck's, or has no index (written before it had one: re-render).
+    """
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import DatasetError, read_table
+
+    try:
+        read_table(table, filters=[("program", "==", "")], columns=["program"])  # kinkcheck's observations
+        meta = pq.read_schema(table).metadata or {}
+    except (DatasetError, OSError, ValueError) as err:
+        raise ReportUnavailable(f"{table}: {err}") from None
+    raw = meta.get(b"kinkcheck.index")
+    if raw is None:
+        raise ReportUnavailable(f"{table}: no kinkcheck.index in its metadata (re-render it with `kinkcheck report`)")
+    index = json.loads(raw)
+    return {"key": _report_key(table), "path": str(report), "table": str(table), "cases": index["cases"],
+            "releases": index["releases"]}
+
+
+def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, dtype: str,
+                 device: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """The cells of ``case_ids`` in one mode, dtype and place from the table, as :func:`report_index`'s cache
+    holds them: ``"case\tframework\tprogram"`` → release → ``{status, value, label}``."""
+    from kinkcheck.platforms import DEFAULT
+    from kinkcheck.query import read_table
+
+    dev, _, tag = device.partition("-")
+    table = read_table(index["table"], filters=[("case", "in", list(case_ids)), ("mode", "==", mode),
+                                               ("dtype", "==", dtype), ("device", "==", dev),
+                                               ("platform_tag", "==", tag or DEFAULT)],
+                       columns=["case", "framework", "program", "framework_version", "status", "value", "label"])
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in table.to_pylist():
+        cells.setdefault(f"{r['case']}\t{r['framework']}\t{r['program']}", {})[r["framework_version"]] = {
+            "status": r["status"], "value": None if r["value"] is None else json.loads(r["value"]),
+            "label": r["label"]}
+    return cells
 
 
 @dataclass(frozen=True)
@@ -540,7 +593,7 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
         Cases with the same function and point (:attr:`Judgement.cases`).
     """
     group = f"{mode}\t{dtype}\t{device}"
-    cells = index.get("cells", {}).get(group)
+    cells = _table_cells(index, case_ids, mode, dtype, device) if "table" in index else index.get("cells", {}).get(group)
     if cells is None:
         cells = _read_cache(_cell_name(index["key"], mode, dtype, device))
     if cells is None and group in index.get("groups", ()):  # the report has these cells; the cache lost them
@@ -645,7 +698,7 @@ class Pending:
                  mode: str = "reverse", dtype: str = "float64", device: str = "cpu",
                  bound_s: float = DEFAULT_ORACLE_TIMEOUT_S, memory_gib: float = 8.0) -> None:
         self.request = _Request(program, tree, dict(at), framework, tuple(at) if wrt is None else tuple(wrt),
-                                sympy_text, report or DEFAULT_REPORT, report is not None, mode, dtype, device)
+                                sympy_text, report or str(default_report()), report is not None, mode, dtype, device)
         self.bound_s = bound_s
         self.index: dict[str, Any] | None = None
         self.report_problem: str | None = None

@@ -593,25 +593,44 @@ def _indent(text: str, n: int) -> str:
 
 
 def render(m: Migration, only_differences: bool = False) -> str:
-    """The migration as Markdown: one table per case, then the generated code, then a summary line."""
+    """The migration as Markdown: the summary first (how many program pairs differ, in which cases, what is not
+    measured), then one table per case, then the generated code."""
     s, t = m.source_env, m.target_env
     sname, tname = f"{s.framework} {s.framework_version}", f"{t.framework} {t.framework_version}"
     if s.place != t.place:  # a CPU → CUDA migration: each side names its place
         sname, tname = f"{sname} {s.place}", f"{tname} {t.place}"
     where = s.place if s.place == t.place else f"{s.place} → {t.place}"
+    pairs = m.pairs
+    differ = [p for p in pairs if p.differs]
+    cases = list(dict.fromkeys(p.case for p in differ))
     lines = [f"# Migration {sname} → {tname} ({where}, {m.dtype}, {m.mode} mode)", "",
-             "Measured values from the report; a differing target gets a replacement that keeps the source value.", ""]
+             f"{len(differ)} of {len(pairs)} program pairs differ, in {len(cases)} of {len(m.cases)} cases: "
+             f"{sum(1 for p in differ if p.equivalent)} have an equivalent {t.framework} program, "
+             f"{sum(1 for p in differ if p.snippet)} generated code, "
+             f"{sum(1 for p in differ if p.no_replacement)} no replacement."]
+    if cases:
+        shown = ", ".join(cases[:12]) + (f" and {len(cases) - 12} more" if len(cases) > 12 else "")
+        lines.append(f"Cases that differ: {shown}.")
+    for env in (s,) if s.id == t.id else (s, t):  # what a side does not hold in this mode and dtype: say why
+        parts = [p for p in env.not_measured_parts if m.mode in p.modes and (p.case is None or m.dtype in p.dtypes)]
+        for reason, mine in parts_by_reason(parts):
+            what = (f"{len(mine)} program(s) ({', '.join(f'`{p.program}` at {p.case}' for p in mine)})"
+                    if mine[0].case is not None else f"the cells of {m.mode} mode it lacks")
+            lines.append(f"Not measured in {env.id} ({m.mode}, {m.dtype}), so not compared: {what}: "
+                         f"{reason.removeprefix('not measured: ')}")
+    lines += ["", "Measured values from the report; a differing target gets a replacement that keeps the source "
+              "value.", ""]
     snippets: list[tuple[str, Pair]] = []
     numbered: dict[tuple[str, str, str], int] = {}  # the same code for several source programs: shown once
     for entry in m.cases:
-        c, pairs = entry.case, entry.pairs
-        if only_differences and not any(p.differs for p in pairs):
+        c, case_pairs = entry.case, entry.pairs
+        if only_differences and not any(p.differs for p in case_pairs):
             continue
         point = ", ".join(f"{k} = {v}" for k, v in c.at.items())
         lines += [f"## {c.id} — {c.title} ({point})", "",
                   f"| {sname} program | value | {tname} program | value | | replacement keeping the source value |",
                   "|---|---|---|---|---|---|"]
-        for p in pairs:
+        for p in case_pairs:
             if only_differences and not p.differs:
                 continue
             fix = ""
@@ -632,18 +651,4 @@ def render(m: Migration, only_differences: bool = False) -> str:
         lines += ["## Generated code", ""]
         for i, (title, p) in enumerate(snippets, 1):
             lines += [f"### <a id=\"code-{i}\"></a>[{i}] {title}", "", "```python", p.snippet.rstrip(), "```", ""]
-    pairs = m.pairs
-    differ = [p for p in pairs if p.differs]
-    cases = len({p.case for p in differ})
-    lines.append(f"{len(differ)} of {len(pairs)} program pairs differ, in {cases} of {len(m.cases)} cases: "
-                 f"{sum(1 for p in differ if p.equivalent)} have an equivalent {t.framework} program, "
-                 f"{sum(1 for p in differ if p.snippet)} generated code, "
-                 f"{sum(1 for p in differ if p.no_replacement)} no replacement.")
-    for env in (s,) if s.id == t.id else (s, t):  # what a side does not hold in this mode and dtype: say why
-        parts = [p for p in env.not_measured_parts if m.mode in p.modes and (p.case is None or m.dtype in p.dtypes)]
-        for reason, mine in parts_by_reason(parts):
-            what = (f"{len(mine)} program(s) ({', '.join(f'`{p.program}` at {p.case}' for p in mine)})"
-                    if mine[0].case is not None else f"the cells of {m.mode} mode it lacks")
-            lines.append(f"Not measured in {env.id} ({m.mode}, {m.dtype}), so not compared: {what}: "
-                         f"{reason.removeprefix('not measured: ')}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,5 +1,6 @@
 """The report: shards + oracles → ``reports/conventions.md`` (the index page), ``reports/cases/<case>.md``
-(one page per case), ``conventions.json``, ``.csv`` and ``.html`` (every case in one self-contained file).
+(one page per case), ``conventions.json.gz`` (the typed report, gzipped), ``observations.parquet`` (every
+observation as one table: :mod:`kinkcheck.report.dataset`) and ``conventions.html`` (every case in one file).
 
 :func:`write_reports` builds the typed report (:mod:`kinkcheck.report.build`, :mod:`kinkcheck.report.model`)
 and replaces the files as a set: each is rendered into a temporary file ``.<name>.<random>.tmp`` beside its
@@ -8,9 +9,9 @@ the previous set whole; case pages of cases no longer in the catalog are removed
 run removes temporary files left by a killed one (``.gitignore`` covers them), so two renders into one folder
 at the same time are not supported: each may remove the other's. A kill *between* the renames (milliseconds)
 can still leave a mixed set; :func:`set_problems` detects one, because the files are chained by digests: the
-JSON records the CSV's SHA-256 and the Markdown pages and the HTML name the JSON's SHA-256. The files are a
+JSON records the Parquet file's SHA-256 and the Markdown pages and the HTML name the JSON's SHA-256. The files are a
 function of the shards and catalog alone (no clock), so the same shards render byte-identical files on any
-machine with the same matplotlib release. :func:`validate_report` checks a JSON document against
+machine with the same matplotlib and pyarrow releases (``noxfile.MATPLOTLIB``, ``noxfile.PYARROW``). :func:`validate_report` checks a JSON document against
 ``schemas/conventions.v2.json`` (generated from the model; the tests run it on the committed report).
 """
 
@@ -29,19 +30,22 @@ from kinkcheck.catalog import Catalog
 from kinkcheck.report.view import CASES_DIR, SECTION_PAGES
 from kinkcheck.validate import _no_gc
 
-__all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
+__all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
 
 #: The census page's plot of the kink-hit census (``kinkcheck census``), written when one is measured.
 KINK_HITS_PLOT = "kinkhits.svg"
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go
-#: between the JSON and its gzip). ``conventions.json.gz`` is the JSON gzipped (level 9, no name, mtime 0:
-#: the same bytes for the same JSON with the same zlib): the repository commits it instead of the JSON, which
-#: grows with cases × programs × environments (53 MB at 51 cases; 1.2 MB gzipped) and would rewrite tens of
-#: MB per render; readers take either (:func:`kinkcheck.report.model.report_path`).
-FILES: tuple[str, ...] = ("conventions.csv", "conventions.json", "conventions.json.gz", "conventions.md",
-                          "conventions.html")
-#: Files of the set that a folder may lack: the CSV (derived from the JSON), and one of the JSON and its gzip.
-OPTIONAL: frozenset[str] = frozenset({"conventions.csv", "conventions.json", "conventions.json.gz"})
+#: before the index). ``conventions.json.gz`` is the report JSON gzipped (level 9, no name, mtime 0: the same
+#: bytes for the same JSON with the same zlib); the JSON itself (162 MB at 169 cases, growing with cases ×
+#: programs × environments) is not written: readers take the gzip (:func:`kinkcheck.report.model.report_path`),
+#: and ``observations.parquet`` (1 MB) is the data in a form pandas, polars and DuckDB read directly.
+FILES: tuple[str, ...] = ("observations.parquet", "conventions.json.gz", "conventions.md", "conventions.html")
+#: Files of the set that a folder may lack: none (the Parquet file, and the JSON of a render before it, are
+#: checked when there).
+OPTIONAL: frozenset[str] = frozenset({"observations.parquet"})
+#: Files an earlier render wrote that this one does not: removed from the output folder when they are
+#: kinkcheck's (they would be read before the gzip, and go stale).
+RETIRED: dict[str, bytes] = {"conventions.json": b'{"schema":"kinkcheck/conventions/', "conventions.csv": b"case,program,"}
 #: The folder of the per-case pages, inside the output folder.
 CASES = CASES_DIR
 #: How every generated Markdown page begins (a page of a removed case is removed only when it starts so).
@@ -121,12 +125,12 @@ def check_output(out: str | Path) -> None:
 
 def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
                   gaps: Sequence[str] = ()) -> list[Path]:
-    """Render the report set into ``out``; return the paths of ``conventions.json``, ``.json.gz``, ``.md``, ``.csv``,
-    ``.html``, then the case pages.
+    """Render the report set into ``out``; return the paths of ``observations.parquet``, ``conventions.json.gz``,
+    ``.md``, ``.html``, the section pages and plots, then the case pages.
 
     The output folder is checked first (:func:`check_output`), then everything is rendered in memory,
     written to temporary files beside the targets and renamed into place (see the module docstring).
-    ``provenance.csv_sha256`` is set to the CSV's digest before the JSON is written.
+    ``provenance.observations_sha256`` is set to the Parquet file's digest before the JSON is written.
 
     Raises
     ------
@@ -142,14 +146,14 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
 
 def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str]) -> list[Path]:
     from kinkcheck.report.build import build
-    from kinkcheck.report.csvfile import render_csv
+    from kinkcheck.report.dataset import write_parquet
     from kinkcheck.report.html import render_html
     from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
     from kinkcheck.report.model import report_json
 
     report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
-    csv_text = render_csv(report).encode("utf-8")
-    report.provenance.csv_sha256 = hashlib.sha256(csv_text).hexdigest()
+    parquet = write_parquet(report)
+    report.provenance.observations_sha256 = hashlib.sha256(parquet).hexdigest()
     json_bytes = report_json(report)
     digest = hashlib.sha256(json_bytes).hexdigest()
     pages = {f"{CASES}/{name}": text.encode("utf-8")
@@ -161,13 +165,12 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
         from kinkcheck.report.plots import kink_hits_svg
 
         plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
-    blobs = {"conventions.csv": csv_text, "conventions.json": json_bytes, **pages, **sections, **plots,
+    blobs = {"observations.parquet": parquet, **pages, **sections, **plots,
              "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),
              "conventions.html": render_html(report, catalog, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
-    return [out / name for name in ("conventions.json", "conventions.json.gz", "conventions.md", "conventions.csv",
-                                    "conventions.html",
+    return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md", "conventions.html",
                                     *sections, *plots, *pages)]
 
 
@@ -186,7 +189,7 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
                     stale.unlink(missing_ok=True)
     except OSError as err:
         raise OutputError(f"--out {out}: {err.strerror or err}") from None
-    order = [n for n in blobs if n not in FILES[2:]] + [n for n in FILES[2:] if n in blobs]  # the index last
+    order = [n for n in blobs if n not in FILES[1:]] + [n for n in FILES[1:] if n in blobs]  # the index last
     for name in order:  # before anything is written: a target that is a folder would fail half way through
         if os.path.lexists(out / name) and not (out / name).is_file():
             raise OutputError(f"--out {out}: {out / name} exists and is not a regular file")
@@ -213,6 +216,16 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
     finally:
         for tmp in temps.values():
             Path(tmp).unlink(missing_ok=True)
+    for name, mark in RETIRED.items():  # an earlier render's plain JSON or CSV: stale now, and read first
+        old = out / name
+        try:
+            if old.is_file() and not old.is_symlink():
+                with old.open("rb") as fh:
+                    if fh.read(len(mark)) == mark:
+                        old.unlink()
+        except OSError as err:
+            raise OutputError(f"--out {out}: the report was written, but removing the stale {old} failed "
+                              f"({err.strerror or err})") from None
     pages = out / CASES
     if any(name.startswith(f"{CASES}/") for name in blobs) and pages.is_dir():
         try:
@@ -242,13 +255,10 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def set_problems(out: str | Path) -> list[str]:
-    """What makes the report files in ``out`` not one set (empty when they are): a missing file, a CSV
-    whose SHA-256 is not the JSON's ``provenance.csv_sha256``, a gzip that is not the JSON's, a Markdown page
-    (index or case) or HTML that does not name the JSON's SHA-256. Only the JSON's provenance is decoded.
-
-    The CSV may be absent (it is derived from the JSON), and so may one of ``conventions.json`` and
-    ``conventions.json.gz``: the repository commits the gzip alone (``.gitignore``); ``kinkcheck report``
-    writes all of them, and each one that is there must match."""
+    """What makes the report files in ``out`` not one set (empty when they are): a missing file, a Parquet file
+    whose SHA-256 is not the JSON's ``provenance.observations_sha256``, a Markdown page (index or case) or HTML
+    that does not name the JSON's SHA-256, a plain ``conventions.json`` that is not the gzip's. Only the JSON's
+    provenance is decoded."""
     import msgspec
 
     from kinkcheck.report.model import Provenance
@@ -258,32 +268,30 @@ def set_problems(out: str | Path) -> list[str]:
     out = Path(out)
     try:
         raw = {name: (out / name).read_bytes() for name in FILES if name not in OPTIONAL or (out / name).exists()}
-        if "conventions.json" not in raw and "conventions.json.gz" not in raw:
-            raw["conventions.json"] = (out / "conventions.json").read_bytes()  # neither: name the missing one
+        plain = (out / "conventions.json").read_bytes() if (out / "conventions.json").is_file() else None
         raw.update({name: (out / name).read_bytes() for name in SECTION_PAGES})
         raw.update({f"{CASES}/{p.name}": p.read_bytes() for p in sorted((out / CASES).glob("*.md"))})
     except OSError as err:
         return [f"{err.filename}: {err.strerror}"]
     problems = []
-    if "conventions.json.gz" in raw:
-        try:
-            inflated = gunzip(raw["conventions.json.gz"], out / "conventions.json.gz", ValueError)
-        except ValueError as err:
-            return [str(err)]
-        if "conventions.json" in raw and raw["conventions.json"] != inflated:
-            problems.append(f"{out / 'conventions.json.gz'} is not the gzip of {out / 'conventions.json'}")
-        raw.setdefault("conventions.json", inflated)
     try:
-        recorded = msgspec.json.decode(raw["conventions.json"], type=head).provenance.csv_sha256
+        inflated = gunzip(raw["conventions.json.gz"], out / "conventions.json.gz", ValueError)
+    except ValueError as err:
+        return [str(err)]
+    if plain is not None and plain != inflated:
+        problems.append(f"{out / 'conventions.json'} is not the JSON of {out / 'conventions.json.gz'} (an earlier "
+                        "render's: readers take it first; remove it)")
+    try:
+        recorded = msgspec.json.decode(inflated, type=head).provenance.observations_sha256
     except (msgspec.DecodeError, RecursionError):
-        return [f"{out / 'conventions.json'}: not a kinkcheck report"]
-    if "conventions.csv" in raw and recorded != hashlib.sha256(raw["conventions.csv"]).hexdigest():
-        problems.append(f"{out / 'conventions.csv'} is not the CSV of {out / 'conventions.json'}")
-    digest = hashlib.sha256(raw["conventions.json"]).hexdigest()
+        return [f"{out / 'conventions.json.gz'}: not a kinkcheck report"]
+    if "observations.parquet" in raw and recorded != hashlib.sha256(raw["observations.parquet"]).hexdigest():
+        problems.append(f"{out / 'observations.parquet'} is not the data of {out / 'conventions.json.gz'}")
+    digest = hashlib.sha256(inflated).hexdigest()
     for name, data in raw.items():
-        if name in OPTIONAL:
+        if name in ("observations.parquet", "conventions.json.gz"):
             continue
         if digest.encode() not in re.findall(rb"\b[0-9a-f]{64}\b", data):
-            problems.append(f"{out / name} does not belong to {out / 'conventions.json'} (it names no sha256 "
+            problems.append(f"{out / name} does not belong to {out / 'conventions.json.gz'} (it names no sha256 "
                             f"{digest[:12]}…)")
     return problems

@@ -110,13 +110,13 @@ class _S(msgspec.Struct, kw_only=True, omit_defaults=True):
 class Provenance(_S, omit_defaults=False):
     """Where the report comes from. ``generated_at`` is derived, not a wall clock: the newest ``measured_at``
     (ISO 8601) among the environments, or ``"unknown"``, so the same shards render byte-identical files.
-    ``csv_sha256`` is the SHA-256 (hex) of the ``conventions.csv`` written beside the JSON."""
+    ``observations_sha256`` is the SHA-256 (hex) of the ``observations.parquet`` written beside the JSON."""
 
     generated_at: str
     kinkcheck_version: str
     catalog_hash: str
     gaps: list[str] = []
-    csv_sha256: str | None = None
+    observations_sha256: str | None = None
 
 
 class NotMeasuredPart(_S):

@@ -1,0 +1,126 @@
+"""``reports/observations.parquet``: every observation of the report as one Apache Parquet table.
+
+The file the analysis ecosystem reads as it is (``pandas.read_parquet``, ``polars.read_parquet``, DuckDB's
+``SELECT * FROM 'reports/observations.parquet'``), and the one :func:`kinkcheck.lookup` reads a program's rows
+from without loading the others.
+
+Columns (:data:`SCHEMA`): the observation's fields (:class:`kinkcheck.report.model.Observation`), plus
+``framework_version``, ``device`` and ``platform_tag`` of its environment and ``label`` (the first label, the one
+the report shows). ``value`` and ``input`` are JSON text (``{"x": 0.0}``; non-finite numbers as the strings
+``"nan"``, ``"inf"``, ``"-inf"``, as in the JSON report), ``labels`` a list of strings. Rows are sorted by
+program, then case, then the report's order of environments, modes and dtypes, and written in row groups of
+:data:`ROW_GROUP` rows with statistics, so a reader filtering on ``program`` reads the one or two row groups that
+hold it (the program column's minimum and maximum per row group tell which). Written with zstd and dictionary
+encoding by the pinned pyarrow (``noxfile.PYARROW``): the same report gives the same bytes.
+
+The key-value metadata holds :data:`SCHEMA_ID` under ``kinkcheck.schema``, the report's catalog hash,
+generation time and kinkcheck version (``kinkcheck.catalog_hash``, ``kinkcheck.generated_at``,
+``kinkcheck.kinkcheck_version``), and ``kinkcheck.index`` (:func:`report_index`: the cases and the releases
+measured per framework and place, what ``kinkcheck grad`` needs besides the rows).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kinkcheck.query import SCHEMA_ID, DatasetError, read_table
+from kinkcheck.report.model import DTYPES, MODES, Observation, Report
+
+__all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema",
+           "write_parquet"]
+#: Rows per row group: small enough that one program's rows (a few hundred to a few thousand) span one or two
+#: groups, large enough that the file is not mostly group headers.
+ROW_GROUP = 8192
+
+
+def schema() -> Any:
+    """The Arrow schema of the table (a function: pyarrow is imported only where the dataset is used)."""
+    import pyarrow as pa
+
+    text = pa.string()
+    return pa.schema([
+        ("case", text), ("program", text), ("framework", text), ("framework_version", text), ("device", text),
+        ("platform_tag", text), ("environment", text), ("mode", text), ("dtype", text), ("status", text),
+        ("value", text), ("label", text), ("labels", pa.list_(text)), ("conformance", text), ("error", text),
+        ("input", text),
+    ])
+
+
+def _rows(report: Report) -> list[tuple[Any, ...]]:
+    env = report.index.env
+    env_order = {e.id: i for i, e in enumerate(report.environments)}
+    mode_order = {m: i for i, m in enumerate(MODES)}
+    dtype_order = {d: i for i, d in enumerate(DTYPES)}
+    case_order = {c.id: i for i, c in enumerate(report.cases)}
+    enc = msgspec.json.encode
+
+    def key(o: Observation) -> tuple[Any, ...]:
+        return (o.program, case_order.get(o.case, len(case_order)), o.case, env_order[o.environment],
+                mode_order.get(o.mode, len(mode_order)), dtype_order.get(o.dtype, len(dtype_order)))
+
+    out = []
+    for o in sorted(report.observations, key=key):
+        e = env[o.environment]
+        out.append((o.case, o.program, o.framework, e.framework_version, e.device, e.platform_tag, o.environment,
+                    o.mode, o.dtype, o.status, None if o.value is None else enc(o.value).decode(), o.labels[0],
+                    list(o.labels), o.conformance, o.error, None if o.input is None else enc(o.input).decode()))
+    return out
+
+
+def report_index(report: Report) -> dict[str, Any]:
+    """The small part of the report a reader needs beside the rows (``kinkcheck.index`` in the file's metadata):
+    ``{"cases": [{id, sympy, at, tie, programs: [[framework, program], ...]}], "releases": {framework: {place:
+    [version, ...] oldest first}}}``, a place being the device, then ``-<platform tag>`` off Linux x86-64
+    (:attr:`kinkcheck.report.model.Environment.place`)."""
+    releases: dict[str, dict[str, list[str]]] = {}
+    for e in report.index.measured:  # report order: oldest release first
+        versions = releases.setdefault(e.framework, {}).setdefault(e.place, [])
+        if e.framework_version not in versions:
+            versions.append(e.framework_version)
+    cases = [{"id": c.id, "sympy": c.sympy, "at": c.at, "tie": c.tie,
+              "programs": [[q.framework, q.program] for q in c.programs]} for c in report.cases]
+    return {"cases": cases, "releases": releases}
+
+
+def write_parquet(report: Report) -> bytes:
+    """The Parquet file of ``report.observations`` (see the module docstring), as bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sch = schema()
+    rows = _rows(report)
+    columns = list(zip(*rows)) if rows else [() for _ in sch.names]
+    table = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, sch)], schema=sch)
+    prov = report.provenance
+    table = table.replace_schema_metadata({
+        "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,
+        "kinkcheck.generated_at": prov.generated_at, "kinkcheck.kinkcheck_version": prov.kinkcheck_version,
+        "kinkcheck.index": msgspec.json.encode(report_index(report))})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=ROW_GROUP, compression="zstd", compression_level=9,
+                   use_dictionary=True, write_statistics=True, store_schema=True)
+    return buf.getvalue()
+
+
+def read_observations(path: str | Path) -> list[Observation]:
+    """The file's rows as the report's :class:`~kinkcheck.report.model.Observation` objects, exactly, in the
+    file's order (program, case, environments, modes, dtypes).
+
+    Raises
+    ------
+    DatasetError
+        As :func:`kinkcheck.query.read_table`.
+    """
+    dec = msgspec.json.decode
+    out = []
+    for r in read_table(path).to_pylist():
+        out.append(Observation(case=r["case"], program=r["program"], framework=r["framework"],
+                               environment=r["environment"], mode=r["mode"], dtype=r["dtype"], status=r["status"],
+                               value=None if r["value"] is None else dec(r["value"]), labels=list(r["labels"]),
+                               error=r["error"], conformance=r["conformance"],
+                               input=None if r["input"] is None else dec(r["input"])))
+    return out

@@ -1,0 +1,138 @@
+"""``kinkcheck.lookup`` and ``kinkcheck.search`` (src/kinkcheck/query.py): the report's rows from the committed
+``reports/observations.parquet``, from any folder, in a clone and from an installed wheel outside the repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+import kinkcheck
+from kinkcheck.query import LookupFailed, Row, data_path, default_report, lookup, nearest_programs, search
+
+CLAMP = "torch.clamp(x, min=0)"
+
+
+@pytest.fixture(autouse=True)
+def _source_tree_data(monkeypatch):
+    monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+
+
+def test_lookup_gives_the_measured_values_of_a_program_across_releases():
+    """The seed's change: torch.clamp(x, min=0) at 0 was 1 (right) up to 2.13.0 and is 0 (left) from 2.14.1."""
+    rows = lookup(CLAMP, case="relu@0")
+    assert rows and all(isinstance(r, Row) for r in rows)
+    by_release = {r.release: (r.value, r.label) for r in rows}
+    assert by_release["2.13.0"] == ({"x": 1.0}, "right") and by_release["2.14.1"] == ({"x": 0.0}, "left"), by_release
+    assert all((r.mode, r.dtype, r.device, r.framework) == ("reverse", "float64", "cpu", "torch") for r in rows)
+    releases = [r.release for r in rows]
+    assert releases[0] == "1.13.1" and releases.index("2.13.0") < releases.index("2.14.1"), "oldest release first"
+    (one,) = kinkcheck.lookup("torch.clamp(x,min=0)", case="relu@0", release="2.14.1")
+    assert one.value == {"x": 0.0} and str(one) == \
+        "torch 2.14.1 cpu reverse float64  relu@0  torch.clamp(x, min=0): 0 (left)", str(one)
+    assert kinkcheck.lookup is lookup and kinkcheck.search is search, "the package's names are the functions"
+
+
+def test_lookup_filters_by_mode_dtype_device_and_any():
+    cuda = lookup("torch.topk(v, 1).values", case="max@[1,0,1,0,1,0]", device="cuda")
+    assert [(r.release, r.value) for r in cuda] == [("2.11.0", {"v": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]})], cuda
+    every = lookup(CLAMP, case="relu@0", release="2.14.1", mode=None, dtype=None, device=None)
+    assert {r.mode for r in every} >= {"reverse", "inductor", "vmap"} and {r.dtype for r in every} == \
+        {"float64", "float32", "float16", "bfloat16"}, "None: every mode and dtype"
+    f16 = lookup(CLAMP, case="relu@0", release="2.14.1", dtype="float16")
+    assert len(f16) == 1 and f16[0].dtype == "float16"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"program": "torch.clamp(x, 0)"}, "torch.clamp(x, min=0)"),
+    ({"program": CLAMP, "mode": "sideways"}, "unknown mode 'sideways'"),
+    ({"program": CLAMP, "dtype": "float8"}, "unknown dtype 'float8'"),
+    ({"program": CLAMP, "device": "tpu"}, "unknown device 'tpu'"),
+    ({"program": CLAMP, "release": "9.9.9"}, "no release '9.9.9' for this query (there are: 1.13.1, 2.0.1"),
+    ({"program": CLAMP, "case": "abs@0"}, "no case 'abs@0' for this query (there are: "),
+])
+def test_lookup_refuses_with_one_line_that_says_what_there_is(kwargs, message):
+    with pytest.raises(LookupFailed) as err:
+        lookup(**kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_nearest_programs_are_the_catalog_spellings_nearest_the_question():
+    programs = [CLAMP, "torch.clamp_min(x, 0)", "torch.relu(x)", "jax.numpy.clip(x, 0)", "torch.clamp(x, 0, 6)"]
+    near = nearest_programs("torch.clamp(x, 0)", programs)
+    assert near[:2] == ["torch.clamp(x, 0, 6)", CLAMP] and near[2] == "torch.clamp_min(x, 0)", \
+        f"the programs that call torch.clamp first, then the nearest text: {near}"
+    assert nearest_programs("something else entirely", programs) == []
+
+
+def test_search_finds_every_case_that_calls_an_operation():
+    """"clamp" finds torch.clamp and the .clamp method with their cases (relu@0 among them, which nobody
+    guesses from the name), and nothing that merely starts with clamp."""
+    ops = {(o.framework, o.name): o for o in search("clamp")}
+    assert ("torch", "torch.clamp") in ops and ("torch", ".clamp") in ops, sorted(ops)
+    assert "relu@0" in ops["torch", "torch.clamp"].cases and CLAMP in ops["torch", "torch.clamp"].programs
+    assert ops["torch", "torch.clamp"].kink, "what the census says of its kink"
+    assert not any(name.endswith("clamp_min") for _, name in ops), "clamp_min is another operation"
+    jax_ops = search("clip", framework="jax")
+    assert jax_ops and all(o.framework == "jax" for o in jax_ops) and any(o.name == "jax.numpy.clip" for o in jax_ops)
+    with pytest.raises(LookupFailed, match="search for what"):
+        search("  ")
+
+
+def test_data_is_found_in_the_source_tree_or_a_named_folder(tmp_path, monkeypatch):
+    assert data_path() == ROOT / "reports" / "observations.parquet"
+    monkeypatch.chdir(tmp_path)
+    assert default_report() == ROOT / "reports" / "conventions.json.gz", "from any folder: the source tree's"
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path))
+    with pytest.raises(LookupFailed, match=r"no observations.parquet in .* \(\$KINKCHECK_REPORTS\)"):
+        lookup(CLAMP)
+    (tmp_path / "observations.parquet").write_text("not parquet")
+    with pytest.raises(LookupFailed, match="not a Parquet file"):
+        lookup(CLAMP)
+
+
+def _run(args: list[str], cwd: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KINKCHECK_REPORTS"}
+    env.update(PYTHONPATH=str(site), KINKCHECK_CACHE_DIR=str(cwd / "cache"))
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+
+
+def test_an_installed_wheel_outside_the_repository_answers_from_its_own_data(tmp_path):
+    """Issue 31: the wheel ships the report's data (kinkcheck/data/reports/), so lookup, grad, cite and migrate
+    answer from a folder outside the repository, without the source tree. The wheel is built by hatchling (the
+    build backend) and unpacked as an installer would; PYTHONPATH puts it before the editable install."""
+    build = subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path / "dist")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("kinkcheck-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        assert {"kinkcheck/data/reports/observations.parquet", "kinkcheck/data/reports/conventions.json.gz",
+                "kinkcheck/data/catalog.toml"} <= names, sorted(n for n in names if "/data/" in n)[:20]
+        zf.extractall(tmp_path / "site")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    site = tmp_path / "site"
+    probe = _run(["-c", "import kinkcheck, kinkcheck.query as q; print(kinkcheck.__file__); print(q.data_path()); "
+                  f"print(kinkcheck.lookup({CLAMP!r}, case='relu@0', release='2.14.1'))"], outside, site)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    where, data, row = probe.stdout.splitlines()[:3]
+    assert where.startswith(str(site)) and data.startswith(str(site / "kinkcheck" / "data" / "reports")), \
+        (where, data)
+    assert row == "torch 2.14.1 cpu reverse float64  relu@0  torch.clamp(x, min=0): 0 (left)", probe.stdout
+    grad = _run(["-m", "kinkcheck", "grad", CLAMP, "--at", "x=0", "--no-isolate"], outside, site)
+    assert grad.returncode == 0 and "report (" in grad.stdout and "no report" not in grad.stdout, \
+        grad.stdout[-1500:] + grad.stderr[-1500:]
+    clamp_row = next(ln for ln in grad.stdout.splitlines() if "torch.clamp(x, min=0)" in ln and "this program" in ln)
+    assert "1 (right) 1.13.1–2.13.0 · 0 (left) 2.14.1–2.15.0" in clamp_row, clamp_row
+    cite = _run(["-m", "kinkcheck", "cite", CLAMP], outside, site)
+    assert cite.returncode == 0 and "In PyTorch 2.15.0" in cite.stdout and "is 0 (left" in cite.stdout and \
+        "@misc{" in cite.stdout, cite.stdout[-1500:] + cite.stderr[-1500:]
+    migrate = _run(["-m", "kinkcheck", "migrate", "--from", "torch==2.13.0", "--to", "torch==2.15.0"], outside, site)
+    assert migrate.returncode == 0 and "torch.clamp(x, min=0)" in migrate.stdout, migrate.stderr[-2000:]

@@ -1,0 +1,54 @@
+"""README.md for a newcomer (issue 31): short, the quick start on its first screen, the test command CI runs, and
+the "At a glance" table generated from the data (src/kinkcheck/readme.py), never typed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT
+
+from kinkcheck import readme
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_is_short_and_starts_with_what_a_user_runs():
+    lines = README.splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines; the rest belongs in docs/"
+    first = "\n".join(lines[:80])
+    for command in ("kinkcheck grad", "kinkcheck migrate", "kinkcheck cite"):
+        assert command in "\n".join(lines[:150]), f"{command} is one of the first things README shows"
+    assert "torch.clamp(x, min=0)" in first, "the example comes first"
+    assert "python3 -m pip install nox uv && python3 -m nox -s tests" in README, \
+        "the test command .ci/run runs is the one README gives"
+    assert "python3 -m nox -s report" in README
+
+
+def test_readme_links_resolve():
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README):
+        if "://" in target:
+            continue
+        assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+
+
+def test_the_at_a_glance_table_is_the_generated_one():
+    """python -m kinkcheck.readme writes it; a README whose table differs from the data is stale."""
+    table = readme.at_a_glance()
+    assert readme.update(README, table) == README, "README's At a glance is stale: python -m kinkcheck.readme"
+    row = next(ln for ln in table.splitlines() if ln.startswith("| PyTorch "))
+    assert "0 `torch.relu(x)`" in row and "(0.5, 0.5) `torch.maximum(x, y)`" in row, row
+    assert re.search(r"\| JAX \d", table) and "| PyTensor " in table, table
+
+
+def test_the_generator_refuses_a_readme_without_its_markers(tmp_path):
+    with pytest.raises(ValueError, match="no block between"):
+        readme.update("# no markers\n", "table")
+    page = tmp_path / "README.md"
+    page.write_text(f"intro\n{readme.BEGIN}\nold\n{readme.END}\nrest\n")
+    assert readme.main(["--readme", str(page), "--check"]) == 1, "a stale block: exit 1, nothing written"
+    assert "old" in page.read_text()
+    assert readme.main(["--readme", str(page)]) == 0 and readme.main(["--readme", str(page), "--check"]) == 0
+    text = page.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{readme.END}\nrest\n") and "| PyTorch " in text
+    assert readme.main(["--readme", str(tmp_path / "missing.md")]) == 2
