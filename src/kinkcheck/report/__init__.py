@@ -45,6 +45,7 @@ FILES: tuple[str, ...] = ("observations.parquet", "conventions.json.gz", "conven
 OPTIONAL: frozenset[str] = frozenset({"observations.parquet"})
 #: Files an earlier render wrote that this one does not: removed from the output folder when they are
 #: kinkcheck's (they would be read before the gzip, and go stale).
+#: Each with how it begins (whitespace left out).
 RETIRED: dict[str, bytes] = {"conventions.json": b'{"schema":"kinkcheck/conventions/', "conventions.csv": b"case,program,"}
 #: The folder of the per-case pages, inside the output folder.
 CASES = CASES_DIR
@@ -221,8 +222,9 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
         try:
             if old.is_file() and not old.is_symlink():
                 with old.open("rb") as fh:
-                    if fh.read(len(mark)) == mark:
-                        old.unlink()
+                    head = b"".join(fh.read(4096).split())
+                if head.startswith(mark):
+                    old.unlink()
         except OSError as err:
             raise OutputError(f"--out {out}: the report was written, but removing the stale {old} failed "
                               f"({err.strerror or err})") from None
