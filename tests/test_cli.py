@@ -333,6 +333,19 @@ def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_a
         f"the report's rows, the change between 2.13.0 and 2.14.1 among them: {text[-1500:]}"
 
 
+def test_grad_at_a_point_no_report_case_holds_says_nothing_at_this_point(capsys, torch_adapter, tmp_path,
+                                                                          monkeypatch):
+    """Read through the table (observations.parquet beside the report): a smooth point has no report case; the
+    stop-30 review found grad raising ArrowTypeError there instead of printing its value."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=1")
+    assert code == 0 and json.loads(lines[0]) == {"x": 1.0}, (code, lines, err)
+    assert any(ln.startswith("report (") and ": nothing at this point; torch.relu(x) is measured at relu@0" in ln
+               for ln in lines), lines
+
+
 def test_grad_with_a_v1_report_says_re_render(capsys, torch_adapter, tmp_path, monkeypatch):
     """A report of the old untyped format: beside the value when it is the default report, refused (exit 2,
     one line) when named with --report."""

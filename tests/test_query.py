@@ -55,6 +55,8 @@ def test_lookup_filters_by_mode_dtype_device_and_any():
     ({"program": CLAMP, "device": "tpu"}, "unknown device 'tpu'"),
     ({"program": CLAMP, "release": "9.9.9"}, "no release '9.9.9' for this query (there are: 1.13.1, 2.0.1"),
     ({"program": CLAMP, "case": "abs@0"}, "no case 'abs@0' for this query (there are: "),
+    ({"case": "relu@7"}, "no case 'relu@7' for this query (169 cases; nearest: relu@0"),
+    ({"program": 123}, "program must be a string, not int"),
 ])
 def test_lookup_refuses_with_one_line_that_says_what_there_is(kwargs, message):
     with pytest.raises(LookupFailed) as err:
@@ -82,6 +84,8 @@ def test_search_finds_every_case_that_calls_an_operation():
     assert jax_ops and all(o.framework == "jax" for o in jax_ops) and any(o.name == "jax.numpy.clip" for o in jax_ops)
     with pytest.raises(LookupFailed, match="search for what"):
         search("  ")
+    with pytest.raises(LookupFailed, match=r"a name \(a string\), not NoneType"):
+        search(None)  # type: ignore[arg-type]
 
 
 def test_data_is_found_in_the_source_tree_or_a_named_folder(tmp_path, monkeypatch):
@@ -94,6 +98,16 @@ def test_data_is_found_in_the_source_tree_or_a_named_folder(tmp_path, monkeypatc
     (tmp_path / "observations.parquet").write_text("not parquet")
     with pytest.raises(LookupFailed, match="not a Parquet file"):
         lookup(CLAMP)
+
+
+def test_import_kinkcheck_needs_nothing_beyond_the_standard_library():
+    """The noxfile imports kinkcheck's registry under nox's own Python, which has none of its dependencies (the
+    CI run of stop 30 broke on ``import msgspec``): ``import kinkcheck`` and the registry import nothing else."""
+    code = ("import sys\nfor m in ('msgspec', 'pyarrow', 'numpy', 'sympy', 'orjson'):\n    sys.modules[m] = None\n"
+            "import kinkcheck, kinkcheck.registry\nprint(kinkcheck.__version__, len(kinkcheck.registry.FRAMEWORKS))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0 and proc.stdout.split()[0] == kinkcheck.__version__, proc.stderr[-1500:]
 
 
 def _run(args: list[str], cwd: Path, site: Path) -> subprocess.CompletedProcess[str]:
@@ -119,6 +133,10 @@ def test_an_installed_wheel_outside_the_repository_answers_from_its_own_data(tmp
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     site = tmp_path / "site"
+    (tmp_path / "reports").mkdir()  # beside the installed copy: someone else's folder, never its data
+    (tmp_path / "reports" / "observations.parquet").write_text("not the package's data")
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "catalog.toml").write_text("not the package's catalog")
     probe = _run(["-c", "import kinkcheck, kinkcheck.query as q; print(kinkcheck.__file__); print(q.data_path()); "
                   f"print(kinkcheck.lookup({CLAMP!r}, case='relu@0', release='2.14.1'))"], outside, site)
     assert probe.returncode == 0, probe.stderr[-2000:]

@@ -11,6 +11,15 @@ manual-backprop oracle; and publishes the report. Its values, from Python::
 """
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "lookup", "search"]
+__all__ = ["LookupFailed", "__version__", "lookup", "search"]
 
-from kinkcheck.query import lookup, search  # noqa: E402 - light: pyarrow and the catalog load on first use
+
+def __getattr__(name: str) -> object:
+    """``kinkcheck.lookup``, ``kinkcheck.search`` and ``kinkcheck.LookupFailed`` (:mod:`kinkcheck.query`), imported
+    on first use: ``import kinkcheck`` needs nothing beyond the standard library (the noxfile imports the
+    registry under nox's own Python)."""
+    if name in ("lookup", "search", "LookupFailed"):
+        from kinkcheck import query
+
+        return getattr(query, name)
+    raise AttributeError(f"module 'kinkcheck' has no attribute {name!r}")

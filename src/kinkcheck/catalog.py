@@ -162,7 +162,9 @@ class Catalog:
 def default_catalog_path() -> Path:
     """``references/catalog.toml`` of the source tree, or the copy installed with the package."""
     here = Path(__file__).resolve()
-    for cand in (here.parents[2] / "references" / "catalog.toml", here.parent / "data" / "catalog.toml"):
+    tree = here.parents[1].name == "src" and (here.parents[2] / "pyproject.toml").is_file()  # not an installed copy
+    for cand in (*([here.parents[2] / "references" / "catalog.toml"] if tree else []),
+                 here.parent / "data" / "catalog.toml"):
         if cand.is_file():
             return cand
     raise CatalogError(f"catalog not found next to {here.parent} (expected references/catalog.toml)")

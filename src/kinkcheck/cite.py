@@ -180,7 +180,10 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         cells = [cell for cell in cells if cell[2] == framework]
     if case is not None:
         if case not in ix.case:
-            raise CiteError(f"unknown case {case!r}")
+            import difflib
+
+            near = difflib.get_close_matches(case, list(ix.case), n=5, cutoff=0.3)
+            raise CiteError(f"unknown case {case!r}" + (f" (nearest: {', '.join(near)})" if near else ""))
         chosen = [cell for cell in cells if cell[0].id == case]
         if not chosen:
             raise CiteError(f"case {case!r} has no program {program!r}"

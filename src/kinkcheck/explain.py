@@ -514,8 +514,8 @@ def _table_index(report: Path, table: Path) -> dict[str, Any]:
     try:
         read_table(table, filters=[("program", "==", "")], columns=["program"])  # kinkcheck's observations
         meta = pq.read_schema(table).metadata or {}
-    except (DatasetError, OSError, ValueError) as err:
-        raise ReportUnavailable(f"{table}: {err}") from None
+    except (DatasetError, OSError, ValueError) as err:  # the message names the table
+        raise ReportUnavailable(f"{err} (the table written beside {report.name}; re-render the report)") from None
     raw = meta.get(b"kinkcheck.index")
     if raw is None:
         raise ReportUnavailable(f"{table}: no kinkcheck.index in its metadata (re-render it with `kinkcheck report`)")
@@ -531,6 +531,8 @@ def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, d
     from kinkcheck.platforms import DEFAULT
     from kinkcheck.query import read_table
 
+    if not case_ids:  # no report case at this point: nothing to read
+        return {}
     dev, _, tag = device.partition("-")
     table = read_table(index["table"], filters=[("case", "in", list(case_ids)), ("mode", "==", mode),
                                                ("dtype", "==", dtype), ("device", "==", dev),

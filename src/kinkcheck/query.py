@@ -5,7 +5,8 @@ One read path for every face: it reads ``observations.parquet`` (:mod:`kinkcheck
 groups that hold the program asked for, never the whole report. :func:`data_path` finds the data:
 
 1. ``$KINKCHECK_REPORTS`` (a folder holding ``observations.parquet`` and ``conventions.json.gz``), if set;
-2. the ``reports/`` folder of the source tree the package runs from (a clone, an editable install);
+2. the ``reports/`` folder of the source tree the package runs from (a clone, an editable install:
+   :func:`source_tree`);
 3. the copy installed with the package (``kinkcheck/data/reports/``): the wheel ships the report's data, so an
    installed kinkcheck answers offline, and its data is always the data of its own catalog and version (1 MB of
    Parquet and 4 MB of gzipped JSON, against a probe of hours).
@@ -27,7 +28,7 @@ from typing import Any
 import msgspec
 
 __all__ = ["DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "Row", "Rows", "data_path",
-           "default_report", "lookup", "nearest_programs", "read_table", "search"]
+           "default_report", "lookup", "nearest_programs", "read_table", "search", "source_tree"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
 DATA_ENV = "KINKCHECK_REPORTS"
@@ -140,6 +141,13 @@ def _num(v: Any) -> str:
     return str(v)
 
 
+def source_tree() -> bool:
+    """Whether the package runs from a source tree (``<root>/src/kinkcheck`` beside ``<root>/pyproject.toml``: a
+    clone, an editable install), not from an installed copy, whose parent folders hold other people's files."""
+    here = Path(__file__).resolve()
+    return here.parents[1].name == "src" and (here.parents[2] / "pyproject.toml").is_file()
+
+
 def data_path(name: str = "observations.parquet") -> Path:
     """The report data file ``name`` (``observations.parquet``, ``conventions.json.gz``), found as the module
     docstring says.
@@ -157,7 +165,8 @@ def data_path(name: str = "observations.parquet") -> Path:
         if cand.is_file():
             return cand
         raise LookupFailed(f"no {name} in {folder} (${DATA_ENV})")
-    for cand in (here.parents[2] / "reports" / name, here.parent / "data" / "reports" / name):
+    tree = [here.parents[2] / "reports" / name] if source_tree() else []  # an installed package: its own data
+    for cand in (*tree, here.parent / "data" / "reports" / name):
         tried.append(str(cand.parent))
         if cand.is_file():
             return cand
@@ -227,6 +236,9 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     """
     from kinkcheck.frameworks.base import DTYPES, MODES
 
+    for what, given in (("program", program), ("case", case), ("framework", framework), ("release", release)):
+        if given is not None and not isinstance(given, str):
+            raise LookupFailed(f"{what} must be a string, not {type(given).__name__} ({given!r})")
     for what, given, known in (("mode", mode, MODES), ("dtype", dtype, DTYPES), ("device", device, _DEVICES)):
         if given is not None and given not in known:
             raise LookupFailed(f"unknown {what} {given!r} (one of {', '.join(known)})")
@@ -277,6 +289,10 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
         seen = read_table(p, filters=others or None, columns=[column]).column(column).unique().to_pylist()
         if given not in seen:
             name = "release" if column == "framework_version" else column
+            if column == "case" and len(seen) > 12:  # many: the nearest ones
+                near = difflib.get_close_matches(given, [str(c) for c in seen], n=5, cutoff=0.3)
+                return (f"no case {given!r} for this query ({len(seen)} cases; nearest: "
+                        f"{', '.join(near) or 'none'})")
             there = ", ".join(sorted(map(str, seen), key=_version_key)) or "none"
             return f"no {name} {given!r} for this query (there are: {there})"
     return "no row for this query"
@@ -304,6 +320,8 @@ def search(name: str, framework: str | None = None) -> list[Operation]:
     from kinkcheck import expr as ex
     from kinkcheck.catalog import FRAMEWORKS, load_catalog
 
+    if not isinstance(name, str):
+        raise LookupFailed(f"search for a name (a string), not {type(name).__name__}")
     want = name.strip().lstrip(".").lower()
     if not want:
         raise LookupFailed("search for what? give an operation name, e.g. clamp")

@@ -25,9 +25,9 @@ CASES: tuple[tuple[str, str], ...] = (("relu@0", "relu at 0"), ("maximum@tie", "
                                       ("minimum@tie", "`minimum(x, y)` at a tie"), ("abs@0", "`abs` at 0"))
 
 
-def _value(value: Any) -> str:
-    if value is None:
-        return "error"
+def _value(value: Any, status: str = "ok") -> str:
+    if status != "ok" or value is None:
+        return status if status != "ok" else "no value"
     parts = [_num(v) for v in value.values()]
     return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
@@ -62,7 +62,7 @@ def at_a_glance(path: str | Path | None = None) -> str:
                            and r["case"] == case), key=lambda r: programs.get((case, r["program"]), 0))
             groups: dict[str, list[str]] = {}
             for r in mine:
-                shown = _value(None if r["status"] != "ok" or r["value"] is None else msgspec.json.decode(r["value"]))
+                shown = _value(None if r["value"] is None else msgspec.json.decode(r["value"]), r["status"])
                 groups.setdefault(shown, []).append(r["program"])
             cells.append("; ".join(f"{v} `{ps[0]}`" + (f" +{len(ps) - 1}" if len(ps) > 1 else "")
                                    for v, ps in groups.items()) or "not measured")
@@ -95,7 +95,7 @@ def update(text: str, table: str) -> str:
     """
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"README.md has no block between {BEGIN!r} and {END!r}")
+        raise ValueError(f"no block between {BEGIN!r} and {END!r}")
     return text[:start + len(BEGIN)] + "\n" + table + "\n" + text[end:]
 
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         text = args.readme.read_text(encoding="utf-8")
         new = update(text, at_a_glance())
     except (OSError, ValueError) as err:
-        print(f"kinkcheck.readme: {err}", file=sys.stderr)
+        print(f"kinkcheck.readme: {args.readme}: {getattr(err, 'strerror', None) or err}", file=sys.stderr)
         return 2
     if args.check:
         if new != text:
