@@ -229,9 +229,12 @@ def test_cpu_against_cuda_shows_tie_routing_and_no_probe_error(capsys, not_measu
     lines = out.splitlines()
     assert "max@[1,0,1,0,1,0]  torch.topk(v, 1).values  [reverse, float64]: [0, 0, 1, 0, 0, 0] -> " \
            "[1, 0, 0, 0, 0, 0]" in lines, lines[:3]
-    for op in ("scatter_reduce", "index_reduce", "segment_reduce", "embedding_bag", "cosine_embedding_loss",
+    for op in ("scatter_reduce", "index_reduce", "segment_reduce", "cosine_embedding_loss",
                "fake_quantize_per_channel_affine", "multi_margin_loss"):
         assert not [ln for ln in lines if op in ln and ln.endswith("-> error")], f"{op} reads as a CUDA error"
+    bf16 = [ln for ln in lines if "embedding_bag" in ln and ln.endswith("-> error")]
+    assert bf16 and all("bfloat16]" in ln for ln in bf16), \
+        f"embedding_bag max is an error on CUDA in bfloat16 only (PyTorch has no such kernel): {bf16}"
     assert "of 12640 conventions changed from torch-2.11.0-cpu to torch-2.11.0-cuda" in err, err
     assert "not measured in" not in err, "every cell measured on the H200 now"
     code = cli.main(["diff", str(obs / "torch-2.11.0-cpu.json"), str(not_measured_shards / "torch-2.11.0-cuda.json")])

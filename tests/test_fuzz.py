@@ -18,6 +18,7 @@ import copy
 import datetime as dt
 import functools
 import io
+import gzip
 import json
 import tempfile
 from pathlib import Path
@@ -83,8 +84,8 @@ class World:
         rc, _, err = run(["report", "--shards", str(good), "--out", str(root / "report"),
                           "--catalog", str(self.catalog_path)])
         assert rc == 0, err
-        self.report_path = root / "report" / "conventions.json"
-        self.report = json.loads(self.report_path.read_text())
+        self.report_path = root / "report" / "conventions.json.gz"  # the render writes the JSON gzipped only
+        self.report = json.loads(gzip.decompress(self.report_path.read_bytes()))
         self.shard_paths = {fw: good / f"{fw}-{v}-cpu.json" for fw, v in (("torch", "2.13.0"), ("jax", "0.10.2"))}
 
 

@@ -50,9 +50,9 @@ def test_a_part_is_merged_into_the_committed_shard_never_over_it(tmp_path, out):
     proc = _tool(str(small), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     after = read_shard(out / "torch-2.11.0-cuda.json")
-    assert len(after["observations"]) == len(before["observations"]) == 12352 and n < 1000, (
-        "a shard of one case merged, not written over the 12,352 cells")
-    assert after["environment"]["not_measured_parts"] == before["environment"]["not_measured_parts"]
+    assert len(after["observations"]) == len(before["observations"]) == 12640 and n < 1000, (
+        "a shard of one case merged, not written over the 12,640 cells")
+    assert after["environment"].get("not_measured_parts") == before["environment"].get("not_measured_parts")
 
 
 def test_an_archive_of_the_lanes_is_taken_and_its_probe_errors_withdrawn(tmp_path, out):
@@ -65,8 +65,8 @@ def test_an_archive_of_the_lanes_is_taken_and_its_probe_errors_withdrawn(tmp_pat
     assert proc.returncode == 0, proc.stderr
     after = read_shard(out / "torch-2.11.0-cuda.json")
     assert not [o for o in after["observations"] if "same device" in (o["error"] or "")], "withdrawn, not merged"
-    assert len(after["observations"]) == 12352, "the committed values of the withdrawn cells are kept"
-    assert len(after["environment"]["not_measured_parts"]) == 11, "measured before: no new part"
+    assert len(after["observations"]) == 12640, "the committed values of the withdrawn cells are kept"
+    assert "not_measured_parts" not in after["environment"], "measured before: no new part"
 
 
 @pytest.mark.parametrize("make, message", [
@@ -120,10 +120,12 @@ def test_two_archives_of_one_name_are_both_taken(tmp_path, out):
     assert len(taken) == 2 and str(archives[0]) in taken[0] and str(archives[1]) in taken[1], proc.stdout
 
 
-def test_modes_not_reached_twice_is_recorded_once(tmp_path, out):
-    shutil.copy(OBS / "jax-0.11.2-cuda.json", out)
+def test_modes_not_reached_twice_is_recorded_once(tmp_path, out, not_measured_shards):
+    """The JAX shard as the first H200 run left it (reverse and jit, the other modes not reached: conftest)."""
+    cut = not_measured_shards / "jax-0.11.2-cuda.json"
+    shutil.copy(cut, out)
     for reason in ("first reason", "second reason"):
-        proc = _tool(str(OBS / "jax-0.11.2-cuda.json"), "--out", str(out), "--modes-not-reached", reason)
+        proc = _tool(str(cut), "--out", str(out), "--modes-not-reached", reason)
         assert proc.returncode == 0, proc.stderr
     parts = read_shard(out / "jax-0.11.2-cuda.json")["environment"]["not_measured_parts"]
     assert len(parts) == 1 and "time ran out" in parts[0]["reason"], "each mode once, with its first reason"

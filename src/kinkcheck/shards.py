@@ -944,7 +944,7 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
         if parts:
             env["not_measured_parts"] = parts
         else:
-            del env["not_measured_parts"]
+            env.pop("not_measured_parts", None)
     merged = {**new, "environment": env, "observations": observations, "networks": networks}
     before, after = current_count(old, catalog), current_count(merged, catalog)
     if after < before:

@@ -162,6 +162,8 @@ def mode_page(comparison: str) -> str:
         return "dtype-disagreements"
     if comparison in ("eager vs compiled", "grad vs jit", "unbatched vs vmap"):
         return "compiled-disagreements"
+    if comparison.startswith("CPU vs "):  # an accelerator: devices.md, one row per program with its modes
+        return "devices"
     return "mode-disagreements"
 
 
