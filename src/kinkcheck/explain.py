@@ -473,14 +473,11 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
         report = load_report(p)
     except ReportError as err:
         raise ReportUnavailable(str(err)) from None
+    from kinkcheck.report.dataset import report_index as small_index
+
     ix = report.index
-    releases: dict[str, dict[str, list[str]]] = {}
-    for e in ix.measured:  # report order: oldest release first
-        versions = releases.setdefault(e.framework, {}).setdefault(e.place, [])  # cpu: Linux x86-64's own
-        if e.framework_version not in versions:
-            versions.append(e.framework_version)
-    cases = [{"id": c.id, "sympy": c.sympy, "at": c.at, "tie": c.tie,
-              "programs": [[q.framework, q.program] for q in c.programs]} for c in report.cases]
+    small = small_index(report)  # what the table's metadata holds: the same cases and releases
+    cases, releases = small["cases"], small["releases"]
     cells: dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]] = {}
     for o in report.observations:
         env = ix.env[o.environment]
