@@ -331,6 +331,11 @@ def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_a
     assert code == 0 and "no report" not in text, (code, text[-800:], err)
     assert re.search(r"2\.13\.0[^\n]*1\b", text) and re.search(r"2\.14\.1[^\n]*0\b", text), \
         f"the report's rows, the change between 2.13.0 and 2.14.1 among them: {text[-1500:]}"
+    rows = [ln for ln in lines[lines.index(next(ln for ln in lines if ln.startswith("report ("))) + 1:]
+            if ln.startswith("  ") and not ln.startswith("  also")]
+    starts = {re.match(r"  \S+\s+", ln).end() for ln in rows}
+    assert {"autograd", "jax"} <= {ln.split()[0] for ln in rows} and len(starts) == 1, \
+        f"programs of every framework (autograd's name is longer than torch's) start in one column: {starts}"
 
 
 def test_grad_at_a_point_no_report_case_holds_says_nothing_at_this_point(capsys, torch_adapter, tmp_path,

@@ -869,12 +869,13 @@ def render(e: Explanation) -> str:
     else:
         lines.append(f"report ({v.path}), case {', '.join(v.cases)}, {v.mode} {v.dtype} {v.device}:")
         width = max(len(r["program"]) for r in v.rows)
+        fw_width = max(len(r["framework"]) for r in v.rows)  # tensorflow, mindspore: the programs stay aligned
         for r in v.rows:
             ranges = " · ".join(
                 (f"{fmt_value(g['value'])} ({g['label']})" if g["status"] == "ok" else g["status"])
                 + f" {g['from']}" + (f"–{g['to']}" if g["to"] != g["from"] else "") for g in r["ranges"]) or "not measured"
             mark = "  ← this program" if r["this"] else ""
-            lines.append(f"  {r['framework']:<5} {r['program']:<{width}}  {ranges}{mark}")
+            lines.append(f"  {r['framework']:<{fw_width}} {r['program']:<{width}}  {ranges}{mark}")
         if v.elsewhere:
             lines.append(f"  also measured at: {', '.join(v.elsewhere)}")
     return "\n".join(lines) + "\n"
