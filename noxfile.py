@@ -390,9 +390,17 @@ def report(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def render(session: nox.Session) -> None:
-    """Write reports/ (conventions.md, .html, .json.gz, observations.parquet, the case pages) from the shards in
+    """Write reports/ (conventions.md, .json.gz, observations.parquet, the case pages) from the shards in
     references/observations/ (no probe)."""
     _render(session)
+
+
+@nox.session(python=PYTHON)
+def site(session: nox.Session) -> None:
+    """Build the report's static site (MkDocs, Material theme) from reports/ and docs/ into build/site-src/site:
+    one page per operation and per case, search; the CI workflow's Pages job publishes it."""
+    session.install("-e", ".[site]", MATPLOTLIB, PYARROW, env=_install_env())
+    session.run("python", "-m", "kinkcheck.report.site", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -404,7 +412,7 @@ def tests(session: nox.Session) -> None:
     long files first: tests/conftest.py); ``-- -n 0`` runs them in this process (``-- ARGS`` come after these,
     so they win)."""
     session.install(*_tested_requirements(), env=_install_env())
-    session.install("-e", ".[test]", MATPLOTLIB, PYARROW, env=_install_env())
+    session.install("-e", ".[test,site]", MATPLOTLIB, PYARROW, env=_install_env())
     workers = max(1, min(4, os.cpu_count() or 1))
     session.run("pytest", "-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder", *session.posargs)
 

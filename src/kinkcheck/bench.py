@@ -814,9 +814,10 @@ def _cold(code: str, repeat: int, env: dict[str, str] | None = None) -> tuple[fl
 
 def lookup_speed(repeat: int, scale: int = 10) -> int:
     """A cold ``kinkcheck.lookup`` of one program (reads observations.parquet's row groups that hold it) beside a
-    cold ``kinkcheck cite`` of it (decodes the whole report) and the same lookup on the data grown ``scale``
-    times (every row copied under other program names: the program's rows stay, the file grows); targets: a
-    lookup <= 0.5 s and <= 200 MB, and the same when the data grows."""
+    cold ``kinkcheck cite`` of it (the report's JSON, without observations, and that program's rows), and both on
+    the data grown ``scale`` times (every row copied under other program names: the program's rows stay, the file
+    grows; the JSON beside it names the grown file's digest); targets: each <= 0.5 s and <= 200 MB, and the same
+    when the data grows."""
     from kinkcheck.query import data_path
 
     program = "torch.clamp(x, min=0)"
@@ -825,7 +826,7 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
     cite = ("import sys, runpy\n"
             f"sys.argv = ['kinkcheck', 'cite', {program!r}]\n"
             "try:\n    runpy.run_module('kinkcheck', run_name='__main__')\nexcept SystemExit:\n    pass\n")
-    rows = [("lookup", *_cold(look, repeat)), ("cite (whole report)", *_cold(cite, repeat))]
+    rows = [("lookup", *_cold(look, repeat)), ("cite", *_cold(cite, repeat))]
     with tempfile.TemporaryDirectory() as tmp:  # grown in another process: a child's peak RSS starts at its parent's
         src = data_path()
         grow = ("import sys\nimport pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq\n"
@@ -835,14 +836,21 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
                 f"pa.scalar(f' # copy {{k}}'), '')) for k in range(1, {scale})]\n"
                 "g = pa.concat_tables(copies).sort_by([('program', 'ascending')]).replace_schema_metadata("
                 "t.schema.metadata)\n"
-                f"pq.write_table(g, {str(Path(tmp) / 'observations.parquet')!r}, row_group_size=8192, "
-                "compression='zstd', use_dictionary=True, write_statistics=True)\nprint(g.num_rows)\n")
+                f"out = {str(Path(tmp) / 'observations.parquet')!r}\n"
+                "pq.write_table(g, out, row_group_size=8192, compression='zstd', use_dictionary=True, "
+                "write_statistics=True)\n"
+                "import gzip, hashlib, json\n"
+                f"doc = json.loads(gzip.decompress(open({str(src.with_name('conventions.json.gz'))!r}, 'rb').read()))\n"
+                "doc['provenance']['observations_sha256'] = hashlib.sha256(open(out, 'rb').read()).hexdigest()\n"
+                f"open({str(Path(tmp) / 'conventions.json.gz')!r}, 'wb').write(gzip.compress(json.dumps(doc).encode()))\n"
+                "print(g.num_rows)\n")
         grown = int(subprocess.run([sys.executable, "-c", grow], check=True, capture_output=True, text=True).stdout)
         env = {**os.environ, "KINKCHECK_REPORTS": tmp}
         rows.append((f"lookup, data x{scale} ({grown:,} rows)", *_cold(look, repeat, env)))
+        rows.append((f"cite, data x{scale}", *_cold(cite, repeat, env)))
     print(f"{'cold process':<40}{'s':>8}{'peak MB':>10}  target")
     for name, sec, mb in rows:
-        target = "<= 0.5 s, <= 200 MB" if name.startswith("lookup") else ""
+        target = "<= 0.5 s, <= 200 MB"
         ok = "" if not target else ("ok" if sec <= 0.5 and mb <= 200 else "MISSED")
         print(f"{name:<40}{sec:>8.2f}{mb:>10.0f}  {target} {ok}")
     print(f"(best of {repeat} fresh processes each; {src})")

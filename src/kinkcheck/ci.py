@@ -205,8 +205,8 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
                           {"name": "Render the report", "run": "nox -s render"},
                           {"name": "Upload the report", "uses": "actions/upload-artifact@v4",
                            "with": {"name": "report", "path": "reports/"}},
-                          {"name": "Pages folder", "run": "cp -r reports _site && cp reports/conventions.html _site/index.html"},
-                          {"uses": "actions/upload-pages-artifact@v3", "with": {"path": "_site"}}],
+                          {"name": "Build the site", "run": "nox -s site"},
+                          {"uses": "actions/upload-pages-artifact@v3", "with": {"path": "build/site-src/site"}}],
             },
             "publish": {
                 "needs": "report",
@@ -221,7 +221,7 @@ def workflow(sessions: list[dict[str, Any]]) -> dict[str, Any]:
                      "with": {"name": "report", "path": "reports"}},
                     {"name": "Release the report files", "env": {"GH_TOKEN": "${{ github.token }}"},
                      "run": 'gh release create "report-${{ github.run_number }}-${{ github.run_attempt }}" '
-                            'reports/conventions.* '
+                            'reports/conventions.* reports/observations.parquet '
                             '--repo "${{ github.repository }}" --title "kinkcheck report ${{ github.run_number }}" '
                             '--notes "Measured by the matrix workflow, run ${{ github.run_id }}."'},
                 ],

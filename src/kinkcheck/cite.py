@@ -2,8 +2,8 @@
 
 The sentence names the value, its label, the framework release, device, dtype and mode, whether the value
 follows the framework's documented rule, and where the report shows it: the program's row on the case's own
-page, ``reports/cases/<case>.md#case-<case>--<framework>-<program>`` (the same anchor names the row in the
-self-contained ``reports/conventions.html``). The entry cites the report as a dataset (BibTeX ``@misc`` or a
+page, ``reports/cases/<case>.md#case-<case>--<framework>-<program>`` (the same anchor names the row on the
+site's page of the case, ``report/cases/<case>.html``: :mod:`kinkcheck.report.site`). The entry cites the report as a dataset (BibTeX ``@misc`` or a
 CITATION.cff ``references`` item), with its generation date and catalog hash. Everything comes from the
 typed report (:class:`kinkcheck.report.model.Report`); nothing is measured here.
 """
@@ -21,7 +21,7 @@ from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
 from kinkcheck.platforms import place_title
 from kinkcheck.registry import view
-from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError
+from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError, report_path
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "bibtex", "case_page", "cff", "cite", "load_report", "principal_case"]
@@ -42,8 +42,8 @@ def case_page(case_id: str) -> str:
 
 @dataclass(frozen=True)
 class Citation:
-    """One cited cell: the sentence, the anchor of the program's row (on the case's page, :attr:`page`, and in
-    ``conventions.html``), the observation and environment it states, the case cited and the program's other
+    """One cited cell: the sentence, the anchor of the program's row (on the case's page, :attr:`page`, and on
+    the site's), the observation and environment it states, the case cited and the program's other
     cases (those not cited: the command line lists them after the sentence)."""
 
     sentence: str
@@ -60,17 +60,21 @@ class Citation:
 
     def link(self, base: str = "reports") -> str:
         """The cell's link: ``base`` is the reports folder (a path or URL) → ``base/cases/<case>.md#anchor``;
-        a ``.html`` file → ``base#anchor``; a ``.md`` file (the index page) → the case page beside it."""
+        a ``.md`` file (the index page) → the case page beside it; a ``.html`` page of the site (its report index,
+        ``…/report/conventions.html``) → the site's case page beside it, ``…/report/cases/<case>.html#anchor``."""
         base = base.rstrip("/") or "."
-        if base.endswith(".html"):
-            return f"{base}#{self.anchor}"
-        if base.endswith(".md"):
+        page = self.page
+        if base.endswith((".md", ".html")):
+            if base.endswith(".html"):
+                page = page[:-3] + ".html"
             base = base.rpartition("/")[0] or "."
-        return f"{base}/{self.page}#{self.anchor}"
+        return f"{base}/{page}#{self.anchor}"
 
 
-def load_report(path: str | Path) -> Report:
-    """The report at ``path``, decoded and checked (:func:`kinkcheck.report.model.load_report`).
+def load_report(path: str | Path, program: str | None = None) -> Report:
+    """The report at ``path``, decoded and checked (:func:`kinkcheck.report.model.load_report`); with
+    ``program``, only the observations of the catalog programs it spells (the report's index then takes the
+    modes each environment measured from the Parquet file's index, so the anchors are those of the full report).
 
     Raises
     ------
@@ -81,10 +85,24 @@ def load_report(path: str | Path) -> Report:
     """
     from kinkcheck.report.model import load_report as load
 
+    def spelled(report: Report) -> list[str]:
+        return sorted({pid for c in report.cases if (pid := _matches(program or "", c)) is not None})
+
     try:
-        return load(path, missing=f"no report at {path} (run `nox -s report`, or pass --report)")
+        report = load(path, missing=f"no report at {path} (run `nox -s report`, or pass --report)",
+                      select=None if program is None else spelled)
     except ReportError as err:
         raise CiteError(str(err)) from None
+    if program is not None and report.observations_file is not None:
+        from kinkcheck.report.dataset import DatasetError, table_index
+
+        try:
+            modes = table_index(report_path(path).parent / report.observations_file).get("modes")
+        except DatasetError as err:
+            raise CiteError(str(err)) from None
+        if modes is not None:
+            report.index.env_modes = modes
+    return report
 
 
 def check_cell(framework: str | None, mode: str, dtype: str) -> None:
@@ -258,8 +276,9 @@ def _span(report: Report) -> str:
     """``PyTorch 1.13.1–2.15.0 (17 releases) and JAX 0.4.13–0.10.2 (11 releases)``: the measured releases
     (any device), in the report's order (oldest first)."""
     parts = []
+    measured = [e for e in report.environments if e.not_measured is None]  # what the shards hold, not the rows read
     for fw in FRAMEWORKS:
-        vs = list(dict.fromkeys(e.framework_version for e in report.index.columns.get(fw, [])))
+        vs = list(dict.fromkeys(e.framework_version for e in measured if e.framework == fw))
         if vs:
             name = FRAMEWORK_NAMES.get(fw, fw)
             parts.append(f"{name} {vs[0]}" if len(vs) == 1 else f"{name} {vs[0]}–{vs[-1]} ({len(vs)} releases)")
@@ -292,5 +311,5 @@ def cff(report: Report) -> str:
         "    - name: kinkcheck contributors\n"
         f"  date-released: \"{prov.generated_at[:10]}\"\n"
         f"  version: \"{prov.kinkcheck_version}+catalog.{prov.catalog_hash}\"\n"
-        f"  notes: \"{REPORT_MD}; {len(report.cases)} cases, {len(report.observations)} observations\"\n"
+        f"  notes: \"{REPORT_MD}; {len(report.cases)} cases, {report.summary.observations} observations\"\n"
     )

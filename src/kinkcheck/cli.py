@@ -507,7 +507,7 @@ def _cmd_cite(args: argparse.Namespace) -> int:
     from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
 
     try:
-        report = load_report(args.report or default_report())
+        report = load_report(args.report or default_report(), program=args.program)  # that program's rows only
         c = cite(report, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
                  dtype=args.dtype, device=args.device, framework=args.framework)
     except CiteError as err:
@@ -803,7 +803,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--report", help=REPORT_HELP)
     c.add_argument("--link-base", default="reports",
                    help="the reports folder (a path or URL) the link starts from: BASE/cases/CASE.md#ROW (default "
-                        "reports); a .html file links its row instead, e.g. reports/conventions.html")
+                        "reports); a page of the site links the site's case page, e.g. "
+                        "https://USER.github.io/kinkcheck/report/conventions.html")
     c.add_argument("--cff", action="store_true", help="print a CITATION.cff references item instead of BibTeX")
     c.set_defaults(func=_cmd_cite)
 

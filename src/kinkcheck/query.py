@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 __all__ = ["DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "Row", "Rows", "data_path",
-           "default_report", "lookup", "nearest_programs", "read_table", "search", "source_tree"]
+           "default_report", "lookup", "nearest_programs", "operations", "read_table", "search", "source_tree"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
 DATA_ENV = "KINKCHECK_REPORTS"
@@ -317,19 +317,30 @@ def search(name: str, framework: str | None = None) -> list[Operation]:
     LookupFailed
         ``name`` is empty.
     """
-    from kinkcheck import expr as ex
-    from kinkcheck.catalog import FRAMEWORKS, load_catalog
-
     if not isinstance(name, str):
         raise LookupFailed(f"search for a name (a string), not {type(name).__name__}")
     want = name.strip().lstrip(".").lower()
     if not want:
         raise LookupFailed("search for what? give an operation name, e.g. clamp")
+    out = []
+    for op in operations(framework):
+        spellings = {s.lower() for s in (op.name, *_census_names(op.framework).get(op.name, ()))}
+        if want in spellings or want in {s.rsplit(".", 1)[-1] for s in spellings}:
+            out.append(op)
+    return out
+
+
+def operations(framework: str | None = None) -> list[Operation]:
+    """Every operation (a dotted name, or ``.method``) the catalog's programs call, with the cases and programs
+    that call it and its census entry where the framework has a census (``references/census/<framework>.toml``).
+    Report order of frameworks; within one, by name."""
+    from kinkcheck import expr as ex
+    from kinkcheck.catalog import FRAMEWORKS, load_catalog
+
     catalog = load_catalog()
     by: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}
     frameworks = [fw for fw in FRAMEWORKS if framework is None or fw == framework]
     for fw in frameworks:
-        aliases = _census_names(fw)
         for case, program in catalog.programs(fw):
             for node in ex.walk(program.tree):
                 if isinstance(node, ex.Name):
@@ -338,11 +349,9 @@ def search(name: str, framework: str | None = None) -> list[Operation]:
                     dotted = f".{node.name}"
                 else:
                     continue
-                spellings = {s.lower() for s in (dotted, *aliases.get(dotted, ()))}
-                if want in spellings or want in {s.rsplit(".", 1)[-1] for s in spellings}:
-                    cases, programs = by.setdefault((fw, dotted), ({}, {}))
-                    cases[case.id] = None
-                    programs[program.id] = None
+                cases, programs = by.setdefault((fw, dotted), ({}, {}))
+                cases[case.id] = None
+                programs[program.id] = None
     out = []
     for fw in frameworks:
         census = _census(fw)

@@ -1,6 +1,7 @@
 """The report: shards + oracles → ``reports/conventions.md`` (the index page), ``reports/cases/<case>.md``
 (one page per case), ``conventions.json.gz`` (the typed report, gzipped), ``observations.parquet`` (every
-observation as one table: :mod:`kinkcheck.report.dataset`) and ``conventions.html`` (every case in one file).
+observation as one table: :mod:`kinkcheck.report.dataset`). The site (MkDocs, :mod:`kinkcheck.report.site`) is built
+from these files by ``nox -s site``; the single HTML file of earlier renders is retired.
 
 :func:`write_reports` builds the typed report (:mod:`kinkcheck.report.build`, :mod:`kinkcheck.report.model`)
 and replaces the files as a set: each is rendered into a temporary file ``.<name>.<random>.tmp`` beside its
@@ -39,14 +40,14 @@ KINK_HITS_PLOT = "kinkhits.svg"
 #: bytes for the same JSON with the same zlib); the JSON itself (162 MB at 169 cases, growing with cases ×
 #: programs × environments) is not written: readers take the gzip (:func:`kinkcheck.report.model.report_path`),
 #: and ``observations.parquet`` (1 MB) is the data in a form pandas, polars and DuckDB read directly.
-FILES: tuple[str, ...] = ("observations.parquet", "conventions.json.gz", "conventions.md", "conventions.html")
-#: Files of the set that a folder may lack: none (the Parquet file, and the JSON of a render before it, are
-#: checked when there).
-OPTIONAL: frozenset[str] = frozenset({"observations.parquet"})
+FILES: tuple[str, ...] = ("observations.parquet", "conventions.json.gz", "conventions.md")
+#: Files of the set that a folder may lack: none (the JSON names the Parquet file that holds its observations).
+OPTIONAL: frozenset[str] = frozenset()
 #: Files an earlier render wrote that this one does not: removed from the output folder when they are
 #: kinkcheck's (they would be read before the gzip, and go stale).
 #: Each with how it begins (whitespace left out).
-RETIRED: dict[str, bytes] = {"conventions.json": b'{"schema":"kinkcheck/conventions/', "conventions.csv": b"case,program,"}
+RETIRED: dict[str, bytes] = {"conventions.json": b'{"schema":"kinkcheck/conventions/', "conventions.csv": b"case,program,",
+                             "conventions.html": b"<!DOCTYPEhtml>"}
 #: The folder of the per-case pages, inside the output folder.
 CASES = CASES_DIR
 #: How every generated Markdown page begins (a page of a removed case is removed only when it starts so).
@@ -127,7 +128,7 @@ def check_output(out: str | Path) -> None:
 def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
                   gaps: Sequence[str] = ()) -> list[Path]:
     """Render the report set into ``out``; return the paths of ``observations.parquet``, ``conventions.json.gz``,
-    ``.md``, ``.html``, the section pages and plots, then the case pages.
+    ``.md``, the section pages and plots, then the case pages.
 
     The output folder is checked first (:func:`check_output`), then everything is rendered in memory,
     written to temporary files beside the targets and renamed into place (see the module docstring).
@@ -148,14 +149,13 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
 def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str]) -> list[Path]:
     from kinkcheck.report.build import build
     from kinkcheck.report.dataset import write_parquet
-    from kinkcheck.report.html import render_html
     from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
     from kinkcheck.report.model import report_json
 
     report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
     parquet = write_parquet(report)
     report.provenance.observations_sha256 = hashlib.sha256(parquet).hexdigest()
-    json_bytes = report_json(report)
+    json_bytes = report_json(report, observations_file="observations.parquet")  # the observations once, there
     digest = hashlib.sha256(json_bytes).hexdigest()
     pages = {f"{CASES}/{name}": text.encode("utf-8")
              for name, text in render_case_pages(report, json_sha256=digest).items()}
@@ -168,10 +168,9 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
         plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
     blobs = {"observations.parquet": parquet, **pages, **sections, **plots,
              "conventions.json.gz": gzip_bytes(json_bytes),
-             "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8"),
-             "conventions.html": render_html(report, catalog, json_sha256=digest).encode("utf-8")}
+             "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
-    return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md", "conventions.html",
+    return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
                                     *sections, *plots, *pages)]
 
 
@@ -217,7 +216,7 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
     finally:
         for tmp in temps.values():
             Path(tmp).unlink(missing_ok=True)
-    for name, mark in RETIRED.items():  # an earlier render's plain JSON or CSV: stale now, and read first
+    for name, mark in RETIRED.items():  # an earlier render's plain JSON, CSV or HTML: stale now
         old = out / name
         try:
             if old.is_file() and not old.is_symlink():

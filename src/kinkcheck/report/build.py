@@ -191,8 +191,11 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         disagreements=m.Disagreements(),
         mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
         coverage=m.Coverage(), network_summary=[], summary=empty_summary)
+    key = m.observation_order(report)  # shards list their observations in probing order: one order for all
+    ordered = sorted(zip(observations, flats, strict=True), key=lambda pair: key(pair[0]))
+    report.observations = observations = [ob for ob, _ in ordered]
     ix = report.index
-    for ob, flat in zip(observations, flats, strict=True):  # the builder knows every flat value: seed the cache
+    for ob, flat in ordered:  # the builder knows every flat value: seed the cache
         ix._flat[id(ob)] = flat
     report.p0 = _p0(report)
     report.disagreements = disagreements(report)

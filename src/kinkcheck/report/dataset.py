@@ -28,9 +28,9 @@ from typing import Any
 import msgspec
 
 from kinkcheck.query import SCHEMA_ID, DatasetError, read_table
-from kinkcheck.report.model import DTYPES, MODES, Observation, Report
+from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
 
-__all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema",
+__all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema", "table_index",
            "write_parquet"]
 #: Rows per row group: small enough that one program's rows (a few hundred to a few thousand) span one or two
 #: groups, large enough that the file is not mostly group headers.
@@ -74,8 +74,9 @@ def _rows(report: Report) -> list[tuple[Any, ...]]:
 def report_index(report: Report) -> dict[str, Any]:
     """The small part of the report a reader needs beside the rows (``kinkcheck.index`` in the file's metadata):
     ``{"cases": [{id, sympy, at, tie, programs: [[framework, program], ...]}], "releases": {framework: {place:
-    [version, ...] oldest first}}}``, a place being the device, then ``-<platform tag>`` off Linux x86-64
-    (:attr:`kinkcheck.report.model.Environment.place`)."""
+    [version, ...] oldest first}}, "modes": {environment: [mode, ...]}}``, a place being the device, then
+    ``-<platform tag>`` off Linux x86-64 (:attr:`kinkcheck.report.model.Environment.place`); ``modes``: the modes
+    each environment measured (a reader of one program's rows learns which release a case page tabulates)."""
     releases: dict[str, dict[str, list[str]]] = {}
     for e in report.index.measured:  # report order: oldest release first
         versions = releases.setdefault(e.framework, {}).setdefault(e.place, [])
@@ -83,7 +84,8 @@ def report_index(report: Report) -> dict[str, Any]:
             versions.append(e.framework_version)
     cases = [{"id": c.id, "sympy": c.sympy, "at": c.at, "tie": c.tie,
               "programs": [[q.framework, q.program] for q in c.programs]} for c in report.cases]
-    return {"cases": cases, "releases": releases}
+    modes = {e.id: report.index.env_modes.get(e.id, []) for e in report.index.measured}
+    return {"cases": cases, "releases": releases, "modes": modes}
 
 
 def write_parquet(report: Report) -> bytes:
@@ -106,21 +108,25 @@ def write_parquet(report: Report) -> bytes:
     return buf.getvalue()
 
 
-def read_observations(path: str | Path) -> list[Observation]:
-    """The file's rows as the report's :class:`~kinkcheck.report.model.Observation` objects, exactly, in the
-    file's order (program, case, environments, modes, dtypes).
+def table_index(path: str | Path) -> dict[str, Any]:
+    """The ``kinkcheck.index`` of the file's metadata (:func:`report_index`), read without any row.
 
     Raises
     ------
     DatasetError
-        As :func:`kinkcheck.query.read_table`.
+        The file is missing, not Parquet, not kinkcheck's observations, or has no index (re-render it).
     """
-    dec = msgspec.json.decode
-    out = []
-    for r in read_table(path).to_pylist():
-        out.append(Observation(case=r["case"], program=r["program"], framework=r["framework"],
-                               environment=r["environment"], mode=r["mode"], dtype=r["dtype"], status=r["status"],
-                               value=None if r["value"] is None else dec(r["value"]), labels=list(r["labels"]),
-                               error=r["error"], conformance=r["conformance"],
-                               input=None if r["input"] is None else dec(r["input"])))
-    return out
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except FileNotFoundError:
+        raise DatasetError(f"no observations at {path}") from None
+    except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
+        raise DatasetError(f"{path}: not a Parquet file ({' '.join(str(err).split())[:200]})") from None
+    if meta.get(b"kinkcheck.schema", b"").decode() != SCHEMA_ID:
+        raise DatasetError(f"{path}: not kinkcheck observations (expected {SCHEMA_ID})")
+    raw = meta.get(b"kinkcheck.index")
+    if raw is None:
+        raise DatasetError(f"{path}: no kinkcheck.index in its metadata (re-render it with `kinkcheck report`)")
+    return msgspec.json.decode(raw)  # type: ignore[no-any-return]

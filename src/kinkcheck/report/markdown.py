@@ -12,6 +12,7 @@ alone (byte-identical for the same report).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -40,7 +41,8 @@ from kinkcheck.report.view import (
     report_view,
 )
 
-__all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_section_pages"]
+__all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_operation_pages", "render_section_pages",
+           "render_site_index"]
 
 
 def _face(face: Face | None, why: str | None = None) -> str:
@@ -176,3 +178,22 @@ def render_case_pages(report: Report, json_sha256: str | None = None) -> dict[st
 def _ended(text: str) -> str:
     """``text`` ending in exactly one newline (a text file's last line ends like the others: clean diffs)."""
     return text.rstrip("\n") + "\n"
+
+
+def render_operation_pages(report: Report, pages: Sequence[Any]) -> dict[str, str]:
+    """Each operation's page of the site (:class:`kinkcheck.report.site.OperationPage`): its ``file`` (under the
+    site's root) → text. Links to cases are ``../../report/cases/<slug>.md#<row anchor>``."""
+    g = _globals(report, None)
+    template = _template("operation.md.j2")
+    return {p.file: _ended(template.render(**g, page=p)) for p in pages}
+
+
+def render_site_index(report: Report, pages: Sequence[Any]) -> str:
+    """The site's first page: the counts, how to search, and every operation with its kink and the releases
+    where a program calling it changed convention (:func:`render_operation_pages`)."""
+    g = _globals(report, None)
+    groups: dict[str, list[Any]] = {}
+    for p in pages:
+        groups.setdefault(p.framework, []).append(p)
+    return _ended(_template("site-index.md.j2").render(**g, frameworks=report.index.frameworks(),
+                                                       operations=list(groups.items())))

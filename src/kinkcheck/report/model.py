@@ -23,7 +23,7 @@ to a number (scalar input) or a nested list (vector, matrix), row-major, in the 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -631,6 +631,9 @@ class Report(_S, kw_only=True, omit_defaults=False, dict=True):
     environments: list[Environment]
     cases: list[Case]
     observations: list[Observation]
+    #: Where the observations are when ``observations`` is empty: a file name beside the JSON (the committed
+    #: report keeps them only in ``observations.parquet``: :mod:`kinkcheck.report.dataset`); ``None``: inline.
+    observations_file: str | None = None
     networks: list[Network]
     p0: P0
     disagreements: Disagreements
@@ -816,14 +819,19 @@ class ReportIndex:
 _ENCODER = msgspec.json.Encoder()
 
 
-def report_json(report: Report) -> bytes:
+def report_json(report: Report, observations_file: str | None = None) -> bytes:
     """The report as JSON bytes ending in a newline: one line per top-level key and one line per element of
     a top-level list (an observation), so a re-render that changes one observation changes one line in
-    version control. Field order is the types' order; the same report gives the same bytes."""
+    version control. Field order is the types' order; the same report gives the same bytes.
+
+    ``observations_file``: write no observations, and name the file beside the JSON that holds them (the
+    render writes ``observations.parquet``; :func:`load_report` reads them back from it)."""
     enc = _ENCODER.encode
     parts = []
     for name in report.__struct_fields__:
         v = getattr(report, name)
+        if observations_file is not None and name in ("observations", "observations_file"):
+            v = [] if name == "observations" else observations_file
         key = enc(name)
         if isinstance(v, list) and v:
             parts.append(key + b":[\n" + b",\n".join(enc(x) for x in v) + b"\n]")
@@ -878,12 +886,17 @@ def report_path(path: str | Path) -> Path:
     return gz if p.suffix != ".gz" and not os.path.lexists(p) and gz.is_file() else p
 
 
-def load_report(path: str | Path, missing: str | None = None) -> Report:
+def load_report(path: str | Path, missing: str | None = None,
+                select: Callable[[Report], Iterable[str]] | None = None) -> Report:
     """Read ``path`` (``reports/conventions.json``, or its gzipped ``.json.gz``: :func:`report_path`) as a
     :class:`Report` (:func:`decode_report`).
 
     The last report read is kept (one entry, keyed by path, size, mtime and inode): reading the same
     unchanged file again returns the same object, so callers must not modify it.
+
+    ``select``: given the report without its observations, the programs whose observations to read (the
+    Parquet file's row groups of other programs are not read: ``kinkcheck cite`` answers in a fraction of a
+    second); the report then holds only those. Not kept as the last report.
 
     Raises
     ------
@@ -899,12 +912,115 @@ def load_report(path: str | Path, missing: str | None = None) -> Report:
         key: Any = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino) if p.is_file() else None
     except OSError:
         key = None
-    if key is not None and _LAST[0] == key:  # `diff R#a R#b` reads one report twice: decode it once
+    if select is None and key is not None and _LAST[0] == key:  # `diff R#a R#b` reads one report twice
         return _LAST[1]  # type: ignore[no-any-return]
     data = read_text(p, ReportError, missing or f"no report at {p}")  # a folder, FIFO, not UTF-8: one line
     report = decode_report(data, str(p))
-    _LAST[:] = [key, report]
+    if report.observations_file is not None:
+        attach_observations(report, p.parent, str(p), None if select is None else list(select(report)))
+    elif select is not None:
+        wanted = set(select(report))
+        report.observations = [o for o in report.observations if o.program in wanted]
+    if select is None:
+        _LAST[:] = [key, report]
     return report
+
+
+def observation_order(report: Report) -> Callable[[Observation], tuple[int, ...]]:
+    """The sort key of the report's order of observations: environment (the report's order), case, program
+    (the case's order), mode and dtype (:data:`MODES`, :data:`DTYPES`). The builder sorts by it and
+    :func:`attach_observations` restores it from the Parquet file (sorted by program)."""
+    env = {e.id: i for i, e in enumerate(report.environments)}
+    case = {c.id: i for i, c in enumerate(report.cases)}
+    program = {(c.id, q.framework, q.program): i for c in report.cases for i, q in enumerate(c.programs)}
+    mode = {x: i for i, x in enumerate(MODES)}
+    dtype = {x: i for i, x in enumerate(DTYPES)}
+    big = 1 << 30  # an unknown name sorts last (report_problem names it)
+
+    def key(o: Observation) -> tuple[int, ...]:
+        return (env.get(o.environment, big), case.get(o.case, big), program.get((o.case, o.framework, o.program), big),
+                mode.get(o.mode, big), dtype.get(o.dtype, big))
+
+    return key
+
+
+def read_observations(path: str | Path, programs: Sequence[str] | None = None) -> list[Observation]:
+    """The rows of ``observations.parquet`` (:mod:`kinkcheck.report.dataset`) as :class:`Observation` objects,
+    exactly, in the file's order (program, case, environments, modes, dtypes); ``programs``: only theirs (the
+    other row groups are not read). Equal values are one shared object: treat the observations as read-only, as
+    every reader of a report does.
+
+    Raises
+    ------
+    DatasetError
+        As :func:`kinkcheck.query.read_table`.
+    """
+    from kinkcheck.query import read_table
+
+    if programs is not None and not programs:
+        programs = [""]  # no program: no row (pyarrow refuses an empty "in" list)
+    table = read_table(path, None if programs is None else [("program", "in", list(programs))])
+    col = {name: table.column(name).to_pylist() for name in (
+        "case", "program", "framework", "environment", "mode", "dtype", "status", "value", "labels", "error",
+        "conformance", "input")}
+    decoded: dict[str, Any] = {}  # a few hundred distinct values among 500,000 rows: decode each once
+
+    def values(texts: list[str | None]) -> list[Any]:
+        out = []
+        for t in texts:
+            if t is None:
+                out.append(None)
+                continue
+            v = decoded.get(t)
+            if v is None:
+                v = decoded[t] = msgspec.json.decode(t)
+            out.append(v)
+        return out
+
+    return [Observation(case=c, program=p, framework=f, environment=e, mode=m, dtype=d, status=s, value=v,
+                        labels=lb, error=er, conformance=co, input=i)
+            for c, p, f, e, m, d, s, v, lb, er, co, i in zip(
+                col["case"], col["program"], col["framework"], col["environment"], col["mode"], col["dtype"],
+                col["status"], values(col["value"]), col["labels"], col["error"], col["conformance"],
+                values(col["input"]), strict=True)]
+
+
+def attach_observations(report: Report, folder: Path, name: str, programs: Sequence[str] | None = None) -> None:
+    """Fill ``report.observations`` from ``folder / report.observations_file`` (the Parquet file the render
+    wrote beside the JSON), in the report's order (:func:`observation_order`), after checking the file is the
+    one the JSON was written with (``provenance.observations_sha256``); ``programs``: only theirs.
+
+    Raises
+    ------
+    ReportError
+        The file is missing, unreadable, not kinkcheck's, another render's, or names what the report lacks.
+    """
+    import hashlib
+
+    from kinkcheck.query import DatasetError
+
+    file = Path(report.observations_file or "")
+    if file.name != str(file) or file.name in ("", ".", ".."):
+        raise ReportError(f"{name}: observations_file {report.observations_file!r} is not a file name beside it")
+    path = folder / file
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as err:
+        raise ReportError(f"{name}: its observations {path} cannot be read ({err.strerror or err}); "
+                          "re-render the report with `kinkcheck report`") from None
+    if digest != report.provenance.observations_sha256:
+        raise ReportError(f"{name}: {path} is not the observations it was rendered with (SHA-256 {digest[:12]}…, "
+                          f"expected {(report.provenance.observations_sha256 or 'none')[:12]}…); re-render both "
+                          "with `kinkcheck report`")
+    try:
+        obs = read_observations(path, programs)
+    except DatasetError as err:
+        raise ReportError(f"{name}: {err}") from None
+    obs.sort(key=observation_order(report))
+    report.observations = obs
+    problem = report_problem(report)
+    if problem:
+        raise ReportError(f"{name}: malformed kinkcheck report ({problem})")
 
 
 #: The last report :func:`load_report` decoded, keyed by (path, size, mtime, inode): one entry, so a

@@ -900,7 +900,7 @@ _CACHE: list[tuple[Report, ReportView]] = []
 
 def report_view(report: Report) -> ReportView:
     """The :class:`ReportView` of ``report``, built once and kept for the last two reports rendered (so
-    ``render_markdown``, ``render_case_pages`` and ``render_html`` of one report share it)."""
+    ``render_markdown``, ``render_case_pages`` and the site's pages of one report share it)."""
     for rep, view in _CACHE:
         if rep is report:
             return view

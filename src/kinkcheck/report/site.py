@@ -1,0 +1,355 @@
+"""The report as a static site: MkDocs with the Material theme, fed the report's Markdown.
+
+``nox -s site`` (or ``python -m kinkcheck.report.site``) writes a MkDocs project under ``build/site-src/`` and builds
+it into ``build/site/``, which the Pages job of the CI workflow publishes:
+
+- ``index.md`` — the counts, how to search, and every kinked operation the catalog's programs call (from the
+  census, :func:`kinkcheck.query.operations`) with its kink and the releases where a program calling it changed
+  convention: the first screen answers "what does X return at its kink, and when did that change";
+- ``operations/<framework>/<operation>.md`` — one page per operation: every case and program that calls it, the
+  values over releases (runs of equal releases, as the case pages show them), the rule's verdict, and the
+  *Changed in* rows of those programs;
+- ``report/`` — the committed report as it is (``conventions.md``, the section pages, one page per case with
+  its plot, the data files), so the anchors ``kinkcheck cite`` prints land on the site too;
+- ``guide/`` — the project's ``docs/``.
+
+Search is Material's built-in (lunr, in a web worker, no request leaves the site); no hand-written JavaScript.
+Every page stays under :data:`PAGE_BUDGET` bytes (tested, with the time to interactive in headless Chromium).
+The Markdown is a function of the report alone; the HTML, of it and the pinned MkDocs and Material
+(``pyproject.toml``'s ``site`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kinkcheck.anchors import slug
+from kinkcheck.report.model import Case, ChangedIn, Report
+from kinkcheck.report.view import ProgramRow, fmt_value, report_view
+
+__all__ = ["PAGE_BUDGET", "OperationPage", "SiteError", "build_site", "main", "operation_pages", "page_sizes",
+           "write_source"]
+
+#: The most bytes one page of the site may have (the issue's budget: every page interactive in ≤ 2 s).
+PAGE_BUDGET = 1_000_000
+#: The report files the site copies as they are (beside the Markdown pages): the data, the census plot.
+DATA_FILES = ("observations.parquet", "conventions.json.gz", "kinkhits.svg")
+
+
+class SiteError(ValueError):
+    """The site cannot be built (no report, MkDocs missing, a page over budget); ``str(err)`` is one line."""
+
+
+@dataclass(slots=True)
+class ProgramLine:
+    """A program that calls the operation, in one case: its row of the case page (runs, verdicts, anchor)."""
+
+    case: Case
+    at: str
+    row: ProgramRow
+
+
+@dataclass(slots=True)
+class OperationPage:
+    """One operation's page: ``name`` (the census's name, or the dotted name where the framework has no
+    census), its ``spellings`` the programs use, the census's ``kink``, and per calling program its row."""
+
+    framework: str
+    name: str
+    spellings: list[str]
+    kink: str
+    cases: list[str]
+    programs: list[str]
+    file: str
+    rows: list[ProgramLine] = field(default_factory=list)
+    unmeasured: list[tuple[str, str]] = field(default_factory=list)  # (case, program) with no row
+    changed_in: list[tuple[ChangedIn, str]] = field(default_factory=list)  # (change, case)
+    changes: list[str] = field(default_factory=list)  # "2.13.0 → 2.14.1" of convention changes, newest first
+
+
+def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> list[OperationPage]:
+    """The operation pages of ``report``: one per census operation a program calls (its spellings merged:
+    ``torch.clamp``, ``.clamp``, ``torch.clip``), and for a framework without a census one per dotted name
+    whose last part is a kinked operation's in another framework's census (``mindspore.ops.clamp``).
+
+    ``operations``: :func:`kinkcheck.query.operations` (the default), for a test to pass its own."""
+    from kinkcheck.query import operations as all_operations
+
+    ops = list(all_operations() if operations is None else operations)
+    kinked = {s.rsplit(".", 1)[-1].lower() for o in ops if o.census for s in (o.name, o.census)}
+    census_frameworks = {o.framework for o in ops if o.census}
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for o in ops:
+        if o.census:
+            groups.setdefault((o.framework, o.census), []).append(o)
+        elif o.framework not in census_frameworks and o.name.rsplit(".", 1)[-1].lower() in kinked:
+            groups.setdefault((o.framework, o.name), []).append(o)
+    view = report_view(report)
+    case_order = {c.id: i for i, c in enumerate(report.cases)}
+    cases_by_id = {c.id: c for c in report.cases}
+    frameworks = {fw: i for i, fw in enumerate(report.index.frameworks())}
+    pages = []
+    for (fw, name), members in sorted(groups.items(), key=lambda kv: (frameworks.get(kv[0][0], len(frameworks)),
+                                                                       kv[0][1].lstrip(".").lower(), kv[0][1])):
+        cases = sorted({c for o in members for c in o.cases if c in case_order}, key=case_order.__getitem__)
+        programs = list(dict.fromkeys(p for o in members for p in o.programs))
+        page = OperationPage(framework=fw, name=name, spellings=sorted({o.name for o in members}),
+                             kink=next((o.kink for o in members if o.kink), ""), cases=cases, programs=programs,
+                             file=f"operations/{slug(fw)}/{slug(name.lstrip('.')) or 'op'}.md")
+        wanted = set(programs)
+        for cid in cases:
+            cv = view.case_view(cid)
+            rows = {r.program: r for t in cv.tables if t.framework == fw for r in t.rows}
+            for q in cases_by_id[cid].programs:
+                if q.framework != fw or q.program not in wanted:
+                    continue
+                if q.program in rows:
+                    page.rows.append(ProgramLine(case=cases_by_id[cid], at=_at(cases_by_id[cid]),
+                                                 row=rows[q.program]))
+                else:
+                    page.unmeasured.append((cid, q.program))
+            for c in cv.changed_in:
+                if c.framework == fw and (c.program in wanted or wanted.intersection(c.programs)):
+                    page.changed_in.append((c, cid))
+        page.changed_in = _newest_first(page.changed_in, report)
+        for c, _ in page.changed_in:
+            step = f"{c.from_version} → {c.to_version}" + (f" {c.device}" if c.device != "cpu" else "")
+            if c.kind == "convention" and step not in page.changes:
+                page.changes.append(step)
+        pages.append(page)
+    return pages
+
+
+def _at(case: Case) -> str:
+    """Where the case's kink is: ``x = 0``, ``x = [1, 1], y = 0``."""
+    return ", ".join(f"{name} = {fmt_value({name: v})}" for name, v in case.at.items())
+
+
+def _newest_first(changes: list[tuple[ChangedIn, str]], report: Report) -> list[tuple[ChangedIn, str]]:
+    """``changes`` newest release first (the report's order of environments), then by case and program."""
+    order = {e.id: i for i, e in enumerate(report.environments)}
+    case_order = {c.id: i for i, c in enumerate(report.cases)}
+    return sorted(changes, key=lambda pair: (-order.get(pair[0].to_environment, -1), case_order.get(pair[1], 0),
+                                             pair[0].program, pair[0].kind))
+
+
+def _case_plots(report: Report) -> dict[str, str]:
+    """Case id → SVG plot (:func:`kinkcheck.report.plots.case_svgs`): the newest CPU release's first components
+    per framework (reverse mode, float64; non-finite ones left out, the tables have them) and the oracle's
+    one-sided derivatives."""
+    from kinkcheck.catalog import load_catalog
+    from kinkcheck.report.plots import case_svgs
+
+    idx = report.index
+    values: dict[str, dict[tuple[str, float], int]] = {}
+    for fw in idx.frameworks():
+        newest = idx.newest(fw)
+        if newest is None:
+            continue
+        for o in idx.by_environment[newest.id]:
+            if o.mode == "reverse" and o.dtype == "float64" and o.status == "ok":
+                flat = idx.flat(o)
+                if flat and math.isfinite(flat[0]):
+                    marks = values.setdefault(o.case, {})
+                    marks[(fw, flat[0])] = marks.get((fw, flat[0]), 0) + 1
+    requests = []
+    for case in load_catalog():
+        entry = idx.case.get(case.id)
+        if entry is None:
+            continue
+        marks = sorted((fw, v, n) for (fw, v), n in values.get(case.id, {}).items())
+        side = [e.float_ if e is not None and isinstance(e.float_, float | int) and math.isfinite(e.float_) else None
+                for e in (entry.oracle.left, entry.oracle.right)]
+        requests.append((case, marks, side[0], side[1]))
+    return {r[0].id: svg for r, svg in zip(requests, case_svgs(requests), strict=True)}
+
+
+#: Front matter that keeps a page out of Material's search index.
+_NOT_SEARCHED = "---\nsearch:\n  exclude: true\n---\n"
+
+
+def _searched_head(text: str) -> str:
+    """A case page whose sections after the oracle (one per framework, the modes, *Changed in*) are kept out of
+    the search index (Material's ``data-search-exclude``): the operation pages index the programs and their
+    values, and the whole index stays a few MB instead of ten."""
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("## ") and "Oracle" not in line:
+            line += " { data-search-exclude }"
+        out.append(line)
+    return "\n".join(out)
+
+
+def _mkdocs_yml(docs: Sequence[str]) -> str:
+    """The MkDocs configuration: Material, its search, no web fonts (nothing is fetched from elsewhere), the
+    ``.md`` → ``.html`` mapping kept (``use_directory_urls: false``) so a report link keeps its anchor."""
+    guide = "\n".join(f"    - guide/{name}" for name in docs)
+    return f"""# Generated by `python -m kinkcheck.report.site`: do not edit by hand.
+site_name: kinkcheck — gradient conventions at kinks
+site_description: What autodiff frameworks return where a function has no derivative, measured.
+docs_dir: docs
+site_dir: site
+use_directory_urls: false
+strict: false
+theme:
+  name: material
+  font: false
+  features:
+    - search.suggest
+    - search.highlight
+    - navigation.top
+plugins:
+  - search:
+      separator: '[\s\-,:!=\[\]()"/]+|\.(?!\d)'
+markdown_extensions:
+  - tables
+  - attr_list
+  - md_in_html
+  - toc:
+      permalink: false
+nav:
+  - Home: index.md
+  - Report: report/conventions.md
+  - Guide:
+{guide}
+not_in_nav: |
+  /operations/
+  /report/
+validation:
+  nav:
+    omitted_files: info
+    not_found: info
+    absolute_links: info
+  links:
+    not_found: info
+    anchors: info
+    absolute_links: info
+    unrecognized_links: info
+"""
+
+
+def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: Report | None = None) -> Path:
+    """Write the MkDocs project of the report in ``report_dir`` (``reports/``) into ``out``, replacing it;
+    return its ``mkdocs.yml``. ``docs``: the guide's folder (``docs/``), left out when None.
+
+    Raises
+    ------
+    SiteError
+        No report in ``report_dir`` (or it cannot be read).
+    """
+    from kinkcheck.report.markdown import render_operation_pages, render_site_index
+    from kinkcheck.report.model import ReportError, load_report
+
+    try:
+        report = report or load_report(report_dir / "conventions.json.gz")
+    except ReportError as err:
+        raise SiteError(str(err)) from None
+    if out.exists():
+        shutil.rmtree(out)
+    src = out / "docs"
+    (src / "report" / "cases").mkdir(parents=True)
+    pages = operation_pages(report)
+    (src / "index.md").write_text(render_site_index(report, pages), encoding="utf-8")
+    for name, text in render_operation_pages(report, pages).items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(text, encoding="utf-8")
+    for page in sorted(report_dir.glob("*.md")):  # the section pages' long lists stay out of the search index
+        text = page.read_text(encoding="utf-8")
+        (src / "report" / page.name).write_text(text if page.name == "conventions.md" else _NOT_SEARCHED + text,
+                                                encoding="utf-8")
+    for name in DATA_FILES:
+        if (report_dir / name).is_file():
+            shutil.copyfile(report_dir / name, src / "report" / name)
+    plots = _case_plots(report)
+    for case in report.cases:
+        file = report_view(report).case_view(case.id).file
+        page = report_dir / "cases" / file
+        if not page.is_file():
+            continue
+        text = page.read_text(encoding="utf-8")
+        if case.id in plots:  # the plot under the title, as an image beside the page
+            svg = file[:-3] + ".svg"
+            (src / "report" / "cases" / svg).write_text(plots[case.id], encoding="utf-8")
+            head, _, rest = text.partition("\n\n")
+            title_end = rest.find("\n\n")
+            text = f"{head}\n\n{rest[:title_end]}\n\n![{case.id}: the measured derivatives and the oracle's " \
+                   f"one-sided derivatives]({svg})\n\n{rest[title_end + 2:]}"
+        title = f"{case.id} — {case.title}".replace('"', "'")
+        (src / "report" / "cases" / file).write_text(f'---\ntitle: "{title}"\n---\n' + _searched_head(text),
+                                                     encoding="utf-8")
+    guide = []
+    if docs is not None and docs.is_dir():
+        (src / "guide").mkdir()
+        for page in sorted(docs.glob("*.md")):
+            shutil.copyfile(page, src / "guide" / page.name)
+            guide.append(page.name)
+        guide.sort(key=lambda n: (n != "index.md", n))
+    yml = out / "mkdocs.yml"
+    yml.write_text(_mkdocs_yml(guide), encoding="utf-8")
+    return yml
+
+
+def build_site(report_dir: Path, out: Path, docs: Path | None = None, report: Report | None = None) -> Path:
+    """:func:`write_source` into ``out``, then ``mkdocs build`` (in this process) into ``out/site``; return that.
+
+    Raises
+    ------
+    SiteError
+        As :func:`write_source`; MkDocs or Material is not installed (``pip install -e .[site]``); a page over
+        :data:`PAGE_BUDGET`.
+    """
+    import logging
+
+    try:
+        from mkdocs.commands.build import build
+        from mkdocs.config import load_config
+    except ImportError:
+        raise SiteError("MkDocs is not installed: pip install -e .[site] (or run `nox -s site`)") from None
+    yml = write_source(report_dir, out, docs, report)
+    logging.getLogger("mkdocs").setLevel(logging.WARNING)
+    try:
+        build(load_config(str(yml)))
+    except Exception as err:  # mkdocs raises its own Abort/ConfigurationError, or the theme's: one line
+        raise SiteError(f"mkdocs build failed: {' '.join(str(err).split())[:300]}") from None
+    site = out / "site"
+    over = {p: n for p, n in page_sizes(site).items() if n > PAGE_BUDGET}
+    if over:
+        worst = max(over, key=over.__getitem__)
+        raise SiteError(f"{len(over)} page(s) over {PAGE_BUDGET:,} bytes, e.g. {worst} ({over[worst]:,})")
+    return site
+
+
+def page_sizes(site: Path) -> dict[str, int]:
+    """Every HTML page of a built site (path relative to it) → its size in bytes."""
+    return {str(p.relative_to(site)): p.stat().st_size for p in sorted(site.rglob("*.html"))}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m kinkcheck.report.site [--reports reports] [--docs docs] [--out build/site-src]``."""
+    ap = argparse.ArgumentParser(prog="python -m kinkcheck.report.site",
+                                 description="Build the report's static site (MkDocs, Material theme).")
+    ap.add_argument("--reports", type=Path, default=Path("reports"), help="the rendered report (default: reports)")
+    ap.add_argument("--docs", type=Path, default=Path("docs"), help="the guide's pages (default: docs)")
+    ap.add_argument("--out", type=Path, default=Path("build/site-src"),
+                    help="the MkDocs project to write; the site goes into OUT/site (default: build/site-src)")
+    args = ap.parse_args(argv)
+    try:
+        site = build_site(args.reports, args.out, args.docs)
+    except SiteError as err:
+        print(f"site: {err}", file=sys.stderr)
+        return 2
+    sizes = page_sizes(site)
+    biggest = max(sizes, key=sizes.__getitem__)
+    print(f"wrote {site}/index.html: {len(sizes)} pages, the biggest {biggest} ({sizes[biggest] / 1e3:,.0f} kB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
