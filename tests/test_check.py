@@ -328,3 +328,23 @@ def test_second_order_compares_h_times_ones(mod):
     r = check_pair(load_function("userpair:torch_relu_shift"), load_function("userpair:jax_max_shift"), {"x": 2.0},
                    mode="second-order")
     assert r.points[0].grads == [{"x": 0.0}, {"x": 0.0}] and not r.points[0].differs, r.points[0]
+
+
+def test_each_differing_input_names_the_kinked_operations_hit_and_long_vectors_are_elided(mod):
+    """`check` of a 12-element clamp against clip: the kink-hit counters name torch.clamp and jnp.clip at each
+    differing input (nothing there on the agreeing given input), vectors print as head … tail with their length,
+    and past `shown` a line says how many more differ."""
+    at = {"v": [0.5] + [0.25] * 11}
+    r = check_pair(load_function("userpair:torch_clamp"), load_function("userpair:jax_clip"), at)
+    assert not r.points[0].differs and not r.points[0].kinks, "no kink counted where nothing differs"
+    bound = next(p for p in r.differing if p.why == "v[0] = 1 (a usual bound)")
+    torch_kinks, jax_kinks = bound.kinks
+    assert any(k.startswith("torch.clamp at ") and "(1 of 12)" in k for k in torch_kinks), torch_kinks
+    assert any(k.startswith("clip: ") and "(1 of 12)" in k for k in jax_kinks), jax_kinks
+    text = check.render(r, ["t", "j"], shown=2)
+    assert "(12 elements)" in text and ", …, " in text, "a 12-element vector is elided"
+    assert "    kinks hit: t: torch.clamp at " in text, text
+    more = len(r.differing) - 2
+    assert f"  … and {more} more differing inputs (--all lists them)" in text, text
+    assert "more differing inputs" not in check.render(r, ["t", "j"], shown=None), "--all: every one"
+    assert check.kinks_hit(lambda v: v * 2, "tinygrad", at, "float64") == ["no kink-hit counter for tinygrad"]

@@ -253,11 +253,12 @@ def test_cli_without_case_lists_the_other_cases(shards_report_path, capsys):
 
 
 def test_load_report_wraps_the_model_error(tmp_path):
-    with pytest.raises(CiteError, match=r"no report at .*nope.json \(run `nox -s report`, or pass --report\)"):
+    with pytest.raises(CiteError, match=r"no report at .*nope.json \(--report takes a report folder or its "
+                                        r"conventions.json.gz; a clone renders one with `nox -s render`\)"):
         load_report(tmp_path / "nope.json")
     (tmp_path / "dir.json").mkdir()
-    with pytest.raises(CiteError, match="is a folder, not a JSON file"):
-        load_report(tmp_path / "dir.json")
+    with pytest.raises(CiteError, match=r"no report at .*dir\.json/conventions\.json "):
+        load_report(tmp_path / "dir.json")  # a folder stands for the report in it: none there
 
 
 def test_a_cell_recorded_as_not_measured_says_why(report, not_measured_report):
@@ -271,3 +272,14 @@ def test_a_cell_recorded_as_not_measured_says_why(report, not_measured_report):
     c = cite(report, program, device="cuda")
     assert c.environment.id == "torch-2.11.0-cuda" and c.observation.status == "ok" and "2.11.0" in c.sentence, (
         f"measured on the H200 now: cited with its value: {c.sentence}")
+
+
+def test_a_report_is_named_by_its_folder_or_its_file(capsys):
+    """--report takes the folder (as $KINKCHECK_REPORTS does) or its conventions.json.gz: the same answer."""
+    from conftest import ROOT
+
+    answers = []
+    for report in (ROOT / "reports", ROOT / "reports" / "conventions.json.gz"):
+        assert main(["cite", "torch.clamp(x, min=0)", "--report", str(report)]) == 0
+        answers.append(capsys.readouterr().out)
+    assert answers[0] == answers[1] and "is 0 (left" in answers[0], answers

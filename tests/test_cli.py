@@ -254,9 +254,12 @@ def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_path):
                      (f"report ({shards_report_path}), case relu@0, masked_fill@0, select-relu@0, cond@0, select@0, "
                       "reverse float64 cpu:")):
         assert any(ln.startswith(expected) for ln in lines), f"{expected!r} missing from:\n{done.stdout}"
-    own = next(ln for ln in lines if ln.startswith("  torch "))
+    rows = lines[next(i for i, ln in enumerate(lines) if ln.startswith("report (")) + 1:]
+    own = rows[0]
     assert "torch.clamp(x, min=0)" in own and "1 (right) 1.13.1–2.13.0 · 0 (left) 2.14.1–2.15.0" in own \
         and own.endswith("← this program"), f"the program's own row comes first: {own!r}"
+    assert own.split()[:2] == ["relu@0", "torch"], f"rows of several cases name their case first: {own!r}"
+    assert any(ln.split()[:1] == ["masked_fill@0"] for ln in rows), "another case's rows name it"
 
 
 def _grad(capsys, *args: str) -> tuple[int, list[str], str]:
@@ -333,9 +336,10 @@ def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_a
         f"the report's rows, the change between 2.13.0 and 2.14.1 among them: {text[-1500:]}"
     rows = [ln for ln in lines[lines.index(next(ln for ln in lines if ln.startswith("report ("))) + 1:]
             if ln.startswith("  ") and not ln.startswith("  also")]
-    starts = {re.match(r"  \S+\s+", ln).end() for ln in rows}
-    assert {"autograd", "jax"} <= {ln.split()[0] for ln in rows} and len(starts) == 1, \
+    starts = {re.match(r"  \S+\s+\S+\s+", ln).end() for ln in rows}
+    assert {"autograd", "jax"} <= {ln.split()[1] for ln in rows} and len(starts) == 1, \
         f"programs of every framework (autograd's name is longer than torch's) start in one column: {starts}"
+    assert {"relu@0", "masked_fill@0"} <= {ln.split()[0] for ln in rows}, "rows of several cases name their case"
 
 
 def test_grad_at_a_point_no_report_case_holds_says_nothing_at_this_point(capsys, torch_adapter, tmp_path,

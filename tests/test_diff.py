@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from kinkcheck import cli
-from kinkcheck.diff import DiffError, compare, describe_observation, load_side, side_from_report, side_from_shard
+from kinkcheck.diff import (DiffError, compare, describe_observation, group_changes, load_side, side_from_report,
+                            side_from_shard)
 from kinkcheck.report.model import report_json
 from kinkcheck.shards import write_shard
 
@@ -76,7 +77,7 @@ def test_diff_inside_a_report(shards_report, shards_report_path, capsys):
     report = shards_report_path
     envs = [e.id for e in shards_report.environments]
     assert {"torch-1.13.1-cpu", "torch-2.15.0-cpu"} <= set(envs), f"matrix ends in the committed shards: {envs}"
-    code = cli.main(["diff", f"{report}#torch-1.13.1-cpu", f"{report}#torch-2.15.0-cpu"])
+    code = cli.main(["diff", f"{report}#torch-1.13.1-cpu", f"{report}#torch-2.15.0-cpu", "--each"])
     out, err = capsys.readouterr()
     assert code == 1 and "relu@0  torch.clamp(x, min=0)  [reverse, float64]: 1 (right) -> 0 (left)" in out, (
         f"torch 1.13.1 -> 2.15.0 changed clamp at its bound (measured shards): exit {code}, {out[:300]}"
@@ -223,7 +224,7 @@ def test_cpu_against_cuda_shows_tie_routing_and_no_probe_error(capsys, not_measu
     from conftest import ROOT
 
     obs = ROOT / "references" / "observations"
-    code = cli.main(["diff", str(obs / "torch-2.11.0-cpu.json"), str(obs / "torch-2.11.0-cuda.json")])
+    code = cli.main(["diff", str(obs / "torch-2.11.0-cpu.json"), str(obs / "torch-2.11.0-cuda.json"), "--each"])
     out, err = capsys.readouterr()
     assert code == 1, err
     lines = out.splitlines()
@@ -242,3 +243,44 @@ def test_cpu_against_cuda_shows_tie_routing_and_no_probe_error(capsys, not_measu
     withdrawn = [ln for ln in err.splitlines() if ln.startswith("not measured in torch-2.11.0-cuda: ")]
     assert code == 1 and len(withdrawn) >= 7 and all("re-measure on a CUDA device" in ln for ln in withdrawn), \
         withdrawn
+
+
+def test_diff_groups_one_change_over_its_modes_and_dtypes_and_filters(shards_report, shards_report_path, capsys):
+    """The default output: the summary first, then one row per change over exactly its modes × dtypes (as the
+    report's Changed in); --case/--program/--mode/--dtype narrow it, and a filter that matches nothing is exit 2."""
+    report = shards_report_path
+    sides = [f"{report}#torch-2.13.0-cpu", f"{report}#torch-2.14.1-cpu"]
+    assert cli.main(["diff", *sides]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    changes = compare(side_from_report(shards_report, "torch-2.13.0-cpu", "a"),
+                      side_from_report(shards_report, "torch-2.14.1-cpu", "b"))
+    rows = group_changes(changes)
+    assert lines[0].startswith(f"{len(changes)} of ") and f"in {len(rows)} rows" in lines[0], lines[0]
+    assert len(lines) == len(rows) + 2 < len(changes) / 5, "a header and one line a row, far fewer than the cells"
+    for r in rows:  # every cell of a row changed, and so did nothing else
+        cells = {(c.mode, c.dtype) for c in changes if (c.case, c.program) == (r.case, r.program)
+                 and describe_observation(c.old, limit=8) == r.old and describe_observation(c.new, limit=8) == r.new}
+        assert {(m, d) for m in r.modes for d in r.dtypes} <= cells, r
+    assert sum(len(r.modes) * len(r.dtypes) for r in rows) == len(changes), "each changed cell in one row"
+    clamp = [ln for ln in lines if ln.startswith("relu@0") and "torch.clamp(x, min=0)" in ln]
+    assert len(clamp) == 1 and "1 (right) → 0 (left)" in clamp[0] and "float64, float32, float16, bfloat16" in clamp[0], \
+        clamp
+    assert cli.main(["diff", *sides, "--case", "relu@0", "--program", "torch.clamp(x, min=0)", "--mode", "reverse",
+                     "--dtype", "float64"]) == 1
+    out, _ = capsys.readouterr()
+    assert out.splitlines()[0].startswith("1 of 1 conventions changed") and len(out.splitlines()) == 3, out
+    assert cli.main(["diff", *sides, "--case", "relu@0", "--program", "torch.relu(x)"]) == 0, "nothing changed there"
+    capsys.readouterr()
+    assert cli.main(["diff", *sides, "--case", "no-such-case"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no convention of both sides matches --case no-such-case" in err[0], err
+
+
+def test_long_vectors_are_elided_in_rows():
+    from kinkcheck.report.model import Observation
+
+    ob = Observation(case="c", program="p", framework="torch", environment="e", mode="reverse", dtype="float64",
+                     status="ok", value={"v": [0.0] * 299 + [1.0]}, labels=["left"], error=None)
+    assert describe_observation(ob, limit=8) == "[0, 0, 0, …, 0, 1] (300 elements) (left)"
+    assert describe_observation(ob).count(",") == 299, "without a limit every element, as measured"

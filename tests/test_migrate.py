@@ -263,3 +263,15 @@ def test_a_cpu_to_cuda_migration_names_each_side_by_its_device(doc, not_measured
     assert "Not measured in jax-0.11.2-cuda (vmap, float64), so not compared: the cells of vmap mode it lacks" in vmap
     with pytest.raises(MigrateError, match=r"torch==2.11.0@cpu → torch==2.11.0@cuda"):
         migrate(doc, "torch==2.11.0", "torch==2.11.0")
+
+
+def test_program_filter_keeps_one_source_program_and_names_the_nearest_for_a_typo(doc):
+    m = migrate(doc, "torch==2.13.0", "jax", program="torch.clamp(x, min=0)")
+    assert m.pairs and {p.source for p in m.pairs} == {"torch.clamp(x, min=0)"}, "only that source program"
+    assert {c.case.id for c in m.cases} >= {"relu@0", "relu@-0.0"}, "in every case that measures it"
+    relu = [p for p in m.pairs if p.case == "relu@0" and p.target == "jax.nn.relu(x)"]
+    assert relu and relu[0].differs and relu[0].equivalent == "jax.nn.relu(-x) + x", relu
+    spelled = migrate(doc, "jax", "torch==2.13.0", program="jnp.maximum(x, 0.0)")
+    assert {p.source for p in spelled.pairs} == {"jax.numpy.maximum(x, 0.0)"}, "aliases are canonicalised"
+    with pytest.raises(MigrateError, match=r"not a torch program of the report's catalog; nearest: .*torch\.clamp"):
+        migrate(doc, "torch==2.13.0", "jax", program="torch.clamp(x, 0)")

@@ -33,7 +33,7 @@ def site(tmp_path_factory):
 
 def test_every_page_is_under_the_budget_and_the_search_index_is_small(site):
     sizes = page_sizes(site)
-    assert len(sizes) > 1000, f"the index, {len(sizes)} pages: operations, cases, report sections, guide"
+    assert len(sizes) > 900, f"the index, {len(sizes)} pages: operations, cases, report sections, guide"
     over = {p: n for p, n in sizes.items() if n > PAGE_BUDGET}
     assert not over, f"pages over {PAGE_BUDGET:,} bytes: {over}"
     index = site / "search" / "search_index.json"
@@ -82,7 +82,9 @@ def test_operation_pages_merge_spellings_and_match_other_frameworks_by_name(shar
     clamp = pages[("torch", "torch.clamp")]
     assert clamp.spellings == [".clamp", "torch.clamp"], "x.clamp and torch.clamp are one census operation"
     assert "relu@0" in clamp.cases and clamp.changes[0] == "2.13.0 → 2.14.1", clamp.changes
-    assert ("mindspore", "mindspore.ops.clamp") in pages, "no census: matched by the name other censuses list"
+    clamp_ms = pages.get(("mindspore", "clamp"))
+    assert clamp_ms and {".clamp", "mindspore.ops.clamp", "mindspore.mint.clamp"} <= set(clamp_ms.spellings), \
+        "no census: one page per name that other censuses list as kinked, every spelling of it"
     assert not [k for k in pages if k[0] == "torch" and k[1] in ("torch.tensor", "torch.ones_like")], \
         "operations without a kink have no page"
 

@@ -184,7 +184,7 @@ def _check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     return {"frameworks": list(result.frameworks), "dtype": result.dtype, "not_tried": result.not_tried,
             "modes": list(result.modes),
             "points": [{"at": p.at, "why": p.why, "changed": p.changed, "grads": p.grads, "differs": p.differs,
-                        "seen": p.seen} for p in result.points]}
+                        "seen": p.seen, "kinks": p.kinks} for p in result.points]}
 
 
 TASKS: dict[str, Callable[[Mapping[str, Any], Limits], Any]] = {"grad": _grad_task, "check": _check_task}

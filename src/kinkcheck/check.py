@@ -64,6 +64,9 @@ class Point:
     grads: list[dict[str, Any] | str] = field(default_factory=list)
     differs: bool = False
     seen: dict[str, Any] | None = None  # the point as the dtype holds it, when rounding changed it
+    #: Per function, the kinked operations its forward pass hits exactly at this point (:func:`kinks_hit`);
+    #: filled for the inputs that differ.
+    kinks: list[list[str]] = field(default_factory=list)
 
     @property
     def norm(self) -> float:
@@ -281,6 +284,38 @@ def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[st
     return pair[0], pair[1]
 
 
+def kinks_hit(fn: Callable[..., Any], framework: str, at: Mapping[str, Any], dtype: str) -> list[str]:
+    """The kinked operations ``fn``'s forward pass reaches exactly at their kink at ``at``, by the kink-hit
+    counters (:mod:`kinkcheck.kinkhits`: PyTorch's functions and methods, JAX's primitives):
+    ``["torch.clamp at x = min, x = max (1 of 1)"]``; one line saying why where the framework has no counter,
+    where the function fails, or where no kinked operation sits at its kink (then the difference comes from
+    elsewhere, e.g. an operation the counters do not know)."""
+    from kinkcheck.frameworks.base import short_error
+    from kinkcheck.kinkhits import TorchHitCounter, jax_hits
+
+    try:
+        if framework == "torch":
+            import torch
+
+            args = [torch.tensor(at[k], dtype=getattr(torch, dtype)) for k in at]
+            with TorchHitCounter() as counter:
+                fn(*args)
+            sites = counter.sites
+        elif framework == "jax":
+            import jax.numpy as jnp
+
+            from kinkcheck.frameworks.jax import _x64
+
+            with _x64(dtype == "float64"):  # as the adapter differentiates it: x64 for float64 only
+                _, sites = jax_hits(fn, *(jnp.asarray(at[k], dtype=dtype) for k in at))
+        else:
+            return [f"no kink-hit counter for {framework}"]
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's function: say why, never fail the check
+        return [f"kinks not counted ({short_error(err)})"]
+    hit = [f"{s.program} at {s.kink} ({s.hits} of {s.elements})" for s in sites if s.hits]
+    return hit or ["no kinked operation the counters know sits at its kink"]
+
+
 def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mapping[str, Any],
                frameworks: Sequence[str] = ("torch", "jax"), dtype: str = "float64",
                limit: int = MAX_VARIANTS, mode: str | Sequence[str] = "reverse") -> CheckResult:
@@ -344,19 +379,35 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
             pt.differs = not (isinstance(a, str) and isinstance(b, str))
         else:
             pt.differs = not same_value(flat_value(a), flat_value(b), dtype)
+        if pt.differs:  # which operation: the kinks each forward pass hits at this input
+            pt.kinks = [kinks_hit(fn, fw, p, dtype) for fn, fw in zip((first, second), frameworks)]
         points.append(pt)
     return CheckResult((frameworks[0], frameworks[1]), dtype, points, count_variants(at) - len(points), modes)
 
 
-def render(result: CheckResult, names: Sequence[str]) -> str:
-    """Plain-text summary: each differing input with both gradients, then the smallest one."""
-    from kinkcheck.report.view import fmt_number, fmt_value
+#: Differing inputs :func:`render` lists before it says how many more there are (``kinkcheck check --all``: all).
+SHOWN = 20
+#: Elements of a vector shown before the middle is elided (``[0, 0, 0, …, 0, 1] (300 elements)``).
+VECTOR_LIMIT = 8
+
+
+def render(result: CheckResult, names: Sequence[str], shown: int | None = SHOWN) -> str:
+    """Plain-text summary: each differing input (the first ``shown``; None: all) with both gradients and the
+    kinked operations each function hits there, then the smallest differing input. Long vectors are elided."""
+    from kinkcheck.frameworks.base import flatten
+    from kinkcheck.report.view import fmt_number, fmt_vector
 
     def g(v: Any) -> str:
         return v if isinstance(v, str) else named(v)
 
+    def vector(x: Any) -> str:
+        flat = list(flatten(x))
+        if len(flat) <= VECTOR_LIMIT:
+            return fmt_vector(flat)
+        return f"{fmt_vector(flat[:3])[:-1]}, …, {fmt_vector(flat[-2:])[1:]} ({len(flat)} elements)"
+
     def named(v: dict[str, Any]) -> str:  # always name the inputs, even a single scalar one
-        return ", ".join(f"{k}={fmt_value({k: x})}" if isinstance(x, list) else f"{k}={fmt_number(x)}"
+        return ", ".join(f"{k}={vector(x)}" if isinstance(x, list) else f"{k}={fmt_number(x)}"
                          for k, x in v.items())
 
     m1, m2 = result.modes
@@ -369,6 +420,10 @@ def render(result: CheckResult, names: Sequence[str]) -> str:
 
     def exact(v: Any) -> str:  # every digit: 0.3 and 0.30000001192092896 must not print alike
         if isinstance(v, list):
+            flat = list(flatten(v))
+            if len(flat) > VECTOR_LIMIT:
+                return (f"[{', '.join(exact(x) for x in flat[:3])}, …, {', '.join(exact(x) for x in flat[-2:])}] "
+                        f"({len(flat)} elements)")
             return "[" + ", ".join(exact(x) for x in v) + "]"
         return fmt_number(v) if isinstance(v, str) or float(v).is_integer() else repr(float(v))
 
@@ -378,8 +433,14 @@ def render(result: CheckResult, names: Sequence[str]) -> str:
         return (", ".join(f"{k}={exact(v)}" for k, v in p.at.items()) + f" (in {result.dtype}: "
                 + ", ".join(f"{k}={exact(v)}" for k, v in p.seen.items()) + ")")
 
-    for p in result.differing:
+    differing = result.differing
+    for p in differing if shown is None else differing[:shown]:
         lines.append(f"  {p.why}: at {where(p)}: {names[0]} {g(p.grads[0])} | {names[1]} {g(p.grads[1])}")
+        if p.kinks:
+            lines.append("    kinks hit: " + " | ".join(f"{name.split(' (')[0]}: {'; '.join(k)}"
+                                                      for name, k in zip(names, p.kinks)))
+    if shown is not None and len(differing) > shown:
+        lines.append(f"  … and {len(differing) - shown} more differing inputs (--all lists them)")
     s = result.smallest
     if s is not None:
         lines.append(f"smallest differing input: {where(s)} ({s.why}): {names[0]} {g(s.grads[0])}, "

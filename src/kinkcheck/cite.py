@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.frameworks.base import flatten
 from kinkcheck.platforms import place_title
+from kinkcheck.query import DATA_ENV
 from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError, report_path
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
@@ -88,8 +90,14 @@ def load_report(path: str | Path, program: str | None = None) -> Report:
     def spelled(report: Report) -> list[str]:
         return sorted({pid for c in report.cases if (pid := _matches(program or "", c)) is not None})
 
+    folder = os.environ.get(DATA_ENV)
+    if folder and Path(path).parent == Path(folder):
+        missing = f"no report in {folder} (${DATA_ENV}: a folder holding conventions.json.gz and observations.parquet)"
+    else:
+        missing = (f"no report at {report_path(path)} (--report takes a report folder or its conventions.json.gz; "
+                   "a clone renders one with `nox -s render`)")
     try:
-        report = load(path, missing=f"no report at {path} (run `nox -s report`, or pass --report)",
+        report = load(path, missing=missing,
                       select=None if program is None else spelled)
     except ReportError as err:
         raise CiteError(str(err)) from None
@@ -189,6 +197,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         Unknown program or case, program measured by both frameworks and no ``framework`` given, release not
         measured, no such cell.
     """
+    if not program.strip():
+        raise CiteError("cite which program? give one, e.g. \"torch.clamp(x, min=0)\"")
     ix = report.index
     cells = [(c, pid, p.framework) for c in report.cases if (pid := _matches(program, c)) is not None
              for p in c.programs if p.program == pid]

@@ -19,7 +19,7 @@ from kinkcheck.registry import FRAMEWORKS
 
 EXIT_BAD_INPUT = 2
 #: ``--report``'s help, for every face that reads the report.
-REPORT_HELP = ("report JSON (default: the one in $KINKCHECK_REPORTS if set, else reports/conventions.json[.gz] in "
+REPORT_HELP = ("a report folder or its conventions.json.gz (default: the one in $KINKCHECK_REPORTS if set, else reports/conventions.json[.gz] in "
                "the current folder, else the source tree's or the installed package's)")
 
 
@@ -477,22 +477,39 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from kinkcheck.diff import DiffError, compare, load_side
+    from kinkcheck.diff import DiffError, compare, group_changes, load_side
 
     try:
         old, new = load_side(args.old), load_side(args.new)
         changes = compare(old, new)
     except DiffError as err:
         raise UsageError(str(err)) from None
+    wanted = {i: v for i, v in enumerate((args.case, args.program, args.mode, args.dtype)) if v is not None}
+
+    def kept(key: tuple[str, ...]) -> bool:  # --case, --program, --mode, --dtype
+        return all(key[i] == v for i, v in wanted.items())
+
+    changes = [ch for ch in changes if kept((ch.case, ch.program, ch.mode, ch.dtype))]
+    common = sum(1 for k in old.observations if k in new.observations and kept(k))
+    if wanted and not common:
+        raise UsageError(f"no convention of both sides matches {_filters_text(args)}")
     args.exit_status = 1 if changes else 0  # decided before any output: `kinkcheck diff A B | head -1` keeps it
-    common = sum(1 for k in old.observations if k in new.observations)
+    summary = f"{len(changes)} of {common} conventions changed from {old.environment.id} to {new.environment.id}"
     try:
-        for ch in changes:
-            print(ch.describe())
+        if args.each:
+            for ch in changes:
+                print(ch.describe())
+        else:
+            rows = group_changes(changes)
+            print(summary + (f" ({_filters_text(args)})" if wanted else "")
+                  + (f", in {len(rows)} rows (one change over its modes × dtypes)" if rows else ""))
+            if rows:
+                _print_table(["case", "program", "old → new", "modes", "dtypes"],
+                             [[r.case, r.program, f"{r.old} → {r.new}", ", ".join(r.modes), ", ".join(r.dtypes)]
+                              for r in rows])
         sys.stdout.flush()
     finally:  # the count reaches stderr even when the reader of stdout has left
-        print(f"{len(changes)} of {common} conventions changed from {old.environment.id} to "
-              f"{new.environment.id}", file=sys.stderr)
+        print(summary, file=sys.stderr)
         sides = (old.environment,) if old.environment.id == new.environment.id else (old.environment, new.environment)
         for env in sides:  # what a side lacks on purpose is not compared: say so
             for part in env.not_measured_parts:
@@ -501,6 +518,25 @@ def _cmd_diff(args: argparse.Namespace) -> int:
                 print(f"not measured in {env.id}: {what}: {part.reason.removeprefix('not measured: ')}",
                       file=sys.stderr)
     return args.exit_status
+
+
+def _filters_text(args: argparse.Namespace) -> str:
+    return ", ".join(f"--{name} {getattr(args, name)}" for name in ("case", "program", "mode", "dtype", "device")
+                     if getattr(args, name, None) is not None)
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Rows as a table aligned by rich (no borders, one line a row when stdout is not a terminal: no wrapping)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    for name in header:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))  # Text: a program's [brackets] are not rich markup
+    Console(width=None if sys.stdout.isatty() else 100_000, highlight=False, soft_wrap=False).print(table)
 
 
 def _cmd_cite(args: argparse.Namespace) -> int:
@@ -531,7 +567,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     try:
         report = load_report(args.report or default_report())
         m = migrate(report, args.source, args.target, mode=args.mode, dtype=args.dtype, device=args.device,
-                    case=args.case)
+                    case=args.case, program=args.program)
     except (CiteError, MigrateError) as err:
         raise UsageError(str(err)) from None
     sys.stdout.write(render(m, only_differences=args.only_differences))
@@ -540,7 +576,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
-    from kinkcheck.check import CheckError, CheckResult, Point, pair_modes, render
+    from kinkcheck.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render
     from kinkcheck.frameworks import DTYPES
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))
@@ -559,7 +595,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     result = CheckResult((frameworks[0], frameworks[1]), done["dtype"], [Point(**p) for p in done["points"]],
                          done["not_tried"], tuple(done["modes"]))
     args.exit_status = 1 if result.differing else 0  # decided before any output: survives `| head -1`
-    sys.stdout.write(render(result, [f"{args.first} ({frameworks[0]})", f"{args.second} ({frameworks[1]})"]))
+    sys.stdout.write(render(result, [f"{args.first} ({frameworks[0]})", f"{args.second} ({frameworks[1]})"],
+                            shown=None if args.all else SHOWN))
     return args.exit_status
 
 
@@ -785,6 +822,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("old", help="e.g. references/observations/torch-2.13.0-cpu.json")
     d.add_argument("new", help="e.g. reports/conventions.json#torch-2.15.0-cpu")
+    d.add_argument("--case", help="one case id only")
+    d.add_argument("--program", help="one program only (as the catalog spells it)")
+    d.add_argument("--mode", help="one mode only")
+    d.add_argument("--dtype", help="one dtype only")
+    d.add_argument("--each", action="store_true",
+                   help="one line per changed cell (case, program, [mode, dtype]: old -> new) instead of the table "
+                        "that groups one change over its modes and dtypes")
     d.set_defaults(func=_cmd_diff)
 
     c = sub.add_parser("cite", help="one sentence stating a measured convention, with its report anchor and a "
@@ -816,6 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--to", dest="target", required=True,
                     help="jax | torch==2.15.0 | torch==2.11.0@cuda (a CPU → CUDA migration) | …")
     mg.add_argument("--case", help="one case id only")
+    mg.add_argument("--program", help="one source program only (aliases accepted: jnp.maximum(x, 0.0))")
     mg.add_argument("--mode", default="reverse", help="default reverse")
     mg.add_argument("--dtype", default="float64", help="default float64")
     mg.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform "
@@ -837,6 +882,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how both functions are differentiated (default reverse): any mode both frameworks have "
                          "(forward, vmap, second-order), or one per function: inductor,jit (torch: functional, "
                          "forward-ad, inductor, aot_eager; jax: jit, jacfwd, jacrev)")
+    ck.add_argument("--all", action="store_true", help="list every differing input (default: the first 20)")
     _bound_options(ck)
     ck.set_defaults(func=_cmd_check)
 

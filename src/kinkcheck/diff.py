@@ -24,8 +24,8 @@ from kinkcheck.frameworks.base import flat_value, flatten
 from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError
 from kinkcheck.report.view import fmt_vector
 
-__all__ = ["Change", "DiffError", "Side", "compare", "describe_observation", "differs", "load_side",
-           "side_from_report", "side_from_shard"]
+__all__ = ["Change", "ChangeRow", "DiffError", "Side", "compare", "describe_observation", "differs", "group_changes",
+           "load_side", "side_from_report", "side_from_shard"]
 
 Key = tuple[str, str, str, str]  # case, program, mode, dtype
 
@@ -59,12 +59,57 @@ class Change:
                 f"{describe_observation(self.old)} -> {describe_observation(self.new)}")
 
 
-def describe_observation(ob: Observation, labels: bool = True) -> str:
-    """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as measured; the first label when known."""
+def describe_observation(ob: Observation, labels: bool = True, limit: int | None = None) -> str:
+    """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as measured; the first label when known. ``limit``: a
+    vector longer than that shows its first and last elements around ``…`` and its length
+    (``[0, 0, 0, …, 0, 1] (300 elements)``)."""
     if ob.status != "ok" or ob.value is None:
         return ob.status
-    text = fmt_vector([v for vals in ob.value.values() for v in flatten(vals)])
+    flat = [v for vals in ob.value.values() for v in flatten(vals)]
+    if limit is not None and len(flat) > limit:
+        head, tail = fmt_vector(flat[:3])[:-1], fmt_vector(flat[-2:])[1:]
+        text = f"{head}, …, {tail} ({len(flat)} elements)"
+    else:
+        text = fmt_vector(flat)
     return f"{text} ({ob.labels[0]})" if labels and ob.labels else text
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    """Changes of one program at one case from the same old answer to the same new one (:func:`describe_observation`,
+    long vectors elided), in exactly the cells ``modes`` × ``dtypes``, as the report's *Changed in* groups them."""
+
+    case: str
+    program: str
+    old: str
+    new: str
+    modes: tuple[str, ...]
+    dtypes: tuple[str, ...]
+
+
+#: Elements of a vector a grouped row shows before eliding the middle.
+ROW_LIMIT = 8
+
+
+def group_changes(changes: Sequence[Change]) -> list[ChangeRow]:
+    """``changes`` as rows: one per (case, program, old answer, new answer) when its cells are every pair of its
+    modes and dtypes, else one per mode (with that mode's dtypes); in the order of the first change of each."""
+    groups: dict[tuple[str, str, str, str], list[Change]] = {}
+    for ch in changes:
+        key = (ch.case, ch.program, describe_observation(ch.old, limit=ROW_LIMIT),
+               describe_observation(ch.new, limit=ROW_LIMIT))
+        groups.setdefault(key, []).append(ch)
+    rows = []
+    for (case, program, old, new), chs in groups.items():
+        modes = tuple(dict.fromkeys(c.mode for c in chs))
+        dtypes = tuple(dict.fromkeys(c.dtype for c in chs))
+        if len({(c.mode, c.dtype) for c in chs}) == len(modes) * len(dtypes):
+            rows.append(ChangeRow(case, program, old, new, modes, dtypes))
+        else:  # not a full product of its modes and dtypes: a row per mode says exactly which cells
+            rows.extend(ChangeRow(case, program, old, new, (m,), tuple(dict.fromkeys(c.dtype for c in chs
+                                                                                      if c.mode == m)))
+                        for m in modes)
+    return rows
 
 
 def _flat(ob: Observation) -> Sequence[float]:

@@ -868,14 +868,17 @@ def render(e: Explanation) -> str:
                      + (f"; {e.program} is measured at {', '.join(v.elsewhere)}" if v.elsewhere else ""))
     else:
         lines.append(f"report ({v.path}), case {', '.join(v.cases)}, {v.mode} {v.dtype} {v.device}:")
-        width = max(len(r["program"]) for r in v.rows)
+        width = min(max(len(r["program"]) for r in v.rows), 44)  # a long program pushes only its own row right
         fw_width = max(len(r["framework"]) for r in v.rows)  # tensorflow, mindspore: the programs stay aligned
+        several = len({r["case"] for r in v.rows}) > 1  # rows of several cases at this point: each names its own
+        case_width = max(len(r["case"]) for r in v.rows)
         for r in v.rows:
             ranges = " · ".join(
                 (f"{fmt_value(g['value'])} ({g['label']})" if g["status"] == "ok" else g["status"])
                 + f" {g['from']}" + (f"–{g['to']}" if g["to"] != g["from"] else "") for g in r["ranges"]) or "not measured"
             mark = "  ← this program" if r["this"] else ""
-            lines.append(f"  {r['framework']:<{fw_width}} {r['program']:<{width}}  {ranges}{mark}")
+            case = f"{r['case']:<{case_width}}  " if several else ""
+            lines.append(f"  {case}{r['framework']:<{fw_width}} {r['program']:<{width}}  {ranges}{mark}")
         if v.elsewhere:
             lines.append(f"  also measured at: {', '.join(v.elsewhere)}")
     return "\n".join(lines) + "\n"

@@ -137,7 +137,7 @@ def _environment(report: Report, fw: str, version: str | None, device: str) -> E
 
 
 def migrate(report: Report, source: str, target: str, mode: str = "reverse", dtype: str = "float64",
-            device: str = "cpu", case: str | None = None) -> Migration:
+            device: str = "cpu", case: str | None = None, program: str | None = None) -> Migration:
     """Compare every case's programs between two environments of the report.
 
     Parameters
@@ -171,6 +171,17 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     ix = report.index
     if case is not None and case not in ix.case:
         raise MigrateError(f"unknown case {case!r}")
+    spelled: dict[str, str] = {}  # case → the source program ``program`` spells there (aliases canonicalised)
+    if program is not None:
+        from kinkcheck.cite import _matches
+
+        spelled = {c.id: pid for c in report.cases if (pid := _matches(program, c)) in c.programs_of(sfw)}
+        if not spelled:
+            from kinkcheck.query import nearest_programs
+
+            near = nearest_programs(program, sorted({p for c in report.cases for p in c.programs_of(sfw)}))
+            raise MigrateError(f"{program!r} is not a {sfw} program of the report's catalog"
+                               + (f"; nearest: {'; '.join(near)}" if near else ""))
 
     def cell(env: Environment, c: Case, program: str) -> Observation | None:
         return ix.cell.get((c.id, env.framework, program, mode, env.id, dtype))
@@ -183,6 +194,8 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
         targets = {t: to for t in tprogs if (to := cell(tenv, c, t)) is not None}
         pairs = []
         for s in c.programs_of(sfw):
+            if program is not None and spelled.get(c.id) != s:
+                continue
             so = cell(senv, c, s)
             if so is None:
                 continue

@@ -323,8 +323,11 @@ def search(name: str, framework: str | None = None) -> list[Operation]:
     if not want:
         raise LookupFailed("search for what? give an operation name, e.g. clamp")
     out = []
+    names: dict[str, dict[str, tuple[str, ...]]] = {}  # each framework's census read once
     for op in operations(framework):
-        spellings = {s.lower() for s in (op.name, *_census_names(op.framework).get(op.name, ()))}
+        if op.framework not in names:
+            names[op.framework] = _census_names(op.framework)
+        spellings = {s.lower() for s in (op.name, *names[op.framework].get(op.name, ()))}
         if want in spellings or want in {s.rsplit(".", 1)[-1] for s in spellings}:
             out.append(op)
     return out

@@ -880,8 +880,11 @@ def decode_report(data: bytes | str, name: str = "report") -> Report:
 def report_path(path: str | Path) -> Path:
     """``path``, or ``path.gz`` when only that exists: the repository commits the report gzipped
     (``reports/conventions.json.gz``, byte-identical for the same shards) and ignores the plain JSON that
-    ``kinkcheck report`` writes beside it, so a fresh clone reads the compressed one."""
+    ``kinkcheck report`` writes beside it, so a fresh clone reads the compressed one. A folder stands for the
+    report in it (``reports`` → ``reports/conventions.json.gz``)."""
     p = Path(path)
+    if p.is_dir():
+        p = p / "conventions.json"
     gz = p.with_name(p.name + ".gz")
     return gz if p.suffix != ".gz" and not os.path.lexists(p) and gz.is_file() else p
 
@@ -1010,8 +1013,8 @@ def attach_observations(report: Report, folder: Path, name: str, programs: Seque
                           "re-render the report with `kinkcheck report`") from None
     if digest != report.provenance.observations_sha256:
         raise ReportError(f"{name}: {path} is not the observations it was rendered with (SHA-256 {digest[:12]}…, "
-                          f"expected {(report.provenance.observations_sha256 or 'none')[:12]}…); re-render both "
-                          "with `kinkcheck report`")
+                          f"expected {(report.provenance.observations_sha256 or 'none')[:12]}…): take both files "
+                          "from one render")
     try:
         obs = read_observations(path, programs)
     except DatasetError as err:

@@ -296,7 +296,7 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
         fig, a1, a2 = _figure()
     a1.plot(ts, ys, color="black", lw=1.4)
     a1.axvline(p0, color="grey", lw=0.6, ls=":")
-    a1.set_title(f"f along {name} (other inputs at the point)" if why is None else f"no curve: {why}")
+    a1.set_title(f"f along {name}" if why is None else f"no curve: {why}")
     a1.set_xlabel(name)
     a2.plot(lt, dl, color="black", lw=1.4, label="one-sided derivative")
     a2.plot(rt, dr, color="black", lw=1.4)
@@ -308,18 +308,22 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     present = sorted({fw for fw, _, _ in marks}, key=lambda fw: list(FRAMEWORKS).index(fw) if fw in FRAMEWORKS else 99)
     step = min(0.14, 0.5 / max(len(present) - 1, 1))
     shift = {fw: (i - (len(present) - 1) / 2) * step for i, fw in enumerate(present)}
-    for fw, v, n in marks:
+    named: set[str] = set()  # one legend entry per framework: the marker's height is its value (the tables count)
+    for fw, v, _n in marks:
         if math.isfinite(v) and abs(v) <= 1e300:  # past it the axis span overflows float64 (singular transform)
             marker, colour = _MARKERS.get(fw, ("^", "#2ca02c"))
             a2.plot([p0 + shift.get(fw, 0.0) * _HALF_WIDTH], [v], marker=marker, color=colour, ms=5, ls="none",
-                    zorder=4, label=f"{fw}: {v:.4g} ({n} program{'s' if n != 1 else ''})")
+                    zorder=4, label="_nolegend_" if fw in named else fw)
+            named.add(fw)
     a2.axvline(p0, color="grey", lw=0.6, ls=":")
-    a2.set_title(f"∂f/∂{name}; markers: measured values at the kink")
+    a2.set_title(f"∂f/∂{name}: measured at the kink (markers)")
     a2.set_xlabel(name)
-    a2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    entries = len(a2.get_legend_handles_labels()[1])  # nine frameworks and the oracle: two columns, all shown
+    a2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, ncol=1 if entries <= 6 else 2)
     fig.tight_layout()
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    # the legend stands beside the axes: the saved area grows to hold it (nothing clipped)
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight", pad_inches=0.05)
     if fresh:
         plt.close(fig)
     text = buf.getvalue()

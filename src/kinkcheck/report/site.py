@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from kinkcheck.anchors import slug
 from kinkcheck.report.model import Case, ChangedIn, Report
 from kinkcheck.report.view import ProgramRow, fmt_value, report_view
@@ -71,13 +73,15 @@ class OperationPage:
     rows: list[ProgramLine] = field(default_factory=list)
     unmeasured: list[tuple[str, str]] = field(default_factory=list)  # (case, program) with no row
     changed_in: list[tuple[ChangedIn, str]] = field(default_factory=list)  # (change, case)
-    changes: list[str] = field(default_factory=list)  # "2.13.0 → 2.14.1" of convention changes, newest first
+    #: "2.13.0 → 2.14.1": the releases between which a program's reverse-mode float64 value changed, newest first
+    changes: list[str] = field(default_factory=list)
 
 
 def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> list[OperationPage]:
     """The operation pages of ``report``: one per census operation a program calls (its spellings merged:
-    ``torch.clamp``, ``.clamp``, ``torch.clip``), and for a framework without a census one per dotted name
-    whose last part is a kinked operation's in another framework's census (``mindspore.ops.clamp``).
+    ``torch.clamp``, ``.clamp``, ``torch.clip``), and for a framework without a census one per name that another
+    framework's census lists as kinked, every spelling of it together (``clamp``: ``x.clamp``,
+    ``mindspore.ops.clamp``, ``mindspore.mint.clamp``).
 
     ``operations``: :func:`kinkcheck.query.operations` (the default), for a test to pass its own."""
     from kinkcheck.query import operations as all_operations
@@ -90,7 +94,7 @@ def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> 
         if o.census:
             groups.setdefault((o.framework, o.census), []).append(o)
         elif o.framework not in census_frameworks and o.name.rsplit(".", 1)[-1].lower() in kinked:
-            groups.setdefault((o.framework, o.name), []).append(o)
+            groups.setdefault((o.framework, o.name.rsplit(".", 1)[-1].lower()), []).append(o)  # x.clip, paddle.clip
     view = report_view(report)
     case_order = {c.id: i for i, c in enumerate(report.cases)}
     cases_by_id = {c.id: c for c in report.cases}
@@ -116,12 +120,17 @@ def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> 
                 else:
                     page.unmeasured.append((cid, q.program))
             for c in cv.changed_in:
-                if c.framework == fw and (c.program in wanted or wanted.intersection(c.programs)):
+                if c.framework != fw:
+                    continue
+                if c.program in wanted:
                     page.changed_in.append((c, cid))
+                elif wanted.intersection(c.programs):  # "N programs" of the case: name the operation's own
+                    own = [p for p in c.programs if p in wanted]
+                    page.changed_in.append((msgspec.structs.replace(c, program=", ".join(own), programs=own), cid))
         page.changed_in = _newest_first(page.changed_in, report)
-        for c, _ in page.changed_in:
+        for c, _ in page.changed_in:  # the headline: what the table above shows (reverse mode, float64)
             step = f"{c.from_version} → {c.to_version}" + (f" {c.device}" if c.device != "cpu" else "")
-            if c.kind == "convention" and step not in page.changes:
+            if c.kind == "convention" and "reverse" in c.modes and "float64" in c.dtypes and step not in page.changes:
                 page.changes.append(step)
         pages.append(page)
     return pages
@@ -171,6 +180,11 @@ def _case_plots(report: Report) -> dict[str, str]:
     return {r[0].id: svg for r, svg in zip(requests, case_svgs(requests), strict=True)}
 
 
+#: The site's one stylesheet: the tables of values take the page's width (Material keeps text to a column).
+_CSS = """.md-grid { max-width: 100rem; }
+.md-typeset table:not([class]) { font-size: .7rem; }
+.md-typeset table:not([class]) td code { white-space: nowrap; }
+"""
 #: Front matter that keeps a page out of Material's search index.
 _NOT_SEARCHED = "---\nsearch:\n  exclude: true\n---\n"
 
@@ -185,6 +199,20 @@ def _searched_head(text: str) -> str:
             line += " { data-search-exclude }"
         out.append(line)
     return "\n".join(out)
+
+
+def _guide_links(text: str) -> str:
+    """A ``docs/`` page's links as they resolve on the site: the repository's ``../reports/`` is the site's
+    ``../report/``, its README the site's first page; other links outside ``docs/`` go to the repository's
+    files, which the site does not hold, so they are left as text."""
+    import re
+
+    text = text.replace("](../reports/", "](../report/").replace("](../README.md", "](../index.md")
+
+    def outside(m: re.Match[str]) -> str:
+        return m.group(1)  # [text](../src/…): the text alone
+
+    return re.sub(r"\[([^\]]*)\]\(\.\./(?!report/|index\.md)[^)]*\)", outside, text)
 
 
 def _mkdocs_yml(docs: Sequence[str]) -> str:
@@ -205,6 +233,8 @@ theme:
     - search.suggest
     - search.highlight
     - navigation.top
+extra_css:
+  - kinkcheck.css
 plugins:
   - search:
       separator: '[\s\-,:!=\[\]()"/]+|\.(?!\d)'
@@ -247,6 +277,8 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
     from kinkcheck.report.markdown import render_operation_pages, render_site_index
     from kinkcheck.report.model import ReportError, load_report
 
+    if report_dir.is_file():  # the report's file given instead of its folder
+        report_dir = report_dir.parent
     try:
         report = report or load_report(report_dir / "conventions.json.gz")
     except ReportError as err:
@@ -288,9 +320,10 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
     if docs is not None and docs.is_dir():
         (src / "guide").mkdir()
         for page in sorted(docs.glob("*.md")):
-            shutil.copyfile(page, src / "guide" / page.name)
+            (src / "guide" / page.name).write_text(_guide_links(page.read_text(encoding="utf-8")), encoding="utf-8")
             guide.append(page.name)
         guide.sort(key=lambda n: (n != "index.md", n))
+    (src / "kinkcheck.css").write_text(_CSS, encoding="utf-8")
     yml = out / "mkdocs.yml"
     yml.write_text(_mkdocs_yml(guide), encoding="utf-8")
     return yml
