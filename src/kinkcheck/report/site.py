@@ -183,7 +183,7 @@ def _case_plots(report: Report) -> dict[str, str]:
 #: The site's one stylesheet: the tables of values take the page's width (Material keeps text to a column).
 _CSS = """.md-grid { max-width: 100rem; }
 .md-typeset table:not([class]) { font-size: .7rem; }
-.md-typeset table:not([class]) td code { white-space: nowrap; }
+.md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .4em .8em; }
 """
 #: Front matter that keeps a page out of Material's search index.
 _NOT_SEARCHED = "---\nsearch:\n  exclude: true\n---\n"
@@ -314,7 +314,8 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
             text = f"{head}\n\n{rest[:title_end]}\n\n![{case.id}: the measured derivatives and the oracle's " \
                    f"one-sided derivatives]({svg})\n\n{rest[title_end + 2:]}"
         title = f"{case.id} — {case.title}".replace('"', "'")
-        (src / "report" / "cases" / file).write_text(f'---\ntitle: "{title}"\n---\n' + _searched_head(text),
+        head = f'---\ntitle: "{title}"\nhide:\n  - navigation\n---\n'  # the tables take the nav's width
+        (src / "report" / "cases" / file).write_text(head + _searched_head(text),
                                                      encoding="utf-8")
     guide = []
     if docs is not None and docs.is_dir():
