@@ -504,19 +504,12 @@ def _table_index(report: Path, table: Path) -> dict[str, Any]:
     ReportUnavailable
         The table is not kinkcheck's, or has no index (written before it had one: re-render).
     """
-    import pyarrow.parquet as pq
-
-    from kinkcheck.query import DatasetError, read_table
+    from kinkcheck.report.dataset import DatasetError, table_index  # the model's one reader of the table
 
     try:
-        read_table(table, filters=[("program", "==", "")], columns=["program"])  # kinkcheck's observations
-        meta = pq.read_schema(table).metadata or {}
-    except (DatasetError, OSError, ValueError) as err:  # the message names the table
-        raise ReportUnavailable(f"{err} (the table written beside {report.name}; re-render the report)") from None
-    raw = meta.get(b"kinkcheck.index")
-    if raw is None:
-        raise ReportUnavailable(f"{table}: no kinkcheck.index in its metadata (re-render it with `kinkcheck report`)")
-    index = json.loads(raw)
+        index = table_index(table)
+    except DatasetError as err:  # the message names the table
+        raise ReportUnavailable(f"{err} (the table written beside {report.name})") from None
     return {"key": _report_key(table), "path": str(report), "table": str(table), "cases": index["cases"],
             "releases": index["releases"]}
 
