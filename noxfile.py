@@ -481,12 +481,9 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench_report(session: nox.Session) -> None:
-    """Print a warm `nox -s report` (every shard fresh) beside `kinkcheck report` alone, best of 3 each.
-
-    Both render the committed shards with this session's install; `nox -s report` writes reports/ (the same
-    bytes when nothing changed), `kinkcheck report` alone a temporary folder. Targets: warm report <= 5 s,
-    and <= 1.2 x rendering alone (what nox adds: its start, the 28 probe sessions' freshness checks).
-    """
+    """Print a warm `nox -s report` (every shard fresh, reports/ current: nothing to render) beside a full render,
+    `kinkcheck report --force` alone into a temporary folder, best of 3 each. Targets: warm report <= 5 s, and
+    <= 1.2 x rendering alone; the render itself has the same 5 s target (missed: printed as it is)."""
     import time
 
     _install_once(session, "-e", ".", MATPLOTLIB, PYARROW)
@@ -497,8 +494,8 @@ def bench_report(session: nox.Session) -> None:
     alone, warm = [], []
     for _ in range(3):
         t0 = time.perf_counter()
-        subprocess.run([str(kinkcheck), "report", "--shards", str(OBSERVATIONS), "--out", str(out)], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([str(kinkcheck), "report", "--shards", str(OBSERVATIONS), "--out", str(out), "--force"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         alone.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", "report"], check=True,
@@ -506,9 +503,10 @@ def bench_report(session: nox.Session) -> None:
         warm.append(time.perf_counter() - t0)
     shutil.rmtree(out, ignore_errors=True)
     ratio = min(warm) / min(alone)
-    session.log(f"warm nox -s report: {min(warm):.2f} s (best of 3; target <= 5 s: "
-                f"{'ok' if min(warm) <= 5 else 'MISSED'}); kinkcheck report alone: {min(alone):.2f} s; "
-                f"ratio {ratio:.2f} (target <= 1.2: {'ok' if ratio <= 1.2 else 'MISSED'})")
+    session.log(f"warm nox -s report (reports/ current): {min(warm):.2f} s (best of 3; target <= 5 s: "
+                f"{'ok' if min(warm) <= 5 else 'MISSED'}); a full render, kinkcheck report --force alone: "
+                f"{min(alone):.2f} s (target <= 5 s: {'ok' if min(alone) <= 5 else 'MISSED'}); ratio {ratio:.2f} "
+                f"(target <= 1.2: {'ok' if ratio <= 1.2 else 'MISSED'})")
 
 
 #: The fuzz tests `nox -s fuzz` runs, and how many examples each of their generators draws there (the test run

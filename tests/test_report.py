@@ -652,3 +652,32 @@ def test_an_old_oracle_table_without_lipschitz_still_builds(unjudged, monkeypatc
     labels = {o.case: o.labels for o in doc.observations if o.dtype == "float64"}
     assert labels == {"wiggle@0": ["not-judged"], "sqrt-abs-shift@1": ["not-lipschitz"],
                       "kth@too-far": ["not-judged"]}, labels
+
+
+def test_a_render_of_unchanged_inputs_does_nothing_and_any_change_renders_again(tmp_path, monkeypatch, capsys):
+    """`nox -s report` with every shard fresh: the second `kinkcheck report` finds OUT current (same shards, catalog,
+    kinkcheck and libraries; files untouched) and writes nothing; a new shard, an edited output file or --force
+    render again."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    shards, out = tmp_path / "shards", tmp_path / "out"
+    shards.mkdir()
+    shutil.copy(OBS / "jax-0.10.2-cpu.json", shards)
+    args = ["report", "--shards", str(shards), "--out", str(out), "--strict"]
+
+    def render() -> str:
+        assert cli.main(args) == 0
+        return capsys.readouterr().err
+
+    assert "wrote" in render()
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    err = render()
+    assert "current" in err and "wrote" not in err, err
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before, "nothing rewritten"
+    page = out / CASES / "relu-at-0.md"
+    kept = page.read_text()
+    page.write_text(kept + "an edit\n")
+    assert "wrote" in render() and page.read_text() == kept, "an edited output is rendered again"
+    shutil.copy(OBS / "torch-2.13.0-cpu.json", shards)
+    assert "wrote" in render() and "torch-2.13.0-cpu" in (out / "conventions.md").read_text(), "a new shard"
+    assert "current" in render()
+    assert cli.main([*args, "--force"]) == 0 and "wrote" in capsys.readouterr().err, "--force renders anyway"

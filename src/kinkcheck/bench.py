@@ -656,7 +656,7 @@ timed(kinkcheck.report, "write_reports")
 timed(kinkcheck.oracles.table, "oracle_table")
 timed(kinkcheck.report.plots, "case_svgs")
 t1 = time.perf_counter()
-rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2]])
+rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], "--force"])
 print(json.dumps({"rc": rc, "imports": t1 - t0, "main": time.perf_counter() - t1, **spent}))
 """
 
@@ -665,7 +665,7 @@ import cProfile, json, pstats, sys
 from kinkcheck import cli
 prof = cProfile.Profile()
 prof.enable()
-rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2]])
+rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], "--force"])
 prof.disable()
 stats = pstats.Stats(prof).stats
 rows = [{"where": f"{f}:{line}({name})", "calls": cc, "own": tt, "cum": ct}

@@ -447,12 +447,22 @@ def _check_writable(out: Path) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.report import CASES, OutputError, check_output, write_reports
+    from kinkcheck.catalog import CatalogError, default_catalog_path, load_catalog
+    from kinkcheck.report import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
     from kinkcheck.shards import ShardError, load_shards
 
     try:
         check_output(args.out)  # before a render of minutes, and before anything is written
+        digest = inputs_digest(args.shards, args.catalog or default_catalog_path())
+    except OutputError as err:
+        raise UsageError(str(err)) from None
+    except OSError as err:
+        raise UsageError(f"cannot read the render's inputs: {err}") from None
+    if not args.force and is_current(args.out, digest):  # a warm `nox -s report` with every shard fresh
+        print(f"{args.out}: current (rendered from these shards, catalog and kinkcheck, untouched since); "
+              "--force renders again", file=sys.stderr)
+        return 0
+    try:
         catalog = load_catalog(args.catalog)
         shards, errors = load_shards(args.shards, catalog)
     except (CatalogError, ShardError, OutputError) as err:
@@ -467,6 +477,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         paths = write_reports(shards, catalog, Path(args.out), gaps=errors)
     except OutputError as err:
         raise UsageError(str(err)) from None
+    if not errors:  # a render with a gap is done again next time (the gap may be gone)
+        record_render(args.out, digest)
     pages = [p for p in paths if p.parent.name == CASES]
     for p in paths:
         if p not in pages:
@@ -814,6 +826,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
     r.add_argument("--strict", action="store_true",
                    help="exit 2, writing nothing, when a shard could not be read (nox -s report and render use it)")
+    r.add_argument("--force", action="store_true",
+                   help="render even when OUT is current (the same shards, catalog and kinkcheck rendered it, and its "
+                        "files are untouched since)")
     r.set_defaults(func=_cmd_report)
 
     d = sub.add_parser(

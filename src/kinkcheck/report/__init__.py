@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -31,7 +32,9 @@ from kinkcheck.catalog import Catalog
 from kinkcheck.report.view import CASES_DIR, SECTION_PAGES
 from kinkcheck.validate import _no_gc
 
-__all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_PAGES", "gzip_bytes", "OutputError", "check_output", "set_problems", "validate_report", "write_reports"]
+__all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_PAGES", "gzip_bytes", "OutputError",
+           "check_output", "inputs_digest", "is_current", "record_render", "set_problems", "validate_report",
+           "write_reports"]
 
 #: The census page's plot of the kink-hit census (``kinkcheck census``), written when one is measured.
 KINK_HITS_PLOT = "kinkhits.svg"
@@ -296,3 +299,71 @@ def set_problems(out: str | Path) -> list[str]:
             problems.append(f"{out / name} does not belong to {out / 'conventions.json.gz'} (it names no sha256 "
                             f"{digest[:12]}…)")
     return problems
+
+
+# --------------------------------------------------------------------------- a render that has nothing to do
+
+#: Libraries whose release can change the bytes of a render (plots, Parquet, templates, JSON, numbers).
+_RENDER_LIBRARIES = ("matplotlib", "pyarrow", "jinja2", "msgspec", "numpy", "sympy")
+
+
+def inputs_digest(shards: str | Path, catalog: str | Path) -> str:
+    """SHA-256 of everything a render of ``shards`` against ``catalog`` reads: every file under the shards'
+    folder and the catalog's folder (programs, census, staged cases), the kinkcheck package's files, and the
+    releases of Python, zlib and the libraries that draw, write or format (:data:`_RENDER_LIBRARIES`). The same
+    digest means the same report set (the render is a function of these alone)."""
+    import sys
+    import zlib
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for root in (Path(shards), Path(catalog).parent, package):
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                           and not p.name.startswith(".")):
+            h.update(str(path.relative_to(root)).encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    versions = [sys.version, zlib.ZLIB_RUNTIME_VERSION]
+    for name in _RENDER_LIBRARIES:
+        try:
+            versions.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} none")
+    h.update("\n".join(versions).encode())
+    return h.hexdigest()
+
+
+def _stamp_path(out: Path) -> Path:
+    from kinkcheck.cache import cache_dir
+
+    return cache_dir() / "renders" / f"{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24]}.json"
+
+
+def _outputs(out: Path) -> dict[str, str]:
+    names = [*FILES, *SECTION_PAGES, KINK_HITS_PLOT, *(f"{CASES}/{p.name}" for p in sorted((out / CASES).glob("*.md")))]
+    return {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in names if (out / n).is_file()}
+
+
+def is_current(out: str | Path, digest: str) -> bool:
+    """Whether ``out`` holds the render of inputs with ``digest`` (:func:`inputs_digest`), untouched since: the
+    stamp :func:`record_render` left in the cache names this digest and every output file's SHA-256, the set is
+    one (:func:`set_problems`) and no file an earlier render wrote is left (:data:`RETIRED`)."""
+    out = Path(out)
+    try:
+        stamp = json.loads(_stamp_path(out).read_text())
+        return bool(stamp.get("inputs") == digest and stamp.get("outputs") == _outputs(out)
+                    and not any((out / name).exists() for name in RETIRED) and not set_problems(out))
+    except (OSError, ValueError):
+        return False
+
+
+def record_render(out: str | Path, digest: str) -> None:
+    """Leave the stamp :func:`is_current` reads (in the cache folder; nothing is written beside the report).
+    A stamp that cannot be written only costs the next run a render."""
+    out = Path(out)
+    path = _stamp_path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"out": str(out.resolve()), "inputs": digest, "outputs": _outputs(out)}))
+    except OSError:
+        pass
