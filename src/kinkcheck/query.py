@@ -28,7 +28,8 @@ from typing import Any
 import msgspec
 
 __all__ = ["DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "Row", "Rows", "data_path",
-           "default_report", "lookup", "nearest_programs", "operations", "read_table", "search", "source_tree"]
+           "default_report", "lookup", "nearest_programs", "operations", "read_table", "search", "source_tree",
+           "table_metadata"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
 DATA_ENV = "KINKCHECK_REPORTS"
@@ -55,6 +56,25 @@ def read_table(path: str | Path, filters: list[tuple[str, str, Any]] | None = No
     import pyarrow.parquet as pq
 
     p = Path(path)
+    table_metadata(p)  # kinkcheck's observations, or DatasetError
+    try:
+        return pq.read_table(p, filters=filters or None, columns=columns)
+    except (OSError, ValueError) as err:
+        raise DatasetError(f"{p}: cannot read ({_first_line(err)})") from None
+
+
+def table_metadata(path: str | Path) -> dict[bytes, bytes]:
+    """The key-value metadata of ``observations.parquet`` at ``path`` (no row is read), after checking it is
+    kinkcheck's (``kinkcheck.schema`` is :data:`SCHEMA_ID`).
+
+    Raises
+    ------
+    DatasetError
+        The file is missing, not Parquet, or not kinkcheck's observations.
+    """
+    import pyarrow.parquet as pq
+
+    p = Path(path)
     try:
         meta = pq.read_schema(p).metadata or {}
     except FileNotFoundError:
@@ -64,10 +84,7 @@ def read_table(path: str | Path, filters: list[tuple[str, str, Any]] | None = No
     found = meta.get(b"kinkcheck.schema", b"").decode()
     if found != SCHEMA_ID:
         raise DatasetError(f"{p}: not kinkcheck observations (schema {found or 'none'}, expected {SCHEMA_ID})")
-    try:
-        return pq.read_table(p, filters=filters or None, columns=columns)
-    except (OSError, ValueError) as err:
-        raise DatasetError(f"{p}: cannot read ({_first_line(err)})") from None
+    return dict(meta)
 
 
 def _first_line(err: BaseException) -> str:

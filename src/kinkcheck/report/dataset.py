@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.query import SCHEMA_ID, DatasetError, read_table
+from kinkcheck.query import SCHEMA_ID, DatasetError, read_table, table_metadata
 from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
 
 __all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema", "table_index",
@@ -116,17 +116,7 @@ def table_index(path: str | Path) -> dict[str, Any]:
     DatasetError
         The file is missing, not Parquet, not kinkcheck's observations, or has no index (re-render it).
     """
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.read_schema(path).metadata or {}
-    except FileNotFoundError:
-        raise DatasetError(f"no observations at {path}") from None
-    except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
-        raise DatasetError(f"{path}: not a Parquet file ({' '.join(str(err).split())[:200]})") from None
-    if meta.get(b"kinkcheck.schema", b"").decode() != SCHEMA_ID:
-        raise DatasetError(f"{path}: not kinkcheck observations (expected {SCHEMA_ID})")
-    raw = meta.get(b"kinkcheck.index")
+    raw = table_metadata(path).get(b"kinkcheck.index")
     if raw is None:
         raise DatasetError(f"{path}: no kinkcheck.index in its metadata (re-render it with `kinkcheck report`)")
     return msgspec.json.decode(raw)  # type: ignore[no-any-return]
