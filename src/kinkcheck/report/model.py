@@ -843,7 +843,33 @@ def report_json(report: Report, observations_file: str | None = None) -> bytes:
 _DECODER = msgspec.json.Decoder(Report)
 
 
-def decode_report(data: bytes | str, name: str = "report") -> Report:
+class _Head(_S, kw_only=True):
+    """What a reader of some observations needs of the report: its identity, environments, cases and summary
+    (the derived sections are skipped unparsed into types: a sixth of the decoding)."""
+
+    schema: Literal["kinkcheck/conventions/v2"]
+    provenance: Provenance
+    environments: list[Environment]
+    cases: list[Case]
+    observations: list[Observation]
+    observations_file: str | None = None
+    summary: Summary
+
+
+_HEAD_DECODER = msgspec.json.Decoder(_Head)
+
+
+def _report_of_head(head: _Head) -> Report:
+    """A :class:`Report` with ``head``'s parts and empty derived sections (they describe every observation)."""
+    return Report(provenance=head.provenance, environments=head.environments, cases=head.cases,
+                  observations=head.observations, observations_file=head.observations_file, networks=[],
+                  p0=P0(net=P0Net(X=[], W1=[], W2=[], target=[], loss=""), oracle=[], measured=[]),
+                  disagreements=Disagreements(), mode_disagreements=ModeDisagreements(), changed_in=[],
+                  conformance=Conformance(), version_span=[], coverage=Coverage(), network_summary=[],
+                  summary=head.summary)
+
+
+def decode_report(data: bytes | str, name: str = "report", head: bool = False) -> Report:
     """Decode and check a report (types, then cross-references: :func:`report_problem`).
 
     Parameters
@@ -858,9 +884,11 @@ def decode_report(data: bytes | str, name: str = "report") -> Report:
     ReportError
         Not JSON, not a v2 report, a mistyped part (``"$.observations[12].status: Expected `…`"``), an
         observation naming an environment, case or program the report does not hold.
+
+    ``head``: decode the environments, cases, summary and observations only, the derived sections left empty.
     """
     try:
-        report = _DECODER.decode(data)
+        report = _report_of_head(_HEAD_DECODER.decode(data)) if head else _DECODER.decode(data)
     except msgspec.ValidationError as err:
         head = data[:4000] if isinstance(data, str) else data[:4000].decode("utf-8", "replace")
         if '"schema"' in head and SCHEMA_ID not in head:
@@ -899,7 +927,8 @@ def load_report(path: str | Path, missing: str | None = None,
 
     ``select``: given the report without its observations, the programs whose observations to read (the
     Parquet file's row groups of other programs are not read: ``kinkcheck cite`` answers in a fraction of a
-    second); the report then holds only those. Not kept as the last report.
+    second); the report then holds only those, and none of the derived sections (disagreements, changed in,
+    conformance …: they describe every observation). Not kept as the last report.
 
     Raises
     ------
@@ -918,7 +947,7 @@ def load_report(path: str | Path, missing: str | None = None,
     if select is None and key is not None and _LAST[0] == key:  # `diff R#a R#b` reads one report twice
         return _LAST[1]  # type: ignore[no-any-return]
     data = read_text(p, ReportError, missing or f"no report at {p}")  # a folder, FIFO, not UTF-8: one line
-    report = decode_report(data, str(p))
+    report = decode_report(data, str(p), head=select is not None)
     if report.observations_file is not None:
         attach_observations(report, p.parent, str(p), None if select is None else list(select(report)))
     elif select is not None:
