@@ -55,3 +55,17 @@ def test_the_generator_refuses_a_readme_without_its_markers(tmp_path):
     text = page.read_text()
     assert text.startswith("intro\n") and text.endswith(f"{readme.END}\nrest\n") and "| PyTorch " in text
     assert readme.main(["--readme", str(tmp_path / "missing.md")]) == 2
+
+
+def test_the_frameworks_the_first_paragraph_names_are_the_measured_ones():
+    """'nine real frameworks (PyTorch, …)' is generated from the table's index: one more framework measured, and
+    the README says ten, with its name."""
+    import msgspec
+
+    from kinkcheck.query import data_path, table_metadata
+
+    phrase = readme.frameworks_phrase()
+    assert readme.FRAMEWORKS_BEGIN + phrase + readme.FRAMEWORKS_END in README, "README's frameworks are stale"
+    measured = msgspec.json.decode(table_metadata(data_path())[b"kinkcheck.index"])["releases"]
+    assert phrase.count(", ") + 1 == len(measured) and "PyTorch" in phrase and "MindSpore" in phrase, phrase
+    assert readme.update_all(README) == README, "python -m kinkcheck.readme leaves a current README as it is"
