@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,10 +73,12 @@ class Citation:
         return f"{base}/{page}#{self.anchor}"
 
 
-def load_report(path: str | Path, program: str | None = None) -> Report:
+def load_report(path: str | Path, program: str | None = None, frameworks: Collection[str] | None = None) -> Report:
     """The report at ``path``, decoded and checked (:func:`kinkcheck.report.model.load_report`); with
     ``program``, only the observations of the catalog programs it spells (the report's index then takes the
-    modes each environment measured from the Parquet file's index, so the anchors are those of the full report).
+    modes each environment measured from the Parquet file's index, so the anchors are those of the full report);
+    with ``frameworks``, only those frameworks' programs (what ``kinkcheck migrate`` compares). Either way the
+    derived sections are left out.
 
     Raises
     ------
@@ -90,6 +92,9 @@ def load_report(path: str | Path, program: str | None = None) -> Report:
     def spelled(report: Report) -> list[str]:
         return sorted({pid for c in report.cases if (pid := _matches(program or "", c)) is not None})
 
+    def of_frameworks(report: Report) -> list[str]:
+        return sorted({q.program for c in report.cases for q in c.programs if q.framework in (frameworks or ())})
+
     folder = os.environ.get(DATA_ENV)
     if folder and Path(path).parent == Path(folder):
         missing = f"no report in {folder} (${DATA_ENV}: a folder holding conventions.json.gz and observations.parquet)"
@@ -98,9 +103,11 @@ def load_report(path: str | Path, program: str | None = None) -> Report:
                    "a clone renders one with `nox -s render`)")
     try:
         report = load(path, missing=missing,
-                      select=None if program is None else spelled)
+                      select=spelled if program is not None else of_frameworks if frameworks is not None else None)
     except ReportError as err:
         raise CiteError(str(err)) from None
+    if frameworks is not None and program is None:  # another framework's program of the same text: not asked for
+        report.observations = [o for o in report.observations if o.framework in frameworks]
     if program is not None and report.observations_file is not None:
         from kinkcheck.report.dataset import DatasetError, table_index
 

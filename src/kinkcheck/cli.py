@@ -574,10 +574,11 @@ def _cmd_cite(args: argparse.Namespace) -> int:
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from kinkcheck.cite import CiteError, load_report
-    from kinkcheck.migrate import MigrateError, migrate, render
+    from kinkcheck.migrate import MigrateError, migrate, render, side_frameworks
 
-    try:
-        report = load_report(args.report or default_report())
+    try:  # only the two sides' frameworks' rows
+        report = load_report(args.report or default_report(), frameworks=side_frameworks(args.source, args.target,
+                                                                                          args.device))
         m = migrate(report, args.source, args.target, mode=args.mode, dtype=args.dtype, device=args.device,
                     case=args.case, program=args.program)
     except (CiteError, MigrateError) as err:

@@ -93,6 +93,18 @@ def split_place(text: str, device: str) -> tuple[str, str]:
     return side, (place if sep else device)
 
 
+def side_frameworks(source: str, target: str, device: str = "cpu") -> set[str]:
+    """The frameworks of a migration's two sides (``torch==2.11.0@cuda`` → ``torch``): the programs a migration
+    reads (``kinkcheck.cite.load_report(..., frameworks=...)``).
+
+    Raises
+    ------
+    MigrateError
+        An unknown framework or a malformed side.
+    """
+    return {parse_side(split_place(side, device)[0])[0] for side in (source, target)}
+
+
 def parse_side(text: str) -> tuple[str, str | None]:
     """``"torch"`` → ``("torch", None)``; ``"jax==0.10.2"`` → ``("jax", "0.10.2")``."""
     fw, sep, version = text.partition("==")
