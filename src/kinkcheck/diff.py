@@ -220,8 +220,12 @@ def load_side(spec: str) -> Side:
         raise DiffError(f"{p}: a {schema} report; this kinkcheck reads {SCHEMA_ID}: re-render it with "
                         "`kinkcheck report`")
     if schema == SCHEMA_ID:
+        def of_environment(head: Report) -> list[str]:  # the programs of the side's framework: its rows only
+            fw = next((e.framework for e in head.environments if e.id == env_id), None)
+            return sorted({q.program for c in head.cases for q in c.programs if q.framework == fw})
+
         try:
-            report = load_report(p)  # decoded once when both sides name environments of one report
+            report = load_report(p, select=of_environment if env_id else None)
         except ReportError as err:
             raise DiffError(str(err)) from None
         if not env_id:
