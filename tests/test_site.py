@@ -154,3 +154,22 @@ def test_index_and_relu_page_are_interactive_within_two_seconds_and_search_works
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:  # the test's output stays the test's
         pass
+
+
+def test_an_out_folder_with_other_files_is_refused_never_removed(tmp_path, shards_report, capsys):
+    """--out reports (or .) must not delete the user's files: only a folder this command wrote is replaced."""
+    keep = tmp_path / "mine"
+    keep.mkdir()
+    (keep / "notes.md").write_text("precious\n")
+    assert main(["--reports", str(REPORTS), "--out", str(keep)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a site this command wrote" in err, err
+    assert (keep / "notes.md").read_text() == "precious\n", "nothing removed"
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(SiteError, match="is not a site this command wrote"):
+        write_source(REPORTS, tmp_path / "a-file", None, shards_report)
+    out = tmp_path / "site"
+    write_source(REPORTS, out, None, shards_report)
+    (out / "docs" / "stale.md").write_text("from an earlier build\n")
+    write_source(REPORTS, out, None, shards_report)  # its own earlier build: replaced whole
+    assert not (out / "docs" / "stale.md").exists() and (out / "docs" / "index.md").is_file()

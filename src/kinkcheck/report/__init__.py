@@ -318,9 +318,13 @@ def inputs_digest(shards: str | Path, catalog: str | Path) -> str:
 
     h = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
+    seen: set[Path] = set()  # the shards' folder usually sits in the catalog's: each file read once
     for root in (Path(shards), Path(catalog).parent, package):
         for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                            and not p.name.startswith(".")):
+            if path.resolve() in seen:
+                continue
+            seen.add(path.resolve())
             h.update(str(path.relative_to(root)).encode() + b"\0")
             h.update(hashlib.sha256(path.read_bytes()).digest())
     versions = [sys.version, zlib.ZLIB_RUNTIME_VERSION]
