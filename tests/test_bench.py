@@ -17,3 +17,26 @@ def test_the_typical_case_is_the_median_and_the_heaviest_the_largest_last_in_fil
         "sizes a 1, c 2, d 2, b 7, e 7 (file order within a size; f has none): the middle is d; heaviest: the last 7"
     assert _added_cases([_case("only", 3)], "jax") == [("typical", "only")], "one case: one row, not two"
     assert _added_cases(catalog[:4], "jax")[0] == ("typical", "c"), "an even count takes the lower middle: a c d b"
+
+
+def test_grown_shards_are_fresh_other_releases_the_render_reads_without_a_gap(tmp_path, catalog) -> None:
+    from pathlib import Path
+
+    from kinkcheck.bench import grow_shards
+    from kinkcheck.shards import is_fresh, load_shards
+
+    src = tmp_path / "src"
+    src.mkdir()
+    name = "autograd-1.5-cpu.json"
+    (src / name).write_bytes((Path(__file__).parent.parent / "references" / "observations" / name).read_bytes())
+    rows = grow_shards(src, tmp_path / "grown", 3)
+    shards, errors = load_shards(tmp_path / "grown", catalog)
+    assert errors == [], f"a copy the render would skip makes the x10 figure a lie: {errors[:2]}"
+    envs = [s["environment"] for s in shards]
+    assert sorted(e["framework_version"] for e in envs) == ["1.5", "1.5+copy1", "1.5+copy2"], \
+        "the release and two copies, each a release of its own (PEP 440 local versions)"
+    assert {e["id"] for e in envs} == {"autograd-1.5-cpu", "autograd-1.5+copy1-cpu", "autograd-1.5+copy2-cpu"}, \
+        "each copy's environment id matches its framework, release and device"
+    assert rows == 3 * len(shards[0]["observations"]) and rows > 0, "every observation, three times"
+    assert all(is_fresh(p, catalog) for p in (tmp_path / "grown").glob("*.json")), \
+        "the copies keep the case hashes: fresh, so the render judges every one"

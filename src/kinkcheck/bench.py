@@ -34,6 +34,7 @@ report``: its start and the 28 probe sessions' freshness checks) is measured by 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -336,7 +337,6 @@ def cold_installs() -> int:
 
 def matrix_disk(log: Path) -> int:
     """Peak disk use of the matrix: the largest virtualenv + installer cache alive at one time."""
-    import json
 
     if not log.is_file():
         print(f"{log} not found: run nox -s report (the probes log their disk use there)")
@@ -548,7 +548,6 @@ print(json.dumps({"import": imported, "total": time.perf_counter() - t0, "cases"
 
 def oracle_cold() -> int:
     """The sympy oracle over the whole catalog in a fresh process, no cache: total, and per case median and max."""
-    import json
     import statistics
 
     done = subprocess.run([sys.executable, "-c", _ORACLE_SCRIPT], check=True, capture_output=True, text=True)
@@ -585,7 +584,6 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
     thread and rendering, warm) from a fresh process: what the judgement costs when the worker is not there
     to overlap with.
     """
-    import json
     import statistics
 
     catalog = load_catalog()
@@ -656,8 +654,10 @@ timed(kinkcheck.report, "write_reports")
 timed(kinkcheck.oracles.table, "oracle_table")
 timed(kinkcheck.report.plots, "case_svgs")
 t1 = time.perf_counter()
-rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], "--force"])
-print(json.dumps({"rc": rc, "imports": t1 - t0, "main": time.perf_counter() - t1, **spent}))
+rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], "--force", *sys.argv[3:]])
+import resource
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
+print(json.dumps({"rc": rc, "imports": t1 - t0, "main": time.perf_counter() - t1, "peak_mb": peak, **spent}))
 """
 
 _PROFILE_SCRIPT = """
@@ -683,13 +683,12 @@ def _where(row: dict[str, Any], root: str) -> str:
     return text.rsplit("/", 1)[-1]
 
 
-def _report_run(shards: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
-    """One ``kinkcheck report`` in a fresh process (:data:`_REPORT_SCRIPT`): its wall time and its parts."""
-    import json
-
+def _report_run(shards: Path, out: Path, env: dict[str, str], *args: str) -> dict[str, float]:
+    """One ``kinkcheck report`` (with ``args``) in a fresh process (:data:`_REPORT_SCRIPT`): its wall time and
+    its parts."""
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _REPORT_SCRIPT, str(shards), str(out)], env=env, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run([sys.executable, "-c", _REPORT_SCRIPT, str(shards), str(out), *args], env=env,
+                          capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode != 0 or not done.stdout.strip():
         raise SystemExit(f"kinkcheck report failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -721,7 +720,6 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
     Every shard in ``shards`` should be fresh (:func:`kinkcheck.shards.is_fresh`, as after ``nox -s report``);
     the count of fresh ones is printed. Returns 0; a failing report exits with its error.
     """
-    import json
     import os
 
     from kinkcheck.shards import is_fresh
@@ -766,6 +764,59 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
         print(f"  hot spots of a warm report (cProfile, in-process, by {title} time):")
         for row in sorted(rows, key=lambda r: -r[key])[:top]:
             print(f"    {row['cum']:6.2f} s cum {row['own']:6.2f} s own {row['calls']:>9} calls  {_where(row, root)}")
+    return 0
+
+
+def grow_shards(shards: Path, out: Path, scale: int) -> int:
+    """Write ``shards`` ``scale`` times into ``out``: each shard as it is, and ``scale - 1`` copies as other
+    releases of its framework (``<release>+copy<k>``, a PEP 440 local version, so the copies sort right after the
+    release, environment ids to match). The copies keep the observations and case hashes, so they are
+    fresh and the render judges, tabulates and writes every one. Returns the number of observations written."""
+    from kinkcheck.platforms import DEFAULT, environment_id
+    from kinkcheck.shards import _read_loose
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    for path in sorted(shards.glob("*.json")):
+        shard = _read_loose(path)
+        if shard is None:
+            continue
+        env = shard["environment"]
+        for k in range(scale):
+            e = dict(env) if k else env
+            if k:
+                e["framework_version"] = f"{env['framework_version']}+copy{k}"
+                e["id"] = environment_id(env["framework"], e["framework_version"], env["device"],
+                                         env.get("platform_tag", DEFAULT))
+            (out / f"{e['id']}.json").write_bytes(json.dumps({**shard, "environment": e}).encode())
+            rows += len(shard["observations"])
+    return rows
+
+
+def report_scale(shards: Path, scale: int) -> int:
+    """A full render (``kinkcheck report --force``, a fresh process, warm cache) of ``shards`` beside one of the
+    same shards grown ``scale`` times (:func:`grow_shards`), in one run: the wall time, the time inside
+    :func:`kinkcheck.report.write_reports`, the peak memory and their ratios to the growth. Rendering is linear
+    in observations when the time ratio is about ``scale`` (a quadratic step would show ``scale ** 2``)."""
+    env = os.environ.copy()
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-bench-") as tmp:
+        grown = Path(tmp) / "grown"
+        n_grown = grow_shards(shards, grown, scale)
+        n = n_grown // scale
+        # --strict: a copy the render skipped would make the grown render look cheap
+        _report_run(shards, Path(tmp) / "warm", env, "--strict")  # warms the cache (oracle, shard markers, plots)
+        small = _report_run(shards, Path(tmp) / "small", env, "--strict")
+        _report_run(grown, Path(tmp) / "warm-grown", env, "--strict")  # the copies' shard markers
+        big = _report_run(grown, Path(tmp) / "big", env, "--strict")
+    print(f"full render, warm cache, {os.cpu_count()} CPUs: {n:,} shard observations vs x{scale} ({n_grown:,})")
+    for what, key in (("wall", "wall"), ("write_reports", "write_reports")):
+        print(f"  {what:<14} {small[key]:7.2f} s   x{scale}: {big[key]:7.2f} s   ratio {big[key] / small[key]:5.2f} "
+              f"(linear: {scale})")
+    print(f"  {'peak memory':<14} {small['peak_mb']:7.0f} MB  x{scale}: {big['peak_mb']:7.0f} MB  ratio "
+          f"{big['peak_mb'] / small['peak_mb']:5.2f}")
+    ratio = big["write_reports"] / small["write_reports"]
+    print(f"  rendering {'linear' if ratio <= 1.25 * scale else 'WORSE THAN LINEAR'} in observations "
+          f"(time ratio {ratio:.2f} <= 1.25 x {scale})")
     return 0
 
 
@@ -877,6 +928,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=Path, default=Path("references/observations"),
                     help="with --report: the shard folder (default: references/observations)")
     ap.add_argument("--no-cold", action="store_true", help="with --report: skip the cold render (about a minute)")
+    ap.add_argument("--scale", type=int, default=0, metavar="N",
+                    help="with --report: instead, a full render beside one of the shards grown N times (10: about "
+                         "3 minutes and 12 GB of memory), to show the render is linear in observations")
     ap.add_argument("--lookup", action="store_true",
                     help="a cold kinkcheck.lookup vs a cold kinkcheck cite, and the lookup on the data grown x10 "
                          "(targets <= 0.5 s, <= 200 MB)")
@@ -890,6 +944,8 @@ def main(argv: list[str] | None = None) -> int:
         return census_speed()
     if args.add_case:
         return add_case(args.framework)
+    if args.report and args.scale > 1:
+        return report_scale(args.shards, args.scale)
     if args.report:
         return report_speed(args.shards, args.repeat, cold=not args.no_cold)
     if args.oracle:

@@ -120,7 +120,16 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     predictions: dict[tuple[str, str, str], conf.Prediction] = {}
     scalar_derivative: dict[tuple[str, str, str, str, str], float] = {}
     changed_cases: dict[str, set[str]] = {}
-    for s in shards:
+    # the report's order of observations (m.observation_order: environment, case, program, mode, dtype) as one
+    # integer per observation, computed here where every rank is at hand: sorting integers is cheap
+    case_rank = {c.id: i for i, c in enumerate(catalog)}
+    program_rank = {(c.id, p.framework, p.id): i for c in catalog for i, p in enumerate(c.programs)}
+    mode_rank = {x: i for i, x in enumerate(m.MODES)}
+    dtype_rank = {x: i for i, x in enumerate(m.DTYPES)}
+    n_programs = max((len(c.programs) for c in catalog), default=0) + 1
+    n_modes, n_dtypes = len(m.MODES) + 1, len(m.DTYPES) + 1
+    order_keys: list[int] = []
+    for env_rank, s in enumerate(shards):
         env = s["environment"]
         changed = () if env.get("not_measured") is not None else missing_work(s, catalog).changed  # per case
         changed_cases[env["id"]] = set(changed)
@@ -166,10 +175,14 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                 if vkey not in verdicts:
                     verdicts[vkey] = conf.verdict(predictions[pkey], vkey[1], ob["dtype"])
                 verdict = verdicts[vkey]
-            observations.append(m.Observation(
+            observations.append(m.Observation(  # labels: one list shared by equal labellings (read-only)
                 case=case.id, program=ob["program"], framework=fw, environment=env["id"], mode=ob["mode"],
-                dtype=ob["dtype"], status=ob["status"], value=value, labels=list(labels_memo[memo_key]),
+                dtype=ob["dtype"], status=ob["status"], value=value, labels=labels_memo[memo_key],
                 error=ob["error"], conformance=verdict, input=ob.get("input")))
+            order_keys.append(
+                (((env_rank * len(case_rank) + case_rank[case.id]) * n_programs
+                  + program_rank[(case.id, fw, ob["program"])]) * n_modes
+                 + mode_rank.get(ob["mode"], n_modes - 1)) * n_dtypes + dtype_rank.get(ob["dtype"], n_dtypes - 1))
             flats.append(flat)
             if flat is not None and len(flat) == 1:
                 scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"], ob["mode"])] = flat[0]
@@ -191,12 +204,14 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         disagreements=m.Disagreements(),
         mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
         coverage=m.Coverage(), network_summary=[], summary=empty_summary)
-    key = m.observation_order(report)  # shards list their observations in probing order: one order for all
-    ordered = sorted(zip(observations, flats, strict=True), key=lambda pair: key(pair[0]))
-    report.observations = observations = [ob for ob, _ in ordered]
+    # shards list their observations in probing order: one order for all (equal keys cannot occur: a shard holds
+    # one observation per cell, an environment one shard)
+    ordered = sorted(range(len(observations)), key=order_keys.__getitem__)
+    report.observations = observations = [observations[i] for i in ordered]
     ix = report.index
-    for ob, flat in ordered:  # the builder knows every flat value: seed the cache
-        ix._flat[id(ob)] = flat
+    flat_cache = ix._flat
+    for i, ob in zip(ordered, observations):  # the builder knows every flat value: seed the cache
+        flat_cache[id(ob)] = flats[i]
     report.p0 = _p0(report)
     report.disagreements = disagreements(report)
     report.mode_disagreements = mode_disagreements(report)

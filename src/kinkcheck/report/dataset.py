@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from kinkcheck.query import SCHEMA_ID, DatasetError, read_table, table_metadata
-from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
+from kinkcheck.report.model import Report, read_observations
 
 __all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema", "table_index",
            "write_parquet"]
@@ -50,27 +50,6 @@ def schema() -> Any:
     ])
 
 
-def _rows(report: Report) -> list[tuple[Any, ...]]:
-    env = report.index.env
-    env_order = {e.id: i for i, e in enumerate(report.environments)}
-    mode_order = {m: i for i, m in enumerate(MODES)}
-    dtype_order = {d: i for i, d in enumerate(DTYPES)}
-    case_order = {c.id: i for i, c in enumerate(report.cases)}
-    enc = msgspec.json.encode
-
-    def key(o: Observation) -> tuple[Any, ...]:
-        return (o.program, case_order.get(o.case, len(case_order)), o.case, env_order[o.environment],
-                mode_order.get(o.mode, len(mode_order)), dtype_order.get(o.dtype, len(dtype_order)))
-
-    out = []
-    for o in sorted(report.observations, key=key):
-        e = env[o.environment]
-        out.append((o.case, o.program, o.framework, e.framework_version, e.device, e.platform_tag, o.environment,
-                    o.mode, o.dtype, o.status, None if o.value is None else enc(o.value).decode(), o.labels[0],
-                    list(o.labels), o.conformance, o.error, None if o.input is None else enc(o.input).decode()))
-    return out
-
-
 def report_index(report: Report) -> dict[str, Any]:
     """The small part of the report a reader needs beside the rows (``kinkcheck.index`` in the file's metadata):
     ``{"cases": [{id, sympy, at, tie, programs: [[framework, program], ...]}], "releases": {framework: {place:
@@ -89,14 +68,46 @@ def report_index(report: Report) -> dict[str, Any]:
 
 
 def write_parquet(report: Report) -> bytes:
-    """The Parquet file of ``report.observations`` (see the module docstring), as bytes."""
+    """The Parquet file of ``report.observations`` (see the module docstring), as bytes.
+
+    Built column by column: ``report.observations`` is in the report's order (environment, case, program, mode,
+    dtype), so a stable sort by (program, the case's catalog rank) gives the file's order (program, case,
+    environment, mode, dtype); the environment's columns are taken from one row per environment and the labels
+    from one list per distinct labelling (an observation's labels are one of a few hundred).
+    """
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     sch = schema()
-    rows = _rows(report)
-    columns = list(zip(*rows)) if rows else [() for _ in sch.names]
-    table = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, sch)], schema=sch)
+    text = pa.string()
+    obs = report.observations
+    case_rank = {c.id: i for i, c in enumerate(report.cases)}
+    order = pc.sort_indices(
+        pa.table({"program": pa.array([o.program for o in obs], text),
+                  "case": pa.array([case_rank.get(o.case, len(case_rank)) for o in obs], pa.int32())}),
+        sort_keys=[("program", "ascending"), ("case", "ascending")])  # Arrow's sort is stable
+    obs = [obs[i] for i in order.to_pylist()]
+    envs = report.environments
+    env_rank = {e.id: i for i, e in enumerate(envs)}
+    env_of = pa.array([env_rank[o.environment] for o in obs], pa.int32())
+    labelings: dict[tuple[str, ...], int] = {}
+    labeling = pa.array([labelings.setdefault(tuple(o.labels), len(labelings)) for o in obs], pa.int32())
+    enc = msgspec.json.encode
+
+    def column(name: str) -> Any:
+        if name in ("framework_version", "device", "platform_tag", "environment"):
+            return pc.take(pa.array([e.id if name == "environment" else getattr(e, name) for e in envs], text),
+                           env_of)
+        if name == "labels":
+            return pc.take(pa.array([list(k) for k in labelings], pa.list_(text)), labeling)
+        if name == "label":  # the first label, the one the report shows
+            return pc.take(pa.array([k[0] for k in labelings], text), labeling)
+        if name in ("value", "input"):
+            return pa.array([None if (v := getattr(o, name)) is None else enc(v).decode() for o in obs], text)
+        return pa.array([getattr(o, name) for o in obs], text)
+
+    table = pa.Table.from_arrays([column(f.name) for f in sch], schema=sch)
     prov = report.provenance
     table = table.replace_schema_metadata({
         "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,

@@ -387,7 +387,22 @@ def kink_hits_svg(measurements: Sequence[Any]) -> str:
     """The kink-hit census plot of :class:`kinkcheck.report.model.KinkHits` measurements: the % of
     initialisations whose first-layer gradient differs between ReLU'(0) = 0 and 1, by depth, one line per
     framework and dtype measured here (torch solid, JAX dotted), and the paper's 32- and 16-bit figures (from
-    the first measurement's record) dashed with hollow markers. Deterministic SVG, as the case plots."""
+    the first measurement's record) dashed with hollow markers. Deterministic SVG, as the case plots; cached on
+    disk as they are, keyed on the measurements, matplotlib's release and this file."""
+    import msgspec
+
+    key = f"{_source_hash()}|{_matplotlib_version()}|".encode() + msgspec.json.encode(list(measurements))
+    path = cache_dir() / f"kinkhits-{hashlib.sha256(key).hexdigest()[:24]}.svg"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    svg = _draw_kink_hits(measurements)
+    _store(path, svg)
+    return svg
+
+
+def _draw_kink_hits(measurements: Sequence[Any]) -> str:
     _setup()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
