@@ -178,16 +178,16 @@ def _plan(shard: Path, framework: str, catalog: Any) -> Any:
 def _fresh_marker(shard: Path, framework: str) -> Path | None:
     """Where the verdict "this shard is fresh" is remembered: a file named by the SHA-256 of the shard's bytes,
     the catalog's bytes, the framework's modes and the dtypes, and the source of the code that decides
-    freshness (``shards.py``, ``catalog.py``, ``frameworks/base.py``); None when a file cannot be read. Reading and
+    freshness (``shards.py``, ``catalog.py``, ``vocabulary.py``, ``registry.py``); None when a file cannot be read. Reading and
     checking 28 shards in 28 sessions costs seconds; hashing them milliseconds, so a warm ``nox -s report``
     spends its time rendering. Only a fresh verdict is remembered: any change to the shard or the catalog
     misses the marker and is checked in full."""
     import hashlib
 
-    base = _kinkcheck("frameworks.base")
+    base = _kinkcheck("vocabulary")
     try:
         code = b"".join((ROOT / "src" / "kinkcheck" / f).read_bytes()
-                        for f in ("shards.py", "catalog.py", "frameworks/base.py", "registry.py"))
+                        for f in ("shards.py", "catalog.py", "vocabulary.py", "dtypes.py", "registry.py"))
         staged = _kinkcheck("catalog").staged_path(CATALOG)
         programs = b"".join(p.read_bytes() for folder in (CATALOG.parent, staged.parent)
                             for p in [*sorted((folder / "programs").glob("*.toml")),
@@ -208,7 +208,7 @@ def _probe_args(work: Any, catalog: Any, framework: str, remeasure: bool) -> lis
     """
     if remeasure:
         return ["--replace"]
-    base = _kinkcheck("frameworks.base")
+    base = _kinkcheck("vocabulary")
     every_case = {c.id for c in catalog if c.programs_for(framework)}
     args = [] if set(work.cases) >= every_case else [a for c in work.cases for a in ("--case", c)]
     if set(work.modes) != set(base.FRAMEWORK_MODES[framework]):

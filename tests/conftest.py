@@ -94,6 +94,33 @@ def shards_report_path(tmp_path_factory, catalog):
     return path
 
 
+def write_report_files(report, folder):
+    """``observations.parquet`` and ``conventions.json`` (observations in the table, as ``kinkcheck report`` writes
+    them) of ``report`` into ``folder``; the JSON's path."""
+    import hashlib
+
+    import msgspec
+
+    from kinkcheck.report.dataset import write_parquet
+    from kinkcheck.report.model import report_json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    parquet = write_parquet(report)
+    (folder / "observations.parquet").write_bytes(parquet)
+    head = msgspec.structs.replace(report, provenance=msgspec.structs.replace(
+        report.provenance, observations_sha256=hashlib.sha256(parquet).hexdigest()))
+    path = folder / "conventions.json"
+    path.write_bytes(report_json(head, observations_file="observations.parquet"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def shards_report_files(tmp_path_factory, shards_report):
+    """The report of the committed shards as ``kinkcheck report`` writes it (:func:`write_report_files`): grad
+    reads its rows from the table."""
+    return write_report_files(shards_report, tmp_path_factory.mktemp("report-files"))
+
+
 def torch_2_15_elsewhere(report, **changes):
     """``report`` with a copy of torch 2.15.0's CPU environment changed by ``changes`` (another device or
     platform: ``id``, ``device``, ``platform_tag``), relu@0 only, torch.relu's reverse float64 cell set to 1

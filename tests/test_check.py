@@ -151,7 +151,7 @@ def _brute_force_variants(at):
     """The definition, written out: every variant in order, then duplicates dropped (quadratic; small points only)."""
     import copy
 
-    from kinkcheck.frameworks.base import flatten
+    from kinkcheck.vocabulary import flatten
 
     entries = check._entries(at)
 
@@ -192,7 +192,7 @@ _inputs = st.one_of(_values, st.lists(_values, min_size=1, max_size=4),
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["x", "v", "w"]), _inputs, min_size=1, max_size=3))
 def test_lazy_variants_are_the_definition_in_order(at):
-    from kinkcheck.frameworks.base import flatten
+    from kinkcheck.vocabulary import flatten
 
     got = [tuple((k, tuple(repr(float(x)) for x in flatten(v))) for k, v in p.items()) for p, _, _ in variants(at)]
     assert got == _brute_force_variants(at), f"variants of {at}: same points, same order, no duplicate"

@@ -20,7 +20,7 @@ import pytest
 
 from kinkcheck import expr as ex
 from kinkcheck.catalog import load_catalog
-from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
+from kinkcheck.vocabulary import COMPILED_MODES, FRAMEWORK_MODES
 
 torch = pytest.importorskip("torch", reason="device placement of PyTorch programs needs PyTorch")
 from torch.overrides import TorchFunctionMode  # noqa: E402

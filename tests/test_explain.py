@@ -26,9 +26,9 @@ def _judge(program: str, at: dict, framework: str | None = None, **kw) -> explai
 
 
 @pytest.fixture(scope="module")
-def index(shards_report_path):
-    """grad's index of the report the committed shards build now (conftest.py), cells held in memory."""
-    return explain.report_index(shards_report_path, use_cache=False)
+def index(shards_report_files):
+    """grad's index of the report the committed shards build now (conftest.py), as ``kinkcheck report`` writes it."""
+    return explain.report_index(shards_report_files)
 
 
 # --------------------------------------------------------------------------- Done when: every catalog program
@@ -229,55 +229,34 @@ def test_the_judgement_worker_answers_as_judge_does(monkeypatch, tmp_path):
         explain.Pending("torch.relu(x)", {"x": 0}, "torch", sympy_text="Max(x)(x)").finish({"x": 0.0})
 
 
-def test_the_report_is_decoded_once_per_file_version(shards_report_path, tmp_path, monkeypatch):
-    """report_index writes the report's cells to the cache keyed by the file's version: the second call reads
-    the cache (no decoding), report_rows reads its cells from there, and a changed file is decoded again."""
+def test_grad_reads_the_table_not_the_json(shards_report_files, shards_report_path, tmp_path, monkeypatch):
+    """report_index reads the cases and releases from observations.parquet's metadata and report_rows the rows of
+    the cases shown: the report JSON is never decoded. A report without its table says to re-render, in one line."""
     from kinkcheck.report import model
 
-    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
-    path = tmp_path / "conventions.json"
-    path.write_bytes(shards_report_path.read_bytes())
-    first = explain.report_index(path)
     decoded = []
-    real = model.load_report
-    monkeypatch.setattr(model, "load_report", lambda p, missing=None: decoded.append(p) or real(p, missing))
-    again = explain.report_index(path)
-    assert again == first and decoded == [], "the same file version: read from the cache"
-    view = explain.report_rows(again, "torch.clamp(x, min=0)", "torch", ("relu@0",))
-    spans = [(r["value"], r["label"], r["from"], r["to"]) for r in view.rows[0]["ranges"]]
-    assert spans == [({"x": 1.0}, "right", "1.13.1", "2.13.0"), ({"x": 0.0}, "left", "2.14.1", "2.15.0")], spans
-    path.write_bytes(path.read_bytes() + b" ")  # another version of the file
-    explain.report_index(path)
-    assert decoded == [path], "a changed file is decoded again"
-
-
-def test_cells_lost_from_the_cache_are_read_again_from_the_report(shards_report_path, tmp_path, monkeypatch):
-    """A cache cleaner that removed the cells files but kept the index must not turn measured cells into
-    "not measured": the cells are taken from the report again (and cached again)."""
-    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
-    path = tmp_path / "conventions.json"
-    path.write_bytes(shards_report_path.read_bytes())
-    index = explain.report_index(path)
-    lost = sorted((tmp_path / "cache").glob("report-*-cells-*.json"))
-    assert lost, "the index writes one cells file per mode, dtype and device"
-    for f in lost:
-        f.unlink()
+    monkeypatch.setattr(model, "load_report", lambda *a, **k: decoded.append(a) or pytest.fail("decoded the JSON"))
+    index = explain.report_index(shards_report_files)
     view = explain.report_rows(index, "torch.clamp(x, min=0)", "torch", ("relu@0",))
     spans = [(r["value"], r["label"], r["from"], r["to"]) for r in view.rows[0]["ranges"]]
     assert spans == [({"x": 1.0}, "right", "1.13.1", "2.13.0"), ({"x": 0.0}, "left", "2.14.1", "2.15.0")], spans
-    assert any((tmp_path / "cache").glob("report-*-cells-*.json")), "and cached again"
+    assert decoded == [], "the table answers alone"
+    monkeypatch.undo()
+    alone = tmp_path / "conventions.json"
+    alone.write_bytes(shards_report_path.read_bytes())
+    with pytest.raises(explain.ReportUnavailable, match=r"no observations.parquet beside it .* re-render it"):
+        explain.report_index(alone)
 
 
 def test_a_shard_from_another_platform_does_not_stand_in_for_linux(shards_report, tmp_path):
     """grad's report lines read one place: a macOS arm64 copy of torch 2.15.0 with relu'(0) = 1 changes
     nothing at ``cpu`` (Linux x86-64) and is found at ``cpu-macos_arm64``."""
     from conftest import torch_2_15_elsewhere
-    from kinkcheck.report.model import report_json
 
     report, _, _ = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64", platform_tag="macos_arm64")
-    path = tmp_path / "conventions.json"
-    path.write_bytes(report_json(report))
-    index = explain.report_index(path, use_cache=False)
+    from conftest import write_report_files
+
+    index = explain.report_index(write_report_files(report, tmp_path))
     linux = explain.report_rows(index, "torch.relu(x)", "torch", ("relu@0",)).rows[0]["ranges"]
     assert linux[-1]["value"] == {"x": 0.0} and linux[-1]["to"] == "2.15.0", linux
     mac_rows = explain.report_rows(index, "torch.relu(x)", "torch", ("relu@0",), device="cpu-macos_arm64").rows[0]

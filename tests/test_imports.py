@@ -136,3 +136,48 @@ def test_oracle_cache_key_covers_the_oracle_sources() -> None:
     hashed = {f"{pkg}.{file.removesuffix('.py')}" for pkg, file in ORACLE_SOURCES}
     assert needed == hashed, f"imported by the oracle, not hashed: {sorted(needed - hashed)}; " \
                              f"hashed, not imported: {sorted(hashed - needed)}"
+
+
+#: Rendering (issue 31, item 4): the modules that turn a report into pages import the model and one another, and
+#: below them only these leaves, each for a reason that is not judging.
+RENDERING = ["kinkcheck.report.view", "kinkcheck.report.markdown", "kinkcheck.report.site", "kinkcheck.report.plots",
+             "kinkcheck.report.census"]
+RENDERING_LEAVES = {
+    "kinkcheck.report.model": "the one read API: the typed report, its index, the vocabulary it re-exports",
+    "kinkcheck.anchors": "the anchors cite links to (one spelling of a case's and a program's name)",
+    "kinkcheck.cache": "the cache folder (plots, template bytecode)",
+    "kinkcheck.registry": "each framework's marker and line style in the plots",
+    "kinkcheck.query": "the census's operations for the site's index (the read API's search)",
+}
+#: plots draws the case's function near its kink: that needs the expression's meaning, which only the oracle's
+#: translation to sympy has.
+PLOTS_DRAW = {"kinkcheck.expr", "kinkcheck.oracles.symbolic"}
+
+
+def test_rendering_imports_the_model_and_nothing_below_it() -> None:
+    graph = _graph()
+    allowed = set(RENDERING) | set(RENDERING_LEAVES)
+    for module in RENDERING:
+        extra = graph[module] - allowed - (PLOTS_DRAW if module == "kinkcheck.report.plots" else set())
+        assert not extra, f"{module} imports {sorted(extra)}: rendering reads the report through " \
+                          "kinkcheck.report.model (judging, frameworks, catalog and shards sit below it)"
+
+
+def test_the_vocabulary_is_a_leaf_and_read_from_there() -> None:
+    """Modes, dtypes and the value codec live in kinkcheck.vocabulary, which imports only the dtype and framework
+    registries; outside frameworks/, nothing imports them from the adapters' base module."""
+    graph = _graph()
+    assert graph["kinkcheck.vocabulary"] <= {"kinkcheck.dtypes", "kinkcheck.registry"}, graph["kinkcheck.vocabulary"]
+    names = {"COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODES", "MODE_INFO", "decode", "encode",
+             "flat_value", "flatten"}
+    for path in sorted(SRC.rglob("*.py")):
+        if "frameworks" in path.relative_to(SRC).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "kinkcheck.frameworks.base":
+                wrong = {a.name for a in node.names} & names
+                assert not wrong, f"{path.relative_to(SRC)} imports {sorted(wrong)} from frameworks.base: " \
+                                  "read them from kinkcheck.vocabulary"
+    report = [m for m in graph if m.startswith("kinkcheck.report")]
+    assert not any(t.startswith("kinkcheck.frameworks") for m in report for t in graph[m]), \
+        "the report never imports frameworks/ (the design's rule)"

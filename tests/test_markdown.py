@@ -13,7 +13,7 @@ import pytest
 from conftest import torch_2_15_elsewhere
 
 from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import flat_value
+from kinkcheck.vocabulary import flat_value
 from kinkcheck.registry import FRAMEWORKS
 from kinkcheck.report.markdown import SECTION_PAGES, render_case_pages, render_markdown, render_section_pages
 from kinkcheck.report.model import release_ranges

@@ -10,7 +10,8 @@ from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import VECTOR_ISA, flat_value
+from kinkcheck.vocabulary import flat_value
+from kinkcheck.frameworks.base import VECTOR_ISA
 from kinkcheck.probe import probe
 from kinkcheck.shards import read_shard, unpack, write_shard
 

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from kinkcheck.catalog import load_catalog
 from kinkcheck.classify import tolerance
-from kinkcheck.frameworks.base import flatten
+from kinkcheck.vocabulary import flatten
 from kinkcheck.oracles.symbolic import to_sympy
 
 CATALOG = load_catalog()

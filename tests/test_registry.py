@@ -13,7 +13,7 @@ import pytest
 from kinkcheck import catalog, cli, conformance, expr, registry
 from kinkcheck.cite import FRAMEWORK_NAMES
 from kinkcheck.frameworks import KNOWN
-from kinkcheck.frameworks.base import DTYPES, FRAMEWORK_MODES, MODES
+from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 from kinkcheck.probe import DISTRIBUTIONS
 from kinkcheck.report import plots
 from kinkcheck.shards import shard_schema

@@ -397,7 +397,7 @@ def add_case(frameworks: list[str] | None) -> int:
     import importlib.util
 
     from kinkcheck.frameworks import get_adapter
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
     from kinkcheck.probe import environment_id
     from kinkcheck.shards import missing_work, read_shard, write_shard
 

@@ -5,7 +5,7 @@ evaluated at the given point and at generated variants of it that hit kinks of t
 functions: an entry set to 0 (relu, abs, sign at 0), two entries tied (max, min, sort, median), an entry on
 a usual bound (clamp/hardtanh at ±1, relu6 at 6, hardswish/hardsigmoid at ±3, hardshrink/softshrink at
 ±0.5). The gradients of ``sum(f(*inputs))`` — reverse mode by default, or any mode of each framework
-(:data:`kinkcheck.frameworks.base.MODE_INFO`: forward, jit, vmap, inductor, …) — in float64 or a lower dtype
+(:data:`kinkcheck.vocabulary.MODE_INFO`: forward, jit, vmap, inductor, …) — in float64 or a lower dtype
 are compared within the dtype tolerance of :func:`kinkcheck.classify.same_value`; the result lists every
 differing input, and the smallest one (least Euclidean norm, then fewest changed entries).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import flat_value
+from kinkcheck.vocabulary import flat_value
 
 __all__ = [
     "BOUNDS",
@@ -271,7 +271,7 @@ def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[st
     CheckError
         Not one or two modes; an unknown mode; a mode the function's framework lacks (named with its modes).
     """
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES, MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES, MODES
 
     pair = (mode, mode) if isinstance(mode, str) else tuple(mode)
     if len(pair) != 2:
@@ -334,7 +334,7 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
         float64 (default), float32, float16 or bfloat16: the inputs' dtype (each point is rounded to it, as
         the framework holds it: :attr:`Point.seen`) and the comparison tolerance.
     mode : str or pair of str
-        How each function is differentiated (:data:`kinkcheck.frameworks.base.MODE_INFO`): one mode for both
+        How each function is differentiated (:data:`kinkcheck.vocabulary.MODE_INFO`): one mode for both
         (``"forward"``) or one per function (``("inductor", "jit")``); default reverse. Every mode's value is
         comparable with the gradient; ``second-order`` gives ``H @ 1``, comparable between the two functions.
 
@@ -394,7 +394,7 @@ VECTOR_LIMIT = 8
 def render(result: CheckResult, names: Sequence[str], shown: int | None = SHOWN) -> str:
     """Plain-text summary: each differing input (the first ``shown``; None: all) with both gradients and the
     kinked operations each function hits there, then the smallest differing input. Long vectors are elided."""
-    from kinkcheck.frameworks.base import flatten
+    from kinkcheck.vocabulary import flatten
     from kinkcheck.report.view import fmt_number, fmt_vector
 
     def g(v: Any) -> str:

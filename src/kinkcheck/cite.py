@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
-from kinkcheck.frameworks.base import flatten
+from kinkcheck.vocabulary import flatten
 from kinkcheck.platforms import place_title
 from kinkcheck.query import DATA_ENV
 from kinkcheck.registry import view
@@ -122,7 +122,8 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
 
 def check_cell(framework: str | None, mode: str, dtype: str) -> None:
     """Raises CiteError for a dtype or mode no framework (or not ``framework``) has."""
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES, check_dtype, check_mode
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
+    from kinkcheck.frameworks.base import check_dtype, check_mode
 
     try:
         check_dtype(dtype)

@@ -135,7 +135,7 @@ def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
     from kinkcheck.frameworks import DTYPES, MODES
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
 
     for d in args.dtype:
         if d not in DTYPES:
@@ -209,7 +209,7 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
     """
     import contextlib
 
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
     from kinkcheck.probe import ProbeBusy, environment_id, probe_lock
 
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]
@@ -239,7 +239,7 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
     from kinkcheck import shards
     from kinkcheck.catalog import CatalogError
     from kinkcheck.frameworks import FrameworkUnavailable
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
     from kinkcheck.probe import DEFAULT_DTYPES, ProbeInterrupted, environment_id, journal_path, probe_isolated
     from kinkcheck.shards import ShardError, write_merged
 
@@ -346,7 +346,7 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
                          modes: Sequence[str] | None = None) -> dict[str, Any]:
     import os
 
-    from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
+    from kinkcheck.vocabulary import COMPILED_MODES, FRAMEWORK_MODES
     from kinkcheck.probe import DEFAULT_DTYPES, RESTARTED_ENV, probe, select_cases
 
     catalog = select_cases(catalog, args.case)

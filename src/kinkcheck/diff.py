@@ -7,7 +7,7 @@ A side is a shard file (``kinkcheck/shard/v2``, or v1) or one environment of a r
 
 An observation is keyed by (case, program, mode, dtype); two observations differ when their status
 differs (``ok``/``error``/``unavailable``) or their values differ beyond the dtype's tolerance
-(:func:`kinkcheck.classify.same_value`; NaN equals NaN).
+(:func:`kinkcheck.report.model.differs`; NaN equals NaN).
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.classify import same_value
-from kinkcheck.frameworks.base import flat_value, flatten
-from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError
-from kinkcheck.report.view import fmt_vector
+from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError, differs
+from kinkcheck.report.view import describe_observation  # the report's words for a value, not diff's own
 
 __all__ = ["Change", "ChangeRow", "DiffError", "Side", "compare", "describe_observation", "differs", "group_changes",
            "load_side", "side_from_report", "side_from_shard"]
@@ -57,21 +55,6 @@ class Change:
     def describe(self) -> str:
         return (f"{self.case}  {self.program}  [{self.mode}, {self.dtype}]: "
                 f"{describe_observation(self.old)} -> {describe_observation(self.new)}")
-
-
-def describe_observation(ob: Observation, labels: bool = True, limit: int | None = None) -> str:
-    """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as measured; the first label when known. ``limit``: a
-    vector longer than that shows its first and last elements around ``…`` and its length
-    (``[0, 0, 0, …, 0, 1] (300 elements)``)."""
-    if ob.status != "ok" or ob.value is None:
-        return ob.status
-    flat = [v for vals in ob.value.values() for v in flatten(vals)]
-    if limit is not None and len(flat) > limit:
-        head, tail = fmt_vector(flat[:3])[:-1], fmt_vector(flat[-2:])[1:]
-        text = f"{head}, …, {tail} ({len(flat)} elements)"
-    else:
-        text = fmt_vector(flat)
-    return f"{text} ({ob.labels[0]})" if labels and ob.labels else text
 
 
 @dataclass(frozen=True)
@@ -110,23 +93,6 @@ def group_changes(changes: Sequence[Change]) -> list[ChangeRow]:
                                                                                       if c.mode == m)))
                         for m in modes)
     return rows
-
-
-def _flat(ob: Observation) -> Sequence[float]:
-    return flat_value(ob.value or {})
-
-
-def differs(old: Observation, new: Observation, dtype: str,
-            flat: Callable[[Observation], Sequence[float] | None] = _flat) -> bool:
-    """Whether two observations of the same key show different conventions: another status, or values that
-    differ beyond ``dtype``'s tolerance (:func:`kinkcheck.classify.same_value`; NaN equals NaN). ``flat``
-    gives an observation's flat value (the report's builder passes its cached :meth:`ReportIndex.flat`)."""
-    if old.status != new.status:
-        return True
-    if old.status != "ok":
-        return False
-    a, b = flat(old), flat(new)
-    return a != b and not same_value(a, b, dtype)  # type: ignore[arg-type]
 
 
 def compare(old: Side, new: Side) -> list[Change]:

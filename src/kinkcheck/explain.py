@@ -14,7 +14,8 @@ Three parts, each usable alone:
   with the dtype's tolerance, exactly as the report labels its cells.
 * :func:`report_rows` — what the report (``reports/conventions.json``) holds at the same point: the
   program's own row first, then the case's other programs, per framework, with each value over the
-  ranges of releases that return it. The report is read once and indexed into the cache folder.
+  ranges of releases that return it, read from ``observations.parquet`` beside the report: the cases and
+  releases from its metadata, then the rows of those cases only (the model's dataset; no index of its own).
 
 :class:`Pending` runs the report lookup and the cache lookup in a thread of the ``grad`` process while the
 framework evaluates in its worker, so they overlap; on a cache miss :func:`judge` runs in a second worker
@@ -438,23 +439,19 @@ def _report_key(path: Path) -> str:
     return _key(SCHEMA_ID, str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _cell_name(key: str, mode: str, dtype: str, device: str) -> str:
-    return f"report-{key}-cells-{_key(mode, dtype, device)}.json"
-
-
-def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
-    """The report's cases and measured releases, small: ``{"key", "cases": [{id, sympy, at, tie, programs:
-    [[framework, program], …]}], "releases": {framework: {device: [version, …] oldest first}}}``.
-
-    The report JSON (tens of MB) is read once per file version (path, size, mtime): its cells are written
-    to the cache folder, one file per mode, dtype and device, for :func:`report_rows`.
+def report_index(path: str | Path) -> dict[str, Any]:
+    """The report's cases and measured releases, small: ``{"key", "path", "table", "cases": [{id, sympy, at, tie,
+    programs: [[framework, program], …]}], "releases": {framework: {place: [version, …] oldest first}}}``, read
+    from the metadata of ``observations.parquet`` beside the report (the model's dataset; nothing of the JSON is
+    read): :func:`report_rows` then reads the rows of the cases it shows, and nothing else.
 
     Raises
     ------
     ReportUnavailable
-        The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.report.model.load_report`).
+        The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.report.model.load_report`),
+        or has no ``observations.parquet`` beside it (every ``kinkcheck report`` writes one).
     """
-    from kinkcheck.report.model import report_path
+    from kinkcheck.report.model import ReportError, load_report, report_path
 
     p = report_path(path)  # reports/conventions.json, or the .gz a clone has
     if not p.is_file():
@@ -462,42 +459,17 @@ def report_index(path: str | Path, use_cache: bool = True) -> dict[str, Any]:
     table = p.with_name("observations.parquet")
     if table.is_file():  # written with the report: its cases and releases, then only the rows asked for
         return _table_index(p, table)
-    key = _report_key(p)
-    if use_cache:
-        hit = _read_cache(f"report-{key}.json")
-        if isinstance(hit, dict) and hit.get("key") == key:
-            return hit
-    from kinkcheck.report.model import ReportError, load_report
-
-    try:
-        report = load_report(p)
+    try:  # why it cannot be read, when it cannot: another schema, an older model
+        load_report(p, select=lambda report: ())
     except ReportError as err:
         raise ReportUnavailable(str(err)) from None
-    from kinkcheck.report.dataset import report_index as small_index
-
-    ix = report.index
-    small = small_index(report)  # what the table's metadata holds: the same cases and releases
-    cases, releases = small["cases"], small["releases"]
-    cells: dict[tuple[str, str, str], dict[str, dict[str, dict[str, Any]]]] = {}
-    for o in report.observations:
-        env = ix.env[o.environment]
-        group = cells.setdefault((o.mode, o.dtype, env.place), {})
-        row = group.setdefault(f"{o.case}\t{o.framework}\t{o.program}", {})
-        row[env.framework_version] = {"status": o.status, "value": o.value, "label": o.labels[0]}
-    index = {"key": key, "path": str(p), "cases": cases, "releases": releases,
-             "groups": sorted("\t".join(k) for k in cells)}
-    if use_cache:
-        for (mode, dtype, device), group in cells.items():
-            _write_cache(_cell_name(key, mode, dtype, device), group)
-        _write_cache(f"report-{key}.json", index)
-    else:
-        index["cells"] = {"\t".join(k): v for k, v in cells.items()}
-    return index
+    raise ReportUnavailable(f"{p}: no observations.parquet beside it (`kinkcheck report` writes the two together; "
+                            "re-render it)")
 
 
 def _table_index(report: Path, table: Path) -> dict[str, Any]:
     """:func:`report_index` from the ``observations.parquet`` written beside the report (its ``kinkcheck.index``
-    metadata): nothing of the report JSON is read, and :func:`report_rows` reads only the rows of the cases shown.
+    metadata).
 
     Raises
     ------
@@ -584,17 +556,7 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
     case_ids : sequence of str
         Cases with the same function and point (:attr:`Judgement.cases`).
     """
-    group = f"{mode}\t{dtype}\t{device}"
-    cells = _table_cells(index, case_ids, mode, dtype, device) if "table" in index else index.get("cells", {}).get(group)
-    if cells is None:
-        cells = _read_cache(_cell_name(index["key"], mode, dtype, device))
-    if cells is None and group in index.get("groups", ()):  # the report has these cells; the cache lost them
-        try:
-            cells = report_index(index["path"], use_cache=False)["cells"].get(group, {})
-        except ReportUnavailable:
-            cells = {}
-        _write_cache(_cell_name(index["key"], mode, dtype, device), cells)
-    cells = cells or {}
+    cells = _table_cells(index, case_ids, mode, dtype, device)
     rows: list[dict[str, Any]] = []
     shown: set[str] = set()
     for case in index["cases"]:

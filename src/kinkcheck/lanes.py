@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES
+from kinkcheck.vocabulary import COMPILED_MODES, FRAMEWORK_MODES
 
 __all__ = ["SIDE_BY_SIDE", "STEPS", "Step", "lane_steps", "main"]
 

@@ -26,7 +26,8 @@ from kinkcheck import __version__
 from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, data_limit, encode, get_adapter
-from kinkcheck.frameworks.base import COMPILED_MODES, check_mode, short_error
+from kinkcheck.vocabulary import COMPILED_MODES
+from kinkcheck.frameworks.base import check_mode, short_error
 from kinkcheck.platforms import device_title
 from kinkcheck.registry import view
 from kinkcheck.shards import ShardBusy, shard_lock
@@ -660,7 +661,7 @@ def _crashed(catalog: Catalog, key: str, framework: str, dtypes: Sequence[str], 
     their own processes), so they are not lost with it. A crash inside a compiled batch loses that mode and dtype
     for the whole catalog (the batch is one call); the cells say so.
     """
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
 
     done = done or {}
     if key.startswith("batch:"):

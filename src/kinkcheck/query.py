@@ -251,7 +251,7 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
         message names the nearest ones), or a release, case or framework with no row for it (the message names
         the ones there are).
     """
-    from kinkcheck.frameworks.base import DTYPES, MODES
+    from kinkcheck.vocabulary import DTYPES, MODES
 
     for what, given in (("program", program), ("case", case), ("framework", framework), ("release", release)):
         if given is not None and not isinstance(given, str):

@@ -69,7 +69,7 @@ class Framework:
         The module of its adapter (:class:`kinkcheck.frameworks.base.Adapter`), imported lazily.
     modes : tuple of str
         The differentiation modes its adapter implements, report order (a subset of
-        :data:`kinkcheck.frameworks.base.MODES`); ``reverse`` first.
+        :data:`kinkcheck.vocabulary.MODES`); ``reverse`` first.
     marker : tuple of (str, str)
         Matplotlib marker and colour of its measured values in the report's plots.
     aliases : dict

@@ -106,7 +106,7 @@ def shard_schema() -> dict[str, Any]:
     """``schemas/shard.v1.json`` with its framework, mode and dtype enums read from the registry
     (:mod:`kinkcheck.registry`) and :mod:`kinkcheck.frameworks.base` (the committed file holds the same
     lists; ``tests/test_registry.py`` checks it)."""
-    from kinkcheck.frameworks.base import DTYPES, MODES
+    from kinkcheck.vocabulary import DTYPES, MODES
 
     return _shard_schema((tuple(FRAMEWORKS), MODES, DTYPES))
 
@@ -666,7 +666,7 @@ def missing_work(shard: dict[str, Any] | None, catalog: Catalog, framework: str 
     Work
         ``Work.fresh`` is True when nothing is missing and the shard is not a not-measured record.
     """
-    from kinkcheck.frameworks.base import DTYPES, FRAMEWORK_MODES
+    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
 
     framework = framework or (shard["environment"]["framework"] if shard else None)
     if framework is None:
@@ -757,7 +757,7 @@ def withdraw(shard: dict[str, Any], select: Callable[[dict[str, Any]], bool], re
     ShardError
         ``reason`` is empty, or ``select`` picks nothing (a withdrawal that finds nothing is a mistake).
     """
-    from kinkcheck.frameworks.base import DTYPES, MODES
+    from kinkcheck.vocabulary import DTYPES, MODES
 
     if not reason.strip():
         raise ShardError("a withdrawal must say why the cells are not measured")
@@ -823,7 +823,7 @@ def open_parts(parts: Sequence[dict[str, Any]], observations: Sequence[dict[str,
     """The parts of ``environment.not_measured_parts`` still not measured: a program's part narrowed to its
     cells absent from ``observations`` (a probe of some of its modes leaves the others, and a part never names a
     cell the shard holds), a part of whole modes with the modes not yet ``probed`` (``environment.modes``)."""
-    from kinkcheck.frameworks.base import DTYPES, MODES
+    from kinkcheck.vocabulary import DTYPES, MODES
 
     present = {_row_key(o) for o in observations}
     out = []
@@ -925,7 +925,7 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
 
     observations, kept_obs = merged_rows(old["observations"], new["observations"])
     networks, kept_nets = merged_rows(old["networks"], new["networks"])
-    from kinkcheck.frameworks.base import DTYPES, MODES
+    from kinkcheck.vocabulary import DTYPES, MODES
 
     env = {k: v for k, v in env_old.items() if k not in ("last_attempt", "not_measured")}
     for k in ("framework_build", "python", "platform", "runner", "measured_at", "kinkcheck_version", "catalog_hash",

@@ -338,7 +338,7 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     observations = shard["observations"]
     parts = env.get("not_measured_parts") or []
     if parts:
-        from kinkcheck.frameworks.base import DTYPES, MODES
+        from kinkcheck.vocabulary import DTYPES, MODES
 
         present = {(o["case"], o["program"], o["mode"], o["dtype"]) for o in observations}
         for part in parts:

@@ -1,6 +1,6 @@
 """HIPS autograd adapter: evaluates call expressions with ``autograd.numpy`` (alias ``anp``) on NumPy arrays.
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``autograd.make_vjp`` with a cotangent of
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`): reverse is ``autograd.make_vjp`` with a cotangent of
 ones (the VJP of the output's sum, what ``autograd.grad`` of the sum gives); forward is
 ``autograd.make_jvp`` along each input component's unit tangent, the output summed; second-order is
 ``autograd.grad`` of the sum of ``autograd.grad``'s components (``H @ 1``). autograd is pure NumPy: it

@@ -1,6 +1,6 @@
 """JAX adapter: evaluates call expressions with ``jax.numpy`` arrays.
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``jax.grad`` of the output's sum (the VJP
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`): reverse is ``jax.grad`` of the output's sum (the VJP
 with ones); jit is ``jax.jit(jax.grad(...))``; forward is ``jax.jvp`` along each input component's unit
 tangent; jacfwd and jacrev are ``jax.jacfwd``/``jax.jacrev`` summed over the output; vmap is
 ``jax.vmap(jax.grad(...))``; second-order is ``jax.hessian`` times ones (``H @ 1``). float64 is evaluated
@@ -73,7 +73,7 @@ ORIGINS = frozenset(("jax", "jaxlib"))
 
 
 def _callable_modes(f: Any, keys: list[str], args: list[Any], mode: str) -> dict[str, Any]:
-    """The derivative of ``sum(f(*args))`` in ``mode`` (:data:`kinkcheck.frameworks.base.MODE_INFO`): input name
+    """The derivative of ``sum(f(*args))`` in ``mode`` (:data:`kinkcheck.vocabulary.MODE_INFO`): input name
     → nested floats. The modes' definitions are :meth:`JaxAdapter.gradient`'s, for a Python function of every
     input (what ``kinkcheck check`` differentiates) rather than a parsed program."""
     argnums = tuple(range(len(args)))

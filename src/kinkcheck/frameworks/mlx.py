@@ -1,6 +1,6 @@
 """MLX adapter: evaluates call expressions with ``mlx.core`` arrays on MLX's CPU backend or its Metal GPU.
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``mx.grad`` of the output's sum (the VJP
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`): reverse is ``mx.grad`` of the output's sum (the VJP
 with ones); forward is ``mx.jvp`` along each input component's unit tangent; jit is
 ``mx.compile(mx.grad(...))``; vmap is ``mx.vmap(mx.grad(...))`` over a batch of two copies of the point;
 second-order is ``mx.grad`` of the gradient's sum (``H @ 1``). Every op runs on the shard's device: the

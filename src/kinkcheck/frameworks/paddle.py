@@ -1,6 +1,6 @@
 """PaddlePaddle adapter: evaluates call expressions with ``paddle`` tensors (dynamic graph; ``graph``: static).
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`):
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`):
 
 * reverse: ``paddle.grad(y, inputs, grad_outputs=ones_like(y))`` (the VJP with ones, what
   ``y.sum().backward()`` gives), through the eager backward nodes (``paddle/phi/kernels/*_grad_kernel``);

@@ -4,7 +4,7 @@ evaluates its derivative through a compiled function.
 PyTensor evaluates nothing eagerly: every value comes from ``pytensor.function``, which rewrites the graph and
 links it to an implementation (C through the CVM linker where a C compiler is present, Numba from 3.0, else
 Python). So each mode names both the derivative graph and how it is compiled
-(:data:`kinkcheck.frameworks.base.MODE_INFO`):
+(:data:`kinkcheck.vocabulary.MODE_INFO`):
 
 * ``reverse``: ``pytensor.grad`` of the output's sum (the VJP with ones), compiled with
   ``Mode(linker="py", optimizer="fast_compile")``: the derivative graph as PyTensor's ``L_op`` rules build it,

@@ -1,6 +1,6 @@
 """TensorFlow adapter: evaluates call expressions with ``tf.Tensor`` values (distribution ``tensorflow-cpu``).
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`):
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`):
 
 * ``reverse`` — ``tf.GradientTape``: ``tape.gradient(y, inputs)``, which sends ones into every output
   component (the gradient of the output's sum);

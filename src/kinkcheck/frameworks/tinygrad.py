@@ -1,6 +1,6 @@
 """tinygrad adapter: evaluates call expressions with ``tinygrad.Tensor`` methods.
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``Tensor.backward`` of the output's sum
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`): reverse is ``Tensor.backward`` of the output's sum
 (the VJP with ones; ``requires_grad=True`` on the differentiated inputs where the release has the flag,
 tinygrad >= 0.13 fills ``.grad`` of every float tensor in the graph); jit is the same function under
 ``TinyJit``, called three times with fresh inputs (TinyJit runs the first call eagerly, captures the kernels

@@ -1,6 +1,6 @@
 """PyTorch adapter: evaluates call expressions with ``torch`` tensors.
 
-Modes (:data:`kinkcheck.frameworks.base.MODE_INFO`): reverse is ``y.backward(torch.ones_like(y))`` (the VJP
+Modes (:data:`kinkcheck.vocabulary.MODE_INFO`): reverse is ``y.backward(torch.ones_like(y))`` (the VJP
 with ones, what ``y.sum().backward()`` gives); functional is ``torch.func.grad``; forward is
 ``torch.func.jvp`` and forward-ad ``torch.autograd.forward_ad``, along each input component's unit tangent
 with the output summed; inductor and aot_eager are ``torch.compile`` backends (reverse through the compiled
@@ -116,7 +116,7 @@ def _tensors(at: Mapping[str, Any], keys: Sequence[str], ints: Sequence[str], td
 
 
 def _callable_modes(f: Any, keys: Sequence[str], base: Sequence[Any], mode: str) -> dict[str, Any]:
-    """The derivative of ``f(*base).sum()`` in an eager ``mode`` (:data:`kinkcheck.frameworks.base.MODE_INFO`):
+    """The derivative of ``f(*base).sum()`` in an eager ``mode`` (:data:`kinkcheck.vocabulary.MODE_INFO`):
     input name → nested floats.
 
     The modes' definitions are :meth:`TorchAdapter.gradient`'s, for a Python function of every input (what

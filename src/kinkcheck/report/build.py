@@ -23,14 +23,15 @@ from kinkcheck import __version__, registry
 from kinkcheck import conformance as conf
 from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
 from kinkcheck.classify import OracleNumbers, classify, same_value
-from kinkcheck.diff import describe_observation, differs
-from kinkcheck.frameworks.base import DTYPES, MODES, encode, flat_value
+from kinkcheck.vocabulary import DTYPES, MODES, encode, flat_value
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import DEVICES, PLATFORMS, device_title
 from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
+from kinkcheck.report.model import differs
+from kinkcheck.report.view import describe_observation
 from kinkcheck.shards import missing_work
 
 __all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from kinkcheck.query import SCHEMA_ID, DatasetError, read_table, table_metadata
-from kinkcheck.report.model import Report, read_observations
+from kinkcheck.report.model import DTYPES, MODES, Report, read_observations
 
 __all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema", "table_index",
            "write_parquet"]
@@ -70,10 +70,9 @@ def report_index(report: Report) -> dict[str, Any]:
 def write_parquet(report: Report) -> bytes:
     """The Parquet file of ``report.observations`` (see the module docstring), as bytes.
 
-    Built column by column: ``report.observations`` is in the report's order (environment, case, program, mode,
-    dtype), so a stable sort by (program, the case's catalog rank) gives the file's order (program, case,
-    environment, mode, dtype); the environment's columns are taken from one row per environment and the labels
-    from one list per distinct labelling (an observation's labels are one of a few hundred).
+    Built column by column: the order is Arrow's sort of (program, then the ranks of case, environment, mode and
+    dtype in the report); the environment's columns are taken from one row per environment and the labels from
+    one list per distinct labelling (an observation's labels are one of a few hundred).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -82,14 +81,17 @@ def write_parquet(report: Report) -> bytes:
     sch = schema()
     text = pa.string()
     obs = report.observations
-    case_rank = {c.id: i for i, c in enumerate(report.cases)}
-    order = pc.sort_indices(
-        pa.table({"program": pa.array([o.program for o in obs], text),
-                  "case": pa.array([case_rank.get(o.case, len(case_rank)) for o in obs], pa.int32())}),
-        sort_keys=[("program", "ascending"), ("case", "ascending")])  # Arrow's sort is stable
-    obs = [obs[i] for i in order.to_pylist()]
     envs = report.environments
     env_rank = {e.id: i for i, e in enumerate(envs)}
+
+    def ranks(names: Any, attr: str) -> Any:
+        rank = {n: i for i, n in enumerate(names)}
+        return pa.array([rank.get(getattr(o, attr), len(rank)) for o in obs], pa.int32())
+
+    keys = {"program": pa.array([o.program for o in obs], text), "case": ranks([c.id for c in report.cases], "case"),
+            "environment": ranks(env_rank, "environment"), "mode": ranks(MODES, "mode"), "dtype": ranks(DTYPES, "dtype")}
+    order = pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys])
+    obs = [obs[i] for i in order.to_pylist()]
     env_of = pa.array([env_rank[o.environment] for o in obs], pa.int32())
     labelings: dict[tuple[str, ...], int] = {}
     labeling = pa.array([labelings.setdefault(tuple(o.labels), len(labelings)) for o in obs], pa.int32())

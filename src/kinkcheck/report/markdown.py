@@ -132,10 +132,10 @@ def _kink_hits_summary(measurements: Any) -> str:
 
 
 def _kink_hits_md(k: Any) -> str:
-    """A kink-hit census measurement's tables (:func:`kinkcheck.hitcensus.render_run`)."""
+    """A kink-hit census measurement's tables (:func:`kinkcheck.report.census.render_run`)."""
     import msgspec
 
-    from kinkcheck.hitcensus import render_run
+    from kinkcheck.report.census import render_run
 
     return render_run(msgspec.to_builtins(k)).rstrip("\n")
 

@@ -15,8 +15,8 @@ of consecutive releases as a range (``1.13.1 – 2.13.0``), the way the report s
 Numbers
 -------
 A gradient component is a JSON number or, when not finite, the string ``"nan"``, ``"inf"`` or ``"-inf"``
-(JSON has no non-finite numbers); :func:`kinkcheck.frameworks.base.encode` writes them,
-:func:`kinkcheck.frameworks.base.flat_value` reads them back. A ``value`` maps each input name of the case
+(JSON has no non-finite numbers); :func:`kinkcheck.vocabulary.encode` writes them,
+:func:`kinkcheck.vocabulary.flat_value` reads them back. A ``value`` maps each input name of the case
 to a number (scalar input) or a nested list (vector, matrix), row-major, in the case's input order.
 """
 
@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from kinkcheck.classify import LABELS
-from kinkcheck.frameworks.base import DTYPES, MODES
+from kinkcheck.classify import LABELS, same_value
+from kinkcheck.vocabulary import DTYPES, MODE_INFO, MODES, flat_value, flatten
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import title as platform_title
 
@@ -71,6 +71,13 @@ __all__ = [
     "Summary",
     "VersionSpan",
     "Within",
+    "DTYPES",
+    "LABELS",
+    "MODES",
+    "MODE_INFO",
+    "differs",
+    "flat_value",
+    "flatten",
     "json_schema",
     "load_report",
     "release_ranges",
@@ -86,8 +93,9 @@ Number = float | str
 #: Input name → number or nested list of numbers (see the module docstring).
 Value = dict[str, Any]
 Status = Literal["ok", "error", "unavailable"]
-#: The modes, dtypes and labels a report knows (:data:`kinkcheck.frameworks.base.MODES`, ``DTYPES``,
-#: :data:`kinkcheck.classify.LABELS`): enums in the decoder and the schema.
+#: The modes, dtypes and labels a report knows (:data:`kinkcheck.vocabulary.MODES`, ``DTYPES``,
+#: :data:`kinkcheck.classify.LABELS`): enums in the decoder and the schema. Re-exported with ``MODE_INFO`` and
+#: the value codec's readers, so that rendering (view, markdown, site, plots) imports the model and nothing below.
 Mode = Literal[MODES]  # type: ignore[valid-type]
 Dtype = Literal[DTYPES]  # type: ignore[valid-type]
 Label = Literal[LABELS]  # type: ignore[valid-type]
@@ -769,8 +777,6 @@ class ReportIndex:
             return self._flat[key]
         except KeyError:
             pass
-        from kinkcheck.frameworks.base import flat_value
-
         out = None if ob.value is None else tuple(flat_value(ob.value))
         self._flat[key] = out
         return out
@@ -974,6 +980,26 @@ def observation_order(report: Report) -> Callable[[Observation], tuple[int, ...]
                 mode.get(o.mode, big), dtype.get(o.dtype, big))
 
     return key
+
+
+def _flat(ob: Observation) -> Sequence[float]:
+    return flat_value(ob.value or {})
+
+
+def differs(old: Observation, new: Observation, dtype: str,
+            flat: Callable[[Observation], Sequence[float] | None] = _flat) -> bool:
+    """Whether two observations of the same key show different conventions: another status, or values that
+    differ beyond ``dtype``'s tolerance (:func:`kinkcheck.classify.same_value`; NaN equals NaN): the one
+    comparison the builder, the views and ``kinkcheck diff`` share. ``flat``
+    gives an observation's flat value (the report's builder passes its cached :meth:`ReportIndex.flat`)."""
+    if old.status != new.status:
+        return True
+    if old.status != "ok":
+        return False
+    a, b = flat(old), flat(new)
+    if a is None or b is None:  # "ok" without a value: only another such one is the same
+        return (a is None) != (b is None)
+    return a != b and not same_value(a, b, dtype)
 
 
 def read_observations(path: str | Path, programs: Sequence[str] | None = None) -> list[Observation]:

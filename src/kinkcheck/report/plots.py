@@ -1,4 +1,4 @@
-"""One plot per case for the HTML report (matplotlib, inline SVG): the function near the kink, its
+"""One plot per case for the site's case pages (matplotlib, SVG): the function near the kink, its
 one-sided derivatives, and the value each framework chose at the kink.
 
 The function is the case's sympy expression along its first input component (the others held at the
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.cache import cache_dir
-from kinkcheck.catalog import Case
+from kinkcheck.cache import cache_dir, write_cached
 from kinkcheck.registry import FRAMEWORKS, view
+from kinkcheck.report.model import Case
 from kinkcheck.report.view import slug
 
 __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs", "kink_hits_svg"]
@@ -58,6 +58,8 @@ def case_svg(case: Case, marks: Sequence[tuple[str, float, int]], left: float | 
     Parameters
     ----------
     case : Case
+        The report's case (:class:`kinkcheck.report.model.Case`; its ``id``, ``sympy`` and ``at`` are read, so a
+        catalog case serves as well).
     marks : sequence of (framework, value, number of programs)
         Measured first-component derivatives at the kink; non-finite ones and those beyond ±1e300 are left out of
         the plot (the table shows them).
@@ -98,7 +100,7 @@ def case_svgs(requests: Sequence[Request], workers: int | None = None) -> list[s
     out: list[str | None] = []
     for path in paths:
         try:
-            out.append(path.read_text())
+            out.append(path.read_text(encoding="utf-8"))
         except OSError:
             out.append(None)
     todo = [i for i, svg in enumerate(out) if svg is None]
@@ -174,18 +176,12 @@ def _cache_path(case: Case, marks: Sequence[tuple[str, float, int]], left: float
     """Where the plot of these arguments is cached: keyed on the case, the marks, matplotlib's release and this file."""
     key = json.dumps([case.id, case.sympy, repr(case.at), list(marks), left, right, _matplotlib_version(),
                       _source_hash()], sort_keys=True)
-    return cache_dir() / f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
+    return cache_dir() / "plots" / f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
 
 
 def _store(path: Path, svg: str) -> None:
-    """Cache one plot; a cache that cannot be written only costs time."""
-    try:
-        from kinkcheck.shards import write_text_atomic
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, svg)
-    except OSError:
-        pass
+    """Cache one plot (:func:`kinkcheck.cache.write_cached`: atomic); a cache that cannot be written only costs time."""
+    write_cached(path.parent.name, path.name, svg.encode("utf-8"))
 
 
 def _line(case: Case) -> tuple[Any, float, str]:
@@ -279,7 +275,7 @@ def _render(case: Case, marks: Sequence[tuple[str, float, int]], left: float | N
     try:
         g, p0, name = _line(case)
     except (ex.ExprError, ArithmeticError, ValueError, TypeError) as err:  # the markers still say what was measured
-        g, p0, name, why = _nothing, 0.0, case.inputs[0], f"f does not evaluate here ({type(err).__name__})"
+        g, p0, name, why = _nothing, 0.0, next(iter(case.at)), f"f does not evaluate here ({type(err).__name__})"
     if not math.isfinite(p0):  # a point at infinity: no neighbourhood to draw
         g, p0, why = _nothing, 0.0, f"the point {name} = {p0} is not finite"
     ts = [p0 - _HALF_WIDTH + 2 * _HALF_WIDTH * i / (_POINTS - 1) for i in range(_POINTS)]
@@ -392,7 +388,7 @@ def kink_hits_svg(measurements: Sequence[Any]) -> str:
     import msgspec
 
     key = f"{_source_hash()}|{_matplotlib_version()}|".encode() + msgspec.json.encode(list(measurements))
-    path = cache_dir() / f"kinkhits-{hashlib.sha256(key).hexdigest()[:24]}.svg"
+    path = cache_dir() / "plots" / f"kinkhits-{hashlib.sha256(key).hexdigest()[:24]}.svg"
     try:
         return path.read_text(encoding="utf-8")
     except OSError:

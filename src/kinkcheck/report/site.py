@@ -154,7 +154,6 @@ def _case_plots(report: Report) -> dict[str, str]:
     """Case id → SVG plot (:func:`kinkcheck.report.plots.case_svgs`): the newest CPU release's first components
     per framework (reverse mode, float64; non-finite ones left out, the tables have them) and the oracle's
     one-sided derivatives."""
-    from kinkcheck.catalog import load_catalog
     from kinkcheck.report.plots import case_svgs
 
     idx = report.index
@@ -170,13 +169,10 @@ def _case_plots(report: Report) -> dict[str, str]:
                     marks = values.setdefault(o.case, {})
                     marks[(fw, flat[0])] = marks.get((fw, flat[0]), 0) + 1
     requests = []
-    for case in load_catalog():
-        entry = idx.case.get(case.id)
-        if entry is None:
-            continue
+    for case in report.cases:
         marks = sorted((fw, v, n) for (fw, v), n in values.get(case.id, {}).items())
         side = [e.float_ if e is not None and isinstance(e.float_, float | int) and math.isfinite(e.float_) else None
-                for e in (entry.oracle.left, entry.oracle.right)]
+                for e in (case.oracle.left, case.oracle.right)]
         requests.append((case, marks, side[0], side[1]))
     return {r[0].id: svg for r, svg in zip(requests, case_svgs(requests), strict=True)}
 

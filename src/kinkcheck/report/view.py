@@ -38,9 +38,11 @@ from typing import Any, NamedTuple
 import msgspec
 
 from kinkcheck.anchors import program_slug, slug
-from kinkcheck.classify import LABELS, same_value
-from kinkcheck.frameworks.base import DTYPES, MODE_INFO, MODES, flatten
 from kinkcheck.report.model import (
+    DTYPES,
+    LABELS,
+    MODE_INFO,
+    MODES,
     Case,
     ChangedIn,
     ConformanceRow,
@@ -52,6 +54,8 @@ from kinkcheck.report.model import (
     Oracle,
     P0Row,
     Report,
+    differs,
+    flatten,
     parts_by_reason,
     release_ranges,
     value_runs,
@@ -59,7 +63,7 @@ from kinkcheck.report.model import (
 
 __all__ = [
     "CASES_DIR", "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "SECTION_PAGES", "CaseView", "Face", "ProgramRow", "ReportView",
-    "case_anchor", "case_file", "clarke_text", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
+    "case_anchor", "case_file", "clarke_text", "describe_observation", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
     "jinja_environment", "mark", "md_cell", "mode_anchor", "oracle_reason", "release_anchor", "report_view",
     "row_anchor", "slug",
 ]
@@ -253,6 +257,21 @@ def fmt_matrix(rows: Any) -> str:
 def fmt_vector(v: Sequence[Any]) -> str:
     """A flat gradient vector: one number alone, else ``[a, b]``."""
     return fmt_number(v[0]) if len(v) == 1 else "[" + ", ".join(fmt_number(x) for x in v) + "]"
+
+
+def describe_observation(ob: Observation, labels: bool = True, limit: int | None = None) -> str:
+    """``0.5 (mean)``, ``[0, 1] (last)``, ``error``; values as measured; the first label when known. ``limit``: a
+    vector longer than that shows its first and last elements around ``…`` and its length
+    (``[0, 0, 0, …, 0, 1] (300 elements)``)."""
+    if ob.status != "ok" or ob.value is None:
+        return ob.status
+    flat = [v for vals in ob.value.values() for v in flatten(vals)]
+    if limit is not None and len(flat) > limit:
+        head, tail = fmt_vector(flat[:3])[:-1], fmt_vector(flat[-2:])[1:]
+        text = f"{head}, …, {tail} ({len(flat)} elements)"
+    else:
+        text = fmt_vector(flat)
+    return f"{text} ({ob.labels[0]})" if labels and ob.labels else text
 
 
 def fmt_exact(entry: Exact | Sequence[Exact | None] | None) -> str:
@@ -518,8 +537,7 @@ class ReportView:
             return False
         if fa.status != fb.status or fa.label != fb.label or fa.status != "ok":
             return True
-        va, vb = self.report.index.flat(a), self.report.index.flat(b)
-        return va is None or vb is None or len(va) != len(vb) or not same_value(va, vb, b.dtype)
+        return differs(a, b, b.dtype, flat=self.report.index.flat)
 
     # ---- the index page
 
