@@ -73,6 +73,17 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["grad", "torch.argmax(x)", "--at", "x=[1,2]"], "which has no gradient"),
         (["grad", "caffe.relu(x)", "--at", "x=0"], "unknown name 'caffe'"),
         (["report", "--shards", "/nonexistent", "--out", "/tmp/x"], "no such shard folder"),
+        (["report", "--shards", "README.md", "--out", "/tmp/x"], "README.md: not a folder (--shards takes the folder"),
+        # an empty path or release: never the default or the current folder without a word
+        (["report", "--shards", "", "--out", "/tmp/x"], "report: --shards is empty: name a path"),
+        (["grad", "torch.relu(x)", "--at", "x=0", "--report", ""], "grad: --report is empty: name a path, or leave"),
+        (["cite", "torch.relu(x)", "--report", " "], "cite: --report is empty"),
+        (["migrate", "--from", "torch", "--to", "jax", "--report", ""], "migrate: --report is empty"),
+        (["cite", "torch.relu(x)", "--framework-version", ""], "--framework-version is empty: name a release"),
+        (["diff", "", "reports"], "diff: OLD is empty: name a path"),
+        (["diff", "tests", "reports"], "tests: no report in this folder (conventions.json.gz or conventions.json)"),
+        (["diff", "a.json", "b.json", "--mode", "banana"], "diff: unknown mode 'banana' (known: reverse,"),
+        (["diff", "a.json", "b.json", "--dtype", "float128"], "diff: unknown dtype 'float128'"),
         (["probe", "--framework", "torch", "--out", "/tmp/x.json", "--dtype", "int8"], "unknown dtype 'int8'"),
         (["frobnicate"], "invalid choice"),
         (["grad", "torch.relu(x)", "--at", "x=0", "--mode", "jit"], "unknown mode 'jit'"),
@@ -241,17 +252,17 @@ def test_version_is_the_package_version():
 # -- issue 11 part 3: grad explains (the judgement itself: tests/test_explain.py) ----------------------------------
 
 
-def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_path):
+def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_files):
     """A real run in a worker, with the report of the committed shards: the first line stays the bare value."""
     from conftest import require_pinned
 
     require_pinned(torch_adapter)
-    done = run("grad", "torch.clamp(x, min=0)", "--at", "x=0", "--report", str(shards_report_path))
+    done = run("grad", "torch.clamp(x, min=0)", "--at", "x=0", "--report", str(shards_report_files))
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and json.loads(lines[0]) == {"x": 1.0}, f"torch 2.13.0: {done.stdout}{done.stderr}"
     for expected in ("sympy form: Max(0, x)", "one-sided derivatives: left 0, right 1",
                      "Clarke set: [0, 1]; min-norm element: 0", "labels of this value (float64, torch): right, in-clarke",
-                     (f"report ({shards_report_path}), case relu@0, masked_fill@0, select-relu@0, cond@0, select@0, "
+                     (f"report ({shards_report_files}), case relu@0, masked_fill@0, select-relu@0, cond@0, select@0, "
                       "reverse float64 cpu:")):
         assert any(ln.startswith(expected) for ln in lines), f"{expected!r} missing from:\n{done.stdout}"
     rows = lines[next(i for i, ln in enumerate(lines) if ln.startswith("report (")) + 1:]
@@ -280,8 +291,8 @@ def test_grad_of_an_unmapped_function_gives_the_value_and_why_not_judged(capsys,
     assert "not judged: no symbolic form for torch.lgamma (pass one with --sympy '…')" in lines, lines
 
 
-def test_grad_json_is_one_object_with_the_judgement(capsys, torch_adapter, shards_report_path):
-    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--json", "--report", str(shards_report_path))
+def test_grad_json_is_one_object_with_the_judgement(capsys, torch_adapter, shards_report_files):
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--json", "--report", str(shards_report_files))
     assert code == 0 and len(lines) == 1, f"one JSON object: {lines} {err}"
     doc = json.loads(lines[0])
     assert {"value", "sympy", "oracle", "labels", "report", "reason"} <= set(doc), sorted(doc)
@@ -310,14 +321,25 @@ def test_grad_bad_judgement_options_are_one_line_exit_2(capsys, torch_adapter, a
     assert code == 2 and lines == [] and len(err_lines) == 1 and message in err_lines[0], (code, lines, err)
 
 
-def test_grad_with_a_missing_report_says_no_report_or_refuses_an_explicit_one(capsys, torch_adapter, tmp_path,
-                                                                               monkeypatch):
+def test_grad_with_a_missing_report_says_no_report_or_refuses_a_named_one(capsys, torch_adapter, tmp_path,
+                                                                          monkeypatch):
+    """No report anywhere (neither here nor in the package): the value and "no report". A report named by --report
+    or by $KINKCHECK_REPORTS that is not there: bad input, one line, exit 2 (as cite and migrate)."""
+    from kinkcheck import explain
+
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path / "empty"))  # not the source tree's report
+    monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+    monkeypatch.setattr(explain, "default_report", lambda: tmp_path / "conventions.json")  # none in the package
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0")
-    assert code == 0 and f"report: no report at {tmp_path / 'empty' / 'conventions.json'}" in lines, lines
+    assert code == 0 and f"report: no report at {tmp_path / 'conventions.json'}" in lines, lines
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0", "--report", "elsewhere.json")
     assert code == 2 and "no report at elsewhere.json" in err and lines == [], (lines, err)
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path / "empty"))
+    code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0")
+    assert code == 2 and lines == [] and \
+        f"no report at {tmp_path / 'empty' / 'conventions.json'} ($KINKCHECK_REPORTS)" in err, (code, lines, err)
 
 
 def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_adapter, tmp_path, monkeypatch):

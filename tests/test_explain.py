@@ -198,8 +198,9 @@ def test_a_judgement_past_its_bound_is_not_judged_and_does_not_wait(monkeypatch,
     pending = explain.Pending("torch.relu(x)", {"x": 0}, "torch", report=str(tmp_path / "none.json"), bound_s=0.5)
     with pytest.raises(explain.ReportUnavailable):  # an explicit --report that is missing is bad input
         pending.finish({"x": 0.0})
-    monkeypatch.chdir(tmp_path)  # the default report is absent here and in $KINKCHECK_REPORTS: just "no report"
-    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # no report here nor in the package, none named: just "no report"
+    monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+    monkeypatch.setattr(explain, "default_report", lambda: tmp_path / "conventions.json")
     pending = explain.Pending("torch.relu(x)", {"x": 0}, "torch", bound_s=0.5)
     e = pending.finish({"x": 0.0})
     assert time.monotonic() - t0 < 20, "finish waits at most the bound"

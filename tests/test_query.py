@@ -64,6 +64,13 @@ def test_lookup_refuses_with_one_line_that_says_what_there_is(kwargs, message):
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
+def test_lookup_takes_the_report_folder_as_the_faces_do_and_refuses_an_empty_path():
+    rows = lookup(CLAMP, case="relu@0", release="2.14.1", path=ROOT / "reports")
+    assert [r.value for r in rows] == [{"x": 0.0}], "the folder stands for its observations.parquet, as --report"
+    with pytest.raises(LookupFailed, match="path is empty"):
+        lookup(CLAMP, path="")
+
+
 def test_nearest_programs_are_the_catalog_spellings_nearest_the_question():
     programs = [CLAMP, "torch.clamp_min(x, 0)", "torch.relu(x)", "jax.numpy.clip(x, 0)", "torch.clamp(x, 0, 6)"]
     near = nearest_programs("torch.clamp(x, 0)", programs)

@@ -490,7 +490,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from kinkcheck.diff import DiffError, compare, group_changes, load_side
+    from kinkcheck.vocabulary import DTYPES, MODES
 
+    for what, given, known in (("mode", args.mode, MODES), ("dtype", args.dtype, DTYPES)):
+        if given is not None and given not in known:  # before reading either side
+            raise UsageError(f"diff: unknown {what} {given!r} (known: {', '.join(known)})")
     try:
         old, new = load_side(args.old), load_side(args.new)
         changes = compare(old, new)
@@ -538,7 +542,8 @@ def _filters_text(args: argparse.Namespace) -> str:
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Rows as a table aligned by rich (no borders, one line a row when stdout is not a terminal: no wrapping)."""
+    """Rows as a table aligned by rich (no borders; when stdout is not a terminal one line a row, no wrapping, no
+    trailing padding)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -548,7 +553,14 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))  # Text: a program's [brackets] are not rich markup
-    Console(width=None if sys.stdout.isatty() else 100_000, highlight=False, soft_wrap=False).print(table)
+    if sys.stdout.isatty():
+        Console(highlight=False, soft_wrap=False).print(table)
+        return
+    console = Console(width=100_000, highlight=False, soft_wrap=False, color_system=None)
+    with console.capture() as captured:
+        console.print(table)
+    # a pipe or a file: one line a row, without the padding rich gives every cell up to its column's width
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def _cmd_cite(args: argparse.Namespace) -> int:
@@ -757,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="only for a bare method chain like x.abs()")
     g.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language over the inputs, "
                    "e.g. 'Max(x, 0)' or 'Abs(v[0]) + Abs(v[1])' (default: mapped from the program)")
-    g.add_argument("--report", help=REPORT_HELP + "; missing: no comparison")
+    g.add_argument("--report", help=REPORT_HELP + "; none anywhere: no comparison")
     g.add_argument("--json", action="store_true", help="print one JSON object: value, sympy form, oracle, labels, "
                                                        "report rows")
     g.add_argument("--no-judge", action="store_true", help="print the value only (no sympy, oracle or report)")
@@ -967,6 +979,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _check_utf8(sys.argv[1:] if argv is None else argv)
         args = build_parser().parse_args(argv)
+        _refuse_empty_paths(args)
         if sys.stdout is None:  # started with stdout closed (`>&-`): there is nowhere to answer
             raise UsageError("standard output is closed: nowhere to write the answer")
         rc = int(args.func(args))
@@ -991,6 +1004,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return EXIT_BAD_INPUT
+
+
+#: Arguments that name a file, a folder or a release: an empty one (``--report ""``, ``$(…)`` that printed
+#: nothing) would otherwise fall back to a default or to the current folder without a word.
+EMPTY_REFUSED = {"report": "--report", "shards": "--shards", "catalog": "--catalog", "out_dir": "--out-dir",
+                 "old": "OLD", "new": "NEW", "framework_version": "--framework-version", "model": "--model",
+                 "data": "--data", "first": "FIRST", "second": "SECOND"}
+
+
+def _refuse_empty_paths(args: argparse.Namespace) -> None:
+    """One line and exit 2 for an empty path, file or release argument (:data:`EMPTY_REFUSED`)."""
+    for dest, name in EMPTY_REFUSED.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not value.strip():
+            what = "a release, or leave it out for the newest measured" if dest == "framework_version" else \
+                "a path" if dest in ("old", "new", "first", "second", "shards") else \
+                "a path, or leave it out for the default"
+            raise UsageError(f"{args.command}: {name} is empty: name {what}")
 
 
 def _quiet_stdout() -> None:

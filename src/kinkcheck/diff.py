@@ -163,6 +163,8 @@ def load_side(spec: str) -> Side:
 
     path, _, env_id = spec.partition("#")
     p = report_path(path)
+    if Path(path).is_dir() and not p.exists():
+        raise DiffError(f"{path}: no report in this folder (conventions.json.gz or conventions.json)")
     raw = read_text(p, DiffError)
     try:
         schema = msgspec.json.decode(raw, type=_Head).schema
@@ -191,7 +193,7 @@ def load_side(spec: str) -> Side:
             return sorted({q.program for c in head.cases for q in c.programs if q.framework == fw})
 
         try:
-            report = load_report(p, select=of_environment if env_id else None)
+            report = load_report(p, select=of_environment if env_id else None, environments=[env_id] if env_id else None)
         except ReportError as err:
             raise DiffError(str(err)) from None
         if not env_id:

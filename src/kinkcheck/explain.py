@@ -41,7 +41,7 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.cache import cache_dir
-from kinkcheck.query import default_report
+from kinkcheck.query import DATA_ENV, default_report
 
 __all__ = [
     "DEFAULT_ORACLE_TIMEOUT_S",
@@ -455,7 +455,9 @@ def report_index(path: str | Path) -> dict[str, Any]:
 
     p = report_path(path)  # reports/conventions.json, or the .gz a clone has
     if not p.is_file():
-        raise ReportUnavailable(f"no report at {path}" if not p.exists() else f"{p}: not a regular file")
+        env = os.environ.get(DATA_ENV)
+        named = f" (${DATA_ENV})" if env and Path(path).parent == Path(env) else ""
+        raise ReportUnavailable(f"no report at {path}{named}" if not p.exists() else f"{p}: not a regular file")
     table = p.with_name("observations.parquet")
     if table.is_file():  # written with the report: its cases and releases, then only the rows asked for
         return _table_index(p, table)
@@ -652,7 +654,9 @@ class Pending:
                  mode: str = "reverse", dtype: str = "float64", device: str = "cpu",
                  bound_s: float = DEFAULT_ORACLE_TIMEOUT_S, memory_gib: float = 8.0) -> None:
         self.request = _Request(program, tree, dict(at), framework, tuple(at) if wrt is None else tuple(wrt),
-                                sympy_text, report or str(default_report()), report is not None, mode, dtype, device)
+                                sympy_text, report or str(default_report()),
+                                report is not None or bool(os.environ.get(DATA_ENV)),  # named: it must be there
+                                mode, dtype, device)
         self.bound_s = bound_s
         self.index: dict[str, Any] | None = None
         self.report_problem: str | None = None

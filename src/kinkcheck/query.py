@@ -242,12 +242,13 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
            device: str | None = "cpu", path: str | Path | None = None) -> Rows:
     """The report's rows for a program (as the catalog writes it; spaces do not matter), narrowed by case,
     framework, release (``"2.14.1"``), mode, dtype and device (``None``: any); in report order: program, case,
-    then environments oldest release first.
+    then environments oldest release first. ``path``: an ``observations.parquet`` or the folder that holds it
+    (default: :func:`data_path`).
 
     Raises
     ------
     LookupFailed
-        No data (:func:`data_path`), an unknown mode, dtype or device, a program the report does not hold (the
+        No data (:func:`data_path`), an empty ``path``, an unknown mode, dtype or device, a program the report does not hold (the
         message names the nearest ones), or a release, case or framework with no row for it (the message names
         the ones there are).
     """
@@ -259,7 +260,11 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     for what, given, known in (("mode", mode, MODES), ("dtype", dtype, DTYPES), ("device", device, _DEVICES)):
         if given is not None and given not in known:
             raise LookupFailed(f"unknown {what} {given!r} (one of {', '.join(known)})")
+    if path is not None and not str(path).strip():
+        raise LookupFailed("path is empty: name observations.parquet or the folder that holds it, or leave it out")
     p = Path(path) if path is not None else data_path()
+    if p.is_dir():  # a report folder, as --report and $KINKCHECK_REPORTS take it
+        p = p / "observations.parquet"
     filters: list[tuple[str, str, Any]] = []
     try:
         if program is not None:

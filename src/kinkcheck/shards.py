@@ -489,7 +489,8 @@ def load_shards(folder: str | Path, catalog: Catalog | None = None) -> tuple[lis
 
     d = Path(folder)
     if not d.is_dir():
-        raise ShardError(f"{d}: no such shard folder")
+        raise ShardError(f"{d}: not a folder (--shards takes the folder of shard files)" if d.exists()
+                         else f"{d}: no such shard folder")
     with _no_gc():  # 500,000 small dicts and no cycle: the collector would walk them again and again (3.6x)
         return _load_shards(d, catalog, one_line)
 

@@ -924,7 +924,8 @@ def report_path(path: str | Path) -> Path:
 
 
 def load_report(path: str | Path, missing: str | None = None,
-                select: Callable[[Report], Iterable[str]] | None = None) -> Report:
+                select: Callable[[Report], Iterable[str]] | None = None,
+                environments: Sequence[str] | None = None) -> Report:
     """Read ``path`` (``reports/conventions.json``, or its gzipped ``.json.gz``: :func:`report_path`) as a
     :class:`Report` (:func:`decode_report`).
 
@@ -934,7 +935,8 @@ def load_report(path: str | Path, missing: str | None = None,
     ``select``: given the report without its observations, the programs whose observations to read (the
     Parquet file's row groups of other programs are not read: ``kinkcheck cite`` answers in a fraction of a
     second); the report then holds only those, and none of the derived sections (disagreements, changed in,
-    conformance …: they describe every observation). Not kept as the last report.
+    conformance …: they describe every observation). Not kept as the last report. ``environments`` (with
+    ``select``): only their observations too (``kinkcheck diff REPORT#ENV`` reads one environment's).
 
     Raises
     ------
@@ -955,10 +957,12 @@ def load_report(path: str | Path, missing: str | None = None,
     data = read_text(p, ReportError, missing or f"no report at {p}")  # a folder, FIFO, not UTF-8: one line
     report = decode_report(data, str(p), head=select is not None)
     if report.observations_file is not None:
-        attach_observations(report, p.parent, str(p), None if select is None else list(select(report)))
+        attach_observations(report, p.parent, str(p), None if select is None else list(select(report)),
+                            None if select is None else environments)
     elif select is not None:
         wanted = set(select(report))
-        report.observations = [o for o in report.observations if o.program in wanted]
+        report.observations = [o for o in report.observations if o.program in wanted
+                               and (environments is None or o.environment in environments)]
     if select is None:
         _LAST[:] = [key, report]
     return report
@@ -1002,10 +1006,11 @@ def differs(old: Observation, new: Observation, dtype: str,
     return a != b and not same_value(a, b, dtype)
 
 
-def read_observations(path: str | Path, programs: Sequence[str] | None = None) -> list[Observation]:
+def read_observations(path: str | Path, programs: Sequence[str] | None = None,
+                      environments: Sequence[str] | None = None) -> list[Observation]:
     """The rows of ``observations.parquet`` (:mod:`kinkcheck.report.dataset`) as :class:`Observation` objects,
     exactly, in the file's order (program, case, environments, modes, dtypes); ``programs``: only theirs (the
-    other row groups are not read). Equal values are one shared object: treat the observations as read-only, as
+    other row groups are not read); ``environments``: only theirs. Equal values are one shared object: treat the observations as read-only, as
     every reader of a report does.
 
     Raises
@@ -1015,9 +1020,9 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None) -
     """
     from kinkcheck.query import read_table
 
-    if programs is not None and not programs:
-        programs = [""]  # no program: no row (pyarrow refuses an empty "in" list)
-    table = read_table(path, None if programs is None else [("program", "in", list(programs))])
+    filters = [(column, "in", list(names) or [""])  # none: no row (pyarrow refuses an empty "in" list)
+               for column, names in (("program", programs), ("environment", environments)) if names is not None]
+    table = read_table(path, filters or None)
     col = {name: table.column(name).to_pylist() for name in (
         "case", "program", "framework", "environment", "mode", "dtype", "status", "value", "labels", "error",
         "conformance", "input")}
@@ -1043,10 +1048,12 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None) -
                 values(col["input"]), strict=True)]
 
 
-def attach_observations(report: Report, folder: Path, name: str, programs: Sequence[str] | None = None) -> None:
+def attach_observations(report: Report, folder: Path, name: str, programs: Sequence[str] | None = None,
+                        environments: Sequence[str] | None = None) -> None:
     """Fill ``report.observations`` from ``folder / report.observations_file`` (the Parquet file the render
     wrote beside the JSON), in the report's order (:func:`observation_order`), after checking the file is the
-    one the JSON was written with (``provenance.observations_sha256``); ``programs``: only theirs.
+    one the JSON was written with (``provenance.observations_sha256``); ``programs``, ``environments``: only
+    theirs.
 
     Raises
     ------
@@ -1071,7 +1078,7 @@ def attach_observations(report: Report, folder: Path, name: str, programs: Seque
                           f"expected {(report.provenance.observations_sha256 or 'none')[:12]}…): take both files "
                           "from one render")
     try:
-        obs = read_observations(path, programs)
+        obs = read_observations(path, programs, environments)
     except DatasetError as err:
         raise ReportError(f"{name}: {err}") from None
     obs.sort(key=observation_order(report))
