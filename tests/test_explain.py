@@ -277,3 +277,24 @@ def test_a_catalog_program_the_mapping_lacks_is_judged_on_its_case_s_field(index
     other = explain.judge("torch.linalg.eigvalsh(m)[-1]", {"m": [[2, 0], [0, 1]]}, "torch", cases=index["cases"],
                           use_cache=False)
     assert other.oracle is None and "no symbolic form" in other.reason, "away from a catalog point: not judged"
+
+
+def test_a_parameter_the_catalog_lacks_points_to_the_closest_measured_cases(index):
+    """Issue 32, item 3: ELU with alpha=14.5 at 0 is in no case (the catalog has alpha 0.5, 1 and 2 there); grad names
+    the cases at this point where torch measured ELU with other arguments, with their rows, never "nothing"."""
+    elu = "torch.nn.functional.elu(x, alpha=14.5)"
+    view = explain.report_rows(index, elu, "torch", (), at={"x": 0.0})
+    assert view.same_operation == ("torch.nn.functional.elu",), view.same_operation
+    assert {"elu@0", "elu2@0"} <= set(view.cases), view.cases
+    assert view.rows and all(r["framework"] == "torch" and "torch.nn.functional.elu(" in r["program"]
+                             and not r["this"] for r in view.rows), view.rows
+    alpha2 = next(r for r in view.rows if r["program"] == "torch.nn.functional.elu(x, alpha=2.0)")
+    assert [(g["value"], g["label"]) for g in alpha2["ranges"]] == [({"x": 2.0}, "left")], alpha2["ranges"]
+    assert explain.report_rows(index, elu, "torch", (), at={"x": 5.0}).rows == [], "another point: nothing near"
+    assert explain.report_rows(index, elu, "torch", ()).same_operation == (), "no point given: as before"
+    e = explain.Explanation({"x": 14.5}, elu, "torch", "float64", "reverse",
+                            explain.Judgement(None, "none", ("x",), None, "not judged: test"), None, view)
+    text = explain.render(e)
+    assert f"{elu} is not measured at this point; torch.nn.functional.elu with other arguments is, at elu@0" in text, \
+        text
+    assert "nothing at this point" not in text and "torch.nn.functional.elu(x, alpha=2.0)" in text, text

@@ -255,7 +255,8 @@ def test_an_unjudged_case_shows_why(shards_report):
     page = render_case_pages(report)[case_file(case.id)]
     oracle_row = next(ln for ln in page.splitlines() if ln.startswith("| sympy |"))
     assert "not judged: a test reason" in oracle_row, oracle_row
-    assert "**not-judged**" in page
+    assert "the oracle finds **not judged**" in page and "Lipschitz)" not in page.split("## Oracle")[0], \
+        "not judged: nothing said of its continuity"
     assert f"[{case.id}](cases/{case_file(case.id)}#case-{slug(case.id)})" in render_markdown(report).split(
         "could not judge")[1].splitlines()[0], "the summary links the unjudged case to its page"
 
@@ -452,3 +453,33 @@ def test_the_device_comparison_is_one_row_per_program_and_is_linked_from_the_ind
     for case in ("relu@0", "max@[1,0,1,0,1,0]", "median@[1,0,1,0,1,0]", "kthvalue@[1,0,1,0]"):
         text = pages[case_file(case)]
         assert "2.11.0 cuda" in text and "--torch-2-11-0-cuda" in text, f"{case}: no CUDA value on its page"
+
+
+def test_no_case_page_says_one_kind_and_then_another(shards_report, pages):
+    """Issue 32, item 2: a case page's first sentence says what the oracle finds (oracle_finding: the kind and its
+    local Lipschitz continuity together), and no later sentence of the page contradicts it: no jump note under
+    another kind, no "not locally Lipschitz" under a Lipschitz finding, no half-made phrase ("the some side")."""
+    import re
+
+    from kinkcheck.report.view import ORACLE_KINDS, case_file, oracle_finding
+
+    seen = set()
+    for case in shards_report.cases:
+        page = pages[case_file(case.id)]
+        o = case.oracle
+        first = re.search(r"^the oracle finds (.*)$", page, re.M)
+        assert first and first.group(1).startswith(oracle_finding(o.kind, o.lipschitz, markdown=True)), \
+            f"{case.id}: {first and first.group(1)!r}"
+        oracle_part = page.split("## Oracle", 1)[1].split("\n## ", 1)[0]
+        head = page.split("## Oracle", 1)[0]  # the second-order oracle, below, has a kind of its own
+        nouns = {noun for kind, (noun, _) in ORACLE_KINDS.items() if f"**{noun}**" in head}
+        assert nouns == {ORACLE_KINDS[o.kind][0]}, f"{case.id}: one kind on the page, found {sorted(nouns)}"
+        if o.kind != "jump":
+            assert "\njump:" not in oracle_part, f"{case.id}: a jump note under {o.kind}"
+        if o.lipschitz is True:
+            assert "not locally Lipschitz" not in oracle_part, f"{case.id}: Lipschitz, and then not"
+        if o.lipschitz is False:
+            assert "not locally Lipschitz" in first.group(1), f"{case.id}: not Lipschitz, said in the first sentence"
+        assert "the some side" not in page, f"{case.id}: a half-made phrase"
+        seen.add(o.kind)
+    assert {"differentiable", "kink", "jump"} <= seen, f"the catalog's kinds all checked: {sorted(seen)}"

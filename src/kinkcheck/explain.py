@@ -528,6 +528,10 @@ class ReportView:
     elsewhere : tuple of str
         Other report cases that measure this program (at other points).
     mode, dtype, device : str
+    same_operation : tuple of str
+        When the program is measured at no case of this point but a program calling the same operations with
+        other arguments is (ELU with ``alpha=14.5``; the catalog has 1 and 2): those operations, and ``rows``
+        and ``cases`` are those programs' (the closest measured cases); else empty.
     """
 
     path: str
@@ -538,16 +542,24 @@ class ReportView:
     mode: str = "reverse"
     dtype: str = "float64"
     device: str = "cpu"
+    same_operation: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["cases"], d["elsewhere"] = list(self.cases), list(self.elsewhere)
+        d["same_operation"] = list(self.same_operation)
         return d
 
 
 def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids: Sequence[str], *,
-                mode: str = "reverse", dtype: str = "float64", device: str = "cpu") -> ReportView:
+                mode: str = "reverse", dtype: str = "float64", device: str = "cpu",
+                at: Mapping[str, Any] | None = None) -> ReportView:
     """The report's cells of ``case_ids`` in one mode, dtype and device, per program over release ranges.
+
+    When ``case_ids`` holds nothing of the report (the function with these arguments is not in the catalog:
+    ``torch.nn.functional.elu(x, alpha=14.5)``) and ``at`` is given, the closest measured cases instead: the
+    cases at that point with a program of ``framework`` calling the same operations (ELU with ``alpha=1`` and
+    ``alpha=2``), those programs' rows only (:attr:`ReportView.same_operation`).
 
     Parameters
     ----------
@@ -557,7 +569,29 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
         The program asked about (canonical text): its rows come first and carry ``"this": True``.
     case_ids : sequence of str
         Cases with the same function and point (:attr:`Judgement.cases`).
+    at : mapping, optional
+        The point asked about.
     """
+    view = _rows_of(index, program, framework, case_ids, mode, dtype, device)
+    if view.rows or at is None:
+        return view
+    from kinkcheck.query import calls_of
+
+    ops = calls_of(program)
+    if not ops:
+        return view
+    near = {c["id"]: {prog for fw, prog in c["programs"] if fw == framework and calls_of(prog) == ops}
+            for c in index["cases"] if _same_point(c["at"], at)}
+    near = {cid: progs for cid, progs in near.items() if progs}
+    if not near:
+        return view
+    other = _rows_of(index, program, framework, list(near), mode, dtype, device)
+    rows = [r for r in other.rows if r["framework"] == framework and r["program"] in near[r["case"]]]
+    return ReportView(view.path, None, tuple(near), rows, view.elsewhere, mode, dtype, device, tuple(sorted(ops)))
+
+
+def _rows_of(index: Mapping[str, Any], program: str, framework: str, case_ids: Sequence[str], mode: str,
+             dtype: str, device: str) -> ReportView:
     cells = _table_cells(index, case_ids, mode, dtype, device)
     rows: list[dict[str, Any]] = []
     shown: set[str] = set()
@@ -771,7 +805,7 @@ class Pending:
             view = ReportView(r.report, self.report_problem or f"the report at {r.report} was not read in time")
         else:
             view = report_rows(self.index, r.program, r.framework, j.cases, mode=r.mode, dtype=r.dtype,
-                               device=r.device)
+                               device=r.device, at=r.at)
         value = dict(value)
         return Explanation(value, r.program, r.framework, r.dtype, r.mode, j, labels(value, j, r.dtype, r.mode), view)
 
@@ -786,7 +820,7 @@ def _exact(entry: Any) -> str:
 
 def render(e: Explanation) -> str:
     """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
-    from kinkcheck.report.view import fmt_value
+    from kinkcheck.report.view import fmt_value, oracle_finding
 
     j = e.judgement
     lines: list[str] = []
@@ -797,10 +831,7 @@ def render(e: Explanation) -> str:
         lines.append(f"sympy form: {j.sympy}  ({src})")
     o = j.oracle
     if o is not None and o.get("kind") != "not-judged":
-        kind = {"differentiable": "differentiable here", "kink": "a kink: continuous, not differentiable",
-                "jump": "a jump: not continuous", "undefined": "not real-valued near the point"}.get(o["kind"], o["kind"])
-        lip = {True: "locally Lipschitz", False: "not locally Lipschitz (no Clarke set)"}.get(o.get("lipschitz"), "")
-        lines.append(f"oracle: {kind}" + (f"; {lip}" if lip else ""))
+        lines.append(f"oracle: {oracle_finding(o['kind'], o.get('lipschitz'))}")  # as the case pages say it
         if len(j.components) == 1 and (o.get("left") or o.get("right")):
             lines.append(f"one-sided derivatives: left {_exact(o.get('left'))}, right {_exact(o.get('right'))}")
         if o.get("derivative") is not None:
@@ -825,8 +856,13 @@ def render(e: Explanation) -> str:
     elif not v.rows:
         lines.append(f"report ({v.path}): nothing at this point"
                      + (f"; {e.program} is measured at {', '.join(v.elsewhere)}" if v.elsewhere else ""))
+    elif v.same_operation:
+        lines.append(f"report ({v.path}): {e.program} is not measured at this point; {', '.join(v.same_operation)} "
+                     f"with other arguments is, at {', '.join(v.cases)} (the closest measured cases), "
+                     f"{v.mode} {v.dtype} {v.device}:")
     else:
         lines.append(f"report ({v.path}), case {', '.join(v.cases)}, {v.mode} {v.dtype} {v.device}:")
+    if v.rows:
         width = min(max(len(r["program"]) for r in v.rows), 44)  # a long program pushes only its own row right
         fw_width = max(len(r["framework"]) for r in v.rows)  # tensorflow, mindspore: the programs stay aligned
         several = len({r["case"] for r in v.rows}) > 1  # rows of several cases at this point: each names its own

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "Row", "Rows", "data_path",
+__all__ = ["DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "Row", "Rows", "calls_of", "data_path",
            "default_report", "lookup", "nearest_programs", "operations", "read_table", "search", "source_tree",
            "table_metadata"]
 
@@ -222,15 +222,15 @@ def nearest_programs(program: str, programs: list[str], n: int = 3) -> list[str]
     """The ``n`` programs of ``programs`` most like ``program``: those calling the same functions first, then by
     difflib's ratio on the text without spaces (``torch.clamp(x, 0)`` → ``torch.clamp(x, 0, 6)``,
     ``torch.clamp(x, min=0)``, ...)."""
-    calls = _calls(program)
+    calls = calls_of(program)
     squeezed = {_squeeze(p): p for p in programs}
     close = difflib.get_close_matches(_squeeze(program), list(squeezed), n=max(n, 12), cutoff=0.5)
-    ranked = sorted(close, key=lambda m: (_calls(squeezed[m]) != calls, -difflib.SequenceMatcher(
+    ranked = sorted(close, key=lambda m: (calls_of(squeezed[m]) != calls, -difflib.SequenceMatcher(
         None, _squeeze(program), m).ratio()))
     return [squeezed[m] for m in ranked[:n]]
 
 
-def _calls(program: str) -> frozenset[str]:
+def calls_of(program: str) -> frozenset[str]:
     """The dotted names ``program`` calls (``torch.clamp``, ``.clamp``), read off its text."""
     import re
 

@@ -537,8 +537,9 @@ def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.E
     infinite = any(c.is_finite is False for g in limiting for c in g)
     if edge:
         missing = [d for d, p in probes.items() if p is None]
-        side = {(-1,): "left", (1,): "right"}.get(missing[0], "some") if n == 1 else "some"
-        notes.append(f"f is not real-valued on the {side} side: the point is at the edge of the domain; no Clarke set")
+        where = (f"on the {'left' if missing[0] == (-1,) else 'right'} side" if n == 1
+                 else f"along {len(missing)} of the {len(probes)} probe directions")
+        notes.append(f"f is not real-valued {where}: the point is at the edge of the domain; no Clarke set")
     if infinite:
         notes.append("an infinite one-sided derivative: f is not locally Lipschitz at the point, no Clarke set")
     if edge or infinite:

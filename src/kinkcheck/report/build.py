@@ -205,8 +205,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         disagreements=m.Disagreements(),
         mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
         coverage=m.Coverage(), network_summary=[], summary=empty_summary)
-    # shards list their observations in probing order: one order for all (equal keys cannot occur: a shard holds
-    # one observation per cell, an environment one shard)
+    # shards list their observations in probing order: one order for all (a stable sort: equal keys, which one
+    # observation per cell and one shard per environment rule out, would keep the shards' order)
     ordered = sorted(range(len(observations)), key=order_keys.__getitem__)
     report.observations = observations = [observations[i] for i in ordered]
     ix = report.index

@@ -63,7 +63,7 @@ from kinkcheck.report.model import (
 
 __all__ = [
     "CASES_DIR", "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "SECTION_PAGES", "CaseView", "Face", "ProgramRow", "ReportView",
-    "case_anchor", "case_file", "clarke_text", "describe_observation", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
+    "ORACLE_KINDS", "case_anchor", "case_file", "clarke_text", "describe_observation", "fmt_exact", "fmt_matrix", "fmt_number", "fmt_value", "fmt_vector",
     "jinja_environment", "mark", "md_cell", "mode_anchor", "oracle_reason", "release_anchor", "report_view",
     "row_anchor", "slug",
 ]
@@ -299,6 +299,30 @@ def clarke_text(oracle: Oracle) -> str:
     if len(verts) == 1:
         return "{" + fmt_exact(verts[0]) + "}"
     return "conv{" + ", ".join(fmt_exact(v) for v in verts) + "}"
+
+
+#: What each kind the oracle finds means: the noun, then what it says of f at the point.
+ORACLE_KINDS: dict[str, tuple[str, str]] = {
+    "differentiable": ("differentiable here", ""),
+    "kink": ("a kink", "continuous, not differentiable"),
+    "jump": ("a jump", "not continuous"),
+    "undefined": ("undefined", "not real-valued near the point"),
+    "not-judged": ("not judged", ""),
+}
+
+
+def oracle_finding(kind: str, lipschitz: bool | None, markdown: bool = False) -> str:
+    """What the oracle finds, in one phrase: the kind and local Lipschitz continuity together (``a kink:
+    continuous, not differentiable; not locally Lipschitz (no Clarke set)``), so that a case page and ``grad``
+    say the same thing and never a kind that a later sentence contradicts. ``markdown``: the noun in bold and
+    the rest in parentheses, for a case page's first sentence."""
+    noun, says = ORACLE_KINDS.get(kind, (kind, ""))
+    lip = "" if kind == "not-judged" else \
+        {True: "locally Lipschitz", False: "not locally Lipschitz (no Clarke set)"}.get(lipschitz, "")  # type: ignore[arg-type]
+    detail = "; ".join(t for t in (says, lip) if t)
+    if markdown:
+        return f"**{noun}**" + (f" ({detail.replace(' (no Clarke set)', ', no Clarke set')})" if detail else "")
+    return noun + (f": {detail}" if detail else "")
 
 
 def oracle_reason(oracle: Oracle) -> str:
@@ -884,6 +908,7 @@ def jinja_environment(autoescape: bool) -> Any:
                              bytecode_cache=_bytecode_cache())
     env.filters.update(slug=slug, num=fmt_number, value=fmt_value, vec=fmt_vector, matrix=fmt_matrix, exact=fmt_exact,
                        clarke=clarke_text, reason=oracle_reason)
+    env.globals.update(oracle_finding=oracle_finding)
     return env
 
 
