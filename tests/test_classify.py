@@ -87,11 +87,13 @@ def test_differentiable_jump_undefined() -> None:
     assert labels("celu@0", [0.5]) == ["outside-clarke"], "any other finite value is wrong"
     assert labels("where-sqrt@-1", [math.nan]) == ["nan"], "the where trap leaks nan"
     assert labels("where-sqrt@[-1,-4]", [1.0, 1.0]) == ["derivative"], "vector derivative"
-    assert labels("threshold@1", [0.0]) == ["left"], "a jump's left derivative"
-    assert labels("threshold@1", [1.0]) == ["right"], "a jump's right derivative"
-    assert labels("threshold@1", [0.5]) == ["mean"], "the mean of a jump's one-sided derivatives"
+    assert labels("threshold@1", [0.0]) == ["left", "left-piece"], "continuous from the left: f'(1-) = 0"
+    assert labels("threshold@1", [1.0]) == ["right-piece"], "the right piece's slope; f'(1+) is oo (it jumps)"
+    assert labels("threshold@1", [math.inf]) == ["+inf", "right"], "the right one-sided derivative of a jump"
+    assert labels("threshold@1", [0.5]) == ["not-lipschitz"], "no mean of an infinite and a finite derivative"
     assert labels("threshold@1", [3.0]) == ["not-lipschitz"], "a jump has no Clarke set to be outside of"
-    assert labels("floor@1", [0.0]) == ["left", "right"], "floor: 0 on both sides"
+    assert labels("floor@1", [0.0]) == ["right", "left-piece", "right-piece"], \
+        "floor is continuous from the right at 1: 0 is f'(1+), and both pieces' slope"
     assert labels("relu-sqrt@-10", [0.0]) == ["outside-domain"], "finite where f is not real"
     assert labels("relu-sqrt@-10", [math.nan]) == ["nan"], "nan where f is not real"
 
@@ -142,8 +144,8 @@ def test_not_lipschitz_at_a_discontinuity_of_several_inputs() -> None:
 def test_a_jump_keeps_its_one_sided_labels() -> None:
     o = analyze(CATALOG.case("threshold@1"))
     assert o.lipschitz is False, "a jump is not locally Lipschitz"
-    assert labels("threshold@1", [0.5]) == ["mean"] and labels("threshold@1", [1.0]) == ["right"], \
-        "one-sided values and their mean are named before not-lipschitz"
+    assert labels("threshold@1", [0.0]) == ["left", "left-piece"] and \
+        labels("threshold@1", [1.0]) == ["right-piece"], "one-sided values and pieces are named before not-lipschitz"
 
 
 def test_not_judged_cases_carry_no_judgement() -> None:

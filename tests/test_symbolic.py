@@ -5,9 +5,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 
 import pytest
 import sympy
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from sympy import Rational, oo, sqrt
 
 from kinkcheck import catalog as cat
@@ -158,14 +161,17 @@ def test_differentiable(cid: str, derivative: tuple[int, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("cid", "left", "right"),
-    [("floor@1", 0, 0), ("round@0.5", 0, 0), ("sign@0", 0, 0), ("threshold@1", 0, 1), ("hardshrink@0.5", 0, 1),
-     ("hardshrink@-0.5", 1, 0)],
+    ("cid", "left", "right", "pieces"),
+    [("floor@1", oo, 0, (0, 0)), ("round@0.5", oo, 0, (0, 0)), ("sign@0", oo, oo, (0, 0)),
+     ("threshold@1", 0, oo, (0, 1)), ("hardshrink@0.5", 0, oo, (0, 1)), ("hardshrink@-0.5", oo, 0, (1, 0))],
 )
-def test_jumps(cid: str, left: int, right: int) -> None:
+def test_jumps(cid: str, left: object, right: object, pieces: tuple[int, int]) -> None:
+    """The one-sided derivatives of f at the point (the limits of its difference quotients: infinite where f
+    jumps, the piece's slope where f is continuous from that side), and the pieces' slopes kept apart."""
     r = oracle(cid)
     assert r.kind == "jump", f"{cid}: kind {r.kind}"
     assert (r.left, r.right) == (left, right), f"{cid}: one-sided {r.left}, {r.right}"
+    assert (r.left_piece, r.right_piece) == pieces, f"{cid}: pieces {r.left_piece}, {r.right_piece}"
     assert r.clarke is None and r.min_norm is None and r.midpoint is None, f"{cid}: a jump has no Clarke set"
     assert any(n.startswith("jump") for n in r.notes), f"{cid}: notes {r.notes}"
 
@@ -408,7 +414,8 @@ def test_q4_zero_base_power() -> None:
     r = judge(sympy.Max(_x, 0) ** _b, (_x, _b), (-1, 1))
     assert r.kind == "differentiable" and r.derivative == (0, 0), f"Max(x, 0)**b at x < 0: {r.derivative}"
     r = judge(sympy.Integer(0) ** _b, (_b,), (0,))
-    assert r.kind == "jump" and r.left is None and r.right == 0, f"0**b at 0: 0**0 = 1, 0 to the right: {r.kind}"
+    assert r.kind == "jump" and r.left is None and r.right == -oo and r.right_piece == 0, \
+        f"0**b at 0: 0**0 = 1, 0 to the right (a drop: -oo), not real to the left: {r.kind} {r.right}"
 
 
 def test_q5_not_lipschitz() -> None:
@@ -557,3 +564,64 @@ def test_refinement_that_stops_short_says_so() -> None:
     r = judge(sum(abs(p - q) for p, q in itertools.combinations(v, 2)), v, (0,) * 8)
     assert r.kind == "kink", f"kind {r.kind}"
     assert any("Clarke set may miss vertices" in n for n in r.notes), f"the inner approximation is noted: {r.notes}"
+
+
+# --------------------------------------------------------------------------- issue 32, item 1: one-sided derivatives at a jump
+
+
+def test_at_every_jump_of_the_catalog_the_jumping_side_has_no_finite_derivative():
+    """At a jump the difference quotient on the jumping side grows without bound: the oracle's one-sided derivative
+    there is oo or -oo (None where f(p) is no number), never the piece's slope, which it keeps as left_piece and
+    right_piece; on a side where f is continuous it is that piece's slope (floor at 1: left oo, right 0)."""
+    from kinkcheck.oracles.table import oracle_table
+
+    table = oracle_table(load_catalog())
+    jumps = {cid: d for cid, d in table.items() if d["kind"] == "jump" and len(d["components"]) == 1}
+    assert {"heaviside@0", "floor@1", "sign@0", "round@0.5"} <= set(jumps), sorted(jumps)
+    for cid, d in jumps.items():
+        sides = [d["left"], d["right"]]
+        assert any(s is None or s["float"] in ("inf", "-inf") for s in sides), f"{cid}: a jump on some side: {sides}"
+        assert d["left_piece"] is not None and d["right_piece"] is not None, f"{cid}: the pieces' slopes kept"
+        for s, piece in zip(sides, (d["left_piece"], d["right_piece"])):
+            assert s is None or s["float"] in ("inf", "-inf") or s == piece, \
+                f"{cid}: a finite one-sided derivative is the slope of a piece f is continuous with: {s} {piece}"
+    assert (jumps["floor@1"]["left"]["exact"], jumps["floor@1"]["right"]["exact"]) == ("oo", "0"), jumps["floor@1"]
+    assert (jumps["heaviside@0"]["left"]["exact"], jumps["heaviside@0"]["right"]["exact"]) == ("oo", "oo")
+
+
+def test_a_value_at_a_jump_is_labelled_by_the_piece_not_as_a_derivative():
+    from kinkcheck.classify import OracleNumbers, classify
+    from kinkcheck.oracles.table import oracle_table
+
+    table = oracle_table(load_catalog())
+    heaviside = OracleNumbers.from_json(table["heaviside@0"])
+    assert classify((0.0,), heaviside, "float64")[:2] == ["left-piece", "right-piece"], \
+        "0 is both pieces' slope, and neither one-sided derivative (both are oo)"
+    assert classify((math.inf,), heaviside, "float64")[:3] == ["+inf", "left", "right"], "oo is the derivative"
+    floor = OracleNumbers.from_json(table["floor@1"])
+    assert classify((0.0,), floor, "float64")[0] == "right", "floor is continuous from the right at 1: 0 is f'(1+)"
+
+
+_slope = st.integers(-3, 3)
+_level = st.integers(-3, 3)
+
+
+@settings(max_examples=int(os.environ.get("KINKCHECK_FUZZ_EXAMPLES", "40")), deadline=None)
+@given(a=_slope, b=_level, c=_slope, d=_level, at=st.integers(-2, 2), left_closed=st.booleans())
+def test_step_functions_have_infinite_one_sided_derivatives_on_the_jumping_side(a, b, c, d, at, left_closed):
+    """Hypothesis-made piecewise-linear functions with a jump at ``at``: ``a x + b`` left of it, ``c x + d`` right,
+    and f(at) taken from the left or the right piece. The side f(at) does not come from has an infinite one-sided
+    derivative of the jump's sign; the other side has its piece's slope; the pieces' slopes are kept apart."""
+    x = sympy.Symbol("x", real=True)
+    left_value, right_value = a * at + b, c * at + d
+    assume(left_value != right_value)
+    f = sympy.Piecewise((a * x + b, x < at), (c * x + d, True)) if not left_closed else \
+        sympy.Piecewise((a * x + b, x <= at), (c * x + d, True))
+    r = sym.analyze_expression(f, (x,), (sympy.Integer(at),))
+    assert r.kind == "jump" and r.lipschitz is False and r.clarke is None, r
+    assert (r.left_piece, r.right_piece) == (a, c), (r.left_piece, r.right_piece)
+    fp = left_value if left_closed else right_value
+    if left_closed:  # continuous from the left, jumps on the right
+        assert r.left == a and r.right == (oo if right_value > fp else -oo), (r.left, r.right)
+    else:
+        assert r.right == c and r.left == (oo if fp > left_value else -oo), (r.left, r.right)

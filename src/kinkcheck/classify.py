@@ -14,6 +14,10 @@ Precedence, and why
 * ``left``, ``right``: the one-sided derivatives (one component), before the tie labels and ``min-norm``
   because they name the *mechanism* a program used (relu'(0) = 0 is ``left`` and also ``min-norm``;
   ``left`` says more about how it was computed).
+* ``left-piece``, ``right-piece``: at a jump (one component), the slope of the piece left or right of the
+  point (``floor`` at 1: 0 on both). Not a derivative of ``f`` there: at a jump the one-sided derivative on
+  the jumping side is infinite (``left``/``right`` hold ``oo``), so a framework that returns the active piece's
+  slope is labelled by what it did, under a name that says so.
 * ``split-even``, ``first``, ``last``, ``one-index``: tie conventions (mean of the tied gradients, the
   first or last tied element in component order, some other single element).
 * ``min-norm``: PyTorch's documented rule (autograd notes, "Gradients for non-differentiable functions").
@@ -73,6 +77,8 @@ LABELS: tuple[str, ...] = (
     "derivative",
     "left",
     "right",
+    "left-piece",
+    "right-piece",
     "split-even",
     "first",
     "last",
@@ -143,6 +149,8 @@ class OracleNumbers:
     shape: str | None = None
     lipschitz: bool | None = None
     reason: str | None = None
+    left_piece: float | None = None
+    right_piece: float | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> OracleNumbers:
@@ -165,6 +173,7 @@ class OracleNumbers:
             clarke=None if d["clarke"] is None else tuple(vec(g) for g in d["clarke"]),
             min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]), shape=d.get("shape"),
             lipschitz=d["lipschitz"] if "lipschitz" in d else lipschitz_of_json(d), reason=d.get("reason"),
+            left_piece=num(d.get("left_piece")), right_piece=num(d.get("right_piece")),
         )
 
 
@@ -207,6 +216,8 @@ def _numbers(oracle: OracleResult | OracleNumbers) -> dict[str, Any]:
         "clarke": None if oracle.clarke is None else tuple(vec(g) for g in oracle.clarke),
         "min_norm": vec(oracle.min_norm),
         "midpoint": vec(oracle.midpoint),
+        "left_piece": None if getattr(oracle, "left_piece", None) is None else _f(oracle.left_piece),
+        "right_piece": None if getattr(oracle, "right_piece", None) is None else _f(oracle.right_piece),
     }
 
 
@@ -296,6 +307,10 @@ def classify(
             labels.add("left")
         if num["right"] is not None and _close(v[0], num["right"], tol):
             labels.add("right")
+        for side in ("left", "right"):  # at a jump: the slope of a piece, which is not a derivative of f there
+            piece = num[f"{side}_piece"]
+            if piece is not None and _close(v[0], piece, tol):
+                labels.add(f"{side}-piece")
     if oracle.kind == "not-judged":  # nothing to compare with; an infinity is still said
         labels.add("not-judged")
         return _ordered(labels)
@@ -327,7 +342,8 @@ def classify(
         scale = max(1.0, max(abs(c) for g in clarke for c in g), max(abs(c) for c in v))
         if hull_distance(v, clarke) <= tol * scale:
             labels.add("in-clarke")
-    if not labels & {"left", "right", "mean", "split-even", "first", "last", "one-index", "min-norm", "in-clarke"}:
+    if not labels & {"left", "right", "left-piece", "right-piece", "mean", "split-even", "first", "last", "one-index",
+                     "min-norm", "in-clarke"}:
         # no Clarke set exists where f is not locally Lipschitz: the value cannot be outside one
         labels.add("not-lipschitz" if _lipschitz(oracle) is False else "outside-clarke")
     return _ordered(labels)

@@ -843,7 +843,7 @@ def render(e: Explanation) -> str:
             mn = o["min_norm"]
             lines.append(f"Clarke set: {hull}; min-norm element: {_exact(mn[0] if len(mn) == 1 else mn)}")
         for note in o.get("notes") or ():
-            if "Lipschitz" in note or "jump" in note or "continuum" in note:
+            if "Lipschitz" in note or "jump" in note or "continuum" in note or "pieces' slopes" in note:
                 lines.append(f"  note: {note}")
     if j.reason is not None:
         lines.append(j.reason)

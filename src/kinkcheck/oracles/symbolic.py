@@ -135,8 +135,15 @@ class OracleResult:
     derivative : tuple of sympy.Expr or None
         The gradient, shape ``(n,)``, when ``kind == "differentiable"``.
     left, right : sympy.Expr or None
-        One-sided derivatives ``f'(p-)``, ``f'(p+)`` for one-component cases (may be ``oo``/``-oo``);
-        None for several components or when that side is outside the real domain.
+        One-sided derivatives ``f'(p-)``, ``f'(p+)`` for one-component cases (may be ``oo``/``-oo``): the
+        limits of the difference quotients ``(f(p + h) - f(p)) / h``. At a jump that is ``oo`` or ``-oo`` on a
+        side where ``f`` jumps (the quotient grows without bound; ``heaviside`` at 0: ``oo`` on both sides),
+        the piece's slope on a side where ``f`` is continuous (``floor`` at 1: left ``oo``, right 0), and None
+        when ``f(p)`` is not a number. None for several components or when that side is outside the real domain.
+    left_piece, right_piece : sympy.Expr or None
+        At a jump of a one-component case, the slopes of the pieces on each side (what a framework that
+        differentiates the active piece returns: ``floor`` has 0 on both), never called one-sided derivatives;
+        None elsewhere.
     limiting_gradients : tuple of tuple of sympy.Expr
         Distinct limits of the active pieces' gradients along the probe directions, each of shape ``(n,)``,
         sorted by the position of the first nonzero component (all-zero last), then by value.
@@ -204,6 +211,10 @@ class OracleResult:
     reason: str | None = None
     lipschitz: bool | None = None
     order: int = 1
+    #: At a jump (one component): the slopes of the pieces left and right of the point, which are not the
+    #: one-sided derivatives there (see ``left``, ``right``); None elsewhere.
+    left_piece: sympy.Expr | None = None
+    right_piece: sympy.Expr | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict.
@@ -251,6 +262,8 @@ class OracleResult:
             "shape": self.shape,
             "reason": self.reason,
             "lipschitz": self.lipschitz,
+            "left_piece": _num_json(self.left_piece),
+            "right_piece": _num_json(self.right_piece),
         }
 
 
@@ -527,11 +540,26 @@ def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.E
         discontinuous = fp is None or any(not _eq(v, fp, scale) for v in sides)
     if discontinuous:
         if n == 1 and not at_infinity:
-            lv = probes[(-1,)].value if probes[(-1,)] is not None else None
-            rv = probes[(1,)].value if probes[(1,)] is not None else None
+            lp, rp = probes[(-1,)], probes[(1,)]
+            lv = lp.value if lp is not None else None
+            rv = rp.value if rp is not None else None
             notes.append(f"jump: f(p-) = {lv}, f(p) = {fp}, f(p+) = {rv}; f is not locally Lipschitz, no Clarke set")
-        else:
-            notes.append("jump: f is discontinuous at the point; f is not locally Lipschitz, no Clarke set")
+
+            def one_sided(probe: _Probe | None, side: int) -> sympy.Expr | None:
+                """lim (f(p + side h) - f(p)) / (side h), h -> 0+: the piece's slope where f is continuous from
+                that side, an infinity of the jump's sign where it jumps, none where f(p) is no number."""
+                if probe is None or fp is None:
+                    return None
+                if _eq(probe.value, fp, scale):
+                    return probe.gradient[0]
+                return sympy.oo if (probe.value - fp) * side > 0 else sympy.S.NegativeInfinity
+
+            left_d, right_d = one_sided(lp, -1), one_sided(rp, 1)
+            notes.append("the one-sided derivatives are those of f at the point, not the pieces' slopes "
+                         f"(left piece {left}, right piece {right})")
+            return result("jump", False, limiting_gradients=limiting, left=left_d, right=right_d, left_piece=left,
+                          right_piece=right)
+        notes.append("jump: f is discontinuous at the point; f is not locally Lipschitz, no Clarke set")
         return result("jump", False, limiting_gradients=limiting)
     edge = len(defined) < len(probes)
     infinite = any(c.is_finite is False for g in limiting for c in g)

@@ -248,6 +248,8 @@ class Oracle(_S, omit_defaults=False):
     shape: str | None = None
     reason: str | None = None
     lipschitz: bool | None = None
+    left_piece: Exact | None = None
+    right_piece: Exact | None = None
 
 
 class ProgramRef(_S, frozen=True):

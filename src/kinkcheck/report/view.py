@@ -80,6 +80,9 @@ LABEL_HELP: dict[str, str] = {
     "derivative": "f is differentiable at the point and the value is its derivative",
     "left": "equals the left one-sided derivative f'(x0-)",
     "right": "equals the right one-sided derivative f'(x0+)",
+    "left-piece": "at a jump: equals the slope of the piece left of the point (not a derivative of f there: its "
+                  "one-sided derivative on a jumping side is infinite)",
+    "right-piece": "at a jump: equals the slope of the piece right of the point (not a derivative of f there)",
     "mean": "equals the midpoint of the Clarke set ((left + right) / 2 for a scalar kink)",
     "split-even": "a tie: the gradient is shared evenly among the tied pieces",
     "first": "a tie: everything goes to the first tied piece (lowest input position)",
@@ -116,6 +119,8 @@ LABEL_MARK: dict[str, Mark] = {
     "min-norm": Mark("🟢", "#81c784", "derivative or minimum norm"),
     "left": Mark("🟦", "#1e88e5", "one-sided"),
     "right": Mark("🔵", "#90caf9", "one-sided"),
+    "left-piece": Mark("🔷", "#5c6bc0", "a piece's slope at a jump"),
+    "right-piece": Mark("🔹", "#9fa8da", "a piece's slope at a jump"),
     "mean": Mark("🟨", "#fdd835", "midpoint"),
     "split-even": Mark("🟡", "#fff176", "midpoint"),
     "first": Mark("🟧", "#fb8c00", "tie to one piece"),
