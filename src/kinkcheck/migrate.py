@@ -306,7 +306,9 @@ def _why_no_snippet(c: Case, sv: tuple[float, ...] | None, tie: tuple[str, str] 
                 "more): no generated code")
     if not all(math.isfinite(v) for v in sv):
         return "the source value is not finite"
-    if any(s is None or isinstance(s.float_, str) for s in (c.oracle.left, c.oracle.right)):  # "inf", "nan"
+    o = c.oracle  # at a jump the pieces' slopes (its one-sided derivatives are infinite there by definition)
+    sides = (o.left_piece, o.right_piece) if o.kind == "jump" and o.left_piece is not None else (o.left, o.right)
+    if any(s is None or isinstance(s.float_, str) for s in sides):  # "inf", "nan"
         return "a one-sided derivative is infinite or undefined here: no generated code"
     return None
 
