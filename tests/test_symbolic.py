@@ -162,7 +162,7 @@ def test_differentiable(cid: str, derivative: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize(
     ("cid", "left", "right", "pieces"),
-    [("floor@1", oo, 0, (0, 0)), ("round@0.5", oo, 0, (0, 0)), ("sign@0", oo, oo, (0, 0)),
+    [("floor@1", oo, 0, (0, 0)), ("round@0.5", 0, oo, (0, 0)), ("sign@0", oo, oo, (0, 0)),
      ("threshold@1", 0, oo, (0, 1)), ("hardshrink@0.5", 0, oo, (0, 1)), ("hardshrink@-0.5", oo, 0, (1, 0))],
 )
 def test_jumps(cid: str, left: object, right: object, pieces: tuple[int, int]) -> None:

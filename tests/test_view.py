@@ -28,3 +28,15 @@ def test_rows_of_two_platforms_are_not_merged_and_rows_of_one_are() -> None:
     avail = [_row("torch.relu(x)", DEFAULT, "availability"), _row("torch.relu(x)", "macos_arm64", "availability")]
     view = ReportView(report=SimpleNamespace(changed_in=avail), problems={}, available={}, verdicts={})
     assert [len(g["rows"]) for g in view.availability_groups()] == [1, 1], "one group per platform"
+
+
+def test_what_the_oracle_finds_is_one_phrase_for_grad_and_the_case_pages() -> None:
+    from kinkcheck.report.view import oracle_finding
+
+    assert oracle_finding("kink", True) == "a kink: continuous, not differentiable; locally Lipschitz"
+    assert oracle_finding("differentiable", True) == "differentiable here; locally Lipschitz", "as docs/grad.md shows"
+    assert oracle_finding("jump", False) == "a jump: not continuous; not locally Lipschitz (no Clarke set)"
+    assert oracle_finding("kink", False, markdown=True) == \
+        "**a kink** (continuous, not differentiable; not locally Lipschitz, no Clarke set)"
+    assert oracle_finding("not-judged", True, markdown=True) == "**not judged**", "no continuity for no judgement"
+    assert oracle_finding("undefined", None) == "undefined: not real-valued near the point"

@@ -317,6 +317,11 @@ def _torch_table() -> dict[str, Entry]:
     # shapes
     t["torch.reshape"] = _h("input, shape", "reshape")
     t["torch.Tensor.reshape"] = t["torch.Tensor.view"] = _h("self, *shape", "reshape")
+    t["torch.broadcast_to"] = _h("input, size", "broadcast")
+    t["torch.Tensor.expand"] = _h("self, *size", "broadcast")
+    t["torch.Tensor.expand_as"] = _h("self, other", "broadcast")
+    t["torch.tile"] = _h("input, dims", "tile")
+    t["torch.Tensor.tile"] = t["torch.Tensor.repeat"] = _h("self, *dims", "tile")
     t["torch.flatten"] = _h("input, start_dim=0, end_dim=-1", "flatten")
     t["torch.Tensor.flatten"] = _h("self, start_dim=0, end_dim=-1", "flatten")
     t["torch.ravel"] = _h("input", "flatten")
@@ -488,6 +493,8 @@ def _jax_table() -> dict[str, Entry]:
     # shapes
     t[jnp + "reshape"] = _h("a, shape=None, order='C', *, copy=None, out_sharding=None", "reshape")
     t["jax.Array.reshape"] = _h("self, *shape, order='C'", "reshape")
+    t[jnp + "broadcast_to"] = _h("array, shape, *, out_sharding=None", "broadcast")
+    t[jnp + "tile"] = _h("A, reps", "tile")
     t[jnp + "ravel"] = _h("a, order='C', *, out_sharding=None", "flatten")
     t["jax.Array.ravel"] = t["jax.Array.flatten"] = _h("self, order='C'", "flatten")
     t[jnp + "stack"] = _h("arrays, axis=0, out=None, dtype=None", "stack")
@@ -1605,6 +1612,41 @@ def _h_reshape(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
         raise Unmapped(name, str(err)) from None
 
 
+def _sizes(b: dict[str, Any], key: str) -> Any:
+    """A shape given as one tuple or as separate arguments (``x.expand((2, 3))`` as ``x.expand(2, 3)``)."""
+    v = b.get(key)
+    if isinstance(v, tuple) and len(v) == 1 and isinstance(v[0], (tuple, list)):
+        return v[0]
+    return v
+
+
+def _h_broadcast(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``broadcast_to`` / ``expand`` / ``expand_as``: the elements repeated by numpy's broadcasting rules (a size
+    of -1 keeps that dimension, as torch's ``expand`` does); each copy is the same sympy element."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    if "other" in b:
+        shape = _arr(b["other"], name).shape
+    else:
+        shape = _static_ints(_sizes(b, "size" if "size" in b else "shape"), name)
+        lead = len(shape) - a.ndim
+        shape = tuple(a.shape[i - lead] if n == -1 and i >= lead else n for i, n in enumerate(shape))
+    try:
+        return np.broadcast_to(a, shape)
+    except ValueError as err:
+        raise Unmapped(name, str(err)) from None
+
+
+def _h_tile(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``tile`` / torch's ``repeat``: copies of the whole tensor along each dimension (numpy's ``tile``)."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    reps = _static_ints(_sizes(b, "dims" if "dims" in b else "reps"), name)
+    if any(r < 0 for r in reps):
+        raise Unmapped(name, f"a negative repetition {reps}")
+    return np.tile(a, reps)
+
+
 def _h_flatten(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     first = next(iter(b))
     a = _arr(b[first], name)
@@ -1835,6 +1877,7 @@ _HANDLERS: dict[str, Callable[[str, Entry, dict[str, Any], _Ctx], Any]] = {
     "logit": _h_logit, "masked_fill": _h_masked_fill, "tuple": _h_tuple, "cumulative": _h_cumulative,
     "std": _h_std, "select": _h_select, "select_n": _h_select_n, "jnp_select": _h_jnp_select,
     "loss": _h_loss, "softmax": _h_softmax, "reshape": _h_reshape, "flatten": _h_flatten, "stack": _h_stack,
+    "broadcast": _h_broadcast, "tile": _h_tile,
     "cat": _h_stack, "squeeze": _h_squeeze, "unsqueeze": _h_unsqueeze, "transpose2": _h_transpose2,
     "swapaxes": _h_swapaxes, "matmul": _h_matmul, "vdot": _h_vdot, "max_pool": _h_max_pool,
     "adaptive_max_pool": _h_adaptive_max_pool, "reduce_window": _h_reduce_window,

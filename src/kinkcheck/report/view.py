@@ -324,10 +324,10 @@ def oracle_finding(kind: str, lipschitz: bool | None, markdown: bool = False) ->
     noun, says = ORACLE_KINDS.get(kind, (kind, ""))
     lip = "" if kind == "not-judged" else \
         {True: "locally Lipschitz", False: "not locally Lipschitz (no Clarke set)"}.get(lipschitz, "")  # type: ignore[arg-type]
-    detail = "; ".join(t for t in (says, lip) if t)
     if markdown:
-        return f"**{noun}**" + (f" ({detail.replace(' (no Clarke set)', ', no Clarke set')})" if detail else "")
-    return noun + (f": {detail}" if detail else "")
+        detail = "; ".join(t for t in (says, lip.replace(" (no Clarke set)", ", no Clarke set")) if t)
+        return f"**{noun}**" + (f" ({detail})" if detail else "")
+    return noun + (f": {says}" if says else "") + (f"; {lip}" if lip else "")
 
 
 def oracle_reason(oracle: Oracle) -> str:
