@@ -122,10 +122,16 @@ def check_one_input(f: sympy.Expr, p: Fraction, label: str) -> None:
     assert o.kind != "not-judged", f"{label}: {o.reason}"
     diff = Differences(f, p)
     ratios = []
-    for d, side in ((-1, o.left), (1, o.right)):
+    for d, side, piece in ((-1, o.left, o.left_piece), (1, o.right, o.right_piece)):
         nxt = verdict(diff.quotients(d, "next"))
         assert nxt[0] != "inconclusive", f"{label}: the quotients next to the kink on side {d} neither agree nor grow"
-        assert _agrees(side, nxt), f"{label}: oracle {'left' if d < 0 else 'right'} = {side}, finite differences {nxt}"
+        name = "left" if d < 0 else "right"
+        if o.kind == "jump":  # next to the point: the piece's slope; at the point: f's own one-sided derivative
+            assert _agrees(piece, nxt), f"{label}: oracle {name} piece = {piece}, finite differences {nxt}"
+            assert _agrees(side, verdict(diff.quotients(d, "at"))), \
+                f"{label}: oracle {name} = {side}, quotients at the jump {verdict(diff.quotients(d, 'at'))}"
+        else:
+            assert _agrees(side, nxt), f"{label}: oracle {name} = {side}, finite differences {nxt}"
         at = diff.quotients(d, "at")
         if at[0] is not None and at[1] is not None and at[0] != 0:
             ratios.append(abs(at[1] / at[0]))
