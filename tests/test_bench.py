@@ -40,3 +40,18 @@ def test_grown_shards_are_fresh_other_releases_the_render_reads_without_a_gap(tm
     assert rows == 3 * len(shards[0]["observations"]) and rows > 0, "every observation, three times"
     assert all(is_fresh(p, catalog) for p in (tmp_path / "grown").glob("*.json")), \
         "the copies keep the case hashes: fresh, so the render judges every one"
+
+
+def test_a_report_run_that_fails_inside_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    """The timed `kinkcheck report` runs in a child that exits cleanly whatever the CLI says: the CLI's own status
+    is read, so a missing shard folder stops the benchmark with its one-line error, not a KeyError later."""
+    import os
+
+    import pytest
+
+    from kinkcheck.bench import _report_run
+
+    with pytest.raises(SystemExit) as exit_:
+        _report_run(tmp_path / "none", tmp_path / "out", os.environ.copy())
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "no such shard folder" in err and err.count("\n") == 1, err

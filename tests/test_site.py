@@ -95,6 +95,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert err.startswith("site: ") and err.count("\n") == 1, err
     with pytest.raises(SiteError):
         write_source(tmp_path, tmp_path / "o")
+    for args in (["--out", ""], ["--reports", " "], ["--bogus"]):  # argparse's own errors: one line too
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.startswith("site: ") and err.count("\n") == 1, (args, err)
+    with pytest.raises(SystemExit):
+        main(["--out", ""])
+    assert "argument --out: is empty: name a folder" in capsys.readouterr().err, "never the current folder"
 
 
 def _chromium() -> str:

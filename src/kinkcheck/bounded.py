@@ -147,8 +147,9 @@ def _grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     """
     from kinkcheck import expr as ex
     from kinkcheck.catalog import FRAMEWORKS
-    from kinkcheck.frameworks import FrameworkUnavailable, Unavailable, encode, get_adapter
+    from kinkcheck.frameworks import FrameworkUnavailable, Unavailable, get_adapter
     from kinkcheck.frameworks.base import short_error
+    from kinkcheck.vocabulary import encode
 
     framework = payload["framework"]
     try:

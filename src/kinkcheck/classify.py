@@ -216,8 +216,8 @@ def _numbers(oracle: OracleResult | OracleNumbers) -> dict[str, Any]:
         "clarke": None if oracle.clarke is None else tuple(vec(g) for g in oracle.clarke),
         "min_norm": vec(oracle.min_norm),
         "midpoint": vec(oracle.midpoint),
-        "left_piece": None if getattr(oracle, "left_piece", None) is None else _f(oracle.left_piece),
-        "right_piece": None if getattr(oracle, "right_piece", None) is None else _f(oracle.right_piece),
+        "left_piece": None if oracle.left_piece is None else _f(oracle.left_piece),
+        "right_piece": None if oracle.right_piece is None else _f(oracle.right_piece),
     }
 
 

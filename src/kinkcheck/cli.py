@@ -61,7 +61,7 @@ def _evaluate(args: argparse.Namespace, task: str, payload: dict[str, Any]) -> A
 def _cmd_grad(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
     from kinkcheck.catalog import FRAMEWORKS
-    from kinkcheck.frameworks import DTYPES, MODES
+    from kinkcheck.vocabulary import DTYPES, MODES
 
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
@@ -134,8 +134,7 @@ def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.frameworks import DTYPES, MODES
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 
     for d in args.dtype:
         if d not in DTYPES:
@@ -602,7 +601,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
     from kinkcheck.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render
-    from kinkcheck.frameworks import DTYPES
+    from kinkcheck.vocabulary import DTYPES
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))
     if len(frameworks) != 2 or any(f not in FRAMEWORKS for f in frameworks):

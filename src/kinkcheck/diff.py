@@ -12,7 +12,7 @@ differs (``ok``/``error``/``unavailable``) or their values differ beyond the dty
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

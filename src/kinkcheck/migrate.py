@@ -307,7 +307,7 @@ def _why_no_snippet(c: Case, sv: tuple[float, ...] | None, tie: tuple[str, str] 
     if not all(math.isfinite(v) for v in sv):
         return "the source value is not finite"
     o = c.oracle  # at a jump the pieces' slopes (its one-sided derivatives are infinite there by definition)
-    sides = (o.left_piece, o.right_piece) if o.kind == "jump" and o.left_piece is not None else (o.left, o.right)
+    sides = (o.left_piece, o.right_piece) if o.left_piece is not None else (o.left, o.right)
     if any(s is None or isinstance(s.float_, str) for s in sides):  # "inf", "nan"
         return "a one-sided derivative is infinite or undefined here: no generated code"
     return None

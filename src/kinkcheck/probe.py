@@ -25,9 +25,9 @@ from typing import Any
 from kinkcheck import __version__
 from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog, load_catalog
-from kinkcheck.frameworks import DTYPES, Adapter, FrameworkUnavailable, Unavailable, data_limit, encode, get_adapter
-from kinkcheck.vocabulary import COMPILED_MODES
+from kinkcheck.frameworks import Adapter, FrameworkUnavailable, Unavailable, data_limit, get_adapter
 from kinkcheck.frameworks.base import check_mode, short_error
+from kinkcheck.vocabulary import COMPILED_MODES, DTYPES, encode
 from kinkcheck.platforms import device_title
 from kinkcheck.registry import view
 from kinkcheck.shards import ShardBusy, shard_lock

@@ -11,7 +11,7 @@ markers alone under the title "no curve: <why>". SVG output is deterministic for
 and no creator in the metadata, ids numbered in document order, and every number in an attribute rounded to
 :data:`DECIMALS` decimals (0.01 px on a 648 x 187 pt figure), so last-bit differences between numpy, libm or
 matplotlib builds do not reach the bytes. Each plot is cached on disk keyed on the case, the marks and the
-matplotlib and module versions (:func:`kinkcheck.cache.cache_dir`, outside the repository).
+matplotlib and module versions (:func:`kinkcheck.cache.read_cached`, outside the repository).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.cache import cache_dir, write_cached
+from kinkcheck.cache import read_cached, write_cached
 from kinkcheck.registry import FRAMEWORKS, view
 from kinkcheck.report.model import Case
 from kinkcheck.report.view import slug
@@ -96,13 +96,8 @@ def case_svgs(requests: Sequence[Request], workers: int | None = None) -> list[s
     """
     import os
 
-    paths = [_cache_path(*r) for r in requests]
-    out: list[str | None] = []
-    for path in paths:
-        try:
-            out.append(path.read_text(encoding="utf-8"))
-        except OSError:
-            out.append(None)
+    keys = [_cache_key(*r) for r in requests]
+    out: list[str | None] = [_cached(k) for k in keys]
     todo = [i for i, svg in enumerate(out) if svg is None]
     n = min(workers or os.cpu_count() or 1, len(todo))
     drawn = None
@@ -112,7 +107,7 @@ def case_svgs(requests: Sequence[Request], workers: int | None = None) -> list[s
         drawn = [_render(*requests[i]) for i in todo]
     for i, svg in zip(todo, drawn):
         out[i] = svg
-        _store(paths[i], svg)
+        write_cached(_PLOTS, keys[i], svg.encode("utf-8"))
     return out  # type: ignore[return-value]
 
 
@@ -172,16 +167,25 @@ def _worker() -> None:
     sys.stdout.write(json.dumps([_render(*r) for r in requests]))
 
 
-def _cache_path(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> Path:
-    """Where the plot of these arguments is cached: keyed on the case, the marks, matplotlib's release and this file."""
+#: The cache folder's kind for plots (:func:`kinkcheck.cache.read_cached`).
+_PLOTS = "plots"
+
+
+def _cache_key(case: Case, marks: Sequence[tuple[str, float, int]], left: float | None, right: float | None) -> str:
+    """The file name the plot of these arguments is cached under: keyed on the case, the marks, matplotlib's
+    release and this file."""
     key = json.dumps([case.id, case.sympy, repr(case.at), list(marks), left, right, _matplotlib_version(),
                       _source_hash()], sort_keys=True)
-    return cache_dir() / "plots" / f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
+    return f"plot-{hashlib.sha256(key.encode()).hexdigest()[:24]}.svg"
 
 
-def _store(path: Path, svg: str) -> None:
-    """Cache one plot (:func:`kinkcheck.cache.write_cached`: atomic); a cache that cannot be written only costs time."""
-    write_cached(path.parent.name, path.name, svg.encode("utf-8"))
+def _cached(key: str) -> str | None:
+    """A cached plot, or None (absent, unreadable or not UTF-8 text: it is drawn again)."""
+    data = read_cached(_PLOTS, key)
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _line(case: Case) -> tuple[Any, float, str]:
@@ -388,13 +392,11 @@ def kink_hits_svg(measurements: Sequence[Any]) -> str:
     import msgspec
 
     key = f"{_source_hash()}|{_matplotlib_version()}|".encode() + msgspec.json.encode(list(measurements))
-    path = cache_dir() / "plots" / f"kinkhits-{hashlib.sha256(key).hexdigest()[:24]}.svg"
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
-        pass
-    svg = _draw_kink_hits(measurements)
-    _store(path, svg)
+    name = f"kinkhits-{hashlib.sha256(key).hexdigest()[:24]}.svg"
+    svg = _cached(name)
+    if svg is None:
+        svg = _draw_kink_hits(measurements)
+        write_cached(_PLOTS, name, svg.encode("utf-8"))
     return svg
 
 

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -392,11 +392,21 @@ def page_sizes(site: Path) -> dict[str, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kinkcheck.report.site [--reports reports] [--docs docs] [--out build/site-src]``."""
+    def folder(text: str) -> Path:  # an empty one would be the current folder, without a word
+        if not text.strip():
+            raise argparse.ArgumentTypeError("is empty: name a folder, or leave it out for the default")
+        return Path(text)
+
     ap = argparse.ArgumentParser(prog="python -m kinkcheck.report.site",
                                  description="Build the report's static site (MkDocs, Material theme).")
-    ap.add_argument("--reports", type=Path, default=Path("reports"), help="the rendered report (default: reports)")
-    ap.add_argument("--docs", type=Path, default=Path("docs"), help="the guide's pages (default: docs)")
-    ap.add_argument("--out", type=Path, default=Path("build/site-src"),
+    def error(message: str) -> NoReturn:  # one line and exit 2, as the other bad inputs here
+        print(f"site: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+    ap.error = error  # type: ignore[method-assign]
+    ap.add_argument("--reports", type=folder, default=Path("reports"), help="the rendered report (default: reports)")
+    ap.add_argument("--docs", type=folder, default=Path("docs"), help="the guide's pages (default: docs)")
+    ap.add_argument("--out", type=folder, default=Path("build/site-src"),
                     help="the MkDocs project to write; the site goes into OUT/site (default: build/site-src)")
     args = ap.parse_args(argv)
     try:
