@@ -625,3 +625,26 @@ def test_step_functions_have_infinite_one_sided_derivatives_on_the_jumping_side(
         assert r.left == a and r.right == (oo if right_value > fp else -oo), (r.left, r.right)
     else:
         assert r.right == c and r.left == (oo if fp > left_value else -oo), (r.left, r.right)
+
+
+def test_a_jump_that_lives_on_an_axis_is_found():
+    """``x ** y`` at (0, 0): every probe curve (bent off the axes) gives 1 = 0 ** 0, but on the y-axis
+    ``0 ** t = 0``; the oracle says jump (no Clarke set, not Lipschitz), not kink (issue 32, item 2)."""
+    r = analyze(CATALOG.case("pow@(0,0)"))
+    assert r.kind == "jump" and r.lipschitz is False and r.clarke is None, r
+    assert any("along the +y axis f tends to 0, not f(p) = 1" in n for n in r.notes), r.notes
+    still = analyze(CATALOG.case("pow@(0,0.5)"))
+    assert still.kind == "kink", f"0 ** (0.5 + t) -> 0 = f(p) on every axis: no jump there ({still.kind})"
+
+
+@settings(max_examples=int(os.environ.get("KINKCHECK_FUZZ_EXAMPLES", "40")), deadline=None)
+@given(a=st.integers(-3, 3).filter(bool), b=st.integers(-3, 3), c=st.integers(-3, 3), axis=st.sampled_from("xy"))
+def test_a_value_set_only_on_an_axis_is_a_jump(a, b, c, axis):
+    """Hypothesis-made: f = c != 0 on one axis (the origin left out) and a x + b y elsewhere, so f(0, 0) = 0 and
+    only the axis carries the jump, which the probe curves (bent off the axes) never touch."""
+    x, y = sympy.Symbol("x", real=True), sympy.Symbol("y", real=True)
+    on = sympy.Eq(x, 0) & sympy.Ne(y, 0) if axis == "y" else sympy.Eq(y, 0) & sympy.Ne(x, 0)
+    assume(c != 0)
+    f = sympy.Piecewise((c, on), (a * x + b * y, True))
+    r = sym.analyze_expression(f, (x, y), (sympy.Integer(0), sympy.Integer(0)))
+    assert r.kind == "jump" and r.clarke is None, (f, r.kind, r.notes)

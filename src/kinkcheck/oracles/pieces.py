@@ -276,6 +276,37 @@ def _select(e: sympy.Expr, curve: _Curve) -> sympy.Expr:
     return e.func(*[_select(a, curve) for a in e.args])
 
 
+def axis_jump(f: sympy.Expr, syms: Sequence[sympy.Symbol], point: Sequence[sympy.Expr], fp: sympy.Expr,
+              scale: _Scale) -> tuple[int, int, sympy.Expr] | None:
+    """A jump along a coordinate axis that the probe curves miss: ``(i, s, v)`` when ``f(p + s t e_i)`` is the same
+    real number ``v != f(p)`` at both probe scales (a constant offset, not a slow approach), else None.
+
+    The probe curves bend off the axes (``p + t d + t**2 w``) so that they cross no tie; a function whose other
+    value lives on an axis alone escapes them: ``x ** y`` at (0, 0) is ``t ** (t + ...) -> 1`` on a curve but
+    ``0 ** t = 0`` on the y-axis, while ``0 ** 0 = 1``. Points outside the domain (not real) on an axis are
+    skipped; so is an infinite point."""
+    if len(syms) < 2 or not all(p.is_finite for p in point):
+        return None
+    tol = sympy.Float(10) ** -12
+    for i, (s_i, p_i) in enumerate(zip(syms, point)):
+        for s in (1, -1):
+            values = []
+            for t in scale.ts:
+                sub = {sym: (p + s * t if j == i else p) for j, (sym, p) in enumerate(zip(syms, point))}
+                try:
+                    v = sympy.N(f.xreplace(sub), 30)
+                except (TypeError, ValueError, ZeroDivisionError):
+                    break
+                if not _finite_real(v):
+                    break
+                values.append(v)
+            else:
+                far = [abs(v - fp) > tol * max(1, abs(fp)) for v in values]
+                if all(far) and abs(values[0] - values[-1]) <= tol * max(1, abs(values[0])):
+                    return i, s, sympy.nsimplify(values[-1], rational=False, tolerance=1e-20)
+    return None
+
+
 def _finite_real(v: sympy.Expr) -> bool:
     return bool(v.is_number and v.is_finite is True and v.is_extended_real is True)
 

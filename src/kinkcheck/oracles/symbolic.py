@@ -84,6 +84,7 @@ from kinkcheck.oracles.cones import _refine
 from kinkcheck.oracles.pieces import (
     OracleError,
     _finite_real,
+    axis_jump,
     _Probe,
     _probe,
     _Scale,
@@ -538,6 +539,12 @@ def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.E
         if fp is None:
             notes.append("f is not finite and real at the point itself")
         discontinuous = fp is None or any(not _eq(v, fp, scale) for v in sides)
+        hit = None if discontinuous or n < 2 else axis_jump(f, syms, point, fp, scale)
+        if hit is not None:
+            i, s, v = hit
+            notes.append(f"along the {'+' if s > 0 else '-'}{components[i]} axis f tends to {v}, not f(p) = {fp} "
+                         "(the probe curves, which leave the axes, do not see it)")
+            discontinuous = True
     if discontinuous:
         if n == 1 and not at_infinity:
             lp, rp = probes[(-1,)], probes[(1,)]
