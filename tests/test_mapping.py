@@ -37,7 +37,7 @@ CASES = list(CATALOG)
 #: test_the_unmapped_list_is_current.
 UNMAPPED: dict[str, str] = {
     **dict.fromkeys(['torch.linalg.eigh', 'torch.linalg.eigvalsh', 'torch.linalg.eig', 'torch.linalg.eigvals', 'torch.linalg.svd', 'torch.linalg.svdvals', 'torch.svd', 'torch.Tensor.svd', 'torch.nuclear_norm', 'torch.linalg.cond', 'torch.linalg.det', 'torch.linalg.lstsq', 'torch.linalg.pinv', 'torch.pinverse', 'torch.linalg.qr', 'torch.linalg.lu', 'torch.linalg.lu_factor', 'torch.linalg.lu_factor_ex', 'torch.lu', 'jax.numpy.linalg.eigh', 'jax.numpy.linalg.eigvalsh', 'jax.numpy.linalg.eig', 'jax.numpy.linalg.eigvals', 'jax.numpy.linalg.svd', 'jax.numpy.linalg.svdvals', 'jax.numpy.linalg.cond', 'jax.numpy.linalg.det', 'jax.numpy.linalg.lstsq', 'jax.numpy.linalg.pinv', 'jax.numpy.linalg.qr', 'jax.numpy.poly', 'jax.numpy.polyfit', 'jax.numpy.corrcoef', 'torch.corrcoef'], "eigen-, singular-value and other matrix decompositions: their values are roots of polynomials the table does not build (the case's sympy field writes them by hand)"),
-    **dict.fromkeys(['torch.Tensor.scatter_reduce', 'torch.Tensor.index_reduce', 'torch.segment_reduce', 'jax.lax.ScatterDimensionNumbers', 'jax.Array.at', 'jax.numpy.take', 'torch.nn.functional.embedding_bag'], 'scatter, segment and index reductions: index arrays and dimension numbers the table does not model'),
+    **dict.fromkeys(['torch.Tensor.scatter_reduce', 'torch.Tensor.index_reduce', 'torch.segment_reduce', 'jax.lax.ScatterDimensionNumbers', 'jax.numpy.take', 'torch.nn.functional.embedding_bag'], 'scatter, segment and index reductions: index arrays and dimension numbers the table does not model'),
     **dict.fromkeys(['jax.lax.cond', 'jax.lax.switch', 'jax.numpy.piecewise', 'jax.lax.associative_scan', 'jax.lax.reduce', 'jax.numpy.logaddexp.accumulate'], "control flow and scans take Python callables, which a program's sympy form cannot hold"),
     **dict.fromkeys(['torch.mode', 'torch.Tensor.mode', 'jax.numpy.partition', 'jax.numpy.percentile', 'jax.numpy.nanpercentile', 'jax.lax.approx_max_k', 'jax.lax.approx_min_k', 'jax.lax.sort_key_val', 'torch.aminmax', 'torch.Tensor.aminmax', 'jax.numpy.sort_complex'], "order statistics with a computed position (mode, partition, percentiles, approximate top-k, key-value sorts, min and max as one call) are not in the table's order-statistic handlers"),
     **dict.fromkeys(['torch.nn.functional.max_pool1d_with_indices', 'torch.nn.functional.max_pool2d_with_indices', 'torch.nn.functional.max_pool3d_with_indices', 'torch.nn.functional.adaptive_max_pool1d_with_indices', 'torch.nn.functional.adaptive_max_pool2d_with_indices', 'torch.nn.functional.adaptive_max_pool3d_with_indices', 'torch.nn.functional.lp_pool1d', 'torch.nn.functional.lp_pool2d', 'torch.nn.functional.lp_pool3d', 'torch.Tensor.unfold', 'torch.nn.functional.grid_sample', 'torch.grid_sampler_2d', 'torch.grid_sampler_3d', 'jax.numpy.interp', 'jax.numpy.histogram', 'jax.numpy.histogram2d', 'jax.numpy.histogramdd', 'jax.numpy.histogram_bin_edges', 'torch.histogram', 'torch.histogramdd', 'jax.numpy.unwrap'], 'pooling with indices, power-average pooling, unfolded windows and grid sampling: index outputs and interpolation weights the table does not model'),
@@ -790,3 +790,47 @@ def test_expand_as_takes_the_other_tensor_s_shape() -> None:
 def test_an_expand_that_does_not_broadcast_is_unmapped_with_its_reason() -> None:
     with pytest.raises(Unmapped, match="broadcast"):
         form("v.expand(2, 2).sum()", {"v": [0.0, 0.0, 1.0]}, "torch")
+
+
+# --------------------------------------------------------------------------- issue 32, item 5: writes at indices
+
+WRITE_AT = {"x": [0.0, 0.0, 0.0], "v": [1.0, 2.0]}
+
+
+@pytest.mark.parametrize(("fw", "text", "expected"), [
+    ("torch", "x.index_put((torch.tensor([0, 0]),), v, accumulate=True)[0]", "v[0] + v[1] + x[0]"),
+    ("torch", "x.index_add(0, torch.tensor([0, 0]), v)[0]", "v[0] + v[1] + x[0]"),
+    ("torch", "x.index_add(0, torch.tensor([0, 0]), v, alpha=2)[0]", "2*v[0] + 2*v[1] + x[0]"),
+    ("torch", "x.scatter_add(0, torch.tensor([0, 0]), v)[0]", "v[0] + v[1] + x[0]"),
+    ("torch", "x.put(torch.tensor([0, 0]), v, accumulate=True)[0]", "v[0] + v[1] + x[0]"),
+    ("torch", "x.put(torch.tensor([-1, 0]), v).sum()", "v[0] + v[1] + x[1]"),
+    ("torch", "x.index_put((torch.tensor([2, 0]),), v).sum()", "v[0] + v[1] + x[1]"),
+    ("torch", "torch.index_put(x, (torch.tensor([1]),), v[1])[1]", "v[1]"),
+    ("torch", "x.scatter(0, torch.tensor([1, 2]), v).sum()", "v[0] + v[1] + x[0]"),
+    ("torch", "x.index_copy(0, torch.tensor([2, 1]), v)[1]", "v[1]"),
+    ("jax", "x.at[jax.numpy.array([0, 0])].add(v)[0]", "v[0] + v[1] + x[0]"),
+    ("jax", "x.at[0].set(v[1]).sum()", "v[1] + x[1] + x[2]"),
+    ("jax", "x.at[jax.numpy.array([2, 1])].set(v).max()", "Max(v[0], v[1], x[0])"),
+])
+def test_writes_at_indices_map(fw: str, text: str, expected: str) -> None:
+    """An accumulating write at a duplicate index is a sum; a plain write at distinct indices is a copy."""
+    f = form(text, WRITE_AT, fw)
+    assert str(f.expr) == expected, f"{text}: {f.expr}"
+
+
+@pytest.mark.parametrize(("fw", "text"), [
+    ("torch", "x.index_put((torch.tensor([0, 0]),), v)[0]"),
+    ("torch", "x.put(torch.tensor([0, -3]), v)[0]"),
+    ("torch", "x.scatter(0, torch.tensor([0, 0]), v)[0]"),
+    ("torch", "x.index_copy(0, torch.tensor([0, 0]), v)[0]"),
+    ("jax", "x.at[jax.numpy.array([0, 0])].set(v)[0]"),
+])
+def test_a_plain_write_at_a_duplicate_index_is_no_one_function(fw: str, text: str) -> None:
+    """Which write wins is undefined (PyTorch) or implementation-defined (JAX): not mapped, with the reason."""
+    with pytest.raises(Unmapped, match="duplicate index"):
+        form(text, WRITE_AT, fw)
+
+
+def test_a_write_out_of_range_is_unmapped_not_wrapped() -> None:
+    with pytest.raises(Unmapped, match="out of range|out of bounds"):
+        form("x.index_put((torch.tensor([3]),), v[0])[0]", WRITE_AT, "torch")

@@ -321,6 +321,19 @@ def _torch_table() -> dict[str, Entry]:
     t["torch.Tensor.expand"] = _h("self, *size", "broadcast")
     t["torch.Tensor.expand_as"] = _h("self, other", "broadcast")
     t["torch.tile"] = _h("input, dims", "tile")
+    # writes at indices (torch docs: index_put_, put_, index_add_, index_copy_, scatter_, scatter_add_): an
+    # accumulating write is a sum; a plain write with a duplicate index has no one value (undefined there)
+    t["torch.Tensor.index_put"] = _h("self, indices, values, accumulate=False", "index_put")
+    t["torch.index_put"] = _h("input, indices, values, accumulate=False", "index_put")
+    t["torch.Tensor.put"] = _h("self, index, source, accumulate=False", "put")
+    t["torch.Tensor.index_add"] = _h("self, dim, index, source, *, alpha=1", "index_along")
+    t["torch.index_add"] = _h("input, dim, index, source, *, alpha=1", "index_along")
+    t["torch.Tensor.index_copy"] = _h("self, dim, index, source", "index_along")
+    t["torch.index_copy"] = _h("input, dim, index, source", "index_along")
+    t["torch.Tensor.scatter"] = _h("self, dim, index, src=None, *, value=None, reduce=None", "scatter")
+    t["torch.scatter"] = _h("input, dim, index, src=None, *, value=None, reduce=None", "scatter")
+    t["torch.Tensor.scatter_add"] = _h("self, dim, index, src", "scatter")
+    t["torch.scatter_add"] = _h("input, dim, index, src", "scatter")
     t["torch.Tensor.tile"] = t["torch.Tensor.repeat"] = _h("self, *dims", "tile")
     t["torch.flatten"] = _h("input, start_dim=0, end_dim=-1", "flatten")
     t["torch.Tensor.flatten"] = _h("self, start_dim=0, end_dim=-1", "flatten")
@@ -1045,6 +1058,9 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
                 raise Unmapped(n.func.dotted)
         elif isinstance(n.func, ex.Attr):
             self_value = _eval(n.func.value, ctx)
+            if isinstance(self_value, _AtIndex):
+                return _at_update(n.func.name, self_value, [_eval(a, ctx) for a in n.args],
+                                  {k: _eval(v, ctx) for k, v in n.kwargs})
             if isinstance(self_value, (_Pair, _Arg, _Indices, _Fn)) or not _tensorish(self_value):
                 raise Unmapped(f"{_describe(self_value)}.{n.func.name}")
             name = _canonical(ctx.framework, n.func.name)
@@ -1064,9 +1080,14 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
             return a.T if n.name == "T" else np.swapaxes(a, -1, -2)
         if _tensorish(value) and n.name == "real":
             return value
+        if _tensorish(value) and n.name == "at" and ctx.framework == "jax":
+            return _At(_arr(value))
         raise Unmapped(f"{_describe(value)}.{n.name}" if not _tensorish(value) else _canonical(ctx.framework, n.name))
     if isinstance(n, ex.Index):
-        return _index(_eval(n.value, ctx), _eval(n.index, ctx))
+        value = _eval(n.value, ctx)
+        if isinstance(value, _At):
+            return _AtIndex(value.array, _static_write_key(_eval(n.index, ctx)))
+        return _index(value, _eval(n.index, ctx))
     if isinstance(n, ex.BinOp):
         return _binop(n.op, _eval(n.left, ctx), _eval(n.right, ctx))
     if isinstance(n, ex.Unary):
@@ -1170,6 +1191,16 @@ def _index(value: Any, index: Any) -> Any:
     return out if isinstance(out, np.ndarray) else _obj((), [out])
 
 
+def _static_write_key(index: Any) -> Any:
+    """The key of ``x.at[key]``: integers, index arrays and slices' absence (None), as numpy takes them."""
+    if isinstance(index, tuple):
+        return tuple(_static_write_key(i) for i in index)
+    if index is None:
+        return None
+    a = _arr(index, "x.at[…]")
+    return _static_index(a, "x.at[…]") if a.ndim else _static_int(a, "x.at[…]")
+
+
 def _all_numbers(v: Any) -> bool:
     return all(isinstance(i, (int, float, sympy.Basic, np.ndarray, list, tuple)) and not isinstance(i, _Pair)
                for i in v)
@@ -1180,6 +1211,8 @@ def _static_key(index: Any) -> Any:
         return None
     if isinstance(index, tuple):
         return tuple(_static_key(i) for i in index)
+    if isinstance(index, (np.ndarray, list)) and _arr(index).ndim:  # v[jnp.array([0, 1])]: known integers
+        return _static_index(index, "an index")
     return _static_int(index, "an index")
 
 
@@ -1647,6 +1680,139 @@ def _h_tile(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     return np.tile(a, reps)
 
 
+def _static_index(v: Any, what: str) -> np.ndarray:
+    """An index tensor whose elements are known integers, as a numpy integer array of its shape."""
+    a = _arr(v, what)
+    return np.array([_static_int(e, what) for e in a.flat], dtype=np.int64).reshape(a.shape)
+
+
+def _write(name: str, a: np.ndarray, targets: np.ndarray, values: Any, accumulate: bool | str) -> np.ndarray:
+    """``a`` with ``values`` written at the flat positions ``targets``: added where ``accumulate`` is True, combined
+    by ``"max"`` or ``"min"`` (JAX's ``.at[].max``: the entry and every value written there).
+
+    Two plain writes to one entry are refused: PyTorch leaves the result undefined (``index_put_``, ``put_``,
+    ``scatter_``, ``index_copy_``) and JAX's order of ``.at[].set`` updates is implementation-defined, so
+    the program is no one function of its inputs (even where the values written are equal, each order is a
+    different function, with another derivative)."""
+    out = a.reshape(-1).copy()
+    try:
+        vals = np.broadcast_to(_arr(values, name), targets.shape)
+    except ValueError as err:
+        raise Unmapped(name, str(err)) from None
+    written: set[int] = set()
+    for pos, val in zip(targets.flat, vals.flat):
+        pos = int(pos)
+        if not 0 <= pos < out.size:
+            raise Unmapped(name, f"index {pos} is out of range for {out.size} elements")
+        if accumulate in ("max", "min"):
+            out[pos] = (sympy.Max if accumulate == "max" else sympy.Min)(_numeric(out[pos]), _numeric(val))
+        elif accumulate:
+            out[pos] = _numeric(out[pos]) + _numeric(val)
+        elif pos in written:
+            raise Unmapped(name, "two writes to one entry (a duplicate index): which one wins is undefined, so the "
+                                 "program is no one function")
+        else:
+            out[pos] = val
+        written.add(pos)
+    return out.reshape(a.shape)
+
+
+def _positions(a: np.ndarray, key: Any, name: str) -> np.ndarray:
+    """The flat positions of ``a`` that ``a[key]`` picks (numpy's basic and advanced indexing)."""
+    try:
+        return np.arange(a.size).reshape(a.shape)[key]
+    except IndexError as err:
+        raise Unmapped(name, str(err)) from None
+
+
+def _h_index_put(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``index_put(indices, values, accumulate)``: ``out[indices] = values`` (or ``+=``), out of place."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    indices = b["indices"]
+    if not isinstance(indices, (list, tuple)):
+        raise Unmapped(name, "indices must be a tuple of index tensors")
+    key = tuple(_static_index(i, name) for i in indices)
+    return _write(name, a, np.asarray(_positions(a, key, name)), b["values"], bool(b["accumulate"]))
+
+
+def _h_put(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``put(index, source, accumulate)``: writes at flat indices (negative ones count from the end)."""
+    a = _arr(b["self"], name)
+    flat = _static_index(b["index"], name)
+    return _write(name, a, np.where(flat < 0, flat + a.size, flat), b["source"], bool(b["accumulate"]))
+
+
+def _h_index_along(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``index_add(dim, index, source, alpha)`` / ``index_copy(dim, index, source)``: the slices of ``source``
+    written into ``self`` at ``index`` along ``dim``; index_add adds ``alpha * source``."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    dim = _dims(b["dim"], max(a.ndim, 1), name)[0]
+    index = _static_index(b["index"], name).reshape(-1)
+    key = (slice(None),) * dim + (index,)
+    source = _arr(b["source"], name)
+    add = name.endswith("index_add")
+    if add and b.get("alpha", 1) != 1:
+        source = _vec(lambda e: _numeric(e) * _scalar(b["alpha"]), source)
+    return _write(name, a, np.asarray(_positions(a, key, name)), source, add)
+
+
+def _h_scatter(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``scatter(dim, index, src)`` / ``scatter_add``: ``out[..., index[p], ...] = src[p]`` (index at ``dim``)
+    for every position p of ``index``; a number for ``src`` (or ``value=``) is written everywhere."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    if b.get("reduce") is not None:
+        raise Unmapped(name, "reduce= (a deprecated reduction)")
+    src = b["src"] if b.get("src") is not None else b.get("value")
+    if src is None:
+        raise Unmapped(name, "neither src nor value")
+    index = _static_index(b["index"], name)
+    dim = _dims(b["dim"], max(a.ndim, 1), name)[0]
+    if index.ndim != a.ndim:
+        raise Unmapped(name, "index must have as many dimensions as the tensor")
+    src_a = _arr(src, name)
+    if src_a.ndim:
+        src_a = src_a[tuple(slice(0, n) for n in index.shape)]  # scatter reads src over index's shape
+    targets = np.empty(index.shape, dtype=np.int64)
+    for p in np.ndindex(*index.shape):
+        q = list(p)
+        q[dim] = int(index[p])
+        if not all(0 <= c < n for c, n in zip(q, a.shape)):
+            raise Unmapped(name, f"index {q} is out of range for shape {a.shape}")
+        targets[p] = int(np.ravel_multi_index(tuple(q), a.shape))
+    return _write(name, a, targets, src_a, name.endswith("scatter_add"))
+
+
+@dataclass(frozen=True, eq=False)
+class _AtIndex:
+    """``x.at[key]`` (JAX's out-of-place index update): the array and the static key."""
+
+    array: np.ndarray
+    key: Any
+
+
+@dataclass(frozen=True, eq=False)
+class _At:
+    """``x.at`` before it is indexed."""
+
+    array: np.ndarray
+
+
+def _at_update(method: str, at: _AtIndex, args: list[Any], kwargs: dict[str, Any]) -> np.ndarray:
+    """``x.at[key].set(v)`` / ``.add(v)`` / ``.max(v)`` / ``.min(v)`` (jax.numpy's ndarray.at): a write, added for
+    ``add``, the maximum (minimum) of the entry and the values for ``max`` (``min``)."""
+    name = f"jax.Array.at[].{method}"
+    if method not in ("set", "add", "max", "min") or len(args) != 1:
+        raise Unmapped(name)
+    if any(k not in ("indices_are_sorted", "unique_indices", "mode") for k in kwargs) or kwargs.get("mode") not in (
+            None, "promise_in_bounds"):
+        raise Unmapped(name, "arguments other than the values")
+    how = {"set": False, "add": True}.get(method, method)
+    return _write(name, at.array, np.asarray(_positions(at.array, at.key, name)), args[0], how)
+
+
 def _h_flatten(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     first = next(iter(b))
     a = _arr(b[first], name)
@@ -1877,7 +2043,8 @@ _HANDLERS: dict[str, Callable[[str, Entry, dict[str, Any], _Ctx], Any]] = {
     "logit": _h_logit, "masked_fill": _h_masked_fill, "tuple": _h_tuple, "cumulative": _h_cumulative,
     "std": _h_std, "select": _h_select, "select_n": _h_select_n, "jnp_select": _h_jnp_select,
     "loss": _h_loss, "softmax": _h_softmax, "reshape": _h_reshape, "flatten": _h_flatten, "stack": _h_stack,
-    "broadcast": _h_broadcast, "tile": _h_tile,
+    "broadcast": _h_broadcast, "tile": _h_tile, "index_put": _h_index_put, "put": _h_put,
+    "index_along": _h_index_along, "scatter": _h_scatter,
     "cat": _h_stack, "squeeze": _h_squeeze, "unsqueeze": _h_unsqueeze, "transpose2": _h_transpose2,
     "swapaxes": _h_swapaxes, "matmul": _h_matmul, "vdot": _h_vdot, "max_pool": _h_max_pool,
     "adaptive_max_pool": _h_adaptive_max_pool, "reduce_window": _h_reduce_window,
