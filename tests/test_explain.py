@@ -291,6 +291,11 @@ def test_a_parameter_the_catalog_lacks_points_to_the_closest_measured_cases(inde
     alpha2 = next(r for r in view.rows if r["program"] == "torch.nn.functional.elu(x, alpha=2.0)")
     assert [(g["value"], g["label"]) for g in alpha2["ranges"]] == [({"x": 2.0}, "left")], alpha2["ranges"]
     assert explain.report_rows(index, elu, "torch", (), at={"x": 5.0}).rows == [], "another point: nothing near"
+    hardtanh = explain.report_rows(index, "torch.nn.functional.hardtanh(x, -2.0, 2.0)", "torch", (), at={"x": 2.0},
+                                   kink=True)
+    assert {"clamp@-1", "clamp@1"} <= set(hardtanh.cases), "at a kink, the operation measured at another point"
+    assert explain.report_rows(index, "torch.nn.functional.hardtanh(x, -2.0, 2.0)", "torch", (),
+                               at={"x": 2.0}).rows == [], "no kink said: only the same point is close"
     assert explain.report_rows(index, elu, "torch", ()).same_operation == (), "no point given: as before"
     e = explain.Explanation({"x": 14.5}, elu, "torch", "float64", "reverse",
                             explain.Judgement(None, "none", ("x",), None, "not judged: test"), None, view)
@@ -298,3 +303,32 @@ def test_a_parameter_the_catalog_lacks_points_to_the_closest_measured_cases(inde
     assert f"{elu} is not measured at this point; torch.nn.functional.elu with other arguments is, at elu@0" in text, \
         text
     assert "nothing at this point" not in text and "torch.nn.functional.elu(x, alpha=2.0)" in text, text
+
+
+def test_the_rule_of_a_parameter_is_said_when_every_measured_kink_follows_it(index):
+    """Issue 32, item 3: at alpha 0.5 and 2 every measured torch release gives ELU's left one-sided derivative
+    (alpha), so grad states the rule and what it gives at alpha=14.5 (29/2); celu2@0's row, differentiable there,
+    neither makes nor breaks it."""
+    elu = "torch.nn.functional.elu(x, alpha=14.5)"
+    view = explain.report_rows(index, elu, "torch", (), at={"x": 0.0})
+    assert explain.parameter_rule(view) == ("left", ("elu@0", "elu2@0")), explain.parameter_rule(view)
+    j = explain.judge(elu, {"x": 0.0}, "torch", cases=index["cases"], use_cache=False)
+    e = explain.Explanation({"x": 14.5}, elu, "torch", "float64", "reverse", j, ["left"], view)
+    text = explain.render(e)
+    assert ("rule: at every kink measured with other arguments (elu@0, elu2@0), every measured torch release gives "
+            "the left one-sided derivative (left); at this point that is 29/2") in text, text
+
+
+def test_no_rule_where_the_closest_cases_disagree_or_only_one_is_a_kink():
+    def view(*labels):
+        rows = [{"case": f"c{i}@0", "framework": "torch", "program": f"p{i}", "this": False,
+                 "ranges": [{"from": "1", "to": "2", "releases": 2, "status": "ok", "value": {}, "label": lab}]}
+                for i, lab in enumerate(labels)]
+        return explain.ReportView("r", None, tuple(r["case"] for r in rows), rows, same_operation=("f",))
+    assert explain.parameter_rule(view("left, min-norm", "right")) is None, "left at one, right at the other"
+    assert explain.parameter_rule(view("left", "derivative")) is None, "one kink is no rule"
+    assert explain.parameter_rule(view("left, min-norm", "left")) == ("left", ("c0@0", "c1@0"))
+    assert explain.parameter_rule(view("split-even, min-norm", "split-even, min-norm")) == \
+        ("split-even", ("c0@0", "c1@0")), "the most specific label in common"
+    no_op = explain.ReportView("r", None, ("c0@0",), view("left", "left").rows)
+    assert explain.parameter_rule(no_op) is None, "rows of the asked program's own cases: no rule to state"

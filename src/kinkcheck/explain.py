@@ -553,7 +553,7 @@ class ReportView:
 
 def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids: Sequence[str], *,
                 mode: str = "reverse", dtype: str = "float64", device: str = "cpu",
-                at: Mapping[str, Any] | None = None) -> ReportView:
+                at: Mapping[str, Any] | None = None, kink: bool = False) -> ReportView:
     """The report's cells of ``case_ids`` in one mode, dtype and device, per program over release ranges.
 
     When ``case_ids`` holds nothing of the report (the function with these arguments is not in the catalog:
@@ -571,6 +571,10 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
         Cases with the same function and point (:attr:`Judgement.cases`).
     at : mapping, optional
         The point asked about.
+    kink : bool
+        The oracle finds a kink or a jump at ``at``: where no case at this point calls the same operations, the
+        cases that do at another point are the closest (hardtanh with bounds -2 and 2 at 2: the bound is where
+        the catalog measured hardtanh, at 1 and at 0.7); away from a kink only the same point is close.
     """
     view = _rows_of(index, program, framework, case_ids, mode, dtype, device)
     if view.rows or at is None:
@@ -583,11 +587,49 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
     near = {c["id"]: {prog for fw, prog in c["programs"] if fw == framework and calls_of(prog) == ops}
             for c in index["cases"] if _same_point(c["at"], at)}
     near = {cid: progs for cid, progs in near.items() if progs}
+    if not near and kink:
+        near = {c["id"]: {prog for fw, prog in c["programs"] if fw == framework and calls_of(prog) == ops}
+                for c in index["cases"]}
+        near = {cid: progs for cid, progs in near.items() if progs}
     if not near:
         return view
     other = _rows_of(index, program, framework, list(near), mode, dtype, device)
     rows = [r for r in other.rows if r["framework"] == framework and r["program"] in near[r["case"]]]
     return ReportView(view.path, None, tuple(near), rows, view.elsewhere, mode, dtype, device, tuple(sorted(ops)))
+
+
+#: Labels a convention that is a rule of a parameter can name (most specific first), with the words ``grad``
+#: prints for them.
+RULE_LABELS: dict[str, str] = {
+    "left": "the left one-sided derivative", "right": "the right one-sided derivative",
+    "left-piece": "the left piece's slope", "right-piece": "the right piece's slope",
+    "first": "the whole tie to the first tied input", "last": "the whole tie to the last tied input",
+    "split-even": "the tie split evenly", "min-norm": "the minimum-norm element of the Clarke set",
+    "mean": "the midpoint of the Clarke set",
+}
+
+
+def parameter_rule(view: ReportView) -> tuple[str, tuple[str, ...]] | None:
+    """The rule the closest measured cases follow (:attr:`ReportView.same_operation`): the label that every
+    measured release of every such case carries where it is a kink (PyTorch's ELU: ``left``, which is
+    ``alpha``), and those cases; None with fewer than two such cases, an error range, or no label in common.
+
+    A case where the function is differentiable (``derivative``) agrees with any rule and is left out."""
+    if not view.same_operation:
+        return None
+    kinks: dict[str, list[set[str]]] = {}
+    for r in view.rows:
+        for g in r["ranges"]:
+            if g["status"] != "ok":
+                return None
+            labels = {s.strip() for s in str(g["label"]).split(",")}
+            if "derivative" not in labels:
+                kinks.setdefault(r["case"], []).append(labels)
+    if len(kinks) < 2:
+        return None
+    common = set.intersection(*(s for sets in kinks.values() for s in sets))
+    rule = next((lab for lab in RULE_LABELS if lab in common), None)
+    return None if rule is None else (rule, tuple(kinks))
 
 
 def _rows_of(index: Mapping[str, Any], program: str, framework: str, case_ids: Sequence[str], mode: str,
@@ -805,7 +847,8 @@ class Pending:
             view = ReportView(r.report, self.report_problem or f"the report at {r.report} was not read in time")
         else:
             view = report_rows(self.index, r.program, r.framework, j.cases, mode=r.mode, dtype=r.dtype,
-                               device=r.device, at=r.at)
+                               device=r.device, at=r.at,
+                               kink=j.oracle is not None and j.oracle.get("kind") in ("kink", "jump"))
         value = dict(value)
         return Explanation(value, r.program, r.framework, r.dtype, r.mode, j, labels(value, j, r.dtype, r.mode), view)
 
@@ -876,6 +919,16 @@ def render(e: Explanation) -> str:
             lines.append(f"  {case}{r['framework']:<{fw_width}} {r['program']:<{width}}  {ranges}{mark}")
         if v.elsewhere:
             lines.append(f"  also measured at: {', '.join(v.elsewhere)}")
+        rule = parameter_rule(v)
+        if rule is not None:
+            label, cases = rule
+            here = {"left": "left", "right": "right", "min-norm": "min_norm"}.get(label)
+            value = o.get(here) if here is not None and isinstance(o, dict) else None
+            if isinstance(value, list) and len(value) == 1:
+                value = value[0]
+            lines.append(f"rule: at every kink measured with other arguments ({', '.join(cases)}), every measured "
+                         f"{e.framework} release gives {RULE_LABELS[label]} ({label})"
+                         + (f"; at this point that is {_exact(value)}" if value is not None else ""))
     return "\n".join(lines) + "\n"
 
 
