@@ -8,7 +8,8 @@ from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 from test_shards import _shard
 
 from kinkcheck.catalog import CatalogError, load_catalog, with_staged
-from kinkcheck.shards import missing_work, read_shard, write_shard
+from kinkcheck.shards import ShardError, missing_work, not_measured_cases, read_shard, write_shard
+from kinkcheck.vocabulary import DTYPES
 from kinkcheck.staging import main, pending, promote
 
 TF_TABLE = '["maximum@tie"]\nprograms = ["tf.maximum(x, y)"]\n'
@@ -80,3 +81,42 @@ def test_promotion_needs_measured_shards_and_ignores_other_stale_cases(tree, cap
     assert promote(catalog, tree / "obs") == 1
     work = missing_work(read_shard(tree / "obs" / "torch-2.13.0-cpu.json"), load_catalog(catalog))
     assert work.changed == ("maximum@tie",) and "relu-written@0" not in work.cases, work.summary()
+
+
+def test_a_shard_no_machine_at_hand_can_probe_records_the_staged_cases_as_not_measured(tree, capsys):
+    """A CUDA shard measured on a lent machine cannot measure the staged cases here: recorded as not measured with
+    the reason (per program, every mode and dtype), promotion goes ahead, and the cases stay due for its next
+    probe; a measured shard beside it still has to hold them."""
+    catalog = tree / "catalog.toml"
+    main_cat = load_catalog(catalog)
+    union = with_staged(main_cat)
+    cuda = tree / "obs" / "torch-2.13.0-cpu.json"  # the helper names every shard so; the device does not matter here
+    write_shard(cuda, _shard(main_cat))
+    assert main(["--catalog", str(catalog), "--not-measured", str(cuda), "--reason", " "]) == 2, "a reason is needed"
+    assert "--reason" in capsys.readouterr().err
+    assert main(["--catalog", str(catalog), "--not-measured", str(cuda), "--reason", "no CUDA device here"]) == 0
+    assert "1 staged case(s) recorded as not measured (relu-written@0)" in capsys.readouterr().out
+    shard = read_shard(cuda)
+    parts = [p for p in shard["environment"]["not_measured_parts"] if p.get("case") == "relu-written@0"]
+    programs = [p.id for p in union.case("relu-written@0").programs_for("torch")]
+    assert [p["program"] for p in parts] == programs and all(
+        p["reason"] == "no CUDA device here" and p["dtypes"] == list(DTYPES) and "reverse" in p["modes"]
+        for p in parts), parts
+    assert "relu-written@0" in missing_work(shard, union).absent, "still due for the next probe there"
+    assert pending(catalog, tree / "obs") == [], "accounted for: not measured, and why"
+    assert main(["--catalog", str(catalog), "--not-measured", str(cuda), "--reason", "again"]) == 0
+    assert "0 staged case(s)" in capsys.readouterr().out, "recorded once"
+    assert promote(catalog, tree / "obs") == 1
+    assert "relu-written@0" in missing_work(read_shard(cuda), load_catalog(catalog)).absent
+
+
+def test_a_shard_with_only_some_programs_recorded_still_waits(tree):
+    catalog = tree / "catalog.toml"
+    union = with_staged(load_catalog(catalog))
+    shard = _shard(load_catalog(catalog))
+    shard = not_measured_cases(shard, union, ["relu-written@0"], "no device")
+    shard["environment"]["not_measured_parts"] = shard["environment"]["not_measured_parts"][1:]  # one program left
+    write_shard(tree / "obs" / "torch-2.13.0-cpu.json", shard)
+    assert [p.cases for p in pending(catalog, tree / "obs")] == [("relu-written@0",)], "a program is unaccounted"
+    with pytest.raises(ShardError, match="already measured"):
+        not_measured_cases(_shard(union), union, ["relu-written@0"], "no device")

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "Work", "current_count",
            "drop_removed", "file_schema", "is_fresh", "json_text", "load_shards", "merge_shard", "missing_work",
-           "not_measured_modes", "open_parts", "pack", "read_old_shard", "read_shard", "record_failed_attempt",
-           "recorded_case_hashes", "shard_lock", "shard_schema", "shard_text", "unpack", "withdraw",
+           "not_measured_cases", "not_measured_modes", "open_parts", "pack", "read_old_shard", "read_shard",
+           "record_failed_attempt", "recorded_case_hashes", "shard_lock", "shard_schema", "shard_text", "unaccounted",
+           "unpack", "withdraw",
            "write_json_atomic", "write_merged", "write_shard", "write_text_atomic"]
 
 SCHEMA_ID = "kinkcheck/shard/v1"
@@ -802,6 +803,64 @@ def _unique(parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if p not in out:
             out.append(p)
     return out
+
+
+def not_measured_cases(shard: dict[str, Any], catalog: Catalog, cases: Sequence[str], reason: str) -> dict[str, Any]:
+    """``shard`` with ``environment.not_measured_parts`` saying that ``cases`` of ``catalog``, which it does not
+    hold, were not measured, and why: one part per program of the shard's framework, over every mode the case
+    asks of that framework and the four dtypes (:func:`missing_work`'s grid).
+
+    For an environment that cannot be probed where the cases were added (a CUDA shard measured on a lent
+    machine): the cells stay in :func:`missing_work`, so the next probe there measures them and
+    :func:`merge_shard` drops the parts; until then the report says "not measured" and why.
+
+    Raises
+    ------
+    ShardError
+        ``reason`` is empty, the shard is a not-measured record, or a case is unknown, has no program for the
+        framework or is already held by the shard.
+    """
+    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
+
+    env = shard["environment"]
+    if not reason.strip() or env.get("not_measured") is not None:
+        raise ShardError(f"{env.get('id', '?')}: cases not measured need a measured shard and a reason")
+    fw = env["framework"]
+    known = FRAMEWORK_MODES.get(fw, ())
+    held = {o["case"] for o in shard["observations"]}
+    measured = _measured(catalog, fw)
+    parts = []
+    for cid in cases:
+        case = measured.get(cid)
+        if case is None or cid in held:
+            raise ShardError(f"{env['id']}: {cid!r} is " + ("already measured there" if cid in held else
+                                                            f"no case of the catalog with a {fw} program"))
+        modes = sorted({*known, *(m for m in case.modes if m in known)}, key=MODES.index)
+        parts += [{"case": cid, "program": p.id, "modes": modes, "dtypes": list(DTYPES), "reason": reason}
+                  for p in case.programs_for(fw)]
+    return {**shard, "environment": {**env, "not_measured_parts": _unique([*(env.get("not_measured_parts") or []),
+                                                                           *parts])}}
+
+
+def unaccounted(shard: dict[str, Any], catalog: Catalog, cases: Sequence[str]) -> tuple[str, ...]:
+    """The cases among ``cases`` with a cell that ``shard`` neither holds nor records as not measured (a part of
+    ``environment.not_measured_parts`` with a reason covers it): what promotion still waits for."""
+    work = missing_work(shard, catalog)
+    wanted = set(cases) & {*work.absent, *work.changed, *(c for c, _, _ in work.cells)}
+    if not wanted:
+        return ()
+    parts = shard["environment"].get("not_measured_parts") or []
+    fw = shard["environment"]["framework"]
+    measured = _measured(catalog, fw)
+
+    def covered(case: str, program: str, mode: str, dtype: str) -> bool:
+        return any(mode in p["modes"] and ("case" not in p or (p["case"] == case and p["program"] == program
+                                                                and dtype in (p.get("dtypes") or ())))
+                   for p in parts)
+
+    open_ = {c for c, m, d in work.cells if c in wanted
+             and not all(covered(c, p.id, m, d) for p in measured[c].programs_for(fw))}
+    return tuple(c for c in cases if c in open_)
 
 
 def not_measured_modes(shard: dict[str, Any], modes: Sequence[str], reason: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kinkcheck.catalog import CatalogError, forget_loaded, load_catalog, staged_path, with_staged
-from kinkcheck.shards import ShardError, missing_work, read_shard, write_text_atomic
+from kinkcheck.shards import (ShardError, not_measured_cases, read_shard, shard_lock, unaccounted, write_shard,
+                              write_text_atomic)
 
 __all__ = ["Pending", "pending", "promote"]
 
@@ -57,7 +58,7 @@ def pending(catalog_path: str | Path, shards: str | Path) -> list[Pending]:
         raise ShardError(f"no measured shard in {shards}: nothing says the staged cases are measured")
     out = []
     for shard in measured:
-        lacking = tuple(c for c in missing_work(shard, union).cases if c in staged)
+        lacking = unaccounted(shard, union, [c.id for c in union.cases if c.id in staged])
         if lacking:
             out.append(Pending(shard["environment"]["id"], lacking))
     return out
@@ -112,7 +113,7 @@ def promote(catalog_path: str | Path, shards: str | Path) -> int:
         ids = {c.id for c in new.cases[len(new.cases) - moved:]}
         stale = [p.name for p in _shard_files(Path(shards))
                  if not (s := read_shard(p))["environment"].get("not_measured")
-                 and ids & set(missing_work(s, new).cases)]
+                 and unaccounted(s, new, sorted(ids))]
         if stale:  # only the moved cases: another stale case is `nox -s report`'s to re-probe, not a reason here
             raise CatalogError(f"after the move {len(stale)} shard(s) lack moved cases ({', '.join(stale[:3])}); "
                                "put back as it was")
@@ -131,13 +132,52 @@ def promote(catalog_path: str | Path, shards: str | Path) -> int:
     return moved
 
 
+def record_not_measured(catalog_path: str | Path, shard_path: str | Path, reason: str) -> tuple[str, ...]:
+    """Record in the shard at ``shard_path`` that the staged cases it lacks were not measured, and why (a shard of a
+    device that no machine at hand has: the CUDA shards measured on a lent machine). The staged cases it holds stay
+    as measured; the recorded ones stay due for its next probe, and the report says "not measured" and the reason.
+    Returns the cases recorded.
+
+    Raises
+    ------
+    CatalogError
+        No staged cases.
+    ShardError
+        The shard cannot be read, is a not-measured record, or the reason is empty.
+    """
+    main = load_catalog(catalog_path)
+    union = with_staged(main)
+    if not union.staged:
+        raise CatalogError(f"no staged cases: {staged_path(main.path)} does not exist")
+    with shard_lock(shard_path):  # not beside a probe of the same environment
+        shard = read_shard(shard_path)
+        held = {o["case"] for o in shard["observations"]}
+        fw = shard["environment"].get("framework", "")
+        staged = [c.id for c in union.cases[len(main.cases):] if c.programs_for(fw)]
+        cases = tuple(c for c in unaccounted(shard, union, staged) if c not in held)  # recorded before: left
+        if cases:
+            write_shard(shard_path, not_measured_cases(shard, union, cases, reason))
+    return cases
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kinkcheck.staging", description=__doc__.splitlines()[0])
     ap.add_argument("--catalog", default="references/catalog.toml")
     ap.add_argument("--shards", default="references/observations")
     ap.add_argument("--check", action="store_true", help="only say which shards lack staged cases (exit 1 if any)")
+    ap.add_argument("--not-measured", metavar="SHARD",
+                    help="record in SHARD (a file) that the staged cases it lacks were not measured, with --reason: "
+                         "a device no machine at hand has; they stay due for its next probe")
+    ap.add_argument("--reason", default="", help="why, for --not-measured (shown in the report)")
     args = ap.parse_args(argv)
     try:
+        if args.not_measured is not None:
+            if not args.not_measured.strip() or not args.reason.strip():
+                raise ShardError("--not-measured needs a shard file and a non-empty --reason")
+            recorded = record_not_measured(args.catalog, args.not_measured, args.reason)
+            print(f"{args.not_measured}: {len(recorded)} staged case(s) recorded as not measured"
+                  + (f" ({', '.join(recorded)})" if recorded else ""))
+            return 0
         if args.check:
             lacking = pending(args.catalog, args.shards)
             for p in lacking:
