@@ -289,6 +289,12 @@ def test_refused_kind_covers_names_a_future_release_may_add():
         assert ex.refused_kind(name) is None, f"{name} is ordinary math and must stay allowed"
 
 
+def test_a_pure_function_named_like_a_setter_is_allowed_and_only_it():
+    assert ex.refused_kind("set_subtensor") is None, "PyTensor's set_subtensor returns a new variable"
+    assert ex.refused_kind("set_subtensor_default") is not None, "only the named pure function is exempt"
+    assert ex.refused_kind("set_default_dtype") is not None
+
+
 def test_objects_from_denied_modules_are_refused_wherever_re_exported():
     import types
 

@@ -61,6 +61,7 @@ __all__ = [
     "ALIASES",
     "DENIED",
     "DENIED_KINDS",
+    "PURE_SETTERS",
     "DENIED_ORIGINS",
     "MAX_STRING",
     "STRING_CHARS",
@@ -275,6 +276,8 @@ def refused_kind(seg: str) -> str | None:
     """Why a name segment is refused (one of :data:`DENIED_KINDS`), or None when it is allowed."""
     if seg in DENIED:
         return "kinkcheck expressions may not do I/O, load or compile code, or change global state"
+    if seg in PURE_SETTERS:
+        return None
     low = seg.lower()
     for kind, prefixes, parts in DENIED_KINDS:
         if low.startswith(prefixes) or any(p in low for p in parts):
@@ -282,6 +285,11 @@ def refused_kind(seg: str) -> str | None:
     if seg.endswith("_") or seg == "data":  # x.sub_(1), x.data: the point moves under the next evaluation
         return "it modifies a tensor in place (a name ending in '_', or .data)"
     return None
+
+
+#: Names of a refused kind that are pure functions: PyTensor's ``set_subtensor`` builds a new symbolic variable
+#: (the subtensor written into a copy); it sets no state.
+PURE_SETTERS = frozenset({"set_subtensor"})
 
 
 #: Public namespaces whose dotted path carries a refused word but that hold only array functions: only the
