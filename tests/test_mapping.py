@@ -834,3 +834,45 @@ def test_a_plain_write_at_a_duplicate_index_is_no_one_function(fw: str, text: st
 def test_a_write_out_of_range_is_unmapped_not_wrapped() -> None:
     with pytest.raises(Unmapped, match="out of range|out of bounds"):
         form("x.index_put((torch.tensor([3]),), v[0])[0]", WRITE_AT, "torch")
+
+
+# --------------------------------------------------------------------------- issue 32, item 5: reconstructions
+
+RECONSTRUCT_AT = {"m": [[1.0, 0.0], [0.0, 1.0]]}
+
+
+@pytest.mark.parametrize(("fw", "text", "expected"), [
+    ("torch", "((torch.linalg.svd(m).U * torch.linalg.svd(m).S) @ torch.linalg.svd(m).Vh)[0, 1]", "m[0][1]"),
+    ("torch", "(torch.linalg.svd(m)[0] @ torch.diag(torch.linalg.svd(m)[1]) @ torch.linalg.svd(m)[2]).sum()",
+     "m[0][0] + m[0][1] + m[1][0] + m[1][1]"),
+    ("torch", "(torch.svd(m).U @ torch.diag(torch.svd(m).S) @ torch.svd(m).V.mT)[1, 0]", "m[1][0]"),
+    ("jax", "((jax.numpy.linalg.svd(m)[0] * jax.numpy.linalg.svd(m)[1]) @ jax.numpy.linalg.svd(m)[2])[0, 1]",
+     "m[0][1]"),
+    ("torch", "((torch.linalg.eigh(m).eigenvectors * torch.linalg.eigh(m).eigenvalues) "
+              "@ torch.linalg.eigh(m).eigenvectors.mT)[0, 1]", "m[0][1]/2 + m[1][0]/2"),
+    ("jax", "((jax.numpy.linalg.eigh(m)[1] * jax.numpy.linalg.eigh(m)[0]) @ jax.numpy.linalg.eigh(m)[1].T)[0, 1]",
+     "m[0][1]/2 + m[1][0]/2"),
+])
+def test_a_reconstruction_through_a_decomposition_maps_to_the_matrix(fw: str, text: str, expected: str) -> None:
+    """U diag(S) V^T is m, and Q diag(L) Q^T is m's symmetric part (eigh's input, as eigvalsh@repeated writes it):
+    smooth, although the factors are no functions of m where values repeat."""
+    f = form(text, RECONSTRUCT_AT, fw)
+    assert str(f.expr) == expected, f"{text}: {f.expr}"
+
+
+@pytest.mark.parametrize(("fw", "text", "name"), [
+    ("torch", "torch.linalg.svd(m).U[0, 0] ** 2", "torch.linalg.svd"),
+    ("torch", "torch.linalg.svd(m).S[0]", "torch.linalg.svd"),
+    ("torch", "((torch.linalg.svd(m).U * torch.linalg.svd(m).S) @ torch.linalg.svd(m).Vh.mT)[0, 1]", "torch.linalg.svd"),
+    ("torch", "(torch.linalg.svd(m).U @ torch.linalg.svd(m).Vh)[0, 1]", "torch.linalg.svd"),
+    ("torch", "(torch.linalg.svd(m).U * torch.linalg.svd(m + 0).S @ torch.linalg.svd(m).Vh)[0, 1]",
+     "torch.linalg.svd"),
+    ("jax", "jax.numpy.linalg.eigh(m)[1][0, 0] ** 2", "jax.numpy.linalg.eigh"),
+    ("jax", "jax.numpy.linalg.eigh(m, symmetrize_input=False)[0][-1]", "jax.numpy.linalg.eigh"),
+])
+def test_a_factor_outside_a_reconstruction_is_unmapped_under_its_decomposition(fw: str, text: str, name: str) -> None:
+    """A singular vector alone, a wrong transpose, a product of two decompositions: unmapped, named by the
+    decomposition (as before: tests list it among the decompositions)."""
+    with pytest.raises(Unmapped) as err:
+        form(text, RECONSTRUCT_AT, fw)
+    assert err.value.name == name, err.value

@@ -941,6 +941,8 @@ def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Seq
         raise
     except (TypeError, ValueError, ArithmeticError, IndexError) as err:  # sympy: Max(sqrt(-10), 0) is not comparable
         raise Unmapped("this program", f"sympy cannot form it at this point ({' '.join(str(err).split())})") from None
+    if isinstance(out, (_Factor, _Decomposition)):
+        raise Unmapped(out.name, "a factor of a decomposition maps only in a reconstruction of the matrix")
     if isinstance(out, (_Pair, _Arg, _Indices, _Fn, str)) or out is None:
         raise Unmapped("this program", f"its output is {_describe(out)}, not a tensor")
     arr = _arr(out, "the output")
@@ -1036,6 +1038,83 @@ def _table_name(dotted: str) -> str:
     return dotted
 
 
+#: Decompositions whose factors map only in a reconstruction of the matrix (``U diag(S) V^T``, ``Q diag(L) Q^T``):
+#: name -> (kind, the names of the returned factors in order, with None for one no reconstruction uses). A
+#: singular vector or eigenvector alone has no form (at a repeated value it is no function of the matrix).
+DECOMPOSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "torch.linalg.svd": ("svd", ("U", "S", "Vh")), "torch.svd": ("svd", ("U", "S", "V")),
+    "jax.numpy.linalg.svd": ("svd", ("U", "S", "Vh")),
+    "torch.linalg.eigh": ("eigh", ("L", "Q")), "jax.numpy.linalg.eigh": ("eigh", ("L", "Q")),
+}
+#: The factors' names as the frameworks' named tuples spell them.
+_FACTOR_FIELDS = {"U": "U", "S": "S", "Vh": "Vh", "V": "V", "eigenvalues": "L", "eigenvectors": "Q"}
+#: Products of factors: (left, operator, right) -> the product's factor, or "m" for the matrix rebuilt.
+_PRODUCTS = {("U", "*", "S"): "US", ("U", "@", "diagS"): "US", ("US", "@", "Vh"): "m",
+             ("Q", "*", "L"): "QL", ("Q", "@", "diagL"): "QL", ("QL", "@", "Qt"): "m"}
+_TRANSPOSED = {"V": "Vh", "Q": "Qt"}
+
+
+@dataclass(frozen=True, eq=False)
+class _Factor:
+    """One factor (or a product of factors) of a decomposition of ``source``, by the function ``name``."""
+
+    name: str
+    kind: str
+    source: np.ndarray
+    part: str
+
+    def unmapped(self, why: str = "") -> Unmapped:
+        return Unmapped(self.name, why or "a factor of a decomposition maps only in a reconstruction of the matrix "
+                                          "(U diag(S) V^T, Q diag(L) Q^T)")
+
+    def rebuilt(self) -> np.ndarray:
+        """The matrix the factors rebuild: the source; for eigh its symmetric part ((m + m^T) / 2), as the catalog
+        writes eigh's input (the frameworks read one triangle and return a symmetric gradient)."""
+        m = self.source
+        if self.kind == "eigh":
+            return _vec(lambda a, b: (_numeric(a) + _numeric(b)) / 2, m, np.swapaxes(m, -1, -2))
+        return m
+
+
+@dataclass(frozen=True, eq=False)
+class _Decomposition:
+    """What a decomposition returns: its factors by position and by field name."""
+
+    factors: tuple[_Factor | None, ...]
+    name: str
+
+    def field(self, attr: str) -> _Factor:
+        part = _FACTOR_FIELDS.get(attr)
+        found = [f for f in self.factors if f is not None and f.part == part]
+        if not found:
+            raise Unmapped(self.name, f"no factor {attr!r}")
+        return found[0]
+
+
+def _decompose(name: str, args: list[Any], kwargs: dict[str, Any]) -> _Decomposition:
+    kind, parts = DECOMPOSITIONS[name]
+    if len(args) != 1 or any(k not in ("full_matrices", "some", "UPLO", "symmetrize_input") for k in kwargs):
+        raise Unmapped(name, "arguments other than the matrix")
+    m = _arr(args[0], name)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise Unmapped(name, "a reconstruction maps for a square matrix")
+    if kind == "eigh" and kwargs.get("symmetrize_input") is False:
+        raise Unmapped(name, "symmetrize_input=False reads one triangle")
+    return _Decomposition(tuple(_Factor(name, kind, m, p) for p in parts), name)
+
+
+def _factor_product(op: str, a: Any, b: Any) -> Any:
+    """A product of factors (a reconstruction, or a step towards one); anything else with a factor is unmapped."""
+    fa, fb = (a if isinstance(a, _Factor) else None), (b if isinstance(b, _Factor) else None)
+    if fa is not None and fb is not None and fa.source is fb.source:
+        part = _PRODUCTS.get((fa.part, op, fb.part))
+        if part == "m":
+            return fa.rebuilt()
+        if part is not None:
+            return _Factor(fa.name, fa.kind, fa.source, part)
+    raise (fa or fb).unmapped()  # type: ignore[union-attr]
+
+
 def _eval(n: ex.Node, ctx: _Ctx) -> Any:
     if isinstance(n, ex.Const):
         return n.value
@@ -1054,10 +1133,20 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
     if isinstance(n, ex.Call):
         if isinstance(n.func, ex.Name):
             name, args = _table_name(n.func.dotted), [_eval(a, ctx) for a in n.args]
+            if name in DECOMPOSITIONS:
+                return _decompose(name, args, {k: _eval(v, ctx) for k, v in n.kwargs})
+            factors = [a for a in args if isinstance(a, _Factor)]
+            if factors:
+                f = factors[0]
+                if name in ("torch.diag", "jax.numpy.diag") and len(args) == 1 and f.part in ("S", "L"):
+                    return _Factor(f.name, f.kind, f.source, "diag" + f.part)
+                raise f.unmapped()
             if name not in TABLE:
                 raise Unmapped(n.func.dotted)
         elif isinstance(n.func, ex.Attr):
             self_value = _eval(n.func.value, ctx)
+            if isinstance(self_value, (_Factor, _Decomposition)):
+                raise Unmapped(self_value.name, "a factor of a decomposition maps only in a reconstruction")
             if isinstance(self_value, _AtIndex):
                 return _at_update(n.func.name, self_value, [_eval(a, ctx) for a in n.args],
                                   {k: _eval(v, ctx) for k, v in n.kwargs})
@@ -1073,6 +1162,12 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
         return _call(name, args, kwargs, ctx)
     if isinstance(n, ex.Attr):
         value = _eval(n.value, ctx)
+        if isinstance(value, _Decomposition):
+            return value.field(n.name)
+        if isinstance(value, _Factor):
+            if n.name in ("T", "mT") and value.part in _TRANSPOSED:
+                return _Factor(value.name, value.kind, value.source, _TRANSPOSED[value.part])
+            raise value.unmapped()
         if isinstance(value, _Pair) and n.name in ("values", "indices"):
             return getattr(value, n.name)
         if _tensorish(value) and n.name in ("T", "mT"):
@@ -1085,6 +1180,13 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
         raise Unmapped(f"{_describe(value)}.{n.name}" if not _tensorish(value) else _canonical(ctx.framework, n.name))
     if isinstance(n, ex.Index):
         value = _eval(n.value, ctx)
+        if isinstance(value, _Decomposition):
+            i = _static_int(_eval(n.index, ctx), value.name)
+            if not -len(value.factors) <= i < len(value.factors):
+                raise Unmapped(value.name, f"no factor {i}")
+            return value.factors[i]
+        if isinstance(value, _Factor):
+            raise value.unmapped()
         if isinstance(value, _At):
             return _AtIndex(value.array, _static_write_key(_eval(n.index, ctx)))
         return _index(value, _eval(n.index, ctx))
@@ -1092,6 +1194,8 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
         return _binop(n.op, _eval(n.left, ctx), _eval(n.right, ctx))
     if isinstance(n, ex.Unary):
         v = _eval(n.operand, ctx)
+        if isinstance(v, (_Factor, _Decomposition)):
+            raise Unmapped(v.name, "a factor of a decomposition maps only in a reconstruction of the matrix")
         if n.op == "+":
             return v
         if n.op == "-":
@@ -1146,6 +1250,8 @@ def _power(x: Any, y: Any) -> Any:
 
 
 def _binop(op: str, a: Any, b: Any) -> Any:
+    if isinstance(a, _Factor) or isinstance(b, _Factor):
+        return _factor_product(op, a, b)
     for v in (a, b):
         if not _tensorish(v):
             raise Unmapped(f"the operator {op}", f"applied to {_describe(v)}")
