@@ -311,24 +311,42 @@ def test_the_rule_of_a_parameter_is_said_when_every_measured_kink_follows_it(ind
     neither makes nor breaks it."""
     elu = "torch.nn.functional.elu(x, alpha=14.5)"
     view = explain.report_rows(index, elu, "torch", (), at={"x": 0.0})
-    assert explain.parameter_rule(view) == ("left", ("elu@0", "elu2@0")), explain.parameter_rule(view)
+    assert explain.parameter_rule(view) == (("left",), ("elu@0", "elu2@0")), explain.parameter_rule(view)
     j = explain.judge(elu, {"x": 0.0}, "torch", cases=index["cases"], use_cache=False)
-    e = explain.Explanation({"x": 14.5}, elu, "torch", "float64", "reverse", j, ["left"], view)
+    e = explain.Explanation({"x": 14.5}, elu, "torch", "float64", "reverse", j, ["left", "in-clarke"], view)
     text = explain.render(e)
     assert ("rule: at every kink measured with other arguments (elu@0, elu2@0), every measured torch release gives "
-            "the left one-sided derivative (left); at this point that is 29/2") in text, text
+            "the left one-sided derivative (left); at this point that is 29/2\n  this value follows it") in text, text
+    e.labels = ["right", "min-norm"]
+    assert "this value does not follow it (its labels: right, min-norm)" in explain.render(e)
+
+
+def test_two_rules_the_measured_cases_cannot_tell_apart_are_said_to_be_ambiguous(index):
+    """leaky_relu at slopes 0.01 and 0.2: the left one-sided derivative is also the minimum-norm element there;
+    at slope 1.5 they differ (3/2 and 1), so grad names both rules and says the cases do not decide (the review
+    of issue 32: stating "left" from them alone was luck)."""
+    program = "torch.nn.functional.leaky_relu(x, 1.5)"
+    view = explain.report_rows(index, program, "torch", (), at={"x": 0.0})
+    rules, cases = explain.parameter_rule(view)
+    assert rules[:2] == ("left", "min-norm") and {"leaky_relu@0", "leaky_relu0.2@0"} <= set(cases), (rules, cases)
+    j = explain.judge(program, {"x": 0.0}, "torch", cases=index["cases"], use_cache=False)
+    text = explain.render(explain.Explanation({"x": 1.5}, program, "torch", "float64", "reverse", j,
+                                              ["left", "in-clarke"], view))
+    assert "here they differ (left 3/2, min-norm 1), so the measured cases do not say which rule holds" in text, text
+    assert "this value is the left one-sided derivative (left)" in text, text
 
 
 def test_no_rule_where_the_closest_cases_disagree_or_only_one_is_a_kink():
     def view(*labels):
         rows = [{"case": f"c{i}@0", "framework": "torch", "program": f"p{i}", "this": False,
-                 "ranges": [{"from": "1", "to": "2", "releases": 2, "status": "ok", "value": {}, "label": lab}]}
+                 "ranges": [{"from": "1", "to": "2", "releases": 2, "status": "ok", "value": {}, "label": lab[0],
+                             "labels": list(lab)}]}
                 for i, lab in enumerate(labels)]
         return explain.ReportView("r", None, tuple(r["case"] for r in rows), rows, same_operation=("f",))
-    assert explain.parameter_rule(view("left, min-norm", "right")) is None, "left at one, right at the other"
-    assert explain.parameter_rule(view("left", "derivative")) is None, "one kink is no rule"
-    assert explain.parameter_rule(view("left, min-norm", "left")) == ("left", ("c0@0", "c1@0"))
-    assert explain.parameter_rule(view("split-even, min-norm", "split-even, min-norm")) == \
-        ("split-even", ("c0@0", "c1@0")), "the most specific label in common"
-    no_op = explain.ReportView("r", None, ("c0@0",), view("left", "left").rows)
+    assert explain.parameter_rule(view(["left", "min-norm"], ["right"])) is None, "left at one, right at the other"
+    assert explain.parameter_rule(view(["left"], ["derivative"])) is None, "one kink is no rule"
+    assert explain.parameter_rule(view(["left", "min-norm"], ["left"])) == (("left",), ("c0@0", "c1@0"))
+    assert explain.parameter_rule(view(["split-even", "min-norm"], ["split-even", "min-norm", "in-clarke"])) == \
+        (("split-even", "min-norm"), ("c0@0", "c1@0")), "every label in common, most specific first"
+    no_op = explain.ReportView("r", None, ("c0@0",), view(["left"], ["left"]).rows)
     assert explain.parameter_rule(no_op) is None, "rows of the asked program's own cases: no rule to state"

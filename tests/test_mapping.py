@@ -876,3 +876,35 @@ def test_a_factor_outside_a_reconstruction_is_unmapped_under_its_decomposition(f
     with pytest.raises(Unmapped) as err:
         form(text, RECONSTRUCT_AT, fw)
     assert err.value.name == name, err.value
+
+
+@pytest.mark.parametrize(("fw", "text", "why"), [
+    ("torch", "x.index_copy(0, torch.tensor([-1]), v[0].reshape(1))[0]", "not negative"),
+    ("torch", "x.index_add(0, torch.tensor([[0], [1]]), v)[0]", "0-d or 1-d"),
+    ("torch", "x.index_add(0, torch.tensor([0, 1]), v[0].reshape(1))[0]", "source has shape"),
+    ("torch", "x.put(torch.tensor([0, 1]), v[0])[0]", "same number of elements"),
+    ("torch", "x.scatter_add(0, torch.tensor([0, 1]), 1.0)[0]", "src must be a tensor"),
+    ("torch", "x.scatter(0, torch.tensor([0, 1]), v[0].reshape(1))[0]", "cover index"),
+    ("jax", "x.at[jax.numpy.array([0, 0])].add(v, unique_indices=True)[0]", "unique_indices"),
+])
+def test_writes_the_framework_refuses_or_leaves_undefined_are_unmapped(fw: str, text: str, why: str) -> None:
+    """What torch raises for (a negative or 2-d index_add index, a source of another size) or JAX leaves
+    undefined (unique_indices=True with a duplicate) is not given numpy's meaning."""
+    with pytest.raises(Unmapped, match=why):
+        form(text, WRITE_AT, fw)
+
+
+def test_torch_eigh_maps_only_where_the_matrix_is_symmetric() -> None:
+    """torch reads one triangle: the symmetric part is its function only at a symmetric point (issue 32 review)."""
+    text = "((torch.linalg.eigh(m).eigenvectors * torch.linalg.eigh(m).eigenvalues) @ torch.linalg.eigh(m).eigenvectors.mT)[0, 1]"
+    with pytest.raises(Unmapped, match="not symmetric here"):
+        form(text, {"m": [[1.0, 2.0], [3.0, 4.0]]}, "torch")
+    jax_text = "((jax.numpy.linalg.eigh(m)[1] * jax.numpy.linalg.eigh(m)[0]) @ jax.numpy.linalg.eigh(m)[1].T)[0, 1]"
+    assert str(form(jax_text, {"m": [[1.0, 2.0], [3.0, 4.0]]}, "jax").expr) == "m[0][1]/2 + m[1][0]/2", \
+        "JAX symmetrizes its input by default: exact everywhere"
+
+
+def test_a_factor_passed_by_keyword_is_named_by_its_decomposition() -> None:
+    with pytest.raises(Unmapped) as err:
+        form("torch.sum(input=torch.linalg.svd(m).U)", RECONSTRUCT_AT, "torch")
+    assert err.value.name == "torch.linalg.svd" and "_Factor" not in str(err.value), err.value

@@ -111,8 +111,15 @@ def test_a_shard_no_machine_at_hand_can_probe_records_the_staged_cases_as_not_me
 
 
 def test_a_shard_with_only_some_programs_recorded_still_waits(tree):
+    """The staged case gets a second torch program; a shard that records only one of the two as not measured
+    still holds an unaccounted cell."""
     catalog = tree / "catalog.toml"
+    staged = tree / "staged" / "catalog.toml"
+    staged.write_text(staged.read_text().replace(
+        'torch = ["torch.maximum(x, torch.zeros_like(x))"]',
+        'torch = ["torch.maximum(x, torch.zeros_like(x))", "torch.clamp(x, min=0)"]'))
     union = with_staged(load_catalog(catalog))
+    assert len(union.case("relu-written@0").programs_for("torch")) == 2, "two programs, so one can be left"
     shard = _shard(load_catalog(catalog))
     shard = not_measured_cases(shard, union, ["relu-written@0"], "no device")
     shard["environment"]["not_measured_parts"] = shard["environment"]["not_measured_parts"][1:]  # one program left
@@ -120,3 +127,19 @@ def test_a_shard_with_only_some_programs_recorded_still_waits(tree):
     assert [p.cases for p in pending(catalog, tree / "obs")] == [("relu-written@0",)], "a program is unaccounted"
     with pytest.raises(ShardError, match="already measured"):
         not_measured_cases(_shard(union), union, ["relu-written@0"], "no device")
+
+
+def test_not_measured_refuses_a_missing_file_a_partly_measured_case_and_stray_flags(tree, capsys):
+    catalog = tree / "catalog.toml"
+    missing = tree / "nodir" / "sub" / "x.json"
+    assert main(["--catalog", str(catalog), "--not-measured", str(missing), "--reason", "r"]) == 2
+    assert "no such shard file" in capsys.readouterr().err and not (tree / "nodir").exists(), "no folder made"
+    union = with_staged(load_catalog(catalog))
+    partly = _shard(union, modes=("reverse",))  # the staged case in one mode of eight
+    write_shard(tree / "obs" / "torch-2.13.0-cpu.json", partly)
+    assert main(["--catalog", str(catalog), "--not-measured", str(tree / "obs" / "torch-2.13.0-cpu.json"),
+                 "--reason", "r"]) == 2
+    assert "partly measured there" in capsys.readouterr().err
+    assert main(["--catalog", str(catalog), "--reason", "r"]) == 2, "--reason alone"
+    assert main(["--catalog", str(catalog), "--check", "--not-measured", "x.json", "--reason", "r"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2, "one line each"

@@ -501,12 +501,13 @@ def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, d
     table = read_table(index["table"], filters=[("case", "in", list(case_ids)), ("mode", "==", mode),
                                                ("dtype", "==", dtype), ("device", "==", dev),
                                                ("platform_tag", "==", tag or DEFAULT)],
-                       columns=["case", "framework", "program", "framework_version", "status", "value", "label"])
+                       columns=["case", "framework", "program", "framework_version", "status", "value", "label",
+                                "labels"])
     cells: dict[str, dict[str, dict[str, Any]]] = {}
     for r in table.to_pylist():
         cells.setdefault(f"{r['case']}\t{r['framework']}\t{r['program']}", {})[r["framework_version"]] = {
             "status": r["status"], "value": None if r["value"] is None else json.loads(r["value"]),
-            "label": r["label"]}
+            "label": r["label"], "labels": list(r["labels"] or [])}
     return cells
 
 
@@ -532,6 +533,8 @@ class ReportView:
         When the program is measured at no case of this point but a program calling the same operations with
         other arguments is (ELU with ``alpha=14.5``; the catalog has 1 and 2): those operations, and ``rows``
         and ``cases`` are those programs' (the closest measured cases); else empty.
+    other_points : bool
+        Those cases are at other points (the point asked is a kink and no case at it calls the operations).
     """
 
     path: str
@@ -543,6 +546,7 @@ class ReportView:
     dtype: str = "float64"
     device: str = "cpu"
     same_operation: tuple[str, ...] = ()
+    other_points: bool = False
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -587,7 +591,8 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
     near = {c["id"]: {prog for fw, prog in c["programs"] if fw == framework and calls_of(prog) == ops}
             for c in index["cases"] if _same_point(c["at"], at)}
     near = {cid: progs for cid, progs in near.items() if progs}
-    if not near and kink:
+    other_points = not near and kink
+    if other_points:
         near = {c["id"]: {prog for fw, prog in c["programs"] if fw == framework and calls_of(prog) == ops}
                 for c in index["cases"]}
         near = {cid: progs for cid, progs in near.items() if progs}
@@ -595,7 +600,8 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
         return view
     other = _rows_of(index, program, framework, list(near), mode, dtype, device)
     rows = [r for r in other.rows if r["framework"] == framework and r["program"] in near[r["case"]]]
-    return ReportView(view.path, None, tuple(near), rows, view.elsewhere, mode, dtype, device, tuple(sorted(ops)))
+    return ReportView(view.path, None, tuple(near), rows, view.elsewhere, mode, dtype, device, tuple(sorted(ops)),
+                      other_points)
 
 
 #: Labels a convention that is a rule of a parameter can name (most specific first), with the words ``grad``
@@ -609,10 +615,12 @@ RULE_LABELS: dict[str, str] = {
 }
 
 
-def parameter_rule(view: ReportView) -> tuple[str, tuple[str, ...]] | None:
-    """The rule the closest measured cases follow (:attr:`ReportView.same_operation`): the label that every
-    measured release of every such case carries where it is a kink (PyTorch's ELU: ``left``, which is
-    ``alpha``), and those cases; None with fewer than two such cases, an error range, or no label in common.
+def parameter_rule(view: ReportView) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The rule the closest measured cases follow (:attr:`ReportView.same_operation`): the labels of
+    :data:`RULE_LABELS` that every measured release of every such case carries where it is a kink (PyTorch's ELU:
+    ``left``, which is ``alpha``; leaky_relu at slopes 0.01 and 0.2: ``left`` and ``min-norm``, which the cases
+    cannot tell apart), most specific first, and those cases; None with fewer than two such cases, an error
+    range, or no label in common.
 
     A case where the function is differentiable (``derivative``) agrees with any rule and is left out."""
     if not view.same_operation:
@@ -622,14 +630,51 @@ def parameter_rule(view: ReportView) -> tuple[str, tuple[str, ...]] | None:
         for g in r["ranges"]:
             if g["status"] != "ok":
                 return None
-            labels = {s.strip() for s in str(g["label"]).split(",")}
+            labels = set(g.get("labels") or [g["label"]])
             if "derivative" not in labels:
                 kinks.setdefault(r["case"], []).append(labels)
     if len(kinks) < 2:
         return None
     common = set.intersection(*(s for sets in kinks.values() for s in sets))
-    rule = next((lab for lab in RULE_LABELS if lab in common), None)
-    return None if rule is None else (rule, tuple(kinks))
+    rule = tuple(lab for lab in RULE_LABELS if lab in common)
+    return (rule, tuple(kinks)) if rule else None
+
+
+#: The oracle's field that gives a rule label's value at a point (the labels without one: ties, pieces).
+_RULE_VALUE = {"left": "left", "right": "right", "min-norm": "min_norm", "mean": "midpoint"}
+
+
+def _rule_lines(e: Explanation, oracle: Mapping[str, Any] | None) -> list[str]:
+    """``grad``'s lines for :func:`parameter_rule`: the rule, what it gives at this point, and whether this value
+    follows it; where the cases carry two rules that differ at this point, that it is ambiguous."""
+    found = parameter_rule(e.report)
+    if found is None:
+        return []
+    rules, cases = found
+    where = "at other points" if e.report.other_points else "with other arguments"
+    head = f"rule: at every kink measured {where} ({', '.join(cases)}), every measured {e.framework} release gives"
+
+    def here(label: str) -> Any:
+        v = (oracle or {}).get(_RULE_VALUE.get(label, ""))
+        return v[0] if isinstance(v, list) and len(v) == 1 else v
+
+    values = {lab: here(lab) for lab in rules if here(lab) is not None}
+    if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
+        lines = [f"{head} {' and '.join(f'{RULE_LABELS[lab]} ({lab})' for lab in values)}, equal there; here they "
+                 f"differ ({', '.join(f'{lab} {_exact(v)}' for lab, v in values.items())}), so the measured cases "
+                 "do not say which rule holds"]
+        if e.labels is not None:
+            own = next((lab for lab in values if lab in e.labels), None)
+            lines.append(f"  this value is {RULE_LABELS[own]} ({own})" if own is not None else
+                         f"  this value is neither (its labels: {', '.join(e.labels)})")
+        return lines
+    rule = rules[0]
+    lines = [f"{head} {RULE_LABELS[rule]} ({rule})"
+             + (f"; at this point that is {_exact(values[rule])}" if rule in values else "")]
+    if e.labels is not None:
+        lines.append("  this value follows it" if rule in e.labels else
+                     f"  this value does not follow it (its labels: {', '.join(e.labels)})")
+    return lines
 
 
 def _rows_of(index: Mapping[str, Any], program: str, framework: str, case_ids: Sequence[str], mode: str,
@@ -671,7 +716,7 @@ def _ranges(versions: Sequence[str], measured: Mapping[str, Mapping[str, Any]]) 
             out[-1]["releases"] += 1
         else:
             out.append({"from": v, "to": v, "releases": 1, "status": cell["status"], "value": cell["value"],
-                        "label": cell["label"]})
+                        "label": cell["label"], "labels": cell.get("labels") or [cell["label"]]})
         prev = sig
     return out
 
@@ -901,7 +946,8 @@ def render(e: Explanation) -> str:
                      + (f"; {e.program} is measured at {', '.join(v.elsewhere)}" if v.elsewhere else ""))
     elif v.same_operation:
         lines.append(f"report ({v.path}): {e.program} is not measured at this point; {', '.join(v.same_operation)} "
-                     f"with other arguments is, at {', '.join(v.cases)} (the closest measured cases), "
+                     f"with other arguments is, {'at other points: ' if v.other_points else 'at '}"
+                     f"{', '.join(v.cases)} (the closest measured cases), "
                      f"{v.mode} {v.dtype} {v.device}:")
     else:
         lines.append(f"report ({v.path}), case {', '.join(v.cases)}, {v.mode} {v.dtype} {v.device}:")
@@ -919,16 +965,7 @@ def render(e: Explanation) -> str:
             lines.append(f"  {case}{r['framework']:<{fw_width}} {r['program']:<{width}}  {ranges}{mark}")
         if v.elsewhere:
             lines.append(f"  also measured at: {', '.join(v.elsewhere)}")
-        rule = parameter_rule(v)
-        if rule is not None:
-            label, cases = rule
-            here = {"left": "left", "right": "right", "min-norm": "min_norm"}.get(label)
-            value = o.get(here) if here is not None and isinstance(o, dict) else None
-            if isinstance(value, list) and len(value) == 1:
-                value = value[0]
-            lines.append(f"rule: at every kink measured with other arguments ({', '.join(cases)}), every measured "
-                         f"{e.framework} release gives {RULE_LABELS[label]} ({label})"
-                         + (f"; at this point that is {_exact(value)}" if value is not None else ""))
+        lines += _rule_lines(e, o if isinstance(o, dict) else None)
     return "\n".join(lines) + "\n"
 
 

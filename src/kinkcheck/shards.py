@@ -844,7 +844,9 @@ def not_measured_cases(shard: dict[str, Any], catalog: Catalog, cases: Sequence[
 
 def unaccounted(shard: dict[str, Any], catalog: Catalog, cases: Sequence[str]) -> tuple[str, ...]:
     """The cases among ``cases`` with a cell that ``shard`` neither holds nor records as not measured (a part of
-    ``environment.not_measured_parts`` with a reason covers it): what promotion still waits for."""
+    ``environment.not_measured_parts`` with a reason covers it): what promotion still waits for. A part of whole
+    modes (:func:`not_measured_modes`: a probe cut short before a mode) covers those modes' cells of every case,
+    the staged ones too, as the report shows them: not measured, with the reason."""
     work = missing_work(shard, catalog)
     wanted = set(cases) & {*work.absent, *work.changed, *(c for c, _, _ in work.cells)}
     if not wanted:

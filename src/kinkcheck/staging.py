@@ -149,12 +149,19 @@ def record_not_measured(catalog_path: str | Path, shard_path: str | Path, reason
     union = with_staged(main)
     if not union.staged:
         raise CatalogError(f"no staged cases: {staged_path(main.path)} does not exist")
+    if not Path(shard_path).is_file():  # before the lock, which would make the folders of a mistyped path
+        raise ShardError(f"{shard_path}: no such shard file")
     with shard_lock(shard_path):  # not beside a probe of the same environment
         shard = read_shard(shard_path)
         held = {o["case"] for o in shard["observations"]}
         fw = shard["environment"].get("framework", "")
         staged = [c.id for c in union.cases[len(main.cases):] if c.programs_for(fw)]
-        cases = tuple(c for c in unaccounted(shard, union, staged) if c not in held)  # recorded before: left
+        open_ = unaccounted(shard, union, staged)
+        partly = [c for c in open_ if c in held]
+        if partly:  # some cells measured, some not: a probe's to finish, not a device's absence
+            raise ShardError(f"{shard_path}: {', '.join(partly)} partly measured there; probe the rest "
+                             "(nox -s report), nothing recorded")
+        cases = tuple(open_)  # a case recorded before is accounted for: left as it is
         if cases:
             write_shard(shard_path, not_measured_cases(shard, union, cases, reason))
     return cases
@@ -171,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reason", default="", help="why, for --not-measured (shown in the report)")
     args = ap.parse_args(argv)
     try:
+        if args.not_measured is None and args.reason:
+            raise ShardError("--reason goes with --not-measured SHARD")
         if args.not_measured is not None:
+            if args.check:
+                raise ShardError("--check and --not-measured are two commands: run one")
             if not args.not_measured.strip() or not args.reason.strip():
                 raise ShardError("--not-measured needs a shard file and a non-empty --reason")
             recorded = record_not_measured(args.catalog, args.not_measured, args.reason)

@@ -711,6 +711,7 @@ class _Indices:
 class _Ctx:
     framework: str
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    point: dict[sympy.Symbol, sympy.Expr] = field(default_factory=dict)  # the differentiated inputs' values
 
 
 def _is_bool(e: Any) -> bool:
@@ -791,6 +792,10 @@ def _describe(v: Any) -> str:
         return f"the indices of {v.name}"
     if isinstance(v, _Fn):
         return f"the function {v.name}"
+    if isinstance(v, (_Factor, _Decomposition)):
+        return f"a factor of {v.name}"
+    if isinstance(v, (_At, _AtIndex)):
+        return "an unfinished x.at[…] update"
     return type(v).__name__ if not isinstance(v, str) else repr(v)
 
 
@@ -933,6 +938,7 @@ def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Seq
     ctx = _Ctx(framework)
     for name, value in at.items():
         ctx.inputs[name] = _input_array(name, value, name in names, syms, vals)
+    ctx.point.update(zip(syms, vals))
     try:
         out = _eval(tree, ctx)
     except RecursionError:
@@ -1091,7 +1097,7 @@ class _Decomposition:
         return found[0]
 
 
-def _decompose(name: str, args: list[Any], kwargs: dict[str, Any]) -> _Decomposition:
+def _decompose(name: str, args: list[Any], kwargs: dict[str, Any], ctx: _Ctx) -> _Decomposition:
     kind, parts = DECOMPOSITIONS[name]
     if len(args) != 1 or any(k not in ("full_matrices", "some", "UPLO", "symmetrize_input") for k in kwargs):
         raise Unmapped(name, "arguments other than the matrix")
@@ -1100,6 +1106,12 @@ def _decompose(name: str, args: list[Any], kwargs: dict[str, Any]) -> _Decomposi
         raise Unmapped(name, "a reconstruction maps for a square matrix")
     if kind == "eigh" and kwargs.get("symmetrize_input") is False:
         raise Unmapped(name, "symmetrize_input=False reads one triangle")
+    if kind == "eigh" and name.startswith("torch."):
+        # torch reads one triangle (UPLO) but returns a symmetric gradient: the symmetric part is its function
+        # (as eigvalsh@repeated writes it) only where the matrix is symmetric; elsewhere the triangle's differs
+        here = np.vectorize(lambda e: sympy.sympify(e).xreplace(ctx.point), otypes=[object])(m)
+        if any(sympy.simplify(a - b) != 0 for a, b in zip(here.flat, here.T.flat)):
+            raise Unmapped(name, "torch.linalg.eigh reads one triangle of a matrix that is not symmetric here")
     return _Decomposition(tuple(_Factor(name, kind, m, p) for p in parts), name)
 
 
@@ -1134,13 +1146,14 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
         if isinstance(n.func, ex.Name):
             name, args = _table_name(n.func.dotted), [_eval(a, ctx) for a in n.args]
             if name in DECOMPOSITIONS:
-                return _decompose(name, args, {k: _eval(v, ctx) for k, v in n.kwargs})
-            factors = [a for a in args if isinstance(a, _Factor)]
+                return _decompose(name, args, {k: _eval(v, ctx) for k, v in n.kwargs}, ctx)
+            factors = [a for a in args if isinstance(a, (_Factor, _Decomposition))]
             if factors:
                 f = factors[0]
-                if name in ("torch.diag", "jax.numpy.diag") and len(args) == 1 and f.part in ("S", "L"):
+                if (name in ("torch.diag", "jax.numpy.diag") and len(args) == 1 and not n.kwargs
+                        and isinstance(f, _Factor) and f.part in ("S", "L")):
                     return _Factor(f.name, f.kind, f.source, "diag" + f.part)
-                raise f.unmapped()
+                raise Unmapped(f.name, "a factor of a decomposition maps only in a reconstruction of the matrix")
             if name not in TABLE:
                 raise Unmapped(n.func.dotted)
         elif isinstance(n.func, ex.Attr):
@@ -1337,6 +1350,8 @@ def _bind(name: str, entry: Entry, args: list[Any], kwargs: dict[str, Any]) -> d
 def _call(name: str, args: list[Any], kwargs: dict[str, Any], ctx: _Ctx) -> Any:
     entry = TABLE[name]
     for v in [*args, *kwargs.values()]:
+        if isinstance(v, (_Factor, _Decomposition)):
+            raise Unmapped(v.name, "a factor of a decomposition maps only in a reconstruction of the matrix")
         if isinstance(v, (_Arg, _Indices)):
             raise Unmapped(name, f"an argument is {_describe(v)}")
     bound = _bind(name, entry, args, kwargs)
@@ -1846,6 +1861,8 @@ def _h_put(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     """``put(index, source, accumulate)``: writes at flat indices (negative ones count from the end)."""
     a = _arr(b["self"], name)
     flat = _static_index(b["index"], name)
+    if _arr(b["source"], name).size != flat.size:
+        raise Unmapped(name, "source and index must have the same number of elements")
     return _write(name, a, np.where(flat < 0, flat + a.size, flat), b["source"], bool(b["accumulate"]))
 
 
@@ -1855,9 +1872,14 @@ def _h_index_along(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any
     first = next(iter(b))
     a = _arr(b[first], name)
     dim = _dims(b["dim"], max(a.ndim, 1), name)[0]
-    index = _static_index(b["index"], name).reshape(-1)
+    index = _static_index(b["index"], name)
+    if index.ndim > 1 or (index < 0).any():
+        raise Unmapped(name, "the index must be 0-d or 1-d and not negative (torch raises otherwise)")
+    index = index.reshape(-1)
     key = (slice(None),) * dim + (index,)
     source = _arr(b["source"], name)
+    if source.shape != _positions(a, key, name).shape:
+        raise Unmapped(name, f"source has shape {source.shape}, the indexed slices {_positions(a, key, name).shape}")
     add = name.endswith("index_add")
     if add and b.get("alpha", 1) != 1:
         source = _vec(lambda e: _numeric(e) * _scalar(b["alpha"]), source)
@@ -1878,8 +1900,12 @@ def _h_scatter(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     dim = _dims(b["dim"], max(a.ndim, 1), name)[0]
     if index.ndim != a.ndim:
         raise Unmapped(name, "index must have as many dimensions as the tensor")
+    if name.endswith("scatter_add") and not isinstance(src, np.ndarray):
+        raise Unmapped(name, "src must be a tensor")
     src_a = _arr(src, name)
     if src_a.ndim:
+        if src_a.ndim != index.ndim or any(s < i for s, i in zip(src_a.shape, index.shape)):
+            raise Unmapped(name, "src must cover index in every dimension")
         src_a = src_a[tuple(slice(0, n) for n in index.shape)]  # scatter reads src over index's shape
     targets = np.empty(index.shape, dtype=np.int64)
     for p in np.ndindex(*index.shape):
@@ -1916,7 +1942,10 @@ def _at_update(method: str, at: _AtIndex, args: list[Any], kwargs: dict[str, Any
             None, "promise_in_bounds"):
         raise Unmapped(name, "arguments other than the values")
     how = {"set": False, "add": True}.get(method, method)
-    return _write(name, at.array, np.asarray(_positions(at.array, at.key, name)), args[0], how)
+    targets = np.asarray(_positions(at.array, at.key, name))
+    if kwargs.get("unique_indices") and len(set(targets.flat)) < targets.size:
+        raise Unmapped(name, "unique_indices=True with a duplicate index: JAX leaves the result undefined")
+    return _write(name, at.array, targets, args[0], how)
 
 
 def _h_flatten(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:

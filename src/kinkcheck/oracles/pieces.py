@@ -284,7 +284,9 @@ def axis_jump(f: sympy.Expr, syms: Sequence[sympy.Symbol], point: Sequence[sympy
     The probe curves bend off the axes (``p + t d + t**2 w``) so that they cross no tie; a function whose other
     value lives on an axis alone escapes them: ``x ** y`` at (0, 0) is ``t ** (t + ...) -> 1`` on a curve but
     ``0 ** t = 0`` on the y-axis, while ``0 ** 0 = 1``. Points outside the domain (not real) on an axis are
-    skipped; so is an infinite point."""
+    skipped; so is an infinite point. Two samples cannot tell a constant offset from an approach slower than
+    any power (``1 / log(1/t) ** 1e-13``), and a jump along another line (``(x - y) ** (x + y)`` on x = y) is not
+    looked for: both are limits of this check."""
     if len(syms) < 2 or not all(p.is_finite for p in point):
         return None
     tol = sympy.Float(10) ** -12

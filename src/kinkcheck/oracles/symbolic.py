@@ -542,8 +542,8 @@ def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.E
         hit = None if discontinuous or n < 2 else axis_jump(f, syms, point, fp, scale)
         if hit is not None:
             i, s, v = hit
-            notes.append(f"along the {'+' if s > 0 else '-'}{components[i]} axis f tends to {v}, not f(p) = {fp} "
-                         "(the probe curves, which leave the axes, do not see it)")
+            notes.append(f"along the {'+' if s > 0 else '-'}{components[i]} axis f is {v} at both probe distances, "
+                         f"not f(p) = {fp}: a jump the probe curves, which leave the axes, do not see")
             discontinuous = True
     if discontinuous:
         if n == 1 and not at_infinity:
