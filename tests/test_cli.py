@@ -263,7 +263,7 @@ def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_files):
     for expected in ("sympy form: Max(0, x)", "one-sided derivatives: left 0, right 1",
                      "Clarke set: [0, 1]; min-norm element: 0", "labels of this value (float64, torch): right, in-clarke",
                      (f"report ({shards_report_files}), case relu@0, masked_fill@0, select-relu@0, cond@0, select@0, "
-                      "reverse float64 cpu:")):
+                      "threshold0@0, reverse float64 cpu:")):
         assert any(ln.startswith(expected) for ln in lines), f"{expected!r} missing from:\n{done.stdout}"
     rows = lines[next(i for i, ln in enumerate(lines) if ln.startswith("report (")) + 1:]
     own = rows[0]

@@ -237,10 +237,13 @@ def test_cpu_against_cuda_shows_tie_routing_and_no_probe_error(capsys, not_measu
     assert bf16 and all("bfloat16]" in ln for ln in bf16), \
         f"embedding_bag max is an error on CUDA in bfloat16 only (PyTorch has no such kernel): {bf16}"
     assert "of 12640 conventions changed from torch-2.11.0-cpu to torch-2.11.0-cuda" in err, err
-    assert "not measured in" not in err, "every cell measured on the H200 now"
+    gaps = [ln for ln in err.splitlines() if ln.startswith("not measured in")]
+    assert all("added to the catalog after this shard was measured" in ln for ln in gaps), \
+        f"every cell of the H200's catalog measured; only cases added since are not: {gaps[:2]}"
     code = cli.main(["diff", str(obs / "torch-2.11.0-cpu.json"), str(not_measured_shards / "torch-2.11.0-cuda.json")])
     out, err = capsys.readouterr()
-    withdrawn = [ln for ln in err.splitlines() if ln.startswith("not measured in torch-2.11.0-cuda: ")]
+    withdrawn = [ln for ln in err.splitlines() if ln.startswith("not measured in torch-2.11.0-cuda: ")
+                 and "added to the catalog after" not in ln]  # the cases added since are not measured there either
     assert code == 1 and len(withdrawn) >= 7 and all("re-measure on a CUDA device" in ln for ln in withdrawn), \
         withdrawn
 

@@ -141,7 +141,7 @@ def test_a_bad_sympy_form_is_bad_input(text, message):
 
 def test_report_rows_put_the_program_first_with_its_release_ranges(index):
     j = _judge("torch.clamp(x, min=0)", {"x": 0}, cases=index["cases"])
-    same = {"relu@0", "masked_fill@0", "select-relu@0", "cond@0", "select@0"}  # Max(x, 0) at 0; relu6 differs at 6
+    same = {"relu@0", "masked_fill@0", "select-relu@0", "cond@0", "select@0", "threshold0@0"}  # Max(x, 0) at 0; relu6 differs at 6
     assert j.cases[0] == "relu@0" and set(j.cases) == same, f"Max(x, 0) at 0 is the cases {same}: {j.cases}"
     view = explain.report_rows(index, "torch.clamp(x, min=0)", "torch", j.cases)
     first = view.rows[0]
@@ -291,11 +291,12 @@ def test_a_parameter_the_catalog_lacks_points_to_the_closest_measured_cases(inde
     alpha2 = next(r for r in view.rows if r["program"] == "torch.nn.functional.elu(x, alpha=2.0)")
     assert [(g["value"], g["label"]) for g in alpha2["ranges"]] == [({"x": 2.0}, "left")], alpha2["ranges"]
     assert explain.report_rows(index, elu, "torch", (), at={"x": 5.0}).rows == [], "another point: nothing near"
-    hardtanh = explain.report_rows(index, "torch.nn.functional.hardtanh(x, -2.0, 2.0)", "torch", (), at={"x": 2.0},
+    hardtanh = explain.report_rows(index, "torch.nn.functional.hardtanh(x, -3.0, 3.0)", "torch", (), at={"x": 3.0},
                                    kink=True)
-    assert {"clamp@-1", "clamp@1"} <= set(hardtanh.cases), "at a kink, the operation measured at another point"
-    assert explain.report_rows(index, "torch.nn.functional.hardtanh(x, -2.0, 2.0)", "torch", (),
-                               at={"x": 2.0}).rows == [], "no kink said: only the same point is close"
+    assert {"clamp@-1", "clamp@1", "hardtanh-2,2@2"} <= set(hardtanh.cases) and hardtanh.other_points, \
+        "at a kink, the operation measured at other points"
+    assert explain.report_rows(index, "torch.nn.functional.hardtanh(x, -3.0, 3.0)", "torch", (),
+                               at={"x": 3.0}).rows == [], "no kink said: only the same point is close"
     assert explain.report_rows(index, elu, "torch", ()).same_operation == (), "no point given: as before"
     e = explain.Explanation({"x": 14.5}, elu, "torch", "float64", "reverse",
                             explain.Judgement(None, "none", ("x",), None, "not judged: test"), None, view)
@@ -321,18 +322,30 @@ def test_the_rule_of_a_parameter_is_said_when_every_measured_kink_follows_it(ind
     assert "this value does not follow it (its labels: right, min-norm)" in explain.render(e)
 
 
-def test_two_rules_the_measured_cases_cannot_tell_apart_are_said_to_be_ambiguous(index):
-    """leaky_relu at slopes 0.01 and 0.2: the left one-sided derivative is also the minimum-norm element there;
-    at slope 1.5 they differ (3/2 and 1), so grad names both rules and says the cases do not decide (the review
-    of issue 32: stating "left" from them alone was luck)."""
-    program = "torch.nn.functional.leaky_relu(x, 1.5)"
+def test_the_new_slope_settles_a_rule_two_slopes_could_not(index):
+    """leaky_relu at slopes 0.01 and 0.2: the left one-sided derivative is also the minimum-norm element there, so
+    those two cases alone could not tell the rules apart (the review of issue 32: stating "left" from them was
+    luck); leaky_relu1.5@0, where they differ (3/2 and 1), settles it for torch: left."""
+    program = "torch.nn.functional.leaky_relu(x, 3.0)"
     view = explain.report_rows(index, program, "torch", (), at={"x": 0.0})
     rules, cases = explain.parameter_rule(view)
-    assert rules[:2] == ("left", "min-norm") and {"leaky_relu@0", "leaky_relu0.2@0"} <= set(cases), (rules, cases)
-    j = explain.judge(program, {"x": 0.0}, "torch", cases=index["cases"], use_cache=False)
-    text = explain.render(explain.Explanation({"x": 1.5}, program, "torch", "float64", "reverse", j,
+    assert rules == ("left",) and {"leaky_relu@0", "leaky_relu0.2@0", "leaky_relu1.5@0"} <= set(cases), (rules, cases)
+
+
+def test_two_rules_the_measured_cases_cannot_tell_apart_are_said_to_be_ambiguous():
+    """Two kinks where left and min-norm coincide: at a point where they differ grad names both and says the cases
+    do not decide, and which one this value is."""
+    rows = [{"case": c, "framework": "torch", "program": f"f(x, {a})", "this": False,
+             "ranges": [{"from": "1", "to": "2", "releases": 2, "status": "ok", "value": {"x": a}, "label": "left",
+                         "labels": ["left", "min-norm", "in-clarke"]}]} for c, a in (("f@0", 0.01), ("f0.2@0", 0.2))]
+    view = explain.ReportView("r", None, ("f@0", "f0.2@0"), rows, same_operation=("f",))
+    j = explain.Judgement(None, "mapping", ("x",), {"kind": "kink", "left": [{"exact": "3/2"}], "right": [{"exact": "1"}],
+                                                    "min_norm": [{"exact": "1"}]}, None)
+    text = explain.render(explain.Explanation({"x": 1.5}, "f(x, 1.5)", "torch", "float64", "reverse", j,
                                               ["left", "in-clarke"], view))
-    assert "here they differ (left 3/2, min-norm 1), so the measured cases do not say which rule holds" in text, text
+    assert ("gives the left one-sided derivative (left) and the minimum-norm element of the Clarke set (min-norm), "
+            "equal there; here they differ (left 3/2, min-norm 1), so the measured cases do not say which rule "
+            "holds") in text, text
     assert "this value is the left one-sided derivative (left)" in text, text
 
 

@@ -181,6 +181,15 @@ def test_migration_snippet_keeps_the_source_value_at_the_kink(target, point, val
         assert rev == want and fwd == want, f"snippet for {target} at {x}: grad {rev}, jvp {fwd}, want {want}"
 
 
+#: Programs autograd itself cannot differentiate, with the error it raises (measured as error cells): no VJP for
+#: clip's bounds (argnum 1: a KeyError in autograd.core), broadcast_to and repeat of a 0-d array.
+AUTOGRAD_OWN_ERRORS = {
+    "autograd.numpy.clip(x, lo, hi)": (KeyError, "1"),
+    "autograd.numpy.max(autograd.numpy.broadcast_to(x, (70000,)))": (AssertionError, "extra leading dims"),
+    "autograd.numpy.max(autograd.numpy.repeat(x, 70000))": (TypeError, "cannot be interpreted as an integer"),
+}
+
+
 def test_every_catalog_program_runs_in_reverse_mode(adapter):
     from kinkcheck.catalog import load_catalog
 
@@ -190,12 +199,15 @@ def test_every_catalog_program_runs_in_reverse_mode(adapter):
             adapter.gradient(program.tree, case.at, "float64", "cpu", "reverse")
         except (ex.ExprError, Unavailable, ProgramError) as err:  # a refusal or adapter failure, not autograd's
             failed.append(f"{case.id} {program.id}: {err}")
+        except tuple(kind for kind, _ in AUTOGRAD_OWN_ERRORS.values()) as err:
+            kind, text = AUTOGRAD_OWN_ERRORS.get(program.id, (None, None))
+            if isinstance(err, TypeError) and "ArrayBox" in str(err):
+                continue  # an operator autograd's traced values lack (x // y): an error cell, measured as such
+            if not (kind is not None and isinstance(err, kind) and text in str(err)):
+                raise
+            continue  # autograd's own refusal: an error cell, measured as such
         except NotImplementedError:
             continue  # autograd has no derivative rule (anp.median): an error cell, measured as such
-        except TypeError as err:
-            if "ArrayBox" not in str(err):
-                raise
-            continue  # an operator autograd's traced values lack (x // y): an error cell, measured as such
     assert not failed, f"catalog programs the adapter cannot run in autograd {adapter.version}:\n" + "\n".join(failed)
 
 

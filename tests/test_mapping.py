@@ -45,6 +45,10 @@ UNMAPPED: dict[str, str] = {
     **dict.fromkeys(['torch.nextafter', 'torch.Tensor.nextafter', 'jax.numpy.nextafter', 'torch.frexp', 'jax.numpy.frexp', 'torch.fake_quantize_per_tensor_affine', 'jax.lax.stop_gradient'], "floating-point bit operations (one ulp, mantissa and exponent, fake quantisation, stop_gradient): no exact symbolic value, or a derivative that is not the value's"),
     **dict.fromkeys(['jax.numpy.signbit', 'torch.signbit'], "the sign bit tells -0.0 from 0.0, which sympy's numbers "
                     "do not: a form would read signbit(-0.0) as False"),
+    **dict.fromkeys(['torch.Tensor.index_put', 'torch.index_put', 'torch.Tensor.scatter', 'torch.Tensor.put',
+                     'torch.Tensor.index_copy', 'jax.Array.at[].set'], "a plain write at a duplicate index "
+                    "(set@duplicate-index): which write wins is undefined, so the program is no one function (the "
+                    "case's field is a stand-in whose Clarke set holds every order's derivative)"),
     **dict.fromkeys(['torch.ones', 'jax.numpy.arange', 'jax.numpy.int32'], "constructors and dtype casts a program "
                     "builds constants and indices with (a loss's target, an index or knot grid, a branch index): "
                     "the table maps functions of the differentiated inputs"),

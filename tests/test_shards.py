@@ -182,7 +182,7 @@ def test_case_hash_covers_what_determines_a_measurement(tmp_path):
 
 
 def test_committed_shards_are_fresh_per_case(catalog):
-    from kinkcheck.shards import missing_work
+    from kinkcheck.shards import missing_work, unaccounted
 
     shards, errors = load_shards(OBS)
     assert not errors, errors
@@ -192,12 +192,14 @@ def test_committed_shards_are_fresh_per_case(catalog):
             continue
         assert isinstance(env.get("case_hashes"), dict) and env["case_hashes"], f"{env['id']}: records case_hashes"
         work = missing_work(s, catalog)
-        parts = env.get("not_measured_parts") or []  # what a shard records as not measured, with the reason
-        uncovered = [(c, m, d) for c, m, d in work.cells if not any(
-            m in p["modes"] and ("case" not in p or (p["case"] == c and d in p["dtypes"])) for p in parts)]
-        assert not uncovered and not work.changed and not work.absent, (
+        # what a shard records as not measured, with the reason, per program (shards.not_measured_cases: the CUDA
+        # shards and the cases added after them) or per mode (a probe cut short)
+        uncovered = unaccounted(s, catalog, [c.id for c in catalog])
+        assert not uncovered and not work.changed, (
             f"{env['id']}: every case × mode × dtype present and current, or recorded as not measured with the "
-            f"reason; got {work.summary()}")
+            f"reason; got {work.summary()} ({len(uncovered)} case(s) unaccounted: {', '.join(uncovered[:5])})")
+        if work.absent:
+            assert env["device"] != "cpu", f"{env['id']}: a CPU shard measures every case here ({work.absent[:3]})"
 
 
 def test_missing_work_cell_by_cell(tmp_path):
@@ -851,7 +853,12 @@ def test_the_committed_cuda_shards_hold_no_error_the_probe_caused():
     mixed = [o for o in torch_cuda["observations"] if any(s in (o["error"] or "") for s in (
         "same device", "two different devices", "when making fake tensor call"))]
     assert not mixed, f"{len(mixed)} cells still read as PyTorch errors: {mixed[:2]}"
-    assert "not_measured_parts" not in torch_cuda["environment"] and len(torch_cuda["observations"]) == 12640
+    parts = torch_cuda["environment"].get("not_measured_parts") or []
+    added = {o["case"] for o in read_shard(OBS / "torch-2.11.0-cpu.json")["observations"]} - \
+        {o["case"] for o in torch_cuda["observations"]}  # cases added to the catalog after the H200 measured
+    assert {p.get("case") for p in parts} == added and all("added to the catalog after" in p["reason"] for p in parts), \
+        "the only cells not measured on the H200 are those of cases added since, and they say so"
+    assert len(torch_cuda["observations"]) == 12640, "every cell of the catalog the H200 measured is kept"
     cpu = {(o["case"], o["program"], o["mode"], o["dtype"]): o
            for o in read_shard(OBS / "torch-2.11.0-cpu.json")["observations"]}
     from conftest import OWN_CONSTANTS
@@ -864,6 +871,8 @@ def test_the_committed_cuda_shards_hold_no_error_the_probe_caused():
     jax_cuda = read_shard(OBS / "jax-0.11.2-cuda.json")
     assert jax_cuda["environment"]["modes"] == ["reverse", "forward", "jacfwd", "jacrev", "jit", "vmap",
                                                 "second-order"], jax_cuda["environment"]["modes"]
-    assert "not_measured_parts" not in jax_cuda["environment"] and len(jax_cuda["observations"]) == 9576
+    assert all("case" in p and "added to the catalog after" in p["reason"]
+               for p in jax_cuda["environment"].get("not_measured_parts") or []), "no mode left unmeasured"
+    assert len(jax_cuda["observations"]) == 9576
 
 

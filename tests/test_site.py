@@ -80,7 +80,8 @@ def test_pages_are_a_function_of_the_report(tmp_path, shards_report):
 def test_operation_pages_merge_spellings_and_match_other_frameworks_by_name(shards_report):
     pages = {(p.framework, p.name): p for p in operation_pages(shards_report)}
     clamp = pages[("torch", "torch.clamp")]
-    assert clamp.spellings == [".clamp", "torch.clamp"], "x.clamp and torch.clamp are one census operation"
+    assert clamp.spellings == [".clamp", "torch.clamp", "torch.clip"], \
+        "x.clamp, torch.clamp and its alias torch.clip are one census operation"
     assert "relu@0" in clamp.cases and clamp.changes[0] == "2.13.0 → 2.14.1", clamp.changes
     clamp_ms = pages.get(("mindspore", "clamp"))
     assert clamp_ms and {".clamp", "mindspore.ops.clamp", "mindspore.mint.clamp"} <= set(clamp_ms.spellings), \

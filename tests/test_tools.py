@@ -66,7 +66,8 @@ def test_an_archive_of_the_lanes_is_taken_and_its_probe_errors_withdrawn(tmp_pat
     after = read_shard(out / "torch-2.11.0-cuda.json")
     assert not [o for o in after["observations"] if "same device" in (o["error"] or "")], "withdrawn, not merged"
     assert len(after["observations"]) == 12640, "the committed values of the withdrawn cells are kept"
-    assert "not_measured_parts" not in after["environment"], "measured before: no new part"
+    before = read_shard(OBS / "torch-2.11.0-cuda.json")["environment"].get("not_measured_parts")
+    assert after["environment"].get("not_measured_parts") == before, "measured before: no new part"
 
 
 @pytest.mark.parametrize("make, message", [
@@ -127,5 +128,6 @@ def test_modes_not_reached_twice_is_recorded_once(tmp_path, out, not_measured_sh
     for reason in ("first reason", "second reason"):
         proc = _tool(str(cut), "--out", str(out), "--modes-not-reached", reason)
         assert proc.returncode == 0, proc.stderr
-    parts = read_shard(out / "jax-0.11.2-cuda.json")["environment"]["not_measured_parts"]
+    parts = [p for p in read_shard(out / "jax-0.11.2-cuda.json")["environment"]["not_measured_parts"]
+             if "case" not in p]  # the parts of whole modes (the cases added since have their own)
     assert len(parts) == 1 and "time ran out" in parts[0]["reason"], "each mode once, with its first reason"

@@ -252,6 +252,7 @@ def _torch_table() -> dict[str, Entry]:
                                                  "(input + lambd, input < -lambd), (0, True))")
     t[F + "hardshrink"] = _e("input, lambd=0.5", "Piecewise((input, Abs(input) > lambd), (0, True))")
     t[F + "threshold"] = _e("input, threshold, value, inplace=False", "Piecewise((input, input > threshold), (value, True))")
+    t["torch.threshold"] = _e("input, threshold, value", "Piecewise((input, input > threshold), (value, True))")
     # reductions
     for n, red in (("sum", "sum"), ("nansum", "sum"), ("mean", "mean"), ("nanmean", "mean")):
         t[f"torch.{n}"] = _r("input, dim=None, keepdim=False, *, dtype=None, out=None", red)
