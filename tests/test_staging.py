@@ -65,6 +65,10 @@ def test_promotion_without_staged_cases_or_with_a_broken_shard_is_one_line(tree,
     (tree / "staged" / "catalog.toml").unlink()
     assert main(["--catalog", str(tree / "catalog.toml"), "--shards", str(tree / "obs")]) == 2
     assert "no staged cases" in capsys.readouterr().err
+    assert main(["--catalog", str(tree / "catalog.toml"), "--shards", str(tree / "obs"), "--check"]) == 0, \
+        "nothing staged is a normal state for --check, not bad input"
+    assert "nothing staged" in capsys.readouterr().out
+    assert main(["--catalog", str(tree / "catalog.toml"), "--not-measured", str(tree / "obs"), "--reason", "r"]) == 2
 
 
 def test_promotion_needs_measured_shards_and_ignores_other_stale_cases(tree, capsys):

@@ -648,3 +648,16 @@ def test_a_value_set_only_on_an_axis_is_a_jump(a, b, c, axis):
     f = sympy.Piecewise((c, on), (a * x + b * y, True))
     r = sym.analyze_expression(f, (x, y), (sympy.Integer(0), sympy.Integer(0)))
     assert r.kind == "jump" and r.clarke is None, (f, r.kind, r.notes)
+
+
+def test_a_point_where_f_has_no_value_is_undefined_not_a_jump():
+    """eigh-vector@identity: an eigenvector's entry at a repeated eigenvalue is 0/0 at the point (every unit vector
+    is an eigenvector) although f is real next to it: the oracle says undefined, with no one-sided derivative and no
+    Clarke set, never "a jump" (which would say f has a value there)."""
+    for cid in ("eigh-vector@identity", "svd-vector@identity"):
+        r = analyze(CATALOG.case(cid))
+        assert r.kind == "undefined" and r.clarke is None and (r.left, r.right) == (None, None), (cid, r.kind)
+        assert any("no finite real value at the point itself" in n for n in r.notes), r.notes
+    x = sympy.Symbol("x", real=True)
+    r = sym.analyze_expression(sympy.sin(x) / x, (x,), (sympy.Integer(0),))
+    assert r.kind == "undefined" and (r.left_piece, r.right_piece) == (0, 0), "sin(x)/x at 0: no value; slopes kept"

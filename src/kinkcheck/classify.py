@@ -33,7 +33,8 @@ Precedence, and why
 * ``outside-clarke``: finite and matching none of the above where the oracle has a Clarke set (``f``
   locally Lipschitz), or at the edge of the domain with finite one-sided derivatives (``lipschitz`` None,
   no Clarke set): no oracle set contains the value.
-* ``outside-domain``: a finite value where ``f`` is not real-valued near the point (``relu(sqrt(x))`` at -10).
+* ``outside-domain``: a finite value where ``f`` has no real value at the point or none next to it (``relu(sqrt(x))``
+  at -10; an eigenvector's entry at a repeated eigenvalue, 0/0).
 * ``not-judged``: the oracle could not decide the case (``OracleResult.kind == "not-judged"``, its ``reason``
   says why); a finite value gets this label alone, an infinite one follows ``+inf``/``-inf``. Last: it is
   no judgement at all, only a marker that the value was not compared with anything.

@@ -150,7 +150,8 @@ def record_not_measured(catalog_path: str | Path, shard_path: str | Path, reason
     if not union.staged:
         raise CatalogError(f"no staged cases: {staged_path(main.path)} does not exist")
     if not Path(shard_path).is_file():  # before the lock, which would make the folders of a mistyped path
-        raise ShardError(f"{shard_path}: no such shard file")
+        raise ShardError(f"{shard_path}: " + ("a folder, not a shard file" if Path(shard_path).is_dir()
+                                              else "no such shard file"))
     with shard_lock(shard_path):  # not beside a probe of the same environment
         shard = read_shard(shard_path)
         held = {o["case"] for o in shard["observations"]}
@@ -190,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" ({', '.join(recorded)})" if recorded else ""))
             return 0
         if args.check:
+            if not staged_path(args.catalog).is_file():
+                print("nothing staged: every case is in the catalog")
+                return 0
             lacking = pending(args.catalog, args.shards)
             for p in lacking:
                 print(f"{p.environment}: {len(p.cases)} staged case(s) to probe")

@@ -536,14 +536,18 @@ def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.E
         discontinuous = any(not _eq(v, fp, scale) for v in sides)
     else:
         fp = _point_value(f, syms, point)
-        if fp is None:
-            notes.append("f is not finite and real at the point itself")
-        discontinuous = fp is None or any(not _eq(v, fp, scale) for v in sides)
+        if fp is None:  # 0/0 at an eigenvector of a repeated eigenvalue: no function there, so no kind of kink
+            notes.append("f has no finite real value at the point itself (it is real on the probe directions "
+                         "next to it): not a function there, so no one-sided derivative and no Clarke set")
+            return result("undefined", None, limiting_gradients=limiting, left=None, right=None, left_piece=left,
+                          right_piece=right)
+        discontinuous = any(not _eq(v, fp, scale) for v in sides)
         hit = None if discontinuous or n < 2 else axis_jump(f, syms, point, fp, scale)
         if hit is not None:
             i, s, v = hit
             notes.append(f"along the {'+' if s > 0 else '-'}{components[i]} axis f is {v} at both probe distances, "
-                         f"not f(p) = {fp}: a jump the probe curves, which leave the axes, do not see")
+                         f"not f(p) = {fp}: a jump on the axis itself, which the probe curves (bent off the axes) "
+                         "miss")
             discontinuous = True
     if discontinuous:
         if n == 1 and not at_infinity:

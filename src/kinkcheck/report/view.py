@@ -94,7 +94,7 @@ LABEL_HELP: dict[str, str] = {
                      "Clarke set exists; the finite value is neither one-sided derivative nor their mean",
     "outside-clarke": "not an element of the Clarke generalized gradient (or, at the edge of the domain, neither "
                       "one-sided derivative)",
-    "outside-domain": "f is not real-valued near the point; a finite value is not a derivative",
+    "outside-domain": "f has no real value at the point, or none next to it; a finite value is not a derivative",
     "not-judged": "the sympy oracle could not judge the case (the reason is under the case); the value is shown "
                   "unjudged",
 }
@@ -311,7 +311,7 @@ ORACLE_KINDS: dict[str, tuple[str, str]] = {
     "differentiable": ("differentiable here", ""),
     "kink": ("a kink", "continuous, not differentiable"),
     "jump": ("a jump", "not continuous"),
-    "undefined": ("undefined", "not real-valued near the point"),
+    "undefined": ("undefined", "no real value at the point, or none next to it"),
     "not-judged": ("not judged", ""),
 }
 
