@@ -39,4 +39,4 @@ def test_what_the_oracle_finds_is_one_phrase_for_grad_and_the_case_pages() -> No
     assert oracle_finding("kink", False, markdown=True) == \
         "**a kink** (continuous, not differentiable; not locally Lipschitz, no Clarke set)"
     assert oracle_finding("not-judged", True, markdown=True) == "**not judged**", "no continuity for no judgement"
-    assert oracle_finding("undefined", None) == "undefined: not real-valued near the point"
+    assert oracle_finding("undefined", None) == "undefined: no real value at the point, or none next to it"
