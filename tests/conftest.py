@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: xdist's own order is by number of tests); last, one of them would keep a worker busy minutes after the
 #: other ran out of files.
 LONG_FILES = ("test_report.py", "test_properties.py", "test_probe.py", "test_cli.py", "test_mapping.py",
-              "test_validate.py", "test_bounded.py", "test_markdown.py", "test_explain.py", "test_symbolic.py",
+              "test_validate.py", "test_probe_worker.py", "test_markdown.py", "test_explain.py", "test_symbolic.py",
               "test_cite.py", "test_check.py", "test_fuzz.py", "test_html.py", "test_migrate.py")
 
 
@@ -167,11 +167,12 @@ OWN_CONSTANTS = ("multi_margin_loss@hinge", "multilabel_margin_loss@hinge", "cos
 @pytest.fixture(scope="session")
 def not_measured_shards(tmp_path_factory):
     """A folder with the torch 2.11.0 and jax 0.11.2 shards of the CPU and CUDA, the CUDA ones cut as stop 29 had
-    them: the own-constant programs' cells withdrawn (:func:`kinkcheck.shards.withdraw`) and JAX's modes other
-    than reverse and jit recorded as not reached (:func:`kinkcheck.shards.not_measured_modes`)."""
+    them: the own-constant programs' cells withdrawn (:func:`kinkcheck.probe.plan.withdraw`) and JAX's modes other
+    than reverse and jit recorded as not reached (:func:`kinkcheck.probe.plan.not_measured_modes`)."""
     import shutil
 
-    from kinkcheck.shards import not_measured_modes, read_shard, withdraw, write_shard
+    from kinkcheck.probe.plan import not_measured_modes, withdraw
+    from kinkcheck.shards import read_shard, write_shard
 
     obs, out = ROOT / "references" / "observations", tmp_path_factory.mktemp("not-measured")
     for name in ("torch-2.11.0-cpu", "jax-0.11.2-cpu"):

@@ -23,7 +23,8 @@ def test_grown_shards_are_fresh_other_releases_the_render_reads_without_a_gap(tm
     from pathlib import Path
 
     from kinkcheck.bench import grow_shards
-    from kinkcheck.shards import is_fresh, load_shards
+    from kinkcheck.probe.plan import is_fresh
+    from kinkcheck.shards import load_shards
 
     src = tmp_path / "src"
     src.mkdir()

@@ -39,7 +39,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_grad_prints_one_json_line(capsys, args, expected):
     fw = "jax" if ("jax" in args[1] or "jnp" in args[1]) else "torch"
     pytest.importorskip(fw, reason=f"{fw} is not installed (nox -s tests installs it)")
-    code = cli.main([*args, "--no-isolate", "--no-judge"])  # in this process: the worker path is in test_bounded.py
+    code = cli.main([*args, "--no-isolate", "--no-judge"])  # in this process: the worker path is in test_probe_worker.py
     out, err = capsys.readouterr()
     assert code == 0, f"kinkcheck {' '.join(args)} exited {code}: {err}"
     lines = out.strip().splitlines()

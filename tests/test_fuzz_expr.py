@@ -1,5 +1,5 @@
 """Fuzz of the expression language (issue 11, part 4 and "Done when"): generated expressions go through what
-``kinkcheck grad`` runs (:func:`kinkcheck.bounded.run_inline`: parse, resolve against the framework's
+``kinkcheck grad`` runs (:func:`kinkcheck.worker.run_inline`: parse, resolve against the framework's
 allowlist, evaluate, differentiate) in torch and JAX, in this process.
 
 Two kinds of input: well-formed expressions over allowlisted torch/JAX names (a curated set of functions
@@ -9,7 +9,7 @@ strings in attribute positions, lambdas, ``os``/``sys``/``builtins`` and modules
 framework such as ``torch.os``, loaders, in-place writes, deep nesting, long texts), alone or wrapped in a
 well-formed expression. For every example:
 
-* the task answers a gradient or raises :class:`kinkcheck.bounded.TaskError` with a one-line message
+* the task answers a gradient or raises :class:`kinkcheck.worker.TaskError` with a one-line message
   (what ``grad`` prints); nothing else escapes, not even a ``BaseException``;
 * no audit event (:func:`sys.addaudithook`) outside the allowlist fires while it runs: no process, file
   write, network, ``ctypes``, ``pickle``, ``input``; no ``exec``, ``compile``, file read or folder listing
@@ -18,7 +18,7 @@ well-formed expression. For every example:
 
 Each evaluation is bounded in this process too: a data-segment limit (``RLIMIT_DATA``, 3 GiB above what the
 process uses) and a 20 s alarm. Loops that only the worker's time limit stops
-(``jax.lax.while_loop``) are left to tests/test_bounded.py.
+(``jax.lax.while_loop``) are left to tests/test_probe_worker.py.
 
 Examples: ``KINKCHECK_FUZZ_EXAMPLES`` generated expressions in all (default 300 in the test run; ``nox -s
 fuzz`` runs 10,000), derandomized so that a run is reproducible.
@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import kinkcheck
-from kinkcheck import bounded
+from kinkcheck.probe import worker
 
 torch = pytest.importorskip("torch", reason="the expression fuzz evaluates in torch (nox -s tests installs it)")
 jax = pytest.importorskip("jax", reason="the expression fuzz evaluates in JAX (nox -s tests installs it)")
@@ -199,8 +199,8 @@ def _run(framework: str, text: str, at: dict, ints: tuple[str, ...], wrt: list[s
     RECORDER.source = text.strip()
     outcome = "ok"
     try:
-        _bounded(lambda: bounded.run_inline("grad", payload))
-    except bounded.TaskError as err:
+        _bounded(lambda: worker.run_inline("grad", payload))
+    except worker.TaskError as err:
         message = str(err)
         assert message and "\n" not in message, f"{text!r}: the error is not one line: {message!r}"
         outcome = "failed" if message.startswith(f"{framework} raised") else "refused"
@@ -307,7 +307,7 @@ def _signed_call(framework: str, children: st.SearchStrategy[str]) -> st.SearchS
 
 TENSOR_METHODS = ["sum", "abs", "clamp", "max", "relu", "sqrt", "pow", "norm", "mean", "reshape", "to", "type",
                   "sort", "astype", "clip", "squeeze", "flatten", "cumsum", "prod", "min", "exp", "item", "tolist"]
-#: Names a bound in this process cannot stop: a loop that never ends in XLA's C++ (tests/test_bounded.py covers
+#: Names a bound in this process cannot stop: a loop that never ends in XLA's C++ (tests/test_probe_worker.py covers
 #: them through the worker's time limit).
 UNBOUNDED = frozenset({"while_loop"})
 
@@ -423,8 +423,8 @@ def warm():
             payload = {"expr": source, "at": {"x": 1.0, "v": [1.0, 2.0]}, "framework": framework,
                        "dtype": "float64", "device": "cpu", "mode": mode}
             try:
-                bounded.run_inline("grad", payload)
-            except bounded.TaskError:
+                worker.run_inline("grad", payload)
+            except worker.TaskError:
                 pass  # a mode the framework lacks
 
 

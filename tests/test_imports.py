@@ -181,3 +181,67 @@ def test_the_vocabulary_is_a_leaf_and_read_from_there() -> None:
     report = [m for m in graph if m.startswith("kinkcheck.report")]
     assert not any(t.startswith("kinkcheck.frameworks") for m in report for t in graph[m]), \
         "the report never imports frameworks/ (the design's rule)"
+
+
+#: The layers of src/kinkcheck, bottom first (docs/architecture.md draws them): a module imports its own layer and
+#: those below, never one above. A module belongs to the layer of its longest prefix listed here.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("vocabulary", ["kinkcheck", "kinkcheck.registry", "kinkcheck.dtypes", "kinkcheck.vocabulary", "kinkcheck.platforms",
+                    "kinkcheck.errors", "kinkcheck.cache", "kinkcheck.anchors", "kinkcheck.oracles.p0"]),
+    ("language", ["kinkcheck.expr", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry"]),
+    ("storage", ["kinkcheck.validate", "kinkcheck.shards"]),
+    ("frameworks", ["kinkcheck.frameworks", "kinkcheck.kinkhits", "kinkcheck.census.torch_ops",
+                    "kinkcheck.census.jax_ops"]),
+    ("oracles", ["kinkcheck.oracles", "kinkcheck.classify", "kinkcheck.conformance"]),
+    ("probe", ["kinkcheck.probe", "kinkcheck.lanes", "kinkcheck.staging"]),
+    ("report", ["kinkcheck.report", "kinkcheck.query"]),
+    ("faces", ["kinkcheck.cli", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
+               "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.bench", "kinkcheck.ci",
+               "kinkcheck.releases", "kinkcheck.hitcensus"]),
+]
+#: Imports that go up a layer, each for a reason.
+UPWARD = {
+    ("kinkcheck", "kinkcheck.query"): "the package's `kinkcheck.lookup`/`search`, re-exported on first use",
+}
+
+
+def _layer(module: str) -> int | None:
+    best = None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (i, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
+    """Issue 33: the layers of docs/architecture.md hold; the worker runs the faces' tasks by name
+    (kinkcheck.probe.worker.TASKS), not by import."""
+    graph = _graph()
+    unplaced = [m for m in graph if _layer(m) is None]
+    assert not unplaced, f"modules in no layer (add them to LAYERS and docs/architecture.md): {unplaced}"
+    upward = [f"{m} ({LAYERS[_layer(m)][0]}) -> {t} ({LAYERS[_layer(t)][0]})" for m in sorted(graph)
+              for t in sorted(graph[m]) if _layer(t) > _layer(m) and (m, t) not in UPWARD]
+    assert not upward, "imports of a layer above: " + "; ".join(upward)
+    stale = [edge for edge in UPWARD if edge[1] not in graph.get(edge[0], ())]
+    assert not stale, f"listed upward imports that no longer exist: {stale}"
+
+
+def test_the_layer_rule_catches_an_upward_import() -> None:
+    assert _layer("kinkcheck.report.model") > _layer("kinkcheck.shards") > _layer("kinkcheck.catalog"), "report above"
+    assert _layer("kinkcheck.probe.worker") < _layer("kinkcheck.check"), "the worker sits below the faces it serves"
+    assert _layer("kinkcheck.census") < _layer("kinkcheck.census.torch_ops"), "the census's generators are framework code"
+
+
+def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
+    """Planning (what a shard lacks, merging) imports nothing of frameworks/, so nox's own Python and the report
+    use it; the probe package's face imports its parts on first use only."""
+    graph = _graph()
+    seen, todo = set(), ["kinkcheck.probe.plan"]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    framework = sorted(m for m in seen if m.startswith("kinkcheck.frameworks"))
+    assert not framework, f"planning reaches frameworks/: {framework}"
+    assert not graph["kinkcheck.probe"], f"kinkcheck.probe imports its parts lazily: {graph['kinkcheck.probe']}"

@@ -10,7 +10,8 @@ import tarfile
 import pytest
 
 from kinkcheck import lanes
-from kinkcheck.shards import read_shard, withdraw, write_shard
+from kinkcheck.probe.plan import withdraw
+from kinkcheck.shards import read_shard, write_shard
 
 pytest.importorskip("autograd", reason="the lanes run a real probe of HIPS autograd")
 pytest.importorskip("torch", reason="torch's lane plan is checked against its modes")

@@ -118,7 +118,7 @@ def test_missing_device_in_worker_is_one_line(torch_adapter, small, tmp_path):
 def test_a_crashed_case_keeps_its_compiled_cells(small):
     """Compiled batches run after the eager cases (in a new worker after a crash); the shard takes a crashed
     case's compiled cells from them, its eager cells are errors."""
-    from kinkcheck.probe import _assemble, _batch_key, _crashed
+    from kinkcheck.probe.cells import _assemble, _batch_key, _crashed
 
     done = {"relu@0": _crashed(small, "relu@0", "torch", ["float32"], ["reverse", "inductor"],
                                "interpreter crashed: signal 11"),
@@ -137,10 +137,11 @@ def test_a_crashed_case_keeps_its_compiled_cells(small):
 def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeypatch):
     """Loading inductor's kernels can change the process's floating-point state (torch 2.4.1/2.5.1 flushed
     subnormals afterwards), so every eager cell is measured before the first compiled batch."""
-    from kinkcheck import probe as pr
+    from kinkcheck.probe import run as pr
+    from kinkcheck.probe.compiled import ENV_COMPILE_JOBS
 
     order = []
-    monkeypatch.setenv(pr.ENV_COMPILE_JOBS, "1")  # batches in this process, where the patch below reaches them
+    monkeypatch.setenv(ENV_COMPILE_JOBS, "1")  # batches in this process, where the patch below reaches them
     monkeypatch.setattr(pr, "_probe_case", lambda *a, **k: order.append("case") or
                         {"observations": [], "networks": [], "rounded": {}})
     monkeypatch.setattr(pr, "_compiled_batch", lambda *a, **k: order.append(f"batch:{a[4]}") or {})
@@ -152,17 +153,18 @@ def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeyp
 def test_compiled_batches_in_processes_give_what_one_process_gives(torch_adapter, small, monkeypatch):
     """With two jobs, each compiled batch (mode and dtype) runs in its own process; the cells are those of the
     batches run one after another in the probe's process."""
-    from kinkcheck import probe as pr
+    from kinkcheck.probe import run as pr
+    from kinkcheck.probe.compiled import ENV_COMPILE_JOBS
 
     def cells(shard):
         return sorted(json.dumps({k: o[k] for k in ("case", "program", "mode", "dtype", "status", "value", "error")},
                                  sort_keys=True) for o in shard["observations"])
 
-    monkeypatch.setenv(pr.ENV_COMPILE_JOBS, "1")
+    monkeypatch.setenv(ENV_COMPILE_JOBS, "1")
     steps: list[str] = []
     one = pr.probe("torch", catalog=small, dtypes=["float64", "float32"], modes=["reverse", "aot_eager"],
                    on_step=steps.append)
-    monkeypatch.setenv(pr.ENV_COMPILE_JOBS, "2")
+    monkeypatch.setenv(ENV_COMPILE_JOBS, "2")  # two batches, two jobs: each batch in two chunks (chunk_count)
     real = pr._compiled_batch
     monkeypatch.setattr(pr, "_compiled_batch", lambda *a, **k: pytest.fail("a batch ran in the probe's process"))
     parallel = pr.probe("torch", catalog=small, dtypes=["float64", "float32"], modes=["reverse", "aot_eager"])
@@ -179,15 +181,17 @@ def test_compiled_batches_in_processes_give_what_one_process_gives(torch_adapter
 def test_a_dead_batch_process_is_left_to_the_worker_and_its_clock_stops(torch_adapter, small, tmp_path, monkeypatch):
     """A batch process that dies returns nothing: its batch gets a ``retry`` line (the watchdog stops timing
     it) and no record, and the probe's worker runs it again; the other batch's results are journaled."""
-    from kinkcheck import probe as pr
+    from kinkcheck.probe.cells import CRASH_ENV
+    from kinkcheck.probe.compiled import _batch_processes
+    from kinkcheck.probe.journal import _Progress
 
-    monkeypatch.setenv(pr.CRASH_ENV, "batch:aot_eager/float32")  # the batch process aborts
+    monkeypatch.setenv(CRASH_ENV, "batch:aot_eager/float32")  # the batch process aborts
     journal = tmp_path / ".j.journal.jsonl"
     journal.write_text('{"environment": {}}\n')
-    progress = pr._Progress(journal)
+    progress = _Progress(journal)
     done: dict = {}
-    batches = [("aot_eager", "float64"), ("aot_eager", "float32")]
-    pr._batch_processes(small, "torch", "cpu", ["float64", "float32"], batches, 2, done, journal, None)
+    chunks = [("aot_eager", "float64", (0, 1)), ("aot_eager", "float32", (0, 1))]
+    _batch_processes(small, "torch", "cpu", ["float64", "float32"], chunks, 2, done, journal, None)
     assert list(done) == ["batch:aot_eager/float64"], f"only the batch whose process lived: {list(done)}"
     lines = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     keyed = [(next(iter(r)), next(iter(r.values()))) for r in lines]
@@ -195,6 +199,53 @@ def test_a_dead_batch_process_is_left_to_the_worker_and_its_clock_stops(torch_ad
     assert ("case", "batch:aot_eager/float64") in keyed and ("case", "batch:aot_eager/float32") not in keyed, keyed
     progress.update(1.0)
     assert progress.running == {}, f"nothing left in progress: {progress.running}"
+
+
+def test_compiled_batches_split_into_chunks_of_whole_programs_for_every_core(small):
+    """Issue 33: one batch per (mode, dtype) cannot use more processes than it has batches; each batch is split
+    into chunks of whole programs, interleaved, every program in exactly one chunk with its network."""
+    from kinkcheck.probe.cells import _batch_name, _parse_batch_name, batch_programs
+    from kinkcheck.probe.compiled import ENV_COMPILE_CHUNKS, chunk_count, chunk_step, compiled_chunks
+
+    assert chunk_count(4, 1, {}) == 1, "one job: the batches whole, as before"
+    assert chunk_count(4, 2, {}) == 1 and chunk_count(4, 16, {}) == 8 and chunk_count(1, 16, {}) == 32, \
+        "about two chunks per process"
+    assert chunk_count(4, 16, {ENV_COMPILE_CHUNKS: "3"}) == 3, "the variable decides"
+    with pytest.raises(ValueError, match=f"{ENV_COMPILE_CHUNKS} must be a positive integer, got '0'"):
+        chunk_count(4, 2, {ENV_COMPILE_CHUNKS: "0"})
+    chunks = compiled_chunks(["reverse", "inductor", "aot_eager"], ["float64", "float32"], 4)
+    assert [(m, d) for m, d, _ in chunks[:4]] == [("aot_eager", "float64")] * 2 + [("aot_eager", "float32")] * 2, \
+        f"aot_eager before inductor, each batch in its chunks: {chunks}"
+    assert len(chunks) == 8 and {part for *_, part in chunks} == {(0, 2), (1, 2)}, chunks
+    programs = list(small.programs("torch"))
+    three = [batch_programs(small, "torch", (i, 3)) for i in range(3)]
+    assert sorted((c.id, p.id) for part in three for c, p in part) == sorted((c.id, p.id) for c, p in programs), \
+        "every program in exactly one chunk"
+    assert [len(part) for part in three] == [2, 2, 1] and three[1][0] == programs[1], "interleaved"
+    key = _batch_name("inductor", "float32", (2, 8))
+    assert key == "batch:inductor/float32#3of8" and _parse_batch_name(key) == ("inductor", "float32", (2, 8)), key
+    assert _batch_name("inductor", "float32") == "batch:inductor/float32", "a whole batch keeps its key"
+    assert chunk_step("inductor", "float32", (2, 8)) == "compiling the catalog: inductor float32, part 3 of 8"
+
+
+def test_a_crashed_chunk_loses_its_own_programs_only(small):
+    """A chunk's process that crashes makes error cells for the programs of that chunk; the other chunk's cells
+    are kept, and the shard takes both chunks' cells in catalog order."""
+    from kinkcheck.probe.cells import _assemble, _batch_key, _crashed, batch_programs
+
+    first, second = (batch_programs(small, "torch", (i, 2)) for i in range(2))
+    crashed = _crashed(small, "batch:aot_eager/float32#2of2", "torch", ["float32"], ["aot_eager"], "signal 11")
+    assert {json.loads(k)[2] for k in crashed["results"]} == {p.id for _, p in second}, crashed
+    done = {"batch:aot_eager/float32#2of2": crashed,
+            "batch:aot_eager/float32#1of2": {"results": {_batch_key("obs", c.id, p.id, "aot_eager", "float32"):
+                                                         {"status": "ok", "value": {"x": 1.0}, "error": None}
+                                                         for c, p in first}}}
+    done.update({c.id: {"observations": [], "networks": []} for c in small})
+    env = {"framework": "torch", "modes": ["aot_eager"], "dtypes": ["float32"]}
+    shard = _assemble(env, small, done)
+    got = [(o["program"], o["status"]) for o in shard["observations"]]
+    expected = [(p.id, "ok" if (c, p) in first else "error") for c, p in small.programs("torch")]
+    assert got == expected, f"both chunks, in catalog order: {got}"
 
 
 @pytest.mark.parametrize("raw, message", [("0", "got '0'"), ("two", "got 'two'"), ("-1", "got '-1'"),
@@ -219,7 +270,8 @@ def _main(*argv):
 
 def _current(folder, catalog):
     """Observations of the current catalog's cases in the shards of ``folder`` (the count no command may lower)."""
-    from kinkcheck.shards import current_count, load_shards
+    from kinkcheck.probe.plan import current_count
+    from kinkcheck.shards import load_shards
 
     shards, errors = load_shards(folder)
     assert not errors, errors
@@ -265,7 +317,7 @@ def test_narrowed_probe_merges_into_the_full_shard(torch_adapter, tmp_path, cata
 
     from conftest import ROOT, require_pinned
 
-    from kinkcheck.shards import missing_work
+    from kinkcheck.probe.plan import missing_work
 
     require_pinned(torch_adapter)
     committed = ROOT / "references" / "observations" / "torch-2.13.0-cpu.json"
@@ -327,7 +379,7 @@ def test_a_killed_probe_resumes_from_its_journal(torch_adapter, small, tmp_path)
 def test_a_journal_is_reused_only_where_it_still_applies(small, tmp_path):
     import json
 
-    from kinkcheck.probe import _prepare_journal
+    from kinkcheck.probe.journal import _prepare_journal
 
     hashes = {c.id: c.measurement_hash("torch") for c in small}
     env = {"id": "torch-2.13.0-cpu", "framework_build": "2.13.0+cpu", "device": "cpu", "modes": ["reverse"],
@@ -372,7 +424,7 @@ def test_no_command_sequence_lowers_the_measured_count(torch_adapter, tmp_path):
 
     from kinkcheck.catalog import load_catalog
     from kinkcheck.probe import environment_id, journal_path
-    from kinkcheck.shards import missing_work, record_failed_attempt
+    from kinkcheck.probe.plan import missing_work, record_failed_attempt
 
     obs_dir = tmp_path / "observations"
     obs_dir.mkdir()
@@ -454,7 +506,7 @@ jax = ["jax.numpy.ones((100000, 100000)) * x"]
 """ + MAXIMUM_AT_TIE
 
 
-#: The memory bound is RLIMIT_DATA, which only Linux enforces on every private mapping (see kinkcheck.bounded).
+#: The memory bound is RLIMIT_DATA, which only Linux enforces on every private mapping (see kinkcheck.probe.worker).
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_DATA bounds allocations only on Linux")
 
 
@@ -569,7 +621,7 @@ def test_probe_limits_resolve_options_then_environment_then_defaults():
 
 def test_a_record_after_a_torn_journal_line_is_kept(tmp_path):
     """A worker killed mid-write leaves a line without its end; the parent's error record must not join it."""
-    from kinkcheck.probe import _append, _Progress, _read_journal
+    from kinkcheck.probe.journal import _append, _Progress, _read_journal
 
     journal = tmp_path / ".j.journal.jsonl"
     journal.write_text('{"environment": {}}\n')
@@ -588,7 +640,7 @@ def test_a_record_after_a_torn_journal_line_is_kept(tmp_path):
 def test_journal_progress_follows_batches_that_overlap(tmp_path):
     """Compiled batches run several at a time: each is in progress from its own ``start`` line to its record,
     whatever finishes in between, and a journal the worker rewrote is read anew."""
-    from kinkcheck.probe import _append, _Progress
+    from kinkcheck.probe.journal import _append, _Progress
 
     journal = tmp_path / ".j.journal.jsonl"
     journal.write_text('{"environment": {}}\n{"start": "old@0"}\n')
@@ -615,7 +667,8 @@ def test_the_time_limit_names_the_batch_that_ran_past_it(tmp_path):
     import sys
     import time
 
-    from kinkcheck.probe import ProbeLimits, _watch
+    from kinkcheck.probe import ProbeLimits
+    from kinkcheck.probe.isolated import _watch
 
     journal = tmp_path / ".j.journal.jsonl"
     journal.write_text('{"environment": {}}\n')
@@ -750,7 +803,7 @@ def test_a_worker_killed_from_outside_stops_the_probe_and_resumes(torch_adapter,
 def test_which_worker_deaths_are_interruptions():
     import signal
 
-    from kinkcheck.probe import _interrupting_signal
+    from kinkcheck.probe.worker import _interrupting_signal
 
     for name in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"):
         assert _interrupting_signal(-getattr(signal, name)) == name, name
@@ -801,7 +854,7 @@ def test_a_second_probe_of_the_same_environment_stops_at_once(torch_adapter, sma
 
 def test_a_journal_without_its_environment_line_is_one_line():
     from kinkcheck.frameworks import FrameworkUnavailable
-    from kinkcheck.probe import _assemble
+    from kinkcheck.probe.cells import _assemble
 
     with pytest.raises(FrameworkUnavailable, match="the probe journal has no environment line"):
         _assemble(None, load_catalog(), {"relu@0": {"observations": [], "networks": []}})
@@ -892,8 +945,8 @@ def test_a_worker_is_forked_only_from_a_clean_process(monkeypatch):
     more threads run, not with KINKCHECK_PROBE_START=spawn, not off Linux."""
     import threading
 
-    import kinkcheck.probe as pr
     from kinkcheck import registry
+    from kinkcheck.probe import worker as pr
 
     monkeypatch.setattr(registry, "FRAMEWORKS", ("kinkcheck_nofw",))  # none imported here (the tests import all)
     monkeypatch.delenv("KINKCHECK_PROBE_START", raising=False)
@@ -975,7 +1028,7 @@ def test_a_staged_case_is_measured_ahead_kept_and_not_reported(torch_adapter, tm
     from kinkcheck.catalog import with_staged
     from kinkcheck.probe import environment_id
     from kinkcheck.report.build import build
-    from kinkcheck.shards import missing_work
+    from kinkcheck.probe.plan import missing_work
 
     (tmp_path / "staged").mkdir()
     (tmp_path / "catalog.toml").write_text(MAXIMUM_AT_TIE)

@@ -8,7 +8,8 @@ from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 from test_shards import _shard
 
 from kinkcheck.catalog import CatalogError, load_catalog, with_staged
-from kinkcheck.shards import ShardError, missing_work, not_measured_cases, read_shard, write_shard
+from kinkcheck.probe.plan import missing_work, not_measured_cases
+from kinkcheck.shards import ShardError, read_shard, write_shard
 from kinkcheck.vocabulary import DTYPES
 from kinkcheck.staging import main, pending, promote
 

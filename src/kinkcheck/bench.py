@@ -350,8 +350,6 @@ def matrix_disk(log: Path) -> int:
     return 0
 
 
-COMPILED_TARGET = 120.0
-
 #: Issue 14: adding one case to a fully measured matrix costs at most this share of a full re-measure.
 ADD_CASE_TARGET = 0.02
 
@@ -392,14 +390,15 @@ def add_case(frameworks: list[str] | None) -> int:
     Both are ``kinkcheck probe`` in a fresh process, every mode and dtype of the framework, inductor's cache
     the user's (as ``nox -s report`` runs them). The one-case run merges into the full shard that the first
     run wrote, after that case's rows (and its ``case_hashes`` entry) are taken out: the state right after the
-    case is added to the catalog; :func:`kinkcheck.shards.missing_work` must plan exactly that case.
+    case is added to the catalog; :func:`kinkcheck.probe.plan.missing_work` must plan exactly that case.
     """
     import importlib.util
 
     from kinkcheck.frameworks import get_adapter
     from kinkcheck.vocabulary import FRAMEWORK_MODES
-    from kinkcheck.probe import environment_id
-    from kinkcheck.shards import missing_work, read_shard, write_shard
+    from kinkcheck.probe.run import environment_id
+    from kinkcheck.probe.plan import missing_work
+    from kinkcheck.shards import read_shard, write_shard
 
     catalog = load_catalog()
     names = frameworks or [f for f in FRAMEWORK_MODES if importlib.util.find_spec(f) is not None]
@@ -452,81 +451,6 @@ def add_case(frameworks: list[str] | None) -> int:
           " proportion to the change would be; + reinstall = a new virtualenv\n"
           " installed from the warm uv cache, what each environment of `nox -s report` adds unless -- --keep;\n"
           " one fresh process each, inductor's cache as the user has it)")
-    return 0
-
-
-def compiled_vs_eager(repeat: int) -> int:
-    """Whole catalog, all four dtypes, P0 networks: ``--mode inductor`` vs ``--mode reverse``, side by side.
-
-    Each compiled run gets an empty inductor cache (``TORCHINDUCTOR_CACHE_DIR`` in a new temporary folder),
-    so no kernel compiled by an earlier run is reused: the figure is a cold compile of the catalog. A second
-    inductor run in the same cache (``inductor, warm``) is what re-probing a release costs: nox probe sessions
-    share the default inductor cache. The CPU column is user + system time of the probe and every process it
-    started (inductor's C++ compiler runs in child processes): CPU / 2 is the best a 2-core machine can do.
-    With more than one compile job (:func:`kinkcheck.probe.compile_jobs`), the batches compile in parallel
-    processes, and ``inductor, 1 job`` is the same cold probe with the batches one after another, for the ratio.
-    """
-    import os
-    import resource
-
-    def cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
-
-    from kinkcheck.probe import ENV_COMPILE_JOBS, compile_jobs
-
-    py = sys.executable
-    rows: dict[str, tuple[float, float, int, int]] = {}
-    jobs = compile_jobs()
-
-    def counts(cache: Path) -> tuple[int, int]:
-        """Graphs inductor compiled (its FX graph cache entries: a forward and a backward per compiled graph)
-        and the C++ modules it built (``.so``) into ``cache``."""
-        fx = cache / "fxgraph"
-        return (sum(1 for p in fx.rglob("*") if p.is_file()) if fx.is_dir() else 0,
-                sum(1 for _ in cache.rglob("*.so")) if cache.is_dir() else 0)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        runs = [("reverse", "reverse"), ("inductor", "inductor"), ("inductor, warm", "inductor"),
-                ("aot_eager", "aot_eager")]
-        if jobs > 1:  # the batches one after another in one process, cold, beside them in parallel
-            runs.insert(2, ("inductor, 1 job", "inductor"))
-        for label, mode in runs:
-            best = (float("inf"), float("nan"), 0, 0)
-            for i in range(repeat):
-                # the warm row reuses the cold row's cache of run i; the one-job row has its own, empty
-                cache = Path(tmp) / f"inductor-{mode}-{i}{'-one' if label == 'inductor, 1 job' else ''}"
-                before = counts(cache)
-                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache),
-                       ENV_COMPILE_JOBS: "1" if label == "inductor, 1 job" else str(jobs)}
-                t0, c0 = time.perf_counter(), cpu()
-                out = Path(tmp) / f"{mode}-{i}-{label.replace(', ', '-')}"  # a fresh shard: the whole catalog
-                out.mkdir()
-                subprocess.run([py, "-m", "kinkcheck", "probe", "--framework", "torch", "--quiet", "--no-isolate",
-                                "--mode", mode, "--out-dir", str(out)], check=True, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                after = counts(cache)
-                best = min(best, (time.perf_counter() - t0, cpu() - c0, after[0] - before[0], after[1] - before[1]))
-            rows[label] = best
-    from kinkcheck.frameworks import get_adapter
-
-    print(f"torch {get_adapter('torch').version}, whole catalog ({sum(1 for _ in load_catalog().programs('torch'))} "
-          f"programs), float64/float32/float16/bfloat16, with P0 networks; fresh process, best of {repeat}, "
-          f"{os.cpu_count()} CPUs, {jobs} compile job{'s' if jobs > 1 else ''} ({ENV_COMPILE_JOBS})")
-    print(f"{'':<24}{'wall':>8}  {'CPU':>8}  {'graphs':>6}  {'C++ modules':>11}")
-    eager = rows["reverse"][0]
-    for label, (wall, cpu_s, graphs, modules) in rows.items():
-        ratio = "" if label == "reverse" else f"   {wall / eager:>5.1f} x eager"
-        if label == "inductor, 1 job":
-            ratio += f", {wall / rows['inductor'][0]:.2f} x {jobs} jobs"
-        target = ""
-        if label == "inductor":
-            target = f"  target <= {COMPILED_TARGET:.0f} s {'ok' if wall <= COMPILED_TARGET else 'MISSED'}"
-        name = "eager (reverse)" if label == "reverse" else f"compiled ({label})"
-        built = f"{graphs:>6}  {modules:>11}" if label.startswith("inductor") else f"{'':>6}  {'':>11}"
-        print(f"{name:<24}{wall:>6.1f} s  {cpu_s:>6.1f} s  {built}{ratio}{target}")
-    print("graphs: the forward and backward graphs inductor compiled (FX graph cache entries); C++ modules: the "
-          "kernels' shared objects it built (g++ -O3, most of a cold compile)")
     return 0
 
 
@@ -721,12 +645,12 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
     * **hot spots**: cProfile of one more warm run, in-process (profiling slows it about twice): the ``top``
       functions by cumulative time and by own time.
 
-    Every shard in ``shards`` should be fresh (:func:`kinkcheck.shards.is_fresh`, as after ``nox -s report``);
+    Every shard in ``shards`` should be fresh (:func:`kinkcheck.probe.plan.is_fresh`, as after ``nox -s report``);
     the count of fresh ones is printed. Returns 0; a failing report exits with its error.
     """
     import os
 
-    from kinkcheck.shards import is_fresh
+    from kinkcheck.probe.plan import is_fresh
 
     catalog = load_catalog()
     files = sorted(shards.glob("*.json"))
@@ -930,6 +854,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matrix-disk", metavar="LOG", help="peak disk of the matrix from nox's .nox/matrix-disk.jsonl")
     ap.add_argument("--compiled", action="store_true",
                     help="the whole catalog with torch.compile (inductor) vs eager reverse mode, all four dtypes")
+    ap.add_argument("--compiled-chunks", action="store_true",
+                    help="a cold inductor probe of the whole catalog in program chunks on every core vs one batch per "
+                         "dtype (target <= 1.25 x compile CPU-seconds / cores)")
     ap.add_argument("--oracle", action="store_true",
                     help="cold sympy oracle over the catalog, and kinkcheck grad judged vs --no-judge (warm cache)")
     ap.add_argument("--sample", type=int, default=20,
@@ -968,7 +895,13 @@ def main(argv: list[str] | None = None) -> int:
         return cold_installs()
     if args.matrix_disk:
         return matrix_disk(Path(args.matrix_disk))
+    if args.compiled_chunks:
+        from kinkcheck.probe.speed import compiled_chunks_speed
+
+        return compiled_chunks_speed(args.repeat)
     if args.compiled:
+        from kinkcheck.probe.speed import compiled_vs_eager
+
         return compiled_vs_eager(args.repeat)
     py = sys.executable
     rows = []

@@ -12,7 +12,7 @@ differing input, and the smallest one (least Euclidean norm, then fewest changed
 Cost: at most :data:`MAX_VARIANTS` inputs are tried, and the variants are generated lazily, so a check
 costs O(limit × entries) however many variants exist (n entries have n²/2 ties); duplicates are recognised
 from the changed entry alone, without building the point. The command line runs the pair in a bounded
-worker process (:mod:`kinkcheck.bounded`).
+worker process (:mod:`kinkcheck.probe.worker`).
 
 Python API: :func:`check_pair`. Command line: ``kinkcheck check MODULE:FN path/to/file.py:FN --at x=0.5,y=2
 [--mode forward] [--dtype float32]``.
@@ -27,10 +27,13 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinkcheck.classify import same_value
 from kinkcheck.vocabulary import flat_value
+
+if TYPE_CHECKING:
+    from kinkcheck.probe.worker import Limits
 
 __all__ = [
     "BOUNDS",
@@ -446,3 +449,26 @@ def render(result: CheckResult, names: Sequence[str], shown: int | None = SHOWN)
         lines.append(f"smallest differing input: {where(s)} ({s.why}): {names[0]} {g(s.grads[0])}, "
                      f"{names[1]} {g(s.grads[1])}")
     return "\n".join(lines) + "\n"
+
+
+def check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
+    """``kinkcheck check``'s evaluation, a task of the worker (:data:`kinkcheck.probe.worker.TASKS`): payload
+    ``first``, ``second``, ``at``, ``frameworks``, ``dtype``, and optionally ``modes`` (one per function; default
+    reverse)."""
+    from kinkcheck import expr as ex
+    from kinkcheck.frameworks import FrameworkUnavailable
+    from kinkcheck.probe.worker import BoundExceeded, TaskError, _is_oom
+
+    try:
+        fns = [load_function(payload["first"]), load_function(payload["second"])]
+        result = check_pair(fns[0], fns[1], payload["at"], frameworks=tuple(payload["frameworks"]),
+                            dtype=payload["dtype"], mode=tuple(payload.get("modes") or ("reverse", "reverse")))
+    except (ex.ExprError, CheckError, FrameworkUnavailable) as err:
+        if _is_oom(err):
+            raise BoundExceeded(f"{limits.memory_message()}: {err}") from None
+        raise TaskError(str(err)) from None
+    # by hand: dataclasses.asdict deep-copies every nested list (seconds for 400 points of 1,500 entries)
+    return {"frameworks": list(result.frameworks), "dtype": result.dtype, "not_tried": result.not_tried,
+            "modes": list(result.modes),
+            "points": [{"at": p.at, "why": p.why, "changed": p.changed, "grads": p.grads, "differs": p.differs,
+                        "seen": p.seen, "kinks": p.kinks} for p in result.points]}

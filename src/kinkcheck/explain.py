@@ -852,7 +852,7 @@ class Pending:
 
     def cancel(self) -> None:
         """Kill the judgement's worker, if one runs (grad is answering without it, or leaving)."""
-        from kinkcheck.bounded import kill_group
+        from kinkcheck.probe.worker import kill_group
 
         with self._lock:
             self._cancelled = True
@@ -977,7 +977,7 @@ def oracle_timeout_from_env(value: str | float | None) -> float:
     ValueError
         Not a positive finite number (one line).
     """
-    from kinkcheck.bounded import _positive  # the one parser of --timeout/--memory-like limits
+    from kinkcheck.probe.worker import _positive  # the one parser of --timeout/--memory-like limits
 
     return _positive(value, "KINKCHECK_ORACLE_TIMEOUT", "--oracle-timeout", os.environ, DEFAULT_ORACLE_TIMEOUT_S)
 
@@ -992,7 +992,7 @@ def _worker() -> int:
     import sys
 
     request = json.loads(sys.stdin.buffer.read())
-    from kinkcheck.bounded import limit_memory
+    from kinkcheck.probe.worker import limit_memory
 
     limit_memory(int(request["memory_bytes"]))
     try:

@@ -37,7 +37,7 @@ functions that load, import or look names up by a string are refused by name and
 
 A callable passed as a value (``jax.lax.reduce_window(v, -jnp.inf, lax.max, ...)``, or
 ``jax.lax.while_loop(jnp.isfinite, jnp.abs, x)``, which never ends) is an allowed, resolved name like any
-other: ``kinkcheck grad`` runs every evaluation in :mod:`kinkcheck.bounded`'s worker, under a time and a
+other: ``kinkcheck grad`` runs every evaluation in :mod:`kinkcheck.probe.worker`'s worker, under a time and a
 memory limit, so such a loop ends with a one-line error.
 
 Points (``--at``): :func:`parse_point` (catalogs: finite numbers) and :func:`parse_inputs` (``kinkcheck

@@ -8,8 +8,8 @@ side; within a lane, ``kinkcheck probe`` runs one step after another (:data:`STE
 first, then each compiled backend), so a step cut off by the deadline loses only itself (its journal keeps what
 it measured; the same step resumes from it). A framework of :data:`SIDE_BY_SIDE` (JAX: each mode traces the
 whole catalog on one core, 328 s for reverse mode on an H200 machine) runs every step in a lane of its own,
-into a scratch folder, and each finished step is merged into the shard (:func:`kinkcheck.shards.write_merged`).
-A step measures only what the shard in ``--out-dir`` lacks of its modes (:func:`kinkcheck.shards.missing_work`:
+into a scratch folder, and each finished step is merged into the shard (:func:`kinkcheck.probe.plan.write_merged`).
+A step measures only what the shard in ``--out-dir`` lacks of its modes (:func:`kinkcheck.probe.plan.missing_work`:
 cells never measured, or recorded as not measured, ``environment.not_measured_parts``), and the steps with the
 most missing cells go first. Each probe is given the time left less a margin. A side-by-side step cut off keeps
 its journal in the archive (``journals/<step>/``), not where the next run resumes from. At the end the shards,
@@ -91,8 +91,9 @@ def lane_steps(framework: str, device: str, out_dir: Path, catalog_path: str | N
         The framework's shard in ``out_dir`` cannot be read (no probe could merge into it).
     """
     from kinkcheck.catalog import load_catalog
-    from kinkcheck.probe import environment_id
-    from kinkcheck.shards import missing_work, read_shard
+    from kinkcheck.probe.run import environment_id
+    from kinkcheck.probe.plan import missing_work
+    from kinkcheck.shards import read_shard
 
     catalog = load_catalog(catalog_path)
     env_id = environment_id(framework, device)
@@ -118,7 +119,8 @@ def _run_apart(step: Step, device: str, out_dir: Path, scratch: Path, log: Path,
     """One step of a :data:`SIDE_BY_SIDE` framework: probed into ``scratch`` (a folder of its own), then merged
     into its shard in ``out_dir`` under the shard's lock; a step cut off keeps its journal in ``scratch``."""
     from kinkcheck.catalog import load_catalog, with_staged
-    from kinkcheck.shards import ShardError, read_shard, shard_lock, write_merged
+    from kinkcheck.probe.plan import write_merged
+    from kinkcheck.shards import ShardError, read_shard, shard_lock
 
     scratch.mkdir(parents=True, exist_ok=True)
     _run_lane([step], device, scratch, log, deadline, extra)
@@ -212,7 +214,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: Sequence[str] | None = None) -> int:
     from kinkcheck.platforms import DEVICES
-    from kinkcheck.probe import environment_id
+    from kinkcheck.probe.run import environment_id
     from kinkcheck.registry import FRAMEWORKS, framework
 
     ap = _Parser(prog="python -m kinkcheck.lanes", description=__doc__.splitlines()[0])

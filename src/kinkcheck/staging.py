@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kinkcheck.catalog import CatalogError, forget_loaded, load_catalog, staged_path, with_staged
-from kinkcheck.shards import (ShardError, not_measured_cases, read_shard, shard_lock, unaccounted, write_shard,
-                              write_text_atomic)
+from kinkcheck.probe.plan import not_measured_cases, unaccounted
+from kinkcheck.shards import ShardError, read_shard, shard_lock, write_shard, write_text_atomic
 
 __all__ = ["Pending", "pending", "promote"]
 

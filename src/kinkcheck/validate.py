@@ -243,7 +243,7 @@ def _p0_shapes() -> tuple[tuple[int, ...], tuple[int, ...]]:
 def _current(env: Mapping[str, Any], case: Any, catalog: Catalog) -> bool:
     """Whether the shard measured ``case`` as the catalog defines it now (``environment.case_hashes``; a shard
     from before per-case hashes: its catalog hash is the catalog's). Mirrors
-    :func:`kinkcheck.shards.recorded_case_hashes`, which cannot be imported here (shards imports this module)."""
+    :func:`kinkcheck.probe.plan.recorded_case_hashes`, which cannot be imported here (shards imports this module)."""
     hashes = env.get("case_hashes")
     if isinstance(hashes, dict):
         return hashes.get(case.id) == case.measurement_hash(env["framework"])

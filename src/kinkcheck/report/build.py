@@ -32,7 +32,7 @@ from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.report.model import differs
 from kinkcheck.report.view import describe_observation
-from kinkcheck.shards import missing_work
+from kinkcheck.probe.plan import missing_work
 
 __all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]
 

@@ -129,7 +129,7 @@ class Provenance(_S, omit_defaults=False):
 
 class NotMeasuredPart(_S):
     """Cells of an environment's matrix that its shard does not hold, and why (``environment.not_measured_parts``
-    of the shard: :func:`kinkcheck.shards.withdraw`, :func:`kinkcheck.shards.not_measured_modes`): one program's
+    of the shard: :func:`kinkcheck.probe.plan.withdraw`, :func:`kinkcheck.probe.plan.not_measured_modes`): one program's
     ``modes`` × ``dtypes`` (``case`` and ``program`` given), or whole ``modes`` of every case."""
 
     modes: list[str]

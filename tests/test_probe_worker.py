@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from kinkcheck import bounded
-from kinkcheck.bounded import BoundExceeded, Limits, TaskError
+from kinkcheck.probe import worker as bounded
+from kinkcheck.probe.worker import BoundExceeded, Limits, TaskError
 from kinkcheck.cli import main
 
 
