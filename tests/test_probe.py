@@ -205,18 +205,20 @@ def test_compiled_batches_split_into_chunks_of_whole_programs_for_every_core(sma
     """Issue 33: one batch per (mode, dtype) cannot use more processes than it has batches; each batch is split
     into chunks of whole programs, interleaved, every program in exactly one chunk with its network."""
     from kinkcheck.probe.cells import _batch_name, _parse_batch_name, batch_programs
-    from kinkcheck.probe.compiled import ENV_COMPILE_CHUNKS, chunk_count, chunk_step, compiled_chunks
+    from kinkcheck.probe.compiled import CHUNKS_PER_JOB, ENV_COMPILE_CHUNKS, chunk_count, chunk_step, compiled_chunks
 
     assert chunk_count(4, 1, {}) == 1, "one job: the batches whole, as before"
-    assert chunk_count(4, 2, {}) == 1 and chunk_count(4, 16, {}) == 8 and chunk_count(1, 16, {}) == 32, \
-        "about two chunks per process"
+    assert chunk_count(4, 2, {}) == -(-CHUNKS_PER_JOB * 2 // 4) and chunk_count(4, 16, {}) == 4 * CHUNKS_PER_JOB, \
+        f"about {CHUNKS_PER_JOB} chunks per process"
+    assert chunk_count(1, 16, {}) == 16 * CHUNKS_PER_JOB, "one batch over every core"
     assert chunk_count(4, 16, {ENV_COMPILE_CHUNKS: "3"}) == 3, "the variable decides"
     with pytest.raises(ValueError, match=f"{ENV_COMPILE_CHUNKS} must be a positive integer, got '0'"):
         chunk_count(4, 2, {ENV_COMPILE_CHUNKS: "0"})
-    chunks = compiled_chunks(["reverse", "inductor", "aot_eager"], ["float64", "float32"], 4)
+    chunks = compiled_chunks(["reverse", "inductor", "aot_eager"], ["float64", "float32"], 4, programs=2)
     assert [(m, d) for m, d, _ in chunks[:4]] == [("aot_eager", "float64")] * 2 + [("aot_eager", "float32")] * 2, \
-        f"aot_eager before inductor, each batch in its chunks: {chunks}"
+        f"aot_eager before inductor, each batch in its chunks (at most one a program): {chunks}"
     assert len(chunks) == 8 and {part for *_, part in chunks} == {(0, 2), (1, 2)}, chunks
+    assert len(compiled_chunks(["inductor"], ["float32"], 16)) == 16 * CHUNKS_PER_JOB, "no cap without a count"
     programs = list(small.programs("torch"))
     three = [batch_programs(small, "torch", (i, 3)) for i in range(3)]
     assert sorted((c.id, p.id) for part in three for c, p in part) == sorted((c.id, p.id) for c, p in programs), \

@@ -260,8 +260,8 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    n_chunks = len(compiled_chunks(modes, args.dtype or DEFAULT_DTYPES, compile_jobs()))
-    total = sum(1 for _ in catalog.programs(args.framework)) + n_chunks
+    programs = sum(1 for _ in catalog.programs(args.framework))
+    total = programs + len(compiled_chunks(modes, args.dtype or DEFAULT_DTYPES, compile_jobs(), programs))
     with Progress(
         TextColumn(f"[bold]probe {args.framework} {args.device}[/]"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(stderr=True),

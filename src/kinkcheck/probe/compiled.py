@@ -56,7 +56,7 @@ def compile_jobs(environ: Mapping[str, str] | None = None) -> int:
 ENV_COMPILE_CHUNKS = "KINKCHECK_COMPILE_CHUNKS"
 #: Chunks per compile job when the batches are split (:func:`chunk_count`): more chunks even out the processes'
 #: shares (programs differ in compile time), fewer pay the framework's import and first compile fewer times.
-CHUNKS_PER_JOB = 2
+CHUNKS_PER_JOB = 4
 
 
 def chunk_count(batches: int, jobs: int, environ: Mapping[str, str] | None = None) -> int:
@@ -82,15 +82,19 @@ def chunk_count(batches: int, jobs: int, environ: Mapping[str, str] | None = Non
     return max(1, math.ceil(CHUNKS_PER_JOB * jobs / batches))
 
 
-def compiled_chunks(modes: Sequence[str], dtypes: Sequence[str], jobs: int) -> list[tuple[str, str, Part]]:
+def compiled_chunks(modes: Sequence[str], dtypes: Sequence[str], jobs: int,
+                    programs: int | None = None) -> list[tuple[str, str, Part]]:
     """The compiled work of a probe in ``modes`` and ``dtypes``: (mode, dtype, part) for every chunk of every
     compiled batch, aot_eager before inductor (in one process, loading inductor's kernels can change the
     floating-point state), each batch split into :func:`chunk_count` chunks of whole programs
-    (:func:`kinkcheck.probe.cells.batch_programs`). Each chunk compiles its programs as one batch does: a
-    program's graph is its own, and the values are those of the whole batch (tested)."""
+    (:func:`kinkcheck.probe.cells.batch_programs`), at most one chunk a program when ``programs`` (how many the
+    catalog has for the framework) is given. Each chunk compiles its programs as one batch does: a program's
+    graph is its own, and the values are those of the whole batch (tested)."""
     batches = [(mode, dtype) for mode in sorted((m for m in modes if m in COMPILED_MODES), key=lambda m: m == "inductor")
                for dtype in dtypes]
     count = chunk_count(len(batches), jobs)
+    if programs is not None:
+        count = max(1, min(count, programs))
     return [(mode, dtype, (i, count)) for mode, dtype in batches for i in range(count)]
 
 
@@ -133,7 +137,10 @@ def _batch_processes(catalog: Catalog, framework: str, device: str, dtypes: Sequ
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         return
-    env = {**os.environ, PARENT_ENV: str(os.getpid())}
+    # One compile thread a process: the processes already fill the cores, and inductor's pool of C++ compile
+    # workers in each (as many as the cores, each importing torch) would oversubscribe them. The kernels are the
+    # same either way; a value set by the user wins.
+    env = {"TORCHINDUCTOR_COMPILE_THREADS": "1", **os.environ, PARENT_ENV: str(os.getpid())}
     todo: list[tuple[str, str, Part]] = list(chunks)
     running: dict[Any, tuple[str, Path]] = {}
     try:
@@ -214,12 +221,14 @@ def _compiled_batch(adapter: Adapter, catalog: Catalog, framework: str, device: 
     """One compiled call for every program (and network) of chunk ``part`` of the catalog (the whole catalog by
     default) in ``mode`` and ``dtype``."""
     keys, items = [], []
-    for case, program in batch_programs(catalog, framework, part):
+    for case, program in batch_programs(catalog, framework, part):  # empty: a chunk past the last program
         keys.append(_batch_key("obs", case.id, program.id, mode, dtype))
         items.append((program.tree, case.at))
         if _has_network(case) and dtype in NETWORK_DTYPES:
             keys.append(_batch_key("net", case.id, program.id, mode, dtype))
             items.append((network_tree(program.tree, case.inputs[0]), network_point()))
+    if not items:
+        return {}
     try:
         results = adapter.compiled_gradients(items, dtype, device, mode)
     except Unavailable as err:

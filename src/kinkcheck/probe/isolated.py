@@ -106,7 +106,8 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
         cmd.append("--staged")
     if quiet:
         cmd.append("--quiet")
-    chunks = compiled_chunks(tuple(modes or COMPILED_MODES), dtypes, compile_jobs())
+    chunks = compiled_chunks(tuple(modes or COMPILED_MODES), dtypes, compile_jobs(),
+                             sum(1 for _ in catalog.programs(framework)))
     for attempt in range(len(catalog) + len(chunks) + 1):  # cases and compiled batches' chunks
         # its own group, so that a kill takes its compile workers too
         env = {PARENT_ENV: str(os.getpid()), RESTARTED_ENV: "1" if attempt else ""}

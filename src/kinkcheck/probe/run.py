@@ -199,7 +199,8 @@ def probe(
     modes = tuple(modes or adapter.modes)
     for m in modes:
         check_mode(m, adapter.modes)
-    compiled = compiled_chunks(modes, dtypes, jobs)  # a bad KINKCHECK_COMPILE_CHUNKS fails here too
+    compiled = compiled_chunks(modes, dtypes, jobs, sum(1 for _ in catalog.programs(framework)))  # a bad
+    # KINKCHECK_COMPILE_CHUNKS fails here too, before any cell
     if device not in adapter.devices():
         raise FrameworkUnavailable(f"not measured: no {device_title(device)} device for {framework}")
     env = environment(adapter, device, catalog, dtypes, modes)
