@@ -90,8 +90,8 @@ def compiled_chunks(modes: Sequence[str], dtypes: Sequence[str], jobs: int,
     (:func:`kinkcheck.probe.cells.batch_programs`), at most one chunk a program when ``programs`` (how many the
     catalog has for the framework) is given. Each chunk compiles its programs as one batch does: a program's
     graph is its own, and the values are those of the whole batch (tested)."""
-    batches = [(mode, dtype) for mode in sorted((m for m in modes if m in COMPILED_MODES), key=lambda m: m == "inductor")
-               for dtype in dtypes]
+    compiled = sorted((m for m in modes if m in COMPILED_MODES), key=lambda m: m == "inductor")
+    batches = [(mode, dtype) for mode in compiled for dtype in dtypes]
     count = chunk_count(len(batches), jobs)
     if programs is not None:
         count = max(1, min(count, programs))

@@ -33,7 +33,8 @@ def probe_isolated(
     worker: Callable[[Path], int] | None = None,
     on_started: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Like :func:`kinkcheck.probe.run.probe`, in a bounded worker process that is restarted after the case that crashed it.
+    """Like :func:`kinkcheck.probe.run.probe`, in a bounded worker process that is restarted after the case that
+    crashed it.
 
     The worker journals each case as it finishes; when it dies (a segfault or abort inside the framework), the case
     it had started becomes ``error`` cells ("interpreter crashed: …") and a new worker resumes with the next case,
@@ -48,10 +49,10 @@ def probe_isolated(
     cases : sequence of str, optional
         Probe only these case ids (see :func:`kinkcheck.probe.run.probe`).
     journal : path, optional
-        The journal (:func:`journal_path` of the shard). Given, it outlives the call: a probe that is killed
-        keeps there every case it finished, and the next call with the same journal resumes after them
-        (a case whose measurement hash changed is probed again; a journal of another build, device, mode
-        list or dtype list is discarded). The caller deletes it once the shard is written. Default: a
+        The journal (:func:`kinkcheck.probe.journal.journal_path` of the shard). Given, it outlives the call: a
+        probe that is killed keeps there every case it finished, and the next call with the same journal
+        resumes after them (a case whose measurement hash changed is probed again; a journal of another build,
+        device, mode list or dtype list is discarded). The caller deletes it once the shard is written. Default: a
         temporary file, gone with the call.
     limits : ProbeLimits, optional
         Default :meth:`ProbeLimits.resolve` (the environment variables, else the defaults).

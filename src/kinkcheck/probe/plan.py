@@ -517,7 +517,7 @@ def write_merged(path: str | Path, new: dict[str, Any], catalog: Catalog, replac
         The shard at ``path`` cannot be read (unless ``replace``), or :func:`merge_shard` refuses; nothing is
         written then.
     OSError
-        The write itself failed (the old file is whole: :func:`write_text_atomic`).
+        The write itself failed (the old file is whole: :func:`kinkcheck.shards.write_text_atomic`).
     """
     p = Path(path)
     prior = None if replace else old() if old is not None else read_old_shard(p)

@@ -25,8 +25,8 @@ from kinkcheck.frameworks import Adapter, FrameworkUnavailable, get_adapter
 from kinkcheck.frameworks.base import check_mode, short_error
 from kinkcheck.platforms import device_title
 from kinkcheck.probe.cells import (CRASH_ENV, CRASH_SIGNAL_ENV, DEFAULT_DTYPES, HANG_ENV, NETWORK_DTYPES,
-                                   NETWORK_MODES, _assemble, _batch_name, _crash, _fault_at, _hang_if, _has_network, _run,
-                                   network_point, network_tree, select_cases)
+                                   NETWORK_MODES, _assemble, _batch_name, _crash, _fault_at, _hang_if,
+                                   _has_network, _run, network_point, network_tree, select_cases)
 from kinkcheck.probe.compiled import _batch_processes, _compiled_batch, chunk_step, compile_jobs, compiled_chunks
 from kinkcheck.probe.journal import _append, _prepare_journal, _read_journal
 from kinkcheck.registry import view
@@ -176,9 +176,9 @@ def probe(
         JSON-lines file: a ``{"start": key}`` line before each case or compiled batch (when its process is
         started, for a batch in its own process; ``{"retry": key}`` when that process died) and a record with its
         results after it, handed to the kernel at once (it outlives the worker); keys already in the journal
-        are skipped. This is how :func:`probe_isolated` survives a case that crashes the interpreter, and how a
-        killed probe resumes:
-        an earlier journal is first cut to what still applies (:func:`_prepare_journal`).
+        are skipped. This is how :func:`kinkcheck.probe.isolated.probe_isolated` survives a case that crashes
+        the interpreter, and how a killed probe resumes: an earlier journal is first cut to what still applies
+        (:func:`kinkcheck.probe.journal._prepare_journal`).
     cases : sequence of str, optional
         Probe only these case ids (compiled batches compile only them); the shard's ``case_hashes`` names
         them, so :func:`kinkcheck.probe.plan.write_merged` merges it into the full shard.

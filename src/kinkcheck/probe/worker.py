@@ -409,9 +409,9 @@ def fork_safe() -> bool:
 
 
 class ForkedWorker:
-    """A probe worker forked from this process: the part of :class:`subprocess.Popen` that :func:`_watch`,
-    :func:`kill_group` and the restart loop use (``pid``, ``poll``, ``wait``, ``kill``,
-    ``returncode``: negative for a signal, as ``Popen`` says it).
+    """A probe worker forked from this process: the part of :class:`subprocess.Popen` that
+    :func:`kinkcheck.probe.isolated._watch`, :func:`kill_group` and the restart loop use (``pid``, ``poll``,
+    ``wait``, ``kill``, ``returncode``: negative for a signal, as ``Popen`` says it).
 
     The child leads its own session (``start_new_session``), sets ``env`` in its environment, restores the
     default handlers of SIGTERM, SIGHUP and SIGINT, runs ``work()`` and leaves with ``os._exit`` and its
