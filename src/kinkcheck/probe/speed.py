@@ -120,12 +120,17 @@ def _cold_inductor(out: Path, cache: Path, extra: dict[str, str]) -> tuple[float
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     shards, _ = load_shards(out)
-    cells = {(o["case"], o["program"], o["dtype"]): (o["status"], json.dumps(o["value"]), o["error"])
-             for s in shards for o in s["observations"] if o["mode"] == "inductor"}
+    return wall, cpu, _inductor_cells(shards)
+
+
+def _inductor_cells(shards: list[dict[str, Any]]) -> dict[Any, Any]:
+    """(case, program, dtype) → (status, value, error) of the inductor cells and network runs of ``shards``."""
+    cells: dict[Any, Any] = {(o["case"], o["program"], o["dtype"]): (o["status"], json.dumps(o["value"]), o["error"])
+                             for s in shards for o in s["observations"] if o["mode"] == "inductor"}
     cells.update({("net", n["case"], n["program"], n["dtype"]): (n["status"], json.dumps([n["W1"], n["W2"]]),
                                                                   n["error"])
                   for s in shards for n in s["networks"] if n.get("mode") == "inductor"})
-    return wall, cpu, cells
+    return cells
 
 
 def compiled_chunks_speed(repeat: int = 1) -> int:
@@ -165,6 +170,15 @@ def compiled_chunks_speed(repeat: int = 1) -> int:
                     key=str)
     print(f"cells: {len(first)} inductor observations and network runs; "
           + ("identical in every run" if not differ else f"{len(differ)} differ, e.g. {differ[:3]}"))
+    from kinkcheck.probe.run import environment_id
+    from kinkcheck.shards import read_shard
+
+    committed = Path("references") / "observations" / f"{environment_id('torch')}.json"
+    if committed.is_file():  # the release's shard in this checkout: the same cells as the chunked probe's?
+        kept = _inductor_cells([read_shard(committed)])
+        equal = sum(kept.get(k) == v for k, v in first.items())
+        print(f"against {committed}: {equal} of {len(first)} cells equal" + (
+            "" if equal == len(first) else f" (e.g. {[k for k, v in first.items() if kept.get(k) != v][:3]})"))
     print(f"ratio: wall / (compile CPU-seconds / cores), the CPU-seconds those of one job ({serial_cpu:.0f} s: "
           "nothing beside them); 1.0 is every core busy from start to end. CPU: user + system seconds of the probe "
           "and every process it started")
