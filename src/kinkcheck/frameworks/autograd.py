@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, ImportGuard, ProgramError, Unavailable, \
-    by_unit_tangents, check_mode, resolve, returned
+from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
+    by_unit_tangents, check_mode, of_differentiated, resolve, returned
 
 GUARD = ImportGuard()
 with GUARD:
@@ -91,19 +91,14 @@ def _derivatives(f: Callable[..., Any], args: Sequence[Any], diff: Sequence[int]
     """
     wargs = [args[i] for i in diff]
 
-    def with_wrt(w: Sequence[Any]) -> list[Any]:
-        """All arguments, the differentiated ones replaced by ``w``."""
-        a = list(args)
-        for i, v in zip(diff, w):
-            a[i] = v
-        return a
+    f_wrt = of_differentiated(f, args, diff)
 
     def total(*w: Any) -> Any:
-        return anp.sum(f(*with_wrt(w)))
+        return anp.sum(f_wrt(*w))
 
     argnum = tuple(range(len(wargs)))
     if mode == "reverse":
-        vjp, ans = autograd.make_vjp(lambda *w: f(*with_wrt(w)), argnum)(*wargs)
+        vjp, ans = autograd.make_vjp(f_wrt, argnum)(*wargs)
         return list(vjp(np.ones_like(ans)))
     if mode == "second-order":
         grad = autograd.grad(total, argnum)
@@ -128,7 +123,6 @@ class AutogradAdapter(Adapter):
     has no ``__version__``)."""
 
     name = "autograd"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["autograd"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
     known_devices = ("cpu", "cuda")

@@ -29,6 +29,7 @@ __all__ = [
     "encode",
     "flat_value",
     "flatten",
+    "of_differentiated",
     "resolve",
     "returned",
     "short_error",
@@ -76,7 +77,7 @@ class Adapter:
     """
 
     name: str
-    #: Modes this adapter knows (a subset of :data:`MODES`; the registry record's).
+    #: Modes this adapter knows (a subset of :data:`MODES`): the registry record's, set on subclassing.
     modes: tuple[str, ...]
     #: The guard around the module's framework import.
     guard: ImportGuard
@@ -90,6 +91,11 @@ class Adapter:
     cuda_refusal: str = ""
     #: Why a dtype of :data:`DTYPES` the framework lacks is unavailable (``{dtype}`` is filled in).
     dtype_refusal: str = "{name} has no {dtype}"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "modes" not in vars(cls):
+            cls.modes = FRAMEWORK_MODES[cls.name]
 
     @classmethod
     def load(cls) -> Adapter:
@@ -238,6 +244,19 @@ def returned(out: Any, kind: Any, what: str) -> Any:
     if not isinstance(out, kind):
         raise TypeError(f"the function returned a {type(out).__name__}, not {what}")
     return out
+
+
+def of_differentiated(f: Any, args: Sequence[Any], positions: Sequence[int]) -> Any:
+    """``f`` as a function of the differentiated arguments only: ``g(*w)`` calls ``f`` with ``args[i]`` replaced by
+    ``w[k]`` for the ``k``-th ``i`` of ``positions``, every other argument as in ``args`` (for a JVP or a VJP that
+    differentiates some inputs and passes the others)."""
+    def of_w(*w: Any) -> Any:
+        a = list(args)
+        for i, v in zip(positions, w):
+            a[i] = v
+        return f(*a)
+
+    return of_w
 
 
 def by_unit_tangents(shapes: Sequence[tuple[str, Sequence[int]]], jvp: Any) -> dict[str, Any]:

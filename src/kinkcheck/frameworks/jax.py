@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
-    by_unit_tangents, check_dtype, check_mode, nvidia_driver, processor_name, returned, rounded_point
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
 GUARD = ImportGuard()
 with GUARD:
@@ -91,12 +91,7 @@ def _modes(f: Any, keys: Sequence[str], args: list[Any], argnums: tuple[int, ...
         )
 
     # forward: jax.jvp along each unit tangent of the differentiated inputs
-    def total_wrt(*w: Any) -> Any:
-        """``total`` of the differentiated inputs only, the others fixed (for jax.jvp)."""
-        a = list(args)
-        for i, v in zip(argnums, w):
-            a[i] = v
-        return total(*a)
+    total_wrt = of_differentiated(total, args, argnums)
 
     def along(i: int, idx: tuple[int, ...]) -> Any:
         tangents = [jnp.zeros_like(a) for a in wargs]
@@ -110,7 +105,6 @@ class JaxAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for JAX."""
 
     name = "jax"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["jax"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
 

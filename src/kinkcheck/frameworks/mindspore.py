@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, returned
 
 GUARD = ImportGuard()
@@ -140,7 +140,6 @@ class MindSporeAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for MindSpore (PyNative mode, CPU)."""
 
     name = "mindspore"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["mindspore"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
     cuda_refusal = "kinkcheck measures mindspore on the CPU only"

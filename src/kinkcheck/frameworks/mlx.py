@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
-    Unavailable, by_unit_tangents, check_dtype, check_mode, processor_name, resolve, returned
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 
 GUARD = ImportGuard()
 with GUARD:
@@ -147,11 +147,7 @@ def _modes(f: Any, keys: list[str], args: list[Any], argnums: tuple[int, ...], m
     else:  # forward: mx.jvp along each unit tangent of the differentiated inputs, the output's tangent summed
         wargs = [args[i] for i in argnums]
 
-        def f_wrt(*w: Any) -> Any:
-            a = list(args)
-            for i, v in zip(argnums, w):
-                a[i] = v
-            return f(*a)
+        f_wrt = of_differentiated(f, args, argnums)
 
         def along(i: int, idx: tuple[int, ...]) -> Any:
             onehot = np.zeros(tuple(wargs[i].shape))
@@ -175,7 +171,6 @@ class MlxAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for MLX (CPU backend)."""
 
     name = "mlx"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["mlx"]
     guard = GUARD
     version_module = "mlx.core"
 

@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, ImportGuard, ProgramError, Unavailable, \
-    by_unit_tangents, check_dtype, check_mode
+from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
+    by_unit_tangents, check_dtype, check_mode, of_differentiated
 
 GUARD = ImportGuard()
 with GUARD:
@@ -112,7 +112,6 @@ class PaddleAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for PaddlePaddle (dynamic-graph mode, CPU)."""
 
     name = "paddle"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["paddle"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
     cuda_refusal = "kinkcheck measures paddle on the CPU only"
@@ -169,11 +168,10 @@ class PaddleAdapter(Adapter):
             jvp = self._jvp()
             wbase = [base[i] for i in pos]
 
+            f_wrt = of_differentiated(f, base, pos)
+
             def total(*w: Any) -> Any:
-                args = list(base)
-                for i, v in zip(pos, w):
-                    args[i] = v
-                return f(*args).sum()
+                return f_wrt(*w).sum()
 
             def along(k: int, idx: tuple[int, ...]) -> Any:
                 tangents = []

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, ImportGuard, ProgramError, Unavailable, \
+from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, returned, short_error
 
 GUARD = ImportGuard()
@@ -104,7 +104,6 @@ class PytensorAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for PyTensor (CPU only; NumPy's dtypes: no bfloat16)."""
 
     name = "pytensor"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["pytensor"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
     known_devices = ("cpu", "cuda")

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, processor_name, resolve, returned, start_up_notices_dropped
 
 # TensorFlow's C++ start-up notices (CPU features, oneDNN) would reach `kinkcheck grad`'s stderr; a user's
@@ -136,7 +136,6 @@ class TensorFlowAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for TensorFlow (eager execution, TensorFlow 2's default)."""
 
     name = "tensorflow"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["tensorflow"]
     guard = GUARD
 
     def devices(self) -> list[str]:

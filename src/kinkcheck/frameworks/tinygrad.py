@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import FRAMEWORK_MODES, Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, flatten, returned, short_error
 
 GUARD = ImportGuard()
@@ -128,7 +128,6 @@ class TinygradAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for tinygrad (one device: CPU, or PYTHON without clang)."""
 
     name = "tinygrad"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["tinygrad"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
     cuda_refusal = "kinkcheck runs tinygrad on its CPU/PYTHON device only"

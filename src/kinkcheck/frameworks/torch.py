@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import COMPILED_MODES, FRAMEWORK_MODES, Adapter, FrameworkUnavailable, ImportGuard, \
-    ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, processor_name, returned, \
+from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, FrameworkUnavailable, ImportGuard, \
+    ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
     short_error, split_inputs
 
 GUARD = ImportGuard()
@@ -195,7 +195,6 @@ class TorchAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for PyTorch."""
 
     name = "torch"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["torch"]
     guard = GUARD
     modules, origins = MODULES, ORIGINS
 
@@ -297,21 +296,16 @@ class TorchAdapter(Adapter):
         def f(*args: Any) -> Any:
             return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
 
-        def with_wrt(w: Sequence[Any]) -> list[Any]:
-            """All arguments, the differentiated ones replaced by ``w``."""
-            args = list(base)
-            for i, v in zip(pos, w):
-                args[i] = v
-            return args
+        f_wrt = of_differentiated(f, base, pos)  # the other inputs passed, not differentiated
 
         if mode == "reverse":
             leaves = [b.clone().requires_grad_(True) for b in wbase]
-            out = f(*with_wrt(leaves))
+            out = f_wrt(*leaves)
             out.backward(torch.ones_like(out))
             return _to_lists(diff, [lf.grad for lf in leaves], wbase)
         if mode == "second-order":
             leaves = [b.clone().requires_grad_(True) for b in wbase]
-            out = f(*with_wrt(leaves)).sum()
+            out = f_wrt(*leaves).sum()
             grads = torch.autograd.grad(out, leaves, create_graph=True, allow_unused=True)
             total = sum((g.sum() for g in grads if g is not None and g.requires_grad),
                         torch.zeros((), dtype=tdtype, device=tdev))
@@ -331,7 +325,7 @@ class TorchAdapter(Adapter):
             def dual(i: int, idx: tuple[int, ...]) -> Any:
                 with fwd.dual_level():
                     tangents = unit(i, idx)
-                    out = fwd.unpack_dual(f(*with_wrt([fwd.make_dual(b, t) for b, t in zip(wbase, tangents)])))
+                    out = fwd.unpack_dual(f_wrt(*[fwd.make_dual(b, t) for b, t in zip(wbase, tangents)]))
                     return 0.0 if out.tangent is None else out.tangent.sum().to("cpu", torch.float64)
 
             return by_unit_tangents(shapes, dual)
@@ -348,7 +342,7 @@ class TorchAdapter(Adapter):
             return _to_lists(diff, [g[0] for g in grads], wbase)
         # forward: torch.func.jvp along each unit tangent
         def jvp(i: int, idx: tuple[int, ...]) -> Any:
-            _, value = func.jvp(lambda *w: f(*with_wrt(w)).sum(), tuple(wbase), tuple(unit(i, idx)))
+            _, value = func.jvp(lambda *w: f_wrt(*w).sum(), tuple(wbase), tuple(unit(i, idx)))
             return value.detach().to("cpu", torch.float64)
 
         return by_unit_tangents(shapes, jvp)
