@@ -63,11 +63,45 @@ def test_records_are_consistent():
 
 @pytest.mark.parametrize("name", ["torch", "jax"])
 def test_a_record_is_consistent_with_its_adapter(name):
+    """A framework is a folder: its record, read from ``record.py``, names the folder's package, whose ``load``
+    gives the adapter on the base class with the record's name and modes."""
+    from kinkcheck.frameworks.base import Adapter
+
     rec = registry.framework(name)
-    module = importlib.import_module(rec.adapter)
-    adapter_class = next(v for v in vars(module).values() if isinstance(v, type) and getattr(v, "modes", None)
-                         and v.__module__ == module.__name__)
-    assert adapter_class.modes == rec.modes, f"{name}: the adapter implements the registered modes"
+    assert rec.adapter == f"kinkcheck.frameworks.{name}", rec.adapter
+    assert {p.name for p in (registry.FOLDERS / name).glob("*.py")} >= {"__init__.py", "adapter.py", "record.py"}, \
+        f"{name}: the folder holds its adapter and its record"
+    pytest.importorskip(name, reason=f"{name} is not installed here")
+    adapter = importlib.import_module(rec.adapter).load()
+    assert isinstance(adapter, Adapter) and adapter.name == name, f"{name}: {type(adapter).__mro__}"
+    assert adapter.modes == rec.modes, f"{name}: the adapter implements the registered modes"
+
+
+def test_the_registry_reads_each_folder_s_record_without_importing_kinkcheck_frameworks(tmp_path):
+    """The noxfile imports the registry into nox's own Python: the records are read from their files, in the
+    matrix's order, and nothing of the adapters' package (nor a framework) is imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from kinkcheck import registry; "
+            "print(list(registry.REGISTRY)); print(sorted(m for m in sys.modules if m.startswith('kinkcheck')))")
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'src')!r}); {code}"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == str(list(registry.MATRIX)), f"report order is matrix.toml's: {out[0]}"
+    assert out[1] == "['kinkcheck', 'kinkcheck.registry']", f"the registry alone was imported: {out[1]}"
+
+
+def test_a_record_must_sit_in_its_own_folder(tmp_path):
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "record.py").write_text("from kinkcheck.registry import Framework\n"
+                                      "RECORD = Framework('torch2', 'T', 't', 'x', ('reverse',), ('o', '#000000'))\n")
+    with pytest.raises(ValueError, match="the record names 'torch2', its folder 'other'"):
+        registry._discover(tmp_path)
+    (folder / "record.py").write_text("from kinkcheck.registry import Framework\n"
+                                      "RECORD = Framework('other', 'O', 'o', 'x', ('reverse',), ('o', '#000000'))\n")
+    found = registry._discover(tmp_path)
+    assert list(found) == ["other"] and found["other"].versions == (), found
 
 
 def test_an_unknown_framework_is_one_line():

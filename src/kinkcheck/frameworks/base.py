@@ -24,6 +24,7 @@ __all__ = [
     "ImportGuard",
     "ProgramError",
     "Unavailable",
+    "adapter_loader",
     "by_unit_tangents",
     "decode",
     "encode",
@@ -229,6 +230,18 @@ class Adapter:
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's two-layer net with the program as the activation (see oracles.backprop)."""
         raise NotImplementedError
+
+
+def adapter_loader(package: str) -> Any:
+    """A framework folder's ``load``: imports ``<package>.adapter`` (and so the framework) when called, and returns
+    what that module's ``load()`` returns; importing the folder's package imports no framework."""
+    def load() -> Adapter:
+        import importlib
+
+        return importlib.import_module(f"{package}.adapter").load()
+
+    load.__doc__ = f"The adapter of {package} (``{package}.adapter.load``), importing the framework."
+    return load
 
 
 def _record(name: str) -> Any:

@@ -1,0 +1,10 @@
+"""The torch folder: what kinkcheck knows of this framework, in one place.
+
+``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.torch.adapter.TorchAdapter`), the only module here that imports
+torch; ``record.py``: its registry record (standard library only, read by :mod:`kinkcheck.registry`). Importing this
+package imports neither; :func:`load` imports the adapter.
+"""
+
+from kinkcheck.frameworks.base import adapter_loader
+
+load = adapter_loader(__name__)
