@@ -118,12 +118,17 @@ def test_register_refuses_a_taken_name_or_alias():
     assert "other" not in registry.REGISTRY
 
 
-FAKE = registry.Framework(
-    "fakefw", "FakeFW", "fakefw", "fakefw_adapter", ("reverse", "forward"), ("d", "#000000"),
-    aliases={"ffw": "fakefw"}, dtypes=("float64",), versions=("0.3.1",), requirements=lambda v: [f"fakefw=={v}"],
-    rule=("relu'(0) = 0 (documented, and violated by the implementation)", "tests/fakefw/__init__.py"),
-    documented={"fakefw.relu": "zero"},
-)
+#: The fake framework's folder, laid out as a tenth framework's would be in ``src/kinkcheck/frameworks/``.
+FAKE_FOLDER = ROOT / "tests" / "fake_frameworks" / "fakefw"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake framework's record, read from its folder after its matrix line is added (what a tenth framework
+    adds besides its folder and its programs file)."""
+    monkeypatch.setitem(registry.MATRIX, "fakefw", ("0.3.1",))
+    return registry.read_record(FAKE_FOLDER / "record.py")
+
 
 CATALOG = """
 [[case]]
@@ -151,8 +156,8 @@ note = "the tie goes to the second argument"
 """
 
 
-def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
-    """Registered alone (no other file of kinkcheck names it), a framework's programs load from its program
+def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys, fake):
+    """Registered alone from its folder (no file of kinkcheck names it), a framework's programs load from its program
     file, its probe writes a shard that the schema accepts, and the report, ``grad`` and ``cite`` show it."""
     from kinkcheck import cite, probe, shards
     from kinkcheck.report import write_reports
@@ -161,7 +166,8 @@ def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
     (tmp_path / "catalog.toml").write_text(CATALOG)
     (tmp_path / "programs").mkdir()
     (tmp_path / "programs" / "fakefw.toml").write_text(PROGRAMS)
-    with registry.registered(FAKE):
+    assert fake.versions == ("0.3.1",), "its releases are its matrix line"
+    with registry.registered(fake):
         cat = catalog.load_catalog(tmp_path / "catalog.toml")
         assert [p.id for _, p in cat.programs("fakefw")] == [
             "fakefw.relu(x)", "fakefw.maximum(x, 0.0)", "fakefw.maximum(x, y)"], "aliases expand in program ids"
@@ -199,6 +205,51 @@ def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
         assert "FakeFW 0.3.1" in text, text
     assert "fakefw" not in registry.REGISTRY and "ffw" not in expr.ALIASES, "registered() undoes the registration"
     assert conformance.RULES.get("fakefw") is None
+
+
+def test_a_fake_framework_reaches_migrate_bench_and_the_ci_workflow(tmp_path, fake, monkeypatch):
+    """The faces that kept per-framework code find the fake's in its folder: migrate's generated code (run here on
+    dual numbers), the bench's hand-written baseline (run in a fresh interpreter) and the CI workflow's jobs."""
+    import os
+    import subprocess
+    import sys
+
+    import fakefw
+
+    from kinkcheck import bench, ci, migrate
+
+    (tmp_path / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "programs").mkdir()
+    (tmp_path / "programs" / "fakefw.toml").write_text(PROGRAMS)
+    with registry.registered(fake):
+        code = migrate.snippet("fakefw", "fakefw.relu(x)", "x", 0.0, 0.0, note="the source's left derivative")
+        scope: dict = {}
+        exec(compile(code, "<fakefw snippet>", "exec"), scope)  # noqa: S102 - the generated code, run as a user would
+        at_kink, off = scope["f"](fakefw.Dual(0.0, 1.0)), scope["f"](fakefw.Dual(2.0, 1.0))
+        assert (at_kink.tangent, off.tangent) == (0.0, 1.0), f"relu with 0 at the kink, its own slope elsewhere:\n{code}"
+        assert "        # the source's left derivative" in code, code
+        tie = migrate.tie_snippet("fakefw", "fakefw.maximum(x, y)", ("x", "y"), (0.5, 0.5))
+        scope = {}
+        exec(compile(tie, "<fakefw tie snippet>", "exec"), scope)  # noqa: S102
+        assert scope["f"](fakefw.Dual(1.0, 1.0), fakefw.Dual(1.0, 0.0)).tangent == 0.5, f"half to each at a tie:\n{tie}"
+
+        assert bench.heads()["fakefw"][1] == "import fakefw", "the bench reads the folder's baseline"
+        monkeypatch.setattr(bench, "load_catalog", lambda: catalog.load_catalog(tmp_path / "catalog.toml"))
+        loop = bench.hand_written_loop("fakefw")
+        assert "    grad(lambda x: fakefw.relu(x), [0], dtype)\n" in loop, loop
+        script = tmp_path / "loop.py"
+        script.write_text(loop + "print(grad(lambda x, y: fakefw.maximum(x, y), [1.0, 1.0], 'float64'))\n")
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
+        assert run.returncode == 0 and run.stdout.strip() == "[0.0, 1.0]", \
+            f"the baseline runs and its tie goes to the second argument: {run.stdout!r} {run.stderr[-500:]}"
+
+        jobs = ci.jobs([{"session": "probe(fakefw-0.3.1)", "call_spec": {"framework": "fakefw", "version": "0.3.1"}}])
+        assert [(j["runner"], j["shard"]) for j in jobs] == [("linux-x86_64-cpu", "fakefw-0.3.1-cpu")], \
+            f"one CPU job on Linux x86-64 (no wheel listed elsewhere, no device beyond the CPU): {jobs}"
+        flow = ci.render(ci.workflow([{"session": "probe(fakefw-0.3.1)",
+                                       "call_spec": {"framework": "fakefw", "version": "0.3.1"}}]))
+        assert "probe(fakefw-0.3.1)" in flow and "fakefw-0.3.1-cpu" in flow, flow[:2000]
 
 
 def test_requirements_for_a_device():

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = ["DOCUMENTED_FAMILIES", "FOLDERS", "FRAMEWORKS", "MATRIX", "REGISTRY", "Framework", "aliases", "framework",
-           "register", "registered", "version_tuple", "view"]
+           "read_record", "register", "registered", "version_tuple", "view"]
 
 #: Kinds of documented per-function choice a rule can name (``Framework.documented``):
 #: ``zero`` — the derivative at the kink of a one-input function is 0 (``jax.nn.relu``);
@@ -151,13 +151,11 @@ class Framework:
 FOLDERS = Path(__file__).with_name("frameworks")
 
 
-def _discover(folders: Path = FOLDERS) -> dict[str, Framework]:
-    """Every framework folder's record, in :data:`MATRIX`'s order, then any other by name; a record without
-    releases of its own gets its ``matrix.toml`` line.
-
-    Each ``record.py`` is run from its file, not imported through :mod:`kinkcheck.frameworks` (whose package
-    imports the adapters' base): this module stays importable with the standard library alone. A record reads
-    :class:`Framework` from this module, defined by then.
+def read_record(path: Path) -> Framework:
+    """The record of a framework folder (``RECORD`` of its ``record.py`` at ``path``), run from its file, not imported
+    through the folder's package (whose ``__init__`` may import more): this module stays importable with the standard
+    library alone. A record reads :class:`Framework` from this module. A record without releases of its own gets its
+    ``matrix.toml`` line.
 
     Raises
     ------
@@ -166,16 +164,19 @@ def _discover(folders: Path = FOLDERS) -> dict[str, Framework]:
     """
     import importlib.util
 
-    found: dict[str, Framework] = {}
-    for path in sorted(folders.glob("*/record.py")):
-        spec = importlib.util.spec_from_file_location(f"kinkcheck.frameworks.{path.parent.name}.record", path)
-        assert spec is not None and spec.loader is not None, path
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        record: Framework = module.RECORD
-        if record.name != path.parent.name:
-            raise ValueError(f"{path}: the record names {record.name!r}, its folder {path.parent.name!r}")
-        found[record.name] = record if record.versions else replace(record, versions=MATRIX.get(record.name, ()))
+    spec = importlib.util.spec_from_file_location(f"kinkcheck.frameworks.{path.parent.name}.record", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    record: Framework = module.RECORD
+    if record.name != path.parent.name:
+        raise ValueError(f"{path}: the record names {record.name!r}, its folder {path.parent.name!r}")
+    return record if record.versions else replace(record, versions=MATRIX.get(record.name, ()))
+
+
+def _discover(folders: Path = FOLDERS) -> dict[str, Framework]:
+    """Every framework folder's record (:func:`read_record`), in :data:`MATRIX`'s order, then any other by name."""
+    found = {r.name: r for r in map(read_record, sorted(folders.glob("*/record.py")))}
     order = [*(n for n in MATRIX if n in found), *sorted(set(found) - set(MATRIX))]
     return {name: found[name] for name in order}
 
