@@ -108,6 +108,12 @@ class Framework:
     documented : dict
         Dotted function name (or ``".method"`` for a method of an input) → one of
         :data:`DOCUMENTED_FAMILIES`: the per-function choices the rule names.
+    exempt : tuple of tuple of str
+        Public namespaces whose dotted path carries a word :mod:`kinkcheck.expr` refuses but that hold only array
+        functions (``("tensorflow", "experimental", "numpy")``): only the segments of the exact prefix are exempt.
+    pure_setters : frozenset of str
+        Names of a refused kind that are pure functions here (PyTensor's ``set_subtensor`` builds a new symbolic
+        variable, the subtensor written into a copy; it sets no state).
     """
 
     name: str
@@ -130,6 +136,8 @@ class Framework:
     import_first: bool = False
     device_requirements: Mapping[str, Callable[[str], list[str] | None]] = field(default_factory=dict, compare=False,
                                                                                repr=False)
+    exempt: tuple[tuple[str, ...], ...] = ()
+    pure_setters: frozenset[str] = frozenset()
 
     def requirements_for(self, version: str, device: str = "cpu") -> list[str] | None:
         """What an environment of ``version`` on ``device`` installs: :attr:`requirements` on CPU and on a device

@@ -39,7 +39,7 @@ with GUARD:
 #: Modules an expression may reach: the functional ops, mint (the torch-like API) and mindspore.numpy.
 #: mindspore.nn (Cells), mindspore.train, mindspore.dataset, mindspore.communication and the rest are out of
 #: reach. See kinkcheck.expr.resolve_names; ``mindspore.ops`` passes expr's refusal of "ops" by
-#: kinkcheck.expr.EXEMPT_PREFIXES.
+#: its record's ``exempt`` (kinkcheck.expr.exempt_prefixes).
 MODULES = frozenset(("mindspore", "mindspore.ops", "mindspore.mint", "mindspore.mint.nn",
                      "mindspore.mint.nn.functional", "mindspore.mint.linalg", "mindspore.numpy"))
 #: Packages a resolved function or constant may come from.

@@ -30,4 +30,5 @@ RECORD = Framework(
     requirements=lambda v: [f"pytensor=={v}"],
     min_python={"3.1.3": (3, 12), "3.2.4": (3, 12), "3.3.8": (3, 12)},  # Requires-Python >= 3.12
     tested="3.0.7", rule=RULE, documented=DOCUMENTED,
+    pure_setters=frozenset({"set_subtensor"}),  # a new variable, the subtensor written into a copy
 )
