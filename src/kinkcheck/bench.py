@@ -50,9 +50,11 @@ from kinkcheck.oracles.backprop import P0
 TARGET = 1.5
 
 def _head(framework: str) -> tuple[str, str]:
-    """The head of ``framework``'s hand-written loop (imports, ``grad(f, at, dtype)``, ``net(f, dtype)`` and the loop
-    over float64 and float32) and the import whose bare time is measured: ``HEAD`` and ``IMPORT`` of its folder's
-    ``bench.py`` (``frameworks/<name>/bench.py``)."""
+    """The head of ``framework``'s hand-written loop and the import whose bare time is measured: ``HEAD`` and
+    ``IMPORT`` of its folder's ``bench.py`` (``frameworks/<name>/bench.py``). The head begins a plain script that
+    computes the catalog's gradients with the framework directly, as a person would type it: the imports,
+    ``grad(f, at, dtype)``, ``net(f, dtype)`` (``{net}`` is P0's network) and the loop over float64 and float32, to
+    which :func:`hand_written_loop` appends one line per catalog program. Text only: it imports no framework."""
     import importlib
 
     module = importlib.import_module(f"{framework_record(framework).adapter}.bench")

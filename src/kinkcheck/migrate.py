@@ -331,8 +331,7 @@ def snippet(framework: str, target: str, name: str, point: float, value: float, 
         The kink and the derivative to return there; elsewhere ``f`` differentiates ``target`` itself.
     """
     p, v = repr(float(point)), repr(float(value))
-    comment = f"    # {note}\n" if note else ""
-    return _snippets(framework).snippet(target, name, p, v, comment)
+    return _fill(_snippets(framework).SNIPPET, note, target=target, name=name, p=p, v=v)
 
 
 def tie_snippet(framework: str, target: str, names: tuple[str, str], values: tuple[float, ...],
@@ -365,15 +364,21 @@ def tie_snippet(framework: str, target: str, names: tuple[str, str], values: tup
     """
     x, y = names
     vx, vy = (repr(float(v)) for v in values[:2])
-    comment = f"    # {note}\n" if note else ""
-    why = ("# the target's own derivative, taken with {x} moved off the tie: there it is replaced, and an inf or\n"
-           "# NaN evaluated there would reach the result through the unselected branch of the where\n")
-    head = f"def _target({x}, {y}):\n    return {target}\n\n\n"
-    return _snippets(framework).tie_snippet(target, x, y, vx, vy, comment, why.format(x=x), head)
+    return _fill(_snippets(framework).TIE_SNIPPET, note, target=target, x=x, y=y, vx=vx, vy=vy)
+
+
+def _fill(template: str, note: str, **values: str) -> str:
+    """A framework's code template (``string.Template`` text) with ``values`` in place, and its ``# $note`` line
+    saying ``note``, or left out where there is none."""
+    from string import Template
+
+    text = Template(template).substitute(values, note=note)
+    return text if note else re.sub(r"(?m)^ *# \n", "", text)
 
 
 def _snippets(framework: str) -> Any:
-    """The ``snippets`` module of ``framework``'s folder (``frameworks/<name>/snippets.py``: its code templates).
+    """The ``snippets`` module of ``framework``'s folder (``frameworks/<name>/snippets.py``: its code templates,
+    ``SNIPPET`` and ``TIE_SNIPPET``).
 
     Raises
     ------

@@ -1,12 +1,6 @@
-"""HIPS autograd's hand-written baseline for ``python -m kinkcheck.bench`` (:func:`kinkcheck.bench.hand_written_loop`).
+"""HIPS autograd's hand-written baseline for ``python -m kinkcheck.bench`` (:func:`kinkcheck.bench.hand_written_loop`)."""
 
-:data:`HEAD` begins a plain script that computes the catalog's gradients with HIPS autograd directly, as a person
-would type it: the imports, ``grad(f, at, dtype)``, ``net(f, dtype)`` (``{net}`` is P0's network) and the loop over
-float64 and float32, to which the bench appends one line per catalog program; :data:`IMPORT` is the bare import
-timed beside it. Text only: this module imports nothing of autograd.
-"""
-
-IMPORT = 'import autograd.numpy'
+IMPORT = "import autograd.numpy"
 
 HEAD = """import autograd, autograd.numpy
 import numpy as np

@@ -1,6 +1,4 @@
-"""JAX's registry record (:class:`kinkcheck.registry.Framework`): standard library only, read by
-:mod:`kinkcheck.registry` from this file (the noxfile imports the registry into nox's own Python). Its version matrix
-is its line of ``matrix.toml``."""
+"""JAX's registry record: standard library only (:func:`kinkcheck.registry.read_record`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""MLX's hand-written baseline for ``python -m kinkcheck.bench`` (:func:`kinkcheck.bench.hand_written_loop`).
+"""MLX's hand-written baseline for ``python -m kinkcheck.bench`` (:func:`kinkcheck.bench.hand_written_loop`)."""
 
-:data:`HEAD` begins a plain script that computes the catalog's gradients with MLX directly, as a person
-would type it: the imports, ``grad(f, at, dtype)``, ``net(f, dtype)`` (``{net}`` is P0's network) and the loop over
-float64 and float32, to which the bench appends one line per catalog program; :data:`IMPORT` is the bare import
-timed beside it. Text only: this module imports nothing of mlx.
-"""
-
-IMPORT = 'import mlx.core, mlx.nn'
+IMPORT = "import mlx.core, mlx.nn"
 
 HEAD = """import numpy as np, mlx.core, mlx.nn
 X, W1, W2, T = {net}
