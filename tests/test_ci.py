@@ -55,8 +55,9 @@ def test_one_job_per_probe_session_and_runner(sessions):
     for r in RUNNERS:
         if r.platform != DEFAULT:
             assert by_runner[r.name] == {(fw, v) for fw, vs in table[r.platform].items() for v in vs
-                                         if r.frameworks is None or fw in r.frameworks} & probes, \
-                f"{r.name}: the releases platforms.toml lists for {r.platform} (of its frameworks)"
+                                         if r.device in REGISTRY[fw].devices
+                                         and (r.frameworks is None or fw in r.frameworks)} & probes, \
+                f"{r.name}: the releases platforms.toml lists for {r.platform} (of the frameworks with its device)"
     shards = [j["shard"] for j in include]
     assert len(shards) == len(set(shards)), "one shard (and artifact name) per job: none overwrites another"
     assert "mlx-0.32.4-cpu-macos_arm64" in shards and "torch-2.13.0-cuda" in shards and "torch-2.13.0-cpu" in shards

@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch", reason="device placement of PyTorch program
 from torch.overrides import TorchFunctionMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 
-from kinkcheck.frameworks import torch as torch_adapter  # noqa: E402
+from kinkcheck.frameworks.torch import adapter as torch_adapter  # noqa: E402
 
 #: Calls that move a tensor from one device to another on purpose (the adapter reads its results back on the CPU).
 TRANSFERS = frozenset(("to", "cpu", "cuda", "copy_", "_to_copy", "tolist", "item", "__float__", "numpy", "__get__"))
@@ -195,7 +195,7 @@ def test_old_release_without_the_context_is_not_measured_on_an_accelerator(adapt
 JAX_CHECK = textwrap.dedent("""
     import json, jax
     from kinkcheck.catalog import load_catalog
-    from kinkcheck.frameworks import jax as ja
+    from kinkcheck.frameworks.jax import adapter as ja
     a = ja.load()
     second = jax.devices("cpu")[1]
     a._device = lambda device: second if device == "cpu" else ja.JaxAdapter._device(a, device)

@@ -119,14 +119,14 @@ def test_missing_kernels_are_unavailable_and_do_not_leak_into_the_next_program(a
       "but got Tensor[BFloat16]."), "ReLU6 does not take bfloat16"),
 ])
 def test_kernel_messages_become_unavailable(message, want):
-    from kinkcheck.frameworks.mindspore import _unavailable
+    from kinkcheck.frameworks.mindspore.adapter import _unavailable
 
     got = _unavailable(RuntimeError(message), "bfloat16")
     assert got is not None and want in str(got), f"{message!r} → {got}, want {want!r}"
 
 
 def test_a_dtype_check_about_another_dtype_stays_an_error():
-    from kinkcheck.frameworks.mindspore import _unavailable
+    from kinkcheck.frameworks.mindspore.adapter import _unavailable
 
     message = "For primitive[ReLU6], the input argument[input_x] must be a type of {...}, but got Tensor[Float64]."
     assert _unavailable(TypeError(message), "float32") is None, "asked float32, the op refused a float64 value"
@@ -182,7 +182,7 @@ def test_mindspore_ops_is_the_only_exempt_ops_path():
 
 
 def test_every_catalog_program_resolves_or_is_missing(adapter):
-    from kinkcheck.frameworks import mindspore as adapter_module
+    from kinkcheck.frameworks.mindspore import adapter as adapter_module
 
     refused = []
     for case, program in load_catalog().programs("mindspore"):

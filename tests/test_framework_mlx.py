@@ -193,7 +193,7 @@ def test_mlx_core_reads_jax_numpy_rows_of_the_mapping_and_methods_stay_unmapped(
 def test_float64_computations_a_release_lacks_are_unavailable_not_run(adapter, monkeypatch):
     """MLX 0.25 compiles no float64 gradient and 0.26 – 0.28 have no float64 JVP of a matrix product: the error
     corrupts MLX's state, so the adapter checks in a child interpreter and records an unavailable cell."""
-    from kinkcheck.frameworks import mlx as adapter_module
+    from kinkcheck.frameworks.mlx import adapter as adapter_module
 
     assert adapter_module._fails(adapter_module._F64_COMPILE) is None, f"mlx {mx.__version__} compiles float64"
     monkeypatch.setitem(adapter_module._FAILS, adapter_module._F64_COMPILE, "RuntimeError: Unsupported constant type")
@@ -232,7 +232,7 @@ def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(val
 def test_metal_without_apple_silicon_is_framework_unavailable_and_never_runs_float64(adapter, monkeypatch):
     """MLX's GPU (``mx.gpu``) is the ``metal`` device: absent here, a one-line 'not measured'; where present,
     float64 is an unavailable cell ("float64 only work with CPU operations", MLX docs) before anything runs."""
-    import kinkcheck.frameworks.mlx as adapter_module
+    import kinkcheck.frameworks.mlx.adapter as adapter_module
 
     if "metal" in adapter.devices():
         pytest.skip(f"mlx {adapter.version} sees a Metal GPU here; the no-Metal path cannot be tested")

@@ -203,7 +203,7 @@ def test_every_catalog_program_resolves_or_is_missing(adapter):
 
 
 def _allowed():
-    from kinkcheck.frameworks import paddle as adapter_module
+    from kinkcheck.frameworks.paddle import adapter as adapter_module
 
     return adapter_module.MODULES, adapter_module.ORIGINS
 

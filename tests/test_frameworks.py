@@ -175,7 +175,7 @@ def test_cuda_without_a_gpu_is_framework_unavailable(request, framework):
 def test_metal_without_apple_silicon_is_framework_unavailable_and_never_runs_float64(torch_adapter, monkeypatch):
     """PyTorch's MPS backend is the ``metal`` device: absent here (no Apple silicon), a one-line 'not measured';
     where present, float64 is an unavailable cell before any tensor is made (the MPS framework has no float64)."""
-    import kinkcheck.frameworks.torch as adapter_module
+    import kinkcheck.frameworks.torch.adapter as adapter_module
 
     if "metal" in torch_adapter.devices():
         pytest.skip(f"torch {torch_adapter.version} sees a Metal device here; the no-Metal path cannot be tested")

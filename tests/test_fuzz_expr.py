@@ -43,8 +43,8 @@ from kinkcheck.probe import worker
 torch = pytest.importorskip("torch", reason="the expression fuzz evaluates in torch (nox -s tests installs it)")
 jax = pytest.importorskip("jax", reason="the expression fuzz evaluates in JAX (nox -s tests installs it)")
 
-from kinkcheck.frameworks import jax as jax_adapter_module  # after the skips
-from kinkcheck.frameworks import torch as torch_adapter_module
+from kinkcheck.frameworks.jax import adapter as jax_adapter_module  # after the skips
+from kinkcheck.frameworks.torch import adapter as torch_adapter_module
 
 #: Generated expressions in all (both frameworks, both kinds): 70 % well-formed (they run the frameworks),
 #: 30 % hostile, split evenly between torch and JAX.

@@ -188,7 +188,8 @@ def test_the_vocabulary_is_a_leaf_and_read_from_there() -> None:
 LAYERS: list[tuple[str, list[str]]] = [
     ("vocabulary", ["kinkcheck", "kinkcheck.registry", "kinkcheck.dtypes", "kinkcheck.vocabulary", "kinkcheck.platforms",
                     "kinkcheck.errors", "kinkcheck.cache", "kinkcheck.anchors", "kinkcheck.oracles.p0"]),
-    ("language", ["kinkcheck.expr", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry"]),
+    ("language", ["kinkcheck.expr", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry",
+                  "kinkcheck.oracles.rows"]),
     ("storage", ["kinkcheck.validate", "kinkcheck.shards"]),
     ("frameworks", ["kinkcheck.frameworks", "kinkcheck.kinkhits", "kinkcheck.census.torch_ops",
                     "kinkcheck.census.jax_ops"]),
@@ -245,3 +246,48 @@ def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
     framework = sorted(m for m in seen if m.startswith("kinkcheck.frameworks"))
     assert not framework, f"planning reaches frameworks/: {framework}"
     assert not graph["kinkcheck.probe"], f"kinkcheck.probe imports its parts lazily: {graph['kinkcheck.probe']}"
+
+
+#: Modules outside the framework folders that import a framework today, each with its reason: the census and
+#: kink-hit counters, which the design puts beside the adapters (issue 33, item 3 moves them there).
+FRAMEWORK_IMPORTS_ELSEWHERE = {
+    "kinkcheck.census.torch_ops": "the census of PyTorch's operations in a traced program",
+    "kinkcheck.census.jax_ops": "the census of JAX's primitives in a jaxpr",
+    "kinkcheck.kinkhits": "the kink-hit counters (a TorchFunctionMode, a jaxpr walk)",
+    "kinkcheck.hitcensus": "the kink-hit census of a trained network",
+    "kinkcheck.check": "kinkcheck check counts the kinks a user's function hits (kinks_hit)",
+}
+
+
+def _framework_imports(path: Path, roots: set[str]) -> set[str]:
+    """The frameworks (top-level package names in ``roots``) that a module imports anywhere in its source."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names} & roots
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {node.module.split(".")[0]} & roots
+    return found
+
+
+def test_only_the_framework_folders_adapters_import_a_framework() -> None:
+    """A framework is imported by its folder's ``adapter.py`` and nowhere else (the design's rule; the
+    exceptions of :data:`FRAMEWORK_IMPORTS_ELSEWHERE` say why): its record, code templates and bench head are
+    text, read where no framework is installed (the noxfile's own Python, the report)."""
+    from kinkcheck.registry import REGISTRY
+
+    roots = set(REGISTRY) | {"jaxlib"}
+    files = _module_names()
+    importers = {name: _framework_imports(path, roots) for name, path in files.items()}
+    importers = {name: found for name, found in importers.items() if found}
+    for name, found in sorted(importers.items()):
+        parts = name.split(".")
+        if parts[:2] == ["kinkcheck", "frameworks"] and len(parts) == 4 and parts[3] == "adapter":
+            assert found <= {parts[2], "jaxlib"}, f"{name} imports {sorted(found)}: an adapter imports its own framework"
+            continue
+        assert name in FRAMEWORK_IMPORTS_ELSEWHERE, \
+            f"{name} imports {sorted(found)}: only frameworks/<name>/adapter.py imports a framework"
+    assert {f"kinkcheck.frameworks.{n}.adapter" for n in REGISTRY} <= set(importers), \
+        "every registered framework's adapter imports it (the check sees the folders)"
+    stale = set(FRAMEWORK_IMPORTS_ELSEWHERE) - set(importers)
+    assert not stale, f"listed as importing a framework, and no longer do: {sorted(stale)}"

@@ -186,7 +186,7 @@ def test_compiled_programs_are_traced_as_fx_graphs_only_where_those_compute_the_
 def test_same_bits_tells_signed_zeros_infinities_and_nans_apart():
     import torch
 
-    from kinkcheck.frameworks.torch import _same_bits
+    from kinkcheck.frameworks.torch.adapter import _same_bits
 
     t = torch.tensor
     assert _same_bits(t([0.0, float("nan"), float("inf")]), t([0.0, float("nan"), float("inf")]))

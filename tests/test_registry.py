@@ -63,11 +63,45 @@ def test_records_are_consistent():
 
 @pytest.mark.parametrize("name", ["torch", "jax"])
 def test_a_record_is_consistent_with_its_adapter(name):
+    """A framework is a folder: its record, read from ``record.py``, names the folder's package, whose ``load``
+    gives the adapter on the base class with the record's name and modes."""
+    from kinkcheck.frameworks.base import Adapter
+
     rec = registry.framework(name)
-    module = importlib.import_module(rec.adapter)
-    adapter_class = next(v for v in vars(module).values() if isinstance(v, type) and getattr(v, "modes", None)
-                         and v.__module__ == module.__name__)
-    assert adapter_class.modes == rec.modes, f"{name}: the adapter implements the registered modes"
+    assert rec.adapter == f"kinkcheck.frameworks.{name}", rec.adapter
+    assert {p.name for p in (registry.FOLDERS / name).glob("*.py")} >= {"__init__.py", "adapter.py", "record.py"}, \
+        f"{name}: the folder holds its adapter and its record"
+    pytest.importorskip(name, reason=f"{name} is not installed here")
+    adapter = importlib.import_module(rec.adapter).load()
+    assert isinstance(adapter, Adapter) and adapter.name == name, f"{name}: {type(adapter).__mro__}"
+    assert adapter.modes == rec.modes, f"{name}: the adapter implements the registered modes"
+
+
+def test_the_registry_reads_each_folder_s_record_without_importing_kinkcheck_frameworks(tmp_path):
+    """The noxfile imports the registry into nox's own Python: the records are read from their files, in the
+    matrix's order, and nothing of the adapters' package (nor a framework) is imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from kinkcheck import registry; "
+            "print(list(registry.REGISTRY)); print(sorted(m for m in sys.modules if m.startswith('kinkcheck')))")
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'src')!r}); {code}"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == str(list(registry.MATRIX)), f"report order is matrix.toml's: {out[0]}"
+    assert out[1] == "['kinkcheck', 'kinkcheck.registry']", f"the registry alone was imported: {out[1]}"
+
+
+def test_a_record_must_sit_in_its_own_folder(tmp_path):
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "record.py").write_text("from kinkcheck.registry import Framework\n"
+                                      "RECORD = Framework('torch2', 'T', 't', 'x', ('reverse',), ('o', '#000000'))\n")
+    with pytest.raises(ValueError, match="the record names 'torch2', its folder 'other'"):
+        registry._discover(tmp_path)
+    (folder / "record.py").write_text("from kinkcheck.registry import Framework\n"
+                                      "RECORD = Framework('other', 'O', 'o', 'x', ('reverse',), ('o', '#000000'))\n")
+    found = registry._discover(tmp_path)
+    assert list(found) == ["other"] and found["other"].versions == (), found
 
 
 def test_an_unknown_framework_is_one_line():
@@ -84,12 +118,17 @@ def test_register_refuses_a_taken_name_or_alias():
     assert "other" not in registry.REGISTRY
 
 
-FAKE = registry.Framework(
-    "fakefw", "FakeFW", "fakefw", "fakefw_adapter", ("reverse", "forward"), ("d", "#000000"),
-    aliases={"ffw": "fakefw"}, dtypes=("float64",), versions=("0.3.1",), requirements=lambda v: [f"fakefw=={v}"],
-    rule=("relu'(0) = 0 (documented, and violated by the implementation)", "tests/fakefw/__init__.py"),
-    documented={"fakefw.relu": "zero"},
-)
+#: The fake framework's folder, laid out as a tenth framework's would be in ``src/kinkcheck/frameworks/``.
+FAKE_FOLDER = ROOT / "tests" / "fake_frameworks" / "fakefw"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake framework's record, read from its folder after its matrix line is added (what a tenth framework
+    adds besides its folder and its programs file)."""
+    monkeypatch.setitem(registry.MATRIX, "fakefw", ("0.3.1",))
+    return registry.read_record(FAKE_FOLDER / "record.py")
+
 
 CATALOG = """
 [[case]]
@@ -117,8 +156,8 @@ note = "the tie goes to the second argument"
 """
 
 
-def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
-    """Registered alone (no other file of kinkcheck names it), a framework's programs load from its program
+def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys, fake):
+    """Registered alone from its folder (no file of kinkcheck names it), a framework's programs load from its program
     file, its probe writes a shard that the schema accepts, and the report, ``grad`` and ``cite`` show it."""
     from kinkcheck import cite, probe, shards
     from kinkcheck.report import write_reports
@@ -127,7 +166,8 @@ def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
     (tmp_path / "catalog.toml").write_text(CATALOG)
     (tmp_path / "programs").mkdir()
     (tmp_path / "programs" / "fakefw.toml").write_text(PROGRAMS)
-    with registry.registered(FAKE):
+    assert fake.versions == ("0.3.1",), "its releases are its matrix line"
+    with registry.registered(fake):
         cat = catalog.load_catalog(tmp_path / "catalog.toml")
         assert [p.id for _, p in cat.programs("fakefw")] == [
             "fakefw.relu(x)", "fakefw.maximum(x, 0.0)", "fakefw.maximum(x, y)"], "aliases expand in program ids"
@@ -165,6 +205,51 @@ def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys):
         assert "FakeFW 0.3.1" in text, text
     assert "fakefw" not in registry.REGISTRY and "ffw" not in expr.ALIASES, "registered() undoes the registration"
     assert conformance.RULES.get("fakefw") is None
+
+
+def test_a_fake_framework_reaches_migrate_bench_and_the_ci_workflow(tmp_path, fake, monkeypatch):
+    """The faces that kept per-framework code find the fake's in its folder: migrate's generated code (run here on
+    dual numbers), the bench's hand-written baseline (run in a fresh interpreter) and the CI workflow's jobs."""
+    import os
+    import subprocess
+    import sys
+
+    import fakefw
+
+    from kinkcheck import bench, ci, migrate
+
+    (tmp_path / "catalog.toml").write_text(CATALOG)
+    (tmp_path / "programs").mkdir()
+    (tmp_path / "programs" / "fakefw.toml").write_text(PROGRAMS)
+    with registry.registered(fake):
+        code = migrate.snippet("fakefw", "fakefw.relu(x)", "x", 0.0, 0.0, note="the source's left derivative")
+        scope: dict = {}
+        exec(compile(code, "<fakefw snippet>", "exec"), scope)  # noqa: S102 - the generated code, run as a user would
+        at_kink, off = scope["f"](fakefw.Dual(0.0, 1.0)), scope["f"](fakefw.Dual(2.0, 1.0))
+        assert (at_kink.tangent, off.tangent) == (0.0, 1.0), f"relu with 0 at the kink, its own slope elsewhere:\n{code}"
+        assert "        # the source's left derivative" in code, code
+        tie = migrate.tie_snippet("fakefw", "fakefw.maximum(x, y)", ("x", "y"), (0.5, 0.5))
+        scope = {}
+        exec(compile(tie, "<fakefw tie snippet>", "exec"), scope)  # noqa: S102
+        assert scope["f"](fakefw.Dual(1.0, 1.0), fakefw.Dual(1.0, 0.0)).tangent == 0.5, f"half to each at a tie:\n{tie}"
+
+        assert bench.heads()["fakefw"][1] == "import fakefw", "the bench reads the folder's baseline"
+        monkeypatch.setattr(bench, "load_catalog", lambda: catalog.load_catalog(tmp_path / "catalog.toml"))
+        loop = bench.hand_written_loop("fakefw")
+        assert "    grad(lambda x: fakefw.relu(x), [0], dtype)\n" in loop, loop
+        script = tmp_path / "loop.py"
+        script.write_text(loop + "print(grad(lambda x, y: fakefw.maximum(x, y), [1.0, 1.0], 'float64'))\n")
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
+        assert run.returncode == 0 and run.stdout.strip() == "[0.0, 1.0]", \
+            f"the baseline runs and its tie goes to the second argument: {run.stdout!r} {run.stderr[-500:]}"
+
+        jobs = ci.jobs([{"session": "probe(fakefw-0.3.1)", "call_spec": {"framework": "fakefw", "version": "0.3.1"}}])
+        assert [(j["runner"], j["shard"]) for j in jobs] == [("linux-x86_64-cpu", "fakefw-0.3.1-cpu")], \
+            f"one CPU job on Linux x86-64 (no wheel listed elsewhere, no device beyond the CPU): {jobs}"
+        flow = ci.render(ci.workflow([{"session": "probe(fakefw-0.3.1)",
+                                       "call_spec": {"framework": "fakefw", "version": "0.3.1"}}]))
+        assert "probe(fakefw-0.3.1)" in flow and "fakefw-0.3.1-cpu" in flow, flow[:2000]
 
 
 def test_requirements_for_a_device():

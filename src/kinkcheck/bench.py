@@ -43,233 +43,41 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.catalog import load_catalog
+from kinkcheck.catalog import FRAMEWORKS, load_catalog
+from kinkcheck.registry import framework as framework_record
 from kinkcheck.oracles.backprop import P0
 
 TARGET = 1.5
 
-_TORCH_HEAD = """import torch
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    xs = [torch.tensor(v, dtype=dtype, requires_grad=True) for v in at]
-    try:
-        y = f(*xs)
-        y.backward(torch.ones_like(y))
-        return [x.grad for x in xs]
-    except Exception as e:
-        return e
-def net(f, dtype):
-    w1 = torch.tensor(W1, dtype=dtype, requires_grad=True)
-    w2 = torch.tensor(W2, dtype=dtype, requires_grad=True)
-    try:
-        loss = ((f(torch.tensor(X, dtype=dtype) @ w1) @ w2 - torch.tensor(T, dtype=dtype)) ** 2).sum()
-        loss.backward()
-        return w1.grad, w2.grad
-    except Exception as e:
-        return e
-for dtype in (torch.float64, torch.float32):
-"""
+def _head(framework: str) -> tuple[str, str]:
+    """The head of ``framework``'s hand-written loop and the import whose bare time is measured: ``HEAD`` and
+    ``IMPORT`` of its folder's ``bench.py`` (``frameworks/<name>/bench.py``). The head begins a plain script that
+    computes the catalog's gradients with the framework directly, as a person would type it: the imports,
+    ``grad(f, at, dtype)``, ``net(f, dtype)`` (``{net}`` is P0's network) and the loop over float64 and float32, to
+    which :func:`hand_written_loop` appends one line per catalog program. Text only: it imports no framework."""
+    import importlib
 
-_JAX_HEAD = """import jax, jax.numpy as jnp
-jax.config.update("jax_enable_x64", True)
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    xs = [jnp.asarray(v, dtype=dtype) for v in at]
-    try:
-        y, vjp = jax.vjp(f, *xs)
-        return vjp(jnp.ones_like(y))
-    except Exception as e:
-        return e
-def net(f, dtype):
-    x, t = jnp.asarray(X, dtype=dtype), jnp.asarray(T, dtype=dtype)
-    loss = lambda w1, w2: ((f(x @ w1) @ w2 - t) ** 2).sum()
-    try:
-        return jax.grad(loss, argnums=(0, 1))(jnp.asarray(W1, dtype=dtype), jnp.asarray(W2, dtype=dtype))
-    except Exception as e:
-        return e
-for dtype in (jnp.float64, jnp.float32):
-"""
+    module = importlib.import_module(f"{framework_record(framework).adapter}.bench")
+    return module.HEAD, module.IMPORT
 
 
-_TENSORFLOW_HEAD = """import tensorflow
-import tensorflow as tf
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    xs = [tf.constant(v, dtype=dtype) for v in at]
-    try:
-        with tf.GradientTape() as tape:
-            tape.watch(xs)
-            y = f(*xs)
-        return tape.gradient(y, xs, output_gradients=tf.ones_like(y))
-    except Exception as e:
-        return e
-def net(f, dtype):
-    w1, w2 = tf.constant(W1, dtype=dtype), tf.constant(W2, dtype=dtype)
-    try:
-        with tf.GradientTape() as tape:
-            tape.watch([w1, w2])
-            loss = tf.reduce_sum((f(tf.constant(X, dtype=dtype) @ w1) @ w2 - tf.constant(T, dtype=dtype)) ** 2)
-        return tape.gradient(loss, [w1, w2])
-    except Exception as e:
-        return e
-for dtype in (tf.float64, tf.float32):
-"""
-
-_AUTOGRAD_HEAD = """import autograd, autograd.numpy
-import numpy as np
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    xs = [np.asarray(v, dtype=dtype) for v in at]
-    try:
-        return [autograd.grad(lambda *a: autograd.numpy.sum(f(*a)), i)(*xs) for i in range(len(xs))]
-    except Exception as e:
-        return e
-def net(f, dtype):
-    x, t = np.asarray(X, dtype=dtype), np.asarray(T, dtype=dtype)
-    loss = lambda w1, w2: autograd.numpy.sum((f(x @ w1) @ w2 - t) ** 2)
-    try:
-        return [autograd.grad(loss, i)(np.asarray(W1, dtype=dtype), np.asarray(W2, dtype=dtype)) for i in (0, 1)]
-    except Exception as e:
-        return e
-for dtype in (np.float64, np.float32):
-"""
-
-_PYTENSOR_HEAD = """import numpy as np, pytensor, pytensor.tensor
-from pytensor.compile.mode import Mode
-MODE = Mode(linker="py", optimizer="fast_compile")  # what kinkcheck's reverse mode compiles with
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    try:
-        xs = [pytensor.tensor.tensor(dtype=dtype, shape=np.shape(v)) for v in at]
-        gs = pytensor.grad(f(*xs).sum(), xs)
-        return pytensor.function(xs, gs, mode=MODE, on_unused_input="ignore")(*[np.asarray(v, dtype=dtype) for v in at])
-    except Exception as e:
-        return e
-def net(f, dtype):
-    try:
-        w1, w2 = pytensor.tensor.matrix(dtype=dtype), pytensor.tensor.matrix(dtype=dtype)
-        loss = ((f(np.asarray(X, dtype=dtype) @ w1) @ w2 - np.asarray(T, dtype=dtype)) ** 2).sum()
-        fn = pytensor.function([w1, w2], pytensor.grad(loss, [w1, w2]), mode=MODE)
-        return fn(np.asarray(W1, dtype=dtype), np.asarray(W2, dtype=dtype))
-    except Exception as e:
-        return e
-for dtype in ("float64", "float32"):
-"""
-
-_MLX_HEAD = """import numpy as np, mlx.core, mlx.nn
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    try:
-        xs = [mlx.core.array(np.asarray(v, dtype=np.float64)).astype(dtype) for v in at]
-        gs = mlx.core.grad(lambda *a: f(*a).sum(), argnums=list(range(len(xs))))(*xs)
-        mlx.core.eval(gs)
-        return gs
-    except Exception as e:
-        return e
-def net(f, dtype):
-    try:
-        x, t = (mlx.core.array(np.asarray(v, dtype=np.float64)).astype(dtype) for v in (X, T))
-        loss = lambda w1, w2: ((f(x @ w1) @ w2 - t) ** 2).sum()
-        ws = [mlx.core.array(np.asarray(v, dtype=np.float64)).astype(dtype) for v in (W1, W2)]
-        gs = mlx.core.grad(loss, argnums=[0, 1])(*ws)
-        mlx.core.eval(gs)
-        return gs
-    except Exception as e:
-        return e
-mlx.core.set_default_device(mlx.core.cpu)
-for dtype in (mlx.core.float64, mlx.core.float32):
-"""
-
-_TINYGRAD_HEAD = """import os, shutil
-import numpy as np, tinygrad
-from tinygrad import Tensor, dtypes
-if shutil.which("clang") is None:  # its CPU device compiles with clang; the pure-Python device otherwise
-    try:
-        tinygrad.Device.DEFAULT = "PYTHON"
-    except AttributeError:
-        from tinygrad.helpers import DEV
-        DEV.value = "PYTHON"
-X, W1, W2, T = {net}
-def leaf(v, dtype):  # a flat buffer reshaped: tinygrad folds a 0-d tensor into a constant without a gradient
-    t = Tensor(np.asarray(v, dtype=np.float64).reshape(-1).astype(dtype))
-    t.requires_grad = True
-    return t, t.reshape(np.shape(v))
-def grad(f, at, dtype):
-    try:
-        pairs = [leaf(v, dtype) for v in at]
-        f(*[x for _, x in pairs]).sum().backward()
-        return [t.grad.numpy() for t, _ in pairs]
-    except Exception as e:
-        return e
-def net(f, dtype):
-    try:
-        (w1, a), (w2, b) = leaf(W1, dtype), leaf(W2, dtype)
-        x, t = (Tensor(np.asarray(v, dtype=dtype)) for v in (X, T))
-        ((f(x @ a) @ b - t) ** 2).sum().backward()
-        return w1.grad.numpy(), w2.grad.numpy()
-    except Exception as e:
-        return e
-for dtype in (np.float64, np.float32):
-"""
-
-_PADDLE_HEAD = """import numpy as np, paddle
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    try:
-        xs = [paddle.to_tensor(np.asarray(v, dtype=np.float64), dtype=dtype, stop_gradient=False) for v in at]
-        y = f(*xs)
-        return paddle.grad([y], xs, grad_outputs=[paddle.ones_like(y)], allow_unused=True)
-    except Exception as e:
-        return e
-def net(f, dtype):
-    try:
-        w1, w2 = (paddle.to_tensor(np.asarray(v, dtype=np.float64), dtype=dtype, stop_gradient=False) for v in (W1, W2))
-        x, t = (paddle.to_tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in (X, T))
-        loss = ((f(x @ w1) @ w2 - t) ** 2).sum()
-        return paddle.grad([loss], [w1, w2])
-    except Exception as e:
-        return e
-for dtype in ("float64", "float32"):
-"""
-
-_MINDSPORE_HEAD = """import numpy as np, mindspore, mindspore.ops
-X, W1, W2, T = {net}
-def grad(f, at, dtype):
-    try:
-        xs = [mindspore.Tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in at]
-        return mindspore.grad(lambda *a: f(*a).sum(), grad_position=tuple(range(len(xs))))(*xs)
-    except Exception as e:
-        return e
-def net(f, dtype):
-    try:
-        x, t = (mindspore.Tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in (X, T))
-        ws = [mindspore.Tensor(np.asarray(v, dtype=np.float64), dtype=dtype) for v in (W1, W2)]
-        return mindspore.grad(lambda w1, w2: ((f(x @ w1) @ w2 - t) ** 2).sum(), grad_position=(0, 1))(*ws)
-    except Exception as e:
-        return e
-for dtype in (mindspore.float64, mindspore.float32):
-"""
-
-#: The head of each framework's hand-written loop (imports, ``grad(f, at, dtype)``, ``net(f, dtype)`` and the loop
-#: over float64 and float32), and the import whose bare time is measured.
-HEADS: dict[str, tuple[str, str]] = {
-    "torch": (_TORCH_HEAD, "import torch"),
-    "jax": (_JAX_HEAD, "import jax.numpy"),
-    "tensorflow": (_TENSORFLOW_HEAD, "import tensorflow"),
-    "autograd": (_AUTOGRAD_HEAD, "import autograd.numpy"),
-    "paddle": (_PADDLE_HEAD, "import paddle"),
-    "mlx": (_MLX_HEAD, "import mlx.core, mlx.nn"),
-    "tinygrad": (_TINYGRAD_HEAD, "import tinygrad"),
-    "pytensor": (_PYTENSOR_HEAD, "import pytensor.tensor"),
-    "mindspore": (_MINDSPORE_HEAD, "import mindspore, mindspore.ops"),
-}
+def heads() -> dict[str, tuple[str, str]]:
+    """Framework → (head of its hand-written loop, the import timed bare) for every registered framework whose folder
+    has a ``bench.py``, report order."""
+    out = {}
+    for name in FRAMEWORKS:
+        try:
+            out[name] = _head(name)
+        except ModuleNotFoundError:  # no baseline written for it
+            continue
+    return out
 
 
 def hand_written_loop(framework: str) -> str:
     """The baseline script for ``framework``: one line per program, as a person would write it."""
     catalog = load_catalog()
     net = repr((P0.X.tolist(), P0.W1.tolist(), P0.W2.tolist(), P0.target.tolist()))
-    lines = [HEADS[framework][0].format(net=net)]
+    lines = [_head(framework)[0].format(net=net)]
     for case, program in catalog.programs(framework):
         args = ", ".join(case.inputs)
         at = repr([case.at[k] for k in case.inputs])
@@ -458,7 +266,8 @@ _ORACLE_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
 import sympy
-from kinkcheck.catalog import load_catalog
+from kinkcheck.catalog import FRAMEWORKS, load_catalog
+from kinkcheck.registry import framework as framework_record
 from kinkcheck.oracles.symbolic import analyze
 imported = time.perf_counter() - t0
 times = {}
@@ -847,7 +656,7 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--framework", action="append", choices=tuple(HEADS),
+    ap.add_argument("--framework", action="append", choices=tuple(heads()),
                     help="default: every framework with a hand-written loop that is installed here")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--installs", action="store_true", help="cold installs, uv vs pip/venv (downloads GBs)")
@@ -908,10 +717,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         import importlib.util
 
-        for fw in args.framework or [f for f in HEADS if importlib.util.find_spec(f) is not None]:
+        for fw in args.framework or [f for f in heads() if importlib.util.find_spec(f) is not None]:
             script = Path(tmp) / f"loop_{fw}.py"
             script.write_text(hand_written_loop(fw))
-            imp = _best([py, "-c", HEADS[fw][1]], args.repeat)
+            imp = _best([py, "-c", _head(fw)[1]], args.repeat)
             loop = _best([py, str(script)], args.repeat)
             cmd = [py, "-m", "kinkcheck", "probe", "--framework", fw, "--quiet", "--mode", "reverse",
                    "--dtype", "float64", "--dtype", "float32", "--out-dir", tmp]

@@ -307,7 +307,7 @@ def kinks_hit(fn: Callable[..., Any], framework: str, at: Mapping[str, Any], dty
         elif framework == "jax":
             import jax.numpy as jnp
 
-            from kinkcheck.frameworks.jax import _x64
+            from kinkcheck.frameworks.jax.adapter import _x64
 
             with _x64(dtype == "float64"):  # as the adapter differentiates it: x64 for float64 only
                 _, sites = jax_hits(fn, *(jnp.asarray(at[k], dtype=dtype) for k in at))

@@ -40,7 +40,7 @@ class Runner:
     name: str
     labels: tuple[str, ...]
     device: str
-    frameworks: tuple[str, ...] | None  # None: every framework of the matrix
+    frameworks: tuple[str, ...] | None  # None: every framework of the matrix that has the device (its record's)
     note: str
     platform: str = DEFAULT_PLATFORM
 
@@ -48,18 +48,19 @@ class Runner:
 #: Runner classes. Linux x86-64 measures every framework on CPU; Linux arm64, macOS arm64 (MLX's home) and
 #: Windows x86-64 the releases with wheels there (``platforms.toml``, written by ``nox -s releases -- --write``),
 #: each into a shard of its own (the platform tag ends the environment id); the CUDA class is a self-hosted runner
-#: with an NVIDIA GPU (labels ``self-hosted, linux, x64, gpu``) for the frameworks with a CUDA device whose
-#: release has a CUDA build on PyPI (``Framework.requirements_for``: torch's default Linux wheels, jax[cuda12]);
-#: the Metal class a self-hosted Mac on Apple silicon (``self-hosted, macOS, ARM64, metal``) for torch's MPS
-#: backend and MLX's GPU, the releases with macOS arm64 wheels (those wheels carry Metal).
+#: with an NVIDIA GPU (labels ``self-hosted, linux, x64, gpu``) for the frameworks whose record lists a CUDA device
+#: (``Framework.devices``, in ``frameworks/<name>/record.py``) and whose release has a CUDA build on PyPI
+#: (``Framework.requirements_for``: torch's default Linux wheels, jax[cuda12]); the Metal class a self-hosted Mac on
+#: Apple silicon (``self-hosted, macOS, ARM64, metal``) for those listing Metal (torch's MPS backend, MLX's GPU),
+#: the releases with macOS arm64 wheels (those wheels carry Metal). A framework's folder says what it needs.
 RUNNERS: tuple[Runner, ...] = (
     Runner("linux-x86_64-cpu", ("ubuntu-22.04",), "cpu", None, "GitHub-hosted Linux x86-64"),
     Runner("linux-aarch64-cpu", ("ubuntu-22.04-arm",), "cpu", None, "GitHub-hosted Linux arm64", "linux_aarch64"),
     Runner("macos-arm64-cpu", ("macos-14",), "cpu", None, "GitHub-hosted macOS 14 on Apple silicon", "macos_arm64"),
     Runner("windows-amd64-cpu", ("windows-2022",), "cpu", None, "GitHub-hosted Windows x86-64", "windows_amd64"),
-    Runner("linux-x86_64-cuda", ("self-hosted", "linux", "x64", "gpu"), "cuda", ("torch", "jax"),
+    Runner("linux-x86_64-cuda", ("self-hosted", "linux", "x64", "gpu"), "cuda", None,
            "self-hosted Linux x86-64 with an NVIDIA GPU and its driver"),
-    Runner("macos-arm64-metal", ("self-hosted", "macOS", "ARM64", "metal"), "metal", ("torch", "mlx"),
+    Runner("macos-arm64-metal", ("self-hosted", "macOS", "ARM64", "metal"), "metal", None,
            "self-hosted Mac on Apple silicon (GitHub's macOS runners are virtual machines without Metal: "
            "\"Metal Performance Shaders (MPS) are not supported\", GitHub docs, limitations of arm64 macOS "
            "runners)", "macos_arm64"),

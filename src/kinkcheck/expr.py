@@ -61,7 +61,6 @@ __all__ = [
     "ALIASES",
     "DENIED",
     "DENIED_KINDS",
-    "PURE_SETTERS",
     "DENIED_ORIGINS",
     "MAX_STRING",
     "STRING_CHARS",
@@ -80,9 +79,11 @@ __all__ = [
     "Seq",
     "Unary",
     "evaluate",
+    "exempt_prefixes",
     "parse",
     "parse_inputs",
     "parse_point",
+    "pure_setters",
     "refused_kind",
     "resolve_names",
 ]
@@ -276,7 +277,7 @@ def refused_kind(seg: str) -> str | None:
     """Why a name segment is refused (one of :data:`DENIED_KINDS`), or None when it is allowed."""
     if seg in DENIED:
         return "kinkcheck expressions may not do I/O, load or compile code, or change global state"
-    if seg in PURE_SETTERS:
+    if seg in pure_setters():
         return None
     low = seg.lower()
     for kind, prefixes, parts in DENIED_KINDS:
@@ -287,23 +288,23 @@ def refused_kind(seg: str) -> str | None:
     return None
 
 
-#: Names of a refused kind that are pure functions: PyTensor's ``set_subtensor`` builds a new symbolic variable
-#: (the subtensor written into a copy); it sets no state.
-PURE_SETTERS = frozenset({"set_subtensor"})
+def pure_setters() -> frozenset[str]:
+    """Names of a refused kind that are pure functions: every registered framework's ``pure_setters`` (PyTensor's
+    ``set_subtensor`` builds a new symbolic variable, the subtensor written into a copy; it sets no state)."""
+    return frozenset(n for f in registry.REGISTRY.values() for n in f.pure_setters)
 
 
-#: Public namespaces whose dotted path carries a refused word but that hold only array functions: only the
-#: segments of the exact prefix are exempt (``tensorflow.experimental.numpy.maximum`` passes,
-#: ``tensorflow.experimental.dlpack`` and any name below a prefix that is itself refused do not).
-#: ``mindspore.ops`` is MindSpore's functional API (``mindspore.ops.relu``); its I/O, callback and
-#: assignment primitives are refused by the MindSpore adapter (kinkcheck.frameworks.mindspore).
-EXEMPT_PREFIXES: frozenset[tuple[str, ...]] = frozenset({("tensorflow", "experimental", "numpy"),
-                                                         ("mindspore", "ops")})
+def exempt_prefixes() -> frozenset[tuple[str, ...]]:
+    """Public namespaces whose dotted path carries a refused word but that hold only array functions: every
+    registered framework's ``exempt`` (``tensorflow.experimental.numpy``, MindSpore's functional ``mindspore.ops``).
+    Only the segments of the exact prefix are exempt (``tensorflow.experimental.numpy.maximum`` passes,
+    ``tensorflow.experimental.dlpack`` and any name below a prefix that is itself refused do not)."""
+    return frozenset(p for f in registry.REGISTRY.values() for p in f.exempt)
 
 
 def _exempt_segments(parts: list[str] | tuple[str, ...]) -> frozenset[int]:
-    """Indices of ``parts`` that lie inside one of :data:`EXEMPT_PREFIXES` (a prefix of the whole name)."""
-    return frozenset(i for p in EXEMPT_PREFIXES if tuple(parts[:len(p)]) == p for i in range(len(p)))
+    """Indices of ``parts`` that lie inside one of :func:`exempt_prefixes` (a prefix of the whole name)."""
+    return frozenset(i for p in exempt_prefixes() if tuple(parts[:len(p)]) == p for i in range(len(p)))
 
 
 def _check_segment(seg: str, where: str) -> None:

@@ -266,7 +266,7 @@ def bifurcation_jax(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
     import jax.numpy as jnp
     import numpy as np
 
-    from kinkcheck.frameworks.jax import _x64
+    from kinkcheck.frameworks.jax.adapter import _x64
 
     t0 = time.perf_counter()
     cell = Cell(dtype, depth, scale.inits, hits=[0] * depth, elements=[0] * depth,

@@ -27,6 +27,7 @@ from typing import Any
 
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.classify import same_value
+from kinkcheck.registry import framework as framework_record
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex, parts_by_reason
 from kinkcheck.report.view import fmt_number, fmt_value
 
@@ -330,129 +331,7 @@ def snippet(framework: str, target: str, name: str, point: float, value: float, 
         The kink and the derivative to return there; elsewhere ``f`` differentiates ``target`` itself.
     """
     p, v = repr(float(point)), repr(float(value))
-    comment = f"    # {note}\n" if note else ""
-    if framework == "jax":
-        return (
-            "import jax\nimport jax.numpy\n\n\n"
-            f"def _target({name}):\n    return {target}\n\n\n"
-            "@jax.custom_jvp\n"
-            f"def f({name}):\n    return _target({name})\n\n\n"
-            "@f.defjvp\n"
-            "def _f_jvp(primals, tangents):\n"
-            f"    ({name},), (t,) = primals, tangents\n"
-            f"    at_kink = {name} == {p}\n"
-            "    # the target's own derivative, taken off the kink and along a tangent selected to 0 there: it is\n"
-            "    # replaced at the kink, and an inf or NaN of it (at the shifted point, or the target's own where)\n"
-            "    # would otherwise reach jax.grad through the unselected branch (inf * 0)\n"
-            f"    _, dy = jax.jvp(_target, (jax.numpy.where(at_kink, {p} + 1.0, {name}),),\n"
-            "                    (jax.numpy.where(at_kink, jax.numpy.zeros_like(t), t),))\n"
-            f"{comment}"
-            f"    return _target({name}), jax.numpy.where(at_kink, {v} * t, dy)\n"
-        )
-    if framework == "torch":
-        return (
-            "import torch\n\n\n"
-            f"def _target({name}):\n    return {target}\n\n\n"
-            "class _F(torch.autograd.Function):\n"
-            "    @staticmethod\n"
-            f"    def forward(ctx, {name}):\n"
-            f"        ctx.save_for_backward({name})\n"
-            f"        return _target({name})\n\n"
-            "    @staticmethod\n"
-            "    def backward(ctx, grad):\n"
-            f"        ({name},) = ctx.saved_tensors\n"
-            "        with torch.enable_grad():\n"
-            f"            leaf = {name}.detach().requires_grad_(True)\n"
-            "            (d,) = torch.autograd.grad(_target(leaf), leaf, grad)\n"
-            f"{comment.replace('    #', '        #')}"
-            f"        return torch.where({name} == {p}, grad * {v}, d)\n\n\n"
-            f"def f({name}):\n    return _F.apply({name})\n"
-        )
-    if framework == "autograd":
-        # autograd.extend.primitive + defvjp (reverse) and defjvp (forward): autograd/extend.py
-        return (
-            "import autograd\nimport autograd.numpy\nfrom autograd.extend import defjvp, defvjp, primitive\n\n\n"
-            f"def _target({name}):\n    return {target}\n\n\n"
-            "@primitive\n"
-            f"def f({name}):\n    return _target({name})\n\n\n"
-            f"def _derivative({name}):\n"
-            "    # the target's own derivative, taken off the kink: there it is replaced, and an inf or NaN\n"
-            "    # evaluated there would reach the product through the unselected branch of the where\n"
-            f"    at_kink = {name} == {p}\n"
-            f"    d = autograd.elementwise_grad(_target)(autograd.numpy.where(at_kink, {p} + 1.0, {name}))\n"
-            f"{comment}"
-            f"    return autograd.numpy.where(at_kink, {v}, d)\n\n\n"
-            f"defvjp(f, lambda ans, {name}: lambda g: g * _derivative({name}))\n"
-            f"defjvp(f, lambda g, ans, {name}: g * _derivative({name}))\n"
-        )
-    if framework == "paddle":
-        # paddle.autograd.PyLayer (python/paddle/autograd/py_layer.py). The target's derivative is taken in
-        # forward: paddle.grad inside a PyLayer's backward crashes the process (SIGSEGV, 2.6.2 and 3.3.1).
-        return (
-            "import paddle\n\n\n"
-            f"def _target({name}):\n    return {target}\n\n\n"
-            "class _F(paddle.autograd.PyLayer):\n"
-            "    @staticmethod\n"
-            f"    def forward(ctx, {name}):\n"
-            "        with paddle.enable_grad():\n"
-            f"            leaf = {name}.detach()\n"
-            "            leaf.stop_gradient = False\n"
-            "            y = _target(leaf)\n"
-            "            (d,) = paddle.grad(y, leaf, paddle.ones_like(y))  # elementwise: the derivative\n"
-            f"        ctx.save_for_backward({name}, d)\n"
-            "        return y.detach()\n\n"
-            "    @staticmethod\n"
-            "    def backward(ctx, grad):\n"
-            f"        {name}, d = ctx.saved_tensor()\n"
-            f"{comment.replace('    #', '        #')}"
-            f"        return paddle.where({name} == {p}, grad * {v}, grad * d)\n\n\n"
-            f"def f({name}):\n    return _F.apply({name})\n"
-        )
-    if framework == "mlx":
-        # mlx.core.custom_function with a vjp and a jvp (python/src/transforms.cpp); a one-input function's
-        # transforms get the array itself, not a tuple
-        return (
-            "import mlx.core\nimport mlx.nn\n\n\n"
-            f"def _target({name}):\n    return {target}\n\n\n"
-            "@mlx.core.custom_function\n"
-            f"def f({name}):\n    return _target({name})\n\n\n"
-            "# the target's own derivative, taken off the kink: there it is replaced, and an inf or NaN\n"
-            "# evaluated there would reach the product through the unselected branch of the where\n"
-            "@f.vjp\n"
-            f"def _f_vjp({name}, cotangent, output):\n"
-            f"    at_kink = {name} == {p}\n"
-            f"    _, (d,) = mlx.core.vjp(_target, [mlx.core.where(at_kink, {p} + 1.0, {name})], [cotangent])\n"
-            f"{comment}"
-            f"    return mlx.core.where(at_kink, {v} * cotangent, d)\n\n\n"
-            "@f.jvp\n"
-            f"def _f_jvp({name}, tangent):\n"
-            f"    at_kink = {name} == {p}\n"
-            f"    _, (d,) = mlx.core.jvp(_target, [mlx.core.where(at_kink, {p} + 1.0, {name})], [tangent])\n"
-            f"    return mlx.core.where(at_kink, {v} * tangent, d)\n"
-        )
-    if framework == "tensorflow":
-        # tf.custom_gradient (tensorflow/python/ops/custom_gradient.py): the target's own gradient is taken
-        # off the kink with a tape; ZERO answers an op without a gradient (tf.floor) with 0, not None
-        return (
-            "import tensorflow\n\n\n"
-            f"def _target({name}):\n    return {target}\n\n\n"
-            "@tensorflow.custom_gradient\n"
-            f"def f({name}):\n"
-            f"    def grad(upstream):\n"
-            f"        at_kink = tensorflow.equal({name}, {p})\n"
-            "        # off the kink: there it is replaced, and an inf or NaN evaluated there would reach the\n"
-            "        # product through the unselected branch of the where\n"
-            f"        off = tensorflow.where(at_kink, tensorflow.ones_like({name}) * ({p} + 1.0), {name})\n"
-            "        with tensorflow.GradientTape() as tape:\n"
-            "            tape.watch(off)\n"
-            "            y = _target(off)\n"
-            "        d = tape.gradient(y, off, output_gradients=upstream,\n"
-            "                          unconnected_gradients=tensorflow.UnconnectedGradients.ZERO)\n"
-            f"{comment.replace('    #', '        #')}"
-            f"        return tensorflow.where(at_kink, upstream * {v}, d)\n\n"
-            f"    return _target({name}), grad\n"
-        )
-    raise MigrateError(f"no snippet generator for {framework!r}")
+    return _fill(_snippets(framework).SNIPPET, note, target=target, name=name, p=p, v=v)
 
 
 def tie_snippet(framework: str, target: str, names: tuple[str, str], values: tuple[float, ...],
@@ -485,138 +364,34 @@ def tie_snippet(framework: str, target: str, names: tuple[str, str], values: tup
     """
     x, y = names
     vx, vy = (repr(float(v)) for v in values[:2])
-    comment = f"    # {note}\n" if note else ""
-    why = ("# the target's own derivative, taken with {x} moved off the tie: there it is replaced, and an inf or\n"
-           "# NaN evaluated there would reach the result through the unselected branch of the where\n")
-    head = f"def _target({x}, {y}):\n    return {target}\n\n\n"
-    if framework == "jax":
-        return (
-            "import jax\nimport jax.numpy\n\n\n" + head +
-            "@jax.custom_jvp\n"
-            f"def f({x}, {y}):\n    return _target({x}, {y})\n\n\n"
-            "@f.defjvp\n"
-            "def _f_jvp(primals, tangents):\n"
-            f"    ({x}, {y}), (t{x}, t{y}) = primals, tangents\n"
-            f"    tie = {x} == {y}\n"
-            + _indent(why.format(x=x), 4) +
-            f"    _, d = jax.jvp(_target, (jax.numpy.where(tie, {x} + 1.0, {x}), {y}),\n"
-            f"                   (jax.numpy.where(tie, jax.numpy.zeros_like(t{x}), t{x}),\n"
-            f"                    jax.numpy.where(tie, jax.numpy.zeros_like(t{y}), t{y})))\n"
-            f"{comment}"
-            f"    return _target({x}, {y}), jax.numpy.where(tie, {vx} * t{x} + {vy} * t{y}, d)\n"
-        )
-    if framework == "torch":
-        return (
-            "import torch\n\n\n" + head +
-            "class _F(torch.autograd.Function):\n"
-            "    @staticmethod\n"
-            f"    def forward(ctx, {x}, {y}):\n"
-            f"        ctx.save_for_backward({x}, {y})\n"
-            f"        return _target({x}, {y})\n\n"
-            "    @staticmethod\n"
-            "    def backward(ctx, grad):\n"
-            f"        {x}, {y} = ctx.saved_tensors\n"
-            f"        tie = {x} == {y}\n"
-            + _indent(why.format(x=x), 8) +
-            "        with torch.enable_grad():\n"
-            f"            a = torch.where(tie, {x} + 1.0, {x}).detach().requires_grad_(True)\n"
-            f"            b = {y}.detach().requires_grad_(True)\n"
-            "            da, db = (torch.zeros_like(v) if d is None else d  # an input the target does not use\n"
-            "                      for d, v in zip(torch.autograd.grad(_target(a, b), (a, b), grad, allow_unused=True),\n"
-            "                                      (a, b)))\n"
-            f"{comment.replace('    #', '        #')}"
-            f"        return torch.where(tie, grad * {vx}, da), torch.where(tie, grad * {vy}, db)\n\n\n"
-            f"def f({x}, {y}):\n    return _F.apply({x}, {y})\n"
-        )
-    if framework == "tensorflow":
-        # tf.custom_gradient with two inputs: grad returns one gradient per input
-        return (
-            "import tensorflow\n\n\n" + head +
-            "@tensorflow.custom_gradient\n"
-            f"def f({x}, {y}):\n"
-            "    def grad(upstream):\n"
-            f"        tie = tensorflow.equal({x}, {y})\n"
-            + _indent(why.format(x=x), 8) +
-            f"        a, b = tensorflow.where(tie, {x} + 1.0, {x}), tensorflow.identity({y})\n"
-            "        with tensorflow.GradientTape() as tape:\n"
-            "            tape.watch([a, b])\n"
-            "            out = _target(a, b)\n"
-            "        da, db = tape.gradient(out, [a, b], output_gradients=upstream,\n"
-            "                               unconnected_gradients=tensorflow.UnconnectedGradients.ZERO)\n"
-            f"{comment.replace('    #', '        #')}"
-            f"        return tensorflow.where(tie, upstream * {vx}, da), tensorflow.where(tie, upstream * {vy}, db)\n\n"
-            f"    return _target({x}, {y}), grad\n"
-        )
-    if framework == "autograd":
-        return (
-            "import autograd\nimport autograd.numpy\nfrom autograd.extend import defjvp, defvjp, primitive\n\n\n"
-            + head +
-            "@primitive\n"
-            f"def f({x}, {y}):\n    return _target({x}, {y})\n\n\n"
-            f"def _derivatives({x}, {y}):\n"
-            f"    tie = {x} == {y}\n"
-            + _indent(why.format(x=x), 4) +
-            f"    a = autograd.numpy.where(tie, {x} + 1.0, {x})\n"
-            f"    da = autograd.elementwise_grad(_target, 0)(a, {y})\n"
-            f"    db = autograd.elementwise_grad(_target, 1)(a, {y})\n"
-            f"{comment}"
-            f"    return autograd.numpy.where(tie, {vx}, da), autograd.numpy.where(tie, {vy}, db)\n\n\n"
-            f"defvjp(f, lambda ans, {x}, {y}: lambda g: g * _derivatives({x}, {y})[0],\n"
-            f"       lambda ans, {x}, {y}: lambda g: g * _derivatives({x}, {y})[1])\n"
-            f"defjvp(f, lambda g, ans, {x}, {y}: g * _derivatives({x}, {y})[0],\n"
-            f"       lambda g, ans, {x}, {y}: g * _derivatives({x}, {y})[1])\n"
-        )
-    if framework == "paddle":
-        # PyLayer; the target's derivatives are taken in forward (paddle.grad inside backward crashes, see snippet)
-        return (
-            "import paddle\n\n\n" + head +
-            "class _F(paddle.autograd.PyLayer):\n"
-            "    @staticmethod\n"
-            f"    def forward(ctx, {x}, {y}):\n"
-            f"        tie = {x} == {y}\n"
-            + _indent(why.format(x=x), 8) +
-            "        with paddle.enable_grad():\n"
-            f"            a = paddle.where(tie, {x} + 1.0, {x}).detach()\n"
-            f"            b = {y}.detach()\n"
-            "            a.stop_gradient = b.stop_gradient = False\n"
-            "            out = _target(a, b)\n"
-            "            da, db = (paddle.zeros_like(v) if d is None else d  # an input the target does not use\n"
-            "                      for d, v in zip(paddle.grad(out, [a, b], paddle.ones_like(out), allow_unused=True),\n"
-            "                                      (a, b)))\n"
-            f"        ctx.save_for_backward(tie, da, db)\n"
-            f"        return _target({x}, {y})\n\n"
-            "    @staticmethod\n"
-            "    def backward(ctx, grad):\n"
-            "        tie, da, db = ctx.saved_tensor()\n"
-            f"{comment.replace('    #', '        #')}"
-            f"        return paddle.where(tie, grad * {vx}, grad * da), paddle.where(tie, grad * {vy}, grad * db)\n\n\n"
-            f"def f({x}, {y}):\n    return _F.apply({x}, {y})\n"
-        )
-    if framework == "mlx":
-        return (
-            "import mlx.core\nimport mlx.nn\n\n\n" + head +
-            "@mlx.core.custom_function\n"
-            f"def f({x}, {y}):\n    return _target({x}, {y})\n\n\n"
-            + why.format(x=x) +
-            "@f.vjp\n"
-            "def _f_vjp(primals, cotangent, output):\n"
-            f"    {x}, {y} = primals\n"
-            f"    tie = {x} == {y}\n"
-            f"    _, (da, db) = mlx.core.vjp(_target, [mlx.core.where(tie, {x} + 1.0, {x}), {y}], [cotangent])\n"
-            f"{comment}"
-            f"    return mlx.core.where(tie, {vx} * cotangent, da), mlx.core.where(tie, {vy} * cotangent, db)\n\n\n"
-            "@f.jvp\n"
-            "def _f_jvp(primals, tangents):\n"
-            f"    ({x}, {y}), (t{x}, t{y}) = primals, tangents\n"
-            f"    tie = {x} == {y}\n"
-            f"    _, (d,) = mlx.core.jvp(_target, [mlx.core.where(tie, {x} + 1.0, {x}), {y}], [t{x}, t{y}])\n"
-            f"    return mlx.core.where(tie, {vx} * t{x} + {vy} * t{y}, d)\n"
-        )
-    raise MigrateError(f"no snippet generator for {framework!r}")
+    return _fill(_snippets(framework).TIE_SNIPPET, note, target=target, x=x, y=y, vx=vx, vy=vy)
 
 
-def _indent(text: str, n: int) -> str:
-    return "".join(" " * n + line + "\n" for line in text.splitlines())
+def _fill(template: str, note: str, **values: str) -> str:
+    """A framework's code template (``string.Template`` text) with ``values`` in place, and its ``# $note`` line
+    saying ``note``, or left out where there is none."""
+    from string import Template
+
+    text = Template(template).substitute(values, note=note)
+    return text if note else re.sub(r"(?m)^ *# \n", "", text)
+
+
+def _snippets(framework: str) -> Any:
+    """The ``snippets`` module of ``framework``'s folder (``frameworks/<name>/snippets.py``: its code templates,
+    ``SNIPPET`` and ``TIE_SNIPPET``).
+
+    Raises
+    ------
+    MigrateError
+        The framework has no such module: no generated code for it.
+    """
+    import importlib
+
+    try:
+        package = framework_record(framework).adapter
+        return importlib.import_module(f"{package}.snippets")
+    except (KeyError, ModuleNotFoundError):
+        raise MigrateError(f"no snippet generator for {framework!r}") from None
 
 
 def render(m: Migration, only_differences: bool = False) -> str:

@@ -1,7 +1,10 @@
-"""Framework adapters: the only modules that import a framework.
+"""Framework adapters, one folder per framework (``frameworks/<name>/``): its ``adapter.py`` is the only module that
+imports the framework; beside it its registry record and the text the faces read (mapping rows, migrate and bench
+templates).
 
-Each adapter evaluates a parsed call expression (:mod:`kinkcheck.expr`) at a point and returns the
-gradient per named input. :func:`get_adapter` imports the adapter (and so the framework) lazily.
+Each adapter (on :class:`kinkcheck.frameworks.base.Adapter`) evaluates a parsed call expression
+(:mod:`kinkcheck.expr`) at a point and returns the gradient per named input. :func:`get_adapter` imports the adapter
+(and so the framework) lazily.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ _OUT_OF_MEMORY = ("failed to map segment", "Cannot allocate memory", "MemoryErro
 
 
 def data_limit() -> int | None:
-    """This process's ``RLIMIT_DATA`` in bytes (set by a probe or ``grad`` worker, :mod:`kinkcheck.bounded`),
+    """This process's ``RLIMIT_DATA`` in bytes (set by a probe or ``grad`` worker, :mod:`kinkcheck.probe.worker`),
     None when unlimited (or where there is no rlimit: Windows)."""
     try:
         import resource

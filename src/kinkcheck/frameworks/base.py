@@ -1,4 +1,4 @@
-"""The adapter protocol shared by all frameworks; the modes, dtypes and value codec are :mod:`kinkcheck.vocabulary`'s,
+"""The adapters' base class and what they share; the modes, dtypes and value codec are :mod:`kinkcheck.vocabulary`'s,
 re-exported here for the adapters."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
@@ -21,13 +21,18 @@ __all__ = [
     "MODE_INFO",
     "Adapter",
     "FrameworkUnavailable",
+    "ImportGuard",
     "ProgramError",
     "Unavailable",
+    "adapter_loader",
+    "by_unit_tangents",
     "decode",
     "encode",
     "flat_value",
     "flatten",
+    "of_differentiated",
     "resolve",
+    "returned",
     "short_error",
     "split_inputs",
 ]
@@ -44,26 +49,127 @@ class ProgramError(RuntimeError):
     """The program ran but did not produce a differentiable floating-point tensor."""
 
 
-class Adapter(Protocol):
-    """What the probe and the CLI need from a framework."""
+class ImportGuard:
+    """An adapter module's import of its framework: ``with GUARD: import torch``. An ``ImportError`` inside the
+    block is kept (its text) instead of raised, so the module imports where the framework is not installed and
+    :meth:`Adapter.load` says why in one line."""
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+
+    def __enter__(self) -> ImportGuard:
+        return self
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> bool:
+        if kind is not None and issubclass(kind, ImportError):
+            self.error = str(err)
+            return True
+        return False
+
+
+class Adapter:
+    """What the probe and the CLI need from a framework, and what the adapters share.
+
+    A subclass names its framework (:attr:`name`, the registry key), its modes, the guard of its module's import
+    (:attr:`guard`) and the modules and packages an expression may reach (:attr:`modules`, :attr:`origins`); it
+    implements :meth:`_run` (the derivative of a checked program in one mode) and :meth:`_check_output`. The base
+    owns loading, the version, the CPU-only device check, the dtype refusals of a framework with fewer dtypes than
+    :data:`DTYPES` (its registry record's), the rounded point and the order of checks in :meth:`gradient`.
+    """
 
     name: str
+    #: Modes this adapter knows (a subset of :data:`MODES`): the registry record's, set on subclassing.
+    modes: tuple[str, ...]
+    #: The guard around the module's framework import.
+    guard: ImportGuard
+    #: Modules an expression may reach, and packages a resolved object may come from (:func:`resolve`).
+    modules: frozenset[str] = frozenset()
+    origins: frozenset[str] = frozenset()
+    #: The module whose ``__version__`` is the version (default: :attr:`name`); without one, the distribution's.
+    version_module: str | None = None
+    #: Devices named in an unknown device's message, and why ``cuda`` is not measured (a CPU-only adapter).
+    known_devices: tuple[str, ...] = ("cpu",)
+    cuda_refusal: str = ""
+    #: Why a dtype of :data:`DTYPES` the framework lacks is unavailable (``{dtype}`` is filled in).
+    dtype_refusal: str = "{name} has no {dtype}"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "modes" not in vars(cls):
+            cls.modes = FRAMEWORK_MODES[cls.name]
+
+    @classmethod
+    def load(cls) -> Adapter:
+        """The adapter, once the framework imported (:meth:`imported`)."""
+        cls.imported()
+        return cls()
+
+    @classmethod
+    def imported(cls) -> None:
+        """Raises :class:`FrameworkUnavailable` (one line) when the framework did not import in this Python."""
+        if cls.guard.error is not None:
+            raise FrameworkUnavailable(f"{cls.name} is not installed in this Python ({cls.guard.error})")
 
     @property
     def version(self) -> str:
-        """The framework's version string (``torch.__version__``, ``jax.__version__``)."""
+        """The framework's version string (``torch.__version__``; the distribution's where there is none)."""
+        import importlib
+        from importlib import metadata
+
+        found = getattr(importlib.import_module(self.version_module or self.name), "__version__", None)
+        return str(found or metadata.version(_record(self.name).distribution))
 
     def devices(self) -> list[str]:
         """Devices usable here: ``["cpu"]`` or ``["cpu", "cuda"]``."""
+        return ["cpu"]
+
+    def device_name(self, device: str) -> str:
+        """The platform's processor (:func:`processor_name`)."""
+        return processor_name()
+
+    def accelerator(self, device: str) -> dict[str, str]:
+        """The accelerator of ``device`` for the shard's ``runner`` (nothing on the CPU)."""
+        return {}
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values (recorded in the shard's provenance)."""
+        return {}
 
     def namespace(self) -> dict[str, Any]:
-        """Root names for :func:`kinkcheck.expr.resolve_names`."""
+        """Root names for :func:`kinkcheck.expr.resolve_names`: the framework's package under its name."""
+        import importlib
 
-    #: Modes this adapter knows (a subset of :data:`MODES`).
-    modes: tuple[str, ...]
+        return {self.name: importlib.import_module(self.name)}
+
+    def _resolve(self, tree: ex.Node) -> dict[str, Any]:
+        return resolve(tree, self.namespace(), self.modules, self.origins)
+
+    def _cpu_only(self, device: str) -> None:
+        """Nothing on ``cpu``; :class:`FrameworkUnavailable` on ``cuda`` (:attr:`cuda_refusal`); ExprError else."""
+        if device == "cuda":
+            raise FrameworkUnavailable(f"not measured: {self.cuda_refusal}")
+        if device != "cpu":
+            raise ex.ExprError(f"unknown device {device!r} (known: {', '.join(self.known_devices)})")
+
+    def _has_dtype(self, dtype: str) -> str:
+        """``dtype`` when the framework has it (its registry record's dtypes); else :class:`Unavailable`
+        (:attr:`dtype_refusal`). An unknown dtype is an ExprError."""
+        check_dtype(dtype)
+        if dtype not in _record(self.name).dtypes:
+            raise Unavailable(self.dtype_refusal.format(name=self.name, dtype=dtype))
+        return dtype
+
+    def _program(self, tree: ex.Node, names: Mapping[str, Any], keys: Sequence[str]) -> Any:
+        """The program as a function of its inputs (positionally, in ``keys``' order), its output checked."""
+        def program(*args: Any) -> Any:
+            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
+
+        return program
+
+    @staticmethod
+    def _check_output(out: Any) -> Any:
+        """``out`` when it is the framework's floating-point array, else :class:`ProgramError`."""
+        raise NotImplementedError
 
     def gradient(
         self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
@@ -76,8 +182,19 @@ class Adapter(Protocol):
         tensors (int64; JAX without x64: int32), never differentiated (:class:`kinkcheck.expr.Inputs`).
         ``at`` may hold ``inf``/``nan``. Raises :class:`kinkcheck.expr.ExprError` or :class:`Unavailable`
         before running anything when a name does not resolve or ``wrt``/``ints`` do not fit ``at``;
-        anything the framework raises while running propagates.
+        anything the framework raises while running propagates. The checks run in this order: the mode, the
+        dtype's name, the inputs, the names (:meth:`_resolve`); then :meth:`_run` places and runs the program.
         """
+        check_mode(mode, self.modes)
+        check_dtype(dtype)
+        diff = split_inputs(at, wrt, ints)
+        names = self._resolve(tree)
+        return self._run(tree, self._program(tree, names, list(at)), at, dtype, device, mode, diff, tuple(ints))
+
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
+        """The derivative of ``sum(f(*inputs))`` (``at``'s inputs positionally) w.r.t. ``diff`` in ``mode``."""
+        raise NotImplementedError
 
     def callable_gradient(
         self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
@@ -89,11 +206,93 @@ class Adapter(Protocol):
         in :data:`MODE_INFO` (an unknown one raises :class:`kinkcheck.expr.ExprError`; one this release
         lacks, :class:`Unavailable`). Whatever ``fn`` or the framework raises propagates.
         """
+        raise NotImplementedError
+
+    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
+        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None; None for a
+        dtype the framework lacks, whose cells are unavailable)."""
+        check_dtype(dtype)
+        try:
+            cast = self._round_trip(dtype)
+        except Unavailable:
+            return None
+        return rounded_point(at, cast)
+
+    def _round_trip(self, dtype: str) -> Any:
+        """Nested floats → the same after a round trip through ``dtype`` (:class:`Unavailable` when it lacks it)."""
+        import numpy as np
+
+        self._has_dtype(dtype)
+        return lambda v: np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64).tolist()
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's two-layer net with the program as the activation (see oracles.backprop)."""
+        raise NotImplementedError
+
+
+def adapter_loader(package: str) -> Any:
+    """A framework folder's ``load``: imports ``<package>.adapter`` (and so the framework) when called, and returns
+    what that module's ``load()`` returns; importing the folder's package imports no framework."""
+    def load() -> Adapter:
+        import importlib
+
+        return importlib.import_module(f"{package}.adapter").load()
+
+    load.__doc__ = f"The adapter of {package} (``{package}.adapter.load``), importing the framework."
+    return load
+
+
+def _record(name: str) -> Any:
+    """The registry record of ``name`` (:func:`kinkcheck.registry.framework`)."""
+    from kinkcheck.registry import framework
+
+    return framework(name)
+
+
+def returned(out: Any, kind: Any, what: str) -> Any:
+    """``out`` when a user's function returned ``kind``, else TypeError: a Python float would differentiate to
+    0 silently (``what``: ``"a torch.Tensor"``)."""
+    if not isinstance(out, kind):
+        raise TypeError(f"the function returned a {type(out).__name__}, not {what}")
+    return out
+
+
+def of_differentiated(f: Any, args: Sequence[Any], positions: Sequence[int]) -> Any:
+    """``f`` as a function of the differentiated arguments only: ``g(*w)`` calls ``f`` with ``args[i]`` replaced by
+    ``w[k]`` for the ``k``-th ``i`` of ``positions``, every other argument as in ``args`` (for a JVP or a VJP that
+    differentiates some inputs and passes the others)."""
+    def of_w(*w: Any) -> Any:
+        a = list(args)
+        for i, v in zip(positions, w):
+            a[i] = v
+        return f(*a)
+
+    return of_w
+
+
+def by_unit_tangents(shapes: Sequence[tuple[str, Sequence[int]]], jvp: Any) -> dict[str, Any]:
+    """Forward mode's derivative, one JVP per scalar component: input name → nested floats of its shape.
+
+    ``shapes``: (input name, shape) of the differentiated inputs, in order; ``jvp(k, idx)``: the JVP of the output's
+    sum along the unit tangent of component ``idx`` of the ``k``-th input (a float, or anything ``float`` takes).
+    """
+    def zeros(shape: Sequence[int]) -> Any:
+        return 0.0 if not shape else [zeros(shape[1:]) for _ in range(shape[0])]
+
+    result = {name: zeros(tuple(shape)) for name, shape in shapes}
+    order = [name for name, _ in shapes]
+    for name, idx in unit_tangents(shapes):
+        value = float(jvp(order.index(name), idx))
+        if not idx:
+            result[name] = value
+            continue
+        row = result[name]
+        for i in idx[:-1]:
+            row = row[i]
+        row[idx[-1]] = value
+    return result
 
 
 def resolve(tree: ex.Node, namespace: Mapping[str, Any], modules: Iterable[str], origins: Iterable[str]) -> dict[str, Any]:

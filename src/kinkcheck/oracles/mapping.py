@@ -6,7 +6,8 @@ gradient of a non-scalar output is the vector-Jacobian product with ones, which 
 sum. The oracle (:func:`kinkcheck.oracles.symbolic.analyze_expression`) then judges the result, so any
 program built from mapped functions has an oracle without a hand-written ``sympy`` field.
 
-What each framework function means is one table, :data:`TABLE`: canonical dotted name (``torch.clamp``,
+What each framework function means is one table, :data:`TABLE`, gathered from the framework folders' rows
+(``frameworks/<name>/mapping.py``, written with :mod:`kinkcheck.oracles.rows`): canonical dotted name (``torch.clamp``,
 ``torch.nn.functional.relu``, ``jax.numpy.clip``; a tensor method as ``torch.Tensor.clamp`` /
 ``jax.Array.max``) → :class:`Entry` (the framework's signature, with its defaults, so positional and
 keyword spellings bind alike; a kind; a form). Kinds:
@@ -29,11 +30,8 @@ to the difference. Ties among elements (``max``, ``sort``) take the value, which
 
 from __future__ import annotations
 
-import ast
-import inspect
 import itertools
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
@@ -46,6 +44,7 @@ from sympy.printing.precedence import precedence
 from sympy.printing.str import StrPrinter
 
 from kinkcheck import expr as ex
+from kinkcheck.oracles.rows import Entry
 from kinkcheck.oracles import symbolic as sym
 from kinkcheck.oracles import translate
 
@@ -98,513 +97,26 @@ class SympyForm:
     text: str
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One row of :data:`TABLE`.
+def _table() -> dict[str, Entry]:
+    """Every registered framework's rows (``table()`` of its folder's ``mapping.py``), report order; a framework
+    without such a module has none (its programs are unmapped, or read another's rows: :data:`NUMPY_CLONES`)."""
+    import importlib
 
-    Attributes
-    ----------
-    signature : str
-        The framework's parameter list in Python syntax with its defaults (``"input, min=None, max=None"``);
-        ``/`` and ``*`` as in Python.
-    kind : str
-        ``"elementwise"``, ``"reduce"`` or a handler name (see the module docstring).
-    form : str or dict or None
-        Elementwise: a scalar form over the parameter names, or ``{"param": p, value: form, …}`` chosen by a
-        static argument. Reduce: the reduction's name. Handlers: an option they read.
-    """
+    from kinkcheck.registry import REGISTRY
 
-    signature: str
-    kind: str
-    form: Any = None
-
-    @property
-    def parameters(self) -> inspect.Signature:
-        return _signature(self.signature)
-
-
-def _e(signature: str, form: Any) -> Entry:
-    return Entry(signature, "elementwise", form)
-
-
-def _r(signature: str, form: str) -> Entry:
-    return Entry(signature, "reduce", form)
-
-
-def _h(signature: str, kind: str, form: Any = None) -> Entry:
-    return Entry(signature, kind, form)
-
-
-# Shared forms (the sympy language of the catalog's ``sympy`` fields; parameter names as in the signature).
-_RELU6 = "Min(Max(x, 0), 6)"
-_HARDSIGMOID = "Min(Max(x + 3, 0), 6) / 6"
-_SELU = ("1.0507009873554804934193349852946 * (Max(x, 0) + Min(0, 1.6732632423543772848170429916717"
-         " * (exp(x) - 1)))")
-_GELU_ERF = "x / 2 * (1 + erf(x / sqrt(2)))"
-_GELU_TANH = "x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))"
-_SIGMOID = "1 / (1 + exp(-x))"
-_SOFTPLUS = "log(1 + exp(x))"
-# torch.round / jax.numpy.round: half to even (x + 1/2 an odd integer rounds down).
-_ROUND = "Piecewise((floor(x + 0.5) - 1, Eq(Mod(x + 0.5, 2), 1)), (floor(x + 0.5), True))"
-_XLOGY = "xlogy(x, y)"  # symbolic.xlogy: Piecewise((0, Eq(x, 0)), (x*log(y), True))
-_XLOG1PY = "xlog1py(x, y)"
-_SINC = "Piecewise((1, Eq(x, 0)), (sin(pi * x) / (pi * x), True))"
-_REMAINDER = "x - y * floor(x / y)"  # Python's sign-of-divisor remainder (torch %, jnp.remainder)
-_FMOD = "x - y * Piecewise((floor(x / y), x / y >= 0), (ceiling(x / y), True))"
-_I0E = "exp(-Abs(x)) * besseli(0, x)"  # the exponentially scaled modified Bessel function of order 0: a kink at 0
-
-#: Elementwise functions of one input shared by both frameworks' spellings: short name → form over ``x``.
-_UNARY: dict[str, str] = {
-    "abs": "Abs(x)", "sqrt": "sqrt(x)", "rsqrt": "1 / sqrt(x)", "exp": "exp(x)", "exp2": "2 ** x",
-    "expm1": "exp(x) - 1", "log": "log(x)", "log2": "log(x) / log(2)", "log10": "log(x) / log(10)",
-    "log1p": "log(1 + x)", "sign": "sign(x)", "floor": "floor(x)", "ceil": "ceiling(x)",
-    "trunc": "trunc(x)", "round": _ROUND, "square": "x ** 2", "reciprocal": "1 / x",
-    "negative": "-x", "positive": "x", "sigmoid": _SIGMOID, "tanh": "tanh(x)", "sin": "sin(x)", "cos": "cos(x)",
-    "tan": "tan(x)", "arcsin": "asin(x)", "arccos": "acos(x)", "arctan": "atan(x)", "sinh": "sinh(x)",
-    "cosh": "cosh(x)", "arcsinh": "asinh(x)", "arccosh": "acosh(x)", "arctanh": "atanh(x)", "erf": "erf(x)",
-    "erfc": "erfc(x)", "sinc": _SINC, "relu": "Max(x, 0)", "heaviside0": "Heaviside(x)",
-}
-
-_BINARY: dict[str, str] = {
-    "maximum": "Max(x, y)", "minimum": "Min(x, y)", "atan2": "atan2(x, y)", "xlogy": _XLOGY,
-    "xlog1py": _XLOG1PY, "pow": "x ** y", "hypot": "sqrt(x ** 2 + y ** 2)", "remainder": _REMAINDER,
-    "fmod": _FMOD, "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "logaddexp": "log(exp(x) + exp(y))",
-    "copysign": "Abs(x) * Piecewise((1, y >= 0), (-1, True))", "heaviside": "Piecewise((0, x < 0), (y, Eq(x, 0)), (1, True))",
-}
-
-
-def _torch_table() -> dict[str, Entry]:
-    t: dict[str, Entry] = {}
-    # torch spells its first argument "input"; forms are written over x and renamed here.
-    for name, form in _UNARY.items():
-        ent = _e("input, *, out=None", _rename(form, {"x": "input"}))
-        torch_names = {"arcsin": ["asin", "arcsin"], "arccos": ["acos", "arccos"], "arctan": ["atan", "arctan"],
-                       "arcsinh": ["asinh", "arcsinh"], "arccosh": ["acosh", "arccosh"],
-                       "arctanh": ["atanh", "arctanh"], "negative": ["neg", "negative"],
-                       "abs": ["abs", "absolute"], "heaviside0": [], "erf": ["erf", "special.erf"],
-                       "erfc": ["erfc", "special.erfc"], "sigmoid": ["sigmoid", "special.expit"],
-                       "sinc": ["sinc", "special.sinc"], "expm1": ["expm1", "special.expm1"],
-                       "log1p": ["log1p", "special.log1p"], "exp2": ["exp2", "special.exp2"],
-                       "round": [], "sign": ["sign", "sgn"]}.get(name, [name])
-        for n in torch_names:
-            t[f"torch.{n}"] = ent
-            if "." not in n:
-                t[f"torch.Tensor.{n}"] = _e("self", _rename(form, {"x": "self"}))
-    t["torch.round"] = _e("input, *, decimals=0, out=None", {"param": "decimals", 0: _rename(_ROUND, {"x": "input"})})
-    t["torch.Tensor.round"] = _e("self, decimals=0", {"param": "decimals", 0: _rename(_ROUND, {"x": "self"})})
-    t["torch.frac"] = _e("input, *, out=None", "input - sign(input) * floor(Abs(input))")
-    t["torch.special.i0e"] = _e("input, *, out=None", _rename(_I0E, {"x": "input"}))
-    for n in ("nn.functional.sigmoid", "nn.functional.tanh"):
-        t[f"torch.{n}"] = _e("input", _rename(_UNARY[n.split(".")[-1]], {"x": "input"}))
-    for name, form in _BINARY.items():
-        names = {"atan2": ["atan2", "arctan2"], "xlogy": ["xlogy", "special.xlogy"],
-                 "xlog1py": ["special.xlog1py"], "pow": ["pow", "float_power"], "logaddexp": ["logaddexp"],
-                 "sub": ["sub", "subtract"], "mul": ["mul", "multiply"], "div": ["div", "divide", "true_divide"],
-                 "maximum": ["maximum", "fmax"], "minimum": ["minimum", "fmin"]}.get(name, [name])
-        for n in names:
-            t[f"torch.{n}"] = _e("input, other, *, out=None", _rename(form, {"x": "input", "y": "other"}))
-            if "." not in n:
-                t[f"torch.Tensor.{n}"] = _e("self, other", _rename(form, {"x": "self", "y": "other"}))
-    t["torch.pow"] = _e("input, exponent, *, out=None", "input ** exponent")
-    t["torch.float_power"] = t["torch.pow"]
-    t["torch.Tensor.pow"] = _e("self, exponent", "self ** exponent")
-    t["torch.add"] = _e("input, other, *, alpha=1, out=None", "input + alpha * other")
-    t["torch.sub"] = t["torch.subtract"] = _e("input, other, *, alpha=1, out=None", "input - alpha * other")
-    t["torch.heaviside"] = _e("input, values, *, out=None", "Piecewise((0, input < 0), (values, Eq(input, 0)), (1, True))")
-    t["torch.clamp"] = t["torch.clip"] = _e("input, min=None, max=None, *, out=None", "Min(Max(input, min), max)")
-    t["torch.Tensor.clamp"] = t["torch.Tensor.clip"] = _e("self, min=None, max=None", "Min(Max(self, min), max)")
-    t["torch.clamp_min"] = _e("input, min", "Max(input, min)")
-    t["torch.clamp_max"] = _e("input, max", "Min(input, max)")
-    t["torch.Tensor.clamp_min"] = _e("self, min", "Max(self, min)")
-    t["torch.Tensor.clamp_max"] = _e("self, max", "Min(self, max)")
-    t["torch.where"] = _h("condition, input, other, *, out=None", "where")
-    t["torch.Tensor.where"] = _h("self, condition, y", "where_method")
-    t["torch.zeros_like"] = _e(
-        "input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None", "0")
-    t["torch.ones_like"] = _e("input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None", "1")
-    t["torch.full_like"] = _e("input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, "
-                              "memory_format=None", "fill_value")
-    t["torch.tensor"] = t["torch.as_tensor"] = _h("data, *, dtype=None, device=None, requires_grad=False", "asarray")
-    # torch.nn.functional
-    F = "torch.nn.functional."
-    t[F + "relu"] = _e("input, inplace=False", "Max(input, 0)")
-    t["torch.relu"] = _e("input", "Max(input, 0)")
-    t["torch.Tensor.relu"] = _e("self", "Max(self, 0)")
-    t[F + "relu6"] = _e("input, inplace=False", _rename(_RELU6, {"x": "input"}))
-    t[F + "hardtanh"] = _e("input, min_val=-1.0, max_val=1.0, inplace=False", "Min(Max(input, min_val), max_val)")
-    t[F + "hardsigmoid"] = _e("input, inplace=False", _rename(_HARDSIGMOID, {"x": "input"}))
-    t[F + "hardswish"] = _e("input, inplace=False", "input * " + _rename(_HARDSIGMOID, {"x": "input"}))
-    t[F + "leaky_relu"] = _e("input, negative_slope=0.01, inplace=False",
-                             "Piecewise((input, input > 0), (negative_slope * input, True))")
-    t[F + "elu"] = _e("input, alpha=1.0, inplace=False", "Piecewise((input, input > 0), (alpha * (exp(input) - 1), True))")
-    t[F + "celu"] = _e("input, alpha=1.0, inplace=False", "Max(input, 0) + Min(0, alpha * (exp(input / alpha) - 1))")
-    t[F + "selu"] = t["torch.selu"] = _e("input, inplace=False", _rename(_SELU, {"x": "input"}))
-    t[F + "gelu"] = _e("input, approximate='none'", {"param": "approximate", "none": _rename(_GELU_ERF, {"x": "input"}),
-                                                      "tanh": _rename(_GELU_TANH, {"x": "input"})})
-    t[F + "silu"] = _e("input, inplace=False", "input * " + _rename(_SIGMOID, {"x": "input"}))
-    t[F + "mish"] = _e("input, inplace=False", "input * tanh(log(1 + exp(input)))")
-    t[F + "softplus"] = _e("input, beta=1.0, threshold=20.0",
-                           "Piecewise((input, beta * input > threshold), (log(1 + exp(beta * input)) / beta, True))")
-    t[F + "logsigmoid"] = _e("input", "-log(1 + exp(-input))")
-    t[F + "softsign"] = _e("input", "input / (1 + Abs(input))")
-    t[F + "tanhshrink"] = _e("input", "input - tanh(input)")
-    t[F + "softshrink"] = _e("input, lambd=0.5", "Piecewise((input - lambd, input > lambd), "
-                                                 "(input + lambd, input < -lambd), (0, True))")
-    t[F + "hardshrink"] = _e("input, lambd=0.5", "Piecewise((input, Abs(input) > lambd), (0, True))")
-    t[F + "threshold"] = _e("input, threshold, value, inplace=False", "Piecewise((input, input > threshold), (value, True))")
-    t["torch.threshold"] = _e("input, threshold, value", "Piecewise((input, input > threshold), (value, True))")
-    # reductions
-    for n, red in (("sum", "sum"), ("nansum", "sum"), ("mean", "mean"), ("nanmean", "mean")):
-        t[f"torch.{n}"] = _r("input, dim=None, keepdim=False, *, dtype=None, out=None", red)
-        t[f"torch.Tensor.{n}"] = _r("self, dim=None, keepdim=False, *, dtype=None", red)
-    for n, red in (("amax", "max"), ("amin", "min")):
-        t[f"torch.{n}"] = _r("input, dim=(), keepdim=False, *, out=None", red)
-        t[f"torch.Tensor.{n}"] = _r("self, dim=(), keepdim=False", red)
-    t["torch.prod"] = _r("input, dim=None, keepdim=False, *, dtype=None", "prod")
-    t["torch.Tensor.prod"] = _r("self, dim=None, keepdim=False, *, dtype=None", "prod")
-    t["torch.logsumexp"] = _r("input, dim, keepdim=False, *, out=None", "logsumexp")
-    t["torch.Tensor.logsumexp"] = _r("self, dim, keepdim=False", "logsumexp")
-    t["torch.special.logsumexp"] = t["torch.logsumexp"]
-    for n in ("max", "min"):
-        t[f"torch.{n}"] = _h("input, dim=None, keepdim=False, *, out=None", "torch_minmax", n)
-        t[f"torch.Tensor.{n}"] = _h("self, dim=None, keepdim=False", "torch_minmax", n)
-    for n, red in (("argmax", "max"), ("argmin", "min")):
-        t[f"torch.{n}"] = _h("input, dim=None, keepdim=False", "argext", red)
-        t[f"torch.Tensor.{n}"] = _h("self, dim=None, keepdim=False", "argext", red)
-    t["torch.median"] = t["torch.nanmedian"] = _h("input, dim=None, keepdim=False, *, out=None", "torch_median")
-    t["torch.Tensor.median"] = t["torch.Tensor.nanmedian"] = _h("self, dim=None, keepdim=False", "torch_median")
-    t["torch.quantile"] = t["torch.nanquantile"] = _h(
-        "input, q, dim=None, keepdim=False, *, interpolation='linear', out=None", "quantile")
-    t["torch.Tensor.quantile"] = t["torch.Tensor.nanquantile"] = _h(
-        "self, q, dim=None, keepdim=False, *, interpolation='linear'", "quantile")
-    t["torch.kthvalue"] = _h("input, k, dim=-1, keepdim=False, *, out=None", "kthvalue")
-    t["torch.Tensor.kthvalue"] = _h("self, k, dim=-1, keepdim=False", "kthvalue")
-    t["torch.sort"] = _h("input, dim=-1, descending=False, stable=False, *, out=None", "sort", "pair")
-    t["torch.Tensor.sort"] = _h("self, dim=-1, descending=False, stable=False", "sort", "pair")
-    t["torch.msort"] = _h("input, *, out=None", "msort")
-    t["torch.Tensor.msort"] = _h("self", "msort")
-    t["torch.topk"] = _h("input, k, dim=-1, largest=True, sorted=True, *, out=None", "topk")
-    t["torch.Tensor.topk"] = _h("self, k, dim=-1, largest=True, sorted=True", "topk")
-    # norms and distances
-    t["torch.linalg.vector_norm"] = _h("x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None", "vector_norm")
-    t["torch.linalg.matrix_norm"] = _h("A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None, out=None",
-                                       "matrix_norm")
-    t["torch.linalg.norm"] = _h("A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None", "linalg_norm")
-    t["torch.norm"] = _h("input, p='fro', dim=None, keepdim=False, out=None, dtype=None", "torch_norm")
-    t["torch.Tensor.norm"] = _h("self, p='fro', dim=None, keepdim=False, dtype=None", "torch_norm")
-    t["torch.dist"] = _h("input, other, p=2", "dist")
-    t["torch.Tensor.dist"] = _h("self, other, p=2", "dist")
-    t["torch.cdist"] = _h("x1, x2, p=2.0, compute_mode='use_mm_for_euclid_dist_if_necessary'", "cdist")
-    t[F + "pairwise_distance"] = _h("x1, x2, p=2.0, eps=1e-06, keepdim=False", "pairwise_distance")
-    t["torch.pairwise_distance"] = t[F + "pairwise_distance"]
-    # losses
-    for n, form in (("l1_loss", "Abs(input - target)"), ("mse_loss", "(input - target) ** 2")):
-        t[F + n] = _h("input, target, size_average=None, reduce=None, reduction='mean'", "loss", form)
-    t[F + "smooth_l1_loss"] = _h("input, target, size_average=None, reduce=None, reduction='mean', beta=1.0", "loss",
-                                 "Piecewise((0.5 * (input - target) ** 2 / beta, Abs(input - target) < beta), "
-                                 "(Abs(input - target) - 0.5 * beta, True))")
-    t[F + "huber_loss"] = _h("input, target, reduction='mean', delta=1.0", "loss",
-                             "Piecewise((0.5 * (input - target) ** 2, Abs(input - target) < delta), "
-                             "(delta * (Abs(input - target) - 0.5 * delta), True))")
-    # pooling
-    for d in (1, 2, 3):
-        t[F + f"max_pool{d}d"] = _h("input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, "
-                                    "return_indices=False", "max_pool", d)
-        t[F + f"adaptive_max_pool{d}d"] = _h("input, output_size, return_indices=False", "adaptive_max_pool", d)
-    t[F + "softmax"] = _h("input, dim=None, _stacklevel=3, dtype=None", "softmax", "softmax")
-    t[F + "log_softmax"] = _h("input, dim=None, _stacklevel=3, dtype=None", "softmax", "log_softmax")
-    t["torch.softmax"] = _h("input, dim, dtype=None", "softmax", "softmax")
-    t["torch.log_softmax"] = _h("input, dim, dtype=None", "softmax", "log_softmax")
-    # shapes
-    t["torch.reshape"] = _h("input, shape", "reshape")
-    t["torch.Tensor.reshape"] = t["torch.Tensor.view"] = _h("self, *shape", "reshape")
-    t["torch.broadcast_to"] = _h("input, size", "broadcast")
-    t["torch.Tensor.expand"] = _h("self, *size", "broadcast")
-    t["torch.Tensor.expand_as"] = _h("self, other", "broadcast")
-    t["torch.tile"] = _h("input, dims", "tile")
-    # writes at indices (torch docs: index_put_, put_, index_add_, index_copy_, scatter_, scatter_add_): an
-    # accumulating write is a sum; a plain write with a duplicate index has no one value (undefined there)
-    t["torch.Tensor.index_put"] = _h("self, indices, values, accumulate=False", "index_put")
-    t["torch.index_put"] = _h("input, indices, values, accumulate=False", "index_put")
-    t["torch.Tensor.put"] = _h("self, index, source, accumulate=False", "put")
-    t["torch.Tensor.index_add"] = _h("self, dim, index, source, *, alpha=1", "index_along")
-    t["torch.index_add"] = _h("input, dim, index, source, *, alpha=1", "index_along")
-    t["torch.Tensor.index_copy"] = _h("self, dim, index, source", "index_along")
-    t["torch.index_copy"] = _h("input, dim, index, source", "index_along")
-    t["torch.Tensor.scatter"] = _h("self, dim, index, src=None, *, value=None, reduce=None", "scatter")
-    t["torch.scatter"] = _h("input, dim, index, src=None, *, value=None, reduce=None", "scatter")
-    t["torch.Tensor.scatter_add"] = _h("self, dim, index, src", "scatter")
-    t["torch.scatter_add"] = _h("input, dim, index, src", "scatter")
-    t["torch.Tensor.tile"] = t["torch.Tensor.repeat"] = _h("self, *dims", "tile")
-    t["torch.flatten"] = _h("input, start_dim=0, end_dim=-1", "flatten")
-    t["torch.Tensor.flatten"] = _h("self, start_dim=0, end_dim=-1", "flatten")
-    t["torch.ravel"] = _h("input", "flatten")
-    t["torch.Tensor.ravel"] = _h("self", "flatten")
-    t["torch.stack"] = _h("tensors, dim=0, *, out=None", "stack")
-    t["torch.cat"] = t["torch.concat"] = t["torch.concatenate"] = _h("tensors, dim=0, *, out=None", "cat")
-    t["torch.squeeze"] = _h("input, dim=None", "squeeze")
-    t["torch.Tensor.squeeze"] = _h("self, dim=None", "squeeze")
-    t["torch.unsqueeze"] = _h("input, dim", "unsqueeze")
-    t["torch.Tensor.unsqueeze"] = _h("self, dim", "unsqueeze")
-    t["torch.t"] = _h("input", "transpose2")
-    t["torch.Tensor.t"] = _h("self", "transpose2")
-    t["torch.transpose"] = _h("input, dim0, dim1", "swapaxes")
-    t["torch.Tensor.transpose"] = _h("self, dim0, dim1", "swapaxes")
-    t["torch.matmul"] = _h("input, other, *, out=None", "matmul")
-    t["torch.Tensor.matmul"] = _h("self, other", "matmul")
-    t["torch.dot"] = t["torch.inner"] = t["torch.mv"] = t["torch.mm"] = t["torch.matmul"]
-    # the functions of the census's cases (issue 14)
-    prelu = "Piecewise((input, input > 0), (weight * input, True))"
-    t[F + "prelu"] = t["torch.prelu"] = _e("input, weight", prelu)
-    t["torch.Tensor.prelu"] = _e("self, weight", _rename(prelu, {"input": "self"}))
-    t["torch.celu"] = _e("input, alpha=1.0", t[F + "celu"].form)
-    t["torch.logit"] = t["torch.special.logit"] = _h("input, eps=None, *, out=None", "logit")
-    t["torch.Tensor.logit"] = _h("self, eps=None", "logit")
-    t["torch.masked_fill"] = _h("input, mask, value", "masked_fill")
-    t["torch.Tensor.masked_fill"] = _h("self, mask, value", "masked_fill")
-    t["torch.fix"] = t["torch.trunc"]
-    t["torch.Tensor.fix"] = t["torch.Tensor.trunc"]
-    t["torch.Tensor.frac"] = _e("self", "self - sign(self) * floor(Abs(self))")
-    t["torch.special.round"] = t["torch.round"]
-    division = {"param": "rounding_mode", None: "input / other", "floor": "floor(input / other)",
-                "trunc": "trunc(input / other)"}
-    t["torch.div"] = t["torch.divide"] = _e("input, other, *, rounding_mode=None, out=None", division)
-    t["torch.Tensor.div"] = t["torch.Tensor.divide"] = _e(
-        "self, other, *, rounding_mode=None", {k: _rename(v, {"input": "self"}) for k, v in division.items()})
-    t["torch.floor_divide"] = _e("input, other, *, out=None", "floor(input / other)")
-    t["torch.Tensor.floor_divide"] = _e("self, other", "floor(self / other)")
-    # real inputs only: the angle of a real number is 0 or pi (torch.angle's docs)
-    t["torch.angle"] = _e("input, *, out=None", "Piecewise((pi, input < 0), (0, True))")
-    t["torch.Tensor.angle"] = _e("self", "Piecewise((pi, self < 0), (0, True))")
-    t["torch.special.entr"] = _e("input, *, out=None", "-xlogy(input, input)")
-    for n in ("cummax", "cummin", "logcumsumexp"):
-        red = {"cummax": "max", "cummin": "min"}.get(n, "logsumexp")
-        t[f"torch.{n}"] = _h("input, dim, *, out=None", "cumulative", red)
-        t[f"torch.Tensor.{n}"] = _h("self, dim", "cumulative", red)
-    t["torch.std"] = _h("input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None", "std", "std")
-    t["torch.Tensor.std"] = _h("self, dim=None, unbiased=None, keepdim=False, *, correction=None", "std", "std")
-    t["torch.std_mean"] = _h("input, dim=None, unbiased=None, keepdim=False, *, correction=None", "std", "std_mean")
-    t[F + "hinge_embedding_loss"] = _h(
-        "input, target, margin=1.0, size_average=None, reduce=None, reduction='mean'", "loss",
-        "Piecewise((Max(0, margin - input), Eq(target, -1)), (input, Eq(target, 1)), "
-        "(Max(0, margin - input) + input, True))")
-    t[F + "margin_ranking_loss"] = _h(
-        "input1, input2, target, margin=0, size_average=None, reduce=None, reduction='mean'", "loss",
-        "Max(0, -target * (input1 - input2) + margin)")
-    t[F + "kl_div"] = _h("input, target, size_average=None, reduce=None, reduction='mean', log_target=False", "loss",
-                         {"param": "log_target", False: "xlogy(target, target) - target * input",
-                          True: "exp(target) * (target - input)"})
-    # log clamped at -100 (torch's binary_cross_entropy docs); a weight is not mapped
-    t[F + "binary_cross_entropy"] = _h(
-        "input, target, weight=None, size_average=None, reduce=None, reduction='mean'", "loss",
-        {"param": "weight", None: "-(target * Piecewise((-100, input <= exp(-100)), (log(input), True)) + (1 - target)"
-                                  " * Piecewise((-100, 1 - input <= exp(-100)), (log(1 - input), True)))"})
-    return t
-
-
-def _jax_table() -> dict[str, Entry]:
-    t: dict[str, Entry] = {}
-    jnp, lax, nn = "jax.numpy.", "jax.lax.", "jax.nn."
-    for name, form in _UNARY.items():
-        if name == "heaviside0":
+    out: dict[str, Entry] = {}
+    for record in REGISTRY.values():
+        try:
+            module = importlib.import_module(f"{record.adapter}.mapping")
+        except ModuleNotFoundError:
             continue
-        names = {"abs": ["abs", "absolute", "fabs"], "round": ["round", "rint", "around"], "relu": [],
-                 "arcsin": ["arcsin", "asin"], "arccos": ["arccos", "acos"], "arctan": ["arctan", "atan"],
-                 "arcsinh": ["arcsinh", "asinh"], "arccosh": ["arccosh", "acosh"], "arctanh": ["arctanh", "atanh"],
-                 "erf": [], "erfc": [], "sigmoid": [], "rsqrt": []}.get(name, [name])
-        for n in names:
-            if n in ("round", "around"):
-                t[jnp + n] = _e("a, decimals=0, out=None", {"param": "decimals", 0: _rename(form, {"x": "a"})})
-            else:
-                t[jnp + n] = _e("x, /", form)
-        lax_name = {"abs": "abs", "sqrt": "sqrt", "rsqrt": "rsqrt", "exp": "exp", "expm1": "expm1", "log": "log",
-                    "log1p": "log1p", "sign": "sign", "floor": "floor", "ceil": "ceil", "tanh": "tanh", "sin": "sin",
-                    "cos": "cos", "tan": "tan", "erf": "erf", "erfc": "erfc", "negative": "neg", "sigmoid": "logistic",
-                    "square": "square", "reciprocal": "reciprocal", "arctan": "atan", "exp2": "exp2"}.get(name)
-        if lax_name:
-            t[lax + lax_name] = _e("x", form)
-    t["jax.Array.round"] = _e("self, decimals=0, out=None", {"param": "decimals", 0: _rename(_ROUND, {"x": "self"})})
-    t[lax + "round"] = _e("x, rounding_method=0", {"param": "rounding_method", 0: "sign(x) * floor(Abs(x) + 0.5)",
-                                                   1: _ROUND})
-    for n in ("erf", "erfc"):
-        t[f"jax.scipy.special.{n}"] = _e("x", _UNARY[n])
-    t["jax.scipy.special.expit"] = _e("x", _SIGMOID)
-    t["jax.scipy.special.i0e"] = _e("x", _I0E)
-    t[lax + "bessel_i0e"] = _e("x", _I0E)
-    for name, form in _BINARY.items():
-        names = {"atan2": ["arctan2", "atan2"], "xlogy": [], "xlog1py": [], "pow": ["power", "pow"],
-                 "sub": ["subtract"], "mul": ["multiply"], "div": ["divide", "true_divide"], "add": ["add"],
-                 "maximum": ["maximum", "fmax"], "minimum": ["minimum", "fmin"]}.get(name, [name])
-        for n in names:
-            t[jnp + n] = _e("x, y, /", form)
-    t[jnp + "heaviside"] = _e("x1, x2, /", "Piecewise((0, x1 < 0), (x2, Eq(x1, 0)), (1, True))")
-    t["jax.scipy.special.xlogy"] = _e("x, y", _XLOGY)
-    t["jax.scipy.special.xlog1py"] = _e("x, y", _XLOG1PY)
-    for n, form in (("max", "Max(x, y)"), ("min", "Min(x, y)"), ("atan2", "atan2(x, y)"), ("pow", "x ** y"),
-                    ("add", "x + y"), ("sub", "x - y"), ("mul", "x * y"), ("div", "x / y"), ("rem", _FMOD)):
-        t[lax + n] = _e("x, y", form)
-    t[lax + "clamp"] = _e("min, x, max", "Min(Max(x, min), max)")
-    t[jnp + "clip"] = _e("arr=None, /, min=None, max=None", "Min(Max(arr, min), max)")
-    t["jax.Array.clip"] = _e("self, min=None, max=None", "Min(Max(self, min), max)")
-    t[jnp + "where"] = _h("condition, x=None, y=None, /, *, size=None, fill_value=None", "where")
-    for n, form in (("zeros_like", "0"), ("ones_like", "1")):
-        t[jnp + n] = _e("a, dtype=None, shape=None, *, device=None", form)
-    t[jnp + "full_like"] = _e("a, fill_value, dtype=None, shape=None, *, device=None", "fill_value")
-    t[jnp + "array"] = _h("object, dtype=None, copy=True, order='K', ndmin=0, *, device=None", "asarray")
-    t[jnp + "asarray"] = _h("a, dtype=None, order=None, *, copy=None, device=None", "asarray")
-    # jax.nn
-    t[nn + "relu"] = _e("x", "Max(x, 0)")
-    t[nn + "relu6"] = _e("x", _RELU6)
-    t[nn + "hard_tanh"] = _e("x", "Min(Max(x, -1), 1)")
-    t[nn + "hard_sigmoid"] = _e("x", _HARDSIGMOID)
-    t[nn + "hard_swish"] = t[nn + "hard_silu"] = _e("x", "x * " + _HARDSIGMOID)
-    t[nn + "leaky_relu"] = _e("x, negative_slope=0.01", "Piecewise((x, x >= 0), (negative_slope * x, True))")
-    t[nn + "elu"] = _e("x, alpha=1.0", "Piecewise((x, x > 0), (alpha * (exp(x) - 1), True))")
-    t[nn + "celu"] = _e("x, alpha=1.0", "Max(x, 0) + alpha * (exp(Min(x, 0) / alpha) - 1)")
-    t[nn + "selu"] = _e("x", _SELU)
-    t[nn + "gelu"] = _e("x, approximate=True", {"param": "approximate", True: _GELU_TANH, False: _GELU_ERF})
-    t[nn + "silu"] = t[nn + "swish"] = _e("x", "x * " + _SIGMOID)
-    t[nn + "sigmoid"] = _e("x", _SIGMOID)
-    t[nn + "softplus"] = _e("x", _SOFTPLUS)
-    t[nn + "log_sigmoid"] = _e("x", "-log(1 + exp(-x))")
-    t[nn + "soft_sign"] = _e("x", "x / (Abs(x) + 1)")
-    t[nn + "mish"] = _e("x", "x * tanh(log(1 + exp(x)))")
-    t[nn + "squareplus"] = _e("x, b=4", "(x + sqrt(x ** 2 + b)) / 2")
-    t[nn + "sparse_plus"] = _e("x", "Piecewise((0, x <= -1), (x, x >= 1), ((x + 1) ** 2 / 4, True))")
-    t[nn + "softmax"] = _h("x, axis=-1, where=None", "softmax", "softmax")
-    t[nn + "log_softmax"] = _h("x, axis=-1, where=None", "softmax", "log_softmax")
-    # reductions
-    red_sig = "a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None"
-    for n, red in (("sum", "sum"), ("nansum", "sum"), ("prod", "prod"), ("max", "max"), ("amax", "max"),
-                   ("nanmax", "max"), ("min", "min"), ("amin", "min"), ("nanmin", "min")):
-        sig = red_sig if red in ("sum", "prod") else red_sig.replace("dtype=None, ", "")
-        t[jnp + n] = _r(sig, red)
-        if n in ("sum", "prod", "max", "min"):  # jax.Array has no amax/amin/nan* methods
-            t[f"jax.Array.{n}"] = _r(sig.replace("a,", "self,"), red)
-    for n in ("mean", "nanmean"):
-        t[jnp + n] = _r("a, axis=None, dtype=None, out=None, keepdims=False, *, where=None", "mean")
-    t["jax.Array.mean"] = _r("self, axis=None, dtype=None, out=None, keepdims=False, *, where=None", "mean")
-    t["jax.scipy.special.logsumexp"] = _r("a, axis=None, b=None, keepdims=False, return_sign=False, where=None",
-                                          "logsumexp")
-    t[jnp + "logaddexp"] = _e("x1, x2, /", "log(exp(x1) + exp(x2))")
-    for n, red in (("argmax", "max"), ("argmin", "min")):
-        t[jnp + n] = _h("a, axis=None, out=None, keepdims=None", "argext", red)
-        t[f"jax.Array.{n}"] = _h("self, axis=None, out=None, keepdims=None", "argext", red)
-    t[jnp + "median"] = t[jnp + "nanmedian"] = _h("a, axis=None, out=None, overwrite_input=False, keepdims=False",
-                                                  "jnp_median")
-    t[jnp + "quantile"] = t[jnp + "nanquantile"] = _h(
-        "a, q, axis=None, out=None, overwrite_input=False, method='linear', keepdims=False, *, weights=None",
-        "quantile")
-    t[jnp + "sort"] = _h("a, axis=-1, *, kind=None, order=None, stable=True, descending=False", "sort", "array")
-    t["jax.Array.sort"] = _h("self, axis=-1, *, kind=None, order=None, stable=True, descending=False", "sort", "array")
-    t[lax + "top_k"] = _h("operand, k, *, axis=-1", "topk")
-    t[lax + "sort"] = _h("operand, dimension=-1, is_stable=True, num_keys=1", "sort", "lax")
-    t[lax + "reduce_window"] = _h("operand, init_value, computation, window_dimensions, window_strides=None, "
-                                  "padding='VALID', base_dilation=None, window_dilation=None", "reduce_window")
-    t[jnp + "linalg.norm"] = _h("x, ord=None, axis=None, keepdims=False", "linalg_norm")
-    t[jnp + "linalg.vector_norm"] = _h("x, /, *, axis=None, keepdims=False, ord=2", "vector_norm")
-    t[jnp + "linalg.matrix_norm"] = _h("x, /, *, keepdims=False, ord='fro'", "matrix_norm")
-    # shapes
-    t[jnp + "reshape"] = _h("a, shape=None, order='C', *, copy=None, out_sharding=None", "reshape")
-    t["jax.Array.reshape"] = _h("self, *shape, order='C'", "reshape")
-    t[jnp + "broadcast_to"] = _h("array, shape, *, out_sharding=None", "broadcast")
-    t[jnp + "tile"] = _h("A, reps", "tile")
-    t[jnp + "ravel"] = _h("a, order='C', *, out_sharding=None", "flatten")
-    t["jax.Array.ravel"] = t["jax.Array.flatten"] = _h("self, order='C'", "flatten")
-    t[jnp + "stack"] = _h("arrays, axis=0, out=None, dtype=None", "stack")
-    t[jnp + "concatenate"] = t[jnp + "concat"] = _h("arrays, axis=0, dtype=None", "cat")
-    t[jnp + "squeeze"] = _h("a, axis=None", "squeeze")
-    t[jnp + "expand_dims"] = _h("a, axis", "unsqueeze")
-    t[jnp + "transpose"] = _h("a, axes=None", "transpose2")
-    t[jnp + "swapaxes"] = _h("a, axis1, axis2", "swapaxes")
-    t[jnp + "matmul"] = t[jnp + "dot"] = t[jnp + "inner"] = _h("a, b, *, precision=None, preferred_element_type=None",
-                                                              "matmul")
-    t[jnp + "vdot"] = _h("a, b, *, precision=None, preferred_element_type=None", "vdot")
-    t["jax.Array.dot"] = _h("self, b, *, precision=None, preferred_element_type=None", "matmul")
-    # the functions of the census's cases (issue 14)
-    for n in ("asin", "acos", "asinh", "acosh", "atanh", "sinh", "cosh"):
-        t[lax + n] = _e("x", f"{n}(x)")
-    t[jnp + "cbrt"] = _e("x, /", "sign(x) * Abs(x) ** (1 / 3)")
-    t[lax + "cbrt"] = _e("x, *, accuracy=None", {"param": "accuracy", None: "sign(x) * Abs(x) ** (1 / 3)"})
-    t[jnp + "float_power"] = _e("x, y, /", "x ** y")
-    t[jnp + "mod"] = t[jnp + "remainder"]
-    t[jnp + "floor_divide"] = _e("x1, x2, /", "floor(x1 / x2)")
-    t[jnp + "divmod"] = _h("x1, x2, /", "tuple", ("floor(x1 / x2)", "x1 - x2 * floor(x1 / x2)"))
-    t[jnp + "modf"] = _h("x, /, out=None", "tuple", ("x - trunc(x)", "trunc(x)"))
-    t[jnp + "angle"] = _e("z, deg=False", {"param": "deg", False: "Piecewise((pi, z < 0), (0, True))",
-                                           True: "Piecewise((180, z < 0), (0, True))"})
-    t["jax.scipy.special.entr"] = _e("x", "-xlogy(x, x)")
-    t["jax.scipy.special.rel_entr"] = _e("p, q", "xlogy(p, p) - xlogy(p, q)")
-    t["jax.scipy.special.kl_div"] = _e("p, q", "xlogy(p, p) - xlogy(p, q) - p + q")
-    t["jax.scipy.special.logit"] = _e("x", "log(x / (1 - x))")
-    t[nn + "sparse_sigmoid"] = _e("x", "Min(Max(x + 1, 0), 2) / 2")
-    t[nn + "logsumexp"] = t["jax.scipy.special.logsumexp"]
-    t[nn + "logmeanexp"] = _r("x, axis=None, where=None, keepdims=False", "logmeanexp")
-    t[jnp + "ptp"] = _r("a, axis=None, out=None, keepdims=False", "ptp")
-    t["jax.Array.ptp"] = _r("self, axis=None, out=None, keepdims=False", "ptp")
-    t[lax + "reduce_max"] = _r("operand, axes", "max")
-    t[lax + "reduce_min"] = _r("operand, axes", "min")
-    for n, red in (("cummax", "max"), ("cummin", "min"), ("cumlogsumexp", "logsumexp")):
-        t[lax + n] = _h("operand, axis=0, reverse=False", "cumulative", red)
-    std = "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None"
-    t[jnp + "std"] = t[jnp + "nanstd"] = _h(std, "std", "std")
-    t["jax.Array.std"] = _h(std.replace("a,", "self,").replace(" mean=None,", ""), "std", "std")
-    t[lax + "select"] = _h("pred, on_true, on_false", "select")
-    t[lax + "select_n"] = _h("which, *cases", "select_n")
-    t[jnp + "select"] = _h("condlist, choicelist, default=0", "jnp_select")
-    return t
+        out.update(module.table())
+    return out
 
 
-def _rename(form: str, names: Mapping[str, str]) -> str:
-    """``form`` with its parameter names renamed, whole words only (``exp`` keeps its ``x``); the text of every
-    literal is kept (selu's 31-digit constants must stay exact)."""
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda mo: names.get(mo.group(0), mo.group(0)), form)
-
-
-def _tensorflow_table() -> dict[str, Entry]:
-    """TensorFlow's elementwise kinked functions (``tf.math`` API docs; ``tf.maximum`` is ``tf.math.maximum``).
-    Its NumPy namespace, ``tf.experimental.numpy``, reads ``jax.numpy``'s rows (:data:`NUMPY_CLONES`)."""
-    t: dict[str, Entry] = {}
-    for root in ("tensorflow.", "tensorflow.math."):
-        t[root + "maximum"] = _e("x, y, name=None", "Max(x, y)")
-        t[root + "minimum"] = _e("x, y, name=None", "Min(x, y)")
-        t[root + "abs"] = _e("x, name=None", "Abs(x)")
-        t[root + "sign"] = _e("x, name=None", "sign(x)")
-        t[root + "sqrt"] = _e("x, name=None", "sqrt(x)")
-    t["tensorflow.math.bessel_i0e"] = _e("x, name=None", _I0E)
-    t["tensorflow.nn.relu"] = _e("features, name=None", "Max(features, 0)")
-    t["tensorflow.nn.relu6"] = _e("features, name=None", "Min(Max(features, 0), 6)")
-    t["tensorflow.clip_by_value"] = _e("t, clip_value_min, clip_value_max, name=None",
-                                       "Min(Max(t, clip_value_min), clip_value_max)")
-    return t
-
-
-def _paddle_mindspore_table() -> dict[str, Entry]:
-    """PaddlePaddle's and MindSpore's elementwise kinked functions (their API docs: ``paddle.clip(x, min, max)``,
-    ``mindspore.ops.clamp(input, min, max)``, ``maximum``/``minimum``, ``abs``, ``sqrt``, ``relu``).
-    ``mindspore.numpy`` reads ``jax.numpy``'s rows (:data:`NUMPY_CLONES`)."""
-    t: dict[str, Entry] = {}
-    for root in ("paddle.", "mindspore.ops.", "mindspore.mint."):
-        x = "x" if root == "paddle." else "input"
-        tail = ", name=None" if root == "paddle." else ""
-        other = "y" if root == "paddle." else "other"
-        t[root + "maximum"] = _e(f"{x}, {other}{tail}", f"Max({x}, {other})")
-        t[root + "minimum"] = _e(f"{x}, {other}{tail}", f"Min({x}, {other})")
-        t[root + "abs"] = _e(f"{x}{tail}", f"Abs({x})")
-        t[root + "sqrt"] = _e(f"{x}{tail}", f"sqrt({x})")
-    t["paddle.clip"] = _e("x, min=None, max=None, name=None", "Min(Max(x, min), max)")
-    t["paddle.i0e"] = _e("x, name=None", _I0E)
-    t["mindspore.ops.bessel_i0e"] = _e("x", _I0E)
-    t["paddle.nn.functional.relu"] = _e("x, name=None", "Max(x, 0)")
-    for root in ("mindspore.ops.", "mindspore.mint."):
-        t[root + "clamp"] = _e("input, min=None, max=None", "Min(Max(input, min), max)")
-    t["mindspore.ops.relu"] = _e("input", "Max(input, 0)")
-    t["mindspore.mint.nn.functional.relu"] = _e("input", "Max(input, 0)")
-    return t
-
-
-#: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes.
-TABLE: dict[str, Entry] = {**_torch_table(), **_jax_table(), **_tensorflow_table(), **_paddle_mindspore_table()}
+#: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes, written in the
+#: framework folders (``frameworks/<name>/mapping.py``).
+TABLE: dict[str, Entry] = _table()
 
 #: Constants a program may name (``torch.inf``, ``jax.numpy.pi``).
 CONSTANTS: dict[str, Any] = {
@@ -621,26 +133,6 @@ def mapped_names() -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- signatures and forms
-
-
-@cache
-def _signature(text: str) -> inspect.Signature:
-    """``inspect.Signature`` of a parameter list written in Python syntax (defaults are literals)."""
-    fn = ast.parse(f"def f({text}): pass").body[0]
-    a = fn.args  # type: ignore[attr-defined]
-    params: list[inspect.Parameter] = []
-    positional = [*a.posonlyargs, *a.args]
-    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    for i, (arg, d) in enumerate(zip(positional, defaults)):
-        kind = inspect.Parameter.POSITIONAL_ONLY if i < len(a.posonlyargs) else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        default = inspect.Parameter.empty if d is None else ast.literal_eval(d)
-        params.append(inspect.Parameter(arg.arg, kind, default=default))
-    if a.vararg is not None:
-        params.append(inspect.Parameter(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
-    for arg, d in zip(a.kwonlyargs, a.kw_defaults):
-        default = inspect.Parameter.empty if d is None else ast.literal_eval(d)
-        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY, default=default))
-    return inspect.Signature(params)
 
 
 def _max_none(*args: Any) -> sympy.Expr:

@@ -23,7 +23,8 @@ __all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table"]
 
 #: The source files the sympy oracle's results depend on, as ``(package, file)``: its modules and every
 #: module of kinkcheck they import (the hull geometry, the expression parser, the catalog's names), so a
-#: change to any of them recomputes every cached entry (``tests/test_imports.py`` checks the list).
+#: change to any of them recomputes every cached entry (``tests/test_imports.py`` checks the list). The framework
+#: folders' records, which :mod:`kinkcheck.registry` reads from their files, are hashed beside them.
 ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
     ("kinkcheck.oracles", "translate.py"), ("kinkcheck.oracles", "pieces.py"), ("kinkcheck.oracles", "cones.py"),
     ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck", "geometry.py"),
@@ -34,9 +35,13 @@ ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
 
 @functools.cache  # once a process: read for every case of a warm report
 def _oracle_source_hash() -> str:
+    from kinkcheck.registry import FOLDERS
+
     h = hashlib.sha256()
     for pkg, name in ORACLE_SOURCES:
         h.update(resources.files(pkg).joinpath(name).read_bytes())
+    for record in sorted(FOLDERS.glob("*/record.py")):  # the registry's records: aliases, exempt namespaces
+        h.update(record.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -150,8 +150,8 @@ def _plan(shard: Path, framework: str, catalog: Any) -> Any:
     return missing_work(_read(shard), catalog, framework)
 
 
-#: The sources that decide whether a shard is fresh (beside the shard and the catalog): a change to any of them
-#: misses every remembered verdict.
+#: The sources that decide whether a shard is fresh (beside the shard and the catalog), with every framework's
+#: record (``frameworks/*/record.py``: its modes and dtypes): a change to any of them misses every remembered verdict.
 FRESHNESS_SOURCES = ("probe/plan.py", "shards.py", "catalog.py", "vocabulary.py", "dtypes.py", "registry.py")
 
 
@@ -167,7 +167,8 @@ def fresh_marker(places: Places, shard: Path, framework: str) -> Path | None:
 
     src = Path(catalog.__file__).parent
     try:
-        code = b"".join((src / f).read_bytes() for f in FRESHNESS_SOURCES)
+        code = b"".join(p.read_bytes() for p in [*(src / f for f in FRESHNESS_SOURCES),
+                                                 *sorted((src / "frameworks").glob("*/record.py"))])
         staged = catalog.staged_path(places.catalog)
         programs = b"".join(p.read_bytes() for folder in (places.catalog.parent, staged.parent)
                             for p in [*sorted((folder / "programs").glob("*.toml")),

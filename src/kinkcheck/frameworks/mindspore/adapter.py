@@ -28,30 +28,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    rounded_point,
-    split_inputs,
-)
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    Unavailable, check_dtype, check_mode, returned
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import mindspore
     import numpy as np
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    mindspore = None
-    _IMPORT_ERROR = str(_err)
 
 #: Modules an expression may reach: the functional ops, mint (the torch-like API) and mindspore.numpy.
 #: mindspore.nn (Cells), mindspore.train, mindspore.dataset, mindspore.communication and the rest are out of
 #: reach. See kinkcheck.expr.resolve_names; ``mindspore.ops`` passes expr's refusal of "ops" by
-#: kinkcheck.expr.EXEMPT_PREFIXES.
+#: its record's ``exempt`` (kinkcheck.expr.exempt_prefixes).
 MODULES = frozenset(("mindspore", "mindspore.ops", "mindspore.mint", "mindspore.mint.nn",
                      "mindspore.mint.nn.functional", "mindspore.mint.linalg", "mindspore.numpy"))
 #: Packages a resolved function or constant may come from.
@@ -148,47 +136,22 @@ def _synchronous() -> str:
     return "set_context(pynative_synchronize=True)"
 
 
-def load() -> MindSporeAdapter:
-    if mindspore is None:
-        raise FrameworkUnavailable(f"mindspore is not installed in this Python ({_IMPORT_ERROR})")
-    return MindSporeAdapter()
-
-
-class MindSporeAdapter:
+class MindSporeAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for MindSpore (PyNative mode, CPU)."""
 
     name = "mindspore"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["mindspore"]
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
+    cuda_refusal = "kinkcheck measures mindspore on the CPU only"
 
     def __init__(self) -> None:
         self._synchronous = _synchronous()
-
-    @property
-    def version(self) -> str:
-        return str(mindspore.__version__)
-
-    def devices(self) -> list[str]:
-        return ["cpu"]
-
-    def device_name(self, device: str) -> str:
-        """The platform's processor (only ``cpu`` is measured)."""
-        return processor_name()
 
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""
         mode = mindspore.get_context("mode")
         return {"mode": "PYNATIVE_MODE" if mode == mindspore.PYNATIVE_MODE else "GRAPH_MODE",
                 "device_target": str(mindspore.get_context("device_target")), "synchronous": self._synchronous}
-
-    def namespace(self) -> dict[str, Any]:
-        return {"mindspore": mindspore}
-
-    @staticmethod
-    def _check_device(device: str) -> None:
-        if device == "cuda":
-            raise FrameworkUnavailable("not measured: kinkcheck measures mindspore on the CPU only")
-        if device != "cpu":
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu)")
 
     @staticmethod
     def _check_pynative() -> None:
@@ -197,7 +160,7 @@ class MindSporeAdapter:
                                        "differentiates parsed programs in PyNative mode only")
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
-        names = resolve(tree, self.namespace(), MODULES, ORIGINS)
+        names = super()._resolve(tree)
         _refusal(tree, names)
         return names
 
@@ -220,10 +183,8 @@ class MindSporeAdapter:
                 out.append(mindspore.Tensor(np.asarray(at[k], dtype=np.float64), getattr(mindspore, dtype)))
         return out
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
 
         Raises
@@ -233,19 +194,10 @@ class MindSporeAdapter:
         ExprError
             A refused name (:func:`_refusal`), before anything runs.
         """
-        check_mode(mode, self.modes)
-        check_dtype(dtype)
-        self._check_device(device)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
-        keys = list(at)
+        self._cpu_only(device)
+        return self._grad(f, list(at), at, dtype, diff, ints)
 
-        def f(*args: Any) -> Any:
-            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
-
-        return self._run(f, keys, at, dtype, diff, tuple(ints))
-
-    def _run(self, f: Any, keys: list[str], at: Mapping[str, Any], dtype: str, diff: Sequence[str],
+    def _grad(self, f: Any, keys: list[str], at: Mapping[str, Any], dtype: str, diff: Sequence[str],
              ints: Sequence[str]) -> dict[str, Any]:
         """``mindspore.grad`` of ``f`` (every input positionally) w.r.t. ``diff``: input name → nested floats."""
         self._check_pynative()
@@ -268,26 +220,17 @@ class MindSporeAdapter:
         """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient` (reverse mode only)."""
         check_mode(mode, self.modes)
         check_dtype(dtype)
-        self._check_device(device)
+        self._cpu_only(device)
+        return self._grad(lambda *a: returned(fn(*a), mindspore.Tensor, "a mindspore.Tensor"), list(at), at, dtype,
+                          tuple(at), ())
 
-        def f(*args: Any) -> Any:
-            out = fn(*args)
-            if not isinstance(out, mindspore.Tensor):  # a Python float would differentiate to 0 silently
-                raise TypeError(f"the function returned a {type(out).__name__}, not a mindspore.Tensor")
-            return out
-
-        return self._run(f, list(at), at, dtype, tuple(at), ())
-
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
-        check_dtype(dtype)
-        return rounded_point(at, lambda v: self._tensors({"v": v}, dtype)[0].astype(mindspore.float64)
-                             .asnumpy().tolist())
+    def _round_trip(self, dtype: str) -> Any:
+        return lambda v: self._tensors({"v": v}, dtype)[0].astype(mindspore.float64).asnumpy().tolist()
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
-        self._check_device(device)
+        self._cpu_only(device)
         self._check_pynative()
         names = self._resolve(tree)
         X, W1, W2, T = self._tensors({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype)
@@ -298,3 +241,6 @@ class MindSporeAdapter:
 
         g1, g2 = mindspore.grad(loss, grad_position=(0, 1))(W1, W2)
         return (g1.astype(mindspore.float64).asnumpy().tolist(), g2.astype(mindspore.float64).asnumpy().tolist())
+
+
+load = MindSporeAdapter.load

@@ -35,29 +35,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    rounded_point,
-    split_inputs,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
+    by_unit_tangents, check_dtype, check_mode, of_differentiated
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import numpy as np
 
     with warnings.catch_warnings():  # "No ccache found" (paddle/utils/cpp_extension): for building extensions only
         warnings.filterwarnings("ignore", message="No ccache found")
         import paddle
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    paddle = None
-    _IMPORT_ERROR = str(_err)
 
 #: Modules an expression may reach (everything else paddle re-exports, such as paddle.io, paddle.static,
 #: paddle.jit, paddle.utils or paddle.device, is out of reach). See kinkcheck.expr.resolve_names.
@@ -121,46 +108,17 @@ def _tensor_like(out: Any) -> bool:
         not isinstance(out, (bool, int, float))
 
 
-def load() -> PaddleAdapter:
-    if paddle is None:
-        raise FrameworkUnavailable(f"paddle is not installed in this Python ({_IMPORT_ERROR})")
-    return PaddleAdapter()
-
-
-class PaddleAdapter:
+class PaddleAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for PaddlePaddle (dynamic-graph mode, CPU)."""
 
     name = "paddle"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["paddle"]
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
+    cuda_refusal = "kinkcheck measures paddle on the CPU only"
 
-    @property
-    def version(self) -> str:
-        return str(paddle.__version__)
-
-    def devices(self) -> list[str]:
-        return ["cpu"]
-
-    def device_name(self, device: str) -> str:
-        """The platform's processor (only ``cpu`` is measured)."""
-        return processor_name()
-
-    def settings(self) -> dict[str, str]:
-        """Framework settings that affect the values, recorded in the shard's provenance."""
-        return {}
-
-    def namespace(self) -> dict[str, Any]:
-        return {"paddle": paddle}
-
-    @staticmethod
-    def _place(device: str) -> Any:
-        if device != "cpu":
-            if device == "cuda":
-                raise FrameworkUnavailable("not measured: kinkcheck measures paddle on the CPU only")
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu)")
+    def _place(self, device: str) -> Any:
+        self._cpu_only(device)
         return paddle.CPUPlace()
-
-    def _resolve(self, tree: ex.Node) -> dict[str, Any]:
-        return resolve(tree, self.namespace(), MODULES, ORIGINS)
 
     @staticmethod
     def _check_output(out: Any) -> Any:
@@ -179,11 +137,9 @@ class PaddleAdapter:
         return [paddle.to_tensor(at[k], dtype="int64" if k in ints else dtype, place=place,
                                  stop_gradient=k not in diff) for k in at]
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; :meth:`_modes` with Paddle's errors read.
 
         Raises
         ------
@@ -192,17 +148,8 @@ class PaddleAdapter:
             the dtype (Paddle's "kernel ... is not registered" and its static-graph and Python-side dtype
             checks), or, in forward mode, an op whose grad has no grad op (the double backward trick).
         """
-        check_mode(mode, self.modes)
-        check_dtype(dtype)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
-        keys = list(at)
-
-        def f(*args: Any) -> Any:
-            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
-
         try:
-            return self._run(f, keys, at, dtype, device, mode, diff, tuple(ints))
+            return self._modes(f, list(at), at, dtype, device, mode, diff, ints)
         except Exception as err:  # re-raised unless it says the dtype or a grad op is missing
             missing = _unavailable(err, dtype, mode)
             if missing is not None:
@@ -212,7 +159,7 @@ class PaddleAdapter:
                 raise RuntimeError(": ".join(found[-1])) from None
             raise
 
-    def _run(self, f: Any, keys: list[str], at: Mapping[str, Any], dtype: str, device: str, mode: str,
+    def _modes(self, f: Any, keys: list[str], at: Mapping[str, Any], dtype: str, device: str, mode: str,
              diff: Sequence[str], ints: Sequence[str]) -> dict[str, Any]:
         """The gradient of ``f(*inputs)`` (all of ``at``'s inputs, positionally) w.r.t. ``diff`` in ``mode``."""
         base = self._tensors(at, dtype, device, ints, diff if mode != "forward" else ())
@@ -221,23 +168,21 @@ class PaddleAdapter:
             jvp = self._jvp()
             wbase = [base[i] for i in pos]
 
-            def total(*w: Any) -> Any:
-                args = list(base)
-                for i, v in zip(pos, w):
-                    args[i] = v
-                return f(*args).sum()
+            f_wrt = of_differentiated(f, base, pos)
 
-            result = {k: np.zeros(tuple(b.shape), dtype=np.float64) for k, b in zip(diff, wbase)}
-            for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(diff, wbase)]):
+            def total(*w: Any) -> Any:
+                return f_wrt(*w).sum()
+
+            def along(k: int, idx: tuple[int, ...]) -> Any:
                 tangents = []
-                for k, b in zip(diff, wbase):
+                for j, b in enumerate(wbase):
                     t = np.zeros(tuple(b.shape), dtype=np.float64)
-                    if k == name:
+                    if j == k:
                         t[idx] = 1
                     tangents.append(paddle.to_tensor(t, dtype=dtype, place=b.place))
-                _, jvp_value = jvp(total, wbase, tangents)
-                result[name][idx] = float(jvp_value.astype("float64"))
-            return {k: v.tolist() for k, v in result.items()}
+                return jvp(total, wbase, tangents)[1].astype("float64")
+
+            return by_unit_tangents([(k, tuple(b.shape)) for k, b in zip(diff, wbase)], along)
         if mode == "graph":
             return self._graph(f, keys, at, dtype, diff, ints)
         out = self._check_output(f(*base))
@@ -302,12 +247,10 @@ class PaddleAdapter:
                 raise TypeError(f"the function returned a {type(out).__name__}, not a paddle.Tensor")
             return out
 
-        return self._run(f, keys, at, dtype, device, mode, tuple(keys), ())
+        return self._modes(f, keys, at, dtype, device, mode, tuple(keys), ())
 
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
-        check_dtype(dtype)
-        return rounded_point(at, lambda v: paddle.to_tensor(v, dtype=dtype).astype("float64").tolist())
+    def _round_trip(self, dtype: str) -> Any:
+        return lambda v: paddle.to_tensor(v, dtype=dtype).astype("float64").tolist()
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
@@ -320,3 +263,6 @@ class PaddleAdapter:
         g1, g2 = paddle.grad([loss], [W1, W2])
         return g1.astype("float64").tolist(), g2.astype("float64").tolist()
 
+
+
+load = PaddleAdapter.load

@@ -36,25 +36,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    rounded_point,
-    split_inputs,
-    start_up_notices_dropped,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    by_unit_tangents, check_dtype, check_mode, processor_name, resolve, returned, start_up_notices_dropped
 
 # TensorFlow's C++ start-up notices (CPU features, oneDNN) would reach `kinkcheck grad`'s stderr; a user's
 # own setting wins.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import numpy as np
 
     with start_up_notices_dropped(r"All log messages before absl::InitializeLog\(\) is called",
@@ -62,9 +52,6 @@ try:
                                   r"This TensorFlow binary is optimized to use available CPU instructions",
                                   r"rebuild TensorFlow with the appropriate compiler flags"):
         import tensorflow as tf
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    tf = None
-    _IMPORT_ERROR = str(_err)
 
 #: Public namespaces an expression may pass through or end at: ``tf``, ``tf.math``, ``tf.nn``, ``tf.linalg``
 #: and ``tf.experimental.numpy`` (``tnp``), by attribute path; their module names (``tensorflow._api.v2.math``)
@@ -133,8 +120,7 @@ def load() -> TensorFlowAdapter:
     FrameworkUnavailable
         TensorFlow is not installed in this Python (one-line reason).
     """
-    if tf is None:
-        raise FrameworkUnavailable(f"tensorflow is not installed in this Python ({_IMPORT_ERROR})")
+    TensorFlowAdapter.imported()
     # every graph/jit cell traces a new tf.function of the same Python code: TensorFlow's retracing warning
     # would repeat for each of them
     tf.get_logger().setLevel(logging.ERROR)
@@ -146,15 +132,11 @@ def _lists(keys: Sequence[str], grads: Sequence[Any]) -> dict[str, Any]:
     return {k: tf.cast(tf.convert_to_tensor(g), tf.float64).numpy().tolist() for k, g in zip(keys, grads)}
 
 
-class TensorFlowAdapter:
+class TensorFlowAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for TensorFlow (eager execution, TensorFlow 2's default)."""
 
     name = "tensorflow"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["tensorflow"]
-
-    @property
-    def version(self) -> str:
-        return str(tf.__version__)
+    guard = GUARD
 
     def devices(self) -> list[str]:
         # tensorflow-cpu has no GPU kernels: list_physical_devices("GPU") is empty there
@@ -186,9 +168,6 @@ class TensorFlowAdapter:
                 "tf.config.experimental.enable_tensor_float_32_execution":
                     str(tf.config.experimental.tensor_float_32_execution_enabled()),
                 "numpy": installed("numpy"), "ml_dtypes": installed("ml-dtypes")}
-
-    def namespace(self) -> dict[str, Any]:
-        return {"tensorflow": tf}
 
     def _modules(self) -> frozenset[str]:
         mods = set()
@@ -236,10 +215,8 @@ class TensorFlowAdapter:
         return [tf.constant(np.asarray(at[k], dtype=np.int64 if k in ints else np.float64),
                             dtype=tf.int64 if k in ints else tdtype) for k in at]
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
 
         An input the output does not depend on, or reached only through ops without a gradient, gets zeros
@@ -255,18 +232,8 @@ class TensorFlowAdapter:
         ProgramError
             The program's value is not a floating-point ``tf.Tensor``.
         """
-        check_mode(mode, self.modes)
-        check_dtype(dtype)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
-        keys = list(at)
         with tf.device(self._device(device)):
-            args = self._inputs(at, dtype, ints)
-
-            def f(*a: Any) -> Any:
-                return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
-
-            return _modes(f, keys, args, diff, mode)
+            return _modes(f, list(at), self._inputs(at, dtype, ints), diff, mode)
 
     def callable_gradient(
         self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
@@ -278,20 +245,11 @@ class TensorFlowAdapter:
         keys = list(at)
         with tf.device(self._device(device)):
             args = self._inputs(at, dtype)
+            return _modes(lambda *a: returned(fn(*a), tf.Tensor, "a tf.Tensor"), keys, args, tuple(keys), mode)
 
-            def f(*a: Any) -> Any:
-                out = fn(*a)
-                if not isinstance(out, tf.Tensor):  # a Python float would differentiate to 0 silently
-                    raise TypeError(f"the function returned a {type(out).__name__}, not a tf.Tensor")
-                return out
-
-            return _modes(f, keys, args, tuple(keys), mode)
-
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
+    def _round_trip(self, dtype: str) -> Any:
         tdtype = self._dtype(dtype)
-        return rounded_point(at, lambda v: tf.cast(tf.constant(np.asarray(v, dtype=np.float64), dtype=tdtype),
-                                                   tf.float64).numpy().tolist())
+        return lambda v: tf.cast(tf.constant(np.asarray(v, dtype=np.float64), dtype=tdtype), tf.float64).numpy().tolist()
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
@@ -336,12 +294,12 @@ def _modes(f: Callable[..., Any], keys: Sequence[str], args: Sequence[Any], diff
             total = tf.add_n([tf.reduce_sum(g) for g in grads])
         return _lists(diff, outer.gradient(total, wargs, unconnected_gradients=zero))
     # forward: one ForwardAccumulator per unit tangent of the differentiated inputs
-    result = {k: np.zeros(args[i].shape, dtype=np.float64) for k, i in zip(diff, pos)}
-    for name, idx in unit_tangents([(k, tuple(args[i].shape)) for k, i in zip(diff, pos)]):
-        tangent = np.zeros(args[keys.index(name)].shape, dtype=np.float64)
+    def along(k: int, idx: tuple[int, ...]) -> Any:
+        primal = args[pos[k]]
+        tangent = np.zeros(primal.shape, dtype=np.float64)
         tangent[idx] = 1
-        primal = args[keys.index(name)]
         with tf.autodiff.ForwardAccumulator(primal, tf.constant(tangent, dtype=primal.dtype)) as acc:
             total = tf.reduce_sum(f(*args))
-        result[name][idx] = float(tf.cast(acc.jvp(total, unconnected_gradients=zero), tf.float64))
-    return {k: v.tolist() for k, v in result.items()}
+        return tf.cast(acc.jvp(total, unconnected_gradients=zero), tf.float64)
+
+    return by_unit_tangents([(k, tuple(args[i].shape)) for k, i in zip(diff, pos)], along)

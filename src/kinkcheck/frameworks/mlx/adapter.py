@@ -23,27 +23,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    rounded_point,
-    split_inputs,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import mlx.core as mx
     import mlx.nn  # noqa: F401 - makes mlx.nn reachable from the expression root
     import numpy as np
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    mx = None
-    _IMPORT_ERROR = str(_err)
 
 #: Modules an expression may reach (``mx.random``, ``mx.metal``, ``mx.distributed``, ``mx.fast`` are out).
 MODULES = frozenset(("mlx", "mlx.core", "mlx.core.linalg", "mlx.nn"))
@@ -114,8 +101,7 @@ _F64_COMPILE = ("a = mx.array(np.asarray([0.5]), dtype=mx.float64)\n"
 
 def load() -> MlxAdapter:
     """The adapter; :class:`FrameworkUnavailable` (one line) when MLX does not import or has no CPU backend."""
-    if mx is None:
-        raise FrameworkUnavailable(f"mlx is not installed in this Python ({_IMPORT_ERROR})")
+    MlxAdapter.imported()
     try:
         with _on_device():
             mx.eval(mx.array([1.0]) + 1)
@@ -161,23 +147,18 @@ def _modes(f: Any, keys: list[str], args: list[Any], argnums: tuple[int, ...], m
     else:  # forward: mx.jvp along each unit tangent of the differentiated inputs, the output's tangent summed
         wargs = [args[i] for i in argnums]
 
-        def f_wrt(*w: Any) -> Any:
-            a = list(args)
-            for i, v in zip(argnums, w):
-                a[i] = v
-            return f(*a)
+        f_wrt = of_differentiated(f, args, argnums)
 
-        result = {k: np.zeros(tuple(w.shape)) for k, w in zip(diff, wargs)}
-        for name, idx in unit_tangents([(k, tuple(w.shape)) for k, w in zip(diff, wargs)]):
-            i = diff.index(name)
+        def along(i: int, idx: tuple[int, ...]) -> Any:
             onehot = np.zeros(tuple(wargs[i].shape))
             onehot[idx] = 1.0
             tangents = [mx.zeros_like(w) for w in wargs]
             tangents[i] = mx.array(onehot).astype(wargs[i].dtype)
             # the sum taken outside MLX, in float64: MLX 0.29 and older have no JVP for Sum
             _, (jvp,) = mx.jvp(f_wrt, wargs, tangents)
-            result[name][idx] = np.sum(np.asarray(_lists(["t"], [jvp])["t"], dtype=np.float64))
-        return {k: v.tolist() for k, v in result.items()}
+            return np.sum(np.asarray(_lists(["t"], [jvp])["t"], dtype=np.float64))
+
+        return by_unit_tangents([(k, tuple(w.shape)) for k, w in zip(diff, wargs)], along)
     grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
     for k, i, g in zip(diff, argnums, grads):
         if tuple(g.shape) != tuple(args[i].shape):  # MLX 0.2's vmap of mx.maximum(0.0, x) batches a wrong axis
@@ -186,15 +167,12 @@ def _modes(f: Any, keys: list[str], args: list[Any], argnums: tuple[int, ...], m
     return _lists(diff, grads)
 
 
-class MlxAdapter:
+class MlxAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for MLX (CPU backend)."""
 
     name = "mlx"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["mlx"]
-
-    @property
-    def version(self) -> str:
-        return str(mx.__version__)
+    guard = GUARD
+    version_module = "mlx.core"
 
     def devices(self) -> list[str]:
         """``cpu``, and ``metal`` where MLX has a Metal GPU (macOS on Apple silicon)."""
@@ -218,11 +196,6 @@ class MlxAdapter:
     def settings(self) -> dict[str, str]:
         """Framework settings that affect the values, recorded in the shard's provenance."""
         return {"device": "every op on the shard's device: MLX's CPU backend (cpu) or its Metal GPU (metal)"}
-
-    def namespace(self) -> dict[str, Any]:
-        import mlx
-
-        return {"mlx": mlx}
 
     def _dtype(self, dtype: str) -> Any:
         check_dtype(dtype)
@@ -295,30 +268,19 @@ class MlxAdapter:
         return [mx.array(np.asarray(at[k], dtype=np.int64), dtype=mx.int64) if k in ints else _from_float64(at[k], dt)
                 for k in at]
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
 
         Raises :class:`Unavailable` for a dtype this MLX lacks; MLX's own errors (a float64 op the CPU
         backend does not implement, an op ``mx.compile`` cannot trace) propagate.
         """
-        check_mode(mode, self.modes)
-        check_dtype(dtype)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
         self._device(device, dtype)  # float64 on Metal is unavailable before any CPU float64 check
         if dtype == "float64" and getattr(mx, "float64", None) is not None:
             self._check_float64(tree, mode)
         keys = list(at)
         with _on_device(device, dtype):
-            args = self._inputs(at, dtype, ints)
-
-            def f(*a: Any) -> Any:
-                return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
-
-            return _modes(f, keys, args, tuple(keys.index(k) for k in diff), mode)
+            return _modes(f, keys, self._inputs(at, dtype, ints), tuple(keys.index(k) for k in diff), mode)
 
     def callable_gradient(
         self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
@@ -328,24 +290,17 @@ class MlxAdapter:
         keys = list(at)
         with _on_device(device, dtype):
             args = self._inputs(at, dtype)
-
-            def f(*a: Any) -> Any:
-                out = fn(*a)
-                if not isinstance(out, mx.array):  # a Python float would differentiate to 0 silently
-                    raise TypeError(f"the function returned a {type(out).__name__}, not an mlx.core.array")
-                return out
-
-            return _modes(f, keys, args, tuple(range(len(keys))), mode)
+            return _modes(lambda *a: returned(fn(*a), mx.array, "an mlx.core.array"), keys, args,
+                          tuple(range(len(keys))), mode)
 
     def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None, and None
-        for a dtype this MLX lacks: its cells are unavailable)."""
-        try:
-            dt = self._dtype(dtype)
-        except Unavailable:
-            return None
+        """See :meth:`kinkcheck.frameworks.base.Adapter.rounded`; on MLX's CPU."""
         with _on_device():
-            return rounded_point(at, lambda v: _lists(["v"], [_from_float64(v, dt)])["v"])
+            return super().rounded(at, dtype)
+
+    def _round_trip(self, dtype: str) -> Any:
+        dt = self._dtype(dtype)
+        return lambda v: _lists(["v"], [_from_float64(v, dt)])["v"]
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"

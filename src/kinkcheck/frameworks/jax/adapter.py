@@ -18,28 +18,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    check_dtype,
-    check_mode,
-    nvidia_driver,
-    processor_name,
-    resolve,
-    rounded_point,
-    split_inputs,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import jax
     import jax.numpy as jnp
     import numpy as np
-
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    jax = None
-    _IMPORT_ERROR = str(_err)
 
 
 @contextlib.contextmanager
@@ -72,57 +58,55 @@ MODULES = frozenset(("jax", "jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "j
 ORIGINS = frozenset(("jax", "jaxlib"))
 
 
-def _callable_modes(f: Any, keys: list[str], args: list[Any], mode: str) -> dict[str, Any]:
-    """The derivative of ``sum(f(*args))`` in ``mode`` (:data:`kinkcheck.vocabulary.MODE_INFO`): input name
-    → nested floats. The modes' definitions are :meth:`JaxAdapter.gradient`'s, for a Python function of every
-    input (what ``kinkcheck check`` differentiates) rather than a parsed program."""
-    argnums = tuple(range(len(args)))
+def _modes(f: Any, keys: Sequence[str], args: list[Any], argnums: tuple[int, ...], mode: str) -> dict[str, Any]:
+    """The derivative of ``sum(f(*args))`` with respect to ``args[i]`` for ``i`` in ``argnums``, in ``mode``
+    (:data:`kinkcheck.vocabulary.MODE_INFO`): input name (``keys[i]``) → nested floats. The other arguments are
+    passed too, not differentiated. Shared by programs and by ``kinkcheck check``'s callables (every argument)."""
+    diff = [keys[i] for i in argnums]
+    wargs = [args[i] for i in argnums]
 
     def total(*a: Any) -> Any:
-        return jnp.sum(f(*a))
+        return f(*a).sum()
 
     def lists(grads: Any) -> dict[str, Any]:
-        return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(keys, grads)}
+        return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(diff, grads)}
 
     if mode == "reverse":
         return lists(jax.grad(total, argnums=argnums)(*args))
     if mode == "jit":
         return lists(jax.jit(jax.grad(total, argnums=argnums))(*args))
     if mode == "vmap":
-        return lists(g[0] for g in jax.vmap(jax.grad(total, argnums=argnums))(*[jnp.stack([a, a]) for a in args]))
+        batched = [jnp.stack([a, a]) for a in args]
+        return lists(g[0] for g in jax.vmap(jax.grad(total, argnums=argnums))(*batched))
     if mode in ("jacfwd", "jacrev"):
+        jac = getattr(jax, mode)(f, argnums=argnums)(*args)
         out_ndim = jnp.ndim(f(*args))
-        return lists(jnp.sum(j, axis=tuple(range(out_ndim))) for j in getattr(jax, mode)(f, argnums=argnums)(*args))
+        return lists(jnp.sum(j, axis=tuple(range(out_ndim))) for j in jac)
     if mode == "second-order":
-        hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape args[i].shape + args[j].shape
-        return lists(sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(args[i]), jnp.ndim(hess[i][j]))))
-                         for j in range(len(args))) for i in range(len(args)))
-    # forward: jax.jvp along each unit tangent
-    result = {k: np.zeros(np.shape(a), dtype=np.float64) for k, a in zip(keys, args)}
-    for name, idx in unit_tangents([(k, np.shape(a)) for k, a in zip(keys, args)]):
-        tangents = [jnp.zeros_like(a) for a in args]
-        i = keys.index(name)
+        hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape wargs[i].shape + wargs[j].shape
+        return lists(
+            sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(wargs[i]), jnp.ndim(hess[i][j]))))
+                for j in range(len(wargs)))
+            for i in range(len(wargs))
+        )
+
+    # forward: jax.jvp along each unit tangent of the differentiated inputs
+    total_wrt = of_differentiated(total, args, argnums)
+
+    def along(i: int, idx: tuple[int, ...]) -> Any:
+        tangents = [jnp.zeros_like(a) for a in wargs]
         tangents[i] = tangents[i].at[idx].set(1)
-        _, jvp = jax.jvp(total, tuple(args), tuple(tangents))
-        result[name][idx] = float(jvp)
-    return {k: v.tolist() for k, v in result.items()}
+        return jax.jvp(total_wrt, tuple(wargs), tuple(tangents))[1]
+
+    return by_unit_tangents([(k, np.shape(a)) for k, a in zip(diff, wargs)], along)
 
 
-def load() -> JaxAdapter:
-    if jax is None:
-        raise FrameworkUnavailable(f"jax is not installed in this Python ({_IMPORT_ERROR})")
-    return JaxAdapter()
-
-
-class JaxAdapter:
+class JaxAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for JAX."""
 
     name = "jax"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["jax"]
-
-    @property
-    def version(self) -> str:
-        return str(jax.__version__)
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
 
     def devices(self) -> list[str]:
         try:
@@ -150,9 +134,6 @@ class JaxAdapter:
         """Framework settings that affect the values, recorded in the shard's provenance."""
         return {"jax_enable_x64": "on for float64, off (JAX's default) for other dtypes"}
 
-    def namespace(self) -> dict[str, Any]:
-        return {"jax": jax}
-
     def _device(self, device: str) -> Any:
         if device == "cpu":
             return jax.devices("cpu")[0]
@@ -175,9 +156,6 @@ class JaxAdapter:
         if place is None or dev == jax.devices()[0]:
             return contextlib.nullcontext()
         return place(dev)
-
-    def _resolve(self, tree: ex.Node) -> dict[str, Any]:
-        return resolve(tree, self.namespace(), MODULES, ORIGINS)
 
     @staticmethod
     def _check_output(out: Any) -> Any:
@@ -204,16 +182,12 @@ class JaxAdapter:
                 out.append(jax.device_put(jnp.asarray(np.asarray(at[k], dtype=np.float64), dtype=dtype), dev))
         return out
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only."""
-        check_mode(mode, self.modes)
-        check_dtype(dtype)
-        diff = split_inputs(at, wrt, ints)
+        keys = list(at)
         with _x64(dtype == "float64"), self._placed(device):
-            return self._gradient(tree, at, dtype, device, mode, diff, tuple(ints))
+            return _modes(f, keys, self._inputs(at, dtype, device, ints), tuple(keys.index(k) for k in diff), mode)
 
     def callable_gradient(
         self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
@@ -223,62 +197,8 @@ class JaxAdapter:
         check_dtype(dtype)
         with _x64(dtype == "float64"), self._placed(device):
             args = self._inputs(at, dtype, device)
-            out = fn(*args)
-            if not isinstance(out, jax.Array):  # a Python float would differentiate to 0 silently
-                raise TypeError(f"the function returned a {type(out).__name__}, not a jax.Array")
-            return _callable_modes(fn, list(at), args, mode)
-
-    def _gradient(self, tree: ex.Node, at: Mapping[str, Any], dtype: str, device: str, mode: str,
-                  diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
-        names = self._resolve(tree)
-        keys = list(at)
-        args = self._inputs(at, dtype, device, ints)
-        argnums = tuple(keys.index(k) for k in diff)  # the other inputs are passed too, not differentiated
-        wargs = [args[i] for i in argnums]
-
-        def f(*a: Any) -> Any:
-            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
-
-        def total(*a: Any) -> Any:
-            return f(*a).sum()
-
-        def total_wrt(*w: Any) -> Any:
-            """``total`` of the differentiated inputs only, the others fixed (for jax.jvp)."""
-            a = list(args)
-            for i, v in zip(argnums, w):
-                a[i] = v
-            return total(*a)
-
-        def lists(grads: Any) -> dict[str, Any]:
-            return {k: np.asarray(g, dtype=np.float64).tolist() for k, g in zip(diff, grads)}
-
-        if mode == "reverse":
-            return lists(jax.grad(total, argnums=argnums)(*args))
-        if mode == "jit":
-            return lists(jax.jit(jax.grad(total, argnums=argnums))(*args))
-        if mode == "vmap":
-            batched = [jnp.stack([a, a]) for a in args]
-            return lists(g[0] for g in jax.vmap(jax.grad(total, argnums=argnums))(*batched))
-        if mode in ("jacfwd", "jacrev"):
-            jac = getattr(jax, mode)(f, argnums=argnums)(*args)
-            out_ndim = jnp.ndim(f(*args))
-            return lists(jnp.sum(j, axis=tuple(range(out_ndim))) for j in jac)
-        if mode == "second-order":
-            hess = jax.hessian(total, argnums=argnums)(*args)  # hess[i][j]: shape wargs[i].shape + wargs[j].shape
-            return lists(
-                sum(jnp.sum(hess[i][j], axis=tuple(range(jnp.ndim(wargs[i]), jnp.ndim(hess[i][j]))))
-                    for j in range(len(wargs)))
-                for i in range(len(wargs))
-            )
-        # forward: jax.jvp along each unit tangent of the differentiated inputs
-        result = {k: np.zeros(np.shape(a), dtype=np.float64) for k, a in zip(diff, wargs)}
-        for name, idx in unit_tangents([(k, np.shape(a)) for k, a in zip(diff, wargs)]):
-            tangents = [jnp.zeros_like(a) for a in wargs]
-            i = diff.index(name)
-            tangents[i] = tangents[i].at[idx].set(1)
-            _, jvp = jax.jvp(total_wrt, tuple(wargs), tuple(tangents))
-            result[name][idx] = float(jvp)
-        return {k: v.tolist() for k, v in result.items()}
+            returned(fn(*args), jax.Array, "a jax.Array")
+            return _modes(fn, list(at), args, tuple(range(len(args))), mode)
 
     def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
         """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
@@ -306,3 +226,6 @@ class JaxAdapter:
 
         g1, g2 = jax.grad(loss, argnums=(0, 1))(W1, W2)
         return np.asarray(g1, dtype=np.float64).tolist(), np.asarray(g2, dtype=np.float64).tolist()
+
+
+load = JaxAdapter.load

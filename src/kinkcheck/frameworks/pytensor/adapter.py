@@ -43,31 +43,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    rounded_point,
-    short_error,
-    split_inputs,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
+    by_unit_tangents, check_mode, returned, short_error
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import numpy as np
     import pytensor
     import pytensor.gradient
     import pytensor.tensor as pt
     from pytensor.compile.mode import Mode, get_default_mode
     from pytensor.graph.basic import Variable
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    pytensor = None
-    _IMPORT_ERROR = str(_err)
 
 #: Modules an expression may pass through (see :func:`kinkcheck.expr.resolve_names`).
 MODULES = frozenset(("pytensor.tensor", "pytensor.tensor.math", "pytensor.tensor.special", "pytensor.tensor.basic",
@@ -82,14 +68,6 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("dprint", "debugprint", "pprint", "pp", "function_dump"), "it prints or writes"),
     **dict.fromkeys(("wrap_py", "wrap_jax", "as_op"), "it runs Python or JAX code as an op"),
 }
-#: NumPy dtypes PyTensor has (``DTYPES`` minus bfloat16).
-PYTENSOR_DTYPES = ("float64", "float32", "float16")
-
-
-def load() -> PytensorAdapter:
-    if pytensor is None:
-        raise FrameworkUnavailable(f"pytensor is not installed in this Python ({_IMPORT_ERROR})")
-    return PytensorAdapter()
 
 
 @contextlib.contextmanager
@@ -122,22 +100,15 @@ def _floats(value: Any) -> Any:
     return np.asarray(value, dtype=np.float64).tolist()
 
 
-class PytensorAdapter:
-    """The :class:`kinkcheck.frameworks.base.Adapter` for PyTensor."""
+class PytensorAdapter(Adapter):
+    """The :class:`kinkcheck.frameworks.base.Adapter` for PyTensor (CPU only; NumPy's dtypes: no bfloat16)."""
 
     name = "pytensor"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["pytensor"]
-
-    @property
-    def version(self) -> str:
-        return str(pytensor.__version__)
-
-    def devices(self) -> list[str]:
-        return ["cpu"]
-
-    def device_name(self, device: str) -> str:
-        """The platform's processor (the adapter runs PyTensor on the CPU only)."""
-        return processor_name()
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
+    known_devices = ("cpu", "cuda")
+    cuda_refusal = "the pytensor adapter runs on the CPU only"
+    dtype_refusal = "pytensor has no {dtype} (its tensor types are NumPy dtypes)"
 
     def settings(self) -> dict[str, str]:
         """How each mode compiles (:mod:`kinkcheck.frameworks.pytensor`), the default mode's linker and optimizer,
@@ -154,22 +125,6 @@ class PytensorAdapter:
             out["numba__fastmath"] = str(pytensor.config.numba__fastmath)  # fast-math flags in jit's kernels
         return out
 
-    def namespace(self) -> dict[str, Any]:
-        return {"pytensor": pytensor}
-
-    def _dtype(self, dtype: str) -> str:
-        check_dtype(dtype)
-        if dtype not in PYTENSOR_DTYPES:
-            raise Unavailable(f"pytensor has no {dtype} (its tensor types are NumPy dtypes)")
-        return dtype
-
-    @staticmethod
-    def _device(device: str) -> None:
-        if device == "cuda":
-            raise FrameworkUnavailable("not measured: the pytensor adapter runs on the CPU only")
-        if device != "cpu":
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
-
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         for n in ex.walk(tree):
             if isinstance(n, ex.Name) and n.parts[0] == "pytensor" and n.parts[1:2] != ("tensor",):
@@ -179,7 +134,7 @@ class PytensorAdapter:
             refused = [s for s in segments if s in REFUSED]
             if refused:
                 raise ex.ExprError(f"{refused[0]!r} is refused: {REFUSED[refused[0]]} ({ex.unparse(n)[:60]})")
-        return resolve(tree, self.namespace(), MODULES, ORIGINS)
+        return super()._resolve(tree)
 
     @staticmethod
     def _check_output(out: Any) -> Any:
@@ -200,28 +155,16 @@ class PytensorAdapter:
             values.append(value)
         return symbols, values
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
-
-        Raises
-        ------
-        Unavailable
-            bfloat16; float16 in ``jit`` (the C and Numba backends compile no float16); a name this release lacks.
-        ExprError
-            A refused name, a name outside ``pytensor.tensor``, an unknown mode or dtype.
-        """
-        check_mode(mode, self.modes)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
-        self._device(device)
-        symbols, values = self._symbols(at, self._dtype(dtype), ints)
-        keys = list(at)
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`. Raises :class:`Unavailable` for bfloat16, float16
+        in ``jit`` (the C and Numba backends compile no float16) and a name this release lacks; ExprError for a
+        refused name or one outside ``pytensor.tensor``."""
+        self._cpu_only(device)
+        symbols, values = self._symbols(at, self._has_dtype(dtype), ints)
         with _quiet():
-            out = self._check_output(ex.evaluate(tree, names, dict(zip(keys, symbols))))
-            grads = _derivatives(out, symbols, values, [keys.index(k) for k in diff], mode, dtype)
+            out = f(*symbols)
+            grads = _derivatives(out, symbols, values, [list(at).index(k) for k in diff], mode, dtype)
         return {k: _floats(g) for k, g in zip(diff, grads)}
 
     def callable_gradient(
@@ -230,31 +173,21 @@ class PytensorAdapter:
         """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``fn`` takes symbolic ``pytensor.tensor``
         variables and returns one."""
         check_mode(mode, self.modes)
-        self._device(device)
-        symbols, values = self._symbols(at, self._dtype(dtype), ())
+        self._cpu_only(device)
+        symbols, values = self._symbols(at, self._has_dtype(dtype), ())
         with _quiet():
-            out = fn(*symbols)
-            if not isinstance(out, Variable):  # a Python float would differentiate to 0 silently
-                raise TypeError(f"the function returned a {type(out).__name__}, not a PyTensor variable")
+            out = returned(fn(*symbols), Variable, "a PyTensor variable")
             grads = _derivatives(self._check_output(out), symbols, values, list(range(len(symbols))), mode, dtype)
         return {k: _floats(g) for k, g in zip(at, grads)}
-
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None; None for
-        bfloat16, which PyTensor lacks: its cells are unavailable)."""
-        check_dtype(dtype)
-        if dtype not in PYTENSOR_DTYPES:
-            return None
-        return rounded_point(at, lambda v: np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64).tolist())
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's two-layer net (``((act(X @ W1) @ W2 - T) ** 2).sum()``), ``reverse`` mode."""
         names = self._resolve(tree)
-        self._device(device)
+        self._cpu_only(device)
         point = {"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}
-        (X, W1, W2, T), values = self._symbols(point, self._dtype(dtype), ())
+        (X, W1, W2, T), values = self._symbols(point, self._has_dtype(dtype), ())
         with _quiet():
             H = self._check_output(ex.evaluate(tree, names, {input_name: pt.dot(X, W1)}))
             loss = ((pt.dot(H, W2) - T) ** 2).sum()
@@ -309,10 +242,13 @@ def _derivatives(out: Any, symbols: list[Any], values: list[Any], diff: list[int
     tangents = [w.type() for w in wrt]
     jvp = _pushforward(cost, wrt, tangents)[0]
     run = _compiled([*symbols, *tangents], [jvp], mode, dtype)
-    result = [np.zeros(np.shape(values[i]), dtype=np.float64) for i in diff]
-    for k, idx in unit_tangents([(k, np.shape(values[i])) for k, i in enumerate(diff)]):
+
+    def along(k: int, idx: tuple[int, ...]) -> Any:
         t = [np.zeros(np.shape(values[i]), dtype=dtype) for i in diff]
         t[k][idx] = 1
-        (value,) = run(*values, *t)
-        result[k][idx] = float(value)
-    return result
+        return run(*values, *t)[0]
+
+    return list(by_unit_tangents([(str(k), np.shape(values[i])) for k, i in enumerate(diff)], along).values())
+
+
+load = PytensorAdapter.load

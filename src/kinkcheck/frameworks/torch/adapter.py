@@ -17,28 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    COMPILED_MODES,
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    nvidia_driver,
-    processor_name,
-    resolve,
-    rounded_point,
-    short_error,
-    split_inputs,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, FrameworkUnavailable, ImportGuard, \
+    ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
+    short_error, split_inputs
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import torch
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    torch = None
-    _IMPORT_ERROR = str(_err)
 
 
 #: Modules an expression may reach; everything else a framework module re-exports (os, sys, builtins,
@@ -145,17 +130,18 @@ def _callable_modes(f: Any, keys: Sequence[str], base: Sequence[Any], mode: str)
         return _to_lists(keys, [g[0] for g in grads], base)
     # forward, forward-ad: the JVP along each input component's unit tangent
     fwd = torch.autograd.forward_ad
-    result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(keys, base)}
-    for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)]):
+
+    def along(i: int, idx: tuple[int, ...]) -> Any:
         tangents = [torch.zeros_like(b) for b in base]
-        tangents[keys.index(name)][idx] = 1
+        tangents[i][idx] = 1
         if mode == "forward":
             _, jvp = func.jvp(lambda *a: f(*a).sum(), tuple(base), tuple(tangents))
         else:
             with fwd.dual_level():
                 jvp = fwd.unpack_dual(f(*[fwd.make_dual(b, t) for b, t in zip(base, tangents)]).sum()).tangent
-        result[name][idx] = 0.0 if jvp is None else float(jvp.detach().to("cpu", torch.float64))
-    return {k: v.tolist() for k, v in result.items()}
+        return 0.0 if jvp is None else jvp.detach().to("cpu", torch.float64)
+
+    return by_unit_tangents([(k, tuple(b.shape)) for k, b in zip(keys, base)], along)
 
 
 def _fx_graph(fn: Any, keys: Sequence[str]) -> Any:
@@ -205,21 +191,12 @@ def _compile_error(err: BaseException) -> BaseException:
     return err
 
 
-def load() -> TorchAdapter:
-    if torch is None:
-        raise FrameworkUnavailable(f"torch is not installed in this Python ({_IMPORT_ERROR})")
-    return TorchAdapter()
-
-
-class TorchAdapter:
+class TorchAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for PyTorch."""
 
     name = "torch"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["torch"]
-
-    @property
-    def version(self) -> str:
-        return str(torch.__version__)
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
 
     def devices(self) -> list[str]:
         """``cpu``, ``cuda`` where ``torch.cuda.is_available()``, ``metal`` where ``torch.backends.mps.is_available()``
@@ -248,13 +225,6 @@ class TorchAdapter:
             return {}
         return {"accelerator": str(torch.cuda.get_device_name(0)), "cuda": str(torch.version.cuda or ""),
                 "hip": str(getattr(torch.version, "hip", None) or ""), "driver": nvidia_driver()}
-
-    def settings(self) -> dict[str, str]:
-        """Framework settings that affect the values, recorded in the shard's provenance."""
-        return {}
-
-    def namespace(self) -> dict[str, Any]:
-        return {"torch": torch}
 
     def _dtype(self, dtype: str) -> Any:
         check_dtype(dtype)
@@ -289,9 +259,6 @@ class TorchAdapter:
                 "torch.device(...)`, added in 2.0), so a program's own constants would stay on the CPU beside inputs "
                 f"on {tdev.type}")
         return tdev
-
-    def _resolve(self, tree: ex.Node) -> dict[str, Any]:
-        return resolve(tree, self.namespace(), MODULES, ORIGINS)
 
     @staticmethod
     def _check_output(out: Any) -> Any:
@@ -329,38 +296,39 @@ class TorchAdapter:
         def f(*args: Any) -> Any:
             return self._check_output(ex.evaluate(tree, names, dict(zip(keys, args))))
 
-        def with_wrt(w: Sequence[Any]) -> list[Any]:
-            """All arguments, the differentiated ones replaced by ``w``."""
-            args = list(base)
-            for i, v in zip(pos, w):
-                args[i] = v
-            return args
+        f_wrt = of_differentiated(f, base, pos)  # the other inputs passed, not differentiated
 
         if mode == "reverse":
             leaves = [b.clone().requires_grad_(True) for b in wbase]
-            out = f(*with_wrt(leaves))
+            out = f_wrt(*leaves)
             out.backward(torch.ones_like(out))
             return _to_lists(diff, [lf.grad for lf in leaves], wbase)
         if mode == "second-order":
             leaves = [b.clone().requires_grad_(True) for b in wbase]
-            out = f(*with_wrt(leaves)).sum()
+            out = f_wrt(*leaves).sum()
             grads = torch.autograd.grad(out, leaves, create_graph=True, allow_unused=True)
             total = sum((g.sum() for g in grads if g is not None and g.requires_grad),
                         torch.zeros((), dtype=tdtype, device=tdev))
             if not total.requires_grad:  # every gradient is a constant: H = 0
                 return _to_lists(diff, [None] * len(diff), wbase)
             return _to_lists(diff, torch.autograd.grad(total, leaves, allow_unused=True), wbase)
+        shapes = [(k, tuple(b.shape)) for k, b in zip(diff, wbase)]
+
+        def unit(i: int, idx: tuple[int, ...]) -> list[Any]:
+            tangents = [torch.zeros_like(b) for b in wbase]
+            tangents[i][idx] = 1
+            return tangents
+
         if mode == "forward-ad":
             fwd = torch.autograd.forward_ad
-            result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(diff, wbase)}
-            for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(diff, wbase)]):
+
+            def dual(i: int, idx: tuple[int, ...]) -> Any:
                 with fwd.dual_level():
-                    tangents = [torch.zeros_like(b) for b in wbase]
-                    tangents[diff.index(name)][idx] = 1
-                    duals = [fwd.make_dual(b, t) for b, t in zip(wbase, tangents)]
-                    tangent = fwd.unpack_dual(f(*with_wrt(duals))).tangent
-                    result[name][idx] = 0.0 if tangent is None else float(tangent.sum().to("cpu", torch.float64))
-            return {k: v.tolist() for k, v in result.items()}
+                    tangents = unit(i, idx)
+                    out = fwd.unpack_dual(f_wrt(*[fwd.make_dual(b, t) for b, t in zip(wbase, tangents)]))
+                    return 0.0 if out.tangent is None else out.tangent.sum().to("cpu", torch.float64)
+
+            return by_unit_tangents(shapes, dual)
         func = getattr(torch, "func", None)
         if func is None:
             raise Unavailable(f"torch.func does not exist in torch {torch.__version__} (added in 2.0)")
@@ -373,13 +341,11 @@ class TorchAdapter:
             grads = func.vmap(func.grad(lambda *a: f(*a).sum(), argnums=argnums))(*batched)
             return _to_lists(diff, [g[0] for g in grads], wbase)
         # forward: torch.func.jvp along each unit tangent
-        result = {k: torch.zeros_like(b, dtype=torch.float64, device="cpu") for k, b in zip(diff, wbase)}
-        for name, idx in unit_tangents([(k, tuple(b.shape)) for k, b in zip(diff, wbase)]):
-            tangents = [torch.zeros_like(b) for b in wbase]
-            tangents[diff.index(name)][idx] = 1
-            _, jvp = func.jvp(lambda *w: f(*with_wrt(w)).sum(), tuple(wbase), tuple(tangents))
-            result[name][idx] = jvp.detach().to("cpu", torch.float64)
-        return {k: v.tolist() for k, v in result.items()}
+        def jvp(i: int, idx: tuple[int, ...]) -> Any:
+            _, value = func.jvp(lambda *w: f_wrt(*w).sum(), tuple(wbase), tuple(unit(i, idx)))
+            return value.detach().to("cpu", torch.float64)
+
+        return by_unit_tangents(shapes, jvp)
 
     def callable_gradient(
         self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
@@ -404,17 +370,14 @@ class TorchAdapter:
                 if run is fn:
                     raise
                 raise _compile_error(err) from None  # dynamo's wrapper hides the backend's error
-            if not isinstance(out, torch.Tensor):
-                raise TypeError(f"the function returned a {type(out).__name__}, not a torch.Tensor")
-            return out
+            return returned(out, torch.Tensor, "a torch.Tensor")
 
         with _placed(tdev):
             return _callable_modes(f, keys, base, "reverse" if mode in COMPILED_MODES else mode)
 
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None)."""
+    def _round_trip(self, dtype: str) -> Any:
         tdtype = self._dtype(dtype)
-        return rounded_point(at, lambda v: torch.tensor(v, dtype=tdtype).to(torch.float64).tolist())
+        return lambda v: torch.tensor(v, dtype=tdtype).to(torch.float64).tolist()
 
     def compiled_gradients(
         self, items: Sequence[tuple[ex.Node, Mapping[str, Any]]], dtype: str, device: str, mode: str
@@ -641,3 +604,6 @@ class TorchAdapter:
             W1.grad.detach().to("cpu", torch.float64).clone().tolist(),
             W2.grad.detach().to("cpu", torch.float64).clone().tolist(),
         )
+
+
+load = TorchAdapter.load

@@ -26,26 +26,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    flatten,
-    resolve,
-    rounded_point,
-    short_error,
-    split_inputs,
-)
+from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+    Unavailable, check_dtype, check_mode, flatten, returned, short_error
 
-try:
-    import tinygrad
+GUARD = ImportGuard()
+with GUARD:
     from tinygrad import Device, Tensor, dtypes
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    tinygrad = None
-    _IMPORT_ERROR = str(_err)
 
 #: Modules an expression may reach: the package itself, for ``tinygrad.Tensor.<method>`` and ``tinygrad.dtypes``.
 MODULES = frozenset(("tinygrad",))
@@ -107,8 +93,7 @@ def load() -> TinygradAdapter:
 
     Raises :class:`FrameworkUnavailable` (one line) when tinygrad does not import or no device computes.
     """
-    if tinygrad is None:
-        raise FrameworkUnavailable(f"tinygrad is not installed in this Python ({_IMPORT_ERROR})")
+    TinygradAdapter.imported()
     if not _CHOSEN:
         reasons = {}
         for dev in DEVICES:
@@ -139,25 +124,18 @@ def _to_list(t: Any) -> Any:
     return t.cast(wide).tolist()
 
 
-class TinygradAdapter:
+class TinygradAdapter(Adapter):
     """The :class:`kinkcheck.frameworks.base.Adapter` for tinygrad (one device: CPU, or PYTHON without clang)."""
 
     name = "tinygrad"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["tinygrad"]
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
+    cuda_refusal = "kinkcheck runs tinygrad on its CPU/PYTHON device only"
 
     def __init__(self, device: str, cpu_reason: str = "") -> None:
         self._dev = device
         self._cpu_reason = cpu_reason
         self._stores: dict[str, str] = {}  # dtype -> "" when the device stores it, else why not
-
-    @property
-    def version(self) -> str:
-        from importlib.metadata import version
-
-        return str(getattr(tinygrad, "__version__", None) or version("tinygrad"))
-
-    def devices(self) -> list[str]:
-        return ["cpu"]
 
     def device_name(self, device: str) -> str:
         return self._dev
@@ -168,9 +146,6 @@ class TinygradAdapter:
         if self._dev != "CPU":
             out["device_reason"] = f"the CPU device does not run here ({self._cpu_reason})"
         return out
-
-    def namespace(self) -> dict[str, Any]:
-        return {"tinygrad": tinygrad}
 
     def _dtype(self, dtype: str) -> Any:
         """tinygrad's dtype; :class:`Unavailable` when the release lacks it or the device cannot store it."""
@@ -195,12 +170,6 @@ class TinygradAdapter:
             raise Unavailable(self._stores[dtype])
         return dt
 
-    def _check_device(self, device: str) -> None:
-        if device != "cpu":
-            if device == "cuda":
-                raise FrameworkUnavailable("not measured: kinkcheck runs tinygrad on its CPU/PYTHON device only")
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu)")
-
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         for n in ex.walk(tree):
             members = []
@@ -217,7 +186,7 @@ class TinygradAdapter:
             if bad:
                 raise ex.ExprError(f"{bad[0]!r} is refused in a tinygrad program (I/O, devices, buffers, backward, "
                                    "randomness and reading values back are out of reach)")
-        names = resolve(tree, self.namespace(), MODULES, ORIGINS)
+        names = super()._resolve(tree)
         missing = [n.name for n in ex.walk(tree) if isinstance(n, ex.Attr) and not hasattr(Tensor, n.name)]
         if missing:  # a method this release lacks (x.hardtanh before it was added): an unavailable cell
             raise Unavailable(f"'Tensor.{missing[0]}' does not exist in this tinygrad installation")
@@ -279,23 +248,11 @@ class TinygradAdapter:
                 grads = jitted(*self._buffers(at, dtype, ints))
         return {k: _to_list(g) for k, g in zip(diff, grads)}
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
-
-        Raises :class:`Unavailable` for a dtype or name this tinygrad lacks; its own errors propagate.
-        """
-        check_mode(mode, self.modes)
-        self._check_device(device)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
-        keys = list(at)
-
-        def f(*a: Any) -> Any:
-            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
-
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`. Raises :class:`Unavailable` for a dtype or name
+        this tinygrad lacks; its own errors propagate."""
+        self._cpu_only(device)
         return self._modes(f, at, dtype, mode, diff, ints)
 
     def callable_gradient(
@@ -303,31 +260,18 @@ class TinygradAdapter:
     ) -> dict[str, Any]:
         """See :meth:`kinkcheck.frameworks.base.Adapter.callable_gradient`; ``mode`` is any of :attr:`modes`."""
         check_mode(mode, self.modes)
-        self._check_device(device)
+        self._cpu_only(device)
+        return self._modes(lambda *a: returned(fn(*a), Tensor, "a tinygrad.Tensor"), at, dtype, mode, list(at))
 
-        def f(*a: Any) -> Any:
-            out = fn(*a)
-            if not isinstance(out, Tensor):  # a Python float would differentiate to nothing
-                raise TypeError(f"the function returned a {type(out).__name__}, not a tinygrad.Tensor")
-            return out
-
-        return self._modes(f, at, dtype, mode, list(at))
-
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None, and None
-        for a dtype the device cannot hold: its cells are unavailable)."""
-        try:
-            dt = self._dtype(dtype)
-        except Unavailable:
-            return None
-        return rounded_point(at, lambda v: Tensor(flatten(v), device=self._dev, dtype=dt).reshape(_shape(v))
-                             .cast(dtypes.float64).tolist())
+    def _round_trip(self, dtype: str) -> Any:
+        dt = self._dtype(dtype)
+        return lambda v: Tensor(flatten(v), device=self._dev, dtype=dt).reshape(_shape(v)).cast(dtypes.float64).tolist()
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's net (``backward`` of the squared error) with the program as the activation."""
-        self._check_device(device)
+        self._cpu_only(device)
         names = self._resolve(tree)
         at = {k: v.tolist() if hasattr(v, "tolist") else v  # NumPy arrays (P0) -> nested lists
               for k, v in {"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}.items()}

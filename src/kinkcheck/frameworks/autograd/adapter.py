@@ -33,28 +33,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import (
-    FRAMEWORK_MODES,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    rounded_point,
-    split_inputs,
-    unit_tangents,
-)
+from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
+    by_unit_tangents, check_mode, of_differentiated, resolve, returned
 
-try:
+GUARD = ImportGuard()
+with GUARD:
     import autograd
     import autograd.numpy as anp
     import numpy as np
     from autograd.tracer import getval
-except ImportError as _err:  # pragma: no cover - depends on the environment
-    autograd = None
-    _IMPORT_ERROR = str(_err)
 
 #: Modules an expression may reach (``autograd.numpy.random`` and autograd's internals are out of reach);
 #: see :func:`kinkcheck.expr.resolve_names`.
@@ -74,20 +61,12 @@ REFUSED: dict[str, str] = {
                      "def_linear", "wrap_namespace", "wrap_intdtype"),
                     "it changes autograd's derivative rules or wrappers for every later gradient"),
 }
-#: Names of dtypes NumPy has (``DTYPES`` minus bfloat16).
-NUMPY_DTYPES = ("float64", "float32", "float16")
 
 
 #: Whether ``autograd.scipy.special`` was tried (see ``AutogradAdapter._import_scipy``).
 _SCIPY_TRIED: list[bool] = []
 #: Parsed program → its resolved names (the objects do not change within a process).
 _RESOLVED: dict[ex.Node, dict[str, Any]] = {}
-
-
-def load() -> AutogradAdapter:
-    if autograd is None:
-        raise FrameworkUnavailable(f"autograd is not installed in this Python ({_IMPORT_ERROR})")
-    return AutogradAdapter()
 
 
 @contextlib.contextmanager
@@ -112,19 +91,14 @@ def _derivatives(f: Callable[..., Any], args: Sequence[Any], diff: Sequence[int]
     """
     wargs = [args[i] for i in diff]
 
-    def with_wrt(w: Sequence[Any]) -> list[Any]:
-        """All arguments, the differentiated ones replaced by ``w``."""
-        a = list(args)
-        for i, v in zip(diff, w):
-            a[i] = v
-        return a
+    f_wrt = of_differentiated(f, args, diff)
 
     def total(*w: Any) -> Any:
-        return anp.sum(f(*with_wrt(w)))
+        return anp.sum(f_wrt(*w))
 
     argnum = tuple(range(len(wargs)))
     if mode == "reverse":
-        vjp, ans = autograd.make_vjp(lambda *w: f(*with_wrt(w)), argnum)(*wargs)
+        vjp, ans = autograd.make_vjp(f_wrt, argnum)(*wargs)
         return list(vjp(np.ones_like(ans)))
     if mode == "second-order":
         grad = autograd.grad(total, argnum)
@@ -134,42 +108,31 @@ def _derivatives(f: Callable[..., Any], args: Sequence[Any], diff: Sequence[int]
 
         return list(autograd.grad(grad_sum, argnum)(*wargs))
     # forward: one JVP per unit tangent of the differentiated inputs
-    result = [np.zeros(np.shape(w), dtype=np.float64) for w in wargs]
     jvp = autograd.make_jvp(total, argnum)(*wargs)
-    for k, idx in unit_tangents([(k, np.shape(w)) for k, w in enumerate(wargs)]):
+
+    def along(k: int, idx: tuple[int, ...]) -> Any:
         tangents = [np.zeros_like(w) for w in wargs]
         tangents[k][idx] = 1
-        _, value = jvp(tuple(tangents))
-        result[k][idx] = float(value)
-    return result
+        return jvp(tuple(tangents))[1]
+
+    return list(by_unit_tangents([(str(k), np.shape(w)) for k, w in enumerate(wargs)], along).values())
 
 
-class AutogradAdapter:
-    """The :class:`kinkcheck.frameworks.base.Adapter` for HIPS autograd."""
+class AutogradAdapter(Adapter):
+    """The :class:`kinkcheck.frameworks.base.Adapter` for HIPS autograd (its version is the distribution's: autograd
+    has no ``__version__``)."""
 
     name = "autograd"
-    modes: tuple[str, ...] = FRAMEWORK_MODES["autograd"]
-
-    @property
-    def version(self) -> str:
-        from importlib import metadata
-
-        return metadata.version("autograd")  # autograd has no __version__
-
-    def devices(self) -> list[str]:
-        return ["cpu"]
-
-    def device_name(self, device: str) -> str:
-        """The platform's processor (autograd runs on the CPU only)."""
-        return processor_name()
+    guard = GUARD
+    modules, origins = MODULES, ORIGINS
+    known_devices = ("cpu", "cuda")
+    cuda_refusal = "autograd computes with NumPy on the CPU only"
+    dtype_refusal = "autograd has no {dtype}: it computes with NumPy, which has no {dtype} dtype"
 
     def settings(self) -> dict[str, str]:
         """What decides the values besides autograd: the NumPy it computes with (NumPy 2's promotion rules,
         NEP 50, keep a float16 input float16 next to a Python float; NumPy 1 promoted a 0-d one)."""
         return {"numpy": str(np.__version__)}
-
-    def namespace(self) -> dict[str, Any]:
-        return {"autograd": autograd}
 
     @staticmethod
     def _import_scipy() -> None:
@@ -179,19 +142,6 @@ class AutogradAdapter:
             _SCIPY_TRIED.append(True)
             with contextlib.suppress(ImportError):  # autograd.scipy needs SciPy
                 importlib.import_module("autograd.scipy.special")
-
-    def _dtype(self, dtype: str) -> Any:
-        check_dtype(dtype)
-        if dtype not in NUMPY_DTYPES:
-            raise Unavailable(f"autograd has no {dtype}: it computes with NumPy, which has no {dtype} dtype")
-        return np.dtype(dtype)
-
-    @staticmethod
-    def _device(device: str) -> None:
-        if device == "cuda":
-            raise FrameworkUnavailable("not measured: autograd computes with NumPy on the CPU only")
-        if device != "cpu":
-            raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
         cached = _RESOLVED.get(tree)
@@ -211,7 +161,7 @@ class AutogradAdapter:
                 raise ex.ExprError(f"{refused[0]!r} is refused: {REFUSED[refused[0]]} ({ex.unparse(n)[:60]})")
             if isinstance(n, ex.Name) and n.parts[:2] == ("autograd", "scipy") and not hasattr(autograd, "scipy"):
                 raise Unavailable(f"{n.dotted!r} needs SciPy, which is not installed here (autograd.scipy wraps it)")
-        return resolve(tree, namespace, MODULES, ORIGINS)
+        return resolve(tree, namespace, self.modules, self.origins)
 
     @staticmethod
     def _check_output(out: Any) -> Any:
@@ -224,33 +174,18 @@ class AutogradAdapter:
 
     def _inputs(self, at: Mapping[str, Any], dtype: str, device: str, ints: Sequence[str] = ()) -> list[Any]:
         """The point's arrays: ``ints`` as int64, the others of ``dtype`` (0-d arrays for scalars)."""
-        ndtype = self._dtype(dtype)
-        self._device(device)
+        ndtype = np.dtype(self._has_dtype(dtype))
+        self._cpu_only(device)
         return [np.asarray(at[k], dtype=np.int64) if k in ints else np.asarray(np.asarray(at[k], dtype=np.float64),
                                                                                 dtype=ndtype) for k in at]
 
-    def gradient(
-        self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
-        *, wrt: Sequence[str] | None = None, ints: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`; the result has the ``wrt`` inputs only.
-
-        Raises
-        ------
-        Unavailable
-            bfloat16 (NumPy has none), a name this autograd lacks, ``autograd.scipy`` without SciPy.
-        ExprError
-            A refused name (:data:`REFUSED` and :mod:`kinkcheck.expr`'s), an unknown mode or dtype.
-        """
-        check_mode(mode, self.modes)
-        diff = split_inputs(at, wrt, ints)
-        names = self._resolve(tree)
+    def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
+             diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
+        """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`. Raises :class:`Unavailable` for bfloat16 (NumPy
+        has none), a name this autograd lacks, ``autograd.scipy`` without SciPy; ExprError for a refused name
+        (:data:`REFUSED` and :mod:`kinkcheck.expr`'s)."""
         keys = list(at)
         args = self._inputs(at, dtype, device, ints)
-
-        def f(*a: Any) -> Any:
-            return self._check_output(ex.evaluate(tree, names, dict(zip(keys, a))))
-
         with _quiet():
             grads = _derivatives(f, args, [keys.index(k) for k in diff], mode)
         return {k: _floats(g) for k, g in zip(diff, grads)}
@@ -263,19 +198,9 @@ class AutogradAdapter:
         check_mode(mode, self.modes)
         args = self._inputs(at, dtype, device)
         with _quiet():
-            out = fn(*args)
-            if not isinstance(out, (np.ndarray, np.generic)):  # a Python float would differentiate to 0 silently
-                raise TypeError(f"the function returned a {type(out).__name__}, not a NumPy array")
+            returned(fn(*args), (np.ndarray, np.generic), "a NumPy array")
             grads = _derivatives(fn, args, list(range(len(args))), mode)
         return {k: _floats(g) for k, g in zip(at, grads)}
-
-    def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
-        """The point after a round trip through ``dtype``, when it differs from ``at`` (else None; None for
-        bfloat16, which NumPy lacks: its cells are unavailable)."""
-        check_dtype(dtype)
-        if dtype not in NUMPY_DTYPES:
-            return None
-        return rounded_point(at, lambda v: np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64).tolist())
 
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
@@ -291,3 +216,6 @@ class AutogradAdapter:
         with _quiet():
             g1, g2 = autograd.grad(loss, (0, 1))(W1, W2)
         return _floats(g1), _floats(g2)
+
+
+load = AutogradAdapter.load

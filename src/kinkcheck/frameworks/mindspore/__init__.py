@@ -1,0 +1,11 @@
+"""The mindspore folder: what kinkcheck knows of this framework, in one place.
+
+``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.mindspore.adapter.MindSporeAdapter`), the only module here
+that imports mindspore; ``record.py``: its registry record (standard library only, read by :mod:`kinkcheck.registry`);
+``bench.py``: its hand-written baseline for ``python -m kinkcheck.bench``. Importing this package imports none of them;
+:func:`load` imports the adapter.
+"""
+
+from kinkcheck.frameworks.base import adapter_loader
+
+load = adapter_loader(__name__)
