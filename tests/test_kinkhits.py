@@ -16,7 +16,7 @@ def torch():
 def test_torch_counts_functional_module_and_method_calls(torch):
     import torch.nn.functional as F
 
-    from kinkcheck.kinkhits import TorchHitCounter
+    from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
 
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
     with torch.no_grad():
@@ -50,7 +50,7 @@ def test_torch_counts_functional_module_and_method_calls(torch):
 def test_torch_max_pool_windows_with_a_tied_maximum(torch, pool, kwargs, windows, ties):
     import torch.nn.functional as F
 
-    from kinkcheck.kinkhits import TorchHitCounter
+    from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
 
     x = torch.tensor([pool])
     fn = F.max_pool1d if x.dim() == 3 else F.max_pool2d
@@ -63,7 +63,7 @@ def test_torch_max_pool_windows_with_a_tied_maximum(torch, pool, kwargs, windows
 def test_torch_ceil_mode_is_said_not_inspected(torch):
     import torch.nn.functional as F
 
-    from kinkcheck.kinkhits import TorchHitCounter
+    from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
 
     with TorchHitCounter() as c:
         F.max_pool1d(torch.tensor([[[1.0, 1.0, 1.0]]]), 2, ceil_mode=True)
@@ -74,7 +74,7 @@ def test_jax_interpreter_counts_inside_named_calls_and_returns_the_outputs():
     jax = pytest.importorskip("jax", reason="JAX is not installed in this Python")
     import jax.numpy as jnp
 
-    from kinkcheck.kinkhits import jax_hits
+    from kinkcheck.frameworks.jax.kinkhits import jax_hits
 
     def f(w, x):
         h = jax.nn.relu(x @ w)  # a custom_jvp_call named relu around max(x, 0.0)
@@ -103,7 +103,7 @@ def test_torch_counts_before_an_in_place_call_and_never_breaks_the_call(torch):
     give the true hits. A keyword ``other`` and bounds that broadcast the input are read as torch reads them."""
     import torch.nn.functional as F
 
-    from kinkcheck.kinkhits import TorchHitCounter
+    from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
 
     x = torch.tensor([0.0, -1.0, 2.0, 0.0, 1.0])  # two zeros; -1 would become 0 in place
     with TorchHitCounter() as c:
@@ -123,7 +123,7 @@ def test_jax_max_pooling_windows_are_counted():
     jax = pytest.importorskip("jax", reason="JAX is not installed in this Python")
     import jax.numpy as jnp
 
-    from kinkcheck.kinkhits import jax_hits
+    from kinkcheck.frameworks.jax.kinkhits import jax_hits
 
     img = jnp.array([[1.0, 1.0, 0.0, 2.0], [0.0, 1.0, 2.0, 2.0], [3.0, 3.0, 1.0, 0.0], [0.0, 0.0, 1.0, 5.0]])
 

@@ -289,12 +289,13 @@ def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[st
 
 def kinks_hit(fn: Callable[..., Any], framework: str, at: Mapping[str, Any], dtype: str) -> list[str]:
     """The kinked operations ``fn``'s forward pass reaches exactly at their kink at ``at``, by the kink-hit
-    counters (:mod:`kinkcheck.kinkhits`: PyTorch's functions and methods, JAX's primitives):
+    counters (:mod:`kinkcheck.frameworks.torch.kinkhits`, :mod:`kinkcheck.frameworks.jax.kinkhits`: PyTorch's functions and methods, JAX's primitives):
     ``["torch.clamp at x = min, x = max (1 of 1)"]``; one line saying why where the framework has no counter,
     where the function fails, or where no kinked operation sits at its kink (then the difference comes from
     elsewhere, e.g. an operation the counters do not know)."""
     from kinkcheck.frameworks.base import short_error
-    from kinkcheck.kinkhits import TorchHitCounter, jax_hits
+    from kinkcheck.frameworks.jax.kinkhits import jax_hits
+    from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
 
     try:
         if framework == "torch":

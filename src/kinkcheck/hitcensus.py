@@ -19,8 +19,8 @@ same initialisations and minibatches in JAX under ``jax.jit`` for 1 and 2, :func
 3. **A short training run per convention** in float16 and bfloat16 (plain SGD): final loss and test accuracy.
 
 :func:`run` measures; :func:`user_census` counts the kink hits of a user's model (``--model module:factory
---data module:loader``) in PyTorch (:class:`kinkcheck.kinkhits.TorchHitCounter`) or JAX
-(:func:`kinkcheck.kinkhits.jax_hits`).
+--data module:loader``) in PyTorch (:class:`kinkcheck.frameworks.torch.kinkhits.TorchHitCounter`) or JAX
+(:func:`kinkcheck.frameworks.jax.kinkhits.jax_hits`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kinkcheck.kinkhits import Site, TorchHitCounter, jax_hits, merge_sites
+from kinkcheck.frameworks.jax.kinkhits import jax_hits
+from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
+from kinkcheck.kinkhits import Site, merge_sites
 from kinkcheck.report.census import PAPER_PREACTIVATIONS, PRECISION, render_run
 
 __all__ = ["PAPER", "PAPER_PREACTIVATIONS", "PAPER_SOURCE", "Scale", "render_run", "run", "user_census"]

@@ -1,0 +1,242 @@
+"""The PyTorch kink-hit counter (:mod:`kinkcheck.kinkhits` says what a kink hit is): a
+``torch.overrides.TorchFunctionMode`` that sees every call of a torch function, functional or method, and counts
+the elements of each kinked call's input that sit exactly on its kink. Imports torch only when it counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kinkcheck.kinkhits import Site
+
+__all__ = ["TORCH_KINKED", "TorchHitCounter", "torch_program"]
+
+
+def _arg(args: Sequence[Any], kwargs: dict[str, Any], pos: int, name: str, default: Any = None) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    return args[pos] if len(args) > pos else default
+
+
+def _eq_count(x: Any, *values: Any) -> tuple[int, int]:
+    """Elements of tensor ``x`` (broadcast against tensor ``values``, as the operation does) and how many
+    equal one of ``values`` (numbers or tensors; None ignored)."""
+    import torch
+
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if tensors:
+        x = torch.broadcast_tensors(x, *tensors)[0]
+    hit = torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    for v in values:
+        if v is not None:
+            hit = hit | (x == v)
+    return x.numel(), int(hit.sum())
+
+
+def _ties(x: Any, dim: Any = None, largest: bool = True) -> tuple[int, int]:
+    """Slices of ``x`` reduced over ``dim`` (all of it when None) and how many attain their extreme twice or more."""
+    import torch
+
+    if dim is None:
+        x = x.reshape(1, -1)
+        dims: tuple[int, ...] = (1,)
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    ext = torch.amax(x, dim=dims, keepdim=True) if largest else torch.amin(x, dim=dims, keepdim=True)
+    count = (x == ext).sum(dim=dims)
+    return count.numel(), int((count > 1).sum())
+
+
+def _pool_ties(x: Any, args: Sequence[Any], kwargs: dict[str, Any], nd: int) -> tuple[int, int] | str:
+    """Windows of a max-pool over the last ``nd`` dimensions and how many hold a tied maximum; a reason (str)
+    where the windows are not the plain ``unfold`` ones (``ceil_mode``)."""
+    import torch
+
+    if _arg(args, kwargs, 5, "ceil_mode", False):
+        return "ceil_mode=True: the partial windows are not inspected"
+    k = _arg(args, kwargs, 1, "kernel_size")
+    stride = _arg(args, kwargs, 2, "stride") or k
+    pad = _arg(args, kwargs, 3, "padding", 0)
+    dil = _arg(args, kwargs, 4, "dilation", 1)
+
+    def tup(v: Any) -> tuple[int, ...]:
+        return tuple(v) if isinstance(v, (tuple, list)) else (int(v),) * nd
+
+    k, stride, pad, dil = tup(k), tup(stride), tup(pad), tup(dil)
+    if any(pad):
+        pads = [p for q in reversed(pad) for p in (q, q)]
+        x = torch.nn.functional.pad(x, pads, value=float("-inf"))
+    base = x.dim() - nd  # the first pooled dimension; unfold keeps it there and appends the window at the end
+    for d in range(nd):
+        x = x.unfold(base + d, k[d] + (k[d] - 1) * (dil[d] - 1), stride[d])
+    windows = x.reshape(*x.shape[:base + nd], -1)  # (..., out_1, …, out_nd, every element of the window)
+    if any(d > 1 for d in dil):  # keep the dilated window's own elements only
+        idx = torch.zeros(windows.shape[-1], dtype=torch.bool).reshape(
+            *[k[d] + (k[d] - 1) * (dil[d] - 1) for d in range(nd)])
+        sl = tuple(slice(None, None, dil[d]) for d in range(nd))
+        idx[sl] = True
+        windows = windows[..., idx.reshape(-1)]
+    ext = windows.amax(dim=-1, keepdim=True)
+    count = (windows == ext).sum(dim=-1)
+    return count.numel(), int((count > 1).sum())
+
+
+def _not_inspected(a: Sequence[Any], k: dict[str, Any]) -> str:
+    return "adaptive or fractional pooling windows are not inspected"
+
+
+def _torch_rules() -> dict[str, tuple[str, Callable[[Sequence[Any], dict[str, Any]], tuple[int, int] | str]]]:
+    """Function name → (kink, count(args, kwargs)); the names of ``torch``, ``torch.nn.functional`` and
+    ``torch.Tensor`` functions as ``__torch_function__`` sees them."""
+
+    def at(*defaults: tuple[int, str, Any]) -> Callable[[Sequence[Any], dict[str, Any]], tuple[int, int]]:
+        return lambda a, k: _eq_count(a[0], *[_arg(a, k, pos, name, d) for pos, name, d in defaults])
+
+    zero = lambda a, k: _eq_count(a[0], 0)  # noqa: E731
+    alpha_zero = lambda a, k: _eq_count(a[0], 0) if _arg(a, k, 1, "alpha", 1.0) != 1.0 else (a[0].numel(), 0)  # noqa: E731
+
+    def shrink(a: Sequence[Any], k: dict[str, Any]) -> tuple[int, int]:
+        lam = _arg(a, k, 1, "lambd", 0.5)
+        return _eq_count(a[0], lam, -lam)
+
+    def tie(a: Sequence[Any], k: dict[str, Any]) -> tuple[int, int]:
+        import torch
+
+        x, y = torch.broadcast_tensors(a[0], torch.as_tensor(_arg(a, k, 1, "other"), device=a[0].device))
+        return x.numel(), int((x == y).sum())
+
+    def reduction(largest: bool) -> Callable[[Sequence[Any], dict[str, Any]], tuple[int, int]]:
+        def count(a: Sequence[Any], k: dict[str, Any]) -> tuple[int, int]:
+            import torch
+
+            if isinstance(_arg(a, k, 1, "other"), torch.Tensor):  # torch.max(a, b): elementwise, a tie is a == b
+                return tie(a, k)
+            return _ties(a[0], _arg(a, k, 1, "dim"), largest)
+        return count
+
+    return {
+        "relu": ("x = 0", zero), "relu_": ("x = 0", zero), "leaky_relu": ("x = 0", zero), "prelu": ("x = 0", zero),
+        "rrelu": ("x = 0", zero), "selu": ("x = 0", zero), "elu": ("x = 0", alpha_zero),
+        "celu": ("x = 0", alpha_zero),
+        "relu6": ("x = 0 or 6", lambda a, k: _eq_count(a[0], 0, 6)),
+        "hardtanh": ("x at min_val or max_val", at((1, "min_val", -1.0), (2, "max_val", 1.0))),
+        "hardsigmoid": ("x = ±3", lambda a, k: _eq_count(a[0], -3, 3)),
+        "hardswish": ("x = ±3", lambda a, k: _eq_count(a[0], -3, 3)),
+        "clamp": ("x at a bound", at((1, "min", None), (2, "max", None))),
+        "clip": ("x at a bound", at((1, "min", None), (2, "max", None))),
+        "clamp_": ("x at a bound", at((1, "min", None), (2, "max", None))),
+        "clamp_min": ("x at the bound", at((1, "min", None))),
+        "clamp_max": ("x at the bound", at((1, "max", None))),
+        "threshold": ("x = threshold", at((1, "threshold", None))),
+        "hardshrink": ("|x| = lambd", shrink), "softshrink": ("|x| = lambd", shrink),
+        "abs": ("x = 0", zero), "absolute": ("x = 0", zero),
+        "maximum": ("tie", tie), "minimum": ("tie", tie), "fmax": ("tie", tie), "fmin": ("tie", tie),
+        "max": ("tie", reduction(True)), "min": ("tie", reduction(False)),
+        "amax": ("tie", lambda a, k: _ties(a[0], _arg(a, k, 1, "dim"), True)),
+        "amin": ("tie", lambda a, k: _ties(a[0], _arg(a, k, 1, "dim"), False)),
+        "max_pool1d": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 1)),
+        "max_pool2d": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 2)),
+        "max_pool3d": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 3)),
+        "max_pool1d_with_indices": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 1)),
+        "max_pool2d_with_indices": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 2)),
+        "max_pool3d_with_indices": ("tie in a window", lambda a, k: _pool_ties(a[0], a, k, 3)),
+        "adaptive_max_pool1d": ("tie in a window", _not_inspected), "adaptive_max_pool2d": ("tie in a window",
+                                                                                           _not_inspected),
+        "adaptive_max_pool3d": ("tie in a window", _not_inspected),
+        "fractional_max_pool2d": ("tie in a window", _not_inspected),
+        "fractional_max_pool3d": ("tie in a window", _not_inspected),
+    }
+
+
+#: The PyTorch functions :class:`TorchHitCounter` counts (by name) and the kink each checks.
+TORCH_KINKED: dict[str, str] = {name: kink for name, (kink, _) in _torch_rules().items()}
+
+
+def torch_program(func: Any) -> str:
+    """The public dotted name of a function ``__torch_function__`` receives: ``torch.nn.functional.relu``,
+    ``torch.relu``, ``torch.Tensor.clamp`` (a method: no module)."""
+    name = getattr(func, "__name__", str(func))
+    module = getattr(func, "__module__", None)
+    if module in (None, "torch._C", "torch._tensor"):
+        return f"torch.Tensor.{name}"
+    if module.startswith("torch._C._nn"):
+        return f"torch.nn.functional.{name}"
+    return f"{module}.{name}"
+
+
+def _torch_function_mode_base() -> type:
+    from torch.overrides import TorchFunctionMode
+
+    return TorchFunctionMode
+
+
+class TorchHitCounter:
+    """Counts kink hits in PyTorch code run inside it::
+
+        with TorchHitCounter() as counter:
+            model(x)
+        counter.sites  # list of Site, one per kinked call, in call order
+
+    Each call of a function of :data:`TORCH_KINKED` (``torch``, ``torch.nn.functional`` or a ``Tensor``
+    method, whoever calls it: an ``nn.Module`` or the user's ``forward``) adds a :class:`Site`. The mode sees
+    the outermost call only (``F.relu6`` counts as ``relu6``, not as the ``hardtanh`` it calls).
+    :meth:`new_pass` starts the numbering of sites again (one forward pass per minibatch). An in-place call is
+    counted on its input before the call overwrites it; a call whose arguments a rule cannot read is a site
+    with ``inspected=False`` and the reason, never an error in the user's code.
+
+    Raises ImportError without PyTorch; what the watched code raises passes through unchanged.
+    """
+
+    def __init__(self) -> None:
+        base = _torch_function_mode_base()
+        rules = _torch_rules()
+        counter = self
+
+        class _Mode(base):  # type: ignore[misc, valid-type]
+            def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                                   kwargs: dict[str, Any] | None = None) -> Any:
+                kwargs = kwargs or {}
+                rule = rules.get(getattr(func, "__name__", ""))
+                site = None
+                if rule is not None and args and hasattr(args[0], "is_floating_point") and \
+                        args[0].is_floating_point():
+                    site = counter._count(func, rule, args, kwargs)  # before an in-place op overwrites the input
+                out = func(*args, **kwargs)
+                if site is not None:  # recorded once the call succeeded
+                    site.index = len(counter.sites)
+                    counter.sites.append(site)
+                return out
+
+        self._mode = _Mode()
+        self.sites: list[Site] = []
+
+    @staticmethod
+    def _count(func: Any, rule: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Site:
+        """The site of one call, counted on its inputs as they are before the call. Counting never fails the
+        user's call: an input it cannot read makes the site ``inspected=False`` with the reason."""
+        import torch
+
+        kink, count = rule
+        site = Site(0, torch_program(func), kink, dtype=str(args[0].dtype).removeprefix("torch."))
+        try:
+            with torch.no_grad():
+                got = count(args, kwargs)
+        except Exception as err:  # noqa: BLE001 - an argument form the rule does not know
+            got = f"not counted: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
+        if isinstance(got, str):
+            site.inspected, site.why = False, got
+        else:
+            site.elements, site.hits = got
+        return site
+
+    def new_pass(self) -> list[Site]:
+        """The sites counted since the last call, and a fresh list for the next pass."""
+        done, self.sites = self.sites, []
+        return done
+
+    def __enter__(self) -> TorchHitCounter:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
