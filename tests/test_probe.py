@@ -151,10 +151,10 @@ def test_eager_cells_run_before_any_compiled_batch(torch_adapter, small, monkeyp
     assert order.index("batch:aot_eager") < order.index("batch:inductor"), f"inductor last: {order}"
 
 def test_compiled_batches_in_processes_give_what_one_process_gives(torch_adapter, small, monkeypatch):
-    """With two jobs, each compiled batch (mode and dtype) runs in its own process; the cells are those of the
-    batches run one after another in the probe's process."""
+    """With two jobs, each compiled batch (mode and dtype) is split into chunks of whole programs, each in its own
+    process; the cells are those of the whole batches run one after another in the probe's process."""
     from kinkcheck.probe import run as pr
-    from kinkcheck.probe.compiled import ENV_COMPILE_JOBS
+    from kinkcheck.probe.compiled import ENV_COMPILE_CHUNKS, ENV_COMPILE_JOBS
 
     def cells(shard):
         return sorted(json.dumps({k: o[k] for k in ("case", "program", "mode", "dtype", "status", "value", "error")},
@@ -164,7 +164,8 @@ def test_compiled_batches_in_processes_give_what_one_process_gives(torch_adapter
     steps: list[str] = []
     one = pr.probe("torch", catalog=small, dtypes=["float64", "float32"], modes=["reverse", "aot_eager"],
                    on_step=steps.append)
-    monkeypatch.setenv(ENV_COMPILE_JOBS, "2")  # two batches, two jobs: each batch in two chunks (chunk_count)
+    monkeypatch.setenv(ENV_COMPILE_JOBS, "2")
+    monkeypatch.setenv(ENV_COMPILE_CHUNKS, "2")  # each batch in two chunks of whole programs, each in a process
     real = pr._compiled_batch
     monkeypatch.setattr(pr, "_compiled_batch", lambda *a, **k: pytest.fail("a batch ran in the probe's process"))
     parallel = pr.probe("torch", catalog=small, dtypes=["float64", "float32"], modes=["reverse", "aot_eager"])
@@ -214,7 +215,7 @@ def test_compiled_batches_split_into_chunks_of_whole_programs_for_every_core(sma
     assert chunk_count(4, 16, {ENV_COMPILE_CHUNKS: "3"}) == 3, "the variable decides"
     with pytest.raises(ValueError, match=f"{ENV_COMPILE_CHUNKS} must be a positive integer, got '0'"):
         chunk_count(4, 2, {ENV_COMPILE_CHUNKS: "0"})
-    chunks = compiled_chunks(["reverse", "inductor", "aot_eager"], ["float64", "float32"], 4, programs=2)
+    chunks = compiled_chunks(["reverse", "inductor", "aot_eager"], ["float64", "float32"], 8, programs=2)
     assert [(m, d) for m, d, _ in chunks[:4]] == [("aot_eager", "float64")] * 2 + [("aot_eager", "float32")] * 2, \
         f"aot_eager before inductor, each batch in its chunks (at most one a program): {chunks}"
     assert len(chunks) == 8 and {part for *_, part in chunks} == {(0, 2), (1, 2)}, chunks

@@ -134,13 +134,16 @@ def _inductor_cells(shards: list[dict[str, Any]]) -> dict[Any, Any]:
 
 
 def compiled_chunks_speed(repeat: int = 1) -> int:
-    """Cold inductor, whole catalog, four dtypes: program chunks on every core beside one batch per dtype (on every
-    core, and one after another: the compile CPU-seconds with nothing running beside them, the ratio's base)."""
+    """Cold inductor, whole catalog, four dtypes: program chunks on every core beside one batch per dtype as before
+    (each process with inductor's own pool of compile workers), and one after another (the compile CPU-seconds
+    with nothing running beside them: the ratio's base)."""
     from kinkcheck.frameworks import get_adapter
 
     jobs = compile_jobs()
     runs = {f"program chunks ({chunk_count(4, jobs)} a dtype, {jobs} jobs)": {ENV_COMPILE_JOBS: str(jobs)},
-            f"one batch per dtype, {jobs} jobs": {ENV_COMPILE_JOBS: str(jobs), ENV_COMPILE_CHUNKS: "1"},
+            # before issue 33: whole batches, each process with inductor's own pool of compile workers
+            f"before: one batch per dtype, {jobs} jobs": {ENV_COMPILE_JOBS: str(jobs), ENV_COMPILE_CHUNKS: "1",
+                                                          "TORCHINDUCTOR_COMPILE_THREADS": str(jobs)},
             "one batch per dtype, 1 job": {ENV_COMPILE_JOBS: "1"}}
     rows: dict[str, tuple[float, float]] = {}
     cells: list[dict[Any, Any]] = []
