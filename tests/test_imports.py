@@ -140,8 +140,8 @@ def test_oracle_cache_key_covers_the_oracle_sources() -> None:
 
 #: Rendering (issue 31, item 4): the modules that turn a report into pages import the model and one another, and
 #: below them only these leaves, each for a reason that is not judging.
-RENDERING = ["kinkcheck.report.view", "kinkcheck.report.markdown", "kinkcheck.report.site", "kinkcheck.report.plots",
-             "kinkcheck.report.census"]
+RENDERING = ["kinkcheck.report.view", "kinkcheck.report.text", "kinkcheck.report.markdown", "kinkcheck.report.site",
+             "kinkcheck.report.plots", "kinkcheck.report.census"]
 RENDERING_LEAVES = {
     "kinkcheck.report.model": "the one read API: the typed report, its index, the vocabulary it re-exports",
     "kinkcheck.anchors": "the anchors cite links to (one spelling of a case's and a program's name)",

@@ -17,12 +17,12 @@ from functools import cache
 from typing import Any
 
 from kinkcheck.report.model import Brief, Report
+from kinkcheck.report.text import MODE_PAGES, md_prose, md_text
 from kinkcheck.report.view import (
     CASES_DIR,
     DTYPE_SHORT,
     LABEL_HELP,
     LABEL_MARK,
-    MODE_PAGES,
     NO_OBSERVATION,
     SECTION_PAGES,
     Cell,
@@ -36,8 +36,6 @@ from kinkcheck.report.view import (
     jinja_environment,
     mark,
     md_cell,
-    md_prose,
-    md_text,
     report_view,
 )
 
