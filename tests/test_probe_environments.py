@@ -324,3 +324,36 @@ def test_an_unknown_device_or_one_this_platform_lacks_is_refused(sandbox):
         with pytest.raises(AssertionError, match="Metal exists on macOS arm64 only"):
             _run_probe(places, Session("--device", "metal"), "torch", "2.13.0")
     assert not made
+
+
+def test_a_device_the_framework_is_not_measured_on_is_refused_before_anything_is_written(sandbox):
+    """`nox -s "probe(autograd-1.9.1)" -- --device cuda` wrote a not-measured autograd-1.9.1-cuda.json and removed
+    the virtualenv a `--keep` run had kept (a newcomer's review, stop 40): autograd's record lists the CPU only."""
+    places, obs, made = sandbox
+    before = sorted(p.name for p in obs.iterdir())
+    with pytest.raises(AssertionError, match="kinkcheck measures autograd on CPU only, not on CUDA"):
+        _run_probe(places, Session("--device", "cuda"), "autograd", "1.9.1")
+    assert sorted(p.name for p in obs.iterdir()) == before and not made, "nothing written, no virtualenv touched"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--remesure",), "unknown argument '--remesure'"),
+    (("--keep", "--bogus"), "unknown argument '--bogus'"),
+    (("--device",), "--device needs a device"),
+    (("--device=",), "--device needs a device"),
+    (("--device", "--keep"), "--device needs a device"),
+])
+def test_a_typo_after_the_double_dash_is_refused(sandbox, args, message):
+    """`-- --remesure` used to run as a plain (fresh, nothing to do) session: the user thought it re-measured."""
+    places, _, made = sandbox
+    with pytest.raises(AssertionError, match=message + ".*takes --device, --remeasure, --keep after --"):
+        _run_probe(places, Session(*args), "torch", "2.13.0")
+    assert not made
+
+
+def test_the_arguments_a_probe_session_takes_pass(sandbox):
+    places, _, _ = sandbox
+    for args in (("--keep",), ("--remeasure", "--keep"), ("--device=cpu",), ("--device", "cpu", "--keep")):
+        session = Session(*args)
+        _run_probe(places, session, "torch", "2.13.0")
+        assert session.logs, f"{args}: the session ran"

@@ -6,9 +6,9 @@ what the probe itself caused withdrawn and recorded as not measured (issue 30).
 An ARCHIVE is what ``python -m kinkcheck.lanes --archive`` (``tools/device-run.sh run``) wrote: its
 ``shards/*.json`` are taken. A cell whose error says the program's tensors were on different devices was caused
 by the probe (before the default-device context, a program's own constants were made on the CPU beside inputs
-on the accelerator): it is withdrawn (:func:`kinkcheck.shards.withdraw`), and the next probe of the environment
+on the accelerator): it is withdrawn (:func:`kinkcheck.probe.plan.withdraw`), and the next probe of the environment
 measures it. With ``--modes-not-reached``, the framework's modes the shard did not probe are recorded as not
-measured with that reason. Each shard is then merged into ``DIR/<its name>`` (:func:`kinkcheck.shards.write_merged`:
+measured with that reason. Each shard is then merged into ``DIR/<its name>`` (:func:`kinkcheck.probe.plan.write_merged`:
 the cells it holds replace those there, every other cell is kept, and a merge that would hold fewer measured
 values is refused). Every input is read and merged before anything is written: bad input (a missing or unreadable
 file, a CPU shard, an empty reason, a merge refused) is one line and exit status 2, and nothing is written.
@@ -34,9 +34,9 @@ try:
     import orjson  # noqa: F401
 
     from kinkcheck.catalog import CatalogError, load_catalog, with_staged
-    from kinkcheck.frameworks.base import FRAMEWORK_MODES
-    from kinkcheck.shards import (ShardError, merge_shard, not_measured_modes, read_old_shard, read_shard,
-                                  shard_lock, withdraw, write_shard)
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
+    from kinkcheck.probe.plan import merge_shard, not_measured_modes, read_old_shard, withdraw
+    from kinkcheck.shards import ShardError, read_shard, shard_lock, write_shard
 except ImportError as _err:  # e.g. the system python3 without msgspec
     print(f"import_device_shards: error: kinkcheck's dependencies are missing here ({_err}); run it with "
           ".nox/tests/bin/python, or after `pip install .`", file=sys.stderr)

@@ -508,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"seconds one case's eager cells may take before the worker is killed and the case "
                          f"recorded as errors (default ${ENV_CASE_TIMEOUT}, else {DEFAULT_CASE_TIMEOUT_S:g})")
     pr.add_argument("--batch-timeout", metavar="SECONDS",
-                    help=f"the same for one compiled batch, the whole catalog in one mode and dtype "
+                    help=f"the same for one compiled batch (the catalog in one mode and dtype) or chunk of one "
                          f"(default ${ENV_BATCH_TIMEOUT}, else {DEFAULT_BATCH_TIMEOUT_S:g})")
     pr.add_argument("--memory", metavar="GIB",
                     help=f"memory limit of the probe worker in GiB; an allocation past it becomes an error cell "

@@ -367,6 +367,7 @@ def probe_release(session: Any, framework: str, version: str, places: Places) ->
     (:func:`kinkcheck.probe.plan.record_failed_attempt`) and never replaces a measurement; a probe stopped from
     outside leaves its journal for the next run.
     """
+    _check_posargs(session)
     shard = _shard_path(session, framework, version, places)
     remeasure = "--remeasure" in session.posargs
     name = shard.relative_to(places.root) if shard.is_relative_to(places.root) else shard
@@ -389,13 +390,39 @@ def probe_release(session: Any, framework: str, version: str, places: Places) ->
     _measure(session, framework, version, places, shard, args)
 
 
+#: What a probe session takes after ``--``: ``--device D`` (or ``--device=D``), ``--remeasure``, ``--keep``.
+POSARGS = ("--device", "--remeasure", "--keep")
+
+
+def _check_posargs(session: Any) -> None:
+    """End the session on an argument after ``--`` that a probe session does not take (a typo would otherwise
+    probe, or not, as if it were not there)."""
+    args = list(session.posargs)
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--device" and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            i += 2
+            continue
+        if a in ("--remeasure", "--keep") or (a.startswith("--device=") and len(a) > len("--device=")):
+            i += 1
+            continue
+        what = "--device needs a device (cpu, cuda, metal)" if a.startswith("--device") else f"unknown argument {a!r}"
+        session.error(f"{what}; a probe session takes {', '.join(POSARGS)} after --")
+
+
 def _shard_path(session: Any, framework: str, version: str, places: Places) -> Path:
-    """The shard this session writes; an unknown device, or one this machine's platform lacks, ends the session."""
+    """The shard this session writes; an unknown device, one the framework is not measured on, or one this
+    machine's platform lacks ends the session before anything is installed or written."""
     from kinkcheck import platforms as plat
 
     device = device_of(session.posargs)
     if device not in plat.DEVICES:
         session.error(f"unknown device {device!r} (known: {', '.join(plat.DEVICES)})")
+    devices = REGISTRY[framework].devices
+    if device not in devices:
+        session.error(f"kinkcheck measures {framework} on {', '.join(map(plat.device_title, devices))} only, not on "
+                      f"{plat.device_title(device)}")
     where = plat.DEVICES[device].platforms
     if where is not None and plat.host_tag() not in where:  # no shard: it would name a place that cannot be
         session.error(f"{plat.device_title(device)} exists on {', '.join(plat.title(t) for t in where)} only; "

@@ -23,7 +23,7 @@ start-up more than an in-process one (0.1-0.4 s measured on 2 cores; the framewo
 happens once either way).
 
 
-Protocol: the parent writes ``{"task", "payload", "memory_bytes"}`` as JSON on the worker's stdin; the
+Protocol: the parent writes ``{"task", "payload", "memory_bytes", "memory_gib"}`` as JSON on the worker's stdin; the
 worker answers ``{"ok": result}`` or ``{"error": one-line message}`` on its original stdout, while anything
 else printed there (a user's function may print) goes to stderr, which the parent passes on.
 
