@@ -40,15 +40,28 @@ def compile_jobs(environ: Mapping[str, str] | None = None) -> int:
     ValueError
         The variable is set and not a positive integer (one line naming it).
     """
-    env = os.environ if environ is None else environ
-    raw = env.get(ENV_COMPILE_JOBS, "").strip()
+    jobs = _count_from(ENV_COMPILE_JOBS, environ)
+    if jobs is not None:
+        return jobs
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS and Windows have no affinity mask
+        return max(1, os.cpu_count() or 1)
+
+
+def _count_from(variable: str, environ: Mapping[str, str] | None) -> int | None:
+    """The positive integer the environment ``variable`` holds, None when it is unset or blank.
+
+    Raises
+    ------
+    ValueError
+        Set to anything else (one line naming the variable).
+    """
+    raw = (os.environ if environ is None else environ).get(variable, "").strip()
     if not raw:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # macOS and Windows have no affinity mask
-            return max(1, os.cpu_count() or 1)
+        return None
     if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise ValueError(f"{ENV_COMPILE_JOBS} must be a positive integer, got {raw!r}")
+        raise ValueError(f"{variable} must be a positive integer, got {raw!r}")
     return int(raw)
 
 
@@ -73,12 +86,9 @@ def chunk_count(batches: int, jobs: int, environ: Mapping[str, str] | None = Non
     """
     import math
 
-    env = os.environ if environ is None else environ
-    raw = env.get(ENV_COMPILE_CHUNKS, "").strip()
-    if raw:
-        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-            raise ValueError(f"{ENV_COMPILE_CHUNKS} must be a positive integer, got {raw!r}")
-        return int(raw)
+    chunks = _count_from(ENV_COMPILE_CHUNKS, environ)
+    if chunks is not None:
+        return chunks
     if jobs <= 1 or batches < 1:
         return 1
     return max(1, math.ceil(CHUNKS_PER_JOB * jobs / batches))
