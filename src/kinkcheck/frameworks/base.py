@@ -3,6 +3,7 @@ re-exported here for the adapters."""
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -67,7 +68,7 @@ class ImportGuard:
         return False
 
 
-class Adapter:
+class Adapter(abc.ABC):
     """What the probe and the CLI need from a framework, and what the adapters share.
 
     A subclass names its framework (:attr:`name`, the registry key), its modes, the guard of its module's import
@@ -167,9 +168,9 @@ class Adapter:
         return program
 
     @staticmethod
+    @abc.abstractmethod
     def _check_output(out: Any) -> Any:
         """``out`` when it is the framework's floating-point array, else :class:`ProgramError`."""
-        raise NotImplementedError
 
     def gradient(
         self, tree: ex.Node, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse",
@@ -194,8 +195,9 @@ class Adapter:
     def _run(self, tree: ex.Node, f: Any, at: Mapping[str, Any], dtype: str, device: str, mode: str,
              diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         """The derivative of ``sum(f(*inputs))`` (``at``'s inputs positionally) w.r.t. ``diff`` in ``mode``."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} implements neither gradient nor _run")
 
+    @abc.abstractmethod
     def callable_gradient(
         self, fn: Any, at: Mapping[str, Any], dtype: str = "float64", device: str = "cpu", mode: str = "reverse"
     ) -> dict[str, Any]:
@@ -206,7 +208,6 @@ class Adapter:
         in :data:`MODE_INFO` (an unknown one raises :class:`kinkcheck.expr.ExprError`; one this release
         lacks, :class:`Unavailable`). Whatever ``fn`` or the framework raises propagates.
         """
-        raise NotImplementedError
 
     def rounded(self, at: Mapping[str, Any], dtype: str) -> dict[str, Any] | None:
         """The point after a round trip through ``dtype``, when it differs from ``at`` (else None; None for a
@@ -225,11 +226,11 @@ class Adapter:
         self._has_dtype(dtype)
         return lambda v: np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64).tolist()
 
+    @abc.abstractmethod
     def network_grads(
         self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
     ) -> tuple[list[list[float]], list[list[float]]]:
         """W1 and W2 gradients of P0's two-layer net with the program as the activation (see oracles.backprop)."""
-        raise NotImplementedError
 
 
 def adapter_loader(package: str) -> Any:
