@@ -1111,3 +1111,18 @@ def test_runner_provenance_says_where_a_shard_was_measured(monkeypatch):
     monkeypatch.setenv("GITHUB_RUN_ID", "42")
     ci = runner(Cpu(), "cpu")
     assert (ci["ci_runner"], ci["ci_run"]) == ("gpu-runner-1", "42"), ci
+
+
+def test_a_misnamed_shard_is_refused_before_its_folder_is_made(tmp_path, capsys):
+    """A newcomer's review (stop 40): `--out new-folder/torch-2.14.1-cpu.json` with torch 2.13.0 installed was
+    refused, and left the empty folder behind."""
+    from kinkcheck.probe import environment_id
+
+    if environment_id("torch") is None:
+        pytest.skip("torch is not installed here")
+    folder = tmp_path / "not-yet"
+    assert _main("probe", "--framework", "torch", "--case", "relu@0", "--mode", "reverse",
+                 "--out", str(folder / "torch-0.0.1-cpu.json")) == 2
+    err = capsys.readouterr().err
+    assert f"its shard file must be named {environment_id('torch')}.json" in err and len(err.strip().splitlines()) == 1, err
+    assert not folder.exists(), "nothing made for a refused probe"

@@ -65,8 +65,10 @@ def probe_command(args: argparse.Namespace) -> int:
             raise UsageError(f"probe: kinkcheck measures {args.framework} on {', '.join(map(device_title, devices))}"
                              f" only, not on {device_title(args.device)}")
     if args.out:
-        _check_writable(Path(args.out))
-        return _probe_one(args, catalog, args.framework, Path(args.out))
+        if Path(args.out).is_dir():
+            example = Path(args.out) / "torch-2.13.0-cpu.json"
+            raise UsageError(f"--out {args.out} is a folder; name a file, e.g. {example}")
+        return _probe_one(args, catalog, args.framework, Path(args.out))  # checks the name, then makes the folder
     out_dir = Path(args.out_dir)
     if not out_dir.is_dir():
         raise UsageError(f"--out-dir {out_dir}: {'not a folder' if out_dir.exists() else 'no such folder'}")
@@ -113,6 +115,8 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
     expected = environment_id(framework, args.device)  # from the installed metadata, before a long probe
     if out is not None and expected is not None:
         _check_shard_name(out, expected)  # before the lock file is made beside it
+    if out is not None:
+        _check_writable(out)  # a misnamed shard is refused before its folder is made
     target = out if out is not None else (out_dir / f"{expected}.json" if expected else None)
     with contextlib.ExitStack() as stack:
         if target is not None:  # None: not installed, and the probe says so
