@@ -138,6 +138,31 @@ def test_oracle_cache_key_covers_the_oracle_sources() -> None:
                              f"hashed, not imported: {sorted(hashed - needed)}"
 
 
+def test_judgement_cache_key_covers_the_mapping() -> None:
+    """``grad``'s cached judgements (:mod:`kinkcheck.explain.judgement`) are keyed on the oracle's sources and the
+    mapping's (:func:`kinkcheck.oracles.rows.source_files`): every module the mapping imports, and every
+    framework folder's rows, which it imports by name."""
+    from pathlib import Path
+
+    from kinkcheck.oracles.rows import source_files
+    from kinkcheck.oracles.table import ORACLE_SOURCES
+    from kinkcheck.registry import REGISTRY
+
+    graph = _graph()
+    needed, todo = {"kinkcheck.oracles.mapping"}, ["kinkcheck.oracles.mapping"]
+    while todo:
+        for nxt in graph[todo.pop()] - needed:
+            needed.add(nxt)
+            todo.append(nxt)
+    src = Path(kinkcheck.__file__).parent.parent
+    files = {".".join(p.resolve().relative_to(src).with_suffix("").parts) for p in source_files()}
+    hashed = files | {f"{pkg}.{file.removesuffix('.py')}" for pkg, file in ORACLE_SOURCES}
+    assert needed <= hashed, f"imported by the mapping, not in its cache key: {sorted(needed - hashed)}"
+    rows = {f"{record.adapter}.mapping" for record in REGISTRY.values()
+            if (Path(src, *record.adapter.split(".")) / "mapping.py").is_file()}
+    assert rows and rows <= files, f"framework rows not in the cache key: {sorted(rows - files)}"
+
+
 #: Rendering (issue 31, item 4): the modules that turn a report into pages import the model and one another, and
 #: below them only these leaves, each for a reason that is not judging.
 RENDERING = ["kinkcheck.report.view", "kinkcheck.report.text", "kinkcheck.report.markdown", "kinkcheck.report.site",

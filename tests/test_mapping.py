@@ -24,6 +24,7 @@ from sympy import Max, Min, Piecewise, Rational, Symbol, oo, sqrt
 from kinkcheck import expr as ex
 from kinkcheck.catalog import load_catalog
 from kinkcheck.oracles import mapping as mp
+from kinkcheck.oracles import values
 from kinkcheck.oracles import symbolic as sym
 from kinkcheck.oracles import translate
 from kinkcheck.oracles.mapping import TABLE, SympyForm, Unmapped, sympy_form
@@ -479,7 +480,7 @@ def test_every_entry_binds_and_its_forms_compile() -> None:
             if isinstance(entry.form, dict):
                 assert entry.form["param"] in sig.parameters, f"{name}: chooses by an unknown parameter"
             for f in forms:
-                mp._compile(f, tuple(sig.parameters))  # raises on a name outside the form namespace
+                values._compile(f, tuple(sig.parameters))  # raises on a name outside the form namespace
         elif entry.kind == "reduce":
             assert entry.form in mp._REDUCERS, f"{name}: unknown reduction {entry.form}"
         else:

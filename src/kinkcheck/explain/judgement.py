@@ -67,12 +67,15 @@ class Judgement:
 
 def _source_hash() -> str:
     """What a cached judgement depends on besides its inputs: this code, the oracle, the mapping, the parser."""
+    from kinkcheck.oracles.rows import source_files
     from kinkcheck.oracles.table import ORACLE_SOURCES
 
     h = hashlib.sha256()
     explain = [("kinkcheck.explain", f) for f in ("__init__.py", "judgement.py", "rows.py")]
-    for pkg, name in (*explain, ("kinkcheck.oracles", "mapping.py"), *ORACLE_SOURCES):
+    for pkg, name in (*explain, *ORACLE_SOURCES):
         h.update(resources.files(pkg).joinpath(name).read_bytes())
+    for path in source_files():  # the mapping: its modules and every framework's rows
+        h.update(path.read_bytes())
     h.update(_sympy_release())
     return h.hexdigest()[:16]
 

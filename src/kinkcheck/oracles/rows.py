@@ -10,10 +10,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 __all__ = ["BINARY", "FMOD", "GELU_ERF", "GELU_TANH", "HARDSIGMOID", "I0E", "RELU6", "REMAINDER", "ROUND", "SELU", "SIGMOID",
-           "SINC", "SOFTPLUS", "UNARY", "XLOG1PY", "XLOGY", "Entry", "e", "h", "r", "rename"]
+           "SINC", "SOFTPLUS", "UNARY", "XLOG1PY", "XLOGY", "Entry", "e", "h", "r", "rename", "source_files"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +117,21 @@ def _signature(text: str) -> inspect.Signature:
         default = inspect.Parameter.empty if d is None else ast.literal_eval(d)
         params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY, default=default))
     return inspect.Signature(params)
+
+
+#: The mapping's own modules, besides the framework folders' rows.
+_OWN_SOURCES = ("mapping.py", "values.py", "handlers.py", "rows.py")
+
+
+def source_files() -> tuple[Path, ...]:
+    """The files the mapping's meaning is read from: its own modules and every registered framework's rows
+    (``frameworks/<name>/mapping.py``). A cache of what the mapping gave keys on their bytes
+    (:mod:`kinkcheck.explain.judgement`), so a changed row recomputes it. Here, beside the rows' form, so that
+    reading the key imports neither the mapping nor sympy."""
+    import importlib.util
+
+    from kinkcheck.registry import REGISTRY
+
+    here = Path(__file__).parent
+    rows = [importlib.util.find_spec(f"{record.adapter}.mapping") for record in REGISTRY.values()]
+    return (*(here / name for name in _OWN_SOURCES), *(Path(spec.origin) for spec in rows if spec and spec.origin))

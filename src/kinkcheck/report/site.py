@@ -234,7 +234,7 @@ extra_css:
   - kinkcheck.css
 plugins:
   - search:
-      separator: '[\s\-,:!=\[\]()"/]+|\.(?!\d)'
+      separator: '[\\s\\-,:!=\\[\\]()"/]+|\\.(?!\\d)'
 markdown_extensions:
   - tables
   - attr_list
