@@ -5,7 +5,8 @@ cases with their oracle, observations, network cross-checks and the derived sect
 disagreements, *Changed in*, conformance, coverage, summary). Types are :class:`msgspec.Struct` classes, so
 the JSON is decoded straight into them, type-checked on the way (:func:`load_report`), encoded without an
 intermediate dict (:func:`report_json`), and the JSON Schema is generated from them (:func:`json_schema`,
-committed as ``schemas/conventions.v2.json``).
+committed as ``schemas/conventions.v2.json``). The measured records are written in :mod:`kinkcheck.report.records`
+and the derived sections in :mod:`kinkcheck.report.derived`; this module is where every consumer reads them.
 
 :class:`ReportIndex` is built once per report and answers every lookup a consumer needs (an environment or
 case by id, the observation of one cell, the measured releases of a framework, a cell's flat value); no
@@ -32,8 +33,15 @@ import msgspec
 
 from kinkcheck.classify import LABELS, same_value
 from kinkcheck.vocabulary import DTYPES, MODE_INFO, MODES, flat_value, flatten
-from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-from kinkcheck.platforms import title as platform_title
+from kinkcheck.report.derived import (
+    Across, Brief, ChangedIn, Conformance, ConformanceRow, Coverage, Disagreements, Group, KinkHitCell,
+    KinkHits, ModeDisagreements, ModeRow, NetworkSummary, Newest, OperationCoverage, Rule, Summary, TrainingRun,
+    VersionSpan, Within,
+)
+from kinkcheck.report.records import (
+    P0, Case, Environment, Exact, Network, NotMeasuredPart, Observation, Oracle, P0Net, P0Oracle, P0Row,
+    ProgramRef, Provenance, Value, _S, parts_by_reason, release_title,
+)
 
 __all__ = [
     "P0",
@@ -49,6 +57,8 @@ __all__ = [
     "Environment",
     "Exact",
     "Group",
+    "KinkHitCell",
+    "KinkHits",
     "ModeDisagreements",
     "ModeRow",
     "NotMeasuredPart",
@@ -69,6 +79,7 @@ __all__ = [
     "ReportIndex",
     "Rule",
     "Summary",
+    "TrainingRun",
     "VersionSpan",
     "Within",
     "DTYPES",
@@ -88,19 +99,6 @@ __all__ = [
 
 SCHEMA_ID = "kinkcheck/conventions/v2"
 
-#: A gradient component: a float, or "nan" / "inf" / "-inf".
-Number = float | str
-#: Input name → number or nested list of numbers (see the module docstring).
-Value = dict[str, Any]
-Status = Literal["ok", "error", "unavailable"]
-#: The modes, dtypes and labels a report knows (:data:`kinkcheck.vocabulary.MODES`, ``DTYPES``,
-#: :data:`kinkcheck.classify.LABELS`): enums in the decoder and the schema. Re-exported with ``MODE_INFO`` and
-#: the value codec's readers, so that rendering (view, markdown, site, plots) imports the model and nothing below.
-Mode = Literal[MODES]  # type: ignore[valid-type]
-Dtype = Literal[DTYPES]  # type: ignore[valid-type]
-Label = Literal[LABELS]  # type: ignore[valid-type]
-Verdict = Literal["conforms", "departs", "open"]
-
 
 class ReportError(ValueError):
     """A report file that cannot be used: missing, unreadable, not JSON, not a ``kinkcheck/conventions/v2``
@@ -108,529 +106,16 @@ class ReportError(ValueError):
     line naming the file and the first problem."""
 
 
-class _S(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Base: keyword construction; fields equal to their default (None, empty) are left out of the JSON."""
-
-
 # --------------------------------------------------------------------------- provenance and environments
-
-
-class Provenance(_S, omit_defaults=False):
-    """Where the report comes from. ``generated_at`` is derived, not a wall clock: the newest ``measured_at``
-    (ISO 8601) among the environments, or ``"unknown"``, so the same shards render byte-identical files.
-    ``observations_sha256`` is the SHA-256 (hex) of the ``observations.parquet`` written beside the JSON."""
-
-    generated_at: str
-    kinkcheck_version: str
-    catalog_hash: str
-    gaps: list[str] = []
-    observations_sha256: str | None = None
-
-
-class NotMeasuredPart(_S):
-    """Cells of an environment's matrix that its shard does not hold, and why (``environment.not_measured_parts``
-    of the shard: :func:`kinkcheck.probe.plan.withdraw`, :func:`kinkcheck.probe.plan.not_measured_modes`): one program's
-    ``modes`` × ``dtypes`` (``case`` and ``program`` given), or whole ``modes`` of every case."""
-
-    modes: list[str]
-    reason: str
-    case: str | None = None
-    program: str | None = None
-    dtypes: list[str] | None = None
-
-    def covers(self, case: str, program: str, mode: str, dtype: str) -> bool:
-        """Whether the cell (case, program, mode, dtype) is in this part."""
-        if mode not in self.modes:
-            return False
-        return self.case is None or (self.case == case and self.program == program and dtype in (self.dtypes or ()))
-
-
-def parts_by_reason(parts: Iterable[NotMeasuredPart]) -> list[tuple[str, list[NotMeasuredPart]]]:
-    """``parts`` grouped by their reason, first-seen order (how the report, ``migrate`` and ``diff`` list them)."""
-    groups: dict[str, list[NotMeasuredPart]] = {}
-    for part in parts:
-        groups.setdefault(part.reason, []).append(part)
-    return list(groups.items())
-
-
-class Environment(_S):
-    """One measured (or not measured) framework release on one device: the shard's ``environment`` record
-    without its per-case bookkeeping. ``not_measured`` says why a record holds no observation."""
-
-    id: str
-    framework: str
-    framework_version: str
-    device: str
-    python: str
-    platform: str
-    measured_at: str
-    kinkcheck_version: str
-    catalog_hash: str
-    framework_build: str | None = None
-    device_name: str | None = None
-    runner: dict[str, str] = {}
-    settings: dict[str, str] = {}
-    packages: dict[str, str] = {}
-    dtypes: list[str] | None = None
-    modes: list[str] | None = None
-    history: list[dict[str, Any]] | None = None
-    last_attempt: dict[str, str] | None = None
-    not_measured: str | None = None
-    not_measured_parts: list[NotMeasuredPart] = []
-    platform_tag: str = DEFAULT_PLATFORM
-
-    def why_not_measured(self, case: str, program: str, mode: str, dtype: str) -> str | None:
-        """The reason a cell absent from this environment was not measured, where its shard records one."""
-        return next((p.reason for p in self.not_measured_parts if p.covers(case, program, mode, dtype)), None)
-
-    @property
-    def place(self) -> str:
-        """Where it was measured, as its id ends: the device (``"cpu"``, ``"cuda"``), then ``"-<platform tag>"``
-        off Linux x86-64 (``"cpu-macos_arm64"``). Releases of one framework are compared within one place;
-        ``"cpu"`` (Linux x86-64) is the reference place the others are compared with."""
-        return self.device if self.platform_tag == DEFAULT_PLATFORM else f"{self.device}-{self.platform_tag}"
-
-    @property
-    def title(self) -> str:
-        """``"2.13.0"`` on CPU, ``"2.13.0 cuda"`` elsewhere: how a column or a release list names it."""
-        return release_title(self)
-
-    @property
-    def machine(self) -> str:
-        """Where it was measured, from ``runner`` in one line, e.g. ``"Linux x86_64; NVIDIA H200 (driver 570.86,
-        cuda 12.8); GitHub Actions runner gpu-1"``; "" for a shard that does not record it."""
-        r = self.runner
-        if not r:
-            return ""
-        head = " ".join(v for v in (r.get("os"), r.get("arch")) if v)
-        if r.get("processor") and r.get("processor") != r.get("arch"):
-            head += f", {r['processor']}"
-        if r.get("vector_isa"):  # the widest: what BLAS/LAPACK dispatch on
-            head += f" ({r['vector_isa'].split()[0]})"
-        parts = [head]
-        if r.get("accelerator"):
-            extra = ", ".join(r[k] if r[k].startswith(f"{k} ") else f"{k} {r[k]}"  # JAX says "cuda 13000" itself
-                              for k in ("driver", "cuda", "hip", "metal") if r.get(k))
-            parts.append(f"{r['accelerator']} ({extra})" if extra else r["accelerator"])
-        if r.get("ci_runner"):
-            parts.append(f"GitHub Actions runner {r['ci_runner']}")
-        return "; ".join(p for p in parts if p)
 
 
 # --------------------------------------------------------------------------- cases and their oracle
 
 
-class Exact(_S, omit_defaults=False, gc=False):
-    """An exact oracle number: sympy's text (``"1/2"``, ``"sqrt(2)/2"``, ``"oo"``) and its float."""
-
-    exact: str
-    float_: Number = msgspec.field(name="float")
-
-
-class Oracle(_S, omit_defaults=False):
-    """What the sympy oracle says about a case, first order (the gradient) or second order (``H @ 1``):
-    the JSON of :class:`kinkcheck.oracles.symbolic.OracleResult` (see there for each field's meaning).
-    Vectors have one entry per component (``components``); ``None`` entries in ``sympy_diff`` are values
-    sympy left unevaluated."""
-
-    components: list[str]
-    kind: Literal["differentiable", "kink", "jump", "undefined", "not-judged"]
-    tie: bool = False
-    derivative: list[Exact] | None = None
-    left: Exact | None = None
-    right: Exact | None = None
-    limiting_gradients: list[list[Exact]] = []
-    clarke: list[list[Exact]] | None = None
-    min_norm: list[Exact] | None = None
-    midpoint: list[Exact] | None = None
-    sympy_diff: list[Exact | None] = []
-    notes: list[str] = []
-    shape: str | None = None
-    reason: str | None = None
-    lipschitz: bool | None = None
-    left_piece: Exact | None = None
-    right_piece: Exact | None = None
-
-
-class ProgramRef(_S, frozen=True):
-    """A program of a case, named by its framework and canonical text."""
-
-    framework: str
-    program: str
-
-
-class Case(_S, kw_only=True):
-    """A catalog case (``references/catalog.toml``) with its oracle: ``oracle`` judges the gradient modes,
-    ``second_order`` the ``second-order`` mode (None when the case has none)."""
-
-    id: str
-    title: str
-    sympy: str
-    at: Value
-    tie: bool
-    sources: list[str]
-    note: str | None
-    programs: list[ProgramRef]
-    notes: dict[str, str] = {}
-    no_equivalent: dict[str, str] = {}
-    oracle: Oracle
-    second_order: Oracle | None = None
-
-    def programs_of(self, framework: str) -> list[str]:
-        """This case's programs of ``framework``, catalog order."""
-        return [p.program for p in self.programs if p.framework == framework]
-
-
 # --------------------------------------------------------------------------- observations and networks
 
 
-class Observation(_S, gc=False):
-    """One measured cell: the gradient ``program`` returned for ``case`` in ``environment``, ``mode`` and
-    ``dtype``. ``labels`` judge it against the case's oracle (first label shown; precedence
-    :data:`kinkcheck.classify.LABELS`); ``conformance`` is the verdict of the framework's own documented
-    rule (reverse-like modes, float64/float32 only); ``input`` is the point as the dtype holds it, when
-    rounding moved it."""
-
-    case: str
-    program: str
-    framework: str
-    environment: str
-    mode: Mode
-    dtype: Dtype
-    status: Status
-    value: Value | None
-    labels: list[Label]
-    error: str | None
-    conformance: Verdict | None = None
-    input: Value | None = None
-
-
-class Network(_S, omit_defaults=False, gc=False):
-    """One end-to-end run of the P0 two-layer network with the program as activation, cross-checked
-    against the NumPy manual-backprop oracle under the kink derivative the program returned
-    (``ok`` None: not checked, ``detail`` says why). ``W1`` (3×2) and ``W2`` (2×2) are the measured weight
-    gradients."""
-
-    case: str
-    program: str
-    framework: str
-    environment: str
-    mode: str
-    dtype: str
-    status: Status
-    kink_derivative: Number | None
-    ok: bool | None
-    max_abs_diff: Number | None
-    detail: str | None
-    W1: list[list[Number]] | None
-    W2: list[list[Number]] | None
-
-
-class P0Net(_S):
-    """The P0 network (shared/cases P0): inputs, weights, target and loss."""
-
-    X: list[list[int]]
-    W1: list[list[int]]
-    W2: list[list[int]]
-    target: list[list[int]]
-    loss: str
-
-
-class P0Oracle(_S):
-    """The NumPy oracle's exact weight gradients of P0 under relu'(0) = ``kink_derivative``."""
-
-    kink_derivative: str
-    W1: list[list[float | int]]
-    W2: list[list[float | int]]
-
-
-class P0Row(_S, omit_defaults=False):
-    """One measured P0 program over a run of releases with the same result."""
-
-    framework: str
-    program: str
-    dtype: str
-    status: Status
-    kink_derivative: Number | None
-    ok: bool | None
-    W1: list[list[Number]] | None
-    W2: list[list[Number]] | None
-    detail: str | None
-    environments: list[str]
-    W1_minus_oracle0: list[list[Number]] | None
-    releases: str
-
-
-class P0(_S):
-    """The worked example of P0."""
-
-    net: P0Net
-    oracle: list[P0Oracle]
-    measured: list[P0Row]
-
-
 # --------------------------------------------------------------------------- derived sections
-
-
-class Group(_S):
-    """Programs that return one value (within the dtype's tolerance) for a case; ``only`` names the single
-    framework whose programs return it, in a cross-framework disagreement."""
-
-    value: list[Number]
-    label: str
-    programs: list[ProgramRef]
-    only: str | None = None
-
-
-class Within(_S):
-    """Programs of one framework that split into several value groups for a case, in ``environments``
-    (releases that split them the same way) and ``dtypes``."""
-
-    framework: str
-    case: str
-    dtypes: list[str]
-    groups: list[Group]
-    environments: list[str]
-    releases: str
-
-
-class Across(_S):
-    """A case where some value is returned by programs of one framework only (newest CPU release of each)."""
-
-    case: str
-    dtypes: list[str]
-    environments: list[str]
-    groups: list[Group]
-
-
-class Disagreements(_S):
-    within: list[Within] = []
-    across: list[Across] = []
-
-
-class Brief(_S):
-    """One side of a mode disagreement: status, value, first label, error and rounded input."""
-
-    status: Status
-    value: Value | None
-    label: str
-    error: str | None = None
-    input: Value | None = None
-
-
-class ModeRow(_S):
-    """The same program giving a different value or label by mode, dtype or device (``comparison``)."""
-
-    framework: str
-    case: str
-    program: str
-    comparison: str
-    reference_mode: str
-    mode: str
-    reference_dtype: str
-    dtypes: list[str]
-    reference: Brief
-    observed: Brief
-    environments: list[str]
-    releases: str
-
-
-class ModeDisagreements(_S):
-    rows: list[ModeRow] = []
-    not_measured: list[str] = []
-
-
-class ChangedIn(_S):
-    """One change between consecutive measured releases of a framework on a device: ``program`` returned
-    ``change`` (old → new) from ``from_version`` to ``to_version``; its ``cases`` × ``modes`` × ``dtypes``
-    are exactly the cells that changed so. ``kind``: ``"convention"`` when the value changed where both
-    releases returned one, ``"raises"`` when the program raised in one release and returned a value in the
-    other,
-    ``"availability"`` when a mode or dtype (or the program in it) appeared or went: ``program`` is then
-    ``"(every program in this mode)"`` when all of them did, else one program or ``"N programs"`` with the
-    names in ``programs``."""
-
-    framework: str
-    device: str
-    program: str
-    kind: Literal["convention", "raises", "availability"]
-    from_version: str
-    to_version: str
-    from_environment: str
-    to_environment: str
-    change: str
-    cases: list[str]
-    modes: list[str]
-    dtypes: list[str]
-    programs: list[str] = []
-
-
-class Rule(_S):
-    """A framework's documented rule at kinks and where it is written."""
-
-    text: str
-    source: str
-
-
-class Newest(_S, omit_defaults=False):
-    """Conformance counts in the newest CPU release of a framework (reverse mode, float64)."""
-
-    environment: str
-    conforms: int
-    departs: int
-    open: int
-
-
-class ConformanceRow(_S):
-    """A program's verdict under its framework's rule over a run of releases with the same verdict and
-    value. ``predicted``: the values the rule admits (one flat vector each)."""
-
-    case: str
-    framework: str
-    program: str
-    verdict: Verdict
-    step: str
-    predicted: list[list[Number]]
-    value: Value | None
-    label: str
-    environments: list[str]
-    releases: str
-
-
-class Conformance(_S):
-    rules: dict[str, Rule] = {}
-    newest: dict[str, Newest] = {}
-    rows: list[ConformanceRow] = []
-
-
-class VersionSpan(_S, omit_defaults=False):
-    """Per framework (CPU), the oldest against the newest measured release, in (case, program) pairs:
-    ``programs_changed`` returned another value in a mode and dtype both releases measured;
-    ``programs_raises`` raised in one and returned a value in the other (and changed nothing else);
-    ``programs_gained`` / ``programs_lost`` only gained or lost a mode or dtype. Each pair counts once."""
-
-    framework: str
-    oldest: str
-    newest: str
-    releases: int
-    programs_changed: int
-    programs_raises: int
-    programs_gained: int
-    programs_lost: int
-
-
-class OperationCoverage(_S, omit_defaults=False):
-    """One framework's census of kinked operations (``references/census/<framework>.toml``,
-    :mod:`kinkcheck.census`) against the catalog: ``covered`` maps an operation to the cases whose programs
-    call it, ``uncovered`` lists the kinked operations no program calls, ``excluded`` maps a reason to the
-    operations it excludes. ``error``: the census could not be read (one line); the rest is then empty."""
-
-    framework: str
-    release: str
-    source: str
-    covered: dict[str, list[str]]
-    uncovered: list[str]
-    excluded: dict[str, list[str]]
-    error: str | None = None
-
-
-class KinkHitCell(_S, omit_defaults=False):
-    """One (dtype, depth) of the kink-hit census (:mod:`kinkcheck.hitcensus`): of ``inits`` initialisations,
-    ``differ`` whose first-layer gradient differs between ReLU'(0) = 0 and 1 on some minibatch; the minibatches
-    run and those with a pre-activation exactly 0; the hits and elements per hidden layer; per convention the
-    minibatches where it differs from ReLU'(0) = 0; the seconds it took."""
-
-    dtype: str
-    depth: int
-    inits: int
-    differ: int
-    minibatches: int
-    minibatches_with_hits: int
-    hits: list[int]
-    elements: list[int]
-    convention_differs: dict[str, int]
-    seconds: float
-
-
-class TrainingRun(_S, omit_defaults=False):
-    """One short training run of the kink-hit census: dtype, ReLU'(0) convention, depth, epochs, the last
-    epoch's mean loss, the test accuracy (0–1), the kink hits met, whether every loss was finite."""
-
-    dtype: str
-    convention: str
-    depth: int
-    epochs: int
-    final_loss: float
-    test_accuracy: float
-    kink_hits: int
-    finite: bool
-
-
-class KinkHits(_S, omit_defaults=False):
-    """A kink-hit census measurement (``references/kinkhits/<environment>.json``, written by ``kinkcheck
-    census --out``): where it ran (``environment``), at what ``scale``, on what ``data``, its cells and training
-    runs, the paper's figures it is set beside (``paper``: source and proportions in % by precision and depth,
-    None where the paper did not run), and its seconds. ``error``: the file could not be read (one line); the
-    rest is then empty."""
-
-    file: str
-    environment: dict[str, Any] = {}
-    scale: dict[str, Any] = {}
-    data: str = ""
-    cells: list[KinkHitCell] = []
-    training: list[TrainingRun] = []
-    paper: dict[str, Any] = {}
-    seconds: float = 0.0
-    error: str | None = None
-
-
-class Coverage(_S):
-    devices: list[str] = []
-    dtypes: list[str] = []
-    modes: list[str] = []
-    not_measured: list[str] = []
-    operations: list[OperationCoverage] = []
-
-
-class NetworkSummary(_S, omit_defaults=False):
-    """Per case and program: how many end-to-end network runs agree with the NumPy oracle."""
-
-    case: str
-    framework: str
-    program: str
-    runs: int
-    agree: int
-    differ: list[str]
-    not_checked: int
-    modes: list[str]
-
-
-class Summary(_S, omit_defaults=False):
-    """Headline counts of the report."""
-
-    cases: int
-    programs: int
-    environments: int
-    observations: int
-    errors: int
-    unavailable: int
-    outside_clarke: int
-    not_lipschitz: int
-    not_judged: int
-    cases_not_judged: int
-    nan: int
-    disagreements_within: int
-    disagreements_across: int
-    network_mismatches: int
-    network_agree: int
-    mode_disagreements: int
-    network_runs: int
-    changed_in: int
-    changed_in_conventions: int
-    changed_in_raises: int
-    changed_in_availability: int
-    conformance: dict[str, int]
-    not_measured: int
 
 
 class Report(_S, kw_only=True, omit_defaults=False, dict=True):
@@ -663,17 +148,6 @@ class Report(_S, kw_only=True, omit_defaults=False, dict=True):
 
 
 # --------------------------------------------------------------------------- releases as ranges
-
-
-def release_title(env: Environment) -> str:
-    """``"2.13.0"`` on CPU (Linux x86-64), ``"2.13.0 cuda"`` on another device, ``"0.32.4 macOS arm64"`` on
-    another platform (:func:`kinkcheck.platforms.title`)."""
-    parts = [env.framework_version]
-    if env.device != "cpu":
-        parts.append(env.device)
-    if env.platform_tag != DEFAULT_PLATFORM:
-        parts.append(platform_title(env.platform_tag))
-    return " ".join(parts)
 
 
 def release_ranges(ids: Iterable[str], among: Sequence[Environment]) -> str:
