@@ -12,6 +12,7 @@ from conftest import ROOT
 
 from kinkcheck import cli
 from kinkcheck import expr as ex
+from kinkcheck import points as pt
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -212,7 +213,7 @@ def test_non_utf8_arguments_are_one_line_exit_2(argv, message):
 
 def test_non_utf8_text_is_refused_by_the_parsers():
     with pytest.raises(ex.ExprError, match=r"--at is not valid UTF-8 text \(byte 0xff at position 3\)"):
-        ex.parse_point("x=\udcff")
+        pt.parse_point("x=\udcff")
     with pytest.raises(ex.ExprError, match="the expression is not valid UTF-8 text"):
         ex.parse("torch.relu(x)\udcff", {"x"}, {"torch"})
 

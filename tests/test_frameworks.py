@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kinkcheck import expr as ex
+from kinkcheck import points as pt
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop
 
@@ -271,7 +272,7 @@ def test_an_int_input_is_an_integer_tensor_and_never_differentiated(request, fra
     ns = NAMESPACE[framework]
     # an integer tensor indexes; a float one would be refused by take/gather
     tree = ex.parse(f"{ns}.sum(v[k] * 2) + x * k.sum()", ("x", "v", "k"), {framework})
-    inputs = ex.parse_inputs("x=1.5,v=[1,2,3],k=int:[2,0]")
+    inputs = pt.parse_inputs("x=1.5,v=[1,2,3],k=int:[2,0]")
     for mode in EAGER_MODES[framework]:
         got = adapter.gradient(tree, inputs.at, mode=mode, wrt=inputs.wrt, ints=inputs.ints)
         want = {"x": 0.0, "v": [0.0] * 3} if mode == "second-order" else {"x": 2.0, "v": [2.0, 0.0, 2.0]}
@@ -309,7 +310,7 @@ def test_jax_int_inputs_without_x64_must_fit_int32(jax_adapter):
 # Q8-Q10 of ../shared/cases/public-cases-2.md, measured in the pinned releases (conftest.PINNED).
 
 def _grad(adapter, source, at, mode="reverse", wrt=None):
-    inputs = ex.parse_inputs(at, wrt)
+    inputs = pt.parse_inputs(at, wrt)
     tree = ex.parse(source, inputs.at, {adapter.name})
     return adapter.gradient(tree, inputs.at, mode=mode, wrt=inputs.wrt, ints=inputs.ints)
 

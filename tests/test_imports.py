@@ -213,7 +213,7 @@ def test_the_vocabulary_is_a_leaf_and_read_from_there() -> None:
 LAYERS: list[tuple[str, list[str]]] = [
     ("vocabulary", ["kinkcheck", "kinkcheck.kinkhits", "kinkcheck.registry", "kinkcheck.dtypes", "kinkcheck.vocabulary", "kinkcheck.platforms",
                     "kinkcheck.errors", "kinkcheck.cache", "kinkcheck.anchors", "kinkcheck.oracles.p0"]),
-    ("language", ["kinkcheck.expr", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry",
+    ("language", ["kinkcheck.expr", "kinkcheck.points", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry",
                   "kinkcheck.oracles.rows"]),
     ("storage", ["kinkcheck.validate", "kinkcheck.shards"]),
     ("frameworks", ["kinkcheck.frameworks", "kinkcheck.census.torch_ops",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck import expr as ex
+from kinkcheck import points
 from kinkcheck import registry
 from kinkcheck.anchors import program_slug, slug
 
@@ -220,9 +221,9 @@ def _point(at: Mapping[str, Any], where: str) -> None:
             if not ok:
                 raise CatalogError(f"{where}: input {name!r}: {v!r} is not a finite float64 number")
         try:
-            ex._check_rectangular(val, name)
+            points._check_rectangular(val, name)
             if isinstance(val, list):
-                ex._shape(val)
+                points._shape(val)
         except ex.ExprError as err:
             raise CatalogError(f"{where}: {err}") from None
 

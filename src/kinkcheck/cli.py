@@ -57,6 +57,7 @@ def _evaluate(args: argparse.Namespace, task: str, payload: dict[str, Any]) -> A
 
 def _cmd_grad(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
+    from kinkcheck import points as pt
     from kinkcheck.catalog import FRAMEWORKS
     from kinkcheck.vocabulary import DTYPES, MODES
 
@@ -65,7 +66,7 @@ def _cmd_grad(args: argparse.Namespace) -> int:
     if args.mode not in MODES:
         raise UsageError(f"unknown mode {args.mode!r} (known: {', '.join(MODES)})")
     try:
-        inputs = ex.parse_inputs(args.at, args.wrt)  # inf/nan, int: inputs, --wrt
+        inputs = pt.parse_inputs(args.at, args.wrt)  # inf/nan, int: inputs, --wrt
         at = inputs.at
         shadowing = sorted(set(at) & (set(FRAMEWORKS) | set(ex.ALIASES)))
         if shadowing:
@@ -290,6 +291,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from kinkcheck import expr as ex
+    from kinkcheck import points as pt
     from kinkcheck.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render
     from kinkcheck.vocabulary import DTYPES
 
@@ -301,7 +303,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
     try:  # before the worker starts: a mode a framework lacks is bad input, not a failed evaluation
         modes = pair_modes([m.strip() for m in args.mode.split(",")] if "," in args.mode else args.mode, frameworks)
-        at = ex.parse_point(args.at)
+        at = pt.parse_point(args.at)
     except (CheckError, ex.ExprError) as err:
         raise UsageError(f"--mode: {err}" if isinstance(err, CheckError) else str(err)) from None
     done = _evaluate(args, "check", {"first": args.first, "second": args.second, "at": at,

@@ -180,7 +180,7 @@ class Adapter(abc.ABC):
 
         ``wrt``: the inputs differentiated, and the only keys of the result (None: every input not in
         ``ints``); the others are constants, float tensors of ``dtype``. ``ints``: inputs passed as integer
-        tensors (int64; JAX without x64: int32), never differentiated (:class:`kinkcheck.expr.Inputs`).
+        tensors (int64; JAX without x64: int32), never differentiated (:class:`kinkcheck.points.Inputs`).
         ``at`` may hold ``inf``/``nan``. Raises :class:`kinkcheck.expr.ExprError` or :class:`Unavailable`
         before running anything when a name does not resolve or ``wrt``/``ints`` do not fit ``at``;
         anything the framework raises while running propagates. The checks run in this order: the mode, the

@@ -28,8 +28,8 @@ __all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table"]
 ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
     ("kinkcheck.oracles", "translate.py"), ("kinkcheck.oracles", "pieces.py"), ("kinkcheck.oracles", "cones.py"),
     ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck", "geometry.py"),
-    ("kinkcheck", "expr.py"), ("kinkcheck", "catalog.py"), ("kinkcheck", "anchors.py"), ("kinkcheck", "registry.py"),
-    ("kinkcheck", "cache.py"),
+    ("kinkcheck", "expr.py"), ("kinkcheck", "points.py"), ("kinkcheck", "catalog.py"), ("kinkcheck", "anchors.py"),
+    ("kinkcheck", "registry.py"), ("kinkcheck", "cache.py"),
 )
 
 

@@ -141,7 +141,7 @@ def grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     """``kinkcheck grad``'s evaluation, a task of the worker (:data:`kinkcheck.probe.worker.TASKS`): one program
     in one framework, mode, dtype and device, as a cell is measured. The payload: ``expr``, ``at``, ``framework``,
     ``dtype``, ``device``, ``mode``, and optionally ``wrt`` (differentiated input names; absent or None: all but
-    ``ints``) and ``ints`` (names of integer inputs), as in :class:`kinkcheck.expr.Inputs`. ``at`` may hold
+    ``ints``) and ``ints`` (names of integer inputs), as in :class:`kinkcheck.points.Inputs`. ``at`` may hold
     inf/nan (JSON's Infinity/NaN).
 
     Returns input name → encoded gradient, for the differentiated inputs only.

@@ -152,7 +152,8 @@ def _plan(shard: Path, framework: str, catalog: Any) -> Any:
 
 #: The sources that decide whether a shard is fresh (beside the shard and the catalog), with every framework's
 #: record (``frameworks/*/record.py``: its modes and dtypes): a change to any of them misses every remembered verdict.
-FRESHNESS_SOURCES = ("probe/plan.py", "shards.py", "catalog.py", "vocabulary.py", "dtypes.py", "registry.py")
+FRESHNESS_SOURCES = ("probe/plan.py", "shards.py", "catalog.py", "expr.py", "points.py", "vocabulary.py", "dtypes.py",
+                     "registry.py")
 
 
 def fresh_marker(places: Places, shard: Path, framework: str) -> Path | None:
