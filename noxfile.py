@@ -141,8 +141,8 @@ def census(session: nox.Session) -> None:
     _install(session, *ENVIRONMENTS.requirements("torch", TESTED["torch"]), *ENVIRONMENTS.requirements("jax", TESTED["jax"]),
                     env=ENVIRONMENTS.install_env())
     session.install("-e", ".", "pyyaml>=6")
-    session.run("python", "-m", "kinkcheck.census.torch_ops")
-    session.run("python", "-m", "kinkcheck.census.jax_ops")
+    session.run("python", "-m", "kinkcheck.frameworks.torch.census")
+    session.run("python", "-m", "kinkcheck.frameworks.jax.census")
 
 
 @nox.session(python=PYTHON)

@@ -1,5 +1,5 @@
 """JAX's census of kinked operations (references/census/jax.toml) and its generator
-(kinkcheck.census.jax_ops)."""
+(kinkcheck.frameworks.jax.census)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_coverage_against_the_catalog_adds_up() -> None:
 # ---- the generator, against the installed JAX ----------------------------------------------------------
 
 jax = pytest.importorskip("jax")
-from kinkcheck.census import jax_ops
+from kinkcheck.frameworks.jax import census as jax_ops
 
 same_release = pytest.mark.skipif(jax.__version__ != CENSUS.release,
                                   reason=f"installed jax {jax.__version__} differs from the census release "
@@ -159,7 +159,7 @@ def test_regenerating_gives_the_committed_file(tmp_path) -> None:
     assert jax_ops.main(["--out", str(out)]) == 0
     committed = CENSUS.path
     assert out.read_text(encoding="utf-8") == Path(committed).read_text(encoding="utf-8"), (
-        "python -m kinkcheck.census.jax_ops gives a different file: regenerate and review the diff")
+        "python -m kinkcheck.frameworks.jax.census gives a different file: regenerate and review the diff")
     assert jax_ops.UNTRACED == [], f"public functions with no trace and no hand decision: {jax_ops.UNTRACED}"
 
 

@@ -1,4 +1,4 @@
-"""The PyTorch census (references/census/torch.toml) and its generator (kinkcheck.census.torch_ops)."""
+"""The PyTorch census (references/census/torch.toml) and its generator (kinkcheck.frameworks.torch.census)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kinkcheck.census import Census, Op, coverage, load_census, names_used, writ
 torch = pytest.importorskip("torch")
 pytest.importorskip("yaml", reason="the generator reads derivatives.yaml with PyYAML")
 
-from kinkcheck.census import torch_ops
+from kinkcheck.frameworks.torch import census as torch_ops
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_regenerating_gives_the_committed_file(census: Census, tmp_path) -> None
 
     committed = Path(census.path).read_text(encoding="utf-8")
     assert out.read_text(encoding="utf-8") == committed, \
-        "python -m kinkcheck.census.torch_ops would change references/census/torch.toml: regenerate and review"
+        "python -m kinkcheck.frameworks.torch.census would change references/census/torch.toml: regenerate and review"
 
 
 def test_a_new_piecewise_formula_is_refused(tmp_path) -> None:

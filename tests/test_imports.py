@@ -216,8 +216,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("language", ["kinkcheck.expr", "kinkcheck.points", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry",
                   "kinkcheck.oracles.rows"]),
     ("storage", ["kinkcheck.validate", "kinkcheck.shards"]),
-    ("frameworks", ["kinkcheck.frameworks", "kinkcheck.census.torch_ops",
-                    "kinkcheck.census.jax_ops"]),
+    ("frameworks", ["kinkcheck.frameworks"]),
     ("oracles", ["kinkcheck.oracles", "kinkcheck.classify", "kinkcheck.conformance"]),
     ("probe", ["kinkcheck.probe", "kinkcheck.lanes", "kinkcheck.staging"]),
     ("report", ["kinkcheck.report", "kinkcheck.query"]),
@@ -256,7 +255,8 @@ def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
 def test_the_layer_rule_catches_an_upward_import() -> None:
     assert _layer("kinkcheck.report.model") > _layer("kinkcheck.shards") > _layer("kinkcheck.catalog"), "report above"
     assert _layer("kinkcheck.probe.worker") < _layer("kinkcheck.check"), "the worker sits below the faces it serves"
-    assert _layer("kinkcheck.census") < _layer("kinkcheck.census.torch_ops"), "the census's generators are framework code"
+    assert _layer("kinkcheck.census") < _layer("kinkcheck.frameworks.torch.census"), \
+        "the census's generators are framework code"
 
 
 def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
@@ -273,12 +273,8 @@ def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
     assert not graph["kinkcheck.probe"], f"kinkcheck.probe imports its parts lazily: {graph['kinkcheck.probe']}"
 
 
-#: Modules outside the framework folders that import a framework today, each with its reason. The census
-#: generators stay where they are while the census files and the report's census page name them by module
-#: (``python -m kinkcheck.census.torch_ops``): moving them changes those texts, so it goes with a re-render.
+#: Modules outside the framework folders that import a framework today, each with its reason.
 FRAMEWORK_IMPORTS_ELSEWHERE = {
-    "kinkcheck.census.torch_ops": "the census of PyTorch's operations in a traced program",
-    "kinkcheck.census.jax_ops": "the census of JAX's primitives in a jaxpr",
     "kinkcheck.hitcensus": "the kink-hit census of a trained network",
     "kinkcheck.check": "kinkcheck check counts the kinks a user's function hits (kinks_hit)",
 }
@@ -295,15 +291,16 @@ def _framework_imports(path: Path, roots: set[str]) -> set[str]:
     return found
 
 
-#: The modules of a framework's folder that import it: its adapter and its kink-hit counter (torch, jax).
-FRAMEWORK_CODE = ("adapter", "kinkhits")
+#: The modules of a framework's folder that import it: its adapter, its kink-hit counter and its census generator
+#: (torch, jax).
+FRAMEWORK_CODE = ("adapter", "kinkhits", "census")
 
 
 def test_only_the_framework_folders_adapters_import_a_framework() -> None:
-    """A framework is imported by its folder's code (``adapter.py``, ``kinkhits.py``: the kink-hit counter) and
-    nowhere else (the design's rule; the exceptions of :data:`FRAMEWORK_IMPORTS_ELSEWHERE` say why): its record,
-    code templates and bench head are text, read where no framework is installed (the noxfile's own Python, the
-    report)."""
+    """A framework is imported by its folder's code (``adapter.py``; ``kinkhits.py``, the kink-hit counter;
+    ``census.py``, the census generator) and nowhere else (the design's rule; the exceptions of
+    :data:`FRAMEWORK_IMPORTS_ELSEWHERE` say why): its record, code templates and bench head are text, read where no
+    framework is installed (the noxfile's own Python, the report)."""
     from kinkcheck.registry import REGISTRY
 
     roots = set(REGISTRY) | {"jaxlib"}

@@ -2,7 +2,7 @@
 not smooth somewhere in its domain, each covered by a catalog case or excluded with a reason.
 
 One TOML file per framework under ``references/census/`` (``torch.toml``, ``jax.toml``), written by the
-framework's generator (:mod:`kinkcheck.census.torch_ops`, :mod:`kinkcheck.census.jax_ops`; ``nox -s census``)
+framework's generator (:mod:`kinkcheck.frameworks.torch.census`, :mod:`kinkcheck.frameworks.jax.census`; ``nox -s census``)
 from the framework's own derivative definitions, with the hand-checked fields (``status = "excluded"`` and
 its ``reason``, a corrected ``kink``) kept across regenerations::
 

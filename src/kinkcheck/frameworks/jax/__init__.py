@@ -1,8 +1,10 @@
 """The jax folder: what kinkcheck knows of this framework, in one place.
 
-``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.jax.adapter.JaxAdapter`), the only module here that imports
-jax; ``record.py``: its registry record (standard library only, read by :mod:`kinkcheck.registry`); ``snippets.py``: its
-code templates for ``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m kinkcheck.bench``.
+``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.jax.adapter.JaxAdapter`); ``kinkhits.py``: the kink-hit
+counter (a jaxpr interpreter); ``census.py``: the census of its kinked primitives (``references/census/jax.toml``, from
+the JVP rules) — the three modules here that import jax; ``record.py``: its registry record (standard library only, read
+by :mod:`kinkcheck.registry`); ``mapping.py``: its functions' rows to sympy; ``snippets.py``: its code templates for
+``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m kinkcheck.bench``.
 Importing this package imports none of them; :func:`load` imports the adapter.
 """
 

@@ -1,7 +1,8 @@
 """The torch folder: what kinkcheck knows of this framework, in one place.
 
 ``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.torch.adapter.TorchAdapter`); ``kinkhits.py``: the
-kink-hit counter (a ``TorchFunctionMode``) — the two modules here that import torch; ``record.py``: its registry record
+kink-hit counter (a ``TorchFunctionMode``); ``census.py``: the census of its kinked operations
+(``references/census/torch.toml``, from ``derivatives.yaml``) — the three modules here that import torch; ``record.py``: its registry record
 (standard library only, read by :mod:`kinkcheck.registry`); ``mapping.py``: its functions' rows to sympy;
 ``snippets.py``: its code templates for ``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m
 kinkcheck.bench``. Importing this package imports none of them; :func:`load` imports the adapter.
