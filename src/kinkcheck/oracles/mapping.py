@@ -77,36 +77,45 @@ class SympyForm:
     text: str
 
 
-def _table() -> dict[str, Entry]:
-    """Every registered framework's rows (``table()`` of its folder's ``mapping.py``), report order; a framework
-    without such a module has none (its programs are unmapped, or read another's rows: :data:`NUMPY_CLONES`)."""
+def _framework_rows() -> list[Any]:
+    """Every registered framework's rows module (``frameworks/<name>/mapping.py``), report order; a framework
+    without one has no rows (its programs are unmapped)."""
     import importlib
 
     from kinkcheck.registry import REGISTRY
 
-    out: dict[str, Entry] = {}
+    out = []
     for record in REGISTRY.values():
         try:
-            module = importlib.import_module(f"{record.adapter}.mapping")
+            out.append(importlib.import_module(f"{record.adapter}.mapping"))
         except ModuleNotFoundError as e:
             if e.name != f"{record.adapter}.mapping":  # the rows' module exists and imports something missing
                 raise
-            continue
-        out.update(module.table())
     return out
 
 
-#: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes, written in the
-#: framework folders (``frameworks/<name>/mapping.py``).
-TABLE: dict[str, Entry] = _table()
+_ROWS = _framework_rows()
 
-#: Constants a program may name (``torch.inf``, ``jax.numpy.pi``).
-CONSTANTS: dict[str, Any] = {
-    **{f"{root}.{n}": v for root in ("torch", "jax.numpy")
-       for n, v in (("inf", sympy.oo), ("pi", sympy.pi), ("e", sympy.E), ("nan", sympy.nan))},
-    **{f"{root}.{dt}": f"dtype:{dt}" for root in ("torch", "jax.numpy")
-       for dt in ("float64", "float32", "float16", "bfloat16", "double", "float", "int64", "int32")},
-}
+#: Canonical dotted name → :class:`Entry`: the one table of what each mapped function computes, written in the
+#: framework folders (``frameworks/<name>/mapping.py``: ``table()``).
+TABLE: dict[str, Entry] = {k: v for m in _ROWS if hasattr(m, "table") for k, v in m.table().items()}
+
+#: Constants a program may name (``torch.inf``, ``jax.numpy.pi``, ``torch.float64``): a framework folder's
+#: ``CONSTANTS`` (:func:`kinkcheck.oracles.rows.constants`), sympy text or ``"dtype:<name>"``.
+CONSTANTS: dict[str, Any] = {k: v if v.startswith("dtype:") else sympy.sympify(v)
+                             for m in _ROWS for k, v in getattr(m, "CONSTANTS", {}).items()}
+
+#: NumPy clones: a prefix whose functions compute what another namespace's of the same name do, so that
+#: namespace's rows describe them (a framework folder's ``CLONES``: ``autograd.numpy.`` → ``jax.numpy.``). A name
+#: the table lacks (``pt.switch``) stays unmapped.
+NUMPY_CLONES: dict[str, str] = {k: v for m in _ROWS for k, v in getattr(m, "CLONES", {}).items()}
+
+#: Decompositions whose factors map only in a reconstruction of the matrix (``U diag(S) V^T``, ``Q diag(L) Q^T``):
+#: name -> (kind, the names of the returned factors in order, with None for one no reconstruction uses); a
+#: framework folder's ``DECOMPOSITIONS``. A singular vector or eigenvector alone has no form (at a repeated value it
+#: is no function of the matrix).
+DECOMPOSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    k: v for m in _ROWS for k, v in getattr(m, "DECOMPOSITIONS", {}).items()}
 
 
 def mapped_names() -> tuple[str, ...]:
@@ -243,19 +252,6 @@ def _canonical(framework: str, method: str) -> str:
     return f"{prefix}.{method}"
 
 
-#: Namespaces of other frameworks that implement NumPy's API (HIPS autograd wraps NumPy itself;
-#: ``tf.experimental.numpy`` follows it; ``pytensor.tensor`` names its functions after NumPy's, with NumPy's
-#: arguments): their function of a name computes what ``jax.numpy``'s does, which follows NumPy too, so the
-#: table rows of ``jax.numpy`` describe them. A name the table lacks (``pt.switch``) stays unmapped.
-NUMPY_CLONES: dict[str, str] = {"autograd.numpy.": "jax.numpy.", "tensorflow.experimental.numpy.": "jax.numpy.",
-                                "pytensor.tensor.math.": "jax.numpy.", "pytensor.tensor.": "jax.numpy.",
-                                # mlx.core follows NumPy's names and positional arguments (round half to even,
-                                # median of an even length the mean): python/src/ops.cpp docstrings
-                                "mlx.core.": "jax.numpy.",
-                                # MindSpore's NumPy interface (mindspore/numpy: "mirrors NumPy's API")
-                                "mindspore.numpy.": "jax.numpy."}
-
-
 def _table_name(dotted: str) -> str:
     """``dotted`` with a NumPy-clone prefix (:data:`NUMPY_CLONES`) read as ``jax.numpy.``'s."""
     for prefix, same in NUMPY_CLONES.items():
@@ -264,14 +260,6 @@ def _table_name(dotted: str) -> str:
     return dotted
 
 
-#: Decompositions whose factors map only in a reconstruction of the matrix (``U diag(S) V^T``, ``Q diag(L) Q^T``):
-#: name -> (kind, the names of the returned factors in order, with None for one no reconstruction uses). A
-#: singular vector or eigenvector alone has no form (at a repeated value it is no function of the matrix).
-DECOMPOSITIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "torch.linalg.svd": ("svd", ("U", "S", "Vh")), "torch.svd": ("svd", ("U", "S", "V")),
-    "jax.numpy.linalg.svd": ("svd", ("U", "S", "Vh")),
-    "torch.linalg.eigh": ("eigh", ("L", "Q")), "jax.numpy.linalg.eigh": ("eigh", ("L", "Q")),
-}
 _TRANSPOSED = {"V": "Vh", "Q": "Qt"}
 
 

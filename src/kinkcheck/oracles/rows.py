@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["BINARY", "FMOD", "GELU_ERF", "GELU_TANH", "HARDSIGMOID", "I0E", "RELU6", "REMAINDER", "ROUND", "SELU", "SIGMOID",
-           "SINC", "SOFTPLUS", "UNARY", "XLOG1PY", "XLOGY", "Entry", "e", "h", "r", "rename", "source_files"]
+           "SINC", "SOFTPLUS", "UNARY", "XLOG1PY", "XLOGY", "Entry", "constants", "e", "h", "r", "rename",
+           "source_files"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,19 @@ def _signature(text: str) -> inspect.Signature:
         default = inspect.Parameter.empty if d is None else ast.literal_eval(d)
         params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY, default=default))
     return inspect.Signature(params)
+
+
+#: The numbers a NumPy-like namespace names (``torch.inf``, ``jax.numpy.pi``), as sympy text.
+_NUMBERS = {"inf": "oo", "pi": "pi", "e": "E", "nan": "nan"}
+#: The dtypes a program may name as an argument (``dtype=torch.float64``).
+_DTYPE_NAMES = ("float64", "float32", "float16", "bfloat16", "double", "float", "int64", "int32")
+
+
+def constants(root: str) -> dict[str, str]:
+    """The constants of namespace ``root`` a program may name: its numbers (sympy text: ``"oo"``, ``"pi"``) and its
+    dtypes (``"dtype:float64"``); a framework folder's ``CONSTANTS``."""
+    return {**{f"{root}.{n}": v for n, v in _NUMBERS.items()},
+            **{f"{root}.{dt}": f"dtype:{dt}" for dt in _DTYPE_NAMES}}
 
 
 #: The mapping's own modules, besides the framework folders' rows.

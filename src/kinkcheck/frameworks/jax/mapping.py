@@ -4,7 +4,16 @@ jax."""
 
 from __future__ import annotations
 
-from kinkcheck.oracles.rows import BINARY, FMOD, GELU_ERF, GELU_TANH, HARDSIGMOID, I0E, RELU6, ROUND, SELU, SIGMOID, SOFTPLUS, UNARY, XLOG1PY, XLOGY, Entry, e, h, r, rename
+from kinkcheck.oracles.rows import (
+    BINARY, FMOD, GELU_ERF, GELU_TANH, HARDSIGMOID, I0E, RELU6, ROUND, SELU, SIGMOID, SOFTPLUS, UNARY, XLOG1PY, XLOGY,
+    Entry, constants, e, h, r, rename,
+)
+
+#: ``jax.numpy.inf``, ``jax.numpy.pi``, ``jax.numpy.float64``…
+CONSTANTS = constants("jax.numpy")
+
+#: Decompositions whose factors map in a reconstruction (:data:`kinkcheck.oracles.mapping.DECOMPOSITIONS`).
+DECOMPOSITIONS = {"jax.numpy.linalg.svd": ("svd", ("U", "S", "Vh")), "jax.numpy.linalg.eigh": ("eigh", ("L", "Q"))}
 
 
 def table() -> dict[str, Entry]:

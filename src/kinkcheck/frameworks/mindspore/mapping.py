@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from kinkcheck.oracles.rows import I0E, Entry, e
 
+#: MindSpore's NumPy interface (``mindspore/numpy``: "mirrors NumPy's API") reads ``jax.numpy``'s rows.
+CLONES = {"mindspore.numpy.": "jax.numpy."}
+
 
 def table() -> dict[str, Entry]:
     t: dict[str, Entry] = {}

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from kinkcheck.oracles.rows import I0E, Entry, e
 
+#: ``tf.experimental.numpy`` follows NumPy's names and arguments, so ``jax.numpy``'s rows describe it
+#: (:data:`kinkcheck.oracles.mapping.NUMPY_CLONES`).
+CLONES = {"tensorflow.experimental.numpy.": "jax.numpy."}
+
 
 def table() -> dict[str, Entry]:
     """TensorFlow's elementwise kinked functions (``tf.math`` API docs; ``tf.maximum`` is ``tf.math.maximum``).
-    Its NumPy namespace, ``tf.experimental.numpy``, reads ``jax.numpy``'s rows (:data:`NUMPY_CLONES`)."""
+    Its NumPy namespace, ``tf.experimental.numpy``, reads ``jax.numpy``'s rows (:data:`CLONES`)."""
     t: dict[str, Entry] = {}
     for root in ("tensorflow.", "tensorflow.math."):
         t[root + "maximum"] = e("x, y, name=None", "Max(x, y)")

@@ -4,7 +4,16 @@ torch."""
 
 from __future__ import annotations
 
-from kinkcheck.oracles.rows import BINARY, GELU_ERF, GELU_TANH, HARDSIGMOID, I0E, RELU6, ROUND, SELU, SIGMOID, UNARY, Entry, e, h, r, rename
+from kinkcheck.oracles.rows import (
+    BINARY, GELU_ERF, GELU_TANH, HARDSIGMOID, I0E, RELU6, ROUND, SELU, SIGMOID, UNARY, Entry, constants, e, h, r, rename,
+)
+
+#: ``torch.inf``, ``torch.pi``, ``torch.float64``…
+CONSTANTS = constants("torch")
+
+#: Decompositions whose factors map in a reconstruction (:data:`kinkcheck.oracles.mapping.DECOMPOSITIONS`).
+DECOMPOSITIONS = {"torch.linalg.svd": ("svd", ("U", "S", "Vh")), "torch.svd": ("svd", ("U", "S", "V")),
+                  "torch.linalg.eigh": ("eigh", ("L", "Q"))}
 
 
 def table() -> dict[str, Entry]:
