@@ -597,10 +597,12 @@ def test_a_batch_process_that_crashes_or_hangs_costs_only_its_batch(torch_adapte
 
 
 @pytest.mark.parametrize("argv, env, message", [
-    (["--case-timeout", "0"], {}, "--case-timeout must be a positive number, got '0'"),
-    (["--batch-timeout", "inf"], {}, "--batch-timeout must be a positive number, got 'inf'"),
-    (["--memory", "-1"], {}, "--memory must be a positive number, got '-1'"),
-    ([], {"KINKCHECK_CASE_TIMEOUT": "soon"}, "KINKCHECK_CASE_TIMEOUT must be a positive number, got 'soon'"),
+    (["--case-timeout", "0"], {}, "--case-timeout must be a number of seconds above 0, at most 86400, got '0'"),
+    (["--batch-timeout", "inf"], {}, "--batch-timeout must be a number of seconds above 0, at most 86400, got 'inf'"),
+    (["--memory", "-1"], {},
+     "--memory must be a number of GiB from 0.5 to 86400 (less and not even a framework imports), got '-1'"),
+    ([], {"KINKCHECK_CASE_TIMEOUT": "soon"},
+     "KINKCHECK_CASE_TIMEOUT must be a number of seconds above 0, at most 86400, got 'soon'"),
     ([], {"KINKCHECK_COMPILE_JOBS": "all"}, "KINKCHECK_COMPILE_JOBS must be a positive integer, got 'all'"),
 ])
 def test_bad_probe_limits_are_one_line(small, tmp_path, capsys, monkeypatch, argv, env, message):

@@ -25,9 +25,9 @@ def test_limits_come_from_options_then_environment_then_defaults():
     assert Limits.resolve(environ=env) == Limits(30.0, 2.5), "the environment overrides the defaults"
     assert Limits.resolve("7", None, environ=env) == Limits(7.0, 2.5), "an option overrides the environment"
     for bad in ("0", "-1", "inf", "nan", "ten"):
-        with pytest.raises(ValueError, match="--timeout must be a positive number"):
+        with pytest.raises(ValueError, match="--timeout must be a number of seconds above 0"):
             Limits.resolve(bad, None, environ={})
-    with pytest.raises(ValueError, match=f"{bounded.ENV_MEMORY} must be a positive number"):
+    with pytest.raises(ValueError, match=f"{bounded.ENV_MEMORY} must be a number of GiB from 0.5"):
         Limits.resolve(environ={bounded.ENV_MEMORY: "0"})
 
 
@@ -80,6 +80,10 @@ USER = textwrap.dedent('''
 
     def dies(x, w):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+    def faults(x, w):
+        os.kill(os.getpid(), signal.SIGSEGV)
 ''')
 
 
@@ -106,6 +110,7 @@ def test_check_in_a_worker_gives_the_in_process_result(user):
         ("spin", Limits(3, 8), "the evaluation exceeded 3 s"),
         ("hog", Limits(120, 8), "exceeded the memory limit of 8 GiB"),
         ("dies", Limits(120, 8), "the evaluation was killed by SIGKILL"),
+        ("faults", Limits(120, 8), "the evaluation crashed with SIGSEGV (a fault in a framework's native code"),
     ],
 )
 def test_check_functions_are_bounded_too(user, function, limits, message):
@@ -114,6 +119,8 @@ def test_check_functions_are_bounded_too(user, function, limits, message):
     with pytest.raises(BoundExceeded) as info:
         bounded.run("check", payload, limits)
     assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert ("memory limit" in str(info.value)) == (function in ("hog", "dies")), \
+        f"only a process stopped by its limits is blamed on them: {info.value}"
 
 
 def test_bad_input_found_in_the_worker_is_a_task_error(user):
@@ -159,3 +166,22 @@ def test_non_finite_points_wrt_and_int_inputs_cross_the_worker(capsys, torch_ada
     args = ["grad", "torch.where(x <= 10, torch.exp(x), 1.0) * y ** k", "--at", "x=inf,y=2,k=int:3", "--wrt", "y"]
     assert _grad_line(capsys, args) == {"y": 12.0}, "d/dy of 1 * y**3 at y = 2; x and k are constants"
     assert _grad_line(capsys, ["grad", "torch.exp(x)", "--at", "x=-inf"]) == {"x": 0.0}
+
+
+@pytest.mark.parametrize("stdin, why", [
+    (b"garbage", "JSONDecodeError"),
+    (b'{"task": "nope", "payload": {}, "memory_gib": 1, "memory_bytes": 1}', "KeyError: 'nope'"),
+    (b"[1]", "TypeError"),
+    (b"\xff", "UnicodeDecodeError"),
+])
+def test_the_worker_entry_refuses_what_is_not_a_request_in_one_line(stdin, why):
+    """``python -m kinkcheck.probe.worker`` is run by :func:`run`; anything else on its stdin is one line, exit 2."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "kinkcheck.probe.worker"], input=stdin, capture_output=True,
+                         timeout=60)
+    err = res.stderr.decode()
+    assert res.returncode == 2, (res.returncode, err)
+    assert err.count("\n") == 1 and why in err and "Traceback" not in err, err
+    assert res.stdout == b"", "no answer on stdout"

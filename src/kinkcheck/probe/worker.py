@@ -141,10 +141,9 @@ def _positive(value: str | float | None, env_name: str, option: str, env: Mappin
         out = math.nan
     least = MIN_MEMORY_GIB if unit == "GiB" else 0.0
     if not (math.isfinite(out) and least <= out <= MAX_LIMIT and out > 0):
-        bounds = (f"{least:g} – {MAX_LIMIT:g} GiB: less and not even a framework imports" if unit == "GiB"
-                  else f"seconds, at most {MAX_LIMIT:g}")
-        raise ValueError(f"{where} must be a positive number, got {ascii(value) if isinstance(value, str) else value}"
-                         f" ({bounds})")
+        bounds = (f"GiB from {least:g} to {MAX_LIMIT:g} (less and not even a framework imports)" if unit == "GiB"
+                  else f"seconds above 0, at most {MAX_LIMIT:g}")
+        raise ValueError(f"{where} must be a number of {bounds}, got {ascii(value) if isinstance(value, str) else value}")
     return out
 
 
@@ -241,9 +240,18 @@ def run(task: str, payload: Mapping[str, Any], limits: Limits) -> Any:
             name = signal.Signals(-proc.returncode).name
         except ValueError:  # a real-time signal without a name
             name = f"signal {-proc.returncode}"
+        if -proc.returncode in _CRASHES:  # the native code faulted: no limit was reached
+            raise BoundExceeded(f"the evaluation crashed with {name} (a fault in a framework's native code or the "
+                                f"function's){said}")
         raise BoundExceeded(f"the evaluation was killed by {name}{said} (its memory limit is {limits.memory_gib:g} "
                             f"GiB; change it with --memory or {ENV_MEMORY})")
     raise TaskError(f"the evaluation failed (exit status {proc.returncode}){said or ': no message'}")
+
+
+#: Signals of a process that faulted (a segmentation fault, a bus error, an illegal instruction, an arithmetic trap),
+#: not one stopped for its limits: SIGKILL (the kernel's out-of-memory killer) and SIGABRT (a failed allocation
+#: aborts native code) may be the memory limit.
+_CRASHES = frozenset(int(getattr(signal, s)) for s in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE") if hasattr(signal, s))
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -271,14 +279,25 @@ def limit_memory(limit: int) -> None:
 
 
 def _worker() -> int:
-    """The worker's side of :func:`run` (``python -m kinkcheck.probe.worker``)."""
-    request = json.loads(sys.stdin.buffer.read())
+    """The worker's side of :func:`run` (``python -m kinkcheck.probe.worker``): a request on stdin, the answer on
+    stdout. Not a command for people: anything but :func:`run`'s request is one line on stderr and exit 2."""
+    try:
+        request = json.loads(sys.stdin.buffer.read())
+        name, payload = request["task"], request["payload"]
+        TASKS[name]  # noqa: B018  (a KeyError names a task that does not exist)
+        limits = Limits(memory_gib=float(request["memory_gib"]))
+        memory_bytes = int(request["memory_bytes"])
+    except (ValueError, TypeError, KeyError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        print("python -m kinkcheck.probe.worker: not a request of kinkcheck.probe.worker.run (it reads one JSON "
+              f"object on stdin: task, payload, memory_gib, memory_bytes): {type(err).__name__}: {err}",
+              file=sys.stderr)
+        return 2
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints (a user's function, a framework's C++ code) go to stderr, not into the answer
-    limits = Limits(memory_gib=float(request["memory_gib"]))
-    limit_memory(int(request["memory_bytes"]))
+    limit_memory(memory_bytes)
+    task = _task(name)  # imported here: what an import prints goes to stderr
     try:
-        answer: dict[str, Any] = {"ok": _task(request["task"])(request["payload"], limits)}
+        answer: dict[str, Any] = {"ok": task(payload, limits)}
     except BoundExceeded as err:
         answer = {"error": str(err), "bound": True}
     except TaskError as err:
