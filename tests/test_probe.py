@@ -1128,3 +1128,22 @@ def test_a_misnamed_shard_is_refused_before_its_folder_is_made(tmp_path, capsys)
     err = capsys.readouterr().err
     assert f"its shard file must be named {environment_id('torch')}.json" in err and len(err.strip().splitlines()) == 1, err
     assert not folder.exists(), "nothing made for a refused probe"
+
+
+def test_batches_seen_starting_in_one_poll_are_charged_in_journal_order(tmp_path):
+    """A loaded machine may see two ``start`` lines in one poll: they tie on time, and the batch the journal
+    started first (float64) ran out first, whatever the keys' spelling order (float16 sorts first)."""
+    import subprocess
+    import sys
+
+    from kinkcheck.probe import ProbeLimits
+    from kinkcheck.probe.isolated import _watch
+
+    journal = tmp_path / ".j.journal.jsonl"
+    journal.write_text('{"environment": {}}\n')
+    worker = (f"import time\nwith open({str(journal)!r}, 'a') as fh:\n"
+              "    fh.write('{\"start\": \"batch:inductor/float64\"}\\n{\"start\": \"batch:inductor/float16\"}\\n')\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", worker], start_new_session=True)
+    late = _watch(proc, journal, ProbeLimits(case_timeout_s=1.0, batch_timeout_s=1.5))
+    assert late == (1.5, "batch:inductor/float64"), f"the batch started first is named: {late}"

@@ -130,6 +130,33 @@ def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: 
                    memory_gib=_limits(args).memory_gib)
 
 
+def _cmd_ask(args: argparse.Namespace) -> int:
+    from kinkcheck import ask
+    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
+
+    q = ask.question(args.expr, args.at, args.framework, args.sympy)
+    known = FRAMEWORK_MODES.get(q.framework, ())
+    for mode in args.mode or ():
+        if mode not in known:
+            raise UsageError(f"{q.framework} has no mode {mode!r} (its modes: {', '.join(known)})")
+    for dtype in args.dtype or ():
+        if dtype not in DTYPES:
+            raise UsageError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
+    ask.disk_budget(args.disk_budget)  # bad input before anything is installed
+    answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
+                     quiet=args.quiet)
+    if args.json:
+        from kinkcheck.report.model import report_json
+
+        print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy},
+                          "releases": answer.releases, "not_measured": answer.not_measured,
+                          "report": None if answer.report is None else json.loads(report_json(answer.report))}))
+    else:
+        sys.stdout.write(ask.render(answer))
+    return 0 if answer.report is not None else EXIT_BAD_INPUT
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, default_catalog_path, load_catalog
     from kinkcheck.report import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
@@ -469,6 +496,28 @@ def build_parser() -> argparse.ArgumentParser:
     _bound_options(g)
     g.set_defaults(func=_cmd_grad)
 
+    a = sub.add_parser(
+        "ask", help="any program at a point, measured as the catalog's programs are (every mode and dtype) in the "
+                    "releases asked, each in its own environment, judged and printed as a case page shows a program",
+        epilog="Virtualenvs and answers are kept in $KINKCHECK_ASK_HOME (default: the user cache folder's "
+               "kinkcheck/ask); a question asked again measures only what its shards lack.")
+    a.add_argument("expr", help='call expression, e.g. "torch.clamp(x, min=0)"')
+    a.add_argument("--at", required=True, help="point: x=0 | x=1,y=1 | 'v=[1,3,3]' (finite numbers)")
+    a.add_argument("--release", action="append", metavar="VERSION",
+                   help="repeatable: a release of the framework's matrix, or the installed one")
+    a.add_argument("--releases", metavar="SPEC", help="the matrix's releases in a version specifier, e.g. '>=2.0'")
+    a.add_argument("--all", action="store_true", help="every release of the matrix")
+    a.add_argument("--mode", action="append", help="repeatable; default every mode of the framework")
+    a.add_argument("--dtype", action="append", help="repeatable; default all four dtypes")
+    a.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="only for a bare method chain")
+    a.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language (default: mapped "
+                   "from the program)")
+    a.add_argument("--disk-budget", type=float, metavar="GB", help="disk the kept virtualenvs may take (default "
+                   "$KINKCHECK_ASK_DISK_GB, else 20); past it the least recently used are removed")
+    a.add_argument("--json", action="store_true", help="print one JSON object: the question and its one-case report")
+    a.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    a.set_defaults(func=_cmd_ask)
+
     from kinkcheck.probe.worker import (DEFAULT_BATCH_TIMEOUT_S, DEFAULT_CASE_TIMEOUT_S, DEFAULT_PROBE_MEMORY_GIB,
                                         ENV_BATCH_TIMEOUT, ENV_CASE_TIMEOUT, ENV_PROBE_MEMORY)
 
@@ -683,6 +732,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return int(getattr(args, "exit_status", 0))
     except OSError as err:  # `> /dev/full`: the answer could not be written; neither 0 nor diff's 1 would be true
+        if err.filename is not None:  # a file the command read or wrote, not the output
+            print(f"kinkcheck: error: {err.strerror or err}: {err.filename}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         _quiet_stdout()
         try:
             print(f"kinkcheck: error: cannot write the output: {err.strerror or err}", file=sys.stderr)

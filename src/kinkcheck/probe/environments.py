@@ -99,9 +99,12 @@ def install_once(session: Any, root: Path, *args: str, env: dict[str, str] | Non
 
 
 def _stamp_text(root: Path, args: Sequence[str]) -> str:
+    """What an install is remembered by: ``args`` and the checkout's ``pyproject.toml`` (none where ``root`` is no
+    checkout: ``kinkcheck ask``'s folder, whose environments install kinkcheck's requirements by name)."""
     import hashlib
 
-    return hashlib.sha256((root / "pyproject.toml").read_bytes() + repr(tuple(args)).encode()).hexdigest()
+    project = root / "pyproject.toml"
+    return hashlib.sha256((project.read_bytes() if project.is_file() else b"") + repr(tuple(args)).encode()).hexdigest()
 
 
 def _stamped(stamp: Path, root: Path, args: Sequence[str]) -> bool:

@@ -181,12 +181,14 @@ def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> tuple[float, str | 
         now = time.monotonic()
         if progress.update(now):
             since, idle_limit = now, limits.case_timeout_s
-        late = [(begun + limits.limit_for(key), begun, key) for key, begun in progress.running.items()
+        # (deadline, start, journal order, key): seen in one poll, two starts tie; the one the journal has first
+        # ran out first
+        late = [(begun + limits.limit_for(key), begun, i, key) for i, (key, begun) in enumerate(progress.running.items())
                 if now - begun > limits.limit_for(key)]
         if late or (not progress.running and now - since > idle_limit):
             kill_group(proc)
             proc.wait()
             if late:
-                key = min(late)[2]  # the first to run out
+                key = min(late)[3]  # the first to run out
                 return limits.limit_for(key), key
             return idle_limit, None

@@ -1,0 +1,185 @@
+"""``kinkcheck ask`` (issue 34, item 1): a program measured as the catalog's are, across releases, judged."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from kinkcheck import ask
+from kinkcheck.catalog import load_catalog
+from kinkcheck.cli import main
+from kinkcheck.errors import UsageError
+from kinkcheck.registry import REGISTRY
+
+
+@pytest.fixture()
+def ask_home(tmp_path, monkeypatch):
+    monkeypatch.setenv(ask.ENV_HOME, str(tmp_path / "ask"))
+    return tmp_path / "ask"
+
+
+def _one_error_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert out == "" and len(lines) == 1 and "Traceback" not in err, f"one line on stderr, got {err!r}"
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- the question
+
+
+def test_a_question_takes_its_function_from_the_mapping():
+    q = ask.question("x.clamp(min=0)", "x=0", framework="torch")
+    assert (q.framework, q.expr, q.at) == ("torch", "x.clamp(min=0)", {"x": 0}), q
+    assert q.sympy == "Max(0, x)", q.sympy
+    assert q.case_id.startswith("ask@") and q.digest != ask.question("torch.relu(x)", "x=0").digest, \
+        "another program is another question"
+    assert ask.question("jax.numpy.abs(v).max()", "v=[1,-1]").sympy == "Max(Abs(v[0]), Abs(v[1]))"
+
+
+@pytest.mark.parametrize("expr, at, kwargs, why", [
+    ("torch.relu(x) + jax.nn.relu(x)", "x=0", {}, "mixes frameworks"),
+    ("x.abs()", "x=0", {}, "cannot tell the framework from a method chain"),
+    ("torch.relu(x)", "x=0,y=1", {}, "--at gives y but the program does not use it"),
+    ("torch.relu(x)", "x=nan", {}, "nan"),
+    ("torch.relu(x)", "x=0", {"framework": "jax"}, "--framework jax but the program uses ['torch']"),
+    ("torch.special.zeta(x, 2.0)", "x=1", {}, "give its function with --sympy"),
+    ("torch.relu(x)", "x=0", {"sympy_text": "Max(x,"}, ""),
+])
+def test_bad_questions_are_one_line(expr, at, kwargs, why):
+    with pytest.raises(UsageError, match=None) as info:
+        ask.question(expr, at, **kwargs)
+    assert why in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("expr, framework", [("torch.relu(x)", "torch"), ("tf.nn.relu(x)", "tensorflow")])
+def test_the_question_is_a_catalog_of_one_case(tmp_path, expr, framework):
+    q = ask.question(expr, "x=0")
+    catalog = load_catalog(q.write_catalog(tmp_path / "q"))
+    (case,) = catalog.cases
+    assert case.id == q.case_id and case.at == {"x": 0}, case
+    assert [(p.framework, p.id) for p in case.programs] == [(framework, q.expr)], case.programs
+
+
+# --------------------------------------------------------------------------- which releases
+
+
+def test_releases_come_from_the_matrix_and_the_installed_one():
+    matrix = list(REGISTRY["torch"].versions)
+    assert ask.releases_asked("torch", every=True) == matrix, "--all: the matrix, oldest first"
+    assert ask.releases_asked("torch", release=[matrix[-1], matrix[0]]) == [matrix[0], matrix[-1]], "sorted"
+    newer = ask.releases_asked("torch", releases=">=2.13")
+    assert newer and all(v.split(".")[:2] >= ["2", "13"] for v in newer) and newer[-1] == matrix[-1], newer
+    installed = ask.installed_release("torch")
+    if installed is None:
+        pytest.skip("torch is not installed here: the default release is the installed one")
+    assert ask.releases_asked("torch") == [installed], "by default, the installed release"
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    ({"release": ["2.99.0"]}, "unknown release '2.99.0' of torch: kinkcheck asks the releases of its matrix"),
+    ({"releases": "~~2"}, "--releases '~~2' is not a version specifier"),
+    ({"releases": ">=99"}, "--releases '>=99' holds none of torch's releases"),
+    ({"releases": " "}, "--releases is empty"),
+])
+def test_unknown_releases_are_refused(kwargs, why):
+    with pytest.raises(UsageError) as info:
+        ask.releases_asked("torch", **kwargs)
+    assert why in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["ask", "torch.relu(x)", "--at", "x=0", "--release", "0.0.1"], "unknown release '0.0.1' of torch"),
+    (["ask", "torch.relu(x)", "--at", "x=0", "--mode", "jit"], "torch has no mode 'jit'"),
+    (["ask", "torch.relu(x)", "--at", "x=0", "--dtype", "float8"], "unknown dtype 'float8'"),
+    (["ask", "torch.relu(x)", "--at", "x=0", "--disk-budget", "0"], "--disk-budget must be a number of GB above 0"),
+    (["ask", "torch.relu(x)", "--at", "y=0"], "unknown name 'x' (inputs: y;"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_anything_is_made(ask_home, capsys, argv, why):
+    assert main(argv) == 2
+    line = _one_error_line(capsys)
+    assert why in line, line
+    assert not ask_home.exists(), "nothing is written for bad input"
+
+
+# --------------------------------------------------------------------------- the disk budget
+
+
+def test_the_least_recently_used_environments_go_first(tmp_path):
+    envs = tmp_path / "envs"
+    for i, name in enumerate(["torch-2.0.1", "torch-2.1.2", "torch-2.2.2"]):
+        (envs / name).mkdir(parents=True)
+        (envs / name / "blob").write_bytes(b"x" * 1000)
+        (envs / name / ".last-used").touch()
+        os.utime(envs / name / ".last-used", (time.time() - 100 + i, time.time() - 100 + i))
+    os.utime(envs / "torch-2.0.1" / ".last-used", (time.time(), time.time()))  # used last
+    ask._evict(envs, 2000, {envs / "torch-2.1.2"}, ask._Log(quiet=True))
+    left = sorted(p.name for p in envs.iterdir())
+    assert left == ["torch-2.0.1", "torch-2.1.2"], f"the oldest use not kept by this question goes: {left}"
+
+
+# --------------------------------------------------------------------------- measured for real
+
+
+def _installed(framework: str) -> str:
+    version = ask.installed_release(framework)
+    if version is None:
+        pytest.skip(f"{framework} is not installed here")
+    return version
+
+
+def test_ask_measures_the_installed_release_and_judges_it(ask_home, capsys, monkeypatch):
+    version = _installed("torch")
+    argv = ["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--mode", "reverse", "--mode", "functional",
+            "--dtype", "float64", "--dtype", "float32"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "f = Max(0, x): a kink" in out and "Clarke generalized gradient [0, 1], min-norm 0" in out, out
+    assert f"{version}: 1 right" in out, out
+    assert f"modes of torch {version}: reverse 1 right · functional 1 right" in out, out
+    assert f"torch {version}: measuring reverse, functional, float64, float32" in err, err
+    shards = list((ask_home / "questions").glob("*/shards/*.json"))
+    assert [p.name for p in shards] == [f"torch-{version}-cpu.json"], shards
+
+    import subprocess
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError(f"a question asked before is answered from its shard: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_probe)
+    assert main([*argv, "--json"]) == 0
+    out, err = capsys.readouterr()
+    answer = json.loads(out)
+    assert answer["question"] == {"expr": "torch.clamp(x, min=0)", "at": {"x": 0}, "framework": "torch",
+                                  "sympy": "Max(0, x)"}, answer["question"]
+    cells = {(o["mode"], o["dtype"]): (o["value"], o["labels"]) for o in answer["report"]["observations"]}
+    assert cells[("reverse", "float64")] == ({"x": 1.0}, ["right", "in-clarke"]), cells
+    assert len(cells) == 4, "two modes, two dtypes"
+    assert "measured before" in err, err
+
+
+def test_ask_across_releases_installs_an_environment_per_release(ask_home, capsys):
+    """Another release of a light framework (autograd, pure Python) in a virtualenv of its own, beside the
+    installed one: the answer holds both, each from its own environment."""
+    installed = _installed("autograd")
+    other = next((v for v in reversed(REGISTRY["autograd"].versions) if v != installed), None)
+    assert other, "autograd's matrix has another release"
+    rc = main(["ask", "autograd.numpy.maximum(x, y)", "--at", "x=0,y=0", "--release", installed, "--release", other,
+               "--dtype", "float64"])
+    out, err = capsys.readouterr()
+    if f"autograd {other}: not measured: install failed" in err:
+        pytest.skip(f"no package registry reachable here to install autograd {other}: {err.splitlines()[-1]}")
+    assert rc == 0, err
+    assert "f = Max(x, y): a kink" in out, out
+    older, newer = sorted([installed, other], key=lambda v: tuple(map(int, v.split("."))))
+    assert f"2 release(s) ({older} – {newer})" in out, out
+    assert f"{older}, {newer}: x=0.5, y=0.5 min-norm" in out, f"autograd splits a tie evenly in both: {out}"
+    env = ask_home / "envs" / f"autograd-{other}"
+    assert (env / ".last-used").exists(), "the other release's environment is kept for the next question"
+    shards = sorted(p.name for p in (ask_home / "questions").glob("*/shards/*.json"))
+    assert shards == sorted([f"autograd-{installed}-cpu.json", f"autograd-{other}-cpu.json"]), shards
+    provenance = json.loads(next((ask_home / "questions").glob(f"*/shards/autograd-{other}-cpu.json")).read_text())
+    assert provenance["environment"]["framework_version"] == other, "measured in that release, not this one"
