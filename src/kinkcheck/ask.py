@@ -34,7 +34,8 @@ from typing import Any
 
 from kinkcheck.errors import UsageError
 
-__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_HOME", "Question", "ask", "home", "releases_asked"]
+__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_HOME", "Answer", "Question", "ask", "home", "measure", "question",
+           "releases_asked", "render", "write_catalog"]
 
 #: The folder questions and their environments are kept in (default: the user cache folder's ``kinkcheck/ask``).
 ENV_HOME = "KINKCHECK_ASK_HOME"
@@ -85,25 +86,34 @@ class Question:
 
         return f"{self.expr} at {fmt_value(self.at)}"
 
-    def write_catalog(self, folder: Path, case_id: str | None = None) -> Path:
-        """The one-case catalog of this question in ``folder`` (``catalog.toml``, and ``programs/<framework>.toml``
-        for a framework the catalog file does not hold); its path."""
-        folder.mkdir(parents=True, exist_ok=True)
-        case = self.case_toml(case_id or self.case_id)
-        if self.framework in _INLINE:
-            case += f"[case.programs]\n{self.framework} = [{_toml_str(self.expr)}]\n"
-        else:
-            (folder / "programs").mkdir(exist_ok=True)
-            (folder / "programs" / f"{self.framework}.toml").write_text(
-                f"[{_toml_str(case_id or self.case_id)}]\nprograms = [{_toml_str(self.expr)}]\n")
-        path = folder / "catalog.toml"
-        path.write_text(case)
-        return path
+    def write_catalog(self, folder: Path) -> Path:
+        """The one-case catalog of this question in ``folder``; its path (:func:`write_catalog`)."""
+        return write_catalog([self], folder)
 
     def case_toml(self, case_id: str) -> str:
         at = ", ".join(f"{k} = {_toml_value(v)}" for k, v in self.at.items())
         return (f"[[case]]\nid = {_toml_str(case_id)}\ntitle = {_toml_str(self.title)}\nsympy = {_toml_str(self.sympy)}\n"
                 f"at = {{ {at} }}\n")
+
+
+def write_catalog(questions: Sequence[Question], folder: Path) -> Path:
+    """A catalog of ``questions``, one case each (``catalog.toml``, and ``programs/<framework>.toml`` for a framework
+    the catalog file does not hold), in ``folder``; its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cases, files = [], {}
+    for q in questions:
+        case = q.case_toml(q.case_id)
+        if q.framework in _INLINE:
+            case += f"[case.programs]\n{q.framework} = [{_toml_str(q.expr)}]\n"
+        else:
+            files.setdefault(q.framework, []).append(f"[{_toml_str(q.case_id)}]\nprograms = [{_toml_str(q.expr)}]\n")
+        cases.append(case)
+    for framework, tables in files.items():
+        (folder / "programs").mkdir(exist_ok=True)
+        (folder / "programs" / f"{framework}.toml").write_text("\n".join(tables))
+    path = folder / "catalog.toml"
+    path.write_text("\n".join(cases))
+    return path
 
 
 def _toml_str(text: str) -> str:
@@ -359,49 +369,63 @@ def _fresh(shard: Path, catalog: Any, framework: str, modes: Sequence[str], dtyp
 def ask(q: Question, releases: Sequence[str], *, modes: Sequence[str] = (), dtypes: Sequence[str] = (),
         disk_budget_gb: float | None = None, quiet: bool = False, timeout_s: float | None = None) -> Answer:
     """Measure ``q`` in each of ``releases`` (only what its shard lacks) and judge the shards."""
+    return measure([q], releases, modes=modes, dtypes=dtypes, disk_budget_gb=disk_budget_gb, quiet=quiet,
+                   timeout_s=timeout_s)
+
+
+def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Sequence[str] = (),
+            dtypes: Sequence[str] = (), disk_budget_gb: float | None = None, quiet: bool = False,
+            timeout_s: float | None = None) -> Answer:
+    """Measure ``questions`` (one framework's) in each of ``releases``, one probe of their catalog per release
+    (only what its shard lacks), and judge the shards as the report judges its cases."""
     from kinkcheck.catalog import load_catalog
     from kinkcheck.report.build import build
     from kinkcheck.shards import read_shard
 
+    frameworks = {q.framework for q in questions}
+    if len(frameworks) != 1:
+        raise ValueError(f"measure: questions of one framework, got {sorted(frameworks)}")
+    framework = frameworks.pop()
     root = home()
-    folder = root / "questions" / q.digest
-    catalog_path = q.write_catalog(folder)
+    digest = hashlib.sha256("".join(sorted(q.digest for q in questions)).encode()).hexdigest()[:16]
+    folder = root / "questions" / (questions[0].digest if len(questions) == 1 else digest)
+    catalog_path = write_catalog(questions, folder)
     catalog = load_catalog(catalog_path)
     log = _Log(quiet)
     budget = disk_budget(disk_budget_gb)
     not_measured: dict[str, str] = {}
     used: set[Path] = set()
     for version in releases:
-        shard = _shard_path(folder, q.framework, version)
-        if _fresh(shard, catalog, q.framework, modes, dtypes):
-            log.log(f"{q.framework} {version}: measured before ({shard})")
+        shard = _shard_path(folder, framework, version)
+        if _fresh(shard, catalog, framework, modes, dtypes):
+            log.log(f"{framework} {version}: measured before ({shard})")
             continue
         started = time.monotonic()
-        got = environment(q.framework, version, root, log)
+        got = environment(framework, version, root, log)
         if isinstance(got, str):
             not_measured[version] = got
-            log.log(f"{q.framework} {version}: not measured: {got}")
+            log.log(f"{framework} {version}: not measured: {got}")
             continue
         python, extra = got
-        used.add(root / "envs" / f"{q.framework}-{version}")
-        cmd = [python, "-m", "kinkcheck", "probe", "--framework", q.framework, "--catalog", str(catalog_path),
+        used.add(root / "envs" / f"{framework}-{version}")
+        cmd = [python, "-m", "kinkcheck", "probe", "--framework", framework, "--catalog", str(catalog_path),
                "--out", str(shard), "--quiet", *[a for m in modes for a in ("--mode", m)],
                *[a for d in dtypes for a in ("--dtype", d)]]
-        log.log(f"{q.framework} {version}: measuring " + (", ".join([*modes, *dtypes]) or "every mode and dtype"))
+        log.log(f"{framework} {version}: measuring " + (", ".join([*modes, *dtypes]) or "every mode and dtype"))
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **extra}, check=False,
                               timeout=timeout_s)
         if proc.returncode != 0 or not shard.exists():
             lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
             not_measured[version] = f"the probe failed ({lines[-1][:200] if lines else f'exit {proc.returncode}'})"
-            log.log(f"{q.framework} {version}: not measured: {not_measured[version]}")
+            log.log(f"{framework} {version}: not measured: {not_measured[version]}")
             continue
-        log.log(f"{q.framework} {version}: measured in {time.monotonic() - started:.0f} s")
+        log.log(f"{framework} {version}: measured in {time.monotonic() - started:.0f} s")
     if used:
         _evict(root / "envs", budget, used, log)
-    shards = [read_shard(p) for v in releases if (p := _shard_path(folder, q.framework, v)).exists()
+    shards = [read_shard(p) for v in releases if (p := _shard_path(folder, framework, v)).exists()
               and v not in not_measured]
     report = build(shards, catalog) if shards else None
-    return Answer(q, list(releases), report, not_measured)
+    return Answer(questions[0], list(releases), report, not_measured)
 
 
 def disk_budget(gb: float | None) -> float:

@@ -157,6 +157,51 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     return 0 if answer.report is not None else EXIT_BAD_INPUT
 
 
+def _cmd_lock(args: argparse.Namespace) -> int:
+    from kinkcheck import lock
+
+    path = Path(args.lock) if args.lock else lock.default_lock_path()
+    if not args.check:
+        if args.release or args.framework_version or args.device != "cpu":
+            raise UsageError("--release, --framework-version and --device go with --check (a lock is written for "
+                             "the installed release on the CPU)")
+        if not (args.model and args.data):
+            raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
+                             "(or --check an existing lock)")
+        if path.is_dir():
+            raise UsageError(f"--lock {path} is a folder: name the lock file")
+        if not path.parent.is_dir():
+            raise UsageError(f"--lock {path}: no folder {path.parent}")
+        made = lock.make_lock(args.model, args.data, batches=args.batches, eval_mode=args.eval, quiet=args.quiet)
+        lock.write_lock(made, path)
+        print(f"wrote {path}: {len(made.site)} locked site(s), {len(made.unlocked)} not locked, "
+              f"{made.framework} {made.release} (cpu)")
+        for s in made.site:
+            print(f"  {s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {s.status} "
+                  f"{json.dumps(s.value) if s.value is not None else ''} {' '.join(s.labels[:1])} [{s.source}]")
+        for u in made.unlocked:
+            print(f"  {u.call}: {u.operation}: not locked: {u.why}")
+        return 0
+    if args.model or args.data:
+        raise UsageError("--check reads the lock; --model and --data write one")
+    if args.device != "cpu":
+        raise UsageError(f"lock --check --device {args.device}: kinkcheck measures a lock's questions on the CPU only "
+                         "so far")
+    held = lock.read_lock(path)
+    release = args.release
+    if args.framework_version:
+        if release:
+            raise UsageError("--release or --framework-version, not both")
+        release = lock.parse_framework_version(args.framework_version, held.framework)
+    target, changes = lock.check(held, release, quiet=args.quiet)
+    args.exit_status = 1 if changes else 0
+    for c in changes:
+        print(c.line(held.framework))
+    print(f"{len(changes)} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to "
+          f"{target}" + ("" if changes else ": nothing the model relies on changes"))
+    return args.exit_status
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, default_catalog_path, load_catalog
     from kinkcheck.report import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
@@ -518,6 +563,24 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a.set_defaults(func=_cmd_ask)
 
+    lk = sub.add_parser(
+        "lock", help="write kinkcheck.lock: the convention of each kinked call a model makes (--model, --data); "
+                     "--check: exit 1 when another release changes one",
+        epilog="Exit status of --check: 0 nothing the model relies on changes, 1 a locked convention changed (one line "
+               "per site), 2 bad input.")
+    lk.add_argument("--model", metavar="MODULE:FUNCTION", help="returns a torch.nn.Module (its forward pass is run)")
+    lk.add_argument("--data", metavar="MODULE:FUNCTION", help="returns an iterable of inputs or (input, target)")
+    lk.add_argument("--batches", type=int, default=5, help="forward passes run (default 5)")
+    lk.add_argument("--eval", action="store_true", help="run the module in eval mode")
+    lk.add_argument("--lock", metavar="PATH", help="the lock file (default $KINKCHECK_LOCK, else ./kinkcheck.lock)")
+    lk.add_argument("--check", action="store_true", help="compare the lock with --release (default: the installed "
+                    "release)")
+    lk.add_argument("--release", metavar="VERSION", help="with --check: a release of the framework's matrix")
+    lk.add_argument("--framework-version", metavar="FW==VERSION", help="with --check: the same as --release")
+    lk.add_argument("--device", default="cpu", choices=tuple(DEVICES), help="with --check: cpu (default)")
+    lk.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    lk.set_defaults(func=_cmd_lock)
+
     from kinkcheck.probe.worker import (DEFAULT_BATCH_TIMEOUT_S, DEFAULT_CASE_TIMEOUT_S, DEFAULT_PROBE_MEMORY_GIB,
                                         ENV_BATCH_TIMEOUT, ENV_CASE_TIMEOUT, ENV_PROBE_MEMORY)
 
@@ -747,7 +810,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: nothing) would otherwise fall back to a default or to the current folder without a word.
 EMPTY_REFUSED = {"report": "--report", "shards": "--shards", "catalog": "--catalog", "out_dir": "--out-dir",
                  "old": "OLD", "new": "NEW", "framework_version": "--framework-version", "model": "--model",
-                 "data": "--data", "first": "FIRST", "second": "SECOND"}
+                 "data": "--data", "first": "FIRST", "second": "SECOND", "lock": "--lock"}
 
 
 def _refuse_empty_paths(args: argparse.Namespace) -> None:

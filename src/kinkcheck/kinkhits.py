@@ -38,7 +38,11 @@ class Site:
 
     ``elements`` counts what was looked at: input elements for an elementwise operation, reduced slices for a
     reduction, windows for a max-pool; ``hits`` those exactly at the kink; ``calls`` the calls summed.
-    ``inspected`` is False (with ``why``) where the counter could not look (a max-pool with ``ceil_mode``)."""
+    ``inspected`` is False (with ``why``) where the counter could not look (a max-pool with ``ceil_mode``).
+    ``call`` is where the user's code made the call (``model.py:12``, the first frame outside the framework and
+    kinkcheck); ``question`` and ``at`` the program and point that ask this call's convention (``kinkcheck ask``:
+    the call as spelled, with its scalar arguments, at the kink it checks), or ``question`` empty and ``unasked``
+    saying why there is none (a tensor argument, a random function)."""
 
     index: int
     program: str
@@ -49,6 +53,10 @@ class Site:
     dtype: str = ""
     inspected: bool = True
     why: str = ""
+    call: str = ""
+    question: str = ""
+    at: str = ""
+    unasked: str = ""
 
     def key(self) -> tuple[int, str, str, str]:
         return (self.index, self.program, self.kink, self.dtype)
@@ -62,7 +70,7 @@ def merge_sites(passes: Iterable[Sequence[Site]]) -> list[Site]:
             have = out.get(s.key())
             if have is None:
                 out[s.key()] = Site(s.index, s.program, s.kink, s.elements, s.hits, s.calls, s.dtype, s.inspected,
-                                    s.why)
+                                    s.why, s.call, s.question, s.at, s.unasked)
             else:
                 have.elements += s.elements
                 have.hits += s.hits

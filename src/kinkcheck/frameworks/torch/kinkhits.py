@@ -9,7 +9,7 @@ from typing import Any
 
 from kinkcheck.kinkhits import Site
 
-__all__ = ["TORCH_KINKED", "TorchHitCounter", "torch_program"]
+__all__ = ["TORCH_KINKED", "TorchHitCounter", "torch_program", "torch_question"]
 
 
 def _arg(args: Sequence[Any], kwargs: dict[str, Any], pos: int, name: str, default: Any = None) -> Any:
@@ -164,6 +164,123 @@ def torch_program(func: Any) -> str:
     return f"{module}.{name}"
 
 
+# --------------------------------------------------------------------------- the question a call asks
+
+
+def _caller() -> str:
+    """``file:line`` of the innermost frame outside torch and kinkcheck: where the user's code made the call."""
+    import os
+    import sys
+
+    import torch
+
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(skip) and not path.startswith("<"):
+            return f"{os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def _literal(v: Any) -> str | None:
+    """A Python number, bool or None as program text; None for anything else (a tensor)."""
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return None
+
+
+#: In-place functions ask the question of their out-of-place twin (the same gradient; an in-place call on a
+#: leaf that requires grad raises).
+_OUT_OF_PLACE = {"relu_": "relu", "clamp_": "clamp"}
+#: Where each function's kink is, by its arguments: (position, name, default) of each kink value, in order.
+_KINK_ARGS: dict[str, tuple[tuple[int, str, Any], ...]] = {
+    "hardtanh": ((1, "min_val", -1.0), (2, "max_val", 1.0)), "clamp": ((1, "min", None), (2, "max", None)),
+    "clip": ((1, "min", None), (2, "max", None)), "clamp_": ((1, "min", None), (2, "max", None)),
+    "clamp_min": ((1, "min", None),), "clamp_max": ((1, "max", None),), "threshold": ((1, "threshold", None),),
+}
+_KINK_AT: dict[str, tuple[float, ...]] = {"relu6": (0.0, 6.0), "hardsigmoid": (-3.0, 3.0), "hardswish": (-3.0, 3.0)}
+_AT_ZERO = {"relu", "relu_", "leaky_relu", "selu", "elu", "celu", "abs", "absolute"}
+_TIES = {"maximum", "minimum", "fmax", "fmin"}
+_REDUCTIONS = {"max", "min", "amax", "amin"}
+
+
+def _defaults(func: Any) -> dict[str, Any]:
+    """The keyword defaults of a Python-level torch function (``torch.nn.functional``); none for a builtin."""
+    import inspect
+
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
+def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | str:
+    """The program and point (``--at``) that ask this call's convention: the call as the user spelled it
+    (``torch.clamp``, ``x.clamp``), with the scalar arguments it was given, at the kink whose elements it hit
+    (the first of its kinks with a hit, else the first); or why there is none (one line)."""
+    import torch
+
+    name = getattr(func, "__name__", "")
+    program = torch_program(func)
+    method = program.startswith("torch.Tensor.")
+    twin = _OUT_OF_PLACE.get(name, name)
+    if name == "rrelu" or name == "prelu":
+        return f"{name}: its slope is {'random in training' if name == 'rrelu' else 'a weight tensor'}: not asked"
+    if name in _TIES or (name in ("max", "min") and isinstance(_arg(args, kwargs, 1, "other"), torch.Tensor)):
+        call = f"x.{twin}(y)" if method else f"{program.rsplit('.', 1)[0]}.{twin}(x, y)"
+        return call, "x=0,y=0"
+    rest = []
+    defaults = _defaults(func)
+    for i, a in enumerate(args[1:], start=1):
+        text = _literal(a)
+        if text is None:
+            return f"{name}: argument {i} is a {type(a).__name__}: not asked"
+        rest.append(text)
+    for k, v in kwargs.items():
+        if k in defaults and defaults[k] is v or (k in defaults and type(defaults[k]) is type(v) and defaults[k] == v):
+            continue  # nn.ReLU calls F.relu(x, inplace=False): asked as F.relu(x)
+        text = _literal(v)
+        if text is None:
+            return f"{name}: {k}= is a {type(v).__name__}: not asked"
+        rest.append(f"{k}={text}")
+    x = args[0]
+    if name in _REDUCTIONS:
+        dim = _arg(args, kwargs, 1, "dim")
+        if dim not in (None, 0, -1) or len(rest) > 2:
+            return f"{name}: over dim {dim}: not asked"
+        call = f"v.{twin}({', '.join(rest)})" if method else f"{program.rsplit('.', 1)[0]}.{twin}({', '.join(['v', *rest])})"
+        return call + (".values" if dim is not None and name in ("max", "min") else ""), "v=[1.0,1.0]"
+    if name.startswith("max_pool") and name.endswith(("1d", "2d")):
+        k = _arg(args, kwargs, 1, "kernel_size")
+        if not isinstance(k, int):
+            return f"{name}: kernel_size {k!r}: not asked"
+        row = "[" + ",".join(["1.0"] * k) + "]"
+        point = f"v=[{row}]" if "1d" in name else f"v=[[{','.join([row] * k)}]]"
+        return f"{program}({', '.join(['v', *rest])})", point
+    if name in _AT_ZERO:
+        values: tuple[Any, ...] = (0.0,)
+    elif name in _KINK_AT:
+        values = _KINK_AT[name]
+    elif name in ("hardshrink", "softshrink"):
+        lam = _arg(args, kwargs, 1, "lambd", 0.5)
+        values = (lam, -lam)
+    elif name in _KINK_ARGS:
+        values = tuple(v for pos, key, d in _KINK_ARGS[name] if (v := _arg(args, kwargs, pos, key, d)) is not None)
+    else:
+        return f"{name}: no question is written for it"
+    if not values:
+        return f"{name}: no bound given: no kink"
+    with torch.no_grad():
+        hit = next((v for v in values if bool((x == v).any())), values[0])
+    call = f"x.{twin}({', '.join(rest)})" if method else f"{program.rsplit('.', 1)[0]}.{twin}({', '.join(['x', *rest])})"
+    return call, f"x={float(hit)!r}"
+
+
 def _torch_function_mode_base() -> type:
     from torch.overrides import TorchFunctionMode
 
@@ -217,12 +334,20 @@ class TorchHitCounter:
         import torch
 
         kink, count = rule
-        site = Site(0, torch_program(func), kink, dtype=str(args[0].dtype).removeprefix("torch."))
+        site = Site(0, torch_program(func), kink, dtype=str(args[0].dtype).removeprefix("torch."), call=_caller())
         try:
             with torch.no_grad():
                 got = count(args, kwargs)
         except Exception as err:  # noqa: BLE001 - an argument form the rule does not know
             got = f"not counted: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
+        try:
+            asked = torch_question(func, args, kwargs)
+        except Exception as err:  # noqa: BLE001 - never the user's error
+            asked = f"not asked: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
+        if isinstance(asked, str):
+            site.unasked = asked
+        else:
+            site.question, site.at = asked
         if isinstance(got, str):
             site.inspected, site.why = False, got
         else:

@@ -1,0 +1,327 @@
+"""``kinkcheck lock``: the gradient conventions a model relies on, written down and checked on an upgrade.
+
+``kinkcheck lock --model MODULE:FUNCTION --data MODULE:FUNCTION`` runs the model's forward passes under the
+kink-hit counter (:func:`kinkcheck.hitcensus.user_census`, as ``kinkcheck census --model`` does) and writes
+``kinkcheck.lock``: for each kinked call the model makes (its operation, the user's call site ``file:line``, the
+kind of kink, the hits), the question that asks its convention (the call as spelled, with its scalar arguments, at
+its kink: :func:`kinkcheck.frameworks.torch.kinkhits.torch_question`), the catalog case that holds that program at
+that point when there is one, and the convention in the installed release on the CPU in the model's dtype, reverse
+mode: the report's cell where the report has it, else measured live (:func:`kinkcheck.ask.measure`).
+
+``kinkcheck lock --check`` reads the lock and asks the same questions of another release (``--release 2.14.1``,
+``--framework-version torch==2.14.1``), or of the installed one: exit 0 when no locked convention changed, 1 with
+one line per changed site (site, program, old → new value and labels, the case page to read), 2 on bad input.
+
+The file is TOML, meant to be reviewed and committed beside the model; :class:`Lock` is its schema (msgspec), so
+a hand edit into nonsense is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from kinkcheck.errors import UsageError
+
+__all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "check", "read_lock", "write_lock"]
+
+#: The lock's default name.
+LOCK_FILE = "kinkcheck.lock"
+#: What the lock's ``schema`` says.
+SCHEMA = "kinkcheck/lock/v1"
+
+
+class LockedSite(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One kinked call of the model and the convention it got."""
+
+    #: Order among the model's kinked calls (the "layer").
+    index: int
+    #: The function called (``torch.Tensor.clamp``).
+    operation: str
+    #: Where the user's code called it (``model.py:12``).
+    call: str
+    #: The kink it checks (``x at a bound``, ``tie``).
+    kink: str
+    dtype: str
+    #: Elements at the kink, and looked at, over the batches.
+    hits: int
+    elements: int
+    #: The question: a program and a point (``kinkcheck ask PROGRAM --at AT``).
+    program: str
+    at: str
+    #: The catalog case holding this program at this point, if any.
+    case: str | None = None
+    #: The convention: status, the gradient (input name → value) and its labels.
+    status: Literal["ok", "error", "unavailable"]
+    value: dict[str, Any] | None = None
+    labels: list[str] = []
+    #: Where the value comes from: ``report`` (the report's cell) or ``measured`` (live, kinkcheck ask).
+    source: Literal["report", "measured"]
+
+
+class UnlockedSite(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A kinked call with no question (a tensor argument, a random slope): listed, not checked."""
+
+    index: int
+    operation: str
+    call: str
+    kink: str
+    why: str
+
+
+class Lock(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``kinkcheck.lock``."""
+
+    schema: Literal["kinkcheck/lock/v1"]
+    framework: str
+    release: str
+    device: Literal["cpu"]
+    model: str
+    data: str
+    written_by: str
+    site: list[LockedSite] = []
+    unlocked: list[UnlockedSite] = []
+
+
+# --------------------------------------------------------------------------- reading and writing
+
+
+def read_lock(path: str | Path) -> Lock:
+    """The lock at ``path``. Raises UsageError (one line) for a missing or unreadable file, one that is not TOML,
+    not a kinkcheck lock, or whose fields have the wrong types (a hand edit)."""
+    from kinkcheck.registry import REGISTRY
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise UsageError(f"{p}: cannot read the lock ({err.strerror or err})") from None
+    try:
+        data = msgspec.toml.decode(raw)
+    except msgspec.DecodeError as err:
+        raise UsageError(f"{p}: not TOML ({' '.join(str(err).split())})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UsageError(f"{p}: not a kinkcheck lock (its schema is {data.get('schema') if isinstance(data, dict) else None!r},"
+                         f" not {SCHEMA!r}); write one with kinkcheck lock --model M:F --data M:F")
+    try:
+        lock = msgspec.convert(data, Lock)
+    except msgspec.ValidationError as err:
+        raise UsageError(f"{p}: {' '.join(str(err).split())}: edited by hand? write it again with kinkcheck lock") \
+            from None
+    if lock.framework not in REGISTRY:
+        raise UsageError(f"{p}: unknown framework {lock.framework!r}")
+    return lock
+
+
+def _toml(value: Any) -> str:
+    if value is None:
+        raise ValueError("TOML has no null")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(type(value).__name__)
+
+
+def lock_text(lock: Lock) -> str:
+    """The lock as TOML, one table per site (a field that is None is left out)."""
+    head = ["# The gradient conventions this model relies on, at each kinked call it makes. Written by kinkcheck lock;",
+            "# check it against another release with kinkcheck lock --check --release VERSION (exit 1 on a change)."]
+    for key in ("schema", "framework", "release", "device", "model", "data", "written_by"):
+        head.append(f"{key} = {_toml(getattr(lock, key))}")
+    out = ["\n".join(head)]
+    for table, items in (("site", lock.site), ("unlocked", lock.unlocked)):
+        for item in items:
+            lines = [f"[[{table}]]"]
+            for key, value in msgspec.structs.asdict(item).items():
+                if value is not None:
+                    lines.append(f"{key} = {_toml(value)}")
+            out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def write_lock(lock: Lock, path: str | Path) -> None:
+    """Write ``lock`` atomically (a crash leaves the old file)."""
+    from kinkcheck.shards import write_text_atomic
+
+    write_text_atomic(Path(path), lock_text(lock))
+
+
+# --------------------------------------------------------------------------- the conventions
+
+
+def _catalog_case(framework: str, program: str, at: dict[str, Any]) -> str | None:
+    """The catalog case holding ``program`` (canonical text) of ``framework`` at the point ``at``, if any."""
+    from kinkcheck.catalog import load_catalog
+
+    for case in load_catalog(frameworks=[framework]):
+        if case.at == at and any(p.framework == framework and p.id == program for p in case.programs):
+            return case.id
+    return None
+
+
+def _report_cell(case: str | None, program: str, release: str, dtype: str) -> Any:
+    """The report's reverse-mode CPU cell of ``program`` in ``case`` at ``release`` and ``dtype``, or None."""
+    if case is None:
+        return None
+    from kinkcheck.query import LookupFailed, lookup
+
+    try:
+        rows = lookup(program, case=case, release=release, mode="reverse", dtype=dtype, device="cpu")
+    except LookupFailed:
+        return None
+    return rows[0] if rows else None
+
+
+def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, str]], *, quiet: bool = False
+                ) -> dict[tuple[str, str, str], tuple[str, dict[str, Any] | None, list[str], str, str | None]]:
+    """The convention of each (program, at, dtype) in ``release``: (status, value, labels, source, case), from the
+    report's cell where the catalog holds the program at that point and the report measured it, else measured live
+    (:func:`kinkcheck.ask.measure`, reverse mode, those dtypes)."""
+    from kinkcheck import ask
+    from kinkcheck import points as pt
+
+    out: dict[tuple[str, str, str], Any] = {}
+    live: dict[tuple[str, str], ask.Question] = {}
+    for program, at, dtype in wanted:
+        point = pt.parse_point(at)
+        case = _catalog_case(framework, program, point)
+        row = _report_cell(case, program, release, dtype)
+        if row is not None:
+            out[(program, at, dtype)] = (row.status, row.value, list(row.labels), "report", case)
+        else:
+            live.setdefault((program, at), ask.question(program, at, framework))
+    if live:
+        dtypes = sorted({d for p, a, d in wanted if (p, a) in live})
+        answer = ask.measure(list(live.values()), [release], modes=["reverse"], dtypes=dtypes, quiet=quiet)
+        if answer.report is None:
+            why = answer.not_measured.get(release, "nothing measured")
+            raise UsageError(f"{framework} {release}: not measured: {why}")
+        by_case = {q.case_id: key for key, q in live.items()}
+        for ob in answer.report.observations:
+            program, at = by_case[ob.case]
+            key = (program, at, ob.dtype)
+            if key in wanted and ob.mode == "reverse":
+                case = _catalog_case(framework, program, pt.parse_point(at))
+                out[key] = (ob.status, ob.value, list(ob.labels), "measured", case)
+    missing = [k for k in wanted if k not in out]
+    if missing:
+        raise UsageError(f"{framework} {release}: no value for {missing[0][0]} at {missing[0][1]} ({missing[0][2]})")
+    return out
+
+
+def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, quiet: bool = False) -> Lock:
+    """Run the model under the kink-hit counter and lock the convention of each kinked call it makes."""
+    from kinkcheck import __version__
+    from kinkcheck.ask import installed_release
+    from kinkcheck.hitcensus import CensusError, user_census
+
+    try:
+        framework, sites, _ = user_census(model, data, batches=batches, eval_mode=eval_mode)
+    except CensusError as err:
+        raise UsageError(str(err)) from None
+    release = installed_release(framework)
+    if release is None:
+        raise UsageError(f"{framework} is not installed here")
+    asked = [s for s in sites if s.question and s.inspected]
+    wanted = list(dict.fromkeys((s.question, s.at, s.dtype) for s in asked))
+    found = conventions(framework, release, wanted, quiet=quiet) if wanted else {}
+    locked = []
+    for s in asked:
+        status, value, labels, source, case = found[(s.question, s.at, s.dtype)]
+        locked.append(LockedSite(index=s.index, operation=s.program, call=s.call, kink=s.kink, dtype=s.dtype,
+                                 hits=s.hits, elements=s.elements, program=s.question, at=s.at, case=case,
+                                 status=status, value=value, labels=labels, source=source))
+    unlocked = [UnlockedSite(index=s.index, operation=s.program, call=s.call, kink=s.kink,
+                             why=s.unasked or s.why or (f"{framework}: no question is written for its sites yet"
+                                                        if framework != "torch" else "not asked"))
+                for s in sites if not (s.question and s.inspected)]
+    return Lock(schema=SCHEMA, framework=framework, release=release, device="cpu", model=model, data=data,
+                written_by=f"kinkcheck {__version__}", site=locked, unlocked=unlocked)
+
+
+# --------------------------------------------------------------------------- checking
+
+
+class Change(msgspec.Struct, kw_only=True):
+    """A locked site whose convention differs in the release checked."""
+
+    site: LockedSite
+    release: str
+    status: str
+    value: dict[str, Any] | None
+    labels: list[str]
+    source: str
+
+    def line(self, framework: str) -> str:
+        from kinkcheck.report.text import case_file, fmt_value
+
+        def face(status: str, value: Any, labels: Sequence[str]) -> str:
+            if status != "ok":
+                return status
+            return f"{fmt_value(value)} ({labels[0] if labels else 'not judged'})"
+
+        s = self.site
+        old = face(s.status, s.value, s.labels)
+        new = face(self.status, self.value, self.labels)
+        read = f"; read reports/cases/{case_file(s.case)}" if s.case else ""
+        return (f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {old} in {framework} "
+                f"{self.site_release} → {new} in {self.release}{read}")
+
+    site_release: str = ""
+
+
+def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    from kinkcheck.classify import same_value
+    from kinkcheck.vocabulary import flat_value
+
+    if a is None or b is None:
+        return a is b
+    fa, fb = list(flat_value(a)), list(flat_value(b))
+    return len(fa) == len(fb) and same_value(fa, fb, dtype)
+
+
+def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[str, list[Change]]:
+    """Ask the lock's questions of ``release`` (default: the installed one); the release and the sites whose
+    convention changed (status, or value beyond the dtype's tolerance)."""
+    from kinkcheck.ask import installed_release, releases_asked
+
+    target = release or installed_release(lock.framework)
+    if target is None:
+        raise UsageError(f"{lock.framework} is not installed here: name the release to check against (--release)")
+    releases_asked(lock.framework, [target])  # an unknown release: UsageError before anything runs
+    wanted = list(dict.fromkeys((s.program, s.at, s.dtype) for s in lock.site))
+    found = conventions(lock.framework, target, wanted, quiet=quiet) if wanted else {}
+    changes = []
+    for s in lock.site:
+        status, value, labels, source, _ = found[(s.program, s.at, s.dtype)]
+        if status != s.status or not _same(s.dtype, s.value, value):
+            changes.append(Change(site=s, release=target, status=status, value=value, labels=labels, source=source,
+                                  site_release=lock.release))
+    return target, changes
+
+
+def parse_framework_version(text: str, framework: str) -> str:
+    """``torch==2.14.1`` → ``2.14.1``; UsageError for another framework or another form."""
+    name, sep, version = text.partition("==")
+    if not sep or not version.strip():
+        raise UsageError(f"--framework-version {text!r}: write it as {framework}==VERSION")
+    if name.strip() != framework:
+        raise UsageError(f"--framework-version {text!r}: the lock is of {framework}; checking it against another "
+                         "framework is not supported yet")
+    return version.strip()
+
+
+def default_lock_path() -> Path:
+    return Path(os.environ.get("KINKCHECK_LOCK", LOCK_FILE))

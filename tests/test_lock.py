@@ -1,0 +1,236 @@
+"""``kinkcheck lock`` (issue 34, items 2, 3 and 5): a model's conventions locked, checked against another release."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import msgspec
+import pytest
+
+from kinkcheck import lock
+from kinkcheck.cli import main
+
+torch = pytest.importorskip("torch", reason="the models locked here are PyTorch modules")
+
+MODELS = textwrap.dedent('''
+    import torch
+    import torch.nn.functional as F
+
+
+    class Clamped(torch.nn.Module):
+        """A layer whose activation is x.clamp(min=0): 1 at 0 in torch 2.13.0, 0 from 2.14.1 (the report)."""
+
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3, 4)
+
+        def forward(self, x):
+            return self.layer(x).clamp(min=0).sum()
+
+
+    class SmallCNN(torch.nn.Module):
+        """ReLU, max-pooling over windows that tie (a constant image), a clamp."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 2, 3, padding=1)
+            self.pool = torch.nn.MaxPool2d(2)
+
+        def forward(self, x):
+            h = torch.nn.functional.relu(self.conv(x))
+            h = self.pool(h)
+            return h.clamp(min=0.0, max=6.0).flatten(1).sum(1)
+
+
+    class Block(torch.nn.Module):
+        """A transformer block: layer norm, attention's softmax, GELU (tanh), and a max over the features."""
+
+        def __init__(self, d=4):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(d)
+            self.qkv = torch.nn.Linear(d, 3 * d)
+            self.mlp = torch.nn.Linear(d, d)
+
+        def forward(self, x):
+            q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+            att = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v
+            h = x + F.gelu(self.mlp(att), approximate="tanh")
+            return torch.amax(h, dim=-1)
+
+
+    def clamped():
+        torch.manual_seed(0)
+        return Clamped()
+
+
+    def cnn():
+        torch.manual_seed(0)
+        return SmallCNN()
+
+
+    def block():
+        torch.manual_seed(0)
+        return Block()
+
+
+    def rows():
+        return [torch.zeros(2, 3), torch.ones(2, 3)]
+
+
+    def images():
+        return [torch.ones(1, 1, 4, 4)]
+
+
+    def tokens():
+        torch.manual_seed(1)
+        return [torch.randn(1, 3, 4)]
+
+
+    def broken():
+        raise RuntimeError("the factory fails")
+''')
+
+
+@pytest.fixture()
+def models(tmp_path, monkeypatch):
+    (tmp_path / "usermodels.py").write_text(MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "usermodels", raising=False)  # each test imports its own copy
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(tmp_path / "ask"))
+    return tmp_path
+
+
+def _installed_2_13_0() -> None:
+    from kinkcheck.ask import installed_release
+
+    if installed_release("torch") != "2.13.0":
+        pytest.skip(f"the report's change of x.clamp(min=0) is from torch 2.13.0; installed: "
+                    f"{installed_release('torch')}")
+
+
+def test_a_clamp_locked_under_2_13_0_fails_against_2_14_1_and_passes_against_2_13_0(models, capsys):
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--quiet"]) == 0
+    written = lock.read_lock(models / "kinkcheck.lock")
+    (site,) = written.site
+    assert (site.operation, site.program, site.at, site.case, site.source) == (
+        "torch.Tensor.clamp", "x.clamp(min=0)", "x=0.0", "relu@0", "report"), site
+    assert site.call == "usermodels.py:14" and site.dtype == "float32", "the user's line, the model's dtype"
+    assert (site.value, site.labels[0]) == ({"x": 1.0}, "right"), site
+    capsys.readouterr()
+
+    assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert ("usermodels.py:14: torch.Tensor.clamp (x.clamp(min=0) at x=0.0, float32): 1 (right) in torch 2.13.0 → "
+            "0 (left) in 2.14.1; read reports/cases/relu-at-0.md") in out, out
+    assert "1 of 1 locked convention(s) changed from torch 2.13.0 to 2.14.1" in out, out
+
+    assert main(["lock", "--check", "--framework-version", "torch==2.13.0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 1 locked convention(s) changed" in out and "nothing the model relies on changes" in out, out
+
+
+def test_a_small_cnn_locks_relu_the_tied_pool_and_the_clamp(models, capsys):
+    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
+    written = lock.read_lock(models / "kinkcheck.lock")
+    by_op = {s.operation: s for s in written.site}
+    assert set(by_op) == {"torch.nn.functional.relu", "torch.nn.functional.max_pool2d", "torch.Tensor.clamp"}, by_op
+    relu = by_op["torch.nn.functional.relu"]
+    assert (relu.program, relu.case, relu.source) == ("torch.nn.functional.relu(x)", "relu@0", "report"), relu
+    pool = by_op["torch.nn.functional.max_pool2d"]
+    assert pool.source == "measured" and pool.case is None and pool.status == "ok", pool
+    assert pool.hits > 0, "a constant image ties every window"
+    clamp = by_op["torch.Tensor.clamp"]
+    assert (clamp.program, clamp.at) == ("x.clamp(min=0.0, max=6.0)", "x=0.0"), clamp
+    assert all(s.call.startswith("usermodels.py:") for s in written.site), [s.call for s in written.site]
+    capsys.readouterr()
+    assert main(["lock", "--check", "--quiet"]) == 0, "the installed release against itself changes nothing"
+
+
+def test_a_transformer_block_locks_its_max_and_not_its_smooth_functions(models):
+    made = lock.make_lock("usermodels:block", "usermodels:tokens", quiet=True)
+    ops = [s.operation for s in made.site]
+    assert ops == ["torch.amax"], f"gelu, softmax and layer norm are smooth: only the max is a kink: {ops}"
+    (site,) = made.site
+    assert (site.program, site.at) == ("torch.amax(v, dim=-1)", "v=[1.0,1.0]"), site
+    assert site.status == "ok" and site.value is not None, site
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["lock", "--model", "nomodule:make", "--data", "usermodels:rows"], "--model: cannot import nomodule"),
+    (["lock", "--model", "usermodels:broken", "--data", "usermodels:rows"],
+     "--model usermodels:broken failed: RuntimeError: the factory fails"),
+    (["lock", "--model", "usermodels:clamped"], "--model MODULE:FUNCTION and --data MODULE:FUNCTION"),
+    (["lock", "--check", "--release", "9.9.9"], "unknown release '9.9.9' of torch"),
+    (["lock", "--check", "--framework-version", "jax==0.4.30"], "the lock is of torch"),
+    (["lock", "--check", "--lock", "missing.lock"], "missing.lock: cannot read the lock"),
+    (["lock", "--release", "2.14.1", "--model", "usermodels:clamped", "--data", "usermodels:rows"],
+     "go with --check"),
+])
+def test_bad_input_is_one_line_and_the_lock_is_kept(models, capsys, argv, why):
+    before = lock.lock_text(lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu",
+                                      model="usermodels:clamped", data="usermodels:rows", written_by="a test"))
+    (models / "kinkcheck.lock").write_text(before)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and why in lines[0] and "Traceback" not in err, err
+    assert (models / "kinkcheck.lock").read_text() == before, "nothing overwritten"
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda t: t.replace("hits = 0", 'hits = "many"'), "Expected `int`, got `str` - at `$.site[0].hits`"),
+    (lambda t: t.replace('schema = "kinkcheck/lock/v1"', 'schema = "poetry/lock"'), "not a kinkcheck lock"),
+    (lambda t: t.replace('status = "ok"', 'status = "fine"'), "Invalid enum value 'fine'"),
+    (lambda t: t + "\nsurprise = 1\n", "unknown field"),
+    (lambda t: t.replace("[[site]]", "[[site"), "not TOML"),
+    (lambda t: "[package]\nname = 'requests'\n", "not a kinkcheck lock"),
+])
+def test_a_lock_edited_into_nonsense_or_from_elsewhere_is_one_line(models, capsys, edit, why):
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--quiet"]) == 0
+    path = models / "kinkcheck.lock"
+    path.write_text(edit(path.read_text()))
+    capsys.readouterr()
+    assert main(["lock", "--check", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert why in err and err.count("\n") == 1, err
+
+
+def test_the_lock_round_trips_through_its_toml(models):
+    site = lock.LockedSite(index=0, operation="torch.maximum", call="m.py:3", kink="tie", dtype="float64", hits=2,
+                           elements=4, program="torch.maximum(x, y)", at="x=0,y=0", status="ok",
+                           value={"x": 0.5, "y": 0.5}, labels=["split-even"], source="measured")
+    held = lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu", model="m:make",
+                     data="m:data", written_by="kinkcheck test", site=[site],
+                     unlocked=[lock.UnlockedSite(index=1, operation="torch.nn.functional.prelu", call="m.py:4",
+                                                 kink="x = 0", why="prelu: its slope is a weight tensor: not asked")])
+    lock.write_lock(held, models / "x.lock")
+    assert lock.read_lock(models / "x.lock") == held
+    assert msgspec.toml.decode((models / "x.lock").read_bytes())["site"][0]["value"] == {"x": 0.5, "y": 0.5}
+
+
+def test_the_documented_ci_step_runs_and_guards(models, capsys):
+    """docs/lock.md's GitHub Actions step: valid YAML, and its kinkcheck command exits 0 on a lock of the installed
+    release and 1 on one the installed release changes."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    _installed_2_13_0()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "lock.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+    (step,) = yaml.safe_load(block)
+    commands = [shlex.split(ln) for ln in step["run"].splitlines() if ln.strip().startswith("kinkcheck ")]
+    assert commands == [["kinkcheck", "lock", "--check", "--quiet"]], commands
+    assert main(["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(commands[0][1:]) == 0, "the lock of the installed release passes"
+    written = lock.read_lock(models / "kinkcheck.lock")
+    site = msgspec.structs.replace(written.site[0], value={"x": 0.0}, labels=["left", "in-clarke"])
+    lock.write_lock(msgspec.structs.replace(written, release="2.14.1", site=[site]), models / "kinkcheck.lock")
+    assert main(commands[0][1:]) == 1, "a lock of 2.14.1's convention fails under 2.13.0"
