@@ -234,3 +234,48 @@ def test_the_documented_ci_step_runs_and_guards(models, capsys):
     site = msgspec.structs.replace(written.site[0], value={"x": 0.0}, labels=["left", "in-clarke"])
     lock.write_lock(msgspec.structs.replace(written, release="2.14.1", site=[site]), models / "kinkcheck.lock")
     assert main(commands[0][1:]) == 1, "a lock of 2.14.1's convention fails under 2.13.0"
+
+
+JAX_MODEL = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+
+
+    def apply(params, x):
+        w1, w2 = params
+        h = jax.nn.relu(x @ w1)
+        return jnp.max(h @ w2, axis=-1)
+
+
+    def mlp():
+        key = jax.random.PRNGKey(0)
+        return apply, (jax.random.normal(key, (3, 4)), jax.random.normal(key, (4, 2)))
+
+
+    def rows():
+        return [jnp.zeros((2, 3)), jnp.ones((2, 3))]
+''')
+
+
+def test_a_jax_mlp_is_locked_and_checked_against_an_older_release(tmp_path, monkeypatch, capsys):
+    """``(apply, params)`` as census takes it: relu's ``max`` inside ``jax.nn.relu`` is asked as ``jax.nn.relu(x)``
+    (the catalog's relu@0: the report's cell), the reduction as ``jax.numpy.max(v)`` at a tie; checked against
+    0.4.30 from the report's cells, nothing changes."""
+    pytest.importorskip("jax", reason="a JAX model")
+    from kinkcheck.ask import installed_release
+
+    (tmp_path / "jaxmodel.py").write_text(JAX_MODEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "jaxmodel", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(tmp_path / "ask"))
+    assert main(["lock", "--model", "jaxmodel:mlp", "--data", "jaxmodel:rows", "--quiet"]) == 0
+    written = lock.read_lock(tmp_path / "kinkcheck.lock")
+    assert written.framework == "jax" and written.release == installed_release("jax"), written
+    got = [(s.operation, s.call, s.program, s.at, s.case, s.source, s.labels[0]) for s in written.site]
+    assert got == [("relu: max", "jaxmodel.py:8", "jax.nn.relu(x)", "x=0.0", "relu@0", "report", "left"),
+                   ("reduce_max", "jaxmodel.py:9", "jax.numpy.max(v)", "v=[1.0,1.0]", got[1][4], "report",
+                    "split-even")], got
+    capsys.readouterr()
+    assert main(["lock", "--check", "--release", "0.4.30", "--quiet"]) == 0
+    assert "0 of 2 locked convention(s) changed from jax" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from typing import Any
 
 from kinkcheck.kinkhits import Site
 
-__all__ = ["JAX_KINKED", "jax_hits"]
+__all__ = ["JAX_KINKED", "jax_hits", "jax_question"]
 
 
 #: The JAX primitives :func:`jax_hits` counts at, and the kink each checks.
@@ -104,12 +104,30 @@ def jax_hits(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[Site]]:
     closed = jax.make_jaxpr(fn)(*args)
     flat, _ = jax.tree_util.tree_flatten(args)
     sites: list[Site] = []
-    out = _eval(closed.jaxpr, closed.consts, flat, [], sites)
+    out = _eval(closed.jaxpr, closed.consts, flat, [], sites, "")
     _, out_tree = jax.tree_util.tree_flatten(jax.eval_shape(fn, *args))
     return jax.tree_util.tree_unflatten(out_tree, out), sites
 
 
-def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[str], sites: list[Site]) -> list[Any]:
+def _user_call(eqn: Any, outer: str) -> str:
+    """``file:line`` of the user's code that made this equation (JAX's own frames skipped); the enclosing call's
+    where the equation was made inside JAX (the ``max`` inside ``jax.nn.relu``)."""
+    import os
+
+    try:
+        from jax._src import source_info_util
+
+        frame = source_info_util.user_frame(eqn.source_info.traceback)
+    except Exception:  # noqa: BLE001 - an internal API: without it, no call site
+        return outer
+    if frame is None:
+        return outer
+    rel = os.path.relpath(frame.file_name)
+    return f"{frame.file_name if rel.startswith('..') else rel}:{frame.start_line}"
+
+
+def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[str], sites: list[Site],
+          call: str) -> list[Any]:
     env: dict[Any, Any] = {}
 
     def read(v: Any) -> Any:
@@ -127,28 +145,95 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[st
             inner = getattr(sub, "jaxpr", sub)
             sub_consts = getattr(sub, "consts", ())
             name = str(eqn.params.get("name", "")) or prim
-            outvals = _eval(inner, sub_consts, invals[len(invals) - len(inner.invars):], [*names, name], sites)
+            outvals = _eval(inner, sub_consts, invals[len(invals) - len(inner.invars):], [*names, name], sites,
+                            _user_call(eqn, call))
         else:
             outvals = eqn.primitive.bind(*invals, **eqn.params)
             if not eqn.primitive.multiple_results:
                 outvals = [outvals]
             where = f"{names[-1]}: {prim}" if names else prim
             if prim in JAX_KINKED and hasattr(invals[0], "dtype") and _floating(invals[0]):
-                site = Site(len(sites), where, JAX_KINKED[prim], dtype=str(invals[0].dtype))
+                site = Site(len(sites), where, JAX_KINKED[prim], dtype=str(invals[0].dtype),
+                            call=_user_call(eqn, call))
                 try:
                     site.elements, site.hits = _jax_count(prim, invals, eqn.params)
                 except (ValueError, TypeError, KeyError) as err:  # a window form not handled: said, not guessed
                     site.inspected, site.why = False, f"{prim}: {err}"
+                try:
+                    asked = jax_question(names, prim, invals)
+                except Exception as err:  # noqa: BLE001 - never the user's error
+                    asked = f"not asked: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
+                if isinstance(asked, str):
+                    site.unasked = asked
+                else:
+                    site.question, site.at = asked
                 sites.append(site)
             elif any(p in eqn.params for p in ("branches", "body_jaxpr", "cond_jaxpr")) or prim == "scan":
-                sites.append(Site(len(sites), where, "", inspected=False,
+                sites.append(Site(len(sites), where, "", inspected=False, call=_user_call(eqn, call),
                                   why=f"{prim}: evaluated whole, its kinks not counted"))
             elif prim in _JAX_UNCOUNTED:
-                sites.append(Site(len(sites), where, "", inspected=False, why=f"{prim}: its kinks are not counted"))
+                sites.append(Site(len(sites), where, "", inspected=False, call=_user_call(eqn, call),
+                                  why=f"{prim}: its kinks are not counted"))
         for v, val in zip(eqn.outvars, outvals):
             if type(v).__name__ != "DropVar":
                 env[v] = val
     return [read(v) for v in jaxpr.outvars]
+
+
+def _scalar(v: Any) -> float | None:
+    """The one value of an operand that holds a single value (a literal ``0.0``, a broadcast constant), or None."""
+    import numpy as np
+
+    a = np.asarray(v)
+    return float(a.reshape(-1)[0]) if a.size == 1 else None
+
+
+def _public(names: Sequence[str]) -> str | None:
+    """The public JAX function the innermost named call around a primitive is (``relu`` → ``jax.nn.relu``,
+    ``clip`` → ``jax.numpy.clip``), or None (a user's own jitted function, an internal helper)."""
+    import jax
+
+    if not names:
+        return None
+    name = names[-1]
+    for module, prefix in ((jax.nn, "jax.nn."), (jax.numpy, "jax.numpy.")):
+        if not name.startswith("_") and callable(getattr(module, name, None)):
+            return prefix + name
+    return None
+
+
+def jax_question(names: Sequence[str], prim: str, invals: Sequence[Any]) -> tuple[str, str] | str:
+    """The program and point (``--at``) that ask the convention of a kinked primitive the model evaluated: the
+    public function around it where there is one (``jax.nn.relu(x)`` at 0), else the primitive's public
+    spelling with its constant operand (``jax.numpy.maximum(x, 0.5)`` at 0.5), a tie of two tensors
+    (``jax.numpy.maximum(x, y)`` at 0, 0) or a tied reduction (``jax.numpy.max(v)`` at [1, 1]); or why there is
+    none (one line)."""
+    public = _public(names)
+    if prim in ("max", "min"):
+        other = "maximum" if prim == "max" else "minimum"
+        consts = [c for c in (_scalar(v) for v in invals[:2])]
+        c = next((v for v in consts if v is not None), None)
+        if c is None or all(v is not None for v in consts):
+            return f"jax.numpy.{other}(x, y)", "x=0,y=0"
+        if public is not None and public.startswith("jax.nn."):
+            return f"{public}(x)", f"x={c!r}"
+        if public == "jax.numpy.clip":
+            return f"jax.numpy.clip(x, {'min' if prim == 'max' else 'max'}={c!r})", f"x={c!r}"
+        return f"jax.numpy.{other}(x, {c!r})", f"x={c!r}"
+    if prim == "abs":
+        return "jax.numpy.abs(x)", "x=0.0"
+    if prim == "clamp":
+        lo, hi = _scalar(invals[0]), _scalar(invals[2])
+        if lo is None or hi is None:
+            return "clamp: a tensor bound: not asked"
+        import numpy as np
+
+        x = np.asarray(invals[1])
+        at = lo if bool((x == lo).any()) or not bool((x == hi).any()) else hi
+        return f"jax.lax.clamp({lo!r}, x, {hi!r})", f"x={at!r}"
+    if prim in ("reduce_max", "reduce_min"):
+        return f"jax.numpy.{'max' if prim == 'reduce_max' else 'min'}(v)", "v=[1.0,1.0]"
+    return f"{prim}: no question is written for it"
 
 
 def _floating(x: Any) -> bool:
