@@ -43,9 +43,9 @@ def test_a_question_takes_its_function_from_the_mapping():
 @pytest.mark.parametrize("expr, at, kwargs, why", [
     ("torch.relu(x) + jax.nn.relu(x)", "x=0", {}, "mixes frameworks"),
     ("x.abs()", "x=0", {}, "cannot tell the framework from a method chain"),
-    ("torch.relu(x)", "x=0,y=1", {}, "--at gives y but the program does not use it"),
+    ("torch.relu(x)", "x=0,y=1", {}, "--at gives y but the expression does not use it"),
     ("torch.relu(x)", "x=nan", {}, "nan"),
-    ("torch.relu(x)", "x=0", {"framework": "jax"}, "--framework jax but the program uses ['torch']"),
+    ("torch.relu(x)", "x=0", {"framework": "jax"}, "--framework jax but the expression uses ['torch']"),
     ("torch.special.zeta(x, 2.0)", "x=1", {}, "give its function with --sympy"),
     ("torch.relu(x)", "x=0", {"sympy_text": "Max(x,"}, ""),
 ])

@@ -67,6 +67,16 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(name, path, names) for name, path in files.items()}
 
 
+def _reach(graph: dict[str, set[str]], root: str) -> set[str]:
+    """``root`` and every module it imports, directly or not."""
+    seen, todo = {root}, [root]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import cycle as ``[a, b, …, a]``, or None (iterative depth-first search, three colours)."""
     state: dict[str, int] = {}  # absent: unvisited, 1: on the current path, 2: done
@@ -128,11 +138,7 @@ def test_oracle_cache_key_covers_the_oracle_sources() -> None:
     from kinkcheck.oracles.table import ORACLE_SOURCES
 
     graph = _graph()
-    needed, todo = {"kinkcheck.oracles.symbolic"}, ["kinkcheck.oracles.symbolic"]
-    while todo:
-        for nxt in graph[todo.pop()] - needed:
-            needed.add(nxt)
-            todo.append(nxt)
+    needed = _reach(graph, "kinkcheck.oracles.symbolic")
     hashed = {f"{pkg}.{file.removesuffix('.py')}" for pkg, file in ORACLE_SOURCES}
     assert needed == hashed, f"imported by the oracle, not hashed: {sorted(needed - hashed)}; " \
                              f"hashed, not imported: {sorted(hashed - needed)}"
@@ -149,11 +155,7 @@ def test_judgement_cache_key_covers_the_mapping() -> None:
     from kinkcheck.registry import REGISTRY
 
     graph = _graph()
-    needed, todo = {"kinkcheck.oracles.mapping"}, ["kinkcheck.oracles.mapping"]
-    while todo:
-        for nxt in graph[todo.pop()] - needed:
-            needed.add(nxt)
-            todo.append(nxt)
+    needed = _reach(graph, "kinkcheck.oracles.mapping")
     src = Path(kinkcheck.__file__).parent.parent
     files = {".".join(p.resolve().relative_to(src).with_suffix("").parts) for p in source_files()}
     hashed = files | {f"{pkg}.{file.removesuffix('.py')}" for pkg, file in ORACLE_SOURCES}
@@ -264,11 +266,7 @@ def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
     """Planning (what a shard lacks, merging) imports nothing of frameworks/, so nox's own Python and the report
     use it; the probe package's face imports its parts on first use only."""
     graph = _graph()
-    seen, todo = set(), ["kinkcheck.probe.plan"]
-    while todo:
-        for nxt in graph[todo.pop()] - seen:
-            seen.add(nxt)
-            todo.append(nxt)
+    seen = _reach(graph, "kinkcheck.probe.plan") - {"kinkcheck.probe.plan"}
     framework = sorted(m for m in seen if m.startswith("kinkcheck.frameworks"))
     assert not framework, f"planning reaches frameworks/: {framework}"
     assert not graph["kinkcheck.probe"], f"kinkcheck.probe imports its parts lazily: {graph['kinkcheck.probe']}"

@@ -135,26 +135,13 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
 
     try:
         point = pt.parse_point(at)
-        shadowing = sorted(set(point) & (set(FRAMEWORKS) | set(ex.ALIASES)))
-        if shadowing:
-            raise ex.ExprError(f"input name {shadowing[0]!r} is a namespace; call the input x, y, v, …")
+        ex.check_input_names(point, FRAMEWORKS)
         tree = ex.parse(expr, point, FRAMEWORKS)
         if sympy_text is not None:
             ex.parse(sympy_text, point, SYMPY_NAMES)
+        fw = ex.program_framework(tree, point, framework, FRAMEWORKS)
     except ex.ExprError as err:
         raise UsageError(str(err)) from None
-    roots = ex.roots_of(tree)
-    if len(roots) > 1:
-        raise UsageError(f"the program mixes frameworks {sorted(roots)}; ask about one")
-    fw = framework or (roots.pop() if roots else None)
-    if fw is None:
-        raise UsageError(f"cannot tell the framework from a method chain; add --framework NAME ({', '.join(FRAMEWORKS)})")
-    if roots and fw not in roots:
-        raise UsageError(f"--framework {fw} but the program uses {sorted(roots)}")
-    used = {n.name for n in ex.walk(tree) if isinstance(n, ex.Input)}
-    unused = [k for k in point if k not in used]
-    if unused:
-        raise UsageError(f"--at gives {', '.join(unused)} but the program does not use it")
     text = ex.unparse(tree)
     if sympy_text is None:
         from kinkcheck.oracles.mapping import Unmapped, sympy_form

@@ -68,24 +68,11 @@ def _cmd_grad(args: argparse.Namespace) -> int:
     try:
         inputs = pt.parse_inputs(args.at, args.wrt)  # inf/nan, int: inputs, --wrt
         at = inputs.at
-        shadowing = sorted(set(at) & (set(FRAMEWORKS) | set(ex.ALIASES)))
-        if shadowing:
-            raise ex.ExprError(f"input name {shadowing[0]!r} is a namespace; call the input x, y, v, …")
+        ex.check_input_names(at, FRAMEWORKS)
         tree = ex.parse(args.expr, at, FRAMEWORKS)
+        framework = ex.program_framework(tree, at, args.framework, FRAMEWORKS)
     except ex.ExprError as err:
         raise UsageError(str(err)) from None
-    roots = ex.roots_of(tree)
-    if len(roots) > 1:
-        raise UsageError(f"expression mixes frameworks {sorted(roots)}; use one")
-    framework = args.framework or (roots.pop() if roots else None)
-    if framework is None:
-        raise UsageError(f"cannot tell the framework from a method chain; add --framework NAME ({', '.join(FRAMEWORKS)})")
-    if roots and framework not in roots:
-        raise UsageError(f"--framework {framework} but the expression uses {sorted(roots)}")
-    used = {n.name for n in ex.walk(tree) if isinstance(n, ex.Input)}
-    unused = [k for k in at if k not in used]
-    if unused:
-        raise UsageError(f"--at gives {', '.join(unused)} but the expression does not use it")
     pending = None if args.no_judge else _start_explain(args, tree, inputs, framework)
     try:
         grad = _evaluate(args, "grad", {"expr": args.expr, "at": at, "framework": framework, "dtype": args.dtype,

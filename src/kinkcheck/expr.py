@@ -49,7 +49,7 @@ import ast
 import math
 import operator
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -530,6 +530,32 @@ def walk(node: Node) -> Iterable[Node]:
 def roots_of(node: Node) -> set[str]:
     """Namespace roots the tree uses (``{"torch"}``); the framework of a program."""
     return {n.parts[0] for n in walk(node) if isinstance(n, Name)}
+
+
+def check_input_names(at: Mapping[str, Any], namespaces: Iterable[str]) -> None:
+    """Raise ExprError for an input named like a namespace or alias (``torch=0`` would hide the framework)."""
+    shadowing = sorted(set(at) & (set(namespaces) | set(ALIASES)))
+    if shadowing:
+        raise ExprError(f"input name {shadowing[0]!r} is a namespace; call the input x, y, v, …")
+
+
+def program_framework(tree: Node, at: Mapping[str, Any], framework: str | None, namespaces: Sequence[str]) -> str:
+    """The one framework a parsed program calls (``framework`` where a bare method chain names none), checked
+    against the point: raises ExprError (one line) for a program that mixes frameworks, a method chain without
+    ``framework``, a ``framework`` the program does not call, or an input of ``at`` the program does not use."""
+    roots = roots_of(tree)
+    if len(roots) > 1:
+        raise ExprError(f"expression mixes frameworks {sorted(roots)}; use one")
+    fw = framework or (roots.pop() if roots else None)
+    if fw is None:
+        raise ExprError(f"cannot tell the framework from a method chain; add --framework NAME ({', '.join(namespaces)})")
+    if roots and fw not in roots:
+        raise ExprError(f"--framework {fw} but the expression uses {sorted(roots)}")
+    used = {n.name for n in walk(tree) if isinstance(n, Input)}
+    unused = [k for k in at if k not in used]
+    if unused:
+        raise ExprError(f"--at gives {', '.join(unused)} but the expression does not use it")
+    return fw
 
 
 def _origin(obj: Any) -> str:

@@ -25,10 +25,10 @@ kink it checks (``x = 0``, ``tie``), the elements looked at and the hits among t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Site", "merge_sites"]
+__all__ = ["Site", "ask_site", "merge_sites"]
 
 
 @dataclass
@@ -80,3 +80,14 @@ def merge_sites(passes: Iterable[Sequence[Site]]) -> list[Site]:
     return list(out.values())
 
 
+def ask_site(site: Site, question: Callable[[], tuple[str, str] | str]) -> None:
+    """Set the site's question and point from ``question()`` (a counter's question writer), or ``unasked`` to why
+    there is none; a writer that fails is a reason too, never an error in the user's model."""
+    try:
+        asked = question()
+    except Exception as err:  # noqa: BLE001 - an argument form the writer does not know
+        asked = f"not asked: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
+    if isinstance(asked, str):
+        site.unasked = asked
+    else:
+        site.question, site.at = asked

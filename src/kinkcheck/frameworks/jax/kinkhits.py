@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kinkcheck.kinkhits import Site
+from kinkcheck.kinkhits import Site, ask_site
 
 __all__ = ["JAX_KINKED", "jax_hits", "jax_question"]
 
@@ -159,14 +159,7 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[st
                     site.elements, site.hits = _jax_count(prim, invals, eqn.params)
                 except (ValueError, TypeError, KeyError) as err:  # a window form not handled: said, not guessed
                     site.inspected, site.why = False, f"{prim}: {err}"
-                try:
-                    asked = jax_question(names, prim, invals)
-                except Exception as err:  # noqa: BLE001 - never the user's error
-                    asked = f"not asked: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
-                if isinstance(asked, str):
-                    site.unasked = asked
-                else:
-                    site.question, site.at = asked
+                ask_site(site, lambda: jax_question(names, prim, invals))
                 sites.append(site)
             elif any(p in eqn.params for p in ("branches", "body_jaxpr", "cond_jaxpr")) or prim == "scan":
                 sites.append(Site(len(sites), where, "", inspected=False, call=_user_call(eqn, call),

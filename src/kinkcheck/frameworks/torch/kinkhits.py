@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kinkcheck.kinkhits import Site
+from kinkcheck.kinkhits import Site, ask_site
 
 __all__ = ["TORCH_KINKED", "TorchHitCounter", "torch_program", "torch_question"]
 
@@ -340,14 +340,7 @@ class TorchHitCounter:
                 got = count(args, kwargs)
         except Exception as err:  # noqa: BLE001 - an argument form the rule does not know
             got = f"not counted: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
-        try:
-            asked = torch_question(func, args, kwargs)
-        except Exception as err:  # noqa: BLE001 - never the user's error
-            asked = f"not asked: {type(err).__name__}: {' '.join(str(err).split())[:160]}"
-        if isinstance(asked, str):
-            site.unasked = asked
-        else:
-            site.question, site.at = asked
+        ask_site(site, lambda: torch_question(func, args, kwargs))
         if isinstance(got, str):
             site.inspected, site.why = False, got
         else:
