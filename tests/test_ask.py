@@ -183,3 +183,57 @@ def test_ask_across_releases_installs_an_environment_per_release(ask_home, capsy
     assert shards == sorted([f"autograd-{installed}-cpu.json", f"autograd-{other}-cpu.json"]), shards
     provenance = json.loads(next((ask_home / "questions").glob(f"*/shards/autograd-{other}-cpu.json")).read_text())
     assert provenance["environment"]["framework_version"] == other, "measured in that release, not this one"
+
+
+# --------------------------------------------------------------------------- --stage
+
+
+@pytest.fixture()
+def checkout(tmp_path):
+    """A copy of the catalog and its program files, to stage beside."""
+    import shutil
+    from pathlib import Path
+
+    refs = Path(__file__).resolve().parents[1] / "references"
+    (tmp_path / "refs").mkdir()
+    shutil.copy(refs / "catalog.toml", tmp_path / "refs" / "catalog.toml")
+    shutil.copytree(refs / "programs", tmp_path / "refs" / "programs")
+    return tmp_path / "refs" / "catalog.toml"
+
+
+def test_stage_writes_a_draft_case_the_catalog_reads_and_promote_waits_for(checkout):
+    from kinkcheck.catalog import CatalogError, DRAFT_REASON, forget_loaded, with_staged
+    from kinkcheck.staging import promote
+
+    q = ask.question("tf.nn.relu6(x)", "x=6")
+    written = ask.stage(q, "relu6-tf@6", checkout, title="relu6 at its upper kink")
+    forget_loaded()
+    catalog = with_staged(load_catalog(checkout))
+    case = catalog.cases[-1]
+    assert (case.id, case.title, case.at, case.sympy) == ("relu6-tf@6", "relu6 at its upper kink", {"x": 6},
+                                                          q.sympy), case
+    assert [(p.framework, p.id) for p in case.programs] == [("tensorflow", "tensorflow.nn.relu6(x)")], case.programs
+    assert set(case.no_equivalent) == set(REGISTRY) - {"tensorflow"}, "every other framework: a draft reason"
+    assert all(why.startswith(DRAFT_REASON) for why in case.no_equivalent.values()), case.no_equivalent
+    assert len(written) == 1 + len(list((checkout.parent / "programs").glob("*.toml"))), written
+    with pytest.raises(CatalogError, match="staged case relu6-tf@6 is a draft: write the program of autograd, jax"):
+        promote(checkout, checkout.parent / "observations")
+
+
+@pytest.mark.parametrize("case_id, why", [
+    ("relu@0", "the catalog has a case relu@0; choose another id"),
+    ("relu@minus-0.0", "reads as the catalog's relu@-0.0"),
+    ("", "a case id is <function>@<point>"),
+    ("my relu", "a case id is <function>@<point>"),
+])
+def test_stage_refuses_in_one_line_and_writes_nothing(checkout, case_id, why):
+    q = ask.question("torch.relu(x)", "x=0")
+    with pytest.raises(UsageError) as info:
+        ask.stage(q, case_id, checkout)
+    assert why in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert not (checkout.parent / "staged").exists(), "nothing written"
+
+
+def test_stage_needs_a_catalog_there(tmp_path):
+    with pytest.raises(UsageError, match="--stage writes beside a checkout's catalog: no"):
+        ask.stage(ask.question("torch.relu(x)", "x=0"), "relu-again@0", tmp_path / "catalog.toml")

@@ -35,7 +35,7 @@ from typing import Any
 from kinkcheck.errors import UsageError
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_HOME", "Answer", "Question", "ask", "home", "measure", "question",
-           "releases_asked", "render", "write_catalog"]
+           "releases_asked", "render", "stage", "write_catalog"]
 
 #: The folder questions and their environments are kept in (default: the user cache folder's ``kinkcheck/ask``).
 ENV_HOME = "KINKCHECK_ASK_HOME"
@@ -82,9 +82,7 @@ class Question:
 
     @property
     def title(self) -> str:
-        from kinkcheck.report.text import fmt_value
-
-        return f"{self.expr} at {fmt_value(self.at)}"
+        return f"{self.expr} at {', '.join(f'{k} = {v}' for k, v in self.at.items())}"
 
     def write_catalog(self, folder: Path) -> Path:
         """The one-case catalog of this question in ``folder``; its path (:func:`write_catalog`)."""
@@ -152,6 +150,76 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
             raise UsageError(f"kinkcheck cannot write {text} in sympy ({err}); give its function with --sympy "
                              "TEXT (the catalog's language: Max, Min, Abs, Piecewise, …)") from None
     return Question(text, point, fw, sympy_text)
+
+
+# --------------------------------------------------------------------------- a question into the catalog
+
+
+def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = None) -> list[Path]:
+    """Write ``q`` as a staged case ``case_id`` beside the catalog at ``catalog_path`` (``staged/catalog.toml`` and
+    ``staged/programs/<framework>.toml``): its framework's program, and for every other framework a ``no_equivalent``
+    reason that starts with :data:`~kinkcheck.catalog.DRAFT_REASON` (``nox -s report`` measures the case; moving it
+    into the catalog waits until each is written). The files written. Raises UsageError (one line, nothing
+    written) for a catalog that is not there, an id in use, or a case the catalog's checks refuse."""
+    import tempfile
+
+    from kinkcheck.catalog import DRAFT_REASON, PROGRAMS_DIR, CatalogError, forget_loaded, load_catalog, staged_path
+    from kinkcheck.shards import write_text_atomic
+
+    if not catalog_path.is_file():
+        raise UsageError(f"--stage writes beside a checkout's catalog: no {catalog_path} (run it in the checkout, or "
+                         "pass --catalog)")
+    try:
+        catalog = load_catalog(catalog_path)
+    except CatalogError as err:
+        raise UsageError(str(err)) from None
+    import re
+
+    from kinkcheck.anchors import slug
+
+    if not re.fullmatch(r"[A-Za-z0-9_.+\-]+@[^\s\"'\\]+", case_id):
+        raise UsageError(f"--stage {case_id!r}: a case id is <function>@<point>, e.g. relu6@6 (no spaces or quotes)")
+    if any(c.id == case_id for c in catalog):
+        raise UsageError(f"--stage {case_id}: the catalog has a case {case_id}; choose another id")
+    same = next((c.id for c in catalog if slug(c.id) == slug(case_id)), None)
+    if same is not None:
+        raise UsageError(f"--stage {case_id}: reads as the catalog's {same} in a report page name; choose another id")
+    staged = staged_path(catalog_path)
+    program_files = sorted(f.stem for f in (catalog_path.parent / PROGRAMS_DIR).glob("*.toml"))
+    draft = (f"{DRAFT_REASON}: staged by kinkcheck ask from {q.framework}'s {q.expr}; write this framework's "
+             "program, or why it has none")
+    case = q.case_toml(case_id)
+    if title:
+        case = case.replace(f"title = {_toml_str(q.title)}", f"title = {_toml_str(title)}", 1)
+    inline = {fw: (f"{fw} = [{_toml_str(q.expr)}]" if fw == q.framework else None) for fw in _INLINE}
+    programs = [line for line in inline.values() if line]
+    missing = [f"{fw} = {_toml_str(draft)}" for fw, line in inline.items() if line is None]
+    case += ("[case.programs]\n" + "\n".join(programs) + "\n" if programs else "")
+    case += ("[case.no_equivalent]\n" + "\n".join(missing) + "\n" if missing else "")
+    texts = {staged: (staged.read_text() + "\n" if staged.is_file() else
+                      "# Staged cases: measured into the shards, reported once moved (python -m kinkcheck.staging).\n\n")
+             + case}
+    for fw in program_files:
+        path = staged.parent / PROGRAMS_DIR / f"{fw}.toml"
+        table = (f"[{_toml_str(case_id)}]\n" + (f"programs = [{_toml_str(q.expr)}]\n" if fw == q.framework
+                                                else f"no_equivalent = {_toml_str(draft)}\n"))
+        texts[path] = (path.read_text() + "\n" if path.is_file() else f"# Staged {fw} programs.\n\n") + table
+    with tempfile.TemporaryDirectory() as tmp:  # the staged catalog as it would be, checked before a byte is written
+        for path, text in texts.items():
+            copy = Path(tmp) / path.relative_to(staged.parent)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(text)
+        try:
+            forget_loaded()
+            load_catalog(Path(tmp) / "catalog.toml")
+        except CatalogError as err:
+            raise UsageError(f"--stage {case_id}: {err}".replace(tmp, str(staged.parent))) from None
+        finally:
+            forget_loaded()
+    for path, text in texts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    return list(texts)
 
 
 # --------------------------------------------------------------------------- which releases

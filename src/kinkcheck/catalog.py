@@ -472,6 +472,12 @@ def forget_loaded() -> None:
 STAGED_DIR = "staged"
 
 
+#: How a staged case's ``no_equivalent`` reason begins while a framework's program is still to be written
+#: (``kinkcheck ask --stage`` writes one framework's program and this for the others): the case is measured, and
+#: moving it into the catalog (:func:`kinkcheck.staging.promote`) waits until each reason is written.
+DRAFT_REASON = "not written yet"
+
+
 def staged_path(catalog_path: str | Path) -> Path:
     """Where the staged cases of the catalog at ``catalog_path`` live: ``staged/catalog.toml`` beside it (with
     their programs in ``staged/programs/<framework>.toml``, as for the catalog)."""

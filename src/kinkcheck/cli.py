@@ -129,8 +129,18 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     for dtype in args.dtype or ():
         if dtype not in DTYPES:
             raise UsageError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    if (args.title or args.catalog) and not args.stage:
+        raise UsageError("--title and --catalog go with --stage ID")
     releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
     ask.disk_budget(args.disk_budget)  # bad input before anything is installed
+    if args.stage:
+        from kinkcheck.catalog import default_catalog_path
+
+        catalog = Path(args.catalog) if args.catalog else Path("references/catalog.toml")
+        if not args.catalog and not catalog.is_file() and default_catalog_path().parent.name == "references":
+            catalog = default_catalog_path()  # the checkout kinkcheck runs from (not the copy in the package)
+        for path in ask.stage(q, args.stage, catalog, args.title):
+            print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
     answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
                      quiet=args.quiet)
     if args.json:
@@ -546,6 +556,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "from the program)")
     a.add_argument("--disk-budget", type=float, metavar="GB", help="disk the kept virtualenvs may take (default "
                    "$KINKCHECK_ASK_DISK_GB, else 20); past it the least recently used are removed")
+    a.add_argument("--stage", metavar="ID", help="also write the question as a staged case ID (references/staged/): "
+                   "its program, and for the other frameworks a reason 'not written yet' to replace before it moves "
+                   "into the catalog")
+    a.add_argument("--title", help="with --stage: the case's title (default: the program at the point)")
+    a.add_argument("--catalog", metavar="PATH", help="with --stage: the catalog to stage beside (default "
+                   "references/catalog.toml here, else the checkout kinkcheck runs from)")
     a.add_argument("--json", action="store_true", help="print one JSON object: the question and its one-case report")
     a.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a.set_defaults(func=_cmd_ask)

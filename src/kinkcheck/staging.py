@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kinkcheck.catalog import CatalogError, forget_loaded, load_catalog, staged_path, with_staged
+from kinkcheck.catalog import DRAFT_REASON, CatalogError, forget_loaded, load_catalog, staged_path, with_staged
 from kinkcheck.probe.plan import not_measured_cases, unaccounted
 from kinkcheck.shards import ShardError, read_shard, shard_lock, write_shard, write_text_atomic
 
@@ -88,6 +88,14 @@ def promote(catalog_path: str | Path, shards: str | Path) -> int:
     """
     catalog = Path(catalog_path).resolve()
     forget_loaded()  # the files as they are now, not as this process first read them
+    drafts = [(c.id, sorted(fw for fw, why in c.no_equivalent.items() if why.startswith(DRAFT_REASON)))
+              for c in load_catalog(staged_path(catalog))] if staged_path(catalog).is_file() else []
+    drafts = [(cid, fws) for cid, fws in drafts if fws]
+    if drafts:
+        cid, fws = drafts[0]
+        raise CatalogError(f"staged case {cid} is a draft: write the program of {', '.join(fws)} (or why it has none) "
+                           f"in place of {DRAFT_REASON!r}, so nothing moved"
+                           + (f" ({len(drafts) - 1} more draft case(s))" if len(drafts) > 1 else ""))
     lacking = pending(catalog, shards)
     if lacking:
         names = ", ".join(f"{p.environment} ({len(p.cases)})" for p in lacking[:5])
