@@ -64,6 +64,20 @@ MODELS = textwrap.dedent('''
         return Clamped()
 
 
+    def on_the_kink():
+        """Clamped, its first layer set so that the batch's first row lands two units exactly on 0."""
+        torch.manual_seed(0)
+        model = Clamped()
+        with torch.no_grad():
+            model.layer.bias.zero_()
+            model.layer.weight.copy_(torch.tensor([[1.0, 1, 0], [0, 1, 1], [1, 0, 1], [1, -1, 0]]))
+        return model
+
+
+    def kink_rows():
+        return [torch.tensor([[1.0, -1.0, 1.0], [2.0, 1.0, 3.0]])]
+
+
     def cnn():
         torch.manual_seed(0)
         return SmallCNN()
@@ -279,3 +293,20 @@ def test_a_jax_mlp_is_locked_and_checked_against_an_older_release(tmp_path, monk
     capsys.readouterr()
     assert main(["lock", "--check", "--release", "0.4.30", "--quiet"]) == 0
     assert "0 of 2 locked convention(s) changed from jax" in capsys.readouterr().out
+
+
+def test_a_change_says_how_far_it_moves_the_first_layers_gradient_on_the_batch(models, capsys):
+    """Two units of the first row sit exactly on the clamp's kink; with 2.14.1's 0 for 2.13.0's 1 there, their
+    share of the first weight's gradient (the output's sum: 1 · x_row for each unit) goes: |Δ| = |x_row| = 1;
+    the largest entry is unit 0's third, 1 + 3 from both rows."""
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:on_the_kink", "--data", "usermodels:kink_rows", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "on your first batch the first layer's gradient moves by up to 1 (its largest entry: 4)" in out, out
+    assert main(["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "no element sits on these kinks: the first layer's gradient does not move" in out, out

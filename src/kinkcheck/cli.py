@@ -195,7 +195,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     for c in changes:
         print(c.line(held.framework))
     print(f"{len(changes)} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to "
-          f"{target}" + ("" if changes else ": nothing the model relies on changes"))
+          f"{target}" + (f"; {lock.batch_shift(held, changes)}" if changes else ": nothing the model relies on changes"))
     return args.exit_status
 
 

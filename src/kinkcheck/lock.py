@@ -312,6 +312,38 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[
     return target, changes
 
 
+def batch_shift(lock: Lock, changes: Sequence[Change]) -> str:
+    """What the changes do to the model's gradient on the user's first batch (PyTorch): the largest change of its
+    first weight's gradient when every changed kink of one input or tie of two takes the other release's
+    convention at its kink elements (:func:`kinkcheck.frameworks.torch.kinkhits.first_layer_shift`), beside that
+    gradient's largest entry; a sentence saying why not where it cannot be measured."""
+    from kinkcheck import points as pt
+
+    if lock.framework != "torch":
+        return "its size on your batch is measured for PyTorch models only so far"
+    swaps = {}
+    for c in changes:
+        at = pt.parse_point(c.site.at)
+        if set(at) in ({"x"}, {"x", "y"}) and c.status == "ok" and c.value is not None:
+            swaps[c.site.index] = (at, c.value)
+    if not swaps:
+        return "its size on your batch is not measured for these sites (reductions, pools, errors)"
+    from kinkcheck.frameworks.torch.kinkhits import first_layer_shift
+    from kinkcheck.hitcensus import CensusError, _call, _load
+
+    try:
+        model = _call(_load(lock.model, "--model"), f"--model {lock.model}")
+        batch = next(iter(_call(_load(lock.data, "--data"), f"--data {lock.data}")))
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        moved, largest = first_layer_shift(model, x, swaps)
+    except (CensusError, StopIteration, ValueError, RuntimeError, TypeError) as err:
+        return f"its size on your batch is not measured ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+    if moved == 0.0:
+        return "on your first batch no element sits on these kinks: the first layer's gradient does not move"
+    return (f"on your first batch the first layer's gradient moves by up to {moved:.3g} (its largest entry: "
+            f"{largest:.3g})")
+
+
 def parse_framework_version(text: str, framework: str) -> str:
     """``torch==2.14.1`` → ``2.14.1``; UsageError for another framework or another form."""
     name, sep, version = text.partition("==")

@@ -358,3 +358,98 @@ class TorchHitCounter:
 
     def __exit__(self, *exc: Any) -> None:
         self._mode.__exit__(*exc)
+
+
+# --------------------------------------------------------------------------- another convention, on the user's batch
+
+
+def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[str, Any], new: dict[str, Any]) -> Any:
+    """``func(*args, **kwargs)`` whose backward gives ``new``'s derivative at the elements on the kink (``at``:
+    ``{"x": k}`` for a kink of one input at ``k``, ``{"x": 0, "y": 0}`` for a tie of two) and the framework's own
+    elsewhere."""
+    import torch
+
+    tie = set(at) == {"x", "y"}
+    n_in = 2 if tie else 1
+    inputs = [a for a in args[:n_in]]
+    rest = list(args[n_in:])
+    if tie and not isinstance(inputs[1], torch.Tensor):
+        inputs[1] = torch.as_tensor(inputs[1], dtype=inputs[0].dtype, device=inputs[0].device)
+
+    class _Patch(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *xs: Any) -> Any:
+            ctx.save_for_backward(*xs)
+            return func(*xs, *rest, **kwargs)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            xs = ctx.saved_tensors
+            with torch.enable_grad():
+                leaves = [x.detach().requires_grad_() for x in xs]
+                out = func(*leaves, *rest, **kwargs)
+                own = torch.autograd.grad(out, leaves, g, allow_unused=True)
+            if tie:
+                a, b = torch.broadcast_tensors(xs[0], xs[1])
+                mask = a == b
+            else:
+                mask = xs[0] == float(at["x"])
+            grads = []
+            for i, (x, o) in enumerate(zip(xs, own)):
+                name = "xy"[i]
+                o = torch.zeros_like(x) if o is None else o
+                value = float(new[name]) if not isinstance(new[name], list) else float(new[name][0])
+                swapped = torch.where(mask, g * value, o if o.shape == mask.shape else o.expand_as(mask))
+                grads.append(swapped.sum_to_size(x.shape) if swapped.shape != x.shape else swapped)
+            return tuple(grads)
+
+    return _Patch.apply(*inputs)
+
+
+def first_layer_shift(model: Any, x: Any, changes: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
+    """How far the gradient of the model's first weight (its first parameter of two or more dimensions) moves on
+    batch ``x`` when the kinked calls numbered in ``changes`` (the lock's site index → (the kink's point, the other
+    release's gradient there)) take the other convention at their kink elements; the loss is the sum of the
+    outputs. Returns (max |Δ|, max |g|) of that gradient. Only elementwise kinks of one input and ties of two
+    (``relu``, ``clamp``, ``maximum``) can be swapped; others are left as they are. Both passes start from one
+    random state (dropout draws the same masks)."""
+    import torch
+
+    weight = next((p for p in model.parameters() if p.ndim >= 2), None)
+    if weight is None:
+        raise ValueError("the model has no weight of two or more dimensions")
+    rules = _torch_rules()
+    base = _torch_function_mode_base()
+
+    class _Swap(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.index = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            kwargs = kwargs or {}
+            kinked = getattr(func, "__name__", "") in rules and args and hasattr(args[0], "is_floating_point") and \
+                args[0].is_floating_point()
+            if not kinked:
+                return func(*args, **kwargs)
+            i, self.index = self.index, self.index + 1
+            if i in changes:
+                at, new = changes[i]
+                return _patched(func, args, kwargs, at, new)
+            return func(*args, **kwargs)
+
+    def grad(swap: bool) -> Any:
+        model.zero_grad(set_to_none=True)
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            if swap:
+                with _Swap():
+                    out = model(x)
+            else:
+                out = model(x)
+            out.float().sum().backward()
+        return weight.grad.detach().clone()
+
+    own, other = grad(False), grad(True)
+    return float((own - other).abs().max()), float(own.abs().max())
