@@ -688,10 +688,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lookup", action="store_true",
                     help="a cold kinkcheck.lookup vs a cold kinkcheck cite, and the lookup on the data grown x10 "
                          "(targets <= 0.5 s, <= 200 MB)")
+    ap.add_argument("--ask", metavar="SPEC", help="kinkcheck ask across the torch releases in SPEC (e.g. '>=2.14'), "
+                    "cold then warm (targets for the whole matrix: <= 10 min cold, <= 60 s warm; ~5.5 GB a release)")
     ap.add_argument("--census", action="store_true",
                     help="the reference kink-hit census (kinkcheck census, default scale): its time (target <= 10 "
                          "min) and the forward passes and pre-activations it counts per second")
     args = ap.parse_args(argv)
+    if args.ask:
+        from kinkcheck.probe.speed import ask_speed
+
+        return ask_speed(args.ask)
     if args.lookup:
         return lookup_speed(max(args.repeat, 3))
     if args.census:

@@ -190,3 +190,47 @@ def compiled_chunks_speed(repeat: int = 1) -> int:
 
 if __name__ == "__main__":
     sys.exit(compiled_chunks_speed(int(sys.argv[1]) if len(sys.argv) > 1 else 1))
+
+
+#: ``kinkcheck ask`` across every torch release of the matrix (issue 34): cold (no environment, nothing measured),
+#: warm (the environments and the answers kept).
+ASK_COLD_TARGET_S, ASK_WARM_TARGET_S = 600.0, 60.0
+
+
+def ask_speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0") -> int:
+    """``kinkcheck ask PROGRAM --at AT --releases SPEC`` twice in a fresh ``$KINKCHECK_ASK_HOME``: cold (each
+    release's virtualenv made and installed, every mode and dtype measured) and warm (the same question again:
+    answered from its shards), each with its figure per release, beside the targets for the whole torch matrix.
+    The cold figure is only for the releases asked (a torch environment from PyPI takes ~5.5 GB of disk)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from kinkcheck.ask import releases_asked
+
+    chosen = releases_asked("torch", releases=releases)
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-bench-") as home:
+        env = {**os.environ, "KINKCHECK_ASK_HOME": home}
+        cmd = [sys.executable, "-m", "kinkcheck", "ask", program, "--at", at, "--releases", releases]
+        runs = []
+        for what in ("cold", "warm"):
+            started = time.monotonic()
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            runs.append((what, time.monotonic() - started, proc))
+            if proc.returncode != 0:
+                print(f"{what} run failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+                return 1
+        per = [ln.strip() for ln in runs[0][2].stderr.splitlines() if "measured in" in ln]
+    n = len(chosen)
+    print(f"kinkcheck ask {program!r} --at {at} --releases {releases!r}: {n} torch release(s) ({', '.join(chosen)})")
+    for what, seconds, _ in runs:
+        target = ASK_COLD_TARGET_S if what == "cold" else ASK_WARM_TARGET_S
+        print(f"  {what:<5} {seconds:8.1f} s   {seconds / n:7.1f} s a release   target for the whole matrix "
+              f"<= {target:.0f} s")
+    for line in per:
+        print(f"    {line}")
+    print("  (cold: each release's virtualenv made and installed with an empty cache, then every mode and dtype "
+          "measured; warm: the same question again, answered from its shards)")
+    return 0
