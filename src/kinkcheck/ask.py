@@ -563,3 +563,92 @@ def _cell_text(cell: Any) -> str:
     text = f"{face.value} {face.label}" if face.status == "ok" else face.status
     others = [f"{dt}: {f.value} {f.label}" if f.status == "ok" else f"{dt}: {f.status}" for dt, f in cell.others]
     return text + (f" ({'; '.join(others)})" if others else "")
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+#: ``kinkcheck ask`` across every torch release of the matrix (issue 34): cold (no environment, nothing measured),
+#: warm (the environments and the answers kept).
+ASK_COLD_TARGET_S, ASK_WARM_TARGET_S = 600.0, 60.0
+
+
+def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0") -> int:
+    """``kinkcheck ask PROGRAM --at AT --releases SPEC`` twice in a fresh ``$KINKCHECK_ASK_HOME``: cold (each
+    release's virtualenv made and installed, every mode and dtype measured) and warm (the same question again:
+    answered from its shards), each with its figure per release, beside the targets for the whole torch matrix.
+    The cold figure is only for the releases asked (a torch environment from PyPI takes ~5.5 GB of disk)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    chosen = releases_asked("torch", releases=releases)
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-bench-") as home:
+        env = {**os.environ, "KINKCHECK_ASK_HOME": home}
+        cmd = [sys.executable, "-m", "kinkcheck", "ask", program, "--at", at, "--releases", releases]
+        runs = []
+        for what in ("cold", "warm"):
+            started = time.monotonic()
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            runs.append((what, time.monotonic() - started, proc))
+            if proc.returncode != 0:
+                print(f"{what} run failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+                return 1
+        per = [ln.strip() for ln in runs[0][2].stderr.splitlines() if "measured in" in ln]
+    n = len(chosen)
+    print(f"kinkcheck ask {program!r} --at {at} --releases {releases!r}: {n} torch release(s) ({', '.join(chosen)})")
+    for what, seconds, _ in runs:
+        target = ASK_COLD_TARGET_S if what == "cold" else ASK_WARM_TARGET_S
+        print(f"  {what:<5} {seconds:8.1f} s   {seconds / n:7.1f} s a release   target for the whole matrix "
+              f"<= {target:.0f} s")
+    for line in per:
+        print(f"    {line}")
+    print("  (cold: each release's virtualenv made and installed with an empty cache, then every mode and dtype "
+          "measured; warm: the same question again, answered from its shards)")
+    return 0
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def command(args: Any) -> int:
+    """``kinkcheck ask`` (:mod:`kinkcheck.cli` parses its arguments)."""
+    import sys
+
+    from kinkcheck import ask
+    from kinkcheck.errors import EXIT_BAD_INPUT
+    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
+
+    q = ask.question(args.expr, args.at, args.framework, args.sympy)
+    known = FRAMEWORK_MODES.get(q.framework, ())
+    for mode in args.mode or ():
+        if mode not in known:
+            raise UsageError(f"{q.framework} has no mode {mode!r} (its modes: {', '.join(known)})")
+    for dtype in args.dtype or ():
+        if dtype not in DTYPES:
+            raise UsageError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    if (args.title or args.catalog) and not args.stage:
+        raise UsageError("--title and --catalog go with --stage ID")
+    releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
+    ask.disk_budget(args.disk_budget)  # bad input before anything is installed
+    if args.stage:
+        from kinkcheck.catalog import default_catalog_path
+
+        catalog = Path(args.catalog) if args.catalog else Path("references/catalog.toml")
+        if not args.catalog and not catalog.is_file() and default_catalog_path().parent.name == "references":
+            catalog = default_catalog_path()  # the checkout kinkcheck runs from (not the copy in the package)
+        for path in ask.stage(q, args.stage, catalog, args.title):
+            print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
+    answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
+                     quiet=args.quiet)
+    if args.json:
+        from kinkcheck.report.model import report_json
+
+        print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy},
+                          "releases": answer.releases, "not_measured": answer.not_measured,
+                          "report": None if answer.report is None else json.loads(report_json(answer.report))}))
+    else:
+        sys.stdout.write(ask.render(answer))
+    return 0 if answer.report is not None else EXIT_BAD_INPUT

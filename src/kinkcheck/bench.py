@@ -695,9 +695,9 @@ def main(argv: list[str] | None = None) -> int:
                          "min) and the forward passes and pre-activations it counts per second")
     args = ap.parse_args(argv)
     if args.ask:
-        from kinkcheck.probe.speed import ask_speed
+        from kinkcheck.ask import speed
 
-        return ask_speed(args.ask)
+        return speed(args.ask)
     if args.lookup:
         return lookup_speed(max(args.repeat, 3))
     if args.census:

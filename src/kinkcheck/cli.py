@@ -118,85 +118,15 @@ def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: 
 
 
 def _cmd_ask(args: argparse.Namespace) -> int:
-    from kinkcheck import ask
-    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
+    from kinkcheck.ask import command
 
-    q = ask.question(args.expr, args.at, args.framework, args.sympy)
-    known = FRAMEWORK_MODES.get(q.framework, ())
-    for mode in args.mode or ():
-        if mode not in known:
-            raise UsageError(f"{q.framework} has no mode {mode!r} (its modes: {', '.join(known)})")
-    for dtype in args.dtype or ():
-        if dtype not in DTYPES:
-            raise UsageError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
-    if (args.title or args.catalog) and not args.stage:
-        raise UsageError("--title and --catalog go with --stage ID")
-    releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
-    ask.disk_budget(args.disk_budget)  # bad input before anything is installed
-    if args.stage:
-        from kinkcheck.catalog import default_catalog_path
-
-        catalog = Path(args.catalog) if args.catalog else Path("references/catalog.toml")
-        if not args.catalog and not catalog.is_file() and default_catalog_path().parent.name == "references":
-            catalog = default_catalog_path()  # the checkout kinkcheck runs from (not the copy in the package)
-        for path in ask.stage(q, args.stage, catalog, args.title):
-            print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
-    answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
-                     quiet=args.quiet)
-    if args.json:
-        from kinkcheck.report.model import report_json
-
-        print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy},
-                          "releases": answer.releases, "not_measured": answer.not_measured,
-                          "report": None if answer.report is None else json.loads(report_json(answer.report))}))
-    else:
-        sys.stdout.write(ask.render(answer))
-    return 0 if answer.report is not None else EXIT_BAD_INPUT
+    return command(args)
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
-    from kinkcheck import lock
+    from kinkcheck.lock import command
 
-    path = Path(args.lock) if args.lock else lock.default_lock_path()
-    if not args.check:
-        if args.release or args.framework_version or args.device != "cpu":
-            raise UsageError("--release, --framework-version and --device go with --check (a lock is written for "
-                             "the installed release on the CPU)")
-        if not (args.model and args.data):
-            raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
-                             "(or --check an existing lock)")
-        if path.is_dir():
-            raise UsageError(f"--lock {path} is a folder: name the lock file")
-        if not path.parent.is_dir():
-            raise UsageError(f"--lock {path}: no folder {path.parent}")
-        made = lock.make_lock(args.model, args.data, batches=args.batches, eval_mode=args.eval, quiet=args.quiet)
-        lock.write_lock(made, path)
-        print(f"wrote {path}: {len(made.site)} locked site(s), {len(made.unlocked)} not locked, "
-              f"{made.framework} {made.release} (cpu)")
-        for s in made.site:
-            print(f"  {s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {s.status} "
-                  f"{json.dumps(s.value) if s.value is not None else ''} {' '.join(s.labels[:1])} [{s.source}]")
-        for u in made.unlocked:
-            print(f"  {u.call}: {u.operation}: not locked: {u.why}")
-        return 0
-    if args.model or args.data:
-        raise UsageError("--check reads the lock; --model and --data write one")
-    if args.device != "cpu":
-        raise UsageError(f"lock --check --device {args.device}: kinkcheck measures a lock's questions on the CPU only "
-                         "so far")
-    held = lock.read_lock(path)
-    release = args.release
-    if args.framework_version:
-        if release:
-            raise UsageError("--release or --framework-version, not both")
-        release = lock.parse_framework_version(args.framework_version, held.framework)
-    target, changes = lock.check(held, release, quiet=args.quiet)
-    args.exit_status = 1 if changes else 0
-    for c in changes:
-        print(c.line(held.framework))
-    print(f"{len(changes)} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to "
-          f"{target}" + (f"; {lock.batch_shift(held, changes)}" if changes else ": nothing the model relies on changes"))
-    return args.exit_status
+    return command(args)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

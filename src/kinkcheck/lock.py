@@ -357,3 +357,52 @@ def parse_framework_version(text: str, framework: str) -> str:
 
 def default_lock_path() -> Path:
     return Path(os.environ.get("KINKCHECK_LOCK", LOCK_FILE))
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def command(args: Any) -> int:
+    """``kinkcheck lock`` (:mod:`kinkcheck.cli` parses its arguments)."""
+    from kinkcheck import lock
+
+    path = Path(args.lock) if args.lock else lock.default_lock_path()
+    if not args.check:
+        if args.release or args.framework_version or args.device != "cpu":
+            raise UsageError("--release, --framework-version and --device go with --check (a lock is written for "
+                             "the installed release on the CPU)")
+        if not (args.model and args.data):
+            raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
+                             "(or --check an existing lock)")
+        if path.is_dir():
+            raise UsageError(f"--lock {path} is a folder: name the lock file")
+        if not path.parent.is_dir():
+            raise UsageError(f"--lock {path}: no folder {path.parent}")
+        made = lock.make_lock(args.model, args.data, batches=args.batches, eval_mode=args.eval, quiet=args.quiet)
+        lock.write_lock(made, path)
+        print(f"wrote {path}: {len(made.site)} locked site(s), {len(made.unlocked)} not locked, "
+              f"{made.framework} {made.release} (cpu)")
+        for s in made.site:
+            print(f"  {s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {s.status} "
+                  f"{json.dumps(s.value) if s.value is not None else ''} {' '.join(s.labels[:1])} [{s.source}]")
+        for u in made.unlocked:
+            print(f"  {u.call}: {u.operation}: not locked: {u.why}")
+        return 0
+    if args.model or args.data:
+        raise UsageError("--check reads the lock; --model and --data write one")
+    if args.device != "cpu":
+        raise UsageError(f"lock --check --device {args.device}: kinkcheck measures a lock's questions on the CPU only "
+                         "so far")
+    held = lock.read_lock(path)
+    release = args.release
+    if args.framework_version:
+        if release:
+            raise UsageError("--release or --framework-version, not both")
+        release = lock.parse_framework_version(args.framework_version, held.framework)
+    target, changes = lock.check(held, release, quiet=args.quiet)
+    args.exit_status = 1 if changes else 0
+    for c in changes:
+        print(c.line(held.framework))
+    print(f"{len(changes)} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to "
+          f"{target}" + (f"; {lock.batch_shift(held, changes)}" if changes else ": nothing the model relies on changes"))
+    return args.exit_status
