@@ -237,3 +237,31 @@ def test_stage_refuses_in_one_line_and_writes_nothing(checkout, case_id, why):
 def test_stage_needs_a_catalog_there(tmp_path):
     with pytest.raises(UsageError, match="--stage writes beside a checkout's catalog: no"):
         ask.stage(ask.question("torch.relu(x)", "x=0"), "relu-again@0", tmp_path / "catalog.toml")
+
+
+def test_a_narrowed_question_answers_with_the_cells_asked(ask_home, capsys):
+    """--mode forward --dtype float32: the answer shows those cells (no reverse-mode table of nothing), also when
+    the shard measured before holds more."""
+    version = _installed("torch")
+    base = ["ask", "torch.abs(x)", "--at", "x=0", "--quiet"]
+    assert main([*base, "--mode", "reverse", "--mode", "forward", "--dtype", "float64", "--dtype", "float32"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--mode", "forward", "--dtype", "float32"]) == 0
+    out = capsys.readouterr().out
+    assert f"{version}, forward, float32: 0 " in out, out
+    assert "reverse" not in out and "float64" not in out, f"only the cells asked: {out}"
+
+
+def test_an_empty_home_is_refused(monkeypatch):
+    monkeypatch.setenv(ask.ENV_HOME, " ")
+    with pytest.raises(UsageError, match="KINKCHECK_ASK_HOME is empty"):
+        ask.home()
+
+
+def test_a_staged_id_is_not_staged_twice(checkout):
+    q = ask.question("torch.relu(x)", "x=0")
+    ask.stage(q, "relu-twice@0", checkout)
+    before = (checkout.parent / "staged" / "catalog.toml").read_text()
+    with pytest.raises(UsageError, match="--stage relu-twice@0: already staged in"):
+        ask.stage(q, "relu-twice@0", checkout)
+    assert (checkout.parent / "staged" / "catalog.toml").read_text() == before

@@ -138,7 +138,7 @@ def test_a_clamp_locked_under_2_13_0_fails_against_2_14_1_and_passes_against_2_1
     assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
     out = capsys.readouterr().out
     assert ("usermodels.py:14: torch.Tensor.clamp (x.clamp(min=0) at x=0.0, float32): 1 (right) in torch 2.13.0 → "
-            "0 (left) in 2.14.1; read reports/cases/relu-at-0.md") in out, out
+            "0 (left) in 2.14.1; read ") in out and "reports/cases/relu-at-0.md\n" in out, out
     assert "1 of 1 locked convention(s) changed from torch 2.13.0 to 2.14.1" in out, out
 
     assert main(["lock", "--check", "--framework-version", "torch==2.13.0", "--quiet"]) == 0
@@ -179,7 +179,11 @@ def test_a_transformer_block_locks_its_max_and_not_its_smooth_functions(models):
     (["lock", "--model", "usermodels:clamped"], "--model MODULE:FUNCTION and --data MODULE:FUNCTION"),
     (["lock", "--check", "--release", "9.9.9"], "unknown release '9.9.9' of torch"),
     (["lock", "--check", "--framework-version", "jax==0.4.30"], "the lock is of torch"),
-    (["lock", "--check", "--lock", "missing.lock"], "missing.lock: cannot read the lock"),
+    (["lock", "--check", "--lock", "missing.lock"], "cannot read the lock missing.lock (No such file"),
+    (["lock", "--check", "--release", ""], "--release is empty"),
+    (["lock", "--model", "", "--data", "usermodels:rows"], "--model is empty: name MODULE:FUNCTION"),
+    (["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--lock", "usermodels.py"],
+     "--lock usermodels.py exists and is not a kinkcheck lock: not written over"),
     (["lock", "--release", "2.14.1", "--model", "usermodels:clamped", "--data", "usermodels:rows"],
      "go with --check"),
 ])
@@ -192,15 +196,23 @@ def test_bad_input_is_one_line_and_the_lock_is_kept(models, capsys, argv, why):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and why in lines[0] and "Traceback" not in err, err
     assert (models / "kinkcheck.lock").read_text() == before, "nothing overwritten"
+    assert (models / "usermodels.py").read_text() == MODELS, "a file that is not a lock is never written over"
 
 
 @pytest.mark.parametrize("edit, why", [
     (lambda t: t.replace("hits = 0", 'hits = "many"'), "Expected `int`, got `str` - at `$.site[0].hits`"),
-    (lambda t: t.replace('schema = "kinkcheck/lock/v1"', 'schema = "poetry/lock"'), "not a kinkcheck lock"),
+    (lambda t: t.replace('schema = "kinkcheck/lock/v1"', 'schema = "poetry/lock"'), "is not a kinkcheck lock"),
     (lambda t: t.replace('status = "ok"', 'status = "fine"'), "Invalid enum value 'fine'"),
     (lambda t: t + "\nsurprise = 1\n", "unknown field"),
-    (lambda t: t.replace("[[site]]", "[[site"), "not TOML"),
-    (lambda t: "[package]\nname = 'requests'\n", "not a kinkcheck lock"),
+    (lambda t: t.replace("[[site]]", "[[site"), "is not TOML"),
+    (lambda t: "[package]\nname = 'requests'\n", "is not a kinkcheck lock"),
+    (lambda t: t.replace('at = "x=0.0"', 'at = "x=nan"'), "'x.clamp(min=0)' at 'x=nan'"),
+    (lambda t: t.replace('dtype = "float32"', 'dtype = "float99"'), "unknown dtype 'float99' at $.site[0]"),
+    (lambda t: t.replace("index = 0", "index = -5"), "index -5 at $.site[0]"),
+    (lambda t: t.replace('value = { "x" = 1.0 }', 'value = { "y" = 1.0 }'), "is not a gradient of the inputs"),
+    (lambda t: t.replace('framework = "torch"', 'framework = "autograd"'), "operation 'torch.Tensor.clamp' is not"),
+    (lambda t: t.replace('release = "2.13.0"', 'release = "latest"'), "release 'latest' is not a version"),
+    (lambda t: t.replace('labels = ["right", "in-clarke"]', 'labels = ["sideways"]'), "unknown label 'sideways'"),
 ])
 def test_a_lock_edited_into_nonsense_or_from_elsewhere_is_one_line(models, capsys, edit, why):
     _installed_2_13_0()
@@ -210,7 +222,7 @@ def test_a_lock_edited_into_nonsense_or_from_elsewhere_is_one_line(models, capsy
     capsys.readouterr()
     assert main(["lock", "--check", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert why in err and err.count("\n") == 1, err
+    assert why in err and err.count("\n") == 1 and err.startswith("kinkcheck: error: "), err
 
 
 def test_the_lock_round_trips_through_its_toml(models):
@@ -310,3 +322,24 @@ def test_a_change_says_how_far_it_moves_the_first_layers_gradient_on_the_batch(m
     assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "no element sits on these kinks: the first layer's gradient does not move" in out, out
+
+
+def test_the_shift_is_measured_when_the_installed_release_is_the_one_checked(models, capsys, monkeypatch, tmp_path):
+    """pytest --kinkcheck-lock and plain --check compare the lock with the installed release: the lock's value (a
+    lock of 2.14.1's 0) and the installed one's (2.13.0's 1) are the two conventions run; and the model's module is
+    found beside the lock, from any folder."""
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:on_the_kink", "--data", "usermodels:kink_rows", "--quiet"]) == 0
+    written = lock.read_lock(models / "kinkcheck.lock")
+    site = msgspec.structs.replace(written.site[0], value={"x": 0.0}, labels=["left", "in-clarke"])
+    lock.write_lock(msgspec.structs.replace(written, release="2.14.1", site=[site]), models / "kinkcheck.lock")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delitem(sys.modules, "usermodels", raising=False)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(models)])
+    capsys.readouterr()
+    assert main(["lock", "--check", "--lock", str(models / "kinkcheck.lock"), "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "0 (left) in torch 2.14.1 → 1 (right) in 2.13.0" in out, out
+    assert "the first layer's gradient moves by up to 1 (its largest entry: 4)" in out, out

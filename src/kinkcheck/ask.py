@@ -50,7 +50,9 @@ _INLINE = ("torch", "jax")
 def home() -> Path:
     """Where questions and their virtualenvs are kept."""
     env = os.environ.get(ENV_HOME)
-    if env:
+    if env is not None:
+        if not env.strip():
+            raise UsageError(f"{ENV_HOME} is empty: name a folder, or unset it for the user cache folder")
         return Path(env)
     import platformdirs
 
@@ -185,6 +187,10 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     if same is not None:
         raise UsageError(f"--stage {case_id}: reads as the catalog's {same} in a report page name; choose another id")
     staged = staged_path(catalog_path)
+    from kinkcheck.catalog import staged_case_ids
+
+    if case_id in staged_case_ids(catalog_path):
+        raise UsageError(f"--stage {case_id}: already staged in {staged}; choose another id, or edit the staged case")
     program_files = sorted(f.stem for f in (catalog_path.parent / PROGRAMS_DIR).glob("*.toml"))
     draft = (f"{DRAFT_REASON}: staged by kinkcheck ask from {q.framework}'s {q.expr}; write this framework's "
              "program, or why it has none")
@@ -479,6 +485,9 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
         _evict(root / "envs", budget, used, log)
     shards = [read_shard(p) for v in releases if (p := _shard_path(folder, framework, v)).exists()
               and v not in not_measured]
+    for s in shards:  # the cells asked for: a shard measured before may hold more
+        s["observations"] = [o for o in s["observations"] if (not modes or o["mode"] in modes)
+                             and (not dtypes or o["dtype"] in dtypes)]
     report = build(shards, catalog) if shards else None
     return Answer(questions[0], list(releases), report, not_measured)
 
@@ -527,7 +536,7 @@ def render(answer: Answer) -> str:
                  if oracle.left is not None else "")
         out.append(f"  {sides}Clarke generalized gradient {clarke_text(oracle)}"
                    + (f", min-norm {fmt_exact(oracle.min_norm)}" if oracle.min_norm else ""))
-    for table in cv.tables:
+    for table in cv.tables if any(o.mode == "reverse" for o in answer.report.observations) else ():
         for row in table.rows:
             out.append(f"\n{table.framework}, reverse mode, {len(table.columns)} release(s) ({table.span}); float64, "
                        "other dtypes in parentheses where they differ:")
@@ -535,6 +544,10 @@ def render(answer: Answer) -> str:
             for _device, runs in row.runs:
                 for run in runs:
                     out.append(f"  {run.releases}: {_cell_text(run.cell)}")
+    if not any(o.mode == "reverse" for o in answer.report.observations):  # --mode without reverse: each cell
+        for o in answer.report.observations:
+            env = answer.report.index.env[o.environment]
+            out.append(f"  {env.title}, {o.mode}, {o.dtype}: {_cell_text(view.cell([o]))}")
     for change in cv.changed_in:
         out.append(f"changed in {change.framework} {change.to_version} (from {change.from_version}): {change.change} "
                    f"[{', '.join(change.modes)}; {', '.join(change.dtypes)}]")
@@ -634,11 +647,7 @@ def command(args: Any) -> int:
     releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
     ask.disk_budget(args.disk_budget)  # bad input before anything is installed
     if args.stage:
-        from kinkcheck.catalog import default_catalog_path
-
         catalog = Path(args.catalog) if args.catalog else Path("references/catalog.toml")
-        if not args.catalog and not catalog.is_file() and default_catalog_path().parent.name == "references":
-            catalog = default_catalog_path()  # the checkout kinkcheck runs from (not the copy in the package)
         for path in ask.stage(q, args.stage, catalog, args.title):
             print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
     answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,

@@ -491,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "into the catalog")
     a.add_argument("--title", help="with --stage: the case's title (default: the program at the point)")
     a.add_argument("--catalog", metavar="PATH", help="with --stage: the catalog to stage beside (default "
-                   "references/catalog.toml here, else the checkout kinkcheck runs from)")
+                   "references/catalog.toml in the current folder: run it in the checkout)")
     a.add_argument("--json", action="store_true", help="print one JSON object: the question and its one-case report")
     a.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a.set_defaults(func=_cmd_ask)
@@ -752,6 +752,7 @@ def _refuse_empty_paths(args: argparse.Namespace) -> None:
         value = getattr(args, dest, None)
         if isinstance(value, str) and not value.strip():
             what = "a release, or leave it out for the newest measured" if dest == "framework_version" else \
+                "MODULE:FUNCTION" if dest in ("model", "data") else \
                 "a path" if dest in ("old", "new", "first", "second", "shards") else \
                 "a path, or leave it out for the default"
             raise UsageError(f"{args.command}: {name} is empty: name {what}")

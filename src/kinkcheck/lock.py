@@ -28,7 +28,8 @@ import msgspec
 
 from kinkcheck.errors import UsageError
 
-__all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "check", "read_lock", "write_lock"]
+__all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "UnlockedSite", "batch_shift", "check",
+           "check_writable", "command", "conventions", "make_lock", "read_lock", "write_lock"]
 
 #: The lock's default name.
 LOCK_FILE = "kinkcheck.lock"
@@ -91,31 +92,83 @@ class Lock(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 # --------------------------------------------------------------------------- reading and writing
 
 
-def read_lock(path: str | Path) -> Lock:
-    """The lock at ``path``. Raises UsageError (one line) for a missing or unreadable file, one that is not TOML,
-    not a kinkcheck lock, or whose fields have the wrong types (a hand edit)."""
-    from kinkcheck.registry import REGISTRY
-
-    p = Path(path)
+def _read_toml(p: Path) -> Any:
     try:
         raw = p.read_bytes()
     except OSError as err:
-        raise UsageError(f"{p}: cannot read the lock ({err.strerror or err})") from None
+        raise UsageError(f"cannot read the lock {p} ({err.strerror or err}); write one with kinkcheck lock --model "
+                         "MODULE:FUNCTION --data MODULE:FUNCTION") from None
     try:
-        data = msgspec.toml.decode(raw)
+        return msgspec.toml.decode(raw)
     except msgspec.DecodeError as err:
-        raise UsageError(f"{p}: not TOML ({' '.join(str(err).split())})") from None
+        raise UsageError(f"the lock {p} is not TOML ({' '.join(str(err).split())})") from None
+
+
+def read_lock(path: str | Path) -> Lock:
+    """The lock at ``path``. Raises UsageError (one line) for a missing or unreadable file, one that is not TOML,
+    not a kinkcheck lock, or one a hand edit made into something kinkcheck never writes: fields of the wrong type
+    or out of range, an unknown framework or dtype, a program or point that does not parse, a value whose inputs
+    are not the point's, labels the classifier does not give."""
+    p = Path(path)
+    data = _read_toml(p)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UsageError(f"{p}: not a kinkcheck lock (its schema is {data.get('schema') if isinstance(data, dict) else None!r},"
-                         f" not {SCHEMA!r}); write one with kinkcheck lock --model M:F --data M:F")
+        raise UsageError(f"the lock {p} is not a kinkcheck lock (its schema is "
+                         f"{data.get('schema') if isinstance(data, dict) else None!r}, not {SCHEMA!r}); write one "
+                         "with kinkcheck lock --model MODULE:FUNCTION --data MODULE:FUNCTION")
     try:
         lock = msgspec.convert(data, Lock)
     except msgspec.ValidationError as err:
-        raise UsageError(f"{p}: {' '.join(str(err).split())}: edited by hand? write it again with kinkcheck lock") \
-            from None
-    if lock.framework not in REGISTRY:
-        raise UsageError(f"{p}: unknown framework {lock.framework!r}")
+        raise UsageError(f"the lock {p}: {' '.join(str(err).split())}: edited by hand? write it again with "
+                         "kinkcheck lock") from None
+    why = _nonsense(lock)
+    if why is not None:
+        raise UsageError(f"the lock {p}: {why}: edited by hand? write it again with kinkcheck lock")
     return lock
+
+
+def _nonsense(lock: Lock) -> str | None:
+    """What in a lock that decoded kinkcheck would never have written, or None."""
+    from packaging.version import InvalidVersion, Version
+
+    from kinkcheck import expr as ex
+    from kinkcheck import points as pt
+    from kinkcheck.classify import LABELS
+    from kinkcheck.registry import REGISTRY
+    from kinkcheck.vocabulary import DTYPES
+
+    if lock.framework not in REGISTRY:
+        return f"unknown framework {lock.framework!r} (known: {', '.join(REGISTRY)})"
+    try:
+        Version(lock.release)
+    except InvalidVersion:
+        return f"release {lock.release!r} is not a version"
+    for where, s in [(f"$.site[{i}]", s) for i, s in enumerate(lock.site)] + \
+                    [(f"$.unlocked[{i}]", s) for i, s in enumerate(lock.unlocked)]:
+        if s.index < 0:
+            return f"index {s.index} at {where}"
+        root = s.operation.split(".")[0] if "." in s.operation.split(":")[0] else None
+        if root is not None and root != lock.framework:
+            return f"operation {s.operation!r} is not {lock.framework}'s at {where}"
+    for i, s in enumerate(lock.site):
+        where = f"$.site[{i}]"
+        if s.dtype not in DTYPES:
+            return f"unknown dtype {s.dtype!r} at {where}"
+        if min(s.hits, s.elements) < 0 or s.hits > s.elements:
+            return f"hits {s.hits} of {s.elements} elements at {where}"
+        try:
+            point = pt.parse_point(s.at)
+            tree = ex.parse(s.program, point, list(REGISTRY))
+            ex.program_framework(tree, point, None if ex.roots_of(tree) else lock.framework, list(REGISTRY))
+        except ex.ExprError as err:
+            return f"{s.program!r} at {s.at!r}: {err} at {where}"
+        if ex.roots_of(tree) - {lock.framework}:
+            return f"{s.program!r} is not a {lock.framework} program at {where}"
+        if (s.status == "ok") != (s.value is not None) or (s.value is not None and set(s.value) != set(point)):
+            return f"value {s.value!r} is not a gradient of the inputs of {s.at!r} at {where}"
+        odd = [label for label in s.labels if label not in LABELS]
+        if odd:
+            return f"unknown label {odd[0]!r} at {where}"
+    return None
 
 
 def _toml(value: Any) -> str:
@@ -149,6 +202,22 @@ def lock_text(lock: Lock) -> str:
                     lines.append(f"{key} = {_toml(value)}")
             out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
+
+
+def check_writable(path: Path) -> None:
+    """Raise UsageError unless ``path`` may take a lock: a folder that exists, and no file there or a kinkcheck
+    lock (another file is never written over)."""
+    if path.is_dir():
+        raise UsageError(f"--lock {path} is a folder: name the lock file")
+    if not path.parent.is_dir():
+        raise UsageError(f"--lock {path}: no folder {path.parent}")
+    if path.exists():
+        try:
+            data = _read_toml(path)
+        except UsageError:
+            data = None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise UsageError(f"--lock {path} exists and is not a kinkcheck lock: not written over (name another file)")
 
 
 def write_lock(lock: Lock, path: str | Path) -> None:
@@ -254,6 +323,24 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
 # --------------------------------------------------------------------------- checking
 
 
+def case_page(case: str) -> str:
+    """Where to read a case: its page in the report folder the data comes from (``reports/cases/relu-at-0.md``,
+    relative to here when it is below), else the case and where the repository keeps its page."""
+    from kinkcheck.query import LookupFailed, data_path
+    from kinkcheck.report.text import case_file
+
+    try:
+        page = data_path().parent / "cases" / case_file(case)
+    except (LookupFailed, OSError):
+        page = None
+    if page is not None and page.is_file():
+        try:
+            return str(page.resolve().relative_to(Path.cwd().resolve()))
+        except ValueError:
+            return str(page)
+    return f"case {case} (reports/cases/{case_file(case)} in kinkcheck's repository)"
+
+
 class Change(msgspec.Struct, kw_only=True):
     """A locked site whose convention differs in the release checked."""
 
@@ -265,7 +352,7 @@ class Change(msgspec.Struct, kw_only=True):
     source: str
 
     def line(self, framework: str) -> str:
-        from kinkcheck.report.text import case_file, fmt_value
+        from kinkcheck.report.text import fmt_value
 
         def face(status: str, value: Any, labels: Sequence[str]) -> str:
             if status != "ok":
@@ -275,7 +362,7 @@ class Change(msgspec.Struct, kw_only=True):
         s = self.site
         old = face(s.status, s.value, s.labels)
         new = face(self.status, self.value, self.labels)
-        read = f"; read reports/cases/{case_file(s.case)}" if s.case else ""
+        read = f"; read {case_page(s.case)}" if s.case else ""
         return (f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {old} in {framework} "
                 f"{self.site_release} → {new} in {self.release}{read}")
 
@@ -312,32 +399,42 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[
     return target, changes
 
 
-def batch_shift(lock: Lock, changes: Sequence[Change]) -> str:
-    """What the changes do to the model's gradient on the user's first batch (PyTorch): the largest change of its
-    first weight's gradient when every changed kink of one input or tie of two takes the other release's
-    convention at its kink elements (:func:`kinkcheck.frameworks.torch.kinkhits.first_layer_shift`), beside that
-    gradient's largest entry; a sentence saying why not where it cannot be measured."""
+def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None) -> str:
+    """What the changes do to the model's gradient on the user's first batch (PyTorch): the model runs twice, each
+    changed kink of one input or tie of two taking the lock's value at its kink elements in one pass and the
+    checked release's in the other (:func:`kinkcheck.frameworks.torch.kinkhits.first_layer_shift`); the largest
+    change of its first weight's gradient beside that gradient's largest entry, or a sentence saying why not.
+    ``where``: the lock's folder, where its model's module is looked for first."""
+    import sys
+
     from kinkcheck import points as pt
 
     if lock.framework != "torch":
         return "its size on your batch is measured for PyTorch models only so far"
-    swaps = {}
+    before, after = {}, {}
     for c in changes:
         at = pt.parse_point(c.site.at)
-        if set(at) in ({"x"}, {"x", "y"}) and c.status == "ok" and c.value is not None:
-            swaps[c.site.index] = (at, c.value)
-    if not swaps:
+        if set(at) in ({"x"}, {"x", "y"}) and c.status == "ok" == c.site.status:
+            before[c.site.index] = (at, c.site.value)
+            after[c.site.index] = (at, c.value)
+    if not after:
         return "its size on your batch is not measured for these sites (reductions, pools, errors)"
     from kinkcheck.frameworks.torch.kinkhits import first_layer_shift
     from kinkcheck.hitcensus import CensusError, _call, _load
 
+    added = str(where.resolve()) if where is not None else None
+    if added is not None:
+        sys.path.insert(0, added)
     try:
         model = _call(_load(lock.model, "--model"), f"--model {lock.model}")
         batch = next(iter(_call(_load(lock.data, "--data"), f"--data {lock.data}")))
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
-        moved, largest = first_layer_shift(model, x, swaps)
+        moved, largest = first_layer_shift(model, x, before, after)
     except (CensusError, StopIteration, ValueError, RuntimeError, TypeError) as err:
         return f"its size on your batch is not measured ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+    finally:
+        if added is not None and added in sys.path:
+            sys.path.remove(added)
     if moved == 0.0:
         return "on your first batch no element sits on these kinks: the first layer's gradient does not move"
     return (f"on your first batch the first layer's gradient moves by up to {moved:.3g} (its largest entry: "
@@ -374,10 +471,7 @@ def command(args: Any) -> int:
         if not (args.model and args.data):
             raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
                              "(or --check an existing lock)")
-        if path.is_dir():
-            raise UsageError(f"--lock {path} is a folder: name the lock file")
-        if not path.parent.is_dir():
-            raise UsageError(f"--lock {path}: no folder {path.parent}")
+        lock.check_writable(path)
         made = lock.make_lock(args.model, args.data, batches=args.batches, eval_mode=args.eval, quiet=args.quiet)
         lock.write_lock(made, path)
         print(f"wrote {path}: {len(made.site)} locked site(s), {len(made.unlocked)} not locked, "
@@ -393,6 +487,9 @@ def command(args: Any) -> int:
     if args.device != "cpu":
         raise UsageError(f"lock --check --device {args.device}: kinkcheck measures a lock's questions on the CPU only "
                          "so far")
+    for name, value in (("--release", args.release), ("--framework-version", args.framework_version)):
+        if value is not None and not value.strip():
+            raise UsageError(f"lock --check: {name} is empty: name a release, or leave it out for the installed one")
     held = lock.read_lock(path)
     release = args.release
     if args.framework_version:
@@ -404,5 +501,6 @@ def command(args: Any) -> int:
     for c in changes:
         print(c.line(held.framework))
     print(f"{len(changes)} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to "
-          f"{target}" + (f"; {lock.batch_shift(held, changes)}" if changes else ": nothing the model relies on changes"))
+          f"{target}" + (f"; {lock.batch_shift(held, changes, path.parent)}" if changes
+                         else ": nothing the model relies on changes"))
     return args.exit_status

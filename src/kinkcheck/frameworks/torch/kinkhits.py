@@ -406,13 +406,14 @@ def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[st
     return _Patch.apply(*inputs)
 
 
-def first_layer_shift(model: Any, x: Any, changes: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
+def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any], dict[str, Any]]],
+                      after: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
     """How far the gradient of the model's first weight (its first parameter of two or more dimensions) moves on
-    batch ``x`` when the kinked calls numbered in ``changes`` (the lock's site index → (the kink's point, the other
-    release's gradient there)) take the other convention at their kink elements; the loss is the sum of the
-    outputs. Returns (max |Δ|, max |g|) of that gradient. Only elementwise kinks of one input and ties of two
-    (``relu``, ``clamp``, ``maximum``) can be swapped; others are left as they are. Both passes start from one
-    random state (dropout draws the same masks)."""
+    batch ``x`` between two conventions: the kinked calls numbered in ``before`` and ``after`` (site index → (the
+    kink's point, the gradient there)) take the one, then the other, at their kink elements; the loss is the sum of
+    the outputs. Returns (max |Δ|, max |g| of the ``before`` gradient). Only elementwise kinks of one input and
+    ties of two (``relu``, ``clamp``, ``maximum``) are swapped; the rest keep the installed release's convention.
+    Both passes start from one random state (dropout draws the same masks)."""
     import torch
 
     weight = next((p for p in model.parameters() if p.ndim >= 2), None)
@@ -422,8 +423,9 @@ def first_layer_shift(model: Any, x: Any, changes: dict[int, tuple[dict[str, Any
     base = _torch_function_mode_base()
 
     class _Swap(base):  # type: ignore[misc, valid-type]
-        def __init__(self) -> None:
+        def __init__(self, changes: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> None:
             super().__init__()
+            self.changes = changes
             self.index = 0
 
         def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
@@ -434,22 +436,19 @@ def first_layer_shift(model: Any, x: Any, changes: dict[int, tuple[dict[str, Any
             if not kinked:
                 return func(*args, **kwargs)
             i, self.index = self.index, self.index + 1
-            if i in changes:
-                at, new = changes[i]
-                return _patched(func, args, kwargs, at, new)
+            if i in self.changes:
+                at, value = self.changes[i]
+                return _patched(func, args, kwargs, at, value)
             return func(*args, **kwargs)
 
-    def grad(swap: bool) -> Any:
+    def grad(changes: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> Any:
         model.zero_grad(set_to_none=True)
         with torch.random.fork_rng():
             torch.manual_seed(0)
-            if swap:
-                with _Swap():
-                    out = model(x)
-            else:
+            with _Swap(changes):
                 out = model(x)
             out.float().sum().backward()
         return weight.grad.detach().clone()
 
-    own, other = grad(False), grad(True)
-    return float((own - other).abs().max()), float(own.abs().max())
+    one, other = grad(before), grad(after)
+    return float((one - other).abs().max()), float(one.abs().max())
