@@ -178,7 +178,9 @@ def test_a_transformer_block_locks_its_max_and_not_its_smooth_functions(models):
      "--model usermodels:broken failed: RuntimeError: the factory fails"),
     (["lock", "--model", "usermodels:clamped"], "--model MODULE:FUNCTION and --data MODULE:FUNCTION"),
     (["lock", "--check", "--release", "9.9.9"], "unknown release '9.9.9' of torch"),
-    (["lock", "--check", "--framework-version", "jax==0.4.30"], "the lock is of torch"),
+    (["lock", "--check", "--framework-version", "jax"], "write it as FRAMEWORK==VERSION"),
+    (["lock", "--check", "--framework-version", "caffe==1.0"], "unknown framework 'caffe'"),
+    (["lock", "--check", "--framework-version", "jax==9.9"], "unknown release '9.9' of jax"),
     (["lock", "--check", "--lock", "missing.lock"], "cannot read the lock missing.lock (No such file"),
     (["lock", "--check", "--release", ""], "--release is empty"),
     (["lock", "--model", "", "--data", "usermodels:rows"], "--model is empty: name MODULE:FUNCTION"),
@@ -343,3 +345,20 @@ def test_the_shift_is_measured_when_the_installed_release_is_the_one_checked(mod
     out = capsys.readouterr().out
     assert "0 (left) in torch 2.14.1 → 1 (right) in 2.13.0" in out, out
     assert "the first layer's gradient moves by up to 1 (its largest entry: 4)" in out, out
+
+
+def test_a_lock_checked_against_another_framework_pairs_the_cases_programs(models, capsys):
+    """--framework-version jax==0.4.30 on a torch lock: each site whose question is a catalog case against every jax
+    program of that case (the report's cells, as migrate pairs them); a site that is no catalog case is said to be
+    not compared."""
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "--framework-version", "jax==0.4.30", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    relu = [ln for ln in out.splitlines() if ln.startswith("usermodels.py:") and "torch.nn.functional.relu(x)" in ln]
+    assert any("0 (left) in torch 2.13.0 → 0.5 (mean) in jax 0.4.30 (jax.numpy.maximum(x, 0.0))" in ln
+               for ln in relu), out
+    assert not any("(jax.nn.relu(x))" in ln for ln in relu), "jax.nn.relu keeps torch's 0 at 0: not a change"
+    assert "max_pool2d" in out and "not compared: no catalog case holds this program at this point" in out, out
+    assert "its size on your batch is not measured across frameworks" in out and "not compared)" in out, out

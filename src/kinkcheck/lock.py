@@ -29,7 +29,7 @@ import msgspec
 from kinkcheck.errors import UsageError
 
 __all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "UnlockedSite", "batch_shift", "check",
-           "check_writable", "command", "conventions", "make_lock", "read_lock", "write_lock"]
+           "check_across", "check_writable", "command", "conventions", "make_lock", "read_lock", "write_lock"]
 
 #: The lock's default name.
 LOCK_FILE = "kinkcheck.lock"
@@ -363,10 +363,13 @@ class Change(msgspec.Struct, kw_only=True):
         old = face(s.status, s.value, s.labels)
         new = face(self.status, self.value, self.labels)
         read = f"; read {case_page(s.case)}" if s.case else ""
+        there = f"{self.release} ({self.program})" if self.program else self.release
         return (f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {old} in {framework} "
-                f"{self.site_release} → {new} in {self.release}{read}")
+                f"{self.site_release} → {new} in {there}{read}")
 
     site_release: str = ""
+    #: Another framework's program of the site's case (``migrate``'s equivalent), when checked across frameworks.
+    program: str | None = None
 
 
 def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -397,6 +400,42 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[
             changes.append(Change(site=s, release=target, status=status, value=value, labels=labels, source=source,
                                   site_release=lock.release))
     return target, changes
+
+
+def check_across(lock: Lock, framework: str, release: str) -> tuple[list[Change], list[str]]:
+    """Compare the lock with another framework, as ``kinkcheck migrate`` pairs programs: each site whose question
+    is a catalog case against every program ``framework`` has for that case, from the report's cells of
+    ``release`` (reverse mode, the site's dtype, CPU). The changes (one per target program that returns another
+    value or status), and a line for each site that cannot be compared (no catalog case, no cell)."""
+    from kinkcheck.ask import releases_asked
+    from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+    from kinkcheck.query import LookupFailed, lookup
+
+    releases_asked(framework, [release])  # an unknown release: UsageError before anything runs
+    changes: list[Change] = []
+    unknown: list[str] = []
+    for s in lock.site:
+        head = f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype})"
+        if s.case is None:
+            unknown.append(f"{head}: not compared: no catalog case holds this program at this point, so kinkcheck "
+                           f"knows no {framework} equivalent")
+            continue
+        try:
+            rows = [r for r in lookup(case=s.case, framework=framework, release=release, mode="reverse",
+                                      dtype=s.dtype, device="cpu") if r.platform_tag == DEFAULT_PLATFORM]
+        except LookupFailed as err:
+            rows, why = [], str(err)
+        else:
+            why = f"the report has no {framework} {release} cell of {s.case} in {s.dtype}"
+        if not rows:
+            unknown.append(f"{head}: not compared: {why}")
+            continue
+        for r in rows:
+            if r.status != s.status or not _same(s.dtype, s.value, r.value):
+                changes.append(Change(site=s, release=f"{framework} {release}", status=r.status, value=r.value,
+                                      labels=list(r.labels), source="report", site_release=lock.release,
+                                      program=r.program))
+    return changes, unknown
 
 
 def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None) -> str:
@@ -441,15 +480,17 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
             f"{largest:.3g})")
 
 
-def parse_framework_version(text: str, framework: str) -> str:
-    """``torch==2.14.1`` → ``2.14.1``; UsageError for another framework or another form."""
+def parse_framework_version(text: str) -> tuple[str, str]:
+    """``torch==2.14.1`` → ``("torch", "2.14.1")``; UsageError for another form or an unknown framework."""
+    from kinkcheck.registry import REGISTRY
+
     name, sep, version = text.partition("==")
-    if not sep or not version.strip():
-        raise UsageError(f"--framework-version {text!r}: write it as {framework}==VERSION")
-    if name.strip() != framework:
-        raise UsageError(f"--framework-version {text!r}: the lock is of {framework}; checking it against another "
-                         "framework is not supported yet")
-    return version.strip()
+    if not sep or not version.strip() or not name.strip():
+        raise UsageError(f"--framework-version {text!r}: write it as FRAMEWORK==VERSION (torch==2.14.1)")
+    if name.strip() not in REGISTRY:
+        raise UsageError(f"--framework-version {text!r}: unknown framework {name.strip()!r} (known: "
+                         f"{', '.join(REGISTRY)})")
+    return name.strip(), version.strip()
 
 
 def default_lock_path() -> Path:
@@ -491,16 +532,26 @@ def command(args: Any) -> int:
         if value is not None and not value.strip():
             raise UsageError(f"lock --check: {name} is empty: name a release, or leave it out for the installed one")
     held = lock.read_lock(path)
-    release = args.release
+    release, framework = args.release, held.framework
     if args.framework_version:
         if release:
             raise UsageError("--release or --framework-version, not both")
-        release = lock.parse_framework_version(args.framework_version, held.framework)
-    target, changes = lock.check(held, release, quiet=args.quiet)
+        framework, release = lock.parse_framework_version(args.framework_version)
+    if framework != held.framework:
+        changes, unknown = lock.check_across(held, framework, release)
+        target = f"{framework} {release}"
+    else:
+        target, changes = lock.check(held, release, quiet=args.quiet)
+        unknown = []
     args.exit_status = 1 if changes else 0
     for c in changes:
         print(c.line(held.framework))
-    print(f"{len(changes)} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to "
-          f"{target}" + (f"; {lock.batch_shift(held, changes, path.parent)}" if changes
-                         else ": nothing the model relies on changes"))
+    for line in unknown:
+        print(line)
+    sites = len({c.site.index for c in changes})
+    shift = (lock.batch_shift(held, changes, path.parent) if framework == held.framework
+             else "its size on your batch is not measured across frameworks")
+    print(f"{sites} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to {target}"
+          + (f" ({len(unknown)} not compared)" if unknown else "")
+          + (f"; {shift}" if changes else ": nothing the model relies on changes"))
     return args.exit_status
