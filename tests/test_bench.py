@@ -56,3 +56,12 @@ def test_a_report_run_that_fails_inside_is_one_line_and_exit_2(tmp_path, capsys)
         _report_run(tmp_path / "none", tmp_path / "out", os.environ.copy())
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "no such shard folder" in err and err.count("\n") == 1, err
+
+
+def test_bench_ask_refuses_a_bad_specifier_in_one_line(capsys):
+    """``python -m kinkcheck.bench --ask SPEC``: a specifier that is none is one line and exit 2, nothing made."""
+    from kinkcheck.bench import main
+
+    assert main(["--ask", "~~"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bench --ask: --releases '~~' is not a version specifier" in err, err

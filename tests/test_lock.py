@@ -183,6 +183,8 @@ def test_a_transformer_block_locks_its_max_and_not_its_smooth_functions(models):
     (["lock", "--check", "--framework-version", "jax==9.9"], "unknown release '9.9' of jax"),
     (["lock", "--check", "--lock", "missing.lock"], "cannot read the lock missing.lock (No such file"),
     (["lock", "--check", "--release", ""], "--release is empty"),
+    (["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--batches", "0"],
+     "--batches must be 1 or more, got 0"),
     (["lock", "--model", "", "--data", "usermodels:rows"], "--model is empty: name MODULE:FUNCTION"),
     (["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--lock", "usermodels.py"],
      "--lock usermodels.py exists and is not a kinkcheck lock: not written over"),

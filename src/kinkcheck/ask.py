@@ -597,7 +597,11 @@ def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0"
     import tempfile
     import time
 
-    chosen = releases_asked("torch", releases=releases)
+    try:
+        chosen = releases_asked("torch", releases=releases)
+    except UsageError as err:
+        print(f"bench --ask: {err}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-bench-") as home:
         env = {**os.environ, "KINKCHECK_ASK_HOME": home}
         cmd = [sys.executable, "-m", "kinkcheck", "ask", program, "--at", at, "--releases", releases]

@@ -512,6 +512,8 @@ def command(args: Any) -> int:
         if not (args.model and args.data):
             raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
                              "(or --check an existing lock)")
+        if args.batches < 1:
+            raise UsageError(f"--batches must be 1 or more, got {args.batches}")
         lock.check_writable(path)
         made = lock.make_lock(args.model, args.data, batches=args.batches, eval_mode=args.eval, quiet=args.quiet)
         lock.write_lock(made, path)
