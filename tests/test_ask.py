@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
 
-from kinkcheck import ask
+from kinkcheck import ask, askhome
 from kinkcheck.catalog import load_catalog
 from kinkcheck.cli import main
 from kinkcheck.errors import UsageError
@@ -108,17 +109,140 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_is_made(ask_home, caps
 # --------------------------------------------------------------------------- the disk budget
 
 
+def _env(envs, name, size, age):
+    (envs / name).mkdir(parents=True)
+    (envs / name / "own").write_bytes(os.urandom(size))
+    (envs / name / ".last-used").touch()
+    os.utime(envs / name / ".last-used", (time.time() - age, time.time() - age))
+
+
 def test_the_least_recently_used_environments_go_first(tmp_path):
     envs = tmp_path / "envs"
-    for i, name in enumerate(["torch-2.0.1", "torch-2.1.2", "torch-2.2.2"]):
-        (envs / name).mkdir(parents=True)
-        (envs / name / "blob").write_bytes(b"x" * 1000)
-        (envs / name / ".last-used").touch()
-        os.utime(envs / name / ".last-used", (time.time() - 100 + i, time.time() - 100 + i))
-    os.utime(envs / "torch-2.0.1" / ".last-used", (time.time(), time.time()))  # used last
-    ask._evict(envs, 2000, {envs / "torch-2.1.2"}, ask._Log(quiet=True))
+    for name, age in (("torch-2.0.1", 0), ("torch-2.1.2", 100), ("torch-2.2.2", 50)):
+        _env(envs, name, 100_000, age)
+    assert 3 * 100_000 <= askhome.disk_use(envs) < 3 * 110_000, "the files' blocks"
+    askhome.make_room(envs, 250_000, {envs / "torch-2.1.2"}, askhome.Log(quiet=True))
     left = sorted(p.name for p in envs.iterdir())
     assert left == ["torch-2.0.1", "torch-2.1.2"], f"the oldest use not kept by this question goes: {left}"
+
+
+def test_linked_files_count_once_and_the_cache_goes_first(tmp_path):
+    """uv links one file of its cache into every virtualenv that installs it: the file is counted once, and
+    removing a virtualenv frees only what no other link holds (the cache first: without it nothing is freed)."""
+    envs = tmp_path / "envs"
+    (envs / ".cache").mkdir(parents=True)
+    shared = envs / ".cache" / "libtorch.so"
+    shared.write_bytes(os.urandom(200_000))
+    (envs / ".cache" / "stale.whl").write_bytes(os.urandom(50_000))  # a wheel no virtualenv links any more
+    _env(envs, "torch-2.0.1", 20_000, 100)
+    _env(envs, "torch-2.1.2", 20_000, 50)
+    for name in ("torch-2.0.1", "torch-2.1.2"):
+        os.link(shared, envs / name / "libtorch.so")
+    total = askhome.disk_use(envs)
+    assert 290_000 <= total < 310_000, f"the shared file once, not three times: {total}"
+    askhome.make_room(envs, total, set(), askhome.Log(quiet=True))
+    assert sorted(p.name for p in envs.iterdir()) == [".cache", "torch-2.0.1", "torch-2.1.2"], "within budget"
+    askhome.make_room(envs, total - 10_000, set(), askhome.Log(quiet=True))
+    left = sorted(p.name for p in envs.iterdir())
+    assert left == ["torch-2.0.1", "torch-2.1.2"], f"the cache goes first, and that is enough: {left}"
+    askhome.make_room(envs, 225_000, set(), askhome.Log(quiet=True))
+    left = sorted(p.name for p in envs.iterdir())
+    assert left == ["torch-2.1.2"], f"then the least recently used; the shared file lives on in the other: {left}"
+    assert askhome.disk_use(envs) > 200_000, "still there: the other virtualenv links it"
+
+
+# --------------------------------------------------------------------------- the report's cells
+
+
+def _no_probe(*args, **kwargs):
+    raise AssertionError(f"answered from the report's cells: nothing is installed or probed ({args})")
+
+
+def test_a_catalog_program_is_answered_from_the_reports_cells(ask_home, capsys, monkeypatch):
+    """The done-when question: torch.clamp(x, min=0) at 0 is a program of the catalog's relu@0, so the answer is
+    the report's cells (measured by nox -s report, every mode and dtype), with nothing installed or probed."""
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", _no_probe)
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.13.0", "--release", "2.14.1"]) == 0
+    out, _ = capsys.readouterr()
+    assert "the catalog's case relu@0 (the report's cases/relu-at-0.md): its cells for torch 2.13.0, 2.14.1" in out, out
+    assert "\n  2.13.0: 1 right\n  2.14.1: 0 left\n" in out, out
+    assert "changed in torch 2.14.1 (from 2.13.0): 1 → 0 [reverse, functional, forward, forward-ad, inductor" in out, out
+    assert not ask_home.exists(), "nothing kept: the report holds the answer"
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--all", "--mode", "inductor", "--dtype", "float32",
+                 "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["sources"] == dict.fromkeys(REGISTRY["torch"].versions, "report"), answer["sources"]
+    cells = {(o["environment"], o["mode"], o["dtype"]) for o in answer["report"]["observations"]}
+    assert {(m, d) for _, m, d in cells} == {("inductor", "float32")}, "only the cells asked for"
+
+
+def test_the_reports_case_is_the_one_at_the_point_sign_of_zero_included():
+    for at, case in (("x=0", "relu@0"), ("x=-0.0", "relu@-0.0"), ("x=1e-45", "relu@1e-45")):
+        report = ask.from_report(ask.question("torch.clamp(x, min=0)", at), ["2.13.0"])
+        assert report is not None and [c.id for c in report.cases] == [case], (at, report and report.cases)
+    assert ask.from_report(ask.question("torch.clamp(x, min=0) * 2", "x=0"), ["2.13.0"]) is None, \
+        "a program the catalog lacks has no cells in the report"
+    assert ask.from_report(ask.question("torch.clamp(x, min=0)", "x=0.5"), ["2.13.0"]) is None, \
+        "nor has a catalog program at another point"
+
+
+def test_releases_the_report_lacks_are_measured_here_and_joined(ask_home, capsys, monkeypatch):
+    """A release whose cells the report lacks (here: the installed one, cut out of the report) is measured here;
+    the answer joins both, and its changed-in runs across them."""
+    version = _installed("torch")
+    if version != "2.13.0":
+        pytest.skip(f"the values asserted are torch 2.13.0's (installed: {version})")
+    real = ask.from_report
+    monkeypatch.setattr(ask, "from_report",
+                        lambda q, releases, *a, **k: real(q, [r for r in releases if r != version], *a, **k))
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.13.0", "--release", "2.14.1",
+                 "--mode", "reverse", "--dtype", "float64"]) == 0
+    out, err = capsys.readouterr()
+    assert "its cells for torch 2.14.1 (" in out and "measured here: torch 2.13.0" in out, out
+    assert "\n  2.13.0: 1 right\n  2.14.1: 0 left\n" in out, out
+    assert "changed in torch 2.14.1 (from 2.13.0): 1 → 0 [reverse; float64]" in out, out
+    assert "torch 2.13.0: not in the report's cells: measured here" in err, err
+
+
+def test_the_next_environment_is_made_while_a_release_is_measured(ask_home, monkeypatch):
+    """Release 1.9.1's environment is made while release 1.8.0 is probed (the probe of 1.8.0 sees it begin); the
+    budget is checked before each environment is made, keeping the one measured and the next, and at the end."""
+    import threading
+
+    next_begun = threading.Event()
+    seen, rooms = {}, []
+
+    def environment(framework, version, root, log):
+        if version == "1.9.1":
+            next_begun.set()
+        return sys.executable, {}
+
+    def probe(got, framework, catalog_path, shard, modes, dtypes, timeout_s, log, version):
+        seen[version] = next_begun.wait(timeout=10) if version == "1.8.0" else True
+        return "not probed in this test"
+
+    monkeypatch.setattr(ask, "environment", environment)
+    monkeypatch.setattr(ask, "_probe", probe)
+    monkeypatch.setattr(ask, "make_room", lambda envs, budget, keep, log: rooms.append(sorted(p.name for p in keep)))
+    q = ask.question("autograd.numpy.maximum(x, y) * 3", "x=0,y=0")
+    answer = ask.measure([q], ["1.8.0", "1.9.1"], dtypes=["float64"], quiet=True, live=True)
+    assert seen == {"1.8.0": True, "1.9.1": True}, f"the next environment was begun during the probe: {seen}"
+    assert answer.not_measured == dict.fromkeys(["1.8.0", "1.9.1"], "not probed in this test"), answer.not_measured
+    assert rooms == [["autograd-1.8.0", "autograd-1.9.1"], ["autograd-1.9.1"]], rooms
+
+
+def test_the_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(monkeypatch):
+    import sys
+
+    from rich.progress import Progress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert isinstance(ask._progress(False, 3), Progress), "a terminal: a bar of the releases"
+    assert ask._progress(True, 3) is None and ask._progress(False, 0) is None, "--quiet, or nothing to measure"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert ask._progress(False, 3) is None, "not a terminal: lines"
 
 
 # --------------------------------------------------------------------------- measured for real
@@ -134,7 +258,7 @@ def _installed(framework: str) -> str:
 def test_ask_measures_the_installed_release_and_judges_it(ask_home, capsys, monkeypatch):
     version = _installed("torch")
     argv = ["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--mode", "reverse", "--mode", "functional",
-            "--dtype", "float64", "--dtype", "float32"]
+            "--dtype", "float64", "--dtype", "float32", "--live"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert "f = Max(0, x): a kink" in out and "Clarke generalized gradient [0, 1], min-norm 0" in out, out
@@ -168,7 +292,7 @@ def test_ask_across_releases_installs_an_environment_per_release(ask_home, capsy
     other = next((v for v in reversed(REGISTRY["autograd"].versions) if v != installed), None)
     assert other, "autograd's matrix has another release"
     rc = main(["ask", "autograd.numpy.maximum(x, y)", "--at", "x=0,y=0", "--release", installed, "--release", other,
-               "--dtype", "float64"])
+               "--dtype", "float64", "--live"])
     out, err = capsys.readouterr()
     if f"autograd {other}: not measured: install failed" in err:
         pytest.skip(f"no package registry reachable here to install autograd {other}: {err.splitlines()[-1]}")
@@ -243,7 +367,7 @@ def test_a_narrowed_question_answers_with_the_cells_asked(ask_home, capsys):
     """--mode forward --dtype float32: the answer shows those cells (no reverse-mode table of nothing), also when
     the shard measured before holds more."""
     version = _installed("torch")
-    base = ["ask", "torch.abs(x)", "--at", "x=0", "--quiet"]
+    base = ["ask", "torch.abs(x)", "--at", "x=0", "--quiet", "--live"]
     assert main([*base, "--mode", "reverse", "--mode", "forward", "--dtype", "float64", "--dtype", "float32"]) == 0
     capsys.readouterr()
     assert main([*base, "--mode", "forward", "--dtype", "float32"]) == 0

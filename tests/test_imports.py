@@ -224,7 +224,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("report", ["kinkcheck.report", "kinkcheck.query"]),
     ("faces", ["kinkcheck.cli", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
                "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.bench", "kinkcheck.ci",
-               "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.lock",
+               "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.askhome", "kinkcheck.lock",
                "kinkcheck.pytest_plugin"]),
 ]
 #: Imports that go up a layer, each for a reason.

@@ -23,40 +23,34 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.askhome import (
+    DEFAULT_DISK_BUDGET_GB,
+    ENV_DISK,
+    ENV_HOME,
+    Log,
+    disk_budget,
+    environment,
+    environment_path,
+    home,
+    installed_release,
+    make_room,
+)
 from kinkcheck.errors import UsageError
 
-__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_HOME", "Answer", "Question", "ask", "home", "measure", "question",
-           "releases_asked", "render", "stage", "write_catalog"]
+__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "Answer", "Question", "ask", "catalog_case",
+           "disk_budget", "from_report", "home", "installed_release", "measure", "question", "releases_asked",
+           "render", "stage", "write_catalog"]
 
-#: The folder questions and their environments are kept in (default: the user cache folder's ``kinkcheck/ask``).
-ENV_HOME = "KINKCHECK_ASK_HOME"
-#: Disk the kept virtualenvs may take, in GB (``--disk-budget``; ``$KINKCHECK_ASK_DISK_GB``): a torch release's is
-#: about 1.5 GB.
-DEFAULT_DISK_BUDGET_GB = 20.0
-ENV_DISK = "KINKCHECK_ASK_DISK_GB"
 #: Frameworks whose programs the catalog file itself holds; the others' are in ``programs/<name>.toml``.
 _INLINE = ("torch", "jax")
-
-
-def home() -> Path:
-    """Where questions and their virtualenvs are kept."""
-    env = os.environ.get(ENV_HOME)
-    if env is not None:
-        if not env.strip():
-            raise UsageError(f"{ENV_HOME} is empty: name a folder, or unset it for the user cache folder")
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("kinkcheck")) / "ask"
 
 
 # --------------------------------------------------------------------------- the question
@@ -231,25 +225,6 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
 # --------------------------------------------------------------------------- which releases
 
 
-def installed_release(framework: str) -> str | None:
-    """The release of ``framework`` installed beside kinkcheck (its public version, as the probe names its
-    environment: ``2.13.0`` for ``2.13.0+cpu``), or None."""
-    from importlib import metadata
-
-    from packaging.version import InvalidVersion, Version
-
-    from kinkcheck.registry import REGISTRY
-
-    try:
-        found = metadata.version(REGISTRY[framework].distribution)
-    except metadata.PackageNotFoundError:
-        return None
-    try:
-        return Version(found).public
-    except InvalidVersion:
-        return found
-
-
 def releases_asked(framework: str, release: Sequence[str] = (), releases: str | None = None,
                    every: bool = False) -> list[str]:
     """The releases a question is asked of, oldest first: ``release`` (each one of the matrix or the installed
@@ -293,106 +268,86 @@ def releases_asked(framework: str, release: Sequence[str] = (), releases: str | 
         raise UsageError(str(err)) from None
 
 
-# --------------------------------------------------------------------------- environments
+# --------------------------------------------------------------------------- the report's cells
 
 
-class _Log:
-    """What the environment helpers report (they were written for a nox session): progress on stderr."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-
-    def log(self, message: str) -> None:
-        if not self.quiet:
-            print(f"  {message}", file=sys.stderr, flush=True)
-
-    warn = log
+def _point_key(value: Any) -> Any:
+    """A point's numbers compared as the catalog tells them apart: ``-0.0`` is not ``0``."""
+    if isinstance(value, dict):
+        return tuple((k, _point_key(v)) for k, v in sorted(value.items()))
+    if isinstance(value, list):
+        return tuple(_point_key(v) for v in value)
+    return repr(float(value))
 
 
-def _dependencies() -> list[str]:
-    """kinkcheck's own requirements (no extras), installed beside a release so that its probe runs there."""
-    from importlib import metadata
+def catalog_case(cases: Sequence[Any], framework: str, program: str, at: dict[str, Any]) -> str | None:
+    """The id of the case among ``cases`` (a report's) that holds ``program`` of ``framework`` at the point ``at``
+    (sign of zero included), or None."""
+    key = _point_key(at)
+    for case in cases:
+        if _point_key(case.at) == key and any(p.framework == framework and p.program == program
+                                              for p in case.programs):
+            return case.id
+    return None
 
-    from packaging.requirements import Requirement
+
+def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (), dtypes: Sequence[str] = (),
+                path: str | Path | None = None) -> Any:
+    """The report's cells of ``q`` where the catalog holds its program at its point: the report (``path``, default
+    :func:`kinkcheck.query.default_report`) cut to that case, that program, the releases of ``releases`` it
+    measured on this platform's CPU, and the modes and dtypes asked, its *changed in* worked out again over them; or
+    None (no report, or no such case or release). The cells are the report's: measured by ``nox -s report`` with
+    their provenance, judged by its builder."""
+    import msgspec
+
+    from kinkcheck.cite import CiteError, load_report
+    from kinkcheck.query import default_report
+    from kinkcheck.report.sections import changed_in
 
     try:
-        reqs = metadata.requires("kinkcheck") or []
-    except metadata.PackageNotFoundError:
-        raise UsageError("kinkcheck is not installed (pip install kinkcheck, or pip install -e . in a checkout): "
-                         "its requirements are what a release's environment installs beside it") from None
-    return [r for r in reqs if Requirement(r).marker is None]
+        report = load_report(path if path is not None else default_report(), program=q.expr)
+    except CiteError:
+        return None
+    case_id = catalog_case(report.cases, q.framework, q.expr, q.at)
+    if case_id is None:
+        return None
+    wanted = set(releases)
+    envs = [e for e in report.environments if e.framework == q.framework and e.place == "cpu"
+            and e.framework_version in wanted and e.not_measured is None]
+    ids = {e.id for e in envs}
+    obs = [o for o in report.observations if o.case == case_id and o.program == q.expr and o.environment in ids
+           and (not modes or o.mode in modes) and (not dtypes or o.dtype in dtypes)]
+    have = {o.environment for o in obs}
+    envs = [e for e in envs if e.id in have]
+    if not envs:
+        return None
+    case = next(c for c in report.cases if c.id == case_id)
+    case = msgspec.structs.replace(case, programs=[p for p in case.programs if p.framework == q.framework
+                                                   and p.program == q.expr])
+    narrow = msgspec.structs.replace(report, environments=envs, cases=[case], observations=obs,
+                                     observations_file=None, networks=[], changed_in=[])
+    narrow.changed_in = changed_in(narrow)
+    return narrow
 
 
-def _source_copy(root: Path) -> Path:
-    """This kinkcheck's package, copied once per content into ``root/src-<digest>/kinkcheck``: a release's
-    environment imports it through ``PYTHONPATH`` (nothing of this interpreter's site-packages)."""
-    import kinkcheck
+def _merge(reported: Any, live: Any) -> Any:
+    """The report's cells of a catalog case (:func:`from_report`) and a live measurement of the same program at the
+    same point (its one-case report): one report of that case, environments oldest first."""
+    import msgspec
+    from packaging.version import Version
 
-    package = Path(kinkcheck.__file__).parent
-    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    h = hashlib.sha256()
-    for p in files:
-        h.update(p.relative_to(package).as_posix().encode() + b"\0" + p.read_bytes())
-    dest = root / f"src-{h.hexdigest()[:16]}"
-    if not (dest / "kinkcheck" / "__init__.py").exists():
-        tmp = root / f".{dest.name}.{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(package, tmp / "kinkcheck", ignore=shutil.ignore_patterns("__pycache__"))
-        with contextlib.suppress(OSError):  # another ask made it meanwhile
-            tmp.rename(dest)
-        shutil.rmtree(tmp, ignore_errors=True)
-    for old in root.glob("src-*"):  # earlier kinkchecks' copies
-        if old != dest:
-            shutil.rmtree(old, ignore_errors=True)
-    return dest
+    from kinkcheck.report.sections import changed_in
+    from kinkcheck.vocabulary import DTYPES, MODES
 
-
-def _disk(path: Path) -> int:
-    total = 0
-    for p in path.rglob("*"):
-        with contextlib.suppress(OSError):
-            if p.is_file() and not p.is_symlink():
-                total += p.stat().st_size
-    return total
-
-
-def _evict(envs: Path, budget_bytes: float, keep: set[Path], log: _Log) -> None:
-    """Remove the least recently used virtualenvs until those left take at most ``budget_bytes`` (never one in
-    ``keep``: this question's)."""
-    kept = [p for p in envs.iterdir() if p.is_dir() and not p.name.startswith(".")] if envs.is_dir() else []
-    used = {p: (p / ".last-used").stat().st_mtime if (p / ".last-used").exists() else 0.0 for p in kept}
-    sizes = {p: _disk(p) for p in kept}
-    total = sum(sizes.values())
-    for p in sorted(kept, key=lambda q: used[q]):
-        if total <= budget_bytes:
-            break
-        if p in keep:
-            continue
-        log.log(f"removing {p.name} ({sizes[p] / 1e9:.1f} GB): the kept environments exceed the disk budget of "
-                f"{budget_bytes / 1e9:g} GB")
-        shutil.rmtree(p, ignore_errors=True)
-        total -= sizes[p]
-
-
-def environment(framework: str, version: str, root: Path, log: _Log) -> tuple[str, dict[str, str]] | str:
-    """The interpreter and environment variables that run kinkcheck with ``framework`` ``version``: this one for
-    the installed release, else a kept virtualenv (made and installed on first use). A string: why there is none."""
-    from kinkcheck.probe import environments as envs
-
-    if version == installed_release(framework):
-        return sys.executable, {}
-    venv = root / "envs" / f"{framework}-{version}"
-    cache = root / "envs" / ".cache"
-    reqs = envs.requirements(framework, version)
-    if not reqs:
-        return f"no build of {framework} {version} for this machine on a package registry"
-    log.log(f"{framework} {version}: environment {venv}")
-    reason = (envs._make_venv(log, venv, envs.python_for(framework, version))
-              or envs._install(log, venv, [*reqs, *_dependencies()], cache, root))
-    if reason is not None:
-        return reason
-    (venv / ".last-used").touch()
-    return str(envs.venv_python(venv)), {"PYTHONPATH": str(_source_copy(root / "envs"))}
+    case_id = reported.cases[0].id
+    envs = sorted([*reported.environments, *live.environments], key=lambda e: Version(e.framework_version))
+    rank = {e.id: i for i, e in enumerate(envs)}
+    obs = [*reported.observations, *(msgspec.structs.replace(o, case=case_id) for o in live.observations)]
+    obs.sort(key=lambda o: (rank[o.environment], MODES.index(o.mode) if o.mode in MODES else len(MODES),
+                            DTYPES.index(o.dtype) if o.dtype in DTYPES else len(DTYPES)))
+    merged = msgspec.structs.replace(reported, environments=envs, observations=obs, changed_in=[])
+    merged.changed_in = changed_in(merged)
+    return merged
 
 
 # --------------------------------------------------------------------------- measuring and judging
@@ -400,12 +355,16 @@ def environment(framework: str, version: str, root: Path, log: _Log) -> tuple[st
 
 @dataclass
 class Answer:
-    """A question's shards judged: the one-case report, and each release not measured with the reason."""
+    """A question's cells judged: the one-case report, each release not measured with the reason, and where each
+    release's cells come from (``sources``: ``"report"``, the report's cells at ``report_path``; ``"live"``,
+    measured here for this question)."""
 
     question: Question
     releases: list[str]
     report: Any
     not_measured: dict[str, str]
+    sources: dict[str, str] = field(default_factory=dict)
+    report_path: str | None = None
 
 
 def _shard_path(folder: Path, framework: str, version: str) -> Path:
@@ -428,84 +387,142 @@ def _fresh(shard: Path, catalog: Any, framework: str, modes: Sequence[str], dtyp
 
 
 def ask(q: Question, releases: Sequence[str], *, modes: Sequence[str] = (), dtypes: Sequence[str] = (),
-        disk_budget_gb: float | None = None, quiet: bool = False, timeout_s: float | None = None) -> Answer:
-    """Measure ``q`` in each of ``releases`` (only what its shard lacks) and judge the shards."""
+        disk_budget_gb: float | None = None, quiet: bool = False, timeout_s: float | None = None,
+        live: bool = False) -> Answer:
+    """Answer ``q`` in each of ``releases``: from the report's cells where the catalog holds the program at the
+    point (unless ``live``), the other releases measured (only what their shards lack), judged."""
     return measure([q], releases, modes=modes, dtypes=dtypes, disk_budget_gb=disk_budget_gb, quiet=quiet,
-                   timeout_s=timeout_s)
+                   timeout_s=timeout_s, live=live)
 
 
 def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Sequence[str] = (),
             dtypes: Sequence[str] = (), disk_budget_gb: float | None = None, quiet: bool = False,
-            timeout_s: float | None = None) -> Answer:
-    """Measure ``questions`` (one framework's) in each of ``releases``, one probe of their catalog per release
-    (only what its shard lacks), and judge the shards as the report judges its cases."""
-    from kinkcheck.catalog import load_catalog
-    from kinkcheck.report.build import build
-    from kinkcheck.shards import read_shard
-
+            timeout_s: float | None = None, live: bool = False) -> Answer:
+    """Answer ``questions`` (one framework's) in each of ``releases``. One question that is a catalog program at
+    its case's point takes the report's cells for the releases the report measured (:func:`from_report`; not with
+    ``live``); every other release is measured here, one probe of the questions' catalog per release (only what its
+    shard lacks), and judged as the report judges its cases."""
     frameworks = {q.framework for q in questions}
     if len(frameworks) != 1:
         raise ValueError(f"measure: questions of one framework, got {sorted(frameworks)}")
     framework = frameworks.pop()
+    reported, report_path = None, None
+    if len(questions) == 1 and not live:
+        from kinkcheck.query import default_report
+
+        report_path = default_report()
+        reported = from_report(questions[0], releases, modes, dtypes, report_path)
+    sources = dict.fromkeys((e.framework_version for e in reported.environments) if reported else (), "report")
+    rest = [v for v in releases if v not in sources]
+    measured, not_measured = _live(questions, framework, rest, modes, dtypes, disk_budget_gb, quiet, timeout_s,
+                                   bool(sources))
+    sources.update(dict.fromkeys((e.framework_version for e in measured.environments) if measured else (), "live"))
+    report = (measured if reported is None else reported if measured is None else _merge(reported, measured))
+    return Answer(questions[0], list(releases), report, not_measured, {v: sources[v] for v in releases if v in sources},
+                  str(report_path) if reported is not None else None)
+
+
+def _progress(quiet: bool, total: int) -> Any:
+    """A progress bar of the releases to measure on stderr, where it is a terminal; else None (lines instead)."""
+    if quiet or total == 0 or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("releases"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.description}"), console=Console(stderr=True), transient=True)
+
+
+def _live(questions: Sequence[Question], framework: str, releases: Sequence[str], modes: Sequence[str],
+          dtypes: Sequence[str], disk_budget_gb: float | None, quiet: bool, timeout_s: float | None,
+          some_from_report: bool) -> tuple[Any, dict[str, str]]:
+    """Measure ``questions`` in ``releases`` here: the one-case (or few-case) catalog in its folder, each release's
+    shard brought up to date by ``kinkcheck probe`` in the release's environment. The next release's environment is
+    made while the current one is measured, and the kept environments are brought within the disk budget before
+    each one is made. The report of the shards (None where none was measured) and the releases not measured."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kinkcheck.catalog import load_catalog
+    from kinkcheck.report.build import build
+    from kinkcheck.shards import read_shard
+
+    budget = disk_budget(disk_budget_gb)
+    if not releases:
+        return None, {}
     root = home()
     digest = hashlib.sha256("".join(sorted(q.digest for q in questions)).encode()).hexdigest()[:16]
     folder = root / "questions" / (questions[0].digest if len(questions) == 1 else digest)
     catalog_path = write_catalog(questions, folder)
     catalog = load_catalog(catalog_path)
-    log = _Log(quiet)
-    budget = disk_budget(disk_budget_gb)
     not_measured: dict[str, str] = {}
-    used: set[Path] = set()
+    pending = [v for v in releases if not _fresh(_shard_path(folder, framework, v), catalog, framework, modes, dtypes)]
+    progress = _progress(quiet, len(pending))
+    log = Log(quiet, progress.console if progress is not None else None)
     for version in releases:
-        shard = _shard_path(folder, framework, version)
-        if _fresh(shard, catalog, framework, modes, dtypes):
-            log.log(f"{framework} {version}: measured before ({shard})")
-            continue
-        started = time.monotonic()
-        got = environment(framework, version, root, log)
-        if isinstance(got, str):
-            not_measured[version] = got
-            log.log(f"{framework} {version}: not measured: {got}")
-            continue
-        python, extra = got
-        used.add(root / "envs" / f"{framework}-{version}")
-        cmd = [python, "-m", "kinkcheck", "probe", "--framework", framework, "--catalog", str(catalog_path),
-               "--out", str(shard), "--quiet", *[a for m in modes for a in ("--mode", m)],
-               *[a for d in dtypes for a in ("--dtype", d)]]
-        log.log(f"{framework} {version}: measuring " + (", ".join([*modes, *dtypes]) or "every mode and dtype"))
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **extra}, check=False,
-                              timeout=timeout_s)
-        if proc.returncode != 0 or not shard.exists():
-            lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-            not_measured[version] = f"the probe failed ({lines[-1][:200] if lines else f'exit {proc.returncode}'})"
-            log.log(f"{framework} {version}: not measured: {not_measured[version]}")
-            continue
-        log.log(f"{framework} {version}: measured in {time.monotonic() - started:.0f} s")
-    if used:
-        _evict(root / "envs", budget, used, log)
+        if version not in pending:
+            log.log(f"{framework} {version}: measured before ({_shard_path(folder, framework, version)})")
+    if some_from_report and pending:
+        log.log(f"{framework} {', '.join(pending)}: not in the report's cells: measured here")
+    with contextlib.ExitStack() as stack:
+        task = None
+        if progress is not None:
+            stack.enter_context(progress)
+            task = progress.add_task("", total=len(pending))
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="kinkcheck-ask-env"))
+        made = pool.submit(environment, framework, pending[0], root, log) if pending else None
+        for i, version in enumerate(pending):
+            if progress is not None:
+                progress.update(task, description=f"{framework} {version}: environment")
+            started = time.monotonic()
+            got = made.result()
+            if i + 1 < len(pending):  # the next release's environment is made while this one is measured
+                following = pending[i + 1]
+                make_room(root / "envs", budget, {environment_path(root, framework, v) for v in (version, following)},
+                          log)
+                made = pool.submit(environment, framework, following, root, log)
+            if isinstance(got, str):
+                not_measured[version] = got
+                log.log(f"{framework} {version}: not measured: {got}")
+            else:
+                if progress is not None:
+                    progress.update(task, description=f"{framework} {version}: measuring")
+                why = _probe(got, framework, catalog_path, _shard_path(folder, framework, version), modes, dtypes,
+                             timeout_s, log, version)
+                if why is not None:
+                    not_measured[version] = why
+                    log.log(f"{framework} {version}: not measured: {why}")
+                else:
+                    log.log(f"{framework} {version}: measured in {time.monotonic() - started:.0f} s")
+            if progress is not None:
+                progress.advance(task)
+    if pending:
+        make_room(root / "envs", budget, {environment_path(root, framework, pending[-1])}, log)
     shards = [read_shard(p) for v in releases if (p := _shard_path(folder, framework, v)).exists()
               and v not in not_measured]
     for s in shards:  # the cells asked for: a shard measured before may hold more
         s["observations"] = [o for o in s["observations"] if (not modes or o["mode"] in modes)
                              and (not dtypes or o["dtype"] in dtypes)]
-    report = build(shards, catalog) if shards else None
-    return Answer(questions[0], list(releases), report, not_measured)
+    return (build(shards, catalog) if shards else None), not_measured
 
 
-def disk_budget(gb: float | None) -> float:
-    """The disk budget of the kept virtualenvs in bytes: ``gb``, else ``$KINKCHECK_ASK_DISK_GB``, else the
-    default. Raises UsageError for one that is not a positive number."""
-    import math
-
-    raw: Any = gb if gb is not None else os.environ.get(ENV_DISK, DEFAULT_DISK_BUDGET_GB)
+def _probe(got: tuple[str, dict[str, str]], framework: str, catalog_path: Path, shard: Path, modes: Sequence[str],
+           dtypes: Sequence[str], timeout_s: float | None, log: Log, version: str) -> str | None:
+    """``kinkcheck probe`` of the catalog at ``catalog_path`` into ``shard`` with the interpreter and variables
+    ``got``; None when the shard was written, else why not (one line)."""
+    python, extra = got
+    cmd = [python, "-m", "kinkcheck", "probe", "--framework", framework, "--catalog", str(catalog_path),
+           "--out", str(shard), "--quiet", *[a for m in modes for a in ("--mode", m)],
+           *[a for d in dtypes for a in ("--dtype", d)]]
+    log.log(f"{framework} {version}: measuring " + (", ".join([*modes, *dtypes]) or "every mode and dtype"))
     try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        where = "--disk-budget" if gb is not None else ENV_DISK
-        raise UsageError(f"{where} must be a number of GB above 0, got {raw!r}")
-    return value * 1e9
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **extra}, check=False,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"the probe ran past {timeout_s:g} s"
+    if proc.returncode != 0 or not shard.exists():
+        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+        return f"the probe failed ({lines[-1][:200] if lines else f'exit {proc.returncode}'})"
+    return None
 
 
 # --------------------------------------------------------------------------- printing
@@ -519,6 +536,17 @@ def render(answer: Answer) -> str:
 
     q = answer.question
     out = [f"{q.expr} at {', '.join(f'{k} = {v}' for k, v in q.at.items())}"]
+    by_source: dict[str, list[str]] = {}
+    for version, source in answer.sources.items():
+        by_source.setdefault(source, []).append(version)
+    if "report" in by_source:
+        from kinkcheck.cite import case_page
+
+        case_id = answer.report.cases[0].id
+        out.append(f"the catalog's case {case_id} (the report's {case_page(case_id)}): its cells for {q.framework} "
+                   f"{_ranges(answer, by_source['report'])} ({answer.report_path}; --live measures them here instead)")
+    if "live" in by_source:
+        out.append(f"measured here: {q.framework} {_ranges(answer, by_source['live'])}")
     for version, why in answer.not_measured.items():
         out.append(f"{q.framework} {version}: not measured: {why}")
     if answer.report is None:
@@ -563,6 +591,14 @@ def render(answer: Answer) -> str:
     return "\n".join(out) + "\n"
 
 
+def _ranges(answer: Answer, versions: Sequence[str]) -> str:
+    """``versions`` as runs of the answer's releases (``"1.13.1 – 2.15.0"``)."""
+    from kinkcheck.report.model import release_ranges
+
+    envs = answer.report.environments
+    return release_ranges([e.id for e in envs if e.framework_version in versions], envs)
+
+
 def _mark(label: str | None) -> str:
     from kinkcheck.report.text import mark
 
@@ -586,44 +622,56 @@ def _cell_text(cell: Any) -> str:
 ASK_COLD_TARGET_S, ASK_WARM_TARGET_S = 600.0, 60.0
 
 
-def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0") -> int:
-    """``kinkcheck ask PROGRAM --at AT --releases SPEC`` twice in a fresh ``$KINKCHECK_ASK_HOME``: cold (each
-    release's virtualenv made and installed, every mode and dtype measured) and warm (the same question again:
-    answered from its shards), each with its figure per release, beside the targets for the whole torch matrix.
-    The cold figure is only for the releases asked (a torch environment from PyPI takes ~5.5 GB of disk)."""
-    import os
-    import subprocess
-    import sys
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, Any]:
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    return time.monotonic() - started, proc
+
+
+def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0",
+          fresh_program: str = "torch.clamp(x, min=0) * 2") -> int:
+    """``kinkcheck ask`` timed in a fresh ``$KINKCHECK_ASK_HOME``, cold (nothing kept) then warm (the same question
+    again), for two questions:
+
+    - ``program`` at ``at``, a catalog program, across every torch release of the matrix (``--all``): answered from
+      the report's cells;
+    - ``fresh_program`` at ``at``, a program the catalog lacks, across the releases in ``releases``: measured here,
+      each release's virtualenv made (the installer's cache empty) and every mode and dtype probed. The figure is
+      only for the releases asked (a torch environment from PyPI takes ~5.5 GB of disk); a figure for the whole
+      matrix at that rate is arithmetic, printed as such.
+    """
     import tempfile
-    import time
 
     try:
         chosen = releases_asked("torch", releases=releases)
     except UsageError as err:
         print(f"bench --ask: {err}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-bench-") as home:
-        env = {**os.environ, "KINKCHECK_ASK_HOME": home}
-        cmd = [sys.executable, "-m", "kinkcheck", "ask", program, "--at", at, "--releases", releases]
-        runs = []
-        for what in ("cold", "warm"):
-            started = time.monotonic()
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-            runs.append((what, time.monotonic() - started, proc))
-            if proc.returncode != 0:
-                print(f"{what} run failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-                return 1
-        per = [ln.strip() for ln in runs[0][2].stderr.splitlines() if "measured in" in ln]
-    n = len(chosen)
-    print(f"kinkcheck ask {program!r} --at {at} --releases {releases!r}: {n} torch release(s) ({', '.join(chosen)})")
-    for what, seconds, _ in runs:
+    matrix = list(releases_asked("torch", every=True))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-bench-") as folder:
+        env = {**os.environ, ENV_HOME: folder}
+        for expr, spec, n in ((program, ["--all"], len(matrix)), (fresh_program, ["--releases", releases], len(chosen))):
+            cmd = [sys.executable, "-m", "kinkcheck", "ask", expr, "--at", at, *spec]
+            for what in ("cold", "warm"):
+                seconds, proc = _timed(cmd, env)
+                if proc.returncode != 0:
+                    print(f"{expr} ({what}) failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+                    return 1
+                per = [ln.strip() for ln in proc.stderr.splitlines() if "measured in" in ln]
+                rows.append((expr, what, n, seconds, per))
+    print(f"kinkcheck ask --at {at}: the matrix has {len(matrix)} torch releases; {releases!r} holds "
+          f"{len(chosen)} ({', '.join(chosen)})")
+    for expr, what, n, seconds, per in rows:
         target = ASK_COLD_TARGET_S if what == "cold" else ASK_WARM_TARGET_S
-        print(f"  {what:<5} {seconds:8.1f} s   {seconds / n:7.1f} s a release   target for the whole matrix "
-              f"<= {target:.0f} s")
-    for line in per:
-        print(f"    {line}")
-    print("  (cold: each release's virtualenv made and installed with an empty cache, then every mode and dtype "
-          "measured; warm: the same question again, answered from its shards)")
+        whole = "" if n == len(matrix) else f"   whole matrix at this rate: {seconds / n * len(matrix):7.1f} s (arithmetic)"
+        print(f"  {expr!r:<32} {what:<5} {n:>2} release(s) {seconds:8.1f} s   {seconds / n:6.1f} s a release   "
+              f"target for the whole matrix <= {target:.0f} s{whole}")
+        for line in per:
+            print(f"      {line}")
+    print(f"  ({program!r} is a catalog program: answered from the report's cells; {fresh_program!r} is not: cold, "
+          "each release's virtualenv made with an empty installer cache while the one before is measured, every mode "
+          "and dtype probed; warm: the same question again, answered from its shards)")
     return 0
 
 
@@ -655,12 +703,13 @@ def command(args: Any) -> int:
         for path in ask.stage(q, args.stage, catalog, args.title):
             print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
     answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
-                     quiet=args.quiet)
+                     quiet=args.quiet, live=args.live)
     if args.json:
         from kinkcheck.report.model import report_json
 
         print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy},
                           "releases": answer.releases, "not_measured": answer.not_measured,
+                          "sources": answer.sources, "report_path": answer.report_path,
                           "report": None if answer.report is None else json.loads(report_json(answer.report))}))
     else:
         sys.stdout.write(ask.render(answer))

@@ -492,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--title", help="with --stage: the case's title (default: the program at the point)")
     a.add_argument("--catalog", metavar="PATH", help="with --stage: the catalog to stage beside (default "
                    "references/catalog.toml in the current folder: run it in the checkout)")
+    a.add_argument("--live", action="store_true", help="measure every release here, even those whose cells the "
+                   "report holds (default: a catalog program at its case's point is answered from the report's "
+                   "cells, measured by nox -s report)")
     a.add_argument("--json", action="store_true", help="print one JSON object: the question and its one-case report")
     a.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a.set_defaults(func=_cmd_ask)
