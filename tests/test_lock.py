@@ -190,6 +190,9 @@ def test_a_transformer_block_locks_its_max_and_not_its_smooth_functions(models):
      "--lock usermodels.py exists and is not a kinkcheck lock: not written over"),
     (["lock", "--release", "2.14.1", "--model", "usermodels:clamped", "--data", "usermodels:rows"],
      "go with --check"),
+    (["lock", "--check", "--device", "cuda"], "the report measured torch on cuda in 2.11.0, not 2.13.0"),
+    (["lock", "--check", "--device", "cuda", "--framework-version", "jax==0.11.2"],
+     "--device or --framework-version, not both"),
 ])
 def test_bad_input_is_one_line_and_the_lock_is_kept(models, capsys, argv, why):
     before = lock.lock_text(lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu",
@@ -364,3 +367,42 @@ def test_a_lock_checked_against_another_framework_pairs_the_cases_programs(model
     assert not any("(jax.nn.relu(x))" in ln for ln in relu), "jax.nn.relu keeps torch's 0 at 0: not a change"
     assert "max_pool2d" in out and "not compared: no catalog case holds this program at this point" in out, out
     assert "its size on your batch is not measured across frameworks" in out and "not compared)" in out, out
+
+
+# --------------------------------------------------------------------------- another device
+
+
+def test_a_lock_checked_on_cuda_compares_the_reports_cuda_cells(models, capsys):
+    """--device cuda --release 2.11.0: each site that is a catalog case against the report's cell of the same program
+    measured on an NVIDIA GPU (no GPU here); the others are not compared. The CNN's relu keeps 0 on CUDA."""
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "--device", "cuda", "--release", "2.11.0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda (2 not compared)" in out, out
+    assert ": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): not compared: no catalog case " \
+           "holds this program at this point" in out, out
+
+
+def test_a_convention_the_gpu_changes_is_a_change_and_says_whose_doing(models, capsys):
+    """A site of ``torch.kthvalue(v, 2).values`` at the tie [1, 0, 1, 0], locked with the report's CPU cell of
+    torch 2.13.0: on CUDA (torch 2.11.0, the report's H200 shard) the gradient goes to the first tied element,
+    on the CPU of 2.11.0 to the last, as in the lock: the device changes it."""
+    from kinkcheck.query import lookup
+
+    program, case = "torch.kthvalue(v, 2).values", "kthvalue@[1,0,1,0]"
+    (cell,) = lookup(program, case=case, release="2.13.0", dtype="float32", device="cpu")
+    site = lock.LockedSite(index=0, operation="torch.kthvalue", call="usermodels.py:9", kink="tie", dtype="float32",
+                           hits=2, elements=4, program=program, at="v=[1.0,0.0,1.0,0.0]", case=case,
+                           status=cell.status, value=cell.value, labels=list(cell.labels), source="report")
+    lock.write_lock(lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu",
+                              model="usermodels:clamped", data="usermodels:rows", written_by="a test", site=[site]),
+                    models / "kinkcheck.lock")
+    assert cell.value == {"v": [0.0, 0.0, 0.0, 1.0]}, cell
+    assert main(["lock", "--check", "--device", "cuda", "--release", "2.11.0", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert ("usermodels.py:9: torch.kthvalue (torch.kthvalue(v, 2).values at v=[1.0,0.0,1.0,0.0], float32): "
+            "[0, 0, 0, 1] (last) in torch 2.13.0 → [0, 1, 0, 0] (first) in 2.11.0 cuda (on the CPU 2.11.0 gives "
+            "[0, 0, 0, 1] (last): the device changes it); read ") in out, out
+    assert "1 of 1 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda" in out, out

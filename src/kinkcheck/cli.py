@@ -513,7 +513,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "release)")
     lk.add_argument("--release", metavar="VERSION", help="with --check: a release of the framework's matrix")
     lk.add_argument("--framework-version", metavar="FW==VERSION", help="with --check: the same as --release")
-    lk.add_argument("--device", default="cpu", choices=tuple(DEVICES), help="with --check: cpu (default)")
+    lk.add_argument("--device", default="cpu", choices=tuple(DEVICES), help="with --check: compare with the report's "
+                    "cells on this device (cuda: the releases the report measured on an NVIDIA GPU; with --release, "
+                    "else the lock's release); default cpu")
     lk.add_argument("--quiet", action="store_true", help="no progress on stderr")
     lk.set_defaults(func=_cmd_lock)
 

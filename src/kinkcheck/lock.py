@@ -352,24 +352,19 @@ class Change(msgspec.Struct, kw_only=True):
     source: str
 
     def line(self, framework: str) -> str:
-        from kinkcheck.report.text import fmt_value
-
-        def face(status: str, value: Any, labels: Sequence[str]) -> str:
-            if status != "ok":
-                return status
-            return f"{fmt_value(value)} ({labels[0] if labels else 'not judged'})"
-
         s = self.site
-        old = face(s.status, s.value, s.labels)
-        new = face(self.status, self.value, self.labels)
+        old = _face(s.status, s.value, s.labels)
+        new = _face(self.status, self.value, self.labels)
         read = f"; read {case_page(s.case)}" if s.case else ""
         there = f"{self.release} ({self.program})" if self.program else self.release
         return (f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {old} in {framework} "
-                f"{self.site_release} → {new} in {there}{read}")
+                f"{self.site_release} → {new} in {there}{self.note}{read}")
 
     site_release: str = ""
     #: Another framework's program of the site's case (``migrate``'s equivalent), when checked across frameworks.
     program: str | None = None
+    #: What else the report says of the change (checked on another device: the same release on the CPU).
+    note: str = ""
 
 
 def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -402,39 +397,72 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[
     return target, changes
 
 
-def check_across(lock: Lock, framework: str, release: str) -> tuple[list[Change], list[str]]:
-    """Compare the lock with another framework, as ``kinkcheck migrate`` pairs programs: each site whose question
-    is a catalog case against every program ``framework`` has for that case, from the report's cells of
-    ``release`` (reverse mode, the site's dtype, CPU). The changes (one per target program that returns another
-    value or status), and a line for each site that cannot be compared (no catalog case, no cell)."""
+def _face(status: str, value: Any, labels: Sequence[str]) -> str:
+    from kinkcheck.report.text import fmt_value
+
+    return f"{fmt_value(value)} ({labels[0] if labels else 'not judged'})" if status == "ok" else status
+
+
+def report_releases(framework: str, device: str) -> list[str]:
+    """The releases of ``framework`` the report measured on ``device`` (Linux x86-64), oldest first."""
+    from kinkcheck.query import LookupFailed, data_path
+    from kinkcheck.report.dataset import DatasetError, table_index
+
+    try:
+        return list(table_index(data_path()).get("releases", {}).get(framework, {}).get(device, []))
+    except (LookupFailed, DatasetError):
+        return []
+
+
+def check_across(lock: Lock, framework: str, release: str, device: str = "cpu") -> tuple[list[Change], list[str]]:
+    """Compare the lock with the report's cells of ``framework`` ``release`` on ``device`` (reverse mode, the
+    site's dtype, Linux x86-64): each site whose question is a catalog case. Another framework is paired as
+    ``kinkcheck migrate`` pairs programs (every program it has for the case); the lock's own framework on another
+    device is compared program for program, each change beside the same release's CPU cell (is it the device's
+    doing or the release's?). The changes (one per program that returns another value or status), and a line for
+    each site that cannot be compared (no catalog case, no cell)."""
     from kinkcheck.ask import releases_asked
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
     from kinkcheck.query import LookupFailed, lookup
 
     releases_asked(framework, [release])  # an unknown release: UsageError before anything runs
+    same = framework == lock.framework
     changes: list[Change] = []
     unknown: list[str] = []
+
+    def cells(program: str | None, case: str, on: str, dtype: str) -> tuple[list[Any], str]:
+        try:
+            rows = [r for r in lookup(program, case=case, framework=framework, release=release, mode="reverse",
+                                      dtype=dtype, device=on) if r.platform_tag == DEFAULT_PLATFORM]
+        except LookupFailed as err:
+            return [], str(err)
+        return rows, f"the report has no {framework} {release} {on} cell of {case} in {dtype}"
+
     for s in lock.site:
         head = f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype})"
         if s.case is None:
-            unknown.append(f"{head}: not compared: no catalog case holds this program at this point, so kinkcheck "
-                           f"knows no {framework} equivalent")
+            why = (f"the report has no {device} cell of it (kinkcheck measures a lock's own questions on the CPU)"
+                   if same else f"kinkcheck knows no {framework} equivalent")
+            unknown.append(f"{head}: not compared: no catalog case holds this program at this point, so {why}")
             continue
-        try:
-            rows = [r for r in lookup(case=s.case, framework=framework, release=release, mode="reverse",
-                                      dtype=s.dtype, device="cpu") if r.platform_tag == DEFAULT_PLATFORM]
-        except LookupFailed as err:
-            rows, why = [], str(err)
-        else:
-            why = f"the report has no {framework} {release} cell of {s.case} in {s.dtype}"
+        rows, why = cells(s.program if same else None, s.case, device, s.dtype)
         if not rows:
             unknown.append(f"{head}: not compared: {why}")
             continue
         for r in rows:
-            if r.status != s.status or not _same(s.dtype, s.value, r.value):
-                changes.append(Change(site=s, release=f"{framework} {release}", status=r.status, value=r.value,
-                                      labels=list(r.labels), source="report", site_release=lock.release,
-                                      program=r.program))
+            if r.status == s.status and _same(s.dtype, s.value, r.value):
+                continue
+            note = ""
+            if same and device != "cpu":
+                cpu, _ = cells(s.program, s.case, "cpu", s.dtype)
+                if cpu:
+                    c = cpu[0]
+                    agrees = c.status == s.status and _same(s.dtype, s.value, c.value)
+                    note = (f" (on the CPU {release} gives {_face(c.status, c.value, c.labels)}: "
+                            f"{'the device changes it' if agrees else 'the release changes it too'})")
+            changes.append(Change(site=s, release=f"{release} {device}" if same else f"{framework} {release}",
+                                  status=r.status, value=r.value, labels=list(r.labels), source="report",
+                                  site_release=lock.release, program=None if same else r.program, note=note))
     return changes, unknown
 
 
@@ -527,9 +555,6 @@ def command(args: Any) -> int:
         return 0
     if args.model or args.data:
         raise UsageError("--check reads the lock; --model and --data write one")
-    if args.device != "cpu":
-        raise UsageError(f"lock --check --device {args.device}: kinkcheck measures a lock's questions on the CPU only "
-                         "so far")
     for name, value in (("--release", args.release), ("--framework-version", args.framework_version)):
         if value is not None and not value.strip():
             raise UsageError(f"lock --check: {name} is empty: name a release, or leave it out for the installed one")
@@ -539,7 +564,19 @@ def command(args: Any) -> int:
         if release:
             raise UsageError("--release or --framework-version, not both")
         framework, release = lock.parse_framework_version(args.framework_version)
-    if framework != held.framework:
+    if args.device != "cpu":
+        if args.framework_version:
+            raise UsageError("--device or --framework-version, not both (a lock is checked on another device in its "
+                             "own framework)")
+        release = release or held.release
+        there = lock.report_releases(framework, args.device)
+        if release not in there:
+            raise UsageError(f"lock --check --device {args.device}: the report measured {framework} on "
+                             f"{args.device} in {', '.join(there) or 'no release'}, not {release}: check against one "
+                             "of those (--release R)")
+        changes, unknown = lock.check_across(held, framework, release, args.device)
+        target = f"{framework} {release} {args.device}"
+    elif framework != held.framework:
         changes, unknown = lock.check_across(held, framework, release)
         target = f"{framework} {release}"
     else:
