@@ -133,3 +133,15 @@ def test_jax_max_pooling_windows_are_counted():
     out, sites = jax_hits(pool, img)
     assert out.tolist() == [[1.0, 2.0], [3.0, 5.0]]
     assert [(s.program, s.elements, s.hits) for s in sites] == [("reduce_window_max", 4, 3)], sites
+    assert (sites[0].question, sites[0].at) == (
+        "jax.lax.reduce_window(m, -jax.numpy.inf, jax.lax.max, (2, 2), (2, 2), ((0, 0), (0, 0)))",
+        "m=[[1.0,1.0],[1.0,1.0]]"), "asked at one window whose elements all tie, with the call's window and strides"
+
+
+def test_a_padded_jax_pool_is_not_asked():
+    pytest.importorskip("jax", reason="JAX is not installed in this Python")
+    from kinkcheck.frameworks.jax.kinkhits import jax_question
+
+    params = {"window_dimensions": (3,), "window_strides": (1,), "padding": ((1, 1),), "base_dilation": (1,),
+              "window_dilation": (1,)}
+    assert jax_question([], "reduce_window_max", [], params) == "reduce_window_max: a padded or dilated window: not asked"

@@ -369,6 +369,49 @@ def test_a_lock_checked_against_another_framework_pairs_the_cases_programs(model
     assert "its size on your batch is not measured across frameworks" in out and "not compared)" in out, out
 
 
+
+JAX_CNN = textwrap.dedent('''
+    import jax
+    import jax.numpy as jnp
+
+
+    def apply(params, x):
+        h = jax.nn.relu(jax.lax.conv_general_dilated(x, params, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+        return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID").sum(axis=(1, 2, 3))
+
+
+    def cnn():
+        return apply, jnp.zeros((3, 3, 1, 2))
+
+
+    def images():
+        return [jnp.ones((1, 4, 4, 1))]
+''')
+
+
+def test_a_jax_pool_over_tied_windows_is_locked_as_one_window_of_ties(tmp_path, monkeypatch, capsys):
+    """flax's max_pool is ``lax.reduce_window`` with ``lax.max``: a window whose elements all tie (zero weights: every
+    activation is 0) is asked as ``jax.lax.reduce_window`` with the call's window and strides at one window of
+    ones, measured live (no catalog case is at that point), and passes against the installed release."""
+    pytest.importorskip("jax", reason="a JAX model")
+    (tmp_path / "jaxcnn.py").write_text(JAX_CNN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "jaxcnn", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(tmp_path / "ask"))
+    assert main(["lock", "--model", "jaxcnn:cnn", "--data", "jaxcnn:images", "--quiet"]) == 0
+    written = lock.read_lock(tmp_path / "kinkcheck.lock")
+    assert not written.unlocked, written.unlocked
+    pool = next(s for s in written.site if s.operation == "reduce_window_max")
+    assert (pool.program, pool.at, pool.source, pool.status) == (
+        "jax.lax.reduce_window(m, -jax.numpy.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), ((0, 0), (0, 0), (0, 0), "
+        "(0, 0)))", "m=[[[[1.0],[1.0]],[[1.0],[1.0]]]]", "measured", "ok"), pool
+    grads = [g for row in pool.value["m"][0] for g in (x[0] for x in row)]
+    assert sum(grads) == 1.0 and pool.labels, f"one window's gradient sums to 1 among its tied elements: {pool}"
+    capsys.readouterr()
+    assert main(["lock", "--check", "--quiet"]) == 0, capsys.readouterr()
+
+
 # --------------------------------------------------------------------------- another device
 
 

@@ -159,7 +159,7 @@ def _eval(jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], names: list[st
                     site.elements, site.hits = _jax_count(prim, invals, eqn.params)
                 except (ValueError, TypeError, KeyError) as err:  # a window form not handled: said, not guessed
                     site.inspected, site.why = False, f"{prim}: {err}"
-                ask_site(site, lambda: jax_question(names, prim, invals))
+                ask_site(site, lambda: jax_question(names, prim, invals, eqn.params))
                 sites.append(site)
             elif any(p in eqn.params for p in ("branches", "body_jaxpr", "cond_jaxpr")) or prim == "scan":
                 sites.append(Site(len(sites), where, "", inspected=False, call=_user_call(eqn, call),
@@ -195,12 +195,14 @@ def _public(names: Sequence[str]) -> str | None:
     return None
 
 
-def jax_question(names: Sequence[str], prim: str, invals: Sequence[Any]) -> tuple[str, str] | str:
+def jax_question(names: Sequence[str], prim: str, invals: Sequence[Any], params: dict[str, Any] | None = None
+                 ) -> tuple[str, str] | str:
     """The program and point (``--at``) that ask the convention of a kinked primitive the model evaluated: the
     public function around it where there is one (``jax.nn.relu(x)`` at 0), else the primitive's public
     spelling with its constant operand (``jax.numpy.maximum(x, 0.5)`` at 0.5), a tie of two tensors
-    (``jax.numpy.maximum(x, y)`` at 0, 0) or a tied reduction (``jax.numpy.max(v)`` at [1, 1]); or why there is
-    none (one line)."""
+    (``jax.numpy.maximum(x, y)`` at 0, 0), a tied reduction (``jax.numpy.max(v)`` at [1, 1]) or a pooling window
+    whose elements all tie (``jax.lax.reduce_window`` with the call's window and strides, at one window of ones;
+    ``params``: the primitive's); or why there is none (one line)."""
     public = _public(names)
     if prim in ("max", "min"):
         other = "maximum" if prim == "max" else "minimum"
@@ -226,7 +228,31 @@ def jax_question(names: Sequence[str], prim: str, invals: Sequence[Any]) -> tupl
         return f"jax.lax.clamp({lo!r}, x, {hi!r})", f"x={at!r}"
     if prim in ("reduce_max", "reduce_min"):
         return f"jax.numpy.{'max' if prim == 'reduce_max' else 'min'}(v)", "v=[1.0,1.0]"
+    if prim in ("reduce_window_max", "reduce_window_min") and params is not None:
+        return _window_question(prim, params)
     return f"{prim}: no question is written for it"
+
+
+def _window_question(prim: str, params: dict[str, Any]) -> tuple[str, str] | str:
+    """``lax.reduce_window`` with the call's window and strides at one window whose elements all tie (ones), or
+    why not: padding and dilations other than none are not asked."""
+    dims = tuple(int(d) for d in params["window_dimensions"])
+    strides = tuple(int(s) for s in params["window_strides"])
+    padding = tuple(tuple(int(p) for p in pair) for pair in params["padding"])
+    dilated = [d for key in ("base_dilation", "window_dilation") for d in params.get(key, ()) if int(d) != 1]
+    if any(p != (0, 0) for p in padding) or dilated:
+        return f"{prim}: a padded or dilated window: not asked"
+
+    def text(t: tuple[Any, ...]) -> str:
+        return "(" + ", ".join(map(str, t)) + ("," if len(t) == 1 else "") + ")"
+
+    def ones(shape: tuple[int, ...]) -> str:
+        return "1.0" if not shape else "[" + ",".join([ones(shape[1:])] * shape[0]) + "]"
+
+    init, op = ("-jax.numpy.inf", "max") if prim == "reduce_window_max" else ("jax.numpy.inf", "min")
+    pads = "(" + ", ".join(text(p) for p in padding) + ("," if len(padding) == 1 else "") + ")"
+    return (f"jax.lax.reduce_window(m, {init}, jax.lax.{op}, {text(dims)}, {text(strides)}, {pads})",
+            f"m={ones(dims)}")
 
 
 def _floating(x: Any) -> bool:
