@@ -33,12 +33,34 @@ def _one_error_line(capsys) -> str:
 
 
 def test_a_question_takes_its_function_from_the_mapping():
-    q = ask.question("x.clamp(min=0)", "x=0", framework="torch")
-    assert (q.framework, q.expr, q.at) == ("torch", "x.clamp(min=0)", {"x": 0}), q
-    assert q.sympy == "Max(0, x)", q.sympy
-    assert q.case_id.startswith("ask@") and q.digest != ask.question("torch.relu(x)", "x=0").digest, \
+    q = ask.question("x.clamp(min=0) * 2", "x=0", framework="torch")
+    assert (q.framework, q.expr, q.at, q.case, q.tie) == ("torch", "x.clamp(min=0) * 2", {"x": 0}, None, False), q
+    assert q.sympy == "2*Max(0, x)", q.sympy
+    assert q.case_id.startswith("ask@") and q.digest != ask.question("torch.relu(x) * 2", "x=0").digest, \
         "another program is another question"
-    assert ask.question("jax.numpy.abs(v).max()", "v=[1,-1]").sympy == "Max(Abs(v[0]), Abs(v[1]))"
+    assert q.digest == ask.question("x.clamp(min=0) * 2", "x = 0.0", framework="torch").digest, \
+        "0 and 0.0 are one point: one question"
+    assert ask.question("jax.numpy.abs(v).max() * 2", "v=[1,-1]").sympy == "2*Max(Abs(v[0]), Abs(v[1]))"
+
+
+def test_a_catalog_program_at_its_point_is_that_case():
+    """Its function and tie flag are the case's; the sign of zero tells relu@0 from relu@-0.0 (``-0`` too)."""
+    q = ask.question("x.clamp(min=0)", "x=0", framework="torch")
+    assert (q.case, q.case_id, q.sympy, q.tie) == ("relu@0", "relu@0", "Max(x, 0)", False), q
+    assert ask.question("torch.clamp(x, min=0)", "x=-0").case == "relu@-0.0"
+    tied = ask.question("torch.max(v)", "v=[1,1]")
+    assert (tied.case, tied.tie) == ("max@[1,1]", True), tied
+    assert ask.question("torch.maximum(x, y) * 3", "x=1,y=1", tie=True).tie, "--tie for a question of one's own"
+    assert not ask.question("torch.clamp(x, min=0) * 3", "x=0", tie=True).tie, "one number against a constant: no tie"
+
+
+def test_a_sympy_that_is_not_the_cases_function_is_refused_unless_live():
+    with pytest.raises(UsageError, match="--sympy 'Min[(]x, 0[)]' is not the function of the catalog's case relu@0"):
+        ask.question("torch.clamp(x, min=0)", "x=0", sympy_text="Min(x, 0)")
+    same = ask.question("torch.clamp(x, min=0)", "x=0", sympy_text="Max(0, x)")
+    assert same.case == "relu@0", "the case's function written another way is the case"
+    own = ask.question("torch.clamp(x, min=0)", "x=0", sympy_text="Min(x, 0)", live=True)
+    assert (own.case, own.sympy) == (None, "Min(x, 0)"), own
 
 
 @pytest.mark.parametrize("expr, at, kwargs, why", [
@@ -96,7 +118,7 @@ def test_unknown_releases_are_refused(kwargs, why):
     (["ask", "torch.relu(x)", "--at", "x=0", "--release", "0.0.1"], "unknown release '0.0.1' of torch"),
     (["ask", "torch.relu(x)", "--at", "x=0", "--mode", "jit"], "torch has no mode 'jit'"),
     (["ask", "torch.relu(x)", "--at", "x=0", "--dtype", "float8"], "unknown dtype 'float8'"),
-    (["ask", "torch.relu(x)", "--at", "x=0", "--disk-budget", "0"], "--disk-budget must be a number of GB above 0"),
+    (["ask", "torch.relu(x)", "--at", "x=0", "--disk-budget", "0"], "--disk-budget must be a finite number of GB above 0"),
     (["ask", "torch.relu(x)", "--at", "y=0"], "unknown name 'x' (inputs: y;"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_is_made(ask_home, capsys, argv, why):
@@ -166,7 +188,8 @@ def test_a_catalog_program_is_answered_from_the_reports_cells(ask_home, capsys, 
     monkeypatch.setattr(subprocess, "run", _no_probe)
     assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.13.0", "--release", "2.14.1"]) == 0
     out, _ = capsys.readouterr()
-    assert "the catalog's case relu@0 (the report's cases/relu-at-0.md): its cells for torch 2.13.0, 2.14.1" in out, out
+    assert "the catalog's case relu@0 (the report's cases/relu-at-0.md)\nthe report's cells: torch 2.13.0, 2.14.1 (" \
+        in out, out
     assert "\n  2.13.0: 1 right\n  2.14.1: 0 left\n" in out, out
     assert "changed in torch 2.14.1 (from 2.13.0): 1 → 0 [reverse, functional, forward, forward-ad, inductor" in out, out
     assert not ask_home.exists(), "nothing kept: the report holds the answer"
@@ -180,8 +203,9 @@ def test_a_catalog_program_is_answered_from_the_reports_cells(ask_home, capsys, 
 
 def test_the_reports_case_is_the_one_at_the_point_sign_of_zero_included():
     for at, case in (("x=0", "relu@0"), ("x=-0.0", "relu@-0.0"), ("x=1e-45", "relu@1e-45")):
-        report = ask.from_report(ask.question("torch.clamp(x, min=0)", at), ["2.13.0"])
-        assert report is not None and [c.id for c in report.cases] == [case], (at, report and report.cases)
+        shards = ask.from_report(ask.question("torch.clamp(x, min=0)", at), ["2.13.0"])
+        assert shards is not None and {o["case"] for s in shards for o in s["observations"]} == {case}, (at, case)
+        assert [s["environment"]["id"] for s in shards] == ["torch-2.13.0-cpu"], "the release asked, its provenance"
     assert ask.from_report(ask.question("torch.clamp(x, min=0) * 2", "x=0"), ["2.13.0"]) is None, \
         "a program the catalog lacks has no cells in the report"
     assert ask.from_report(ask.question("torch.clamp(x, min=0)", "x=0.5"), ["2.13.0"]) is None, \
@@ -200,7 +224,7 @@ def test_releases_the_report_lacks_are_measured_here_and_joined(ask_home, capsys
     assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.13.0", "--release", "2.14.1",
                  "--mode", "reverse", "--dtype", "float64"]) == 0
     out, err = capsys.readouterr()
-    assert "its cells for torch 2.14.1 (" in out and "measured here: torch 2.13.0" in out, out
+    assert "the report's cells: torch 2.14.1 (" in out and "measured here: torch 2.13.0" in out, out
     assert "\n  2.13.0: 1 right\n  2.14.1: 0 left\n" in out, out
     assert "changed in torch 2.14.1 (from 2.13.0): 1 → 0 [reverse; float64]" in out, out
     assert "torch 2.13.0: not in the report's cells: measured here" in err, err
@@ -261,7 +285,7 @@ def test_ask_measures_the_installed_release_and_judges_it(ask_home, capsys, monk
             "--dtype", "float64", "--dtype", "float32", "--live"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert "f = Max(0, x): a kink" in out and "Clarke generalized gradient [0, 1], min-norm 0" in out, out
+    assert "f = Max(x, 0): a kink" in out and "Clarke generalized gradient [0, 1], min-norm 0" in out, out
     assert f"{version}: 1 right" in out, out
     assert f"modes of torch {version}: reverse 1 right · functional 1 right" in out, out
     assert f"torch {version}: measuring reverse, functional, float64, float32" in err, err
@@ -278,7 +302,7 @@ def test_ask_measures_the_installed_release_and_judges_it(ask_home, capsys, monk
     out, err = capsys.readouterr()
     answer = json.loads(out)
     assert answer["question"] == {"expr": "torch.clamp(x, min=0)", "at": {"x": 0}, "framework": "torch",
-                                  "sympy": "Max(0, x)"}, answer["question"]
+                                  "sympy": "Max(x, 0)", "case": "relu@0", "tie": False}, answer["question"]
     cells = {(o["mode"], o["dtype"]): (o["value"], o["labels"]) for o in answer["report"]["observations"]}
     assert cells[("reverse", "float64")] == ({"x": 1.0}, ["right", "in-clarke"]), cells
     assert len(cells) == 4, "two modes, two dtypes"
@@ -389,3 +413,43 @@ def test_a_staged_id_is_not_staged_twice(checkout):
     with pytest.raises(UsageError, match="--stage relu-twice@0: already staged in"):
         ask.stage(q, "relu-twice@0", checkout)
     assert (checkout.parent / "staged" / "catalog.toml").read_text() == before
+
+
+def test_a_report_that_is_there_but_unreadable_is_one_line_not_a_measurement(ask_home, capsys, monkeypatch, tmp_path):
+    """$KINKCHECK_REPORTS naming no report, or a broken reports/conventions.json here: one line and exit 2, as grad
+    and cite say it; nothing measured (--live measures without the report)."""
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", _no_probe)
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path / "nowhere"))
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.14.1"]) == 2
+    assert "no report in" in _one_error_line(capsys)
+    monkeypatch.delenv("KINKCHECK_REPORTS")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "conventions.json").write_text("{bad json")
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.14.1"]) == 2
+    line = _one_error_line(capsys)
+    assert "reports/conventions.json" in line and "--live" in line, line
+    assert not ask_home.exists(), "nothing measured, nothing kept"
+
+
+def test_live_cells_of_a_tie_case_get_the_tie_labels(ask_home, capsys):
+    """--live measures a catalog program here as its case: the case's tie flag, so the labels are the report's."""
+    _installed("torch")
+    argv = ["ask", "torch.max(v)", "--at", "v=[1,1]", "--mode", "reverse", "--dtype", "float64", "--json"]
+    assert main(argv) == 0
+    from_report = {o["labels"][0] for o in json.loads(capsys.readouterr().out)["report"]["observations"]}
+    assert main([*argv, "--live", "--release", ask.installed_release("torch")]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    labels = [o["labels"] for o in answer["report"]["observations"]]
+    assert answer["sources"] == {ask.installed_release("torch"): "live"}, answer["sources"]
+    assert labels == [["split-even", "min-norm", "in-clarke"]], labels
+    assert from_report == {"split-even"}, from_report
+
+
+def test_the_heading_names_the_dtype_shown(ask_home, capsys):
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--release", "1.13.1", "--dtype", "float16"]) == 0
+    out = capsys.readouterr().out
+    assert "(1.13.1); float16:\n" in out and "float64" not in out, out
+    assert "torch 1.13.1+cu117 (added in 2.0)" in out and "<release>" not in out, "one release: named in its error"

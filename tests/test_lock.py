@@ -220,6 +220,10 @@ def test_bad_input_is_one_line_and_the_lock_is_kept(models, capsys, argv, why):
     (lambda t: t.replace('framework = "torch"', 'framework = "autograd"'), "operation 'torch.Tensor.clamp' is not"),
     (lambda t: t.replace('release = "2.13.0"', 'release = "latest"'), "release 'latest' is not a version"),
     (lambda t: t.replace('labels = ["right", "in-clarke"]', 'labels = ["sideways"]'), "unknown label 'sideways'"),
+    (lambda t: t.replace('case = "relu@0"', 'case = "nosuch@0"'),
+     "case 'nosuch@0' is not the catalog's case of x.clamp(min=0) at x=0.0"),
+    (lambda t: t + '\n[[unlocked]]\nindex = 0\noperation = "torch.relu"\ncall = "m.py:1"\nkink = "x = 0"\nwhy = "a"\n',
+     "index 0 is given to two sites"),
 ])
 def test_a_lock_edited_into_nonsense_or_from_elsewhere_is_one_line(models, capsys, edit, why):
     _installed_2_13_0()
@@ -449,3 +453,22 @@ def test_a_convention_the_gpu_changes_is_a_change_and_says_whose_doing(models, c
             "[0, 0, 0, 1] (last) in torch 2.13.0 → [0, 1, 0, 0] (first) in 2.11.0 cuda (on the CPU 2.11.0 gives "
             "[0, 0, 0, 1] (last): the device changes it); read ") in out, out
     assert "1 of 1 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda" in out, out
+
+
+def test_a_tie_at_plus_zero_is_not_the_signed_zero_case():
+    """``maximum@-0.0`` is the tie at (-0.0, 0.0): a model's tie at (+0, +0) is no catalog case (measured live)."""
+    assert lock._catalog_case("torch", "torch.maximum(x, y)", {"x": -0.0, "y": 0.0}) == "maximum@-0.0"
+    assert lock._catalog_case("torch", "torch.maximum(x, y)", {"x": 0.0, "y": 0.0}) is None
+
+
+def test_a_check_whose_model_does_not_load_still_checks_and_says_why_no_size(models, capsys):
+    """The conventions are checked without the model; only the size of a change on the batch needs it."""
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--quiet"]) == 0
+    path = models / "kinkcheck.lock"
+    path.write_text(path.read_text().replace('model = "usermodels:clamped"', 'model = "nosuchmod:make"'))
+    capsys.readouterr()
+    assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "its size on your batch is not measured: the lock's model or data (nosuchmod:make, usermodels:rows) " \
+           "does not load here (" in last and "CensusError" not in last, last

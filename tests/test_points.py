@@ -51,7 +51,7 @@ def test_parse_point_keeps_zeros_and_the_smallest_subnormal():
         ("x=1e400", "not a finite float64 number"),
         ("v=[1, 1e999]", "not a finite float64 number"),
         ("x=1e-400", "underflows to 0 in float64"),  # it would be measured at the kink 0 itself
-        ("v=[1, -2.5e-330]", "underflows to 0 in float64"),
+        ("v=[1, -2.5e-330]", "-2.5e-330 underflows to -0 in float64"),
         ("x=" + "[" * 500 + "1" + "]" * 500, "malformed value"),
     ],
 )

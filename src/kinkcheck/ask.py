@@ -45,7 +45,7 @@ from kinkcheck.askhome import (
 )
 from kinkcheck.errors import UsageError
 
-__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "Answer", "Question", "ask", "catalog_case",
+__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "Answer", "Question", "ask", "catalog_match",
            "disk_budget", "from_report", "home", "installed_release", "measure", "question", "releases_asked",
            "render", "stage", "write_catalog"]
 
@@ -59,22 +59,28 @@ _INLINE = ("torch", "jax")
 @dataclass(frozen=True)
 class Question:
     """A program at a point: ``expr`` (canonical text), ``at`` (input name → number or nested list), its
-    ``framework``, and the function it computes in the catalog's sympy language (``sympy``)."""
+    ``framework``, and the function it computes in the catalog's sympy language (``sympy``). ``case``: the catalog
+    case whose program ``expr`` is at this very point (its function and tie flag are the question's), else None;
+    ``tie``: the kink is a tie between arguments or elements (the tie labels apply)."""
 
     expr: str
     at: dict[str, Any]
     framework: str
     sympy: str
+    case: str | None = None
+    tie: bool = False
 
     @property
     def digest(self) -> str:
-        """Names the question's folder: the program, the point, the framework and the function."""
-        raw = json.dumps([self.expr, self.at, self.framework, self.sympy], sort_keys=True)
+        """Names the question's folder: the program, the point (``0`` and ``0.0`` alike, ``-0.0`` apart), the
+        framework, the function, the case and the tie flag."""
+        raw = json.dumps([self.expr, _point_key(self.at), self.framework, self.sympy, self.case, self.tie])
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
     @property
     def case_id(self) -> str:
-        return f"ask@{self.digest[:8]}"
+        """The case's id in the question's catalog: the catalog's own for a catalog program at its point."""
+        return self.case or f"ask@{self.digest[:8]}"
 
     @property
     def title(self) -> str:
@@ -87,20 +93,25 @@ class Question:
     def case_toml(self, case_id: str) -> str:
         at = ", ".join(f"{k} = {_toml_value(v)}" for k, v in self.at.items())
         return (f"[[case]]\nid = {_toml_str(case_id)}\ntitle = {_toml_str(self.title)}\nsympy = {_toml_str(self.sympy)}\n"
-                f"at = {{ {at} }}\n")
+                f"at = {{ {at} }}\n" + ("tie = true\n" if self.tie else ""))
 
 
 def write_catalog(questions: Sequence[Question], folder: Path) -> Path:
-    """A catalog of ``questions``, one case each (``catalog.toml``, and ``programs/<framework>.toml`` for a framework
-    the catalog file does not hold), in ``folder``; its path."""
+    """A catalog of ``questions`` (``catalog.toml``, and ``programs/<framework>.toml`` for a framework the catalog
+    file does not hold) in ``folder``; its path. Questions of one catalog case are one case with their programs."""
     folder.mkdir(parents=True, exist_ok=True)
-    cases, files = [], {}
+    grouped: dict[str, list[Question]] = {}
     for q in questions:
-        case = q.case_toml(q.case_id)
-        if q.framework in _INLINE:
-            case += f"[case.programs]\n{q.framework} = [{_toml_str(q.expr)}]\n"
+        grouped.setdefault(q.case_id, []).append(q)
+    cases, files = [], {}
+    for case_id, qs in grouped.items():
+        case = qs[0].case_toml(case_id)
+        programs = ", ".join(_toml_str(e) for e in dict.fromkeys(q.expr for q in qs))
+        framework = qs[0].framework
+        if framework in _INLINE:
+            case += f"[case.programs]\n{framework} = [{programs}]\n"
         else:
-            files.setdefault(q.framework, []).append(f"[{_toml_str(q.case_id)}]\nprograms = [{_toml_str(q.expr)}]\n")
+            files.setdefault(framework, []).append(f"[{_toml_str(case_id)}]\nprograms = [{programs}]\n")
         cases.append(case)
     for framework, tables in files.items():
         (folder / "programs").mkdir(exist_ok=True)
@@ -120,9 +131,13 @@ def _toml_value(v: Any) -> str:
     return repr(float(v)) if isinstance(v, float) else str(v)
 
 
-def question(expr: str, at: str, framework: str | None = None, sympy_text: str | None = None) -> Question:
+def question(expr: str, at: str, framework: str | None = None, sympy_text: str | None = None,
+             tie: bool | None = None, *, live: bool = False) -> Question:
     """Parse and check a question: one framework's program, a finite point it uses whole, and the function it
-    computes (the mapping's sympy form, else ``sympy_text``). Raises UsageError (one line) on bad input."""
+    computes. A program of a catalog case at that case's point (the sign of zero included) is that case: its
+    function and tie flag are the case's. Otherwise the function is ``sympy_text``, else the mapping's sympy form,
+    and ``tie`` says whether the kink is a tie (default no). Raises UsageError (one line) on bad input, and for a
+    ``sympy_text`` that is not the catalog case's function (unless ``live``: then it is the user's own question)."""
     from kinkcheck import expr as ex
     from kinkcheck import points as pt
     from kinkcheck.catalog import FRAMEWORKS, SYMPY_NAMES
@@ -137,15 +152,81 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
     except ex.ExprError as err:
         raise UsageError(str(err)) from None
     text = ex.unparse(tree)
+    case = catalog_match(fw, text, point)
+    if case is not None and sympy_text is not None and not _same_function(sympy_text, case.sympy, point):
+        if not live:
+            raise UsageError(f"--sympy {sympy_text!r} is not the function of the catalog's case {case.id} "
+                             f"({case.sympy}), whose program {text} is at this point: leave --sympy out, or add "
+                             "--live to measure it here and judge it against yours")
+        case = None
+    if case is not None:
+        return Question(text, point, fw, case.sympy, case.id, case.tie)
     if sympy_text is None:
         from kinkcheck.oracles.mapping import Unmapped, sympy_form
 
         try:
             sympy_text = sympy_form(tree, point, fw).text
         except Unmapped as err:
-            raise UsageError(f"kinkcheck cannot write {text} in sympy ({err}); give its function with --sympy "
-                             "TEXT (the catalog's language: Max, Min, Abs, Piecewise, …)") from None
-    return Question(text, point, fw, sympy_text)
+            import re
+
+            why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # grad's hint: ask's is below
+            raise UsageError(f"cannot write {text} in sympy ({why}); give its function with --sympy TEXT (the "
+                             "catalog's language: Max, Min, Abs, Piecewise, …)") from None
+    components = len(_flat_point(point))  # a kink of one number against a constant is no tie
+    return Question(text, point, fw, sympy_text, None, bool(tie) and components > 1)
+
+
+def _flat_point(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _flat_point(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _flat_point(v)]
+    return [value]
+
+
+def _point_key(value: Any) -> Any:
+    """A point's numbers compared as the catalog tells them apart: ``-0.0`` is not ``0``, ``0`` is ``0.0``."""
+    if isinstance(value, dict):
+        return [[k, _point_key(v)] for k, v in sorted(value.items())]
+    if isinstance(value, list):
+        return [_point_key(v) for v in value]
+    return repr(float(value))
+
+
+def catalog_match(framework: str, program: str, at: dict[str, Any]) -> Any:
+    """The case of the installed catalog that holds ``program`` (canonical text) of ``framework`` at the point
+    ``at`` (sign of zero included), or None."""
+    from kinkcheck.catalog import CatalogError, load_catalog
+
+    try:
+        cases = load_catalog(frameworks=[framework])
+    except (CatalogError, OSError):
+        return None
+    key = _point_key(at)
+    for case in cases:
+        if _point_key(case.at) == key and any(p.framework == framework and p.id == program for p in case.programs):
+            return case
+    return None
+
+
+def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
+    """Whether two texts of the catalog's sympy language are one function of the point's inputs."""
+    from types import SimpleNamespace
+
+    from kinkcheck import expr as ex
+    from kinkcheck.oracles.translate import to_sympy
+
+    try:
+        fa = to_sympy(SimpleNamespace(id="--sympy", sympy=a, at=at))[0]  # type: ignore[arg-type]
+        fb = to_sympy(SimpleNamespace(id="the case", sympy=b, at=at))[0]  # type: ignore[arg-type]
+    except (ex.ExprError, OverflowError, ValueError, TypeError):
+        return False
+    if fa == fb:
+        return True
+    try:
+        return bool((fa - fb).equals(0))
+    except Exception:  # noqa: BLE001  sympy could not tell: not the same, as far as kinkcheck knows
+        return False
 
 
 # --------------------------------------------------------------------------- a question into the catalog
@@ -271,83 +352,52 @@ def releases_asked(framework: str, release: Sequence[str] = (), releases: str | 
 # --------------------------------------------------------------------------- the report's cells
 
 
-def _point_key(value: Any) -> Any:
-    """A point's numbers compared as the catalog tells them apart: ``-0.0`` is not ``0``."""
-    if isinstance(value, dict):
-        return tuple((k, _point_key(v)) for k, v in sorted(value.items()))
-    if isinstance(value, list):
-        return tuple(_point_key(v) for v in value)
-    return repr(float(value))
-
-
-def catalog_case(cases: Sequence[Any], framework: str, program: str, at: dict[str, Any]) -> str | None:
-    """The id of the case among ``cases`` (a report's) that holds ``program`` of ``framework`` at the point ``at``
-    (sign of zero included), or None."""
-    key = _point_key(at)
-    for case in cases:
-        if _point_key(case.at) == key and any(p.framework == framework and p.program == program
-                                              for p in case.programs):
-            return case.id
-    return None
+def _report_exists(path: Path) -> bool:
+    return path.exists() or Path(f"{path}.gz").exists()
 
 
 def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (), dtypes: Sequence[str] = (),
-                path: str | Path | None = None) -> Any:
-    """The report's cells of ``q`` where the catalog holds its program at its point: the report (``path``, default
-    :func:`kinkcheck.query.default_report`) cut to that case, that program, the releases of ``releases`` it
-    measured on this platform's CPU, and the modes and dtypes asked, its *changed in* worked out again over them; or
-    None (no report, or no such case or release). The cells are the report's: measured by ``nox -s report`` with
-    their provenance, judged by its builder."""
+                path: str | Path | None = None) -> list[dict[str, Any]] | None:
+    """The report's cells of ``q``, a catalog program at its case's point, as shards: for each release of
+    ``releases`` the report measured on this platform's CPU (Linux x86-64), its environment record (the provenance)
+    and the cells of that program in that case, in the modes and dtypes asked. None where there are none: ``q`` is
+    no catalog case, there is no report, or the report lacks the case or the releases. The report is ``path``,
+    default :func:`kinkcheck.query.default_report`.
+
+    Raises
+    ------
+    UsageError
+        A report that is there (or named by ``$KINKCHECK_REPORTS``) but cannot be read: one line.
+    """
     import msgspec
 
-    from kinkcheck.cite import CiteError, load_report
+    from kinkcheck.cite import DATA_ENV, CiteError, load_report
     from kinkcheck.query import default_report
-    from kinkcheck.report.sections import changed_in
 
-    try:
-        report = load_report(path if path is not None else default_report(), program=q.expr)
-    except CiteError:
+    if q.case is None:
         return None
-    case_id = catalog_case(report.cases, q.framework, q.expr, q.at)
-    if case_id is None:
+    path = Path(path) if path is not None else default_report()
+    try:
+        report = load_report(path, program=q.expr)
+    except CiteError as err:
+        if os.environ.get(DATA_ENV) or _report_exists(path):
+            raise UsageError(f"{err} (or --live: measure every release here)") from None
+        return None
+    case = next((c for c in report.cases if c.id == q.case), None)
+    if case is None or _point_key(case.at) != _point_key(q.at):  # a report of another catalog
         return None
     wanted = set(releases)
     envs = [e for e in report.environments if e.framework == q.framework and e.place == "cpu"
             and e.framework_version in wanted and e.not_measured is None]
-    ids = {e.id for e in envs}
-    obs = [o for o in report.observations if o.case == case_id and o.program == q.expr and o.environment in ids
-           and (not modes or o.mode in modes) and (not dtypes or o.dtype in dtypes)]
-    have = {o.environment for o in obs}
-    envs = [e for e in envs if e.id in have]
-    if not envs:
-        return None
-    case = next(c for c in report.cases if c.id == case_id)
-    case = msgspec.structs.replace(case, programs=[p for p in case.programs if p.framework == q.framework
-                                                   and p.program == q.expr])
-    narrow = msgspec.structs.replace(report, environments=envs, cases=[case], observations=obs,
-                                     observations_file=None, networks=[], changed_in=[])
-    narrow.changed_in = changed_in(narrow)
-    return narrow
-
-
-def _merge(reported: Any, live: Any) -> Any:
-    """The report's cells of a catalog case (:func:`from_report`) and a live measurement of the same program at the
-    same point (its one-case report): one report of that case, environments oldest first."""
-    import msgspec
-    from packaging.version import Version
-
-    from kinkcheck.report.sections import changed_in
-    from kinkcheck.vocabulary import DTYPES, MODES
-
-    case_id = reported.cases[0].id
-    envs = sorted([*reported.environments, *live.environments], key=lambda e: Version(e.framework_version))
-    rank = {e.id: i for i, e in enumerate(envs)}
-    obs = [*reported.observations, *(msgspec.structs.replace(o, case=case_id) for o in live.observations)]
-    obs.sort(key=lambda o: (rank[o.environment], MODES.index(o.mode) if o.mode in MODES else len(MODES),
-                            DTYPES.index(o.dtype) if o.dtype in DTYPES else len(DTYPES)))
-    merged = msgspec.structs.replace(reported, environments=envs, observations=obs, changed_in=[])
-    merged.changed_in = changed_in(merged)
-    return merged
+    by_env: dict[str, list[dict[str, Any]]] = {e.id: [] for e in envs}
+    for o in report.observations:
+        if (o.case == q.case and o.program == q.expr and o.environment in by_env and (not modes or o.mode in modes)
+                and (not dtypes or o.dtype in dtypes)):
+            by_env[o.environment].append({"case": o.case, "program": o.program, "mode": o.mode, "dtype": o.dtype,
+                                          "status": o.status, "value": o.value, "error": o.error, "input": o.input})
+    shards = [{"environment": msgspec.to_builtins(e), "observations": by_env[e.id], "networks": []} for e in envs
+              if by_env[e.id]]
+    return shards or None
 
 
 # --------------------------------------------------------------------------- measuring and judging
@@ -401,25 +451,42 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
     """Answer ``questions`` (one framework's) in each of ``releases``. One question that is a catalog program at
     its case's point takes the report's cells for the releases the report measured (:func:`from_report`; not with
     ``live``); every other release is measured here, one probe of the questions' catalog per release (only what its
-    shard lacks), and judged as the report judges its cases."""
+    shard lacks). Both are judged together, as the report judges its cases (:func:`kinkcheck.report.build.build`
+    over the questions' catalog)."""
+    import tempfile
+
+    from kinkcheck.catalog import load_catalog
+    from kinkcheck.report.build import build
+
     frameworks = {q.framework for q in questions}
     if len(frameworks) != 1:
         raise ValueError(f"measure: questions of one framework, got {sorted(frameworks)}")
     framework = frameworks.pop()
-    reported, report_path = None, None
-    if len(questions) == 1 and not live:
-        from kinkcheck.query import default_report
-
-        report_path = default_report()
-        reported = from_report(questions[0], releases, modes, dtypes, report_path)
-    sources = dict.fromkeys((e.framework_version for e in reported.environments) if reported else (), "report")
+    budget = disk_budget(disk_budget_gb)
+    reported = from_report(questions[0], releases, modes, dtypes) if len(questions) == 1 and not live else None
+    sources = dict.fromkeys((s["environment"]["framework_version"] for s in reported or ()), "report")
     rest = [v for v in releases if v not in sources]
-    measured, not_measured = _live(questions, framework, rest, modes, dtypes, disk_budget_gb, quiet, timeout_s,
-                                   bool(sources))
-    sources.update(dict.fromkeys((e.framework_version for e in measured.environments) if measured else (), "live"))
-    report = (measured if reported is None else reported if measured is None else _merge(reported, measured))
-    return Answer(questions[0], list(releases), report, not_measured, {v: sources[v] for v in releases if v in sources},
-                  str(report_path) if reported is not None else None)
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-") as tmp:
+        if rest:
+            root = home()
+            digest = hashlib.sha256("".join(sorted(q.digest for q in questions)).encode()).hexdigest()[:16]
+            folder = root / "questions" / (questions[0].digest if len(questions) == 1 else digest)
+        else:  # answered from the report: nothing kept
+            folder = Path(tmp)
+        catalog_path = write_catalog(questions, folder)
+        catalog = load_catalog(catalog_path)
+        for s in reported or ():  # measured against the case the report holds, which is this catalog's
+            s["environment"]["case_hashes"] = {c.id: c.measurement_hash(framework) for c in catalog}
+        shards, not_measured = _live(framework, rest, catalog, catalog_path, folder, modes, dtypes, budget, quiet,
+                                     timeout_s, bool(sources))
+        sources.update(dict.fromkeys((s["environment"]["framework_version"] for s in shards), "live"))
+        every = [*(reported or ()), *shards]
+        report = build(every, catalog) if every else None
+    from kinkcheck.query import default_report
+
+    return Answer(questions[0], list(releases), report, not_measured,
+                  {v: sources[v] for v in releases if v in sources},
+                  str(default_report()) if reported else None)
 
 
 def _progress(quiet: bool, total: int) -> Any:
@@ -433,27 +500,20 @@ def _progress(quiet: bool, total: int) -> Any:
                     TextColumn("{task.description}"), console=Console(stderr=True), transient=True)
 
 
-def _live(questions: Sequence[Question], framework: str, releases: Sequence[str], modes: Sequence[str],
-          dtypes: Sequence[str], disk_budget_gb: float | None, quiet: bool, timeout_s: float | None,
-          some_from_report: bool) -> tuple[Any, dict[str, str]]:
-    """Measure ``questions`` in ``releases`` here: the one-case (or few-case) catalog in its folder, each release's
-    shard brought up to date by ``kinkcheck probe`` in the release's environment. The next release's environment is
-    made while the current one is measured, and the kept environments are brought within the disk budget before
-    each one is made. The report of the shards (None where none was measured) and the releases not measured."""
+def _live(framework: str, releases: Sequence[str], catalog: Any, catalog_path: Path, folder: Path,
+          modes: Sequence[str], dtypes: Sequence[str], budget: float, quiet: bool, timeout_s: float | None,
+          some_from_report: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Measure the catalog at ``catalog_path`` in ``releases`` here, each release's shard in ``folder`` brought up
+    to date by ``kinkcheck probe`` in the release's environment. The next release's environment is made while the
+    current one is measured, and the kept environments are brought within the disk budget before each one is made.
+    The shards (their cells narrowed to the modes and dtypes asked) and the releases not measured with the reason."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kinkcheck.catalog import load_catalog
-    from kinkcheck.report.build import build
     from kinkcheck.shards import read_shard
 
-    budget = disk_budget(disk_budget_gb)
     if not releases:
-        return None, {}
+        return [], {}
     root = home()
-    digest = hashlib.sha256("".join(sorted(q.digest for q in questions)).encode()).hexdigest()[:16]
-    folder = root / "questions" / (questions[0].digest if len(questions) == 1 else digest)
-    catalog_path = write_catalog(questions, folder)
-    catalog = load_catalog(catalog_path)
     not_measured: dict[str, str] = {}
     pending = [v for v in releases if not _fresh(_shard_path(folder, framework, v), catalog, framework, modes, dtypes)]
     progress = _progress(quiet, len(pending))
@@ -502,7 +562,7 @@ def _live(questions: Sequence[Question], framework: str, releases: Sequence[str]
     for s in shards:  # the cells asked for: a shard measured before may hold more
         s["observations"] = [o for o in s["observations"] if (not modes or o["mode"] in modes)
                              and (not dtypes or o["dtype"] in dtypes)]
-    return (build(shards, catalog) if shards else None), not_measured
+    return shards, not_measured
 
 
 def _probe(got: tuple[str, dict[str, str]], framework: str, catalog_path: Path, shard: Path, modes: Sequence[str],
@@ -539,12 +599,13 @@ def render(answer: Answer) -> str:
     by_source: dict[str, list[str]] = {}
     for version, source in answer.sources.items():
         by_source.setdefault(source, []).append(version)
-    if "report" in by_source:
+    if q.case is not None:
         from kinkcheck.cite import case_page
 
-        case_id = answer.report.cases[0].id
-        out.append(f"the catalog's case {case_id} (the report's {case_page(case_id)}): its cells for {q.framework} "
-                   f"{_ranges(answer, by_source['report'])} ({answer.report_path}; --live measures them here instead)")
+        out.append(f"the catalog's case {q.case} (the report's {case_page(q.case)})")
+    if "report" in by_source:
+        out.append(f"the report's cells: {q.framework} {_ranges(answer, by_source['report'])} ({answer.report_path}; "
+                   "--live measures them here instead)")
     if "live" in by_source:
         out.append(f"measured here: {q.framework} {_ranges(answer, by_source['live'])}")
     for version, why in answer.not_measured.items():
@@ -564,10 +625,14 @@ def render(answer: Answer) -> str:
                  if oracle.left is not None else "")
         out.append(f"  {sides}Clarke generalized gradient {clarke_text(oracle)}"
                    + (f", min-norm {fmt_exact(oracle.min_norm)}" if oracle.min_norm else ""))
+    from kinkcheck.vocabulary import DTYPES
+
+    present = [d for d in DTYPES if any(o.dtype == d for o in answer.report.observations)]
+    shown = (f"{present[0]}, other dtypes in parentheses where they differ" if len(present) > 1
+             else present[0] if present else "no dtype")
     for table in cv.tables if any(o.mode == "reverse" for o in answer.report.observations) else ():
         for row in table.rows:
-            out.append(f"\n{table.framework}, reverse mode, {len(table.columns)} release(s) ({table.span}); float64, "
-                       "other dtypes in parentheses where they differ:")
+            out.append(f"\n{table.framework}, reverse mode, {len(table.columns)} release(s) ({table.span}); {shown}:")
             out.append("  " + "".join(_mark(sq.cell.label) for sq in row.strip))
             for _device, runs in row.runs:
                 for run in runs:
@@ -587,7 +652,12 @@ def render(answer: Answer) -> str:
         out.append("\nerrors and unavailable cells:")
         for p in cv.problems:
             where = p.releases or ", ".join(p.environments)
-            out.append(f"  {p.mode}, {', '.join(p.dtypes)} ({where}): {p.status}: {p.error}")
+            error = p.error or ""  # the report words an error once for many releases and dtypes: one is named
+            if len(p.environments) == 1:
+                error = error.replace("<release>", answer.report.index.env[p.environments[0]].framework_version)
+            if len(p.dtypes) == 1:
+                error = error.replace("<dtype>", p.dtypes[0])
+            out.append(f"  {p.mode}, {', '.join(p.dtypes)} ({where}): {p.status}: {error}")
     return "\n".join(out) + "\n"
 
 
@@ -686,7 +756,7 @@ def command(args: Any) -> int:
     from kinkcheck.errors import EXIT_BAD_INPUT
     from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
 
-    q = ask.question(args.expr, args.at, args.framework, args.sympy)
+    q = ask.question(args.expr, args.at, args.framework, args.sympy, tie=args.tie, live=args.live)
     known = FRAMEWORK_MODES.get(q.framework, ())
     for mode in args.mode or ():
         if mode not in known:
@@ -707,7 +777,8 @@ def command(args: Any) -> int:
     if args.json:
         from kinkcheck.report.model import report_json
 
-        print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy},
+        print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy,
+                                       "case": q.case, "tie": q.tie},
                           "releases": answer.releases, "not_measured": answer.not_measured,
                           "sources": answer.sources, "report_path": answer.report_path,
                           "report": None if answer.report is None else json.loads(report_json(answer.report))}))

@@ -71,16 +71,21 @@ class Log:
     ``console`` (a rich console drawing a progress bar) where there is one."""
 
     def __init__(self, quiet: bool, console: Any = None) -> None:
+        import threading
+
         self.quiet = quiet
         self.console = console
+        self._lock = threading.Lock()  # the next release's environment is made in a thread: whole lines only
 
     def log(self, message: str) -> None:
         if self.quiet:
             return
-        if self.console is not None:
-            self.console.print(f"  {message}", markup=False, highlight=False)
-        else:
-            print(f"  {message}", file=sys.stderr, flush=True)
+        with self._lock:
+            if self.console is not None:
+                self.console.print(f"  {message}", markup=False, highlight=False)
+            else:
+                sys.stderr.write(f"  {message}\n")
+                sys.stderr.flush()
 
     warn = log
 
@@ -138,7 +143,7 @@ def disk_budget(gb: float | None) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         where = "--disk-budget" if gb is not None else ENV_DISK
-        raise UsageError(f"{where} must be a number of GB above 0, got {raw!r}")
+        raise UsageError(f"{where} must be a finite number of GB above 0, got {raw!r}")
     return value * 1e9
 
 

@@ -471,6 +471,11 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser(
         "ask", help="any program at a point, measured as the catalog's programs are (every mode and dtype) in the "
                     "releases asked, each in its own environment, judged and printed as a case page shows a program",
+        description="Answers a program at a point across releases. A program of a catalog case at that case's point "
+                    "is answered from the report's cells (measured by nox -s report, every mode and dtype); any other "
+                    "program, point or release is measured here by kinkcheck probe, every mode and dtype, each "
+                    "release in a virtualenv of its own. The answer is judged against the sympy oracle and printed as "
+                    "a case page shows a program. Read docs/ask.md.",
         epilog="Virtualenvs and answers are kept in $KINKCHECK_ASK_HOME (default: the user cache folder's "
                "kinkcheck/ask); a question asked again measures only what its shards lack.")
     a.add_argument("expr", help='call expression, e.g. "torch.clamp(x, min=0)"')
@@ -484,8 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--framework", choices=FRAMEWORKS, type=_framework_name, help="only for a bare method chain")
     a.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language (default: mapped "
                    "from the program)")
-    a.add_argument("--disk-budget", type=float, metavar="GB", help="disk the kept virtualenvs may take (default "
-                   "$KINKCHECK_ASK_DISK_GB, else 20); past it the least recently used are removed")
+    a.add_argument("--disk-budget", type=float, metavar="GB", help="disk the kept virtualenvs and the installer's "
+                   "cache may take (default $KINKCHECK_ASK_DISK_GB, else 20); past it the cache is removed first, then "
+                   "the least recently used virtualenvs")
+    a.add_argument("--tie", action="store_true", default=None, help="the kink is a tie between arguments or "
+                   "elements: the tie labels apply (split-even, first, last, one-index); a catalog program at its "
+                   "case's point takes the case's own flag")
     a.add_argument("--stage", metavar="ID", help="also write the question as a staged case ID (references/staged/): "
                    "its program, and for the other frameworks a reason 'not written yet' to replace before it moves "
                    "into the catalog")
@@ -502,9 +511,16 @@ def build_parser() -> argparse.ArgumentParser:
     lk = sub.add_parser(
         "lock", help="write kinkcheck.lock: the convention of each kinked call a model makes (--model, --data); "
                      "--check: exit 1 when another release changes one",
+        description="Runs your model on your batches under kinkcheck's kink-hit counters and writes kinkcheck.lock "
+                    "(TOML): for each kinked call it reaches (relu, clamp, maximum, max, pooling, ...), your call site, "
+                    "the question that asks its convention, and the convention in the installed release (the "
+                    "report's cell, or measured here). --check compares the lock with another release "
+                    "(--release), another framework (--framework-version jax==R, paired as kinkcheck migrate pairs "
+                    "programs) or the report's CUDA cells (--device cuda --release R). Read docs/lock.md.",
         epilog="Exit status of --check: 0 nothing the model relies on changes, 1 a locked convention changed (one line "
                "per site), 2 bad input.")
-    lk.add_argument("--model", metavar="MODULE:FUNCTION", help="returns a torch.nn.Module (its forward pass is run)")
+    lk.add_argument("--model", metavar="MODULE:FUNCTION", help="returns a torch.nn.Module (its forward pass is run) "
+                    "or a JAX (apply, params) pair (apply(params, x) is run)")
     lk.add_argument("--data", metavar="MODULE:FUNCTION", help="returns an iterable of inputs or (input, target)")
     lk.add_argument("--batches", type=int, default=5, help="forward passes run (default 5)")
     lk.add_argument("--eval", action="store_true", help="run the module in eval mode")
@@ -512,8 +528,10 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--check", action="store_true", help="compare the lock with --release (default: the installed "
                     "release)")
     lk.add_argument("--release", metavar="VERSION", help="with --check: a release of the framework's matrix")
-    lk.add_argument("--framework-version", metavar="FW==VERSION", help="with --check: the same as --release")
-    lk.add_argument("--device", default="cpu", choices=tuple(DEVICES), help="with --check: compare with the report's "
+    lk.add_argument("--framework-version", metavar="FW==VERSION", help="with --check: a release of the lock's "
+                    "framework (torch==2.14.1, as --release), or of another framework (jax==0.4.30: each site that is "
+                    "a catalog case against that framework's programs of the case, from the report's cells)")
+    lk.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="with --check: compare with the report's "
                     "cells on this device (cuda: the releases the report measured on an NVIDIA GPU; with --release, "
                     "else the lock's release); default cpu")
     lk.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -548,7 +548,9 @@ def program_framework(tree: Node, at: Mapping[str, Any], framework: str | None, 
         raise ExprError(f"expression mixes frameworks {sorted(roots)}; use one")
     fw = framework or (roots.pop() if roots else None)
     if fw is None:
-        raise ExprError(f"cannot tell the framework from a method chain; add --framework NAME ({', '.join(namespaces)})")
+        what = "a method chain" if any(isinstance(n, Call) for n in walk(tree)) else "an expression that calls nothing"
+        raise ExprError(f"cannot tell the framework from {what} (it names no torch., jax., …); add --framework NAME "
+                        f"({', '.join(namespaces)})")
     if roots and fw not in roots:
         raise ExprError(f"--framework {fw} but the expression uses {sorted(roots)}")
     used = {n.name for n in walk(tree) if isinstance(n, Input)}

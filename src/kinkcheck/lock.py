@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -168,6 +168,12 @@ def _nonsense(lock: Lock) -> str | None:
         odd = [label for label in s.labels if label not in LABELS]
         if odd:
             return f"unknown label {odd[0]!r} at {where}"
+        if s.case is not None and s.case != _catalog_case(lock.framework, ex.unparse(tree), point):
+            return f"case {s.case!r} is not the catalog's case of {s.program} at {s.at} at {where}"
+    indices = [s.index for s in [*lock.site, *lock.unlocked]]
+    twice = sorted({i for i in indices if indices.count(i) > 1})
+    if twice:
+        return f"index {twice[0]} is given to two sites"
     return None
 
 
@@ -231,13 +237,12 @@ def write_lock(lock: Lock, path: str | Path) -> None:
 
 
 def _catalog_case(framework: str, program: str, at: dict[str, Any]) -> str | None:
-    """The catalog case holding ``program`` (canonical text) of ``framework`` at the point ``at``, if any."""
-    from kinkcheck.catalog import load_catalog
+    """The catalog case holding ``program`` (canonical text) of ``framework`` at the point ``at`` (the sign of zero
+    included: ``maximum@-0.0`` is not a tie at +0), if any."""
+    from kinkcheck.ask import catalog_match
 
-    for case in load_catalog(frameworks=[framework]):
-        if case.at == at and any(p.framework == framework and p.id == program for p in case.programs):
-            return case.id
-    return None
+    case = catalog_match(framework, program, at)
+    return case.id if case is not None else None
 
 
 def _report_cell(case: str | None, program: str, release: str, dtype: str) -> Any:
@@ -253,11 +258,13 @@ def _report_cell(case: str | None, program: str, release: str, dtype: str) -> An
     return rows[0] if rows else None
 
 
-def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, str]], *, quiet: bool = False
+def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, str]], *, quiet: bool = False,
+                ties: Collection[tuple[str, str]] = ()
                 ) -> dict[tuple[str, str, str], tuple[str, dict[str, Any] | None, list[str], str, str | None]]:
     """The convention of each (program, at, dtype) in ``release``: (status, value, labels, source, case), from the
     report's cell where the catalog holds the program at that point and the report measured it, else measured live
-    (:func:`kinkcheck.ask.measure`, reverse mode, those dtypes)."""
+    (:func:`kinkcheck.ask.measure`, reverse mode, those dtypes). ``ties``: the (program, at) whose kink is a tie (the
+    tie labels apply; a catalog case's own flag wins)."""
     from kinkcheck import ask
     from kinkcheck import points as pt
 
@@ -270,16 +277,16 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
         if row is not None:
             out[(program, at, dtype)] = (row.status, row.value, list(row.labels), "report", case)
         else:
-            live.setdefault((program, at), ask.question(program, at, framework))
+            live.setdefault((program, at), ask.question(program, at, framework, tie=(program, at) in ties))
     if live:
         dtypes = sorted({d for p, a, d in wanted if (p, a) in live})
         answer = ask.measure(list(live.values()), [release], modes=["reverse"], dtypes=dtypes, quiet=quiet)
         if answer.report is None:
             why = answer.not_measured.get(release, "nothing measured")
             raise UsageError(f"{framework} {release}: not measured: {why}")
-        by_case = {q.case_id: key for key, q in live.items()}
+        by_case = {(q.case_id, q.expr): key for key, q in live.items()}
         for ob in answer.report.observations:
-            program, at = by_case[ob.case]
+            program, at = by_case[(ob.case, ob.program)]
             key = (program, at, ob.dtype)
             if key in wanted and ob.mode == "reverse":
                 case = _catalog_case(framework, program, pt.parse_point(at))
@@ -305,7 +312,8 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
         raise UsageError(f"{framework} is not installed here")
     asked = [s for s in sites if s.question and s.inspected]
     wanted = list(dict.fromkeys((s.question, s.at, s.dtype) for s in asked))
-    found = conventions(framework, release, wanted, quiet=quiet) if wanted else {}
+    ties = {(s.question, s.at) for s in asked if "tie" in s.kink}
+    found = conventions(framework, release, wanted, quiet=quiet, ties=ties) if wanted else {}
     locked = []
     for s in asked:
         status, value, labels, source, case = found[(s.question, s.at, s.dtype)]
@@ -387,7 +395,8 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[
         raise UsageError(f"{lock.framework} is not installed here: name the release to check against (--release)")
     releases_asked(lock.framework, [target])  # an unknown release: UsageError before anything runs
     wanted = list(dict.fromkeys((s.program, s.at, s.dtype) for s in lock.site))
-    found = conventions(lock.framework, target, wanted, quiet=quiet) if wanted else {}
+    ties = {(s.program, s.at) for s in lock.site if "tie" in s.kink}
+    found = conventions(lock.framework, target, wanted, quiet=quiet, ties=ties) if wanted else {}
     changes = []
     for s in lock.site:
         status, value, labels, source, _ = found[(s.program, s.at, s.dtype)]
@@ -497,7 +506,13 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
         batch = next(iter(_call(_load(lock.data, "--data"), f"--data {lock.data}")))
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         moved, largest = first_layer_shift(model, x, before, after)
-    except (CensusError, StopIteration, ValueError, RuntimeError, TypeError) as err:
+    except CensusError as err:  # the conventions are checked without the model; only this size needs it
+        why = " ".join(str(err).split())[:200]
+        return f"its size on your batch is not measured: the lock's model or data ({lock.model}, {lock.data}) " \
+               f"does not load here ({why})"
+    except StopIteration:
+        return f"its size on your batch is not measured: the lock's data ({lock.data}) gives no batch"
+    except (ValueError, RuntimeError, TypeError) as err:
         return f"its size on your batch is not measured ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
     finally:
         if added is not None and added in sys.path:

@@ -58,8 +58,9 @@ class _Overflow(ExprError):
 _NONFINITE = {"inf": math.inf, "nan": math.nan}
 
 
-def _literal(node: ast.expr, text: str, allow_nonfinite: bool = False, integer: bool = False) -> Any:
-    """A number or nested list of numbers written in ``text``; ``integer``: ints only (an ``int:`` input)."""
+def _literal(node: ast.expr, text: str, allow_nonfinite: bool = False, integer: bool = False, sign: str = "") -> Any:
+    """A number or nested list of numbers written in ``text``; ``integer``: ints only (an ``int:`` input).
+    ``-0`` is the negative zero ``-0.0`` (a point tells the sign of zero apart, as the catalog does)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         if integer and not isinstance(node.value, int):
             raise ExprError(f"an int: value must be integers, got {_short(text, 40)}")
@@ -68,16 +69,19 @@ def _literal(node: ast.expr, text: str, allow_nonfinite: bool = False, integer: 
         if node.value == 0 and isinstance(node.value, float):
             written = ast.get_source_segment(text, node) or ""
             if any(c in "123456789" for c in written.lower().partition("e")[0]):  # 1e-400: not the zero it became
-                raise ExprError(f"{written} underflows to 0 in float64: the point would be the kink at 0 itself "
+                raise ExprError(f"{sign}{written} underflows to {sign}0 in float64: the point would be the kink at 0 itself "
                                 "(the smallest float64 is about 5e-324)")
         return node.value
     if allow_nonfinite and not integer and isinstance(node, ast.Name) and node.id in _NONFINITE:
         return _NONFINITE[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _literal(node.operand, text, allow_nonfinite, integer)
+        minus = isinstance(node.op, ast.USub)
+        v = _literal(node.operand, text, allow_nonfinite, integer, ("-" if minus else "") if not sign else sign)
         if isinstance(v, list):
             raise ExprError(f"a sign before a list is not allowed in {text!r}")
-        return -v if isinstance(node.op, ast.USub) else v
+        if minus and not integer and type(v) is int and v == 0:
+            return -0.0
+        return -v if minus else v
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e, text, allow_nonfinite, integer) for e in node.elts]
     if integer:
