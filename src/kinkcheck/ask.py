@@ -516,6 +516,8 @@ def _live(framework: str, releases: Sequence[str], catalog: Any, catalog_path: P
     root = home()
     not_measured: dict[str, str] = {}
     pending = [v for v in releases if not _fresh(_shard_path(folder, framework, v), catalog, framework, modes, dtypes)]
+    here = installed_release(framework)  # first: it needs no environment, so the next one is made while it runs
+    pending.sort(key=lambda v: v != here)
     progress = _progress(quiet, len(pending))
     log = Log(quiet, progress.console if progress is not None else None)
     for version in releases:
