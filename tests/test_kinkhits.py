@@ -145,3 +145,21 @@ def test_a_padded_jax_pool_is_not_asked():
     params = {"window_dimensions": (3,), "window_strides": (1,), "padding": ((1, 1),), "base_dilation": (1,),
               "window_dilation": (1,)}
     assert jax_question([], "reduce_window_max", [], params) == "reduce_window_max: a padded or dilated window: not asked"
+
+
+def test_a_torch_tie_is_asked_at_the_value_the_model_tied_at():
+    """maximum(x, y) tied at 1 is the catalog's maximum@tie (x = y = 1): answered from the report; a tie of negative
+    zeros keeps its sign; a reduction's tie is asked at its tied extreme; no tie: at 0 (two inputs) or ones."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed in this Python")
+    from kinkcheck.frameworks.torch.kinkhits import torch_question
+
+    t = torch.tensor
+    assert torch_question(torch.maximum, (t([1.0, 2.0]), t([1.0, 3.0])), {}) == ("torch.maximum(x, y)", "x=1.0,y=1.0")
+    assert torch_question(torch.maximum, (t([-0.0]), t([-0.0])), {}) == ("torch.maximum(x, y)", "x=-0.0,y=-0.0")
+    assert torch_question(torch.maximum, (t([5.0]), t([1.0])), {}) == ("torch.maximum(x, y)", "x=0.0,y=0.0")
+    assert torch_question(torch.amax, (t([[3.0, 1.0], [0.0, 0.0]]),), {"dim": -1}) == (
+        "torch.amax(v, dim=-1)", "v=[0.0,0.0]")
+    assert torch_question(torch.max, (t([2.0, 2.0, 1.0]),), {}) == ("torch.max(v)", "v=[2.0,2.0]")
+    from kinkcheck.ask import catalog_match
+
+    assert catalog_match("torch", "torch.maximum(x, y)", {"x": 1.0, "y": 1.0}).id == "maximum@tie"

@@ -223,8 +223,11 @@ def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
         return False
     if fa == fb:
         return True
-    try:
-        return bool((fa - fb).equals(0))
+    import sympy
+
+    try:  # Max, Min and Abs as Piecewise, folded and simplified: zero only where the two are one function
+        difference = sympy.piecewise_fold(fa.rewrite(sympy.Piecewise) - fb.rewrite(sympy.Piecewise))
+        return bool(sympy.simplify(difference) == 0)
     except Exception:  # noqa: BLE001  sympy could not tell: not the same, as far as kinkcheck knows
         return False
 
@@ -376,11 +379,12 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
 
     if q.case is None:
         return None
+    named = path is not None
     path = Path(path) if path is not None else default_report()
     try:
         report = load_report(path, program=q.expr)
     except CiteError as err:
-        if os.environ.get(DATA_ENV) or _report_exists(path):
+        if named or os.environ.get(DATA_ENV) or _report_exists(path):
             raise UsageError(f"{err} (or --live: measure every release here)") from None
         return None
     case = next((c for c in report.cases if c.id == q.case), None)
@@ -438,16 +442,17 @@ def _fresh(shard: Path, catalog: Any, framework: str, modes: Sequence[str], dtyp
 
 def ask(q: Question, releases: Sequence[str], *, modes: Sequence[str] = (), dtypes: Sequence[str] = (),
         disk_budget_gb: float | None = None, quiet: bool = False, timeout_s: float | None = None,
-        live: bool = False) -> Answer:
-    """Answer ``q`` in each of ``releases``: from the report's cells where the catalog holds the program at the
-    point (unless ``live``), the other releases measured (only what their shards lack), judged."""
+        live: bool = False, report: str | Path | None = None) -> Answer:
+    """Answer ``q`` in each of ``releases``: from the report's cells (``report``, default
+    :func:`kinkcheck.query.default_report`) where the catalog holds the program at the point (unless ``live``), the
+    other releases measured (only what their shards lack), judged."""
     return measure([q], releases, modes=modes, dtypes=dtypes, disk_budget_gb=disk_budget_gb, quiet=quiet,
-                   timeout_s=timeout_s, live=live)
+                   timeout_s=timeout_s, live=live, report=report)
 
 
 def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Sequence[str] = (),
             dtypes: Sequence[str] = (), disk_budget_gb: float | None = None, quiet: bool = False,
-            timeout_s: float | None = None, live: bool = False) -> Answer:
+            timeout_s: float | None = None, live: bool = False, report: str | Path | None = None) -> Answer:
     """Answer ``questions`` (one framework's) in each of ``releases``. One question that is a catalog program at
     its case's point takes the report's cells for the releases the report measured (:func:`from_report`; not with
     ``live``); every other release is measured here, one probe of the questions' catalog per release (only what its
@@ -463,7 +468,8 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
         raise ValueError(f"measure: questions of one framework, got {sorted(frameworks)}")
     framework = frameworks.pop()
     budget = disk_budget(disk_budget_gb)
-    reported = from_report(questions[0], releases, modes, dtypes) if len(questions) == 1 and not live else None
+    reported = (from_report(questions[0], releases, modes, dtypes, report) if len(questions) == 1 and not live
+                else None)
     sources = dict.fromkeys((s["environment"]["framework_version"] for s in reported or ()), "report")
     rest = [v for v in releases if v not in sources]
     with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-") as tmp:
@@ -481,12 +487,12 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
                                      timeout_s, bool(sources))
         sources.update(dict.fromkeys((s["environment"]["framework_version"] for s in shards), "live"))
         every = [*(reported or ()), *shards]
-        report = build(every, catalog) if every else None
+        judged = build(every, catalog) if every else None
     from kinkcheck.query import default_report
 
-    return Answer(questions[0], list(releases), report, not_measured,
+    return Answer(questions[0], list(releases), judged, not_measured,
                   {v: sources[v] for v in releases if v in sources},
-                  str(default_report()) if reported else None)
+                  str(report if report is not None else default_report()) if reported else None)
 
 
 def _progress(quiet: bool, total: int) -> Any:
@@ -775,7 +781,7 @@ def command(args: Any) -> int:
         for path in ask.stage(q, args.stage, catalog, args.title):
             print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
     answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
-                     quiet=args.quiet, live=args.live)
+                     quiet=args.quiet, live=args.live, report=args.report)
     if args.json:
         from kinkcheck.report.model import report_json
 

@@ -26,10 +26,12 @@ REPORT_HELP = ("a report folder or its conventions.json.gz (default: the one in 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        command = self.prog.removeprefix("kinkcheck").strip()  # "ask", or "" for kinkcheck itself
         if "required: expr" in message or "required: program" in message:
             # argparse read an expression that starts with "-" as an option
-            message += ' (an expression that starts with "-" goes after --: grad --at x=0 -- "-torch.min(-x)")'
-        raise UsageError(f"{self.prog}: {message}")
+            message += (f' (an expression that starts with "-" goes after --: {command or "grad"} --at x=0 -- '
+                        '"-torch.min(-x)")')
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -501,6 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--title", help="with --stage: the case's title (default: the program at the point)")
     a.add_argument("--catalog", metavar="PATH", help="with --stage: the catalog to stage beside (default "
                    "references/catalog.toml in the current folder: run it in the checkout)")
+    a.add_argument("--report", metavar="PATH", help="the report whose cells answer a catalog program: a folder "
+                   "(conventions.json.gz, observations.parquet) or its conventions.json.gz (default $KINKCHECK_REPORTS, "
+                   "else ./reports, else the installed package's)")
     a.add_argument("--live", action="store_true", help="measure every release here, even those whose cells the "
                    "report holds (default: a catalog program at its case's point is answered from the report's "
                    "cells, measured by nox -s report)")

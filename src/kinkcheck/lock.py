@@ -163,7 +163,8 @@ def _nonsense(lock: Lock) -> str | None:
             return f"{s.program!r} at {s.at!r}: {err} at {where}"
         if ex.roots_of(tree) - {lock.framework}:
             return f"{s.program!r} is not a {lock.framework} program at {where}"
-        if (s.status == "ok") != (s.value is not None) or (s.value is not None and set(s.value) != set(point)):
+        if (s.status == "ok") != (s.value is not None) or (s.value is not None and (
+                set(s.value) != set(point) or not all(_shaped_like(s.value[k], point[k]) for k in point))):
             return f"value {s.value!r} is not a gradient of the inputs of {s.at!r} at {where}"
         odd = [label for label in s.labels if label not in LABELS]
         if odd:
@@ -175,6 +176,15 @@ def _nonsense(lock: Lock) -> str | None:
     if twice:
         return f"index {twice[0]} is given to two sites"
     return None
+
+
+def _shaped_like(value: Any, point: Any) -> bool:
+    """Whether ``value`` is numbers (or ``"nan"``, ``"inf"``, ``"-inf"``, as cells write them) shaped as ``point``."""
+    if isinstance(point, list):
+        return isinstance(value, list) and len(value) == len(point) and all(map(_shaped_like, value, point))
+    if isinstance(value, str):
+        return value in ("nan", "inf", "-inf")
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _toml(value: Any) -> str:
@@ -518,7 +528,8 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
         if added is not None and added in sys.path:
             sys.path.remove(added)
     if moved == 0.0:
-        return "on your first batch no element sits on these kinks: the first layer's gradient does not move"
+        return ("on your first batch the first layer's gradient does not move (no element sits on these kinks, or "
+                "no gradient reaches those that do)")
     return (f"on your first batch the first layer's gradient moves by up to {moved:.3g} (its largest entry: "
             f"{largest:.3g})")
 

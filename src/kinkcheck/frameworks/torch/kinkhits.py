@@ -219,6 +219,41 @@ def _defaults(func: Any) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
+def _tie_value(x: Any, y: Any) -> float:
+    """The value of the first tied element of ``x`` and ``y`` (as the operation broadcasts them), its sign of zero
+    kept; ``0.0`` where none ties (the question then asks a tie at 0)."""
+    import torch
+
+    try:
+        a, b = torch.broadcast_tensors(x, torch.as_tensor(y, device=x.device))
+        tied = a[(a == b) & ~torch.isnan(a)]
+    except (RuntimeError, TypeError):
+        return 0.0
+    if not tied.numel():
+        return 0.0
+    first = float(tied.reshape(-1)[0])
+    if first == 0.0:  # ties of zeros: -0.0 only where both are negative zeros
+        both = (a == 0) & (b == 0) & torch.signbit(a) & torch.signbit(b)
+        return -0.0 if bool(both.reshape(-1)[(a == b).reshape(-1)][0]) else 0.0
+    return first
+
+
+def _extreme_tie_value(x: Any, dim: Any, largest: bool) -> float:
+    """The extreme of the first slice of ``x`` (reduced over ``dim``, all of it when None) that attains it twice or
+    more; ``1.0`` where none does (the question then asks a tie of ones)."""
+    import torch
+
+    try:
+        flat = x.reshape(1, -1) if dim is None else x
+        d = 1 if dim is None else dim
+        ext = torch.amax(flat, dim=d, keepdim=True) if largest else torch.amin(flat, dim=d, keepdim=True)
+        tied = ((flat == ext).sum(dim=d) > 1).reshape(-1)
+        values = ext.reshape(-1)[tied]
+    except (RuntimeError, TypeError, IndexError):
+        return 1.0
+    return float(values[0]) if values.numel() else 1.0
+
+
 def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | str:
     """The program and point (``--at``) that ask this call's convention: the call as the user spelled it
     (``torch.clamp``, ``x.clamp``), with the scalar arguments it was given, at the kink whose elements it hit
@@ -233,7 +268,8 @@ def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
         return f"{name}: its slope is {'random in training' if name == 'rrelu' else 'a weight tensor'}: not asked"
     if name in _TIES or (name in ("max", "min") and isinstance(_arg(args, kwargs, 1, "other"), torch.Tensor)):
         call = f"x.{twin}(y)" if method else f"{program.rsplit('.', 1)[0]}.{twin}(x, y)"
-        return call, "x=0,y=0"
+        v = _tie_value(args[0], _arg(args, kwargs, 1, "other"))
+        return call, f"x={v!r},y={v!r}"
     rest = []
     defaults = _defaults(func)
     for i, a in enumerate(args[1:], start=1):
@@ -254,7 +290,8 @@ def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
         if dim not in (None, 0, -1) or len(rest) > 2:
             return f"{name}: over dim {dim}: not asked"
         call = f"v.{twin}({', '.join(rest)})" if method else f"{program.rsplit('.', 1)[0]}.{twin}({', '.join(['v', *rest])})"
-        return call + (".values" if dim is not None and name in ("max", "min") else ""), "v=[1.0,1.0]"
+        v = _extreme_tie_value(x, dim, name in ("max", "amax"))
+        return call + (".values" if dim is not None and name in ("max", "min") else ""), f"v=[{v!r},{v!r}]"
     if name.startswith("max_pool") and name.endswith(("1d", "2d")):
         k = _arg(args, kwargs, 1, "kernel_size")
         if not isinstance(k, int):
