@@ -106,13 +106,18 @@ MODELS = textwrap.dedent('''
 ''')
 
 
+def _user_module(folder, monkeypatch, name, text):
+    """The user's module ``name`` (``text``) in ``folder``, importable, the current folder, with its own ask home."""
+    (folder / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, name, raising=False)  # each test imports its own copy
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(folder / "ask"))
+
+
 @pytest.fixture()
 def models(tmp_path, monkeypatch):
-    (tmp_path / "usermodels.py").write_text(MODELS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "usermodels", raising=False)  # each test imports its own copy
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(tmp_path / "ask"))
+    _user_module(tmp_path, monkeypatch, "usermodels", MODELS)
     return tmp_path
 
 
@@ -304,11 +309,7 @@ def test_a_jax_mlp_is_locked_and_checked_against_an_older_release(tmp_path, monk
     pytest.importorskip("jax", reason="a JAX model")
     from kinkcheck.ask import installed_release
 
-    (tmp_path / "jaxmodel.py").write_text(JAX_MODEL)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "jaxmodel", raising=False)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(tmp_path / "ask"))
+    _user_module(tmp_path, monkeypatch, "jaxmodel", JAX_MODEL)
     assert main(["lock", "--model", "jaxmodel:mlp", "--data", "jaxmodel:rows", "--quiet"]) == 0
     written = lock.read_lock(tmp_path / "kinkcheck.lock")
     assert written.framework == "jax" and written.release == installed_release("jax"), written
@@ -401,11 +402,7 @@ def test_a_jax_pool_over_tied_windows_is_locked_as_one_window_of_ties(tmp_path, 
     activation is 0) is asked as ``jax.lax.reduce_window`` with the call's window and strides at one window of
     ones, measured live (no catalog case is at that point), and passes against the installed release."""
     pytest.importorskip("jax", reason="a JAX model")
-    (tmp_path / "jaxcnn.py").write_text(JAX_CNN)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "jaxcnn", raising=False)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("KINKCHECK_ASK_HOME", str(tmp_path / "ask"))
+    _user_module(tmp_path, monkeypatch, "jaxcnn", JAX_CNN)
     assert main(["lock", "--model", "jaxcnn:cnn", "--data", "jaxcnn:images", "--quiet"]) == 0
     written = lock.read_lock(tmp_path / "kinkcheck.lock")
     assert not written.unlocked, written.unlocked
