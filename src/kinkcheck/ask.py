@@ -388,8 +388,8 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
             raise UsageError(f"{err} (or --live: measure every release here)") from None
         return None
     case = next((c for c in report.cases if c.id == q.case), None)
-    if case is None or _point_key(case.at) != _point_key(q.at):  # a report of another catalog
-        return None
+    if case is None or (_point_key(case.at), case.sympy, case.tie) != (_point_key(q.at), q.sympy, q.tie):
+        return None  # a report of another catalog, whose case is not this one: its cells do not answer
     wanted = set(releases)
     envs = [e for e in report.environments if e.framework == q.framework and e.place == "cpu"
             and e.framework_version in wanted and e.not_measured is None]
