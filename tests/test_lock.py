@@ -472,3 +472,24 @@ def test_a_check_whose_model_does_not_load_still_checks_and_says_why_no_size(mod
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "its size on your batch is not measured: the lock's model or data (nosuchmod:make, usermodels:rows) " \
            "does not load here (" in last and "CensusError" not in last, last
+
+
+def test_report_only_compares_without_making_an_environment(models, capsys, monkeypatch):
+    """--report-only: the CNN's relu is compared with torch 2.14.1's report cell; its pool and clamp, which the report
+    has no cell for, are 'not compared' instead of measured in a 5.5 GB environment of 2.14.1."""
+    import subprocess
+
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
+    capsys.readouterr()
+
+    def no_install(*args, **kwargs):
+        raise AssertionError(f"--report-only makes no environment and runs no probe: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_install)
+    assert main(["lock", "--check", "--release", "2.14.1", "--report-only", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 3 locked convention(s) changed from torch 2.13.0 to 2.14.1 (2 not compared)" in out, out
+    assert ": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): not compared: the report has no torch " \
+           "2.14.1 cell of it (--report-only" in out, out
+    assert not (models / "ask" / "envs").exists(), "no environment made"

@@ -539,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="with --check: compare with the report's "
                     "cells on this device (cuda: the releases the report measured on an NVIDIA GPU; with --release, "
                     "else the lock's release); default cpu")
+    lk.add_argument("--report-only", action="store_true", help="with --check: compare only the sites the report "
+                    "has a cell for; the others are 'not compared' (default: measured in that release's environment, "
+                    "made the first time)")
     lk.add_argument("--quiet", action="store_true", help="no progress on stderr")
     lk.set_defaults(func=_cmd_lock)
 

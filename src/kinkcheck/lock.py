@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -269,12 +270,12 @@ def _report_cell(case: str | None, program: str, release: str, dtype: str) -> An
 
 
 def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, str]], *, quiet: bool = False,
-                ties: Collection[tuple[str, str]] = ()
+                ties: Collection[tuple[str, str]] = (), report_only: bool = False
                 ) -> dict[tuple[str, str, str], tuple[str, dict[str, Any] | None, list[str], str, str | None]]:
     """The convention of each (program, at, dtype) in ``release``: (status, value, labels, source, case), from the
     report's cell where the catalog holds the program at that point and the report measured it, else measured live
-    (:func:`kinkcheck.ask.measure`, reverse mode, those dtypes). ``ties``: the (program, at) whose kink is a tie (the
-    tie labels apply; a catalog case's own flag wins)."""
+    (:func:`kinkcheck.ask.measure`, reverse mode, those dtypes; not with ``report_only``: those are left out).
+    ``ties``: the (program, at) whose kink is a tie (the tie labels apply; a catalog case's own flag wins)."""
     from kinkcheck import ask
     from kinkcheck import points as pt
 
@@ -288,8 +289,14 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
             out[(program, at, dtype)] = (row.status, row.value, list(row.labels), "report", case)
         else:
             live.setdefault((program, at), ask.question(program, at, framework, tie=(program, at) in ties))
+    if live and report_only:
+        return out
     if live:
         dtypes = sorted({d for p, a, d in wanted if (p, a) in live})
+        if not quiet and release != ask.installed_release(framework):
+            print(f"  {framework} {release}: {len(live)} question(s) the report has no cell for, measured in that "
+                  "release's environment (made the first time: a torch release takes about 5.5 GB; --report-only "
+                  "compares without them)", file=sys.stderr, flush=True)
         answer = ask.measure(list(live.values()), [release], modes=["reverse"], dtypes=dtypes, quiet=quiet)
         if answer.report is None:
             why = answer.not_measured.get(release, "nothing measured")
@@ -395,9 +402,11 @@ def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> boo
     return len(fa) == len(fb) and same_value(fa, fb, dtype)
 
 
-def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[str, list[Change]]:
-    """Ask the lock's questions of ``release`` (default: the installed one); the release and the sites whose
-    convention changed (status, or value beyond the dtype's tolerance)."""
+def check(lock: Lock, release: str | None = None, quiet: bool = False, report_only: bool = False
+          ) -> tuple[str, list[Change], list[str]]:
+    """Ask the lock's questions of ``release`` (default: the installed one); the release, the sites whose
+    convention changed (status, or value beyond the dtype's tolerance), and with ``report_only`` a line for each
+    site the report has no cell for (not compared, where it would otherwise be measured in that release)."""
     from kinkcheck.ask import installed_release, releases_asked
 
     target = release or installed_release(lock.framework)
@@ -406,14 +415,20 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False) -> tuple[
     releases_asked(lock.framework, [target])  # an unknown release: UsageError before anything runs
     wanted = list(dict.fromkeys((s.program, s.at, s.dtype) for s in lock.site))
     ties = {(s.program, s.at) for s in lock.site if "tie" in s.kink}
-    found = conventions(lock.framework, target, wanted, quiet=quiet, ties=ties) if wanted else {}
-    changes = []
+    found = conventions(lock.framework, target, wanted, quiet=quiet, ties=ties,
+                        report_only=report_only) if wanted else {}
+    changes, unknown = [], []
     for s in lock.site:
+        if (s.program, s.at, s.dtype) not in found:
+            unknown.append(f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): not compared: the report has "
+                           f"no {lock.framework} {target} cell of it (--report-only; without it, it is measured in "
+                           "that release's environment)")
+            continue
         status, value, labels, source, _ = found[(s.program, s.at, s.dtype)]
         if status != s.status or not _same(s.dtype, s.value, value):
             changes.append(Change(site=s, release=target, status=status, value=value, labels=labels, source=source,
                                   site_release=lock.release))
-    return target, changes
+    return target, changes, unknown
 
 
 def _face(status: str, value: Any, labels: Sequence[str]) -> str:
@@ -560,9 +575,9 @@ def command(args: Any) -> int:
 
     path = Path(args.lock) if args.lock else lock.default_lock_path()
     if not args.check:
-        if args.release or args.framework_version or args.device != "cpu":
-            raise UsageError("--release, --framework-version and --device go with --check (a lock is written for "
-                             "the installed release on the CPU)")
+        if args.release or args.framework_version or args.device != "cpu" or args.report_only:
+            raise UsageError("--release, --framework-version, --device and --report-only go with --check (a lock is "
+                             "written for the installed release on the CPU)")
         if not (args.model and args.data):
             raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
                              "(or --check an existing lock)")
@@ -606,8 +621,7 @@ def command(args: Any) -> int:
         changes, unknown = lock.check_across(held, framework, release)
         target = f"{framework} {release}"
     else:
-        target, changes = lock.check(held, release, quiet=args.quiet)
-        unknown = []
+        target, changes, unknown = lock.check(held, release, quiet=args.quiet, report_only=args.report_only)
     args.exit_status = 1 if changes else 0
     for c in changes:
         print(c.line(held.framework))

@@ -34,7 +34,7 @@ def pytest_configure(config: Any) -> None:
 
     try:
         held = lock.read_lock(path)
-        target, changes = lock.check(held, quiet=True)
+        target, changes, _ = lock.check(held, quiet=True)
     except UsageError as err:
         raise pytest.UsageError(f"--kinkcheck-lock: {err}") from None
     config.stash[_STASH] = (held, target, changes)
