@@ -103,6 +103,28 @@ MODELS = textwrap.dedent('''
 
     def broken():
         raise RuntimeError("the factory fails")
+
+
+    class Maxed(torch.nn.Module):
+        """Two units and the max over them: an input with x0 == x1 ties them."""
+
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3, 2, bias=False)
+
+        def forward(self, x):
+            return torch.amax(self.layer(x), dim=-1).sum()
+
+
+    def maxed():
+        model = Maxed()
+        with torch.no_grad():
+            model.layer.weight.copy_(torch.tensor([[1.0, 0, 0], [0, 1, 0]]))
+        return model
+
+
+    def tied_rows():
+        return [torch.tensor([[2.0, 2.0, 5.0]])]
 ''')
 
 
@@ -493,3 +515,20 @@ def test_report_only_compares_without_making_an_environment(models, capsys, monk
     assert ": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): not compared: the report has no torch " \
            "2.14.1 cell of it (--report-only" in out, out
     assert not (models / "ask" / "envs").exists(), "no environment made"
+
+
+def test_a_reductions_changed_tie_says_how_far_it_moves_the_first_layer(models, capsys):
+    """The max over two tied units (2 = 2 for the row [2, 2, 5]): a lock whose amax convention is ``first`` ([1, 0],
+    as ``torch.max(v, dim).values`` gives), checked against the installed amax's split-even [0.5, 0.5]. The first
+    weight's gradient goes from rows [2, 2, 5], [0, 0, 0] to [1, 1, 2.5] twice: |Δ| up to 2.5, largest entry 5."""
+    assert main(["lock", "--model", "usermodels:maxed", "--data", "usermodels:tied_rows", "--quiet"]) == 0
+    written = lock.read_lock(models / "kinkcheck.lock")
+    (site,) = written.site
+    assert (site.operation, site.program, site.at, site.value) == (
+        "torch.amax", "torch.amax(v, dim=-1)", "v=[2.0,2.0]", {"v": [0.5, 0.5]}), site
+    first = msgspec.structs.replace(site, value={"v": [1.0, 0.0]}, labels=["first", "in-clarke"])
+    lock.write_lock(msgspec.structs.replace(written, site=[first]), models / "kinkcheck.lock")
+    capsys.readouterr()
+    assert main(["lock", "--check", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "on your first batch the first layer's gradient moves by up to 2.5 (its largest entry: 5)" in out, out

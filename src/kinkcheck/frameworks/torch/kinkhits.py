@@ -443,13 +443,45 @@ def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[st
     return _Patch.apply(*inputs)
 
 
+def _patched_reduction(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: dict[str, Any]) -> Any:
+    """``func(*args, **kwargs)``, a max or min reduction (``max``, ``amax``, ``min``, ``amin``, over ``dim`` or all
+    of it), whose backward gives each slice tied as ``new`` is (``{"v": [a, b]}``: a tie of two, the gradient of
+    its first and second tied elements) that gradient, and the framework's own to every other slice (no tie, or a
+    tie of another size)."""
+    import torch
+
+    x, rest = args[0], list(args[1:])
+    dim = kwargs.get("dim", rest[0] if rest and isinstance(rest[0], int) else None)
+    keepdim = bool(kwargs.get("keepdim", rest[1] if len(rest) > 1 and isinstance(rest[1], bool) else False))
+    largest = getattr(func, "__name__", "") in ("max", "amax")
+    out = func(*args, **kwargs)
+    values = out if isinstance(out, torch.Tensor) else out.values
+    with torch.enable_grad():  # the framework's own gradient of each slice's extreme
+        leaf = x.detach().requires_grad_()
+        own_out = func(leaf, *rest, **kwargs)
+        own_values = own_out if isinstance(own_out, torch.Tensor) else own_out.values
+        (own,) = torch.autograd.grad(own_values.sum(), leaf)
+    xr, d = (x.detach().reshape(1, -1), 1) if dim is None else (x.detach(), dim)
+    ext = torch.amax(xr, dim=d, keepdim=True) if largest else torch.amin(xr, dim=d, keepdim=True)
+    mask = xr == ext
+    count = mask.sum(dim=d, keepdim=True)
+    share = torch.tensor([float(g) for g in new["v"]], dtype=x.dtype, device=x.device)
+    rank = (mask.cumsum(dim=d) - 1).clamp(0, len(share) - 1)
+    weight = torch.where(mask & (count == len(share)), share[rank], own.reshape(xr.shape)).reshape(x.shape)
+    moved = (x - x.detach()) * weight  # zero forward; backward: the upstream gradient times the weight
+    moved = moved.sum() if dim is None else moved.sum(dim=dim, keepdim=keepdim)
+    swapped = values.detach() + moved
+    return swapped if isinstance(out, torch.Tensor) else type(out)((swapped, out.indices))
+
+
 def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any], dict[str, Any]]],
                       after: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
     """How far the gradient of the model's first weight (its first parameter of two or more dimensions) moves on
     batch ``x`` between two conventions: the kinked calls numbered in ``before`` and ``after`` (site index → (the
     kink's point, the gradient there)) take the one, then the other, at their kink elements; the loss is the sum of
-    the outputs. Returns (max |Δ|, max |g| of the ``before`` gradient). Only elementwise kinks of one input and
-    ties of two (``relu``, ``clamp``, ``maximum``) are swapped; the rest keep the installed release's convention.
+    the outputs. Returns (max |Δ|, max |g| of the ``before`` gradient). Elementwise kinks of one input, ties of two
+    (``relu``, ``clamp``, ``maximum``) and max/min reductions' ties of two (``amax``, ``max``: each slice tied as
+    the question is) are swapped; the rest keep the installed release's convention.
     Both passes start from one random state (dropout draws the same masks)."""
     import torch
 
@@ -475,6 +507,8 @@ def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any]
             i, self.index = self.index, self.index + 1
             if i in self.changes:
                 at, value = self.changes[i]
+                if set(at) == {"v"}:
+                    return _patched_reduction(func, args, kwargs, value)
                 return _patched(func, args, kwargs, at, value)
             return func(*args, **kwargs)
 
