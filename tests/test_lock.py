@@ -125,6 +125,29 @@ MODELS = textwrap.dedent('''
 
     def tied_rows():
         return [torch.tensor([[2.0, 2.0, 5.0]])]
+
+
+    class Pooled(torch.nn.Module):
+        """Four units that all give 1 for the input [1, 2, 3, 4] (weights 1, 1/2, 1/3, 1/4), max-pooled as one
+        2x2 window: a window whose elements all tie."""
+
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 4, bias=False)
+
+        def forward(self, x):
+            return F.max_pool2d(self.layer(x).reshape(-1, 1, 2, 2), 2).sum()
+
+
+    def pooled():
+        model = Pooled()
+        with torch.no_grad():
+            model.layer.weight.copy_(torch.diag(torch.tensor([1.0, 1 / 2, 1 / 3, 1 / 4])))
+        return model
+
+
+    def pool_rows():
+        return [torch.tensor([[1.0, 2.0, 3.0, 4.0]])]
 ''')
 
 
@@ -532,3 +555,24 @@ def test_a_reductions_changed_tie_says_how_far_it_moves_the_first_layer(models, 
     assert main(["lock", "--check", "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "on your first batch the first layer's gradient moves by up to 2.5 (its largest entry: 5)" in out, out
+
+
+def test_a_pools_changed_tie_says_how_far_it_moves_the_first_layer(models, capsys):
+    """One 2x2 window whose four elements tie at 1: the installed torch sends the window's gradient to one element
+    (the lock records which); a lock that says the last element gets it instead moves the first weight's gradient
+    from the row of that element to the other: rows are the input [1, 2, 3, 4] times the element's share, so
+    |Δ| up to 4, largest entry 4 (unless the installed release already picks the last: then nothing changes)."""
+    assert main(["lock", "--model", "usermodels:pooled", "--data", "usermodels:pool_rows", "--quiet"]) == 0
+    written = lock.read_lock(models / "kinkcheck.lock")
+    (site,) = written.site
+    assert site.program.startswith("torch.nn.functional.max_pool2d(v, 2") and site.status == "ok", site
+    grid = [g for row in site.value["v"][0] for g in row]
+    assert sorted(grid) == [0.0, 0.0, 0.0, 1.0], f"the installed torch gives the window's gradient to one element: {grid}"
+    last = msgspec.structs.replace(site, value={"v": [[[0.0, 0.0], [0.0, 1.0]]]}, labels=["last", "in-clarke"])
+    lock.write_lock(msgspec.structs.replace(written, site=[last]), models / "kinkcheck.lock")
+    capsys.readouterr()
+    if grid[-1] == 1.0:
+        pytest.skip("the installed torch already gives the last element the gradient: no change to measure")
+    assert main(["lock", "--check", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "on your first batch the first layer's gradient moves by up to 4 (its largest entry: 4)" in out, out

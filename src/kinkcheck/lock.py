@@ -515,12 +515,14 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
     before, after = {}, {}
     for c in changes:
         at = pt.parse_point(c.site.at)
-        reduction = c.site.operation.rsplit(".", 1)[-1] in ("max", "min", "amax", "amin") and set(at) == {"v"}
-        if (set(at) in ({"x"}, {"x", "y"}) or reduction) and c.status == "ok" == c.site.status:
+        name = c.site.operation.rsplit(".", 1)[-1]
+        tied = set(at) == {"v"} and (name in ("max", "min", "amax", "amin") or name.startswith(("max_pool1d",
+                                                                                                  "max_pool2d")))
+        if (set(at) in ({"x"}, {"x", "y"}) or tied) and c.status == "ok" == c.site.status:
             before[c.site.index] = (at, c.site.value)
             after[c.site.index] = (at, c.value)
     if not after:
-        return "its size on your batch is not measured for these sites (pools, errors)"
+        return "its size on your batch is not measured for these sites (3-d pools, errors)"
     from kinkcheck.frameworks.torch.kinkhits import first_layer_shift
     from kinkcheck.hitcensus import CensusError, _call, _load
 

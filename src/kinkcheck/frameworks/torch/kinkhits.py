@@ -4,6 +4,7 @@ the elements of each kinked call's input that sit exactly on its kink. Imports t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -474,14 +475,63 @@ def _patched_reduction(func: Any, args: Sequence[Any], kwargs: dict[str, Any], n
     return swapped if isinstance(out, torch.Tensor) else type(out)((swapped, out.indices))
 
 
+def _patched_pool(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: dict[str, Any], nd: int) -> Any:
+    """``func(*args, **kwargs)``, a max-pool over the last ``nd`` (1 or 2) dimensions, whose backward gives each
+    window whose elements all tie ``new``'s gradient (``{"v": one window}``, the question's) and the framework's
+    own to every other window. Only windows that tile the input (stride = kernel, no padding or dilation, no
+    ``ceil_mode`` or ``return_indices``) are swapped; other pools are called as they are."""
+    import torch
+
+    k = _arg(args, kwargs, 1, "kernel_size")
+    stride = _arg(args, kwargs, 2, "stride") or k
+    plain = (_arg(args, kwargs, 3, "padding", 0) in (0, (0,) * nd) and _arg(args, kwargs, 4, "dilation", 1) in (1, (1,) * nd)
+             and not _arg(args, kwargs, 5, "ceil_mode", False) and not _arg(args, kwargs, 6, "return_indices", False))
+    ks = tuple(k) if isinstance(k, (tuple, list)) else (int(k),) * nd
+    ss = tuple(stride) if isinstance(stride, (tuple, list)) else (int(stride),) * nd
+    share_list = torch.tensor(new["v"]).reshape(-1).tolist()
+    if not plain or ks != ss or len(share_list) != math.prod(ks):
+        return func(*args, **kwargs)
+    x = args[0]
+    out = func(*args, **kwargs)
+    with torch.enable_grad():  # the framework's own gradient of each window's maximum
+        leaf = x.detach().requires_grad_()
+        (own,) = torch.autograd.grad(func(leaf, *args[1:], **kwargs).sum(), leaf)
+    lead, sizes = x.shape[:-nd], x.shape[-nd:]
+    outs = [s // kk for s, kk in zip(sizes, ks)]
+    crop = (..., *[slice(0, o * kk) for o, kk in zip(outs, ks)])
+
+    def windows(t: Any) -> Any:  # (..., out_1, …, out_nd, window elements)
+        t = t[crop].reshape(*lead, *[v for o, kk in zip(outs, ks) for v in (o, kk)])
+        n = len(lead)
+        order = [*range(n), *[n + 2 * i for i in range(nd)], *[n + 2 * i + 1 for i in range(nd)]]
+        return t.permute(order).reshape(*lead, *outs, -1)
+
+    def back(w: Any) -> Any:  # the inverse of windows(), uncovered elements keeping the framework's own weight
+        n = len(lead)
+        w = w.reshape(*lead, *outs, *ks)
+        order = [*range(n)] + [v for i in range(nd) for v in (n + i, n + nd + i)]
+        w = w.permute(order).reshape(*lead, *[o * kk for o, kk in zip(outs, ks)])
+        full = own.clone()
+        full[crop] = w
+        return full
+
+    xw = windows(x.detach())
+    tied = (xw == xw.amax(dim=-1, keepdim=True)).all(dim=-1, keepdim=True)
+    share = torch.tensor(share_list, dtype=x.dtype, device=x.device)
+    weight = back(torch.where(tied, share, windows(own)))
+    moved = windows((x - x.detach()) * weight).sum(dim=-1)  # zero forward; backward: upstream gradient × weight
+    return out.detach() + moved
+
+
 def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any], dict[str, Any]]],
                       after: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
     """How far the gradient of the model's first weight (its first parameter of two or more dimensions) moves on
     batch ``x`` between two conventions: the kinked calls numbered in ``before`` and ``after`` (site index → (the
     kink's point, the gradient there)) take the one, then the other, at their kink elements; the loss is the sum of
     the outputs. Returns (max |Δ|, max |g| of the ``before`` gradient). Elementwise kinks of one input, ties of two
-    (``relu``, ``clamp``, ``maximum``) and max/min reductions' ties of two (``amax``, ``max``: each slice tied as
-    the question is) are swapped; the rest keep the installed release's convention.
+    (``relu``, ``clamp``, ``maximum``), max/min reductions' ties of two (``amax``, ``max``: each slice tied as the
+    question is) and max-pools' windows whose elements all tie (windows that tile the input) are swapped; the rest
+    keep the installed release's convention.
     Both passes start from one random state (dropout draws the same masks)."""
     import torch
 
@@ -507,6 +557,9 @@ def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any]
             i, self.index = self.index, self.index + 1
             if i in self.changes:
                 at, value = self.changes[i]
+                name = getattr(func, "__name__", "")
+                if set(at) == {"v"} and name.startswith("max_pool") and name.endswith(("1d", "2d")):
+                    return _patched_pool(func, args, kwargs, value, 1 if "1d" in name else 2)
                 if set(at) == {"v"}:
                     return _patched_reduction(func, args, kwargs, value)
                 return _patched(func, args, kwargs, at, value)
