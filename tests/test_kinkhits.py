@@ -156,6 +156,10 @@ def test_a_torch_tie_is_asked_at_the_value_the_model_tied_at():
     t = torch.tensor
     assert torch_question(torch.maximum, (t([1.0, 2.0]), t([1.0, 3.0])), {}) == ("torch.maximum(x, y)", "x=1.0,y=1.0")
     assert torch_question(torch.maximum, (t([-0.0]), t([-0.0])), {}) == ("torch.maximum(x, y)", "x=-0.0,y=-0.0")
+    assert torch_question(torch.maximum, (t([-0.0]), t([0.0])), {}) == ("torch.maximum(x, y)", "x=-0.0,y=0.0"), \
+        "each side's sign of zero: the catalog's maximum@-0.0"
+    assert torch_question(torch.amax, (t([[2.0, 2.0, 2.0]]),), {"dim": -1}) == ("torch.amax(v, dim=-1)",
+                                                                             "v=[2.0,2.0,2.0]"), "a tie of three"
     assert torch_question(torch.maximum, (t([5.0]), t([1.0])), {}) == ("torch.maximum(x, y)", "x=0.0,y=0.0")
     assert torch_question(torch.amax, (t([[3.0, 1.0], [0.0, 0.0]]),), {"dim": -1}) == (
         "torch.amax(v, dim=-1)", "v=[0.0,0.0]")

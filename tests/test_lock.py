@@ -148,6 +148,52 @@ MODELS = textwrap.dedent('''
 
     def pool_rows():
         return [torch.tensor([[1.0, 2.0, 3.0, 4.0]])]
+
+
+    class Normed(torch.nn.Module):
+        """A batch norm between the layer and its ReLU: in eval mode (fresh running statistics) it passes h through,
+        so the batch's h[0, 0] = 0 sits on the kink; in training mode the batch statistics move it off."""
+
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 2, bias=False)
+            self.norm = torch.nn.BatchNorm1d(2)
+
+        def forward(self, x):
+            return (F.relu(self.norm(self.layer(x))), x)  # a tuple: the loss is the sum of its float tensors
+
+
+    def normed():
+        model = Normed()
+        with torch.no_grad():
+            model.layer.weight.copy_(torch.eye(2))
+        return model
+
+
+    def normed_rows():
+        return [torch.tensor([[0.0, 1.0], [2.0, 1.0]])]
+
+
+    def later_ties():
+        """No tie in the first batch: the question is asked where the second batch ties (at 1: maximum@tie)."""
+        return [torch.tensor([[5.0, 3.0]]), torch.tensor([[1.0, 3.0]])]
+
+
+    class Maximum(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 2, bias=False)
+
+        def forward(self, x):
+            h = self.layer(x)
+            return torch.maximum(h[:, :1], torch.ones_like(h[:, :1])).sum() + torch.amax(h, dim=-1).sum()
+
+
+    def maximum():
+        model = Maximum()
+        with torch.no_grad():
+            model.layer.weight.copy_(torch.eye(2))
+        return model
 ''')
 
 
@@ -381,7 +427,8 @@ def test_a_change_says_how_far_it_moves_the_first_layers_gradient_on_the_batch(m
     capsys.readouterr()
     assert main(["lock", "--check", "--release", "2.14.1", "--quiet"]) == 1
     out = capsys.readouterr().out
-    assert "the first layer's gradient does not move (no element sits on these kinks, or no gradient reaches" in out, out
+    assert "the first layer's gradient does not move: no element of the first batch sits on the kink as the lock's " \
+           "question has it" in out, out
 
 
 def test_the_shift_is_measured_when_the_installed_release_is_the_one_checked(models, capsys, monkeypatch, tmp_path):
@@ -576,3 +623,41 @@ def test_a_pools_changed_tie_says_how_far_it_moves_the_first_layer(models, capsy
     assert main(["lock", "--check", "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "on your first batch the first layer's gradient moves by up to 4 (its largest entry: 4)" in out, out
+
+
+def test_an_eval_lock_is_checked_in_eval_mode_and_a_tuple_output_is_summed(models, capsys):
+    """--eval is written into the lock, and the check's batch shift runs the model in eval mode: there the batch
+    norm passes h through (1/sqrt(1 + 1e-5)), h[0, 0] = 0 sits on the ReLU's kink, and a lock that says 1 there
+    moves the first weight's gradient by x[0, 1] ≈ 1 (largest entry ≈ 2). The model returns a tuple: the loss is
+    the sum of its float tensors."""
+    assert main(["lock", "--model", "usermodels:normed", "--data", "usermodels:normed_rows", "--eval", "--quiet"]) == 0
+    written = lock.read_lock(models / "kinkcheck.lock")
+    assert written.eval, "eval mode is part of the lock"
+    (site,) = written.site
+    edited = msgspec.structs.replace(site, value={"x": 1.0}, labels=["right", "in-clarke"])
+    lock.write_lock(msgspec.structs.replace(written, site=[edited]), models / "kinkcheck.lock")
+    capsys.readouterr()
+    assert main(["lock", "--check", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "on your first batch the first layer's gradient moves by up to 1 (its largest entry: 2)" in out, out
+
+
+def test_a_site_is_asked_where_the_model_first_reached_its_kink(models):
+    """The first batch ties nothing; the second ties maximum(h, 1) at 1 and amax over (1, 1): the questions are asked
+    there (x = y = 1 is the catalog's maximum@tie, from the report), not at a point the model never reached."""
+    made = lock.make_lock("usermodels:maximum", "usermodels:later_ties", quiet=True)
+    by_op = {s.operation: s for s in made.site}
+    tie = by_op["torch.maximum"]
+    assert (tie.program, tie.at, tie.case, tie.source) == (
+        "torch.maximum(x, y)", "x=1.0,y=1.0", "maximum@tie", "report"), tie
+    assert by_op["torch.amax"].at == "v=[1.0,1.0]", by_op["torch.amax"]
+
+
+def test_report_only_does_not_say_nothing_changes_of_what_it_did_not_compare(models, capsys):
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "--release", "2.14.1", "--report-only", "--quiet"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.endswith(": none of the 1 compared changes; the 2 not compared are unknown"), last
+    assert "nothing the model relies on changes" not in last, last

@@ -63,7 +63,8 @@ class Site:
 
 
 def merge_sites(passes: Iterable[Sequence[Site]]) -> list[Site]:
-    """The sites of several forward passes summed by (index, program, kink, dtype), in first-seen order."""
+    """The sites of several forward passes summed by (index, program, kink, dtype), in first-seen order. A site's
+    question is that of the first pass that hit its kink (the point the model reached), else the first pass's."""
     out: dict[tuple[int, str, str, str], Site] = {}
     for sites in passes:
         for s in sites:
@@ -72,6 +73,8 @@ def merge_sites(passes: Iterable[Sequence[Site]]) -> list[Site]:
                 out[s.key()] = Site(s.index, s.program, s.kink, s.elements, s.hits, s.calls, s.dtype, s.inspected,
                                     s.why, s.call, s.question, s.at, s.unasked)
             else:
+                if have.hits == 0 and s.hits > 0:  # the first pass on the kink says where the model reached it
+                    have.question, have.at, have.unasked = s.question, s.at, s.unasked
                 have.elements += s.elements
                 have.hits += s.hits
                 have.calls += s.calls

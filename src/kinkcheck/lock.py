@@ -86,6 +86,8 @@ class Lock(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     model: str
     data: str
     written_by: str
+    #: The model ran in eval mode (``lock --eval``): so does the check's batch shift.
+    eval: bool = False
     site: list[LockedSite] = []
     unlocked: list[UnlockedSite] = []
 
@@ -210,6 +212,8 @@ def lock_text(lock: Lock) -> str:
             "# check it against another release with kinkcheck lock --check --release VERSION (exit 1 on a change)."]
     for key in ("schema", "framework", "release", "device", "model", "data", "written_by"):
         head.append(f"{key} = {_toml(getattr(lock, key))}")
+    if lock.eval:
+        head.append("eval = true")
     out = ["\n".join(head)]
     for table, items in (("site", lock.site), ("unlocked", lock.unlocked)):
         for item in items:
@@ -342,6 +346,7 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
                                                         if framework != "torch" else "not asked"))
                 for s in sites if not (s.question and s.inspected)]
     return Lock(schema=SCHEMA, framework=framework, release=release, device="cpu", model=model, data=data,
+                eval=eval_mode,
                 written_by=f"kinkcheck {__version__}", site=locked, unlocked=unlocked)
 
 
@@ -533,7 +538,9 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
         model = _call(_load(lock.model, "--model"), f"--model {lock.model}")
         batch = next(iter(_call(_load(lock.data, "--data"), f"--data {lock.data}")))
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
-        moved, largest = first_layer_shift(model, x, before, after)
+        if lock.eval:
+            model.eval()
+        moved, largest, swapped = first_layer_shift(model, x, before, after)
     except CensusError as err:  # the conventions are checked without the model; only this size needs it
         why = " ".join(str(err).split())[:200]
         return f"its size on your batch is not measured: the lock's model or data ({lock.model}, {lock.data}) " \
@@ -545,11 +552,17 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
     finally:
         if added is not None and added in sys.path:
             sys.path.remove(added)
+    kept = sorted(set(after) - swapped)
+    calls = {c.site.index: c.site.call for c in changes}
+    why = ("no element of the first batch sits on the kink as the lock's question has it, or kinkcheck does not swap "
+           "that form")
+    if not swapped:
+        return f"on your first batch the first layer's gradient does not move: {why}"
+    left = (f" ({len(kept)} changed site(s) not swapped, {', '.join(calls[i] for i in kept)}: {why})" if kept else "")
     if moved == 0.0:
-        return ("on your first batch the first layer's gradient does not move (no element sits on these kinks, or "
-                "no gradient reaches those that do)")
+        return f"on your first batch the first layer's gradient does not move (no gradient reaches the kinks){left}"
     return (f"on your first batch the first layer's gradient moves by up to {moved:.3g} (its largest entry: "
-            f"{largest:.3g})")
+            f"{largest:.3g}){left}")
 
 
 def parse_framework_version(text: str) -> tuple[str, str]:
@@ -635,5 +648,7 @@ def command(args: Any) -> int:
              else "its size on your batch is not measured across frameworks")
     print(f"{sites} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to {target}"
           + (f" ({len(unknown)} not compared)" if unknown else "")
-          + (f"; {shift}" if changes else ": nothing the model relies on changes"))
+          + (f"; {shift}" if changes else ": nothing the model relies on changes" if not unknown
+             else f": none of the {len(held.site) - len(unknown)} compared changes; the {len(unknown)} not compared "
+                  "are unknown"))
     return args.exit_status

@@ -220,39 +220,37 @@ def _defaults(func: Any) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
-def _tie_value(x: Any, y: Any) -> float:
-    """The value of the first tied element of ``x`` and ``y`` (as the operation broadcasts them), its sign of zero
-    kept; ``0.0`` where none ties (the question then asks a tie at 0)."""
+def _tie_values(x: Any, y: Any) -> tuple[float, float]:
+    """The values (signs of zero kept) of the first tied element pair of ``x`` and ``y`` (as the operation
+    broadcasts them); ``(0.0, 0.0)`` where none ties (the question then asks a tie at 0)."""
     import torch
 
     try:
         a, b = torch.broadcast_tensors(x, torch.as_tensor(y, device=x.device))
-        tied = a[(a == b) & ~torch.isnan(a)]
+        where = ((a == b) & ~torch.isnan(a)).reshape(-1).nonzero()
     except (RuntimeError, TypeError):
-        return 0.0
-    if not tied.numel():
-        return 0.0
-    first = float(tied.reshape(-1)[0])
-    if first == 0.0:  # ties of zeros: -0.0 only where both are negative zeros
-        both = (a == 0) & (b == 0) & torch.signbit(a) & torch.signbit(b)
-        return -0.0 if bool(both.reshape(-1)[(a == b).reshape(-1)][0]) else 0.0
-    return first
+        return 0.0, 0.0
+    if not where.numel():
+        return 0.0, 0.0
+    i = int(where[0])
+    return float(a.reshape(-1)[i]), float(b.reshape(-1)[i])
 
 
-def _extreme_tie_value(x: Any, dim: Any, largest: bool) -> float:
+def _extreme_tie(x: Any, dim: Any, largest: bool) -> tuple[float, int]:
     """The extreme of the first slice of ``x`` (reduced over ``dim``, all of it when None) that attains it twice or
-    more; ``1.0`` where none does (the question then asks a tie of ones)."""
+    more, and how many times it does; ``(1.0, 2)`` where none does (the question then asks a tie of two ones)."""
     import torch
 
     try:
         flat = x.reshape(1, -1) if dim is None else x
         d = 1 if dim is None else dim
         ext = torch.amax(flat, dim=d, keepdim=True) if largest else torch.amin(flat, dim=d, keepdim=True)
-        tied = ((flat == ext).sum(dim=d) > 1).reshape(-1)
+        counts = (flat == ext).sum(dim=d).reshape(-1)
+        tied = counts > 1
         values = ext.reshape(-1)[tied]
     except (RuntimeError, TypeError, IndexError):
-        return 1.0
-    return float(values[0]) if values.numel() else 1.0
+        return 1.0, 2
+    return (float(values[0]), int(counts[tied][0])) if values.numel() else (1.0, 2)
 
 
 def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[str, str] | str:
@@ -269,8 +267,8 @@ def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
         return f"{name}: its slope is {'random in training' if name == 'rrelu' else 'a weight tensor'}: not asked"
     if name in _TIES or (name in ("max", "min") and isinstance(_arg(args, kwargs, 1, "other"), torch.Tensor)):
         call = f"x.{twin}(y)" if method else f"{program.rsplit('.', 1)[0]}.{twin}(x, y)"
-        v = _tie_value(args[0], _arg(args, kwargs, 1, "other"))
-        return call, f"x={v!r},y={v!r}"
+        xv, yv = _tie_values(args[0], _arg(args, kwargs, 1, "other"))
+        return call, f"x={xv!r},y={yv!r}"
     rest = []
     defaults = _defaults(func)
     for i, a in enumerate(args[1:], start=1):
@@ -291,8 +289,8 @@ def torch_question(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
         if dim not in (None, 0, -1) or len(rest) > 2:
             return f"{name}: over dim {dim}: not asked"
         call = f"v.{twin}({', '.join(rest)})" if method else f"{program.rsplit('.', 1)[0]}.{twin}({', '.join(['v', *rest])})"
-        v = _extreme_tie_value(x, dim, name in ("max", "amax"))
-        return call + (".values" if dim is not None and name in ("max", "min") else ""), f"v=[{v!r},{v!r}]"
+        v, k = _extreme_tie(x, dim, name in ("max", "amax"))
+        return call + (".values" if dim is not None and name in ("max", "min") else ""), f"v=[{','.join([repr(v)] * k)}]"
     if name.startswith("max_pool") and name.endswith(("1d", "2d")):
         k = _arg(args, kwargs, 1, "kernel_size")
         if not isinstance(k, int):
@@ -401,10 +399,11 @@ class TorchHitCounter:
 # --------------------------------------------------------------------------- another convention, on the user's batch
 
 
-def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[str, Any], new: dict[str, Any]) -> Any:
+def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[str, Any], new: dict[str, Any]
+             ) -> tuple[Any, bool]:
     """``func(*args, **kwargs)`` whose backward gives ``new``'s derivative at the elements on the kink (``at``:
     ``{"x": k}`` for a kink of one input at ``k``, ``{"x": 0, "y": 0}`` for a tie of two) and the framework's own
-    elsewhere."""
+    elsewhere; and whether any element is on the kink."""
     import torch
 
     tie = set(at) == {"x", "y"}
@@ -413,6 +412,12 @@ def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[st
     rest = list(args[n_in:])
     if tie and not isinstance(inputs[1], torch.Tensor):
         inputs[1] = torch.as_tensor(inputs[1], dtype=inputs[0].dtype, device=inputs[0].device)
+    with torch.no_grad():
+        if tie:
+            a, b = torch.broadcast_tensors(inputs[0], inputs[1])
+            hit = bool((a == b).any())
+        else:
+            hit = bool((inputs[0] == float(at["x"])).any())
 
     class _Patch(torch.autograd.Function):
         @staticmethod
@@ -441,14 +446,15 @@ def _patched(func: Any, args: Sequence[Any], kwargs: dict[str, Any], at: dict[st
                 grads.append(swapped.sum_to_size(x.shape) if swapped.shape != x.shape else swapped)
             return tuple(grads)
 
-    return _Patch.apply(*inputs)
+    return _Patch.apply(*inputs), hit
 
 
-def _patched_reduction(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: dict[str, Any]) -> Any:
+def _patched_reduction(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: dict[str, Any]
+                       ) -> tuple[Any, bool]:
     """``func(*args, **kwargs)``, a max or min reduction (``max``, ``amax``, ``min``, ``amin``, over ``dim`` or all
     of it), whose backward gives each slice tied as ``new`` is (``{"v": [a, b]}``: a tie of two, the gradient of
     its first and second tied elements) that gradient, and the framework's own to every other slice (no tie, or a
-    tie of another size)."""
+    tie of another size); and whether any slice is tied so."""
     import torch
 
     x, rest = args[0], list(args[1:])
@@ -468,18 +474,21 @@ def _patched_reduction(func: Any, args: Sequence[Any], kwargs: dict[str, Any], n
     count = mask.sum(dim=d, keepdim=True)
     share = torch.tensor([float(g) for g in new["v"]], dtype=x.dtype, device=x.device)
     rank = (mask.cumsum(dim=d) - 1).clamp(0, len(share) - 1)
-    weight = torch.where(mask & (count == len(share)), share[rank], own.reshape(xr.shape)).reshape(x.shape)
+    swapped = mask & (count == len(share))
+    weight = torch.where(swapped, share[rank], own.reshape(xr.shape)).reshape(x.shape)
     moved = (x - x.detach()) * weight  # zero forward; backward: the upstream gradient times the weight
     moved = moved.sum() if dim is None else moved.sum(dim=dim, keepdim=keepdim)
-    swapped = values.detach() + moved
-    return swapped if isinstance(out, torch.Tensor) else type(out)((swapped, out.indices))
+    result = values.detach() + moved
+    return (result if isinstance(out, torch.Tensor) else type(out)((result, out.indices))), bool(swapped.any())
 
 
-def _patched_pool(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: dict[str, Any], nd: int) -> Any:
+def _patched_pool(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: dict[str, Any], nd: int
+                  ) -> tuple[Any, bool]:
     """``func(*args, **kwargs)``, a max-pool over the last ``nd`` (1 or 2) dimensions, whose backward gives each
     window whose elements all tie ``new``'s gradient (``{"v": one window}``, the question's) and the framework's
     own to every other window. Only windows that tile the input (stride = kernel, no padding or dilation, no
-    ``ceil_mode`` or ``return_indices``) are swapped; other pools are called as they are."""
+    ``ceil_mode`` or ``return_indices``) are swapped; other pools are called as they are. And whether any window
+    was swapped."""
     import torch
 
     k = _arg(args, kwargs, 1, "kernel_size")
@@ -490,7 +499,7 @@ def _patched_pool(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: d
     ss = tuple(stride) if isinstance(stride, (tuple, list)) else (int(stride),) * nd
     share_list = torch.tensor(new["v"]).reshape(-1).tolist()
     if not plain or ks != ss or len(share_list) != math.prod(ks):
-        return func(*args, **kwargs)
+        return func(*args, **kwargs), False
     x = args[0]
     out = func(*args, **kwargs)
     with torch.enable_grad():  # the framework's own gradient of each window's maximum
@@ -520,26 +529,33 @@ def _patched_pool(func: Any, args: Sequence[Any], kwargs: dict[str, Any], new: d
     share = torch.tensor(share_list, dtype=x.dtype, device=x.device)
     weight = back(torch.where(tied, share, windows(own)))
     moved = windows((x - x.detach()) * weight).sum(dim=-1)  # zero forward; backward: upstream gradient × weight
-    return out.detach() + moved
+    return out.detach() + moved, bool(tied.any())
 
 
 def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any], dict[str, Any]]],
-                      after: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float]:
-    """How far the gradient of the model's first weight (its first parameter of two or more dimensions) moves on
-    batch ``x`` between two conventions: the kinked calls numbered in ``before`` and ``after`` (site index → (the
-    kink's point, the gradient there)) take the one, then the other, at their kink elements; the loss is the sum of
-    the outputs. Returns (max |Δ|, max |g| of the ``before`` gradient). Elementwise kinks of one input, ties of two
-    (``relu``, ``clamp``, ``maximum``), max/min reductions' ties of two (``amax``, ``max``: each slice tied as the
+                      after: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> tuple[float, float, set[int]]:
+    """How far the gradient of the model's first weight (its first parameter of two or more dimensions that the
+    outputs reach) moves on batch ``x`` between two conventions: the kinked calls numbered in ``before`` and
+    ``after`` (site index → (the kink's point, the gradient there)) take the one, then the other, at their kink
+    elements; the loss is the sum of the outputs (every floating tensor of a tuple, list or dict). Returns (max |Δ|,
+    max |g| of the ``before`` gradient, the sites swapped at some element). Elementwise kinks of one input, ties of
+    two (``relu``, ``clamp``, ``maximum``), max/min reductions' ties (``amax``, ``max``: each slice tied as the
     question is) and max-pools' windows whose elements all tie (windows that tile the input) are swapped; the rest
-    keep the installed release's convention.
-    Both passes start from one random state (dropout draws the same masks)."""
+    keep the installed release's convention. The model runs as it is (``model.eval()`` first for an eval-mode
+    lock); both passes start from one random state (dropout draws the same masks).
+
+    Raises
+    ------
+    ValueError
+        No weight of two or more dimensions, none the outputs reach, or outputs with no floating tensor.
+    """
     import torch
 
-    weight = next((p for p in model.parameters() if p.ndim >= 2), None)
-    if weight is None:
+    if not any(p.ndim >= 2 for p in model.parameters()):
         raise ValueError("the model has no weight of two or more dimensions")
     rules = _torch_rules()
     base = _torch_function_mode_base()
+    swapped: set[int] = set()
 
     class _Swap(base):  # type: ignore[misc, valid-type]
         def __init__(self, changes: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> None:
@@ -555,15 +571,28 @@ def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any]
             if not kinked:
                 return func(*args, **kwargs)
             i, self.index = self.index, self.index + 1
-            if i in self.changes:
-                at, value = self.changes[i]
-                name = getattr(func, "__name__", "")
-                if set(at) == {"v"} and name.startswith("max_pool") and name.endswith(("1d", "2d")):
-                    return _patched_pool(func, args, kwargs, value, 1 if "1d" in name else 2)
-                if set(at) == {"v"}:
-                    return _patched_reduction(func, args, kwargs, value)
-                return _patched(func, args, kwargs, at, value)
-            return func(*args, **kwargs)
+            if i not in self.changes:
+                return func(*args, **kwargs)
+            at, value = self.changes[i]
+            name = getattr(func, "__name__", "")
+            if set(at) == {"v"} and name.startswith("max_pool") and name.endswith(("1d", "2d")):
+                out, hit = _patched_pool(func, args, kwargs, value, 1 if "1d" in name else 2)
+            elif set(at) == {"v"}:
+                out, hit = _patched_reduction(func, args, kwargs, value)
+            else:
+                out, hit = _patched(func, args, kwargs, at, value)
+            if hit:
+                swapped.add(i)
+            return out
+
+    def loss(out: Any) -> Any:
+        if isinstance(out, torch.Tensor):
+            return out.float().sum() if out.is_floating_point() else None
+        parts = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
+        terms = [t for t in (loss(o) for o in parts) if t is not None]
+        return sum(terms) if terms else None
+
+    chosen: list[Any] = []
 
     def grad(changes: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> Any:
         model.zero_grad(set_to_none=True)
@@ -571,8 +600,17 @@ def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any]
             torch.manual_seed(0)
             with _Swap(changes):
                 out = model(x)
-            out.float().sum().backward()
-        return weight.grad.detach().clone()
+            total = loss(out)
+            if total is None or not total.requires_grad:
+                raise ValueError("the model's outputs hold no floating tensor that the weights reach")
+            total.backward()
+        if not chosen:
+            weight = next((p for p in model.parameters() if p.ndim >= 2 and p.grad is not None), None)
+            if weight is None:
+                raise ValueError("no weight of two or more dimensions gets a gradient from the outputs")
+            chosen.append(weight)
+        g = chosen[0].grad
+        return torch.zeros_like(chosen[0]) if g is None else g.detach().clone()
 
     one, other = grad(before), grad(after)
-    return float((one - other).abs().max()), float(one.abs().max())
+    return float((one - other).abs().max()), float(one.abs().max()), swapped
