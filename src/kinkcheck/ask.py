@@ -172,16 +172,10 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
             why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # grad's hint: ask's is below
             raise UsageError(f"cannot write {text} in sympy ({why}); give its function with --sympy TEXT (the "
                              "catalog's language: Max, Min, Abs, Piecewise, …)") from None
-    components = len(_flat_point(point))  # a kink of one number against a constant is no tie
+    from kinkcheck.vocabulary import flat_value
+
+    components = len(flat_value(point))  # a kink of one number against a constant is no tie
     return Question(text, point, fw, sympy_text, None, bool(tie) and components > 1)
-
-
-def _flat_point(value: Any) -> list[Any]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _flat_point(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _flat_point(v)]
-    return [value]
 
 
 def _point_key(value: Any) -> Any:
