@@ -115,7 +115,7 @@ def test_mode_and_dtype_select_the_cell(report):
     ({"program": "torch.relu(x)", "case": "relu@0", "framework_version": "9.9"},
      r"torch 9.9 on cpu is not in the report \(measured: 1.13.1, 2.0.1, "),
     ({"program": "torch.relu(x)", "case": "relu@0", "device": "metal"},
-     r"no torch release measured on metal \(measured on: cpu, cuda;"),
+     r"no torch release measured on metal \(measured on: cpu, cpu-linux_x86_64_v2, cpu-linux_x86_64_v3, cuda;"),
     ({"program": "torch.relu(x)", "case": "relu@0", "mode": "jit"}, "torch has no jit mode"),
     ({"program": "torch.relu(x)", "case": "relu@0", "dtype": "float128"}, "unknown dtype"),
 ])

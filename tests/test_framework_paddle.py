@@ -133,6 +133,11 @@ def test_dtypes_give_a_value_or_name_the_missing_kernel(adapter, dtype, mode):
         except Unavailable as err:
             assert dtype in str(err) or "no grad op" in str(err), f"{text} in {dtype} ({mode}): {err}"
             continue
+        except RuntimeError as err:  # oneDNN's kernels follow the CPU: bfloat16 abs in a static graph needs AVX-512
+            assert str(err).startswith(f"paddle {adapter.version}'s oneDNN has no {dtype} `") and \
+                "this CPU" in str(err) and "\n" not in str(err), \
+                f"{text} in {dtype} ({mode}): a CPU's error names the kernel, dtype and CPU in one line: {err}"
+            continue
         assert all(math.isfinite(v) for v in got.values()), f"{text} in {dtype} ({mode}): {got}"
     assert grad(adapter, "x * x", {"x": 0.5}, dtype="float32", mode=mode) == {"x": 1.0}, f"x*x in float32 ({mode})"
 

@@ -288,7 +288,11 @@ def test_a_transformer_block_locks_its_max_and_not_its_smooth_functions(models):
      "go with --check"),
     (["lock", "--check", "--device", "cuda"], "the report measured torch on cuda in 2.11.0, not 2.13.0"),
     (["lock", "--check", "--device", "cuda", "--framework-version", "jax==0.11.2"],
-     "--device or --framework-version, not both"),
+     "--device or --isa, or --framework-version, not both"),
+    (["lock", "--check", "--isa", "x86-64-v2"], "the report measured torch at x86-64-v2 in 2.15.0, not 2.13.0"),
+    (["lock", "--check", "--device", "cuda", "--isa", "x86-64-v2"], "--device or --isa, not both"),
+    (["lock", "--check", "--isa", "avx2"], "argument --isa: invalid choice: 'avx2'"),
+    (["lock", "--isa", "x86-64-v2", "--model", "usermodels:clamped", "--data", "usermodels:rows"], "go with --check"),
 ])
 def test_bad_input_is_one_line_and_the_lock_is_kept(models, capsys, argv, why):
     before = lock.lock_text(lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu",

@@ -52,7 +52,7 @@ def _shown(a, b) -> bool:
 def _expected_runs(report, case: str, fw: str, program: str) -> list[str]:
     """``releases: value <sub>label</sub> (f16: …)`` per run of equal releases, from the observations."""
     idx = report.index
-    envs = [e for e in idx.columns[fw] if e.device == "cpu"]
+    envs = [e for e in idx.columns[fw] if e.device == "cpu" and not e.isa_cap]  # a lower x86-64 level: isa-levels.md
     keys = []
     for e in envs:
         obs = [o for o in idx.by_environment[e.id] if o.case == case and o.program == program and o.mode == "reverse"]
@@ -220,6 +220,9 @@ def test_strip_colours_follow_labels(shards_report, pages):
         for p in case.programs:
             anchor = row_anchor(case.id, p.framework, p.program)
             for env in idx.columns.get(p.framework, []):
+                if env.isa_cap:  # a release at a lower x86-64 level has no square: its differences are isa-levels.md's
+                    assert f'id="{anchor}--{slug(env.id)}"' not in page, f"{case.id} {p.program}: {env.id} squared"
+                    continue
                 ob = idx.cell.get((case.id, p.framework, p.program, "reverse", env.id, "float64"))
                 want = NO_OBSERVATION.emoji if ob is None else LABEL_MARK[ob.labels[0]].emoji
                 m = re.search(rf'<a id="{re.escape(anchor)}--{slug(env.id)}" title="[^"]*">([^<]+)</a>', page)
@@ -324,6 +327,61 @@ def test_metal_is_compared_with_the_cpu_of_its_own_platform(shards_report):
             if r.case == "relu@0" and r.program == "torch.relu(x)"}
     assert ("Linux x86-64 vs macOS arm64", (mac.id,)) in relu, relu
     assert not any("Metal" in c for c, _ in relu), f"Metal and macOS's CPU agree (1): no row, {relu}"
+
+
+def test_a_lower_instruction_set_level_is_compared_with_the_reference_on_its_own_page(shards_report):
+    """Issue 49: a shard probed under an x86-64-v2 cap (made here from torch 2.15.0's, relu@0 only, one value
+    changed) is its own environment, titled with its level, compared with the reference machine's level
+    ("x86-64-v4 vs x86-64-v2", the Xeon's vector_isa), on isa-levels.md, never on the mode or devices pages."""
+    from kinkcheck.report.build import mode_disagreements
+
+    capped = {e.id for e in shards_report.environments if e.isa_cap}  # the committed ones: made again here
+    bare = msgspec.structs.replace(shards_report, environments=[e for e in shards_report.environments
+                                                                if e.id not in capped],
+                                   observations=[o for o in shards_report.observations if o.environment not in capped])
+    cpu = bare.index.env["torch-2.15.0-cpu"]
+    runner = {**cpu.runner, "isa_level": "x86-64-v3", "isa_cap": "x86-64-v2",
+              "isa_settings": "ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41"}
+    report, cpu, low = torch_2_15_elsewhere(bare, id="torch-2.15.0-cpu-linux_x86_64_v2",
+                                            platform_tag="linux_x86_64_v2", runner=runner)
+    assert cpu.isa_level == "x86-64-v4" and low.isa_level == "x86-64-v2", (cpu.runner, low.runner)
+    assert low.place == "cpu-linux_x86_64_v2" and low.title == "2.15.0 Linux x86-64-v2", low.title
+    rows = [r for r in mode_disagreements(report).rows if r.environments == [low.id] and " vs x86-64" in r.comparison]
+    assert [(r.comparison, r.case, r.program, r.dtypes) for r in rows] == [
+        ("x86-64-v4 vs x86-64-v2", "relu@0", "torch.relu(x)", ["float64"])], rows
+    report = msgspec.structs.replace(report, mode_disagreements=mode_disagreements(report))  # as the build does
+    sections = render_section_pages(report)
+    page = sections["isa-levels.md"]
+    table = page.split("## x86-64-v4 vs x86-64-v2: torch 2.15.0")[1].split("\n## ")[0]
+    assert table.startswith(" (1 programs differ)"), table[:300]
+    assert "| [relu@0](cases/relu-at-0.md) | `torch.relu(x)` | reverse | float64 | 0 left → 1 right |" in table, \
+        "one row per case and set of programs that differ alike"
+    assert "- **torch-2.15.0-cpu-linux_x86_64_v2**: x86-64-v2 (SSE4.2), capped (the CPU: x86-64-v3; " \
+           "ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41)" in page and \
+           "- **torch-2.15.0-cpu**: x86-64-v4 (AVX-512), the CPU's own" in page, "each level and how it was had"
+    assert "x86-64-v4 vs" not in sections["mode-disagreements.md"] + sections["devices.md"]
+    index = render_markdown(report)
+    assert "torch 2.15.0 x86-64-v4 vs x86-64-v2: 1 programs" in index and "[`isa-levels.md`](isa-levels.md)" in index
+    assert "programs return another value or raise at a lower x86-64 level" in index
+    assert "torch: x86-64 instruction-set levels other than the reference machine's not measured: no shard probed " \
+        "under a cap (kinkcheck probe --isa)" in mode_disagreements(bare).not_measured, "said where none is measured"
+    assert not [line for line in mode_disagreements(report).not_measured if line.startswith("torch: x86-64")]
+
+
+def test_paddles_bfloat16_abs_is_shown_per_level_with_the_cpus_error(shards_report, sections, pages):
+    """Issue 49: the cell that failed the tests on an AVX2 CPU. The committed shards hold paddle 3.3.1 at the
+    Xeon's x86-64-v4 (0) and at x86-64-v3 and -v2 (the framework's error on that CPU, in one line)."""
+    page = sections["isa-levels.md"]
+    for level, cpu in (("x86-64-v3", "this CPU capped at x86-64-v3 (AVX2)"),
+                       ("x86-64-v2", "this CPU capped at x86-64-v2 (SSE4.2)")):
+        table = page.split(f"## x86-64-v4 vs {level}: paddle 3.3.1")[1].split("\n## ")[0]
+        row = next(r for r in table.splitlines() if r.startswith("| [abs@0]") and "`paddle.abs(x)`" in r)
+        assert "| graph | bfloat16 |" in row and (
+            f"0 min-norm → error: RuntimeError: paddle 3.3.1's oneDNN has no bfloat16 `abs` kernel for {cpu}: "
+            "dnnl::error") in row, row
+    case = pages[case_file("abs@0")]
+    assert "## Instruction-set levels" in case and "x86-64-v4 vs x86-64-v2" in case and \
+        "[isa-levels.md](../isa-levels.md)" in case, "the case page points to them"
 
 
 def test_every_table_row_has_its_header_s_cells(index, pages):

@@ -267,6 +267,23 @@ def test_a_cpu_to_cuda_migration_names_each_side_by_its_device(doc, not_measured
         migrate(doc, "torch==2.11.0", "torch==2.11.0")
 
 
+def test_a_migration_to_a_cpu_without_avx512_compares_the_two_levels(doc):
+    """Issue 49: "does my bfloat16 gradient change on a CPU without AVX-512?" is a migration between two places of one
+    release: the reference machine's x86-64-v4 and the shard measured under the x86-64-v3 cap. PaddlePaddle
+    3.3.1's static graph has no bfloat16 `abs` kernel there (the framework's error on that CPU)."""
+    m = migrate(doc, "paddle==3.3.1@cpu", "paddle==3.3.1@cpu-linux_x86_64_v3", case="abs@0", mode="graph",
+                dtype="bfloat16")
+    assert (m.source_env.id, m.target_env.id) == ("paddle-3.3.1-cpu", "paddle-3.3.1-cpu-linux_x86_64_v3")
+    pair = _pair(m, "abs@0", "paddle.abs(x)", "paddle.abs(x)")
+    assert pair.differs and pair.source_value == {"x": 0.0}, pair
+    assert (pair.target_value, pair.target_label) == (None, "error"), "the framework's error on that CPU"
+    same = migrate(doc, "paddle==3.3.1@cpu", "paddle==3.3.1@cpu-linux_x86_64_v3", case="abs@0")
+    assert same.pairs and not any(p.differs for p in same.pairs if p.source == p.target), \
+        "reverse mode, float64: the same values at both levels"
+    with pytest.raises(MigrateError, match=r"paddle 3.3.1 on cpu-linux_x86_64_v5 is not in the report"):
+        migrate(doc, "paddle==3.3.1@cpu", "paddle==3.3.1@cpu-linux_x86_64_v5")
+
+
 def test_program_filter_keeps_one_source_program_and_names_the_nearest_for_a_typo(doc):
     m = migrate(doc, "torch==2.13.0", "jax", program="torch.clamp(x, min=0)")
     assert m.pairs and {p.source for p in m.pairs} == {"torch.clamp(x, min=0)"}, "only that source program"

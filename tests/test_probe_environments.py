@@ -342,11 +342,13 @@ def test_a_device_the_framework_is_not_measured_on_is_refused_before_anything_is
     (("--device",), "--device needs a device"),
     (("--device=",), "--device needs a device"),
     (("--device", "--keep"), "--device needs a device"),
+    (("--isa",), "--isa needs a level"),
+    (("--isa", "--keep"), "--isa needs a level"),
 ])
 def test_a_typo_after_the_double_dash_is_refused(sandbox, args, message):
     """`-- --remesure` used to run as a plain (fresh, nothing to do) session: the user thought it re-measured."""
     places, _, made = sandbox
-    with pytest.raises(AssertionError, match=message + ".*takes --device, --remeasure, --keep after --"):
+    with pytest.raises(AssertionError, match=message + ".*takes --device, --isa, --remeasure, --keep after --"):
         _run_probe(places, Session(*args), "torch", "2.13.0")
     assert not made
 
@@ -357,3 +359,34 @@ def test_the_arguments_a_probe_session_takes_pass(sandbox):
         session = Session(*args)
         _run_probe(places, session, "torch", "2.13.0")
         assert session.logs, f"{args}: the session ran"
+
+
+def test_a_capped_probe_session_writes_its_own_shard_and_passes_the_cap(sandbox):
+    """Issue 49: `nox -s "probe(paddle-3.3.1)" -- --isa x86-64-v2` probes a shard of its own, named with the level
+    (paddle-3.3.1-cpu-linux_x86_64_v2.json), and hands the cap to `kinkcheck probe --isa`; the reference shard is
+    left as it is. A level above this CPU's own is refused before anything is made."""
+    from kinkcheck import isa
+    from kinkcheck.platforms import host_tag
+
+    if not isa.cpu_level() or host_tag() != "linux_x86_64":
+        pytest.skip(f"instruction-set caps are x86-64's; this machine is {host_tag()} (level {isa.cpu_level()!r})")
+    places, obs, made = sandbox
+    (obs / "paddle-3.3.1-cpu-linux_x86_64_v2.json").unlink(missing_ok=True)  # as before the committed one was measured
+    reference = (obs / "paddle-3.3.1-cpu.json").read_bytes()
+    session = Session("--isa", "x86-64-v2")
+    _run_probe(places, session, "paddle", "3.3.1")
+    assert len(session.runs) == 1, session.logs
+    cmd = session.runs[0]
+    assert cmd[cmd.index("--isa") + 1] == "x86-64-v2", f"the cap reaches the probe: {cmd}"
+    assert cmd[cmd.index("--out") + 1] == str(obs / "paddle-3.3.1-cpu-linux_x86_64_v2.json"), cmd
+    assert "--replace" not in cmd and "--case" not in cmd, f"a new environment: every case, merged into nothing: {cmd}"
+    assert (obs / "paddle-3.3.1-cpu.json").read_bytes() == reference, "the reference level's shard is untouched"
+    levels = list(isa.LEVELS)
+    above = levels[levels.index(isa.cpu_level()) + 1] if isa.cpu_level() != levels[-1] else None
+    if above is not None:
+        made.clear()
+        with pytest.raises(AssertionError, match=f"--isa {above}: this CPU is {isa.cpu_level()}"):
+            _run_probe(places, Session("--isa", above), "paddle", "3.3.1")
+        assert not made, "nothing made for a level this CPU lacks"
+    with pytest.raises(AssertionError, match="unknown instruction-set level 'avx2'"):
+        _run_probe(places, Session("--isa=avx2"), "paddle", "3.3.1")

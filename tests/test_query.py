@@ -48,6 +48,18 @@ def test_lookup_filters_by_mode_dtype_device_and_any():
     assert len(f16) == 1 and f16[0].dtype == "float16"
 
 
+def test_lookup_answers_the_reference_cpu_unless_asked_for_another_level():
+    """Issue 49: a release measured at three x86-64 levels still has one row per program, mode and dtype by default
+    (the reference machine's, Linux x86-64); platform= names a lower level's shard, None all of them."""
+    ask = {"case": "abs@0", "release": "3.3.1", "mode": "graph", "dtype": "bfloat16"}
+    (ref,) = lookup("paddle.abs(x)", **ask)
+    assert (ref.platform_tag, ref.status, ref.value) == ("linux_x86_64", "ok", {"x": 0.0}), ref
+    (low,) = lookup("paddle.abs(x)", **ask, platform="linux_x86_64_v3")
+    assert low.status == "error" and "has no bfloat16 `abs` kernel" in low.error, low
+    every = lookup("paddle.abs(x)", **ask, platform=None)
+    assert sorted(r.platform_tag for r in every) == ["linux_x86_64", "linux_x86_64_v2", "linux_x86_64_v3"], every
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"program": "torch.clamp(x, 0)"}, "torch.clamp(x, min=0)"),
     ({"program": CLAMP, "mode": "sideways"}, "unknown mode 'sideways'"),
@@ -57,6 +69,7 @@ def test_lookup_filters_by_mode_dtype_device_and_any():
     ({"program": CLAMP, "case": "abs@0"}, "no case 'abs@0' for this query (there are: "),
     ({"case": "relu@7"}, "no case 'relu@7' for this query (184 cases; nearest: relu@0"),
     ({"program": 123}, "program must be a string, not int"),
+    ({"program": CLAMP, "platform": 1}, "platform must be a string, not int"),
 ])
 def test_lookup_refuses_with_one_line_that_says_what_there_is(kwargs, message):
     with pytest.raises(LookupFailed) as err:

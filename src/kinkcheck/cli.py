@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.errors import EXIT_BAD_INPUT, UsageError
+from kinkcheck.isa import LEVELS
 from kinkcheck.platforms import DEVICES
 from kinkcheck.query import default_report
 from kinkcheck.registry import FRAMEWORKS
@@ -539,6 +540,10 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="with --check: compare with the report's "
                     "cells on this device (cuda: the releases the report measured on an NVIDIA GPU; with --release, "
                     "else the lock's release); default cpu")
+    lk.add_argument("--isa", metavar="LEVEL", choices=tuple(LEVELS), help="with --check: compare with the report's "
+                    "CPU cells at this x86-64 instruction-set level (x86-64-v2: SSE4.2, -v3: AVX2; the releases the "
+                    "report measured under that cap, kinkcheck probe --isa): does the model's gradient change on a "
+                    "CPU without AVX-512? With --release, else the lock's release")
     lk.add_argument("--report-only", action="store_true", help="with --check: compare only the sites the report "
                     "has a cell for; the others are 'not compared' (default: measured in that release's environment, "
                     "made the first time)")
@@ -564,6 +569,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--out-dir", help="folder: one shard per framework, named <framework>-<version>-<device>[-<platform>].json (the platform tag off Linux x86-64, e.g. -macos_arm64)")
     pr.add_argument("--device", default="cpu", choices=tuple(DEVICES),
                    help="cpu (default) | cuda | metal (Apple silicon's GPU: torch's MPS backend, MLX's mx.gpu)")
+    pr.add_argument("--isa", metavar="LEVEL", choices=tuple(LEVELS),
+                    help="cap the frameworks' CPU kernels at this x86-64 instruction-set level (x86-64-v2, -v3, -v4: "
+                         "oneDNN, ATen, MKL, XLA and OpenBLAS dispatch no higher) and measure it as its own "
+                         "environment, <framework>-<version>-<device>-linux_x86_64_v2; the CPU's own level or "
+                         "one below it")
     pr.add_argument("--dtype", action="append", default=[], help="repeatable; default all four dtypes")
     pr.add_argument("--mode", action="append", default=[], help="repeatable; default every mode of the framework")
     pr.add_argument("--case", action="append", default=[], metavar="ID",

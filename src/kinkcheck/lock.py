@@ -453,38 +453,46 @@ def report_releases(framework: str, device: str) -> list[str]:
         return []
 
 
-def check_across(lock: Lock, framework: str, release: str, device: str = "cpu") -> tuple[list[Change], list[str]]:
+def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
+                 tag: str | None = None) -> tuple[list[Change], list[str]]:
     """Compare the lock with the report's cells of ``framework`` ``release`` on ``device`` (reverse mode, the
-    site's dtype, Linux x86-64): each site whose question is a catalog case. Another framework is paired as
+    site's dtype, on the platform ``tag``: Linux x86-64 by default, ``linux_x86_64_v2`` for a CPU of that x86-64
+    level, :mod:`kinkcheck.isa`): each site whose question is a catalog case. Another framework is paired as
     ``kinkcheck migrate`` pairs programs (every program it has for the case); the lock's own framework on another
-    device is compared program for program, each change beside the same release's CPU cell (is it the device's
-    doing or the release's?). The changes (one per program that returns another value or status), and a line for
-    each site that cannot be compared (no catalog case, no cell)."""
+    device or level is compared program for program, each change beside the same release's CPU cell at the
+    reference level (is it the device's or the level's doing, or the release's?). The changes (one per program
+    that returns another value or status), and a line for each site that cannot be compared (no catalog case, no
+    cell)."""
     from kinkcheck.ask import releases_asked
+    from kinkcheck.isa import split_tag
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
     from kinkcheck.query import LookupFailed, lookup
 
     releases_asked(framework, [release])  # an unknown release: UsageError before anything runs
     same = framework == lock.framework
+    tag = tag or DEFAULT_PLATFORM
+    level = split_tag(tag)[1]
+    where = f"{device} at {level}" if level else device
     changes: list[Change] = []
     unknown: list[str] = []
 
-    def cells(program: str | None, case: str, on: str, dtype: str) -> tuple[list[Any], str]:
+    def cells(program: str | None, case: str, on: str, dtype: str, at: str) -> tuple[list[Any], str]:
         try:
-            rows = [r for r in lookup(program, case=case, framework=framework, release=release, mode="reverse",
-                                      dtype=dtype, device=on) if r.platform_tag == DEFAULT_PLATFORM]
+            rows = lookup(program, case=case, framework=framework, release=release, mode="reverse", dtype=dtype,
+                          device=on, platform=at)
         except LookupFailed as err:
             return [], str(err)
-        return rows, f"the report has no {framework} {release} {on} cell of {case} in {dtype}"
+        place = f"{on} at {split_tag(at)[1]}" if split_tag(at)[1] else on
+        return rows, f"the report has no {framework} {release} {place} cell of {case} in {dtype}"
 
     for s in lock.site:
         head = f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype})"
         if s.case is None:
-            why = (f"the report has no {device} cell of it (kinkcheck measures a lock's own questions on the CPU)"
+            why = (f"the report has no {where} cell of it (kinkcheck measures a lock's own questions on the CPU)"
                    if same else f"kinkcheck knows no {framework} equivalent")
             unknown.append(f"{head}: not compared: no catalog case holds this program at this point, so {why}")
             continue
-        rows, why = cells(s.program if same else None, s.case, device, s.dtype)
+        rows, why = cells(s.program if same else None, s.case, device, s.dtype, tag)
         if not rows:
             unknown.append(f"{head}: not compared: {why}")
             continue
@@ -492,14 +500,16 @@ def check_across(lock: Lock, framework: str, release: str, device: str = "cpu") 
             if r.status == s.status and _same(s.dtype, s.value, r.value):
                 continue
             note = ""
-            if same and device != "cpu":
-                cpu, _ = cells(s.program, s.case, "cpu", s.dtype)
+            if same and (device != "cpu" or level):  # beside the reference: the CPU at the reference machine's level
+                cpu, _ = cells(s.program, s.case, "cpu", s.dtype, DEFAULT_PLATFORM)
                 if cpu:
                     c = cpu[0]
                     agrees = c.status == s.status and _same(s.dtype, s.value, c.value)
-                    note = (f" (on the CPU {release} gives {_face(c.status, c.value, c.labels)}: "
-                            f"{'the device changes it' if agrees else 'the release changes it too'})")
-            changes.append(Change(site=s, release=f"{release} {device}" if same else f"{framework} {release}",
+                    ref = "on the CPU" if device != "cpu" else "at the reference CPU's level"
+                    doing = "the device changes it" if device != "cpu" else f"{level} changes it"
+                    note = (f" ({ref} {release} gives {_face(c.status, c.value, c.labels)}: "
+                            f"{doing if agrees else 'the release changes it too'})")
+            changes.append(Change(site=s, release=f"{release} {where}" if same else f"{framework} {release}",
                                   status=r.status, value=r.value, labels=list(r.labels), source="report",
                                   site_release=lock.release, program=None if same else r.program, note=note))
     return changes, unknown
@@ -588,12 +598,14 @@ def default_lock_path() -> Path:
 def command(args: Any) -> int:
     """``kinkcheck lock`` (:mod:`kinkcheck.cli` parses its arguments)."""
     from kinkcheck import lock
+    from kinkcheck.isa import capped_tag
+    from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 
     path = Path(args.lock) if args.lock else lock.default_lock_path()
     if not args.check:
-        if args.release or args.framework_version or args.device != "cpu" or args.report_only:
-            raise UsageError("--release, --framework-version, --device and --report-only go with --check (a lock is "
-                             "written for the installed release on the CPU)")
+        if args.release or args.framework_version or args.device != "cpu" or args.isa or args.report_only:
+            raise UsageError("--release, --framework-version, --device, --isa and --report-only go with --check "
+                             "(a lock is written for the installed release on the CPU)")
         if not (args.model and args.data):
             raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
                              "(or --check an existing lock)")
@@ -621,18 +633,24 @@ def command(args: Any) -> int:
         if release:
             raise UsageError("--release or --framework-version, not both")
         framework, release = lock.parse_framework_version(args.framework_version)
-    if args.device != "cpu":
+    if args.device != "cpu" or args.isa:
         if args.framework_version:
-            raise UsageError("--device or --framework-version, not both (a lock is checked on another device in its "
-                             "own framework)")
+            raise UsageError("--device or --isa, or --framework-version, not both (a lock is checked on another device "
+                             "or CPU level in its own framework)")
+        if args.device != "cpu" and args.isa:
+            raise UsageError("--device or --isa, not both (--isa names a CPU's instruction-set level)")
         release = release or held.release
-        there = lock.report_releases(framework, args.device)
+        tag = capped_tag(DEFAULT_PLATFORM, args.isa)
+        place = f"cpu-{tag}" if args.isa else args.device
+        flag = f"--isa {args.isa}" if args.isa else f"--device {args.device}"
+        there = lock.report_releases(framework, place)
         if release not in there:
-            raise UsageError(f"lock --check --device {args.device}: the report measured {framework} on "
-                             f"{args.device} in {', '.join(there) or 'no release'}, not {release}: check against one "
-                             "of those (--release R)")
-        changes, unknown = lock.check_across(held, framework, release, args.device)
-        target = f"{framework} {release} {args.device}"
+            raise UsageError(f"lock --check {flag}: the report measured {framework} "
+                             f"{f'at {args.isa}' if args.isa else f'on {args.device}'} in "
+                             f"{', '.join(there) or 'no release'}, not {release}: check against one of those "
+                             "(--release R)")
+        changes, unknown = lock.check_across(held, framework, release, args.device, tag)
+        target = f"{framework} {release} {args.device}" + (f" at {args.isa}" if args.isa else "")
     elif framework != held.framework:
         changes, unknown = lock.check_across(held, framework, release)
         target = f"{framework} {release}"

@@ -90,7 +90,8 @@ def split_place(text: str, device: str) -> tuple[str, str]:
         raise MigrateError(f"{text!r}: no device after @ (e.g. {side.strip()}@cuda)")
     if sep and place.split("-")[0] not in DEVICES:
         raise MigrateError(f"{text!r}: unknown device {place.split('-')[0]!r} (known: {', '.join(DEVICES)}; off Linux "
-                           "x86-64 the platform tag follows: cpu-macos_arm64)")
+                           "x86-64, or at a lower x86-64 level, the platform tag follows: cpu-macos_arm64, "
+                           "cpu-linux_x86_64_v3)")
     return side, (place if sep else device)
 
 
@@ -145,7 +146,7 @@ def _environment(report: Report, fw: str, version: str | None, device: str) -> E
         places = sorted({e.place for e in report.index.columns.get(fw, [])})
         raise MigrateError(f"no measured {fw} environment on {device} in the report (measured on: "
                            f"{', '.join(places) or 'none'}; off Linux x86-64 a place is <device>-<platform>, "
-                           "e.g. cpu-macos_arm64)")
+                           "e.g. cpu-macos_arm64, and at a lower x86-64 level cpu-linux_x86_64_v3)")
     return max(envs, key=lambda e: _version(e.framework_version))
 
 

@@ -7,7 +7,9 @@ the two ("Linux x86-64 vs macOS arm64") as it compares CPU with CUDA. Linux x86-
 shard measured before platforms had a place in the id was measured there, and an id is cited.
 
 The tags follow the wheel platform tags' spelling (PEP 425: ``linux_x86_64``, ``win_amd64``), shortened to the
-operating system and architecture a runner class stands for: :data:`PLATFORMS`.
+operating system and architecture a runner class stands for: :data:`PLATFORMS`. A probe capped at an x86-64
+instruction-set level below the CPU's own (:mod:`kinkcheck.isa`) adds the level to the tag (``linux_x86_64_v2``,
+"Linux x86-64-v2"): a lower CPU is another environment, compared with the reference machine's like a platform.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import platform as _platform
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from kinkcheck.isa import active_cap, capped_tag, split_tag
 
 __all__ = ["DEFAULT", "DEVICES", "PLATFORMS", "Device", "Platform", "device_title", "environment_id", "host_tag",
            "place_title", "tag_of", "title"]
@@ -98,8 +102,10 @@ def tag_of(system: str | None, machine: str | None) -> str:
 
 
 def host_tag() -> str:
-    """The platform tag of this machine (:func:`tag_of` of ``platform.system()``, ``platform.machine()``)."""
-    return tag_of(_platform.system(), _platform.machine())
+    """The platform tag a probe on this machine gives its shard: :func:`tag_of` of ``platform.system()`` and
+    ``platform.machine()``, followed by the instruction-set level where the probe is capped at one
+    (``linux_x86_64_v2``: :func:`kinkcheck.isa.capped_tag`, :func:`kinkcheck.isa.active_cap`)."""
+    return capped_tag(tag_of(_platform.system(), _platform.machine()), active_cap())
 
 
 def environment_id(framework: str, version: str, device: str, tag: str = DEFAULT) -> str:
@@ -110,6 +116,10 @@ def environment_id(framework: str, version: str, device: str, tag: str = DEFAULT
 
 
 def title(tag: str) -> str:
-    """How a report names a platform: ``"macOS arm64"``; a tag outside :data:`PLATFORMS` as it is."""
+    """How a report names a platform: ``"macOS arm64"``, ``"Linux x86-64-v2"`` for a tag capped at an
+    instruction-set level (:func:`kinkcheck.isa.split_tag`); a tag outside :data:`PLATFORMS` as it is."""
+    base, level = split_tag(tag)
+    if level is not None:
+        return f"{title(base)}-{level.rsplit('-', 1)[1]}"
     p = PLATFORMS.get(tag)
     return p.title if p is not None else tag

@@ -239,11 +239,14 @@ def calls_of(program: str) -> frozenset[str]:
 
 def lookup(program: str | None = None, *, case: str | None = None, framework: str | None = None,
            release: str | None = None, mode: str | None = "reverse", dtype: str | None = "float64",
-           device: str | None = "cpu", path: str | Path | None = None) -> Rows:
+           device: str | None = "cpu", path: str | Path | None = None,
+           platform: str | None = "linux_x86_64") -> Rows:
     """The report's rows for a program (as the catalog writes it; spaces do not matter), narrowed by case,
-    framework, release (``"2.14.1"``), mode, dtype and device (``None``: any); in report order: program, case,
-    then environments oldest release first. ``path``: an ``observations.parquet`` or the folder that holds it
-    (default: :func:`data_path`).
+    framework, release (``"2.14.1"``), mode, dtype, device and platform (``None``: any); in report order: program,
+    case, then environments oldest release first. ``path``: an ``observations.parquet`` or the folder that holds it
+    (default: :func:`data_path`). ``platform``: the platform tag (:mod:`kinkcheck.platforms`), by default the
+    reference machine's, Linux x86-64, so that a release has one row per program, mode and dtype; a shard measured
+    elsewhere or capped at a lower x86-64 level has its own (``"macos_arm64"``, ``"linux_x86_64_v3"``).
 
     Raises
     ------
@@ -254,7 +257,8 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     """
     from kinkcheck.vocabulary import DTYPES, MODES
 
-    for what, given in (("program", program), ("case", case), ("framework", framework), ("release", release)):
+    for what, given in (("program", program), ("case", case), ("framework", framework), ("release", release),
+                        ("platform", platform)):
         if given is not None and not isinstance(given, str):
             raise LookupFailed(f"{what} must be a string, not {type(given).__name__} ({given!r})")
     for what, given, known in (("mode", mode, MODES), ("dtype", dtype, DTYPES), ("device", device, _DEVICES)):
@@ -281,7 +285,7 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
                                    "programs that call an operation)")
             filters.append(("program", "==", exact[0]))
         for column, given in (("case", case), ("framework", framework), ("framework_version", release),
-                              ("mode", mode), ("dtype", dtype), ("device", device)):
+                              ("mode", mode), ("dtype", dtype), ("device", device), ("platform_tag", platform)):
             if given is not None:
                 filters.append((column, "==", given))
         table = read_table(p, filters=filters)

@@ -309,7 +309,8 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     ------
     environment id ``<framework>-<framework_version>-<device>``, then ``-<platform_tag>`` off Linux x86-64
     (:func:`kinkcheck.platforms.environment_id`; a shard without ``platform_tag`` was measured there), and the
-    tag the runner's ``os`` and ``arch`` make where it records them; a device of
+    tag the runner's ``os`` and ``arch`` make where it records them, with the level of its ``isa_cap``
+    (:func:`kinkcheck.isa.capped_tag`); a device of
     :data:`kinkcheck.platforms.DEVICES` on a platform it exists on (Metal on macOS arm64); ``not_measured`` a
     non-empty string; observations present unless ``not_measured`` says why; no (case, program, mode, dtype)
     twice; an ``ok`` observation has a value within its dtype's finite range, an ``error`` or ``unavailable``
@@ -317,15 +318,20 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     W1 and W2 of P0's shapes (3x2, 2x2).
     """
     env = shard["environment"]
+    from kinkcheck.isa import LEVELS, capped_tag, split_tag
     from kinkcheck.platforms import DEFAULT, DEVICES, environment_id, tag_of, title
 
     tag = env.get("platform_tag", DEFAULT)
     runner = env.get("runner") or {}
-    if runner.get("os") and runner.get("arch") and tag_of(runner["os"], runner["arch"]) != tag:
+    cap = runner.get("isa_cap") or None
+    if cap is not None and cap not in LEVELS:
+        return f"environment.runner.isa_cap is {cap!r}, not an instruction-set level ({', '.join(LEVELS)})"
+    if runner.get("os") and runner.get("arch") and capped_tag(tag_of(runner["os"], runner["arch"]), cap) != tag:
         return (f"environment.platform_tag is {tag!r} (absent: {DEFAULT!r}) but its runner was "
-                f"{runner['os']} {runner['arch']} ({tag_of(runner['os'], runner['arch'])!r})")
+                f"{runner['os']} {runner['arch']}{f' capped at {cap}' if cap else ''} "
+                f"({capped_tag(tag_of(runner['os'], runner['arch']), cap)!r})")
     dev = DEVICES.get(env["device"])
-    if dev is not None and dev.platforms is not None and tag not in dev.platforms:  # Metal off macOS, say
+    if dev is not None and dev.platforms is not None and split_tag(tag)[0] not in dev.platforms:  # Metal off macOS
         return (f"environment.device {env['device']!r} ({dev.title}) does not exist on {title(tag)} "
                 f"(platform_tag {tag!r}); it exists on {', '.join(title(t) for t in dev.platforms)}")
     want = environment_id(env["framework"], env["framework_version"], env["device"], tag)

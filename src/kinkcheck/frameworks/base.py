@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
+from kinkcheck.isa import cpuinfo as _cpuinfo
 from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
                                   encode, flat_value, flatten)
 
@@ -335,44 +336,56 @@ def short_error(err: BaseException, limit: int = 240) -> str:
 
 
 @contextlib.contextmanager
-def start_up_notices_dropped(*noise: str) -> Iterator[None]:
-    """Drop from the process's standard error (file descriptor 2, where a C++ library writes) the lines
-    matching one of the regular expressions ``noise`` while the block runs; every other line is written
-    back when it ends, in order.
-
-    For a framework's import: TensorFlow >= 2.16 logs its oneDNN notice through absl before absl's logging
-    is initialized, which writes every severity to stderr with a warning about it, so ``TF_CPP_MIN_LOG_LEVEL``
-    cannot silence them and they would open every ``kinkcheck grad`` answer (abseil/abseil-cpp#1718,
-    tensorflow/tensorflow#102212). A no-op where descriptor 2 is closed.
+def native_stderr(keep: Any = None) -> Iterator[list[str]]:
+    """What the process writes to file descriptor 2 (where a C++ library logs) while the block runs: yields a
+    list that holds those lines once the block ends, also when it raises. The lines ``keep`` accepts (default
+    all) are written back in order when it ends. A no-op (an empty list) where descriptor 2 is closed.
     """
     import os
-    import re
     import sys
     import tempfile
 
     fd = 2  # where native code writes, whatever object sys.stderr is
+    seen: list[str] = []
     with contextlib.suppress(AttributeError, OSError, ValueError):
         sys.stderr.flush()
     try:
         saved = os.dup(fd)
     except OSError:  # started with descriptor 2 closed
-        yield
+        yield seen
         return
-    pattern = re.compile("|".join(f"(?:{n})" for n in noise))
     with tempfile.TemporaryFile() as sink:
         os.dup2(sink.fileno(), fd)
         try:
-            yield
+            yield seen
         finally:
             with contextlib.suppress(AttributeError, OSError, ValueError):
                 sys.stderr.flush()
             os.dup2(saved, fd)
             os.close(saved)
             sink.seek(0)
-            kept = [line for line in sink.read().decode("utf-8", "replace").splitlines(keepends=True)
-                    if not pattern.search(line)]
+            seen.extend(sink.read().decode("utf-8", "replace").splitlines(keepends=True))
+            kept = [line for line in seen if keep is None or keep(line)]
             if kept:
                 os.write(fd, "".join(kept).encode("utf-8", "replace"))
+
+
+@contextlib.contextmanager
+def start_up_notices_dropped(*noise: str) -> Iterator[None]:
+    """Drop from the process's standard error (file descriptor 2, where a C++ library writes) the lines
+    matching one of the regular expressions ``noise`` while the block runs; every other line is written
+    back when it ends, in order (:func:`native_stderr`).
+
+    For a framework's import: TensorFlow >= 2.16 logs its oneDNN notice through absl before absl's logging
+    is initialized, which writes every severity to stderr with a warning about it, so ``TF_CPP_MIN_LOG_LEVEL``
+    cannot silence them and they would open every ``kinkcheck grad`` answer (abseil/abseil-cpp#1718,
+    tensorflow/tensorflow#102212). A no-op where descriptor 2 is closed.
+    """
+    import re
+
+    pattern = re.compile("|".join(f"(?:{n})" for n in noise))
+    with native_stderr(lambda line: not pattern.search(line)):
+        yield
 
 
 #: The vector instruction sets that BLAS/LAPACK (MKL, OpenBLAS) and ATen pick their kernels by, widest first, as
@@ -380,21 +393,6 @@ def start_up_notices_dropped(*noise: str) -> Iterator[None]:
 #: on its SSE4.2/AVX path and -4.7e-17 on AVX2/AVX-512, so torch's backward is nan on one and finite on the
 #: other (catalog case qr@rank-deficient).
 VECTOR_ISA: tuple[str, ...] = ("avx512f", "avx2", "avx", "sse4_2", "sve2", "sve", "asimd")
-
-
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of ``/proc/cpuinfo`` (Linux); {} where there is none or it is unreadable."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return {}
-    fields: dict[str, str] = {}
-    for line in text.split("\n\n", 1)[0].splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), value.strip())
-    return fields
 
 
 def processor_name() -> str:

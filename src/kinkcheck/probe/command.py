@@ -29,6 +29,13 @@ def probe_command(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
     from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 
+    if getattr(args, "isa", None):  # before anything imports a framework: the libraries read the cap when they load
+        from kinkcheck.isa import IsaError, apply_cap
+
+        try:
+            apply_cap(args.isa)
+        except IsaError as err:
+            raise UsageError(str(err)) from None
     for d in args.dtype:
         if d not in DTYPES:
             raise UsageError(f"unknown dtype {d!r} (known: {', '.join(DTYPES)})")

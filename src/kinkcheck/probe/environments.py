@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.isa import IsaError, capped_tag, check_cap
 from kinkcheck.registry import REGISTRY
 
 __all__ = ["DEVICE_DEADLINE_ENV", "FALLBACK_PYTHON", "Places", "install_env", "install_once", "probe_release",
@@ -304,29 +305,39 @@ def interrupted(reason: str) -> bool:
     return m is not None and (int(m.group(1)) < 0 or int(m.group(1)) in (129, 130, 143))
 
 
-def device_of(posargs: Sequence[str]) -> str:
-    """The device of a probe session: ``-- --device cuda`` or ``metal`` (the CI workflow's GPU runners), else cpu."""
+def isa_of(posargs: Sequence[str]) -> str | None:
+    """The instruction-set level a probe session caps the CPU's kernels at (``-- --isa x86-64-v2``), else None."""
+    return _option(posargs, "--isa")
+
+
+def _option(posargs: Sequence[str], name: str) -> str | None:
     args = list(posargs)
     for i, a in enumerate(args):
-        if a == "--device" and i + 1 < len(args):
+        if a == name and i + 1 < len(args):
             return args[i + 1]
-        if a.startswith("--device="):
+        if a.startswith(f"{name}="):
             return a.split("=", 1)[1]
-    return "cpu"
+    return None
+
+
+def device_of(posargs: Sequence[str]) -> str:
+    """The device of a probe session: ``-- --device cuda`` or ``metal`` (the CI workflow's GPU runners), else cpu."""
+    return _option(posargs, "--device") or "cpu"
 
 
 def not_measured_environment(places: Places, framework: str, version: str, reason: str, python: str,
-                             device: str = "cpu") -> dict[str, Any]:
-    """The environment of a record that says why ``framework`` ``version`` was not measured on ``device`` here."""
+                             device: str = "cpu", isa: str | None = None) -> dict[str, Any]:
+    """The environment of a record that says why ``framework`` ``version`` was not measured on ``device`` here
+    (capped at the x86-64 level ``isa``, :mod:`kinkcheck.isa`, where the session asked for one)."""
     from kinkcheck import __version__, platforms
     from kinkcheck.probe.run import runner
 
-    tag = platforms.host_tag()
+    tag = capped_tag(platforms.host_tag(), isa)
     return {
         "id": platforms.environment_id(framework, version, device, tag), "framework": framework,
         "framework_version": version, "device": device,
         "python": python, "platform": platform.platform(), "platform_tag": tag,
-        "runner": runner(None, device),  # where the attempt ran; no framework imported
+        "runner": {**runner(None, device), **({"isa_cap": isa} if isa else {})},  # where it ran; nothing imported
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "kinkcheck_version": __version__,
         "catalog_hash": _catalog(places).hash, "not_measured": reason,
@@ -394,8 +405,9 @@ def probe_release(session: Any, framework: str, version: str, places: Places) ->
     _measure(session, framework, version, places, shard, args)
 
 
-#: What a probe session takes after ``--``: ``--device D`` (or ``--device=D``), ``--remeasure``, ``--keep``.
-POSARGS = ("--device", "--remeasure", "--keep")
+#: What a probe session takes after ``--``: ``--device D`` (or ``--device=D``), ``--isa LEVEL`` (or ``--isa=LEVEL``:
+#: the CPU's kernels capped at an x86-64 level, :mod:`kinkcheck.isa`), ``--remeasure``, ``--keep``.
+POSARGS = ("--device", "--isa", "--remeasure", "--keep")
 
 
 def _check_posargs(session: Any) -> None:
@@ -405,13 +417,16 @@ def _check_posargs(session: Any) -> None:
     i = 0
     while i < len(args):
         a = args[i]
-        if a == "--device" and i + 1 < len(args) and not args[i + 1].startswith("-"):
+        if a in ("--device", "--isa") and i + 1 < len(args) and not args[i + 1].startswith("-"):
             i += 2
             continue
-        if a in ("--remeasure", "--keep") or (a.startswith("--device=") and len(a) > len("--device=")):
+        if a in ("--remeasure", "--keep") or any(a.startswith(f"{o}=") and len(a) > len(o) + 1
+                                                 for o in ("--device", "--isa")):
             i += 1
             continue
-        what = "--device needs a device (cpu, cuda, metal)" if a.startswith("--device") else f"unknown argument {a!r}"
+        what = ("--device needs a device (cpu, cuda, metal)" if a.startswith("--device") else
+                "--isa needs a level (x86-64-v2, x86-64-v3, x86-64-v4)" if a.startswith("--isa") else
+                f"unknown argument {a!r}")
         session.error(f"{what}; a probe session takes {', '.join(POSARGS)} after --")
 
 
@@ -431,7 +446,14 @@ def _shard_path(session: Any, framework: str, version: str, places: Places) -> P
     if where is not None and plat.host_tag() not in where:  # no shard: it would name a place that cannot be
         session.error(f"{plat.device_title(device)} exists on {', '.join(plat.title(t) for t in where)} only; "
                       f"this machine is {plat.title(plat.host_tag())}")
-    return places.observations / f"{plat.environment_id(framework, version, device, plat.host_tag())}.json"
+    level = isa_of(session.posargs)
+    if level is not None:
+        try:
+            check_cap(level)
+        except IsaError as err:
+            session.error(str(err))
+    tag = capped_tag(plat.host_tag(), level)
+    return places.observations / f"{plat.environment_id(framework, version, device, tag)}.json"
 
 
 def _remember_fresh(session: Any, places: Places, shard: Path, framework: str, catalog: Any, name: Any) -> None:
@@ -476,7 +498,7 @@ def _measure(session: Any, framework: str, version: str, places: Places, shard: 
         if reason is not None:
             session.warn(f"{framework} {version}: not measured: {reason}")
             env = not_measured_environment(places, framework, version, reason, python if python != sys.executable
-                                           else platform.python_version(), device)
+                                           else platform.python_version(), device, isa_of(session.posargs))
             session.log(record_failed_attempt(shard, env))
     finally:
         if venv.exists():
@@ -502,8 +524,10 @@ def _run_probe(session: Any, framework: str, version: str, places: Places, shard
                         str(places.catalog), "--staged", "--drop-removed", "--out-dir", str(shard.parent),
                         "--deadline", os.environ.get(DEVICE_DEADLINE_ENV, "12600"), external=True)
         else:
+            level = isa_of(session.posargs)
             session.run(python, "-m", "kinkcheck", "probe", "--framework", framework, "--catalog", str(places.catalog),
-                        "--staged", "--device", device, "--out", str(shard), "--drop-removed", *args, external=True)
+                        "--staged", "--device", device, "--out", str(shard), "--drop-removed",
+                        *(["--isa", level] if level else []), *args, external=True)
     except CommandFailed as err:
         if interrupted(err.reason or ""):  # killed by a signal (Ctrl-C, kill): the journal resumes it
             session.error(f"{framework} {version}: probe interrupted ({err.reason}); shard left as it was, the next "

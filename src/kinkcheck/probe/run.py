@@ -88,14 +88,18 @@ def runner(adapter: Adapter | None, device: str) -> dict[str, str]:
     """Where a shard was measured (its ``environment.runner``): the operating system (``os``, ``os_release``:
     ``platform.system()``, ``platform.release()``), the architecture (``arch``: ``platform.machine()``), the
     processor and its vector instruction sets (``vector_isa``, :func:`kinkcheck.frameworks.base.vector_isa`:
-    LAPACK's rounding, and with it a value, can follow them); on an accelerator what the adapter tells of it (``accelerator``, ``driver``, ``cuda``, ``hip``,
+    LAPACK's rounding, and with it a value, can follow them), its x86-64 level, the features kernels dispatch
+    on, the probe's cap and the cap variables in force (``isa_level``, ``cpu_features``, ``isa_cap``,
+    ``isa_settings``: :func:`kinkcheck.isa.cpu_record`); on an accelerator what the adapter tells of it
+    (``accelerator``, ``driver``, ``cuda``, ``hip``,
     ``metal``: :meth:`accelerator` where the adapter has one); on a GitHub Actions runner the ``ci_*`` fields
     (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out. ``adapter`` None:
     the machine alone (the record of an attempt that imported no framework)."""
     from kinkcheck.frameworks.base import processor_name, vector_isa
+    from kinkcheck.isa import cpu_record
 
     info = {"os": platform.system(), "os_release": platform.release(), "arch": platform.machine(),
-            "processor": processor_name(), "vector_isa": vector_isa()}
+            "processor": processor_name(), "vector_isa": vector_isa(), **cpu_record()}
     describe = getattr(adapter, "accelerator", None)
     if device != "cpu" and callable(describe):
         try:

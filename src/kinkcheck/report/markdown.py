@@ -84,9 +84,10 @@ def _verdicts(verdicts: list[Verdict]) -> str:
     return " · ".join(parts)
 
 
-def _brief(b: Brief) -> str:
-    """A mode-disagreement side: ``value label`` or the status and message, and the rounded input."""
-    text = f"{fmt_value(b.value)} {b.label}" if b.status == "ok" else f"{b.status}: {(b.error or '')[:48]}"
+def _brief(b: Brief, limit: int = 48) -> str:
+    """A mode-disagreement side: ``value label`` or the status and the message's first ``limit`` characters, and
+    the rounded input."""
+    text = f"{fmt_value(b.value)} {b.label}" if b.status == "ok" else f"{b.status}: {(b.error or '')[:limit]}"
     if b.input:
         text += f" (*input* {fmt_value(b.input)})"
     return md_text(text)

@@ -15,6 +15,7 @@ import msgspec
 
 from kinkcheck.classify import LABELS
 from kinkcheck.vocabulary import DTYPES, MODES
+from kinkcheck.isa import level_of_runner, level_title, split_tag
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import title as platform_title
 
@@ -123,6 +124,32 @@ class Environment(_S):
         off Linux x86-64 (``"cpu-macos_arm64"``). Releases of one framework are compared within one place;
         ``"cpu"`` (Linux x86-64) is the reference place the others are compared with."""
         return self.device if self.platform_tag == DEFAULT_PLATFORM else f"{self.device}-{self.platform_tag}"
+
+    @property
+    def isa_level(self) -> str | None:
+        """The x86-64 instruction-set level its CPU kernels could use (``"x86-64-v4"``): the level its platform tag
+        is capped at (``linux_x86_64_v2``), else the one its runner records (:func:`kinkcheck.isa.level_of_runner`);
+        None off x86-64 or where the shard records neither."""
+        return self.isa_cap or level_of_runner(self.runner)
+
+    @property
+    def isa_cap(self) -> str | None:
+        """The x86-64 level a probe capped this environment at (its platform tag's, ``linux_x86_64_v2``), else None."""
+        return split_tag(self.platform_tag)[1]
+
+    @property
+    def isa_summary(self) -> str:
+        """How ``isa-levels.md`` names its level: ``"x86-64-v4 (AVX-512), the CPU's own"``, or ``"x86-64-v2 (SSE4.2),
+        capped (the CPU: x86-64-v3; ONEDNN_MAX_CPU_ISA=SSE41 …)"`` (the cap variables in force,
+        :func:`kinkcheck.isa.cpu_record`)."""
+        level = self.isa_level
+        if level is None:
+            return "level not recorded"
+        own, settings = self.runner.get("isa_level"), self.runner.get("isa_settings", "")
+        if self.isa_cap is None:
+            return f"{level_title(level)}, the CPU's own" + (f" ({settings})" if settings else "")
+        where = "the CPU's own level" if self.isa_cap == own else f"the CPU: {own or 'level not recorded'}"
+        return f"{level_title(level)}, capped ({where}{'; ' + settings if settings else ''})"
 
     @property
     def title(self) -> str:

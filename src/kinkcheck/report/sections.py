@@ -17,6 +17,7 @@ from kinkcheck import conformance as conf
 from kinkcheck import registry
 from kinkcheck.catalog import FRAMEWORKS, Catalog
 from kinkcheck.classify import same_value
+from kinkcheck.isa import split_tag
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import DEVICES, PLATFORMS, device_title
 from kinkcheck.platforms import title as platform_title
@@ -172,9 +173,13 @@ def _brief(ob: m.Observation) -> m.Brief:
 def place_comparison(reference: m.Environment, env: m.Environment) -> str:
     """How a comparison of ``env`` with the ``reference`` environment (CPU, Linux x86-64) reads: ``"CPU vs
     CUDA"`` across devices, ``"Linux x86-64 vs macOS arm64"`` across platforms, both when both differ
-    (``"CPU Linux x86-64 vs Metal macOS arm64"``)."""
+    (``"CPU Linux x86-64 vs Metal macOS arm64"``); one platform at two x86-64 instruction-set levels by the levels
+    (``"x86-64-v4 vs x86-64-v2"``: the reference's recorded level, the other's cap or own level)."""
     dev = reference.device != env.device
     plat = reference.platform_tag != env.platform_tag
+    if not dev and plat and split_tag(reference.platform_tag)[0] == split_tag(env.platform_tag)[0]:
+        # one platform at two x86-64 levels (a probe capped below the reference machine's): isa-levels.md
+        return f"{reference.isa_level or 'x86-64 (level not recorded)'} vs {env.isa_level}"
     ref_side = [device_title(reference.device)] if dev else []
     side = [device_title(env.device)] if dev else []
     if plat:
@@ -219,7 +224,10 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     for o in report.observations:
         cells.setdefault((o.environment, o.case, o.program), {})[(o.mode, o.dtype)] = o
     raw: list[tuple[m.Observation, m.Observation, str, str]] = []
+    capped = {e.id for e in report.environments if e.isa_cap}
     for (eid, _cid, _prog), by_mode in cells.items():
+        if eid in capped:  # a lower x86-64 level: what it changes is against the reference level (isa-levels.md)
+            continue
         for (mode, dtype), ob in by_mode.items():
             if mode in COMPARISONS:
                 ref = by_mode.get(("reverse", dtype))
@@ -255,7 +263,11 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     for fw in FRAMEWORKS:
         for dev, why in _devices_unmeasured(fw, report.environments):
             not_measured.append(f"{fw}: CPU vs {device_title(dev)} not measured: {why}")
-    if not any(e.platform_tag != DEFAULT_PLATFORM for e in report.environments):
+    for fw in FRAMEWORKS:
+        if not any(e.framework == fw and split_tag(e.platform_tag)[1] for e in report.environments):
+            not_measured.append(f"{fw}: x86-64 instruction-set levels other than the reference machine's not "
+                                "measured: no shard probed under a cap (kinkcheck probe --isa)")
+    if not any(split_tag(e.platform_tag)[0] != DEFAULT_PLATFORM for e in report.environments):
         others = ", ".join(p.title for t, p in PLATFORMS.items() if t != DEFAULT_PLATFORM)  # the runners' own list
         not_measured.append(f"{platform_title(DEFAULT_PLATFORM)} vs other platforms ({others}) not measured: no shard "
                             "from another platform (the CI workflow's runners measure them)")

@@ -118,7 +118,15 @@ def mode_page(comparison: str) -> str:
         return "compiled-disagreements"
     if comparison.startswith("CPU vs "):  # an accelerator: devices.md, one row per program with its modes
         return "devices"
+    if is_isa_comparison(comparison):  # an x86-64 level against another: isa-levels.md, laid out as devices.md
+        return "isa-levels"
     return "mode-disagreements"
+
+
+def is_isa_comparison(comparison: str) -> bool:
+    """Whether a comparison is one x86-64 instruction-set level against another (``"x86-64-v4 vs x86-64-v2"``:
+    :func:`kinkcheck.report.sections.place_comparison`), shown on ``isa-levels.md``."""
+    return comparison.startswith("x86-64")
 
 
 def case_anchor(case_id: str) -> str:
@@ -135,7 +143,7 @@ CASES_DIR = "cases"
 SECTION_PAGES: tuple[str, ...] = (
     "changed-in.md", "changed-in-raises.md", "disagreements-within.md", "disagreements-across.md",
     "mode-disagreements.md", "compiled-disagreements.md", "dtype-disagreements.md", "bfloat16-disagreements.md",
-    "devices.md", "census.md")
+    "devices.md", "isa-levels.md", "census.md")
 
 
 def case_file(case_id: str) -> str:

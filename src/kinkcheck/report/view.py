@@ -79,6 +79,7 @@ from kinkcheck.report.text import (
     mark,
     md_cell,
     mode_anchor,
+    is_isa_comparison,
     mode_page,
     oracle_finding,
     oracle_reason,
@@ -255,6 +256,8 @@ class CaseView:
     problems: list[Problem]
     mode_rows: list[ModeRow]
     not_measured: list[tuple[Environment, Any]] = field(default_factory=list)  # (environment, NotMeasuredPart)
+    #: Its rows of an x86-64 level against the reference one (shown on isa-levels.md; the page counts them).
+    isa_rows: list[ModeRow] = field(default_factory=list)
 
     @property
     def oracle(self) -> Oracle:
@@ -369,16 +372,17 @@ class ReportView:
         """*Changed in* rows of ``kind`` (``"convention"``, ``"raises"`` or ``"availability"``), report order."""
         return [c for c in self.report.changed_in if c.kind == kind]
 
-    def device_comparisons(self) -> list[dict[str, Any]]:
+    def device_comparisons(self, page: str = "devices") -> list[dict[str, Any]]:
         """The device comparison (``devices.md``): per comparison of an accelerator with the CPU (``"CPU vs
-        CUDA"``) and per environment measured on both, one row per program whose value differs, with the modes
-        and dtypes it differs in and each distinct pair of values (``reference``, ``observed``: Briefs, with the
-        modes they differ in); and what that environment does not hold, with the reason
-        (``Environment.not_measured_parts``). Report order of frameworks, releases and cases."""
+        CUDA"``), or with ``page="isa-levels"`` of a lower x86-64 level with the reference machine's
+        (``"x86-64-v4 vs x86-64-v2"``, ``isa-levels.md``), and per environment measured on both, one row per
+        program whose value differs, with the modes and dtypes it differs in and each distinct pair of values
+        (``reference``, ``observed``: Briefs, with the modes they differ in); and what that environment does not
+        hold, with the reason (``Environment.not_measured_parts``). Report order of frameworks, releases and cases."""
         ix = self.report.index
         out: dict[tuple[str, str], dict[str, Any]] = {}
         for r in self.report.mode_disagreements.rows:
-            if not r.comparison.startswith("CPU vs "):
+            if mode_page(r.comparison) != page:
                 continue
             for eid in r.environments:
                 group = out.setdefault((r.comparison, eid), {"comparison": r.comparison, "environment": ix.env[eid],
@@ -411,6 +415,51 @@ class ReportView:
     def device_environments(self) -> list[Environment]:
         """The environments measured on an accelerator (not the CPU), report order."""
         return [e for e in self.report.environments if e.device != "cpu"]
+
+    def isa_environments(self) -> list[Environment]:
+        """The environments measured under an x86-64 instruction-set cap (platform tag ``linux_x86_64_v2``), each
+        after the reference environment of its release it is compared with, report order."""
+        capped = [e for e in self.report.environments if e.isa_cap]
+        releases = {(e.framework, e.framework_version, e.device) for e in capped}
+        return [e for e in self.report.environments
+                if (e.framework, e.framework_version, e.device) in releases and (e in capped or e.place == "cpu")]
+
+    def isa_unchanged(self) -> list[Environment]:
+        """The environments measured under an x86-64 cap where no program differs from the reference level."""
+        seen = {g["environment"].id for g in self.device_comparisons("isa-levels")}
+        return [e for e in self.isa_environments() if e.isa_cap and e.id not in seen]
+
+    @staticmethod
+    def alike(rows: list[dict[str, Any]], shown: int = 125) -> list[tuple[dict[str, Any], list[str]]]:
+        """:meth:`device_comparisons` rows of one case that read alike, as one row each: ``(row, programs)``,
+        first-seen order. An error message is shown without what it lists in braces (XLA's "Failed to materialize
+        symbols: {...}" names each program's own fused kernel) and cut to ``shown`` characters; pairs that then read
+        the same are one pair with their modes together, and rows with the same modes, dtypes and pairs share one."""
+        import re
+
+        def cut(b: Any) -> Any:
+            if not b.error:
+                return b
+            text = b.error
+            while re.search(r"\{[^{}]*\}", text):  # each pass removes the innermost pair of braces
+                text = re.sub(r"\{[^{}]*\}", "…", text)
+            return msgspec.structs.replace(b, error=text[:shown])
+
+        groups: dict[bytes, tuple[dict[str, Any], list[str]]] = {}
+        for r in rows:
+            pairs: dict[bytes, dict[str, Any]] = {}
+            for p in r["pairs"]:
+                ref, obs = cut(p["reference"]), cut(p["observed"])
+                pair = pairs.setdefault(msgspec.json.encode((ref, obs)), {"reference": ref, "observed": obs,
+                                                                          "modes": []})
+                pair["modes"] += [m for m in p["modes"] if m not in pair["modes"]]
+            for pair in pairs.values():
+                pair["modes"].sort(key=MODES.index)
+            row = {**r, "pairs": list(pairs.values())}
+            key = msgspec.json.encode((r["case"], r["modes"], r["dtypes"],
+                                       [(p["reference"], p["observed"], p["modes"]) for p in row["pairs"]]))
+            groups.setdefault(key, (row, []))[1].append(r["program"])
+        return list(groups.values())
 
     @staticmethod
     def mode_row_groups(rows: list[ModeRow]) -> list[tuple[ModeRow, list[str]]]:
@@ -505,9 +554,12 @@ class ReportView:
         cell_of = idx.cell
         tables: list[FrameworkTable] = []
         mode_tables: list[ModeTable] = []
-        for fw, columns in idx.columns.items():
+        for fw, every in idx.columns.items():
             progs = case.programs_of(fw)
-            if not progs:
+            # a release measured at a lower x86-64 level is no column of its own: its differences are the case's
+            # instruction-set rows (and isa-levels.md), so a table keeps one square per release and device
+            columns = [e for e in every if not e.isa_cap]
+            if not progs or not columns:
                 continue
             devices = list(dict.fromkeys(e.place for e in columns))
             rows = []
@@ -550,17 +602,21 @@ class ReportView:
             mode_tables=mode_tables, changed_in=[c for c in rep.changed_in if case.id in c.cases], unmeasured=unmeasured,
             networks=[n for n in rep.network_summary if n.case == case.id], p0=p0,
             problems=self.problems.get(case.id, []),
-            mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id], not_measured=withheld,
+            mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id
+                       and not is_isa_comparison(r.comparison)], not_measured=withheld,
+            isa_rows=[r for r in rep.mode_disagreements.rows
+                      if r.case == case.id and is_isa_comparison(r.comparison)],
         )
 
     def _verdicts(self, case: str, fw: str, program: str, columns: Sequence[Environment]) -> list[Verdict]:
         """The conformance rows of a program merged by verdict and admitted values (rows differ by value too;
         the rule column shows only the verdict), each with its releases unless it holds for every release."""
         merged: dict[tuple[str, str], tuple[ConformanceRow, list[str]]] = {}
-        for r in self.verdicts.get((case, fw, program), []):
-            key = (r.verdict, repr(r.predicted))
-            merged.setdefault(key, (r, []))[1].extend(r.environments)
         every = {e.id for e in columns}
+        for r in self.verdicts.get((case, fw, program), []):
+            shown = [e for e in r.environments if e in every]  # the table's columns (no lower x86-64 level)
+            if shown:
+                merged.setdefault((r.verdict, repr(r.predicted)), (r, []))[1].extend(shown)
         return [Verdict(r.verdict, "" if len(merged) == 1 and set(envs) >= every else
                         self.report.index.releases(envs, fw), r.predicted) for r, envs in merged.values()]
 
@@ -603,7 +659,8 @@ def _build(report: Report) -> ReportView:
     available = {env: {o.mode for o in obs if o.status != "unavailable"}
                  | {o.dtype for o in obs if o.status != "unavailable"} for env, obs in idx.by_environment.items()}
     problems: dict[tuple[str, ...], Problem] = {}
-    for o in [o for o in report.observations if o.status != "ok"]:
+    capped = {e.id for e in report.environments if e.isa_cap}  # a lower x86-64 level's errors: isa-levels.md
+    for o in [o for o in report.observations if o.status != "ok" and o.environment not in capped]:
         error = _generic(o.error or "", idx.env[o.environment].framework_version, o.dtype)
         key = (o.case, o.framework, o.program, o.mode, o.status, error)
         p = problems.get(key)

@@ -36,7 +36,8 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
-    by_unit_tangents, check_dtype, check_mode, of_differentiated
+    by_unit_tangents, check_dtype, check_mode, native_stderr, of_differentiated
+from kinkcheck.isa import this_cpu
 
 GUARD = ImportGuard()
 with GUARD:
@@ -70,6 +71,11 @@ _USER_CODE_ERROR = re.compile(r"^\s*(\w+Error): (.+)$", re.MULTILINE)
 
 #: Python's message for a keyword a function does not take.
 _NO_KEYWORD = re.compile(r"^(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+
+#: What Paddle's executor logs (glog, on standard error) when a oneDNN kernel fails; its exception says only
+#: "std::exception". oneDNN picks kernels by the CPU's instruction set: 3.3.1's static graph runs ``abs`` in
+#: bfloat16 on an AVX-512 CPU and raises this on an AVX2 one (or under ``ONEDNN_MAX_CPU_ISA=AVX2``).
+_ONEDNN_FAILED = re.compile(r"onednn_op\.(\w+) raises an exception (dnnl::error)")
 
 #: Paddle's message when the double backward trick (forward mode) needs the grad of a grad op that has none
 #: (2.x writes "gradop").
@@ -149,8 +155,15 @@ class PaddleAdapter(Adapter):
             checks), or, in forward mode, an op whose grad has no grad op (the double backward trick).
         """
         try:
-            return self._modes(f, list(at), at, dtype, device, mode, diff, ints)
+            with native_stderr() as logged:
+                return self._modes(f, list(at), at, dtype, device, mode, diff, ints)
         except Exception as err:  # re-raised unless it says the dtype or a grad op is missing
+            failed = next((m for m in map(_ONEDNN_FAILED.search, logged) if m is not None), None)
+            if failed is not None:  # the CPU's doing: the framework's error on this CPU, in one line
+                what = f"has no {dtype} `{failed.group(1)}` kernel for" if dtype in ("float16", "bfloat16") else \
+                    f"`{failed.group(1)}` failed in {dtype} on"
+                raise RuntimeError(f"paddle {paddle.__version__}'s oneDNN {what} {this_cpu()}: "
+                                   f"{failed.group(2)}") from None
             missing = _unavailable(err, dtype, mode)
             if missing is not None:
                 raise missing from None

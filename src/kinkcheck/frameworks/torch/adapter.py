@@ -226,6 +226,12 @@ class TorchAdapter(Adapter):
         return {"accelerator": str(torch.cuda.get_device_name(0)), "cuda": str(torch.version.cuda or ""),
                 "hip": str(getattr(torch.version, "hip", None) or ""), "driver": nvidia_driver()}
 
+    def settings(self) -> dict[str, str]:
+        """The CPU kernels ATen dispatches to (``torch.backends.cpu.get_cpu_capability()``: ``DEFAULT``, ``AVX2``,
+        ``AVX512``; capped by ``ATEN_CPU_CAPABILITY``, :mod:`kinkcheck.isa`), where the release can say (2.1 on)."""
+        capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+        return {"aten_cpu_capability": str(capability())} if callable(capability) else {}
+
     def _dtype(self, dtype: str) -> Any:
         check_dtype(dtype)
         return getattr(torch, dtype)
