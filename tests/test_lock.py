@@ -528,6 +528,20 @@ def test_a_lock_checked_on_cuda_compares_the_reports_cuda_cells(models, capsys):
            "holds this program at this point" in out, out
 
 
+def test_a_lock_checked_at_a_lower_x86_64_level_compares_the_reports_capped_cells(models, capsys):
+    """Issue 49: --isa x86-64-v3 --release 2.15.0 checks the lock against the report's cells of torch 2.15.0 measured
+    as a CPU without AVX-512 (the shard probed under that cap): the CNN's relu keeps 0 there."""
+    _installed_2_13_0()
+    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["lock", "--check", "--isa", "x86-64-v3", "--release", "2.15.0", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.15.0 cpu at x86-64-v3 (2 not compared)" \
+        in out, out
+    assert "not compared: no catalog case holds this program at this point, so the report has no cpu at x86-64-v3 " \
+           "cell of it" in out, out
+
+
 def test_a_convention_the_gpu_changes_is_a_change_and_says_whose_doing(models, capsys):
     """A site of ``torch.kthvalue(v, 2).values`` at the tie [1, 0, 1, 0], locked with the report's CPU cell of
     torch 2.13.0: on CUDA (torch 2.11.0, the report's H200 shard) the gradient goes to the first tied element,
