@@ -94,6 +94,13 @@ def test_apply_cap_sets_every_librarys_variable_and_keeps_the_machines_own(monke
     assert host_tag() == "linux_x86_64_v2" or not host_tag().startswith("linux_x86_64"), host_tag()
 
 
+def test_a_cap_variable_set_by_hand_to_no_level_is_no_cap(environ):
+    """KINKCHECK_ISA_CAP is apply_cap's word to its workers; a stray value must not name an environment."""
+    environ[isa.CAP_ENV] = "avx2"
+    assert isa.active_cap() is None and "isa_cap" not in isa.cpu_record(info(EPYC))
+    assert not host_tag().endswith(("_v2", "_v3", "_v4")), host_tag()
+
+
 def test_a_cap_after_a_framework_loaded_is_refused(monkeypatch, environ):
     monkeypatch.setitem(sys.modules, "torch", object())
     with pytest.raises(isa.IsaError, match="torch already imported in this process; the cap must be set before"):

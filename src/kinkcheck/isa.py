@@ -137,9 +137,10 @@ def _rank(level: str) -> int:
 
 
 def active_cap() -> str | None:
-    """The level this process's probe is capped at (:data:`CAP_ENV`, set by :func:`apply_cap`), else None."""
+    """The level this process's probe is capped at (:data:`CAP_ENV`, set by :func:`apply_cap`), else None; a value
+    that names no level of :data:`LEVELS` (set by hand) is no cap: nothing capped the libraries to it."""
     value = os.environ.get(CAP_ENV, "").strip()
-    return value or None
+    return value if value in LEVELS else None
 
 
 def check_cap(level: str, info: Mapping[str, str] | None = None) -> Level:

@@ -264,7 +264,7 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
         for dev, why in _devices_unmeasured(fw, report.environments):
             not_measured.append(f"{fw}: CPU vs {device_title(dev)} not measured: {why}")
     for fw in FRAMEWORKS:
-        if not any(e.framework == fw and split_tag(e.platform_tag)[1] for e in report.environments):
+        if not any(e.framework == fw and e.isa_cap for e in report.environments):
             not_measured.append(f"{fw}: x86-64 instruction-set levels other than the reference machine's not "
                                 "measured: no shard probed under a cap (kinkcheck probe --isa)")
     if not any(split_tag(e.platform_tag)[0] != DEFAULT_PLATFORM for e in report.environments):

@@ -435,8 +435,6 @@ class ReportView:
         first-seen order. An error message is shown without what it lists in braces (XLA's "Failed to materialize
         symbols: {...}" names each program's own fused kernel) and cut to ``shown`` characters; pairs that then read
         the same are one pair with their modes together, and rows with the same modes, dtypes and pairs share one."""
-        import re
-
         def cut(b: Any) -> Any:
             if not b.error:
                 return b
