@@ -201,3 +201,18 @@ def not_measured_report(not_measured_shards, catalog):
     path.parent.mkdir()
     path.write_bytes(report_json(build(shards, catalog, errors)))
     return load_report(path)
+
+
+@pytest.fixture(scope="session")
+def faulty_report(tmp_path_factory):
+    """fault → a report folder whose ``observations.parquet`` has that fault (:data:`damage.FAULTS`: damaged kinds
+    and a mixed set, tests/damage.py), each made once a session: the faces' tests of issue 44, item 6."""
+    from damage import damaged_report
+
+    made = {}
+
+    def get(fault):
+        if fault not in made:
+            made[fault] = damaged_report(tmp_path_factory.mktemp(fault), fault)
+        return made[fault]
+    return get

@@ -393,6 +393,49 @@ def test_stage_refuses_in_one_line_and_writes_nothing(checkout, case_id, why):
     assert not (checkout.parent / "staged").exists(), "nothing written"
 
 
+@pytest.mark.parametrize("case_id, why", [
+    ("relu" * 30 + "@0", "the id is 122 bytes long; a case id names the report's page files, so it is at most 100 bytes"),
+    ("é" * 60 + "@0", "the id is 122 bytes long"),
+    ("relu/x@0", "the id holds a path separator ('/')"),
+    ("relu@0/1", "the id holds a path separator ('/')"),
+    ("relu\\x@0", "the id holds a path separator ('\\\\')"),
+    ("relu@0\0", "the id holds NUL ('\\x00')"),
+    ("relu@0\x1b", "the id holds a control character"),
+    (".relu@0", "the id starts or ends with a dot"),
+    ("relu@0.", "the id starts or ends with a dot"),
+    ("con@0", "'con' is a device name on Windows"),
+    ("LPT1.a@0", "'LPT1' is a device name on Windows"),
+    ("f@" + "-@" * 40, "its report page name would be 369 bytes long (at most 128)"),
+])
+def test_stage_refuses_an_id_that_cannot_name_a_file(checkout, case_id, why):
+    """Issue 44, item 8: a staged id names the report's page files (cases/<slug>.md, .html); one that cannot (too
+    long: "File name too long" at every later render; a separator, NUL, a leading dot, a reserved name) is refused
+    in one line before anything is written."""
+    q = ask.question("torch.relu(x)", "x=0")
+    assert ask.stage_id_problem(case_id) is not None, f"{case_id!r} is refused"
+    with pytest.raises(UsageError) as info:
+        ask.stage(q, case_id, checkout)
+    text = str(info.value)
+    assert why in text and "\n" not in text and len(text) < 300, f"expected {why!r} in one short line: {text!r}"
+    assert not (checkout.parent / "staged").exists(), "nothing written"
+
+
+def test_stage_takes_the_longest_id_that_names_a_file(checkout):
+    q = ask.question("torch.relu(x)", "x=0")
+    longest = "r" * (ask.MAX_STAGE_ID_BYTES - 2) + "@0"
+    assert ask.stage_id_problem(longest) is None, ask.stage_id_problem(longest)
+    written = ask.stage(q, longest, checkout)
+    assert written and all(p.is_file() for p in written), written
+
+
+def test_ask_stage_with_an_id_too_long_is_one_line_and_exit_2(ask_home, capsys, tmp_path):
+    catalog = tmp_path / "catalog.toml"
+    assert main(["ask", "torch.relu(x)", "--at", "x=0", "--stage", "x" * 300 + "@0", "--catalog", str(catalog)]) == 2
+    line = _one_error_line(capsys)
+    assert "--stage 'xxxx" in line and "the id is 302 bytes long" in line and len(line) < 300, line
+    assert not ask_home.exists() and not catalog.exists(), "nothing is written for bad input"
+
+
 def test_stage_needs_a_catalog_there(tmp_path):
     with pytest.raises(UsageError, match="--stage writes beside a checkout's catalog: no"):
         ask.stage(ask.question("torch.relu(x)", "x=0"), "relu-again@0", tmp_path / "catalog.toml")
@@ -464,3 +507,17 @@ def test_the_heading_names_the_dtype_shown(ask_home, capsys):
     out = capsys.readouterr().out
     assert "(1.13.1); float16:\n" in out and "float64" not in out, out
     assert "torch 1.13.1+cu117 (added in 2.0)" in out and "<release>" not in out, "one release: named in its error"
+
+
+def test_a_program_with_its_own_constants_is_asked_with_them(tmp_path):
+    """tinygrad's x.selu() rounds λ (issue 44): the question carries its own function, and the question's catalog
+    gives it to the report's judgement, so ask reads as the report does."""
+    from kinkcheck.ask import question
+    from kinkcheck.catalog import load_catalog
+
+    q = question("x.selu()", "x=0", "tinygrad")
+    assert q.case == "selu@0" and q.own is not None and "λ = 1.0507" in q.own[1], q
+    case = load_catalog(q.write_catalog(tmp_path)).case("selu@0")
+    assert case.own_functions[("tinygrad", "x.selu()")].sympy == q.own[0], case.own_functions
+    exact = question("x.selu(1.6732632423543772, 1.0507009873554805)", "x=0", "tinygrad")
+    assert exact.own is None, "the program that passes the exact constants is judged by the case's function"

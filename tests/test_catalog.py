@@ -320,3 +320,38 @@ def test_the_condition_number_field_is_cond_at_every_matrix(catalog) -> None:
         want = np.linalg.cond(np.array(m))
         got = fn(*[v for row in m for v in row])
         assert abs(got - want) <= 1e-12 * want, f"cond({m}) = {want}, the field gives {got} (det {np.linalg.det(m)})"
+
+
+def test_a_program_s_own_function_is_read_with_its_constants(catalog, tmp_path):
+    """tinygrad's and MLX's SELU round λ to 1.0507 (issue 44): their programs carry their own function, which
+    the report judges them by; a malformed or misplaced own function is one line."""
+    selu = catalog.case("selu@0")
+    own = selu.own_functions[("tinygrad", "x.selu()")]
+    assert own.sympy.startswith("1.0507 *") and "λ = 1.0507" in own.constants, own
+    assert ("tinygrad", "x.selu(1.6732632423543772, 1.0507009873554805)") not in selu.own_functions, \
+        "the program with the exact constants is judged by the case's own function"
+    before = selu.measurement_hash("tinygrad")
+    assert len(before) == 16, "an own function changes how cells are judged, not what is measured"
+
+    def catalog_with(name, entry):
+        folder = tmp_path / name
+        (folder / "programs").mkdir(parents=True)
+        (folder / "catalog.toml").write_text(MAXIMUM_AT_TIE)
+        (folder / "programs" / "tensorflow.toml").write_text(
+            '["maximum@tie"]\nprograms = ["tensorflow.maximum(x, y)"]\n' + entry)
+        return load_catalog(folder / "catalog.toml")
+
+    good = catalog_with("good", 'own_functions = { "tensorflow.maximum(x, y)" = '
+                                '{ sympy = "Max(x, 1.5 * y)", constants = "c = 1.5" } }\n')
+    assert good.case("maximum@tie").own_functions[("tensorflow", "tensorflow.maximum(x, y)")].constants == "c = 1.5"
+    for name, entry, message in [
+        ("other", 'own_functions = { "tensorflow.minimum(x, y)" = { sympy = "Max(x, y)", constants = "c" } }\n',
+         "not one of the case's tensorflow programs"),
+        ("fields", 'own_functions = { "tensorflow.maximum(x, y)" = { sympy = "Max(x, y)" } }\n',
+         "must be a table with a 'sympy' and a 'constants' string"),
+        ("expr", 'own_functions = { "tensorflow.maximum(x, y)" = { sympy = "eval(x)", constants = "c" } }\n',
+         "sympy field"),
+        ("flat", 'own_functions = "Max(x, y)"\n', "must be a table of program"),
+    ]:
+        with pytest.raises(CatalogError, match=message):
+            catalog_with(name, entry)

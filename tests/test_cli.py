@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from conftest import ROOT
+from damage import FAULTS
 
 from kinkcheck import cli
 from kinkcheck import expr as ex
@@ -341,6 +342,43 @@ def test_grad_with_a_missing_report_says_no_report_or_refuses_a_named_one(capsys
     code, lines, err = _grad(capsys, "torch.relu(x)", "--at", "x=0")
     assert code == 2 and lines == [] and \
         f"no report at {tmp_path / 'empty' / 'conventions.json'} ($KINKCHECK_REPORTS)" in err, (code, lines, err)
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["by-env", "by-report"])
+@pytest.mark.parametrize("fault", FAULTS)
+def test_grad_refuses_a_damaged_or_mixed_report_in_one_line(capsys, torch_adapter, tmp_path, monkeypatch,
+                                                             faulty_report, fault, named):
+    """Issue 44, item 6: a damaged observations.parquet (each kind) gave grad a traceback, and a mixed set was read
+    without a word. Named by $KINKCHECK_REPORTS or --report: one line naming the table, exit 2, no value printed."""
+    from damage import SAYS
+
+    folder = faulty_report(fault)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    if named:
+        monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+        args = ["--report", str(folder / "conventions.json.gz")]
+    else:
+        monkeypatch.setenv("KINKCHECK_REPORTS", str(folder))
+        args = []
+    code, lines, err = _grad(capsys, "torch.clamp(x, min=0)", "--at", "x=0", *args)
+    said = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and lines == [] and len(said) == 1 and "Traceback" not in err, (fault, code, lines, err)
+    assert str(folder / "observations.parquet") in said[0] and SAYS[fault] in said[0], (fault, said)
+
+
+def test_grad_refuses_a_mixed_default_report_it_was_not_told_to_read(capsys, torch_adapter, tmp_path, monkeypatch,
+                                                                    faulty_report):
+    """The report in ./reports, not named: a missing one is only said beside the value, but one whose table is of
+    another render is refused (exit 2), never read."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    shutil.copytree(faulty_report("mixed"), tmp_path / "reports")
+    code, lines, err = _grad(capsys, "torch.clamp(x, min=0)", "--at", "x=0")
+    assert code == 2 and lines == [] and "reports/observations.parquet does not belong to" in err, (code, lines, err)
 
 
 def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_adapter, tmp_path, monkeypatch):

@@ -281,6 +281,16 @@ def test_diff_groups_one_change_over_its_modes_and_dtypes_and_filters(shards_rep
     assert len(err) == 1 and "no convention of both sides matches --case no-such-case" in err[0], err
 
 
+@pytest.mark.parametrize("spelling", ["torch.clamp(x, min=0.0)", "torch.clamp(x, 0)", "torch.clamp(x,min=0e0)"])
+def test_diff_finds_the_catalog_program_in_any_spelling(shards_report_path, capsys, spelling):
+    """Issue 44, item 4: --program matches as every face does (kinkcheck.expr.same_program)."""
+    sides = [f"{shards_report_path}#torch-2.13.0-cpu", f"{shards_report_path}#torch-2.14.1-cpu"]
+    assert cli.main(["diff", *sides, "--case", "relu@0", "--program", spelling, "--mode", "reverse",
+                     "--dtype", "float64"]) == 1, f"{spelling}: torch.clamp(x, min=0)'s change"
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("1 of 1 conventions changed") and "torch.clamp(x, min=0)" in out, out + err
+
+
 def test_a_report_side_reads_its_environment_s_rows_only(shards_report, shards_report_files):
     """REPORT#ENV from a rendered report (JSON beside observations.parquet) reads that environment's rows and no
     other (3.5 s and 780 MB for a torch release when it read every torch release), the same side as in memory."""

@@ -175,6 +175,7 @@ RENDERING_LEAVES = {
     "kinkcheck.cache": "the cache folder (plots, template bytecode)",
     "kinkcheck.registry": "each framework's marker and line style in the plots",
     "kinkcheck.query": "the census's operations for the site's index (the read API's search)",
+    "kinkcheck.decimals": "numbers as a person reads them (the shortest float64 decimal; standard library only)",
 }
 #: plots draws the case's function near its kink: that needs the expression's meaning, which only the oracle's
 #: translation to sympy has.

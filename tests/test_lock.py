@@ -7,6 +7,7 @@ import textwrap
 
 import msgspec
 import pytest
+from damage import FAULTS
 
 from kinkcheck import lock
 from kinkcheck.cli import main
@@ -679,3 +680,154 @@ def test_report_only_does_not_say_nothing_changes_of_what_it_did_not_compare(mod
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.endswith(": none of the 1 compared changes; the 2 not compared are unknown"), last
     assert "nothing the model relies on changes" not in last, last
+
+
+# --------------------------------------------------------------------------- a guard never passes on what it did not check
+
+#: A site the report has a cell of (relu@0, torch 2.13.0's convention), and one no catalog case holds.
+CLAMP_SITE = lock.LockedSite(index=0, operation="torch.Tensor.clamp", call="model.py:7", kink="x at a bound",
+                             dtype="float32", hits=1, elements=8, program="x.clamp(min=0)", at="x=0.0", case="relu@0",
+                             status="ok", value={"x": 1.0}, labels=["right", "in-clarke"], source="report")
+OWN_SITE = lock.LockedSite(index=1, operation="torch.Tensor.clamp", call="model.py:9", kink="x at a bound",
+                           dtype="float32", hits=1, elements=8, program="x.clamp(min=0.0, max=6.0)", at="x=0.0",
+                           status="ok", value={"x": 1.0}, labels=["right"], source="measured")
+
+
+def _write(folder, *sites, unlocked=()):
+    lock.write_lock(lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu",
+                              model="usermodels:clamped", data="usermodels:rows", written_by="a test",
+                              site=list(sites), unlocked=list(unlocked)), folder / "kinkcheck.lock")
+
+
+def _nothing_measured(monkeypatch):
+    from kinkcheck import ask
+
+    def measure(*args, **kwargs):
+        raise AssertionError(f"nothing is measured in place of a report that cannot be read: {args}")
+
+    monkeypatch.setattr(ask, "measure", measure)
+
+
+@pytest.mark.parametrize("mode", [
+    ["--release", "2.14.1"],
+    ["--release", "2.14.1", "--report-only"],
+    ["--framework-version", "jax==0.4.30"],
+    ["--device", "cuda", "--release", "2.11.0"],
+    ["--isa", "x86-64-v3", "--release", "2.15.0"],
+], ids=["release", "report-only", "framework-version", "device", "isa"])
+@pytest.mark.parametrize("fault", FAULTS)
+def test_every_check_mode_stops_in_one_line_on_a_damaged_or_mixed_report(models, capsys, monkeypatch, faulty_report,
+                                                                          fault, mode):
+    """Issue 44, items 6 and 7: a damaged table gave a traceback in all three --check modes, and an unreadable one
+    made `--release 2.14.1` say "no cell" and start a 5.5 GB torch install. Each mode now stops first: one line
+    naming the table, exit 2, nothing measured, no comparison printed."""
+    from damage import SAYS
+
+    folder = faulty_report(fault)
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(folder))
+    _nothing_measured(monkeypatch)
+    _write(models, CLAMP_SITE, OWN_SITE)
+    assert main(["lock", "--check", *mode, "--quiet"]) == 2, f"{fault} {mode}: exit 2"
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, f"{fault} {mode}: one line: {err}"
+    assert str(folder / "observations.parquet") in lines[0] and SAYS[fault] in lines[0], \
+        f"{fault} {mode}: the line names the table and what is wrong with it: {lines[0]}"
+    assert out == "", f"{fault} {mode}: nothing compared, nothing printed: {out}"
+
+
+def test_writing_a_lock_stops_on_a_damaged_report_before_running_the_model(models, capsys, monkeypatch, faulty_report):
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(faulty_report("garbage-json")))
+    _nothing_measured(monkeypatch)
+    assert main(["lock", "--model", "usermodels:clamped", "--data", "usermodels:rows", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "a value cell is not a JSON object" in err and len(err.strip().splitlines()) == 1, err
+    assert not (models / "kinkcheck.lock").exists(), "no lock written from a report that cannot be read"
+
+
+@pytest.mark.parametrize("mode, sites, why", [
+    (["--framework-version", "jax==0.4.30"], [OWN_SITE],
+     "none of the 1 locked site(s) was compared with jax 0.4.30 (each line above says why)"),
+    (["--release", "2.14.1", "--report-only"], [OWN_SITE],
+     "none of the 1 locked site(s) was compared with torch 2.14.1 (each line above says why), so nothing is known "
+     "of the conventions the model relies on there; without --report-only they are measured in that release's "
+     "environment"),
+    (["--device", "cuda", "--release", "2.11.0"], [OWN_SITE], "none of the 1 locked site(s) was compared with torch "
+                                                               "2.11.0 cuda"),
+    (["--release", "2.14.1"], [], "the lock holds no locked site, so nothing was compared with torch 2.14.1"),
+], ids=["framework-version", "report-only", "device", "no-site"])
+def test_a_check_that_compared_nothing_exits_2_and_says_why(models, capsys, monkeypatch, mode, sites, why):
+    """Issue 44, item 7: `--framework-version jax==0.4.30` and `--report-only` exited 0 having compared nothing, so a
+    CI job passed. A check that compares no site exits 2: each site's line says why it was not compared (stdout),
+    and one line on stderr says that nothing was."""
+    _nothing_measured(monkeypatch)
+    _write(models, *sites)
+    assert main(["lock", "--check", *mode, "--quiet"]) == 2, f"{mode}: compared nothing, exit 2"
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and why in lines[0] and "Traceback" not in err, f"{mode}: {err}"
+    said = [ln for ln in out.splitlines() if ": not compared: " in ln]
+    assert len(said) == len(sites), f"{mode}: a line for each site not compared: {out}"
+    assert "nothing the model relies on changes" not in out, out
+
+
+EXITS = textwrap.dedent('''
+    import sys
+
+    import torch
+
+
+    def model():
+        return torch.nn.Linear(3, 4)
+
+
+    def exits_model():
+        sys.exit(0)
+
+
+    def exits_data():
+        sys.exit(0)
+
+
+    def exits_in_batches():
+        yield torch.zeros(2, 3)
+        sys.exit(0)
+
+
+    class Leaving(torch.nn.Module):
+        def forward(self, x):
+            sys.exit(0)
+
+
+    def leaving():
+        return Leaving()
+
+
+    def rows():
+        return [torch.zeros(2, 3)]
+''')
+
+
+@pytest.mark.parametrize("model, data, why", [
+    ("exiting:model", "exiting:exits_data", "--data exiting:exits_data called sys.exit(0)"),
+    ("exiting:exits_model", "exiting:rows", "--model exiting:exits_model called sys.exit(0)"),
+    ("exiting:model", "exiting:exits_in_batches", "--data exiting:exits_in_batches (batch 2) called sys.exit(0)"),
+    ("exiting:leaving", "exiting:rows", "the model's forward pass (batch 1) called sys.exit(0)"),
+], ids=["data", "model", "batches", "forward"])
+def test_user_code_that_calls_sys_exit_is_one_line_and_no_lock(tmp_path, monkeypatch, capsys, model, data, why):
+    """Issue 44, item 7: a --data factory that called sys.exit(0) made `lock` exit 0 with no output and no lock
+    written. SystemExit from the user's code is caught: one line, exit 2."""
+    _user_module(tmp_path, monkeypatch, "exiting", EXITS)
+    assert main(["lock", "--model", model, "--data", data, "--batches", "2", "--quiet"]) == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and why in lines[0], f"{model} {data}: {err}"
+    assert not (tmp_path / "kinkcheck.lock").exists(), "no lock written"
+
+
+def test_a_module_that_calls_sys_exit_on_import_is_one_line(tmp_path, monkeypatch, capsys):
+    _user_module(tmp_path, monkeypatch, "leaves", "import sys\nsys.exit(0)\n")
+    assert main(["lock", "--model", "leaves:model", "--data", "leaves:rows", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--model: cannot import leaves: it called sys.exit(0) on import" in err and \
+        len(err.strip().splitlines()) == 1, err

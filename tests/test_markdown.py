@@ -6,7 +6,7 @@ mislabels a release fails."""
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import msgspec
 import pytest
@@ -541,3 +541,15 @@ def test_no_case_page_says_one_kind_and_then_another(shards_report, pages):
         assert "the some side" not in page, f"{case.id}: a half-made phrase"
         seen.add(o.kind)
     assert {"differentiable", "kink", "jump"} <= seen, f"the catalog's kinds all checked: {sorted(seen)}"
+
+
+def test_no_committed_page_prints_a_number_past_17_significant_digits():
+    """Issue 44: a person reads decimals (the shortest float64 repr), never a 60-digit rational or selu's
+    32-digit constants; a long identifier in a quoted framework error is elided (the Parquet keeps it)."""
+    root = Path(__file__).resolve().parent.parent / "reports"
+    number = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+    for page in sorted([*root.glob("*.md"), *(root / "cases").glob("*.md")]):
+        text = page.read_text(encoding="utf-8")
+        for m in number.finditer(text):
+            digits = m.group().replace(".", "").lstrip("0")
+            assert len(digits) <= 17, f"{page.name}: {m.group()!r} at {text[max(0, m.start() - 60):m.end() + 20]!r}"

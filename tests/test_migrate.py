@@ -293,7 +293,7 @@ def test_program_filter_keeps_one_source_program_and_names_the_nearest_for_a_typ
     spelled = migrate(doc, "jax", "torch==2.13.0", program="jnp.maximum(x, 0.0)")
     assert {p.source for p in spelled.pairs} == {"jax.numpy.maximum(x, 0.0)"}, "aliases are canonicalised"
     with pytest.raises(MigrateError, match=r"not a torch program of the report's catalog; nearest: .*torch\.clamp"):
-        migrate(doc, "torch==2.13.0", "jax", program="torch.clamp(x, 0)")
+        migrate(doc, "torch==2.13.0", "jax", program="torch.clamp(x, 0, 5)")
 
 
 def test_the_cli_reads_only_the_two_frameworks_rows_and_answers_as_the_whole_report_does():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from importlib import metadata
 
 import pytest
+from damage import FAULTS
 
 from kinkcheck import lock
 
@@ -83,3 +84,53 @@ def test_without_the_option_the_plugin_does_nothing(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()
     assert "kinkcheck lock" not in result.stdout.str()
+
+
+# --------------------------------------------------------------------------- never a pass on what was not checked
+
+
+def _one_error(result) -> str:
+    """The one line pytest printed for a usage error (exit 4), and no traceback or INTERNALERROR."""
+    text = result.stderr.str() + result.stdout.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, f"a usage error, exit 4: {result.ret}\n{text[-2000:]}"
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-2000:]
+    said = [ln for ln in result.stderr.str().splitlines() if ln.startswith("ERROR:")]
+    assert len(said) == 1, f"one line: {result.stderr.str()}"
+    return said[0]
+
+
+def test_an_empty_lock_option_is_refused_not_a_check_turned_off(pytester):
+    """Issue 44, item 7: `pytest --kinkcheck-lock ""` (a $LOCK that was not set) turned the check off silently;
+    `kinkcheck lock --lock ""` is refused. So is the option now."""
+    pytester.makepyfile("def test_fine():\n    assert True\n")
+    line = _one_error(pytester.runpytest_subprocess("--kinkcheck-lock", "", "-p", "no:cacheprovider"))
+    assert "--kinkcheck-lock is empty: name the lock file" in line, line
+
+
+def test_a_lock_with_no_site_compares_nothing_and_stops_the_run(pytester, installed_2_13_0):
+    empty = lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu", model="model:make",
+                      data="model:data", written_by="kinkcheck test")
+    lock.write_lock(empty, pytester.path / "kinkcheck.lock")
+    pytester.makepyfile("def test_fine():\n    assert True\n")
+    line = _one_error(pytester.runpytest_subprocess("--kinkcheck-lock", "kinkcheck.lock", "-p", "no:cacheprovider"))
+    assert "the lock holds no locked site, so nothing was compared with torch 2.13.0" in line, line
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_damaged_or_mixed_report_stops_the_run_in_one_line(pytester, installed_2_13_0, monkeypatch, faulty_report,
+                                                             fault):
+    """Issue 44, item 6: a damaged observations.parquet was an INTERNALERROR. Each kind, and a mixed set, is now a
+    usage error naming the table (exit 4), before any test runs."""
+    from damage import SAYS
+
+    folder = faulty_report(fault)
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(folder))
+    site = lock.LockedSite(index=0, operation="torch.Tensor.clamp", call="model.py:7", kink="x at a bound",
+                           dtype="float32", hits=1, elements=8, program="x.clamp(min=0)", at="x=0.0", case="relu@0",
+                           status="ok", value={"x": 1.0}, labels=["right", "in-clarke"], source="report")
+    lock.write_lock(lock.Lock(schema=lock.SCHEMA, framework="torch", release="2.13.0", device="cpu",
+                              model="model:make", data="model:data", written_by="kinkcheck test", site=[site]),
+                    pytester.path / "kinkcheck.lock")
+    pytester.makepyfile("def test_fine():\n    assert True\n")
+    line = _one_error(pytester.runpytest_subprocess("--kinkcheck-lock", "kinkcheck.lock", "-p", "no:cacheprovider"))
+    assert str(folder / "observations.parquet") in line and SAYS[fault] in line, f"{fault}: {line}"

@@ -11,9 +11,19 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from damage import FAULTS
 
 import kinkcheck
-from kinkcheck.query import LookupFailed, Row, data_path, default_report, lookup, nearest_programs, search
+from kinkcheck.query import (
+    LookupFailed,
+    ReportUnreadable,
+    Row,
+    data_path,
+    default_report,
+    lookup,
+    nearest_programs,
+    search,
+)
 
 CLAMP = "torch.clamp(x, min=0)"
 
@@ -61,7 +71,7 @@ def test_lookup_answers_the_reference_cpu_unless_asked_for_another_level():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"program": "torch.clamp(x, 0)"}, "torch.clamp(x, min=0)"),
+    ({"program": "torch.clamp(x, max=0)"}, "nearest: torch.clamp(x, max=y); torch.clamp(x, max=1); torch.clamp(x, min=0)"),
     ({"program": CLAMP, "mode": "sideways"}, "unknown mode 'sideways'"),
     ({"program": CLAMP, "dtype": "float8"}, "unknown dtype 'float8'"),
     ({"program": CLAMP, "device": "tpu"}, "unknown device 'tpu'"),
@@ -77,11 +87,91 @@ def test_lookup_refuses_with_one_line_that_says_what_there_is(kwargs, message):
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
+#: The frameworks, modes, dtypes and devices a message names when it refuses an unknown one (issue 44, item 8).
+_KNOWN = "(known: torch, jax, tensorflow"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: lookup(CLAMP, path=123), "path must be a path (str or os.PathLike) to observations.parquet or its "
+                                      "folder, not int 123"),
+    (lambda: lookup(CLAMP, path=["reports"]), "path must be a path (str or os.PathLike)"),
+    (lambda: lookup(CLAMP, path="reports\0x"), "holds a NUL character"),
+    (lambda: lookup(CLAMP, framework="nope"), f"unknown framework 'nope' {_KNOWN}"),
+    (lambda: lookup(CLAMP, framework=7), "framework must be a string, not int 7"),
+    (lambda: lookup(CLAMP, mode=True), "mode must be a string, not bool True"),
+    (lambda: lookup(CLAMP, dtype="float8"), "unknown dtype 'float8' (known: float64, float32, float16, bfloat16)"),
+    (lambda: lookup(CLAMP, device="tpu"), "unknown device 'tpu' (known: cpu, cuda, metal)"),
+    (lambda: lookup(""), "program is empty"),
+    (lambda: lookup(CLAMP, case="  "), "case is empty"),
+    (lambda: lookup(CLAMP, release=2.14), "release must be a string, not float 2.14"),
+    (lambda: lookup(CLAMP, case="relu@0", platform="macos_arm64"),
+     "no platform 'macos_arm64' for this query (there are: linux_x86_64"),
+    (lambda: lookup("x" * 500), "no program 'xxxx"),
+    (lambda: lookup(["torch.relu(x)"] * 40), "program must be a string, not list"),
+    (lambda: search("clamp", framework="nope"), f"unknown framework 'nope' {_KNOWN}"),
+    (lambda: search("clamp", framework=1), "framework must be a string, not int 1"),
+    (lambda: search(b"clamp"), "search for a name (a string), not bytes"),
+    (lambda: kinkcheck.query.operations("nope"), f"unknown framework 'nope' {_KNOWN}"),
+    (lambda: data_path(3), "name must be a file name of the report data"),
+    (lambda: data_path("../observations.parquet"), "name must be a file name of the report data"),
+    (lambda: nearest_programs(CLAMP, "torch.relu(x)"), "programs must be a list of strings, not str"),
+    (lambda: nearest_programs(CLAMP, [CLAMP], n=-1), "n must be a count (an int >= 0), not int -1"),
+    (lambda: nearest_programs(None, [CLAMP]), "program must be a string, not NoneType"),
+    (lambda: kinkcheck.query.calls_of(3), "program must be a string, not int 3"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_every_bad_argument_of_the_api_is_lookup_failed_in_one_line(call, message):
+    """Issue 44, item 8: the API's errors are its own: a TypeError or an empty answer was a bad argument."""
+    with pytest.raises(LookupFailed) as err:
+        call()
+    text = str(err.value)
+    assert message in text, f"expected {message!r} in {text!r}"
+    assert "\n" not in text and len(text) < 400, f"one short line: {text!r}"
+    assert isinstance(err.value, kinkcheck.LookupFailed), "kinkcheck.LookupFailed, which callers catch"
+
+
 def test_lookup_takes_the_report_folder_as_the_faces_do_and_refuses_an_empty_path():
     rows = lookup(CLAMP, case="relu@0", release="2.14.1", path=ROOT / "reports")
     assert [r.value for r in rows] == [{"x": 0.0}], "the folder stands for its observations.parquet, as --report"
     with pytest.raises(LookupFailed, match="path is empty"):
         lookup(CLAMP, path="")
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_lookup_refuses_a_damaged_or_mixed_table_in_one_line(faulty_report, monkeypatch, fault):
+    """Issue 44, item 6: a damaged observations.parquet gave lookup a traceback (KeyError, TypeError, msgspec's
+    DecodeError) and a mixed set was read without a word. Each is one line naming the table: ReportUnreadable, a
+    LookupFailed, from a folder named by path= or by $KINKCHECK_REPORTS."""
+    from damage import SAYS
+
+    folder = faulty_report(fault)
+    for where in ("path", "env"):
+        if where == "env":
+            monkeypatch.setenv("KINKCHECK_REPORTS", str(folder))
+        with pytest.raises(LookupFailed) as err:
+            lookup(CLAMP, case="relu@0", release="2.14.1", path=folder if where == "path" else None)
+        said = str(err.value)
+        assert isinstance(err.value, ReportUnreadable), f"{fault} ({where}): {type(err.value).__name__}: {said}"
+        assert "\n" not in said and str(folder / "observations.parquet") in said and SAYS[fault] in said, \
+            f"{fault} ({where}): one line naming the table and what is wrong: {said}"
+
+
+def test_a_table_changed_in_place_is_checked_again(tmp_path):
+    """check_one_render keeps a result while neither file changes: a table replaced by another render's after a
+    good lookup is refused by the next lookup of the same process; a table with no report beside it is read."""
+    import shutil
+
+    from damage import damaged_report
+
+    folder = tmp_path / "report"
+    folder.mkdir()
+    for name in ("observations.parquet", "conventions.json.gz"):
+        shutil.copy(ROOT / "reports" / name, folder / name)
+    assert lookup(CLAMP, case="relu@0", release="2.14.1", path=folder), "one render: read"
+    shutil.copy(damaged_report(tmp_path / "mixed", "mixed") / "observations.parquet", folder / "observations.parquet")
+    with pytest.raises(ReportUnreadable, match="does not belong to"):
+        lookup(CLAMP, case="relu@0", release="2.14.1", path=folder)
+    (folder / "conventions.json.gz").unlink()
+    assert lookup(CLAMP, case="relu@0", release="2.14.1", path=folder), "a table alone is a set of one"
 
 
 def test_nearest_programs_are_the_catalog_spellings_nearest_the_question():

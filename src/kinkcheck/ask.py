@@ -45,9 +45,10 @@ from kinkcheck.askhome import (
 )
 from kinkcheck.errors import UsageError
 
-__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "Answer", "Question", "ask", "catalog_match",
-           "disk_budget", "from_report", "home", "installed_release", "measure", "question", "releases_asked",
-           "render", "stage", "write_catalog"]
+__all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "MAX_PAGE_NAME_BYTES", "MAX_STAGE_ID_BYTES",
+           "Answer", "Question", "ask", "catalog_match", "catalog_program", "disk_budget", "from_report", "home",
+           "installed_release", "measure", "question", "releases_asked", "render", "stage", "stage_id_problem",
+           "write_catalog"]
 
 #: Frameworks whose programs the catalog file itself holds; the others' are in ``programs/<name>.toml``.
 _INLINE = ("torch", "jax")
@@ -69,12 +70,16 @@ class Question:
     sympy: str
     case: str | None = None
     tie: bool = False
+    #: The program's own function where the catalog gives it one (``(sympy, constants)``: tinygrad's SELU rounds
+    #: λ), so the question's catalog judges it as the report does; None elsewhere.
+    own: tuple[str, str] | None = None
 
     @property
     def digest(self) -> str:
         """Names the question's folder: the program, the point (``0`` and ``0.0`` alike, ``-0.0`` apart), the
         framework, the function, the case and the tie flag."""
-        raw = json.dumps([self.expr, _point_key(self.at), self.framework, self.sympy, self.case, self.tie])
+        raw = json.dumps([self.expr, _point_key(self.at), self.framework, self.sympy, self.case, self.tie]
+                         + ([list(self.own)] if self.own else []))
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
     @property
@@ -111,7 +116,10 @@ def write_catalog(questions: Sequence[Question], folder: Path) -> Path:
         if framework in _INLINE:
             case += f"[case.programs]\n{framework} = [{programs}]\n"
         else:
-            files.setdefault(framework, []).append(f"[{_toml_str(case_id)}]\nprograms = [{programs}]\n")
+            own = "".join(
+                f"own_functions = {{ {_toml_str(q.expr)} = {{ sympy = {_toml_str(q.own[0])}, "
+                f"constants = {_toml_str(q.own[1])} }} }}\n" for q in dict((q.expr, q) for q in qs).values() if q.own)
+            files.setdefault(framework, []).append(f"[{_toml_str(case_id)}]\nprograms = [{programs}]\n{own}")
         cases.append(case)
     for framework, tables in files.items():
         (folder / "programs").mkdir(exist_ok=True)
@@ -152,7 +160,10 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
     except ex.ExprError as err:
         raise UsageError(str(err)) from None
     text = ex.unparse(tree)
-    case = catalog_match(fw, text, point)
+    found = catalog_program(fw, text, point)
+    case = found[0] if found is not None else None
+    if found is not None and not live:  # the catalog's spelling: its cells answer (--live measures the one typed)
+        text = found[1]
     if case is not None and sympy_text is not None and not _same_function(sympy_text, case.sympy, point):
         if not live:
             raise UsageError(f"--sympy {sympy_text!r} is not the function of the catalog's case {case.id} "
@@ -160,7 +171,9 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
                              "--live to measure it here and judge it against yours")
         case = None
     if case is not None:
-        return Question(text, point, fw, case.sympy, case.id, case.tie)
+        own = case.own_functions.get((fw, text))
+        return Question(text, point, fw, case.sympy, case.id, case.tie,
+                        (own.sympy, own.constants) if own is not None and fw not in _INLINE else None)
     if sympy_text is None:
         from kinkcheck.oracles.mapping import Unmapped, sympy_form
 
@@ -188,8 +201,18 @@ def _point_key(value: Any) -> Any:
 
 
 def catalog_match(framework: str, program: str, at: dict[str, Any]) -> Any:
-    """The case of the installed catalog that holds ``program`` (canonical text) of ``framework`` at the point
-    ``at`` (sign of zero included), or None."""
+    """The case of the installed catalog that holds ``program`` of ``framework`` at the point ``at`` (sign of zero
+    included), or None; the program in any spelling of it (:func:`catalog_program`)."""
+    found = catalog_program(framework, program, at)
+    return found[0] if found is not None else None
+
+
+def catalog_program(framework: str, program: str, at: dict[str, Any]) -> tuple[Any, str] | None:
+    """The case of the installed catalog that holds ``program`` of ``framework`` at the point ``at`` (sign of zero
+    included) and the catalog's text of it, or None. ``program`` in any spelling of the catalog's
+    (:func:`kinkcheck.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the catalog's ``torch.clamp(x, min=0)``);
+    the closest spelling the cases at this point hold, the first in catalog order."""
+    from kinkcheck import expr as ex
     from kinkcheck.catalog import CatalogError, load_catalog
 
     try:
@@ -197,9 +220,13 @@ def catalog_match(framework: str, program: str, at: dict[str, Any]) -> Any:
     except (CatalogError, OSError):
         return None
     key = _point_key(at)
-    for case in cases:
-        if _point_key(case.at) == key and any(p.framework == framework and p.id == program for p in case.programs):
-            return case
+    here = [case for case in cases if _point_key(case.at) == key]
+    texts = [p.id for case in here for p in case.programs if p.framework == framework]
+    spelled = ex.same_program(program, texts, at.keys())
+    for text in spelled:
+        for case in here:
+            if any(p.framework == framework and p.id == text for p in case.programs):
+                return case, text
     return None
 
 
@@ -229,6 +256,53 @@ def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------- a question into the catalog
 
 
+#: The longest case id ``--stage`` takes, in UTF-8 bytes, and the longest page name it may give (the report names
+#: a case's pages ``cases/<slug>.md`` and ``.html``: :func:`kinkcheck.anchors.slug`); file systems stop at 255.
+MAX_STAGE_ID_BYTES, MAX_PAGE_NAME_BYTES = 100, 128
+
+#: Names Windows reserves for devices: no file may be called so, with any extension.
+_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{port}{i}" for port in ("COM", "LPT") for i in range(1, 10))})
+
+
+def stage_id_problem(case_id: object) -> str | None:
+    """Why ``case_id`` cannot be a staged case's id, in words (None: it can). A case id names files (the report's
+    ``cases/<slug>.md`` and ``.html``, a clone's on any system): it is text of at most :data:`MAX_STAGE_ID_BYTES`
+    UTF-8 bytes, its page name of at most :data:`MAX_PAGE_NAME_BYTES`; without a path separator, NUL or another control character; not starting
+    with a dot or ending with one; not a name Windows reserves (``CON``, ``NUL``, ``COM1``, …); and in the form
+    ``<function>@<point>`` without spaces or quotes."""
+    import re
+
+    from kinkcheck.anchors import slug
+
+    if not isinstance(case_id, str) or not case_id:
+        return "a case id is <function>@<point>, e.g. relu6@6"
+    size = len(case_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_STAGE_ID_BYTES:
+        return (f"the id is {size} bytes long; a case id names the report's page files, so it is at most "
+                f"{MAX_STAGE_ID_BYTES} bytes")
+    bad = next((c for c in case_id if c in "/\\" or ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        what = "a path separator" if bad in "/\\" else ("NUL" if bad == "\0" else "a control character")
+        return f"the id holds {what} ({bad!r}); a case id names files, so it holds none"
+    if case_id.startswith(".") or case_id.endswith("."):
+        return "the id starts or ends with a dot; a case id names files, so it does neither"
+    stem = case_id.split("@")[0].split(".")[0]
+    if stem.upper() in _RESERVED:
+        return f"{stem!r} is a device name on Windows, which no file may take; choose another id"
+    if not re.fullmatch(r"[A-Za-z0-9_.+\-]+@[^\s\"'\\]+", case_id):
+        return "a case id is <function>@<point>, e.g. relu6@6 (no spaces or quotes)"
+    page = len(slug(case_id).encode()) + len(".html")
+    if page > MAX_PAGE_NAME_BYTES:
+        return f"its report page name would be {page} bytes long (at most {MAX_PAGE_NAME_BYTES}); choose a shorter id"
+    return None
+
+
+def _shown_id(case_id: object) -> str:
+    """A case id in a one-line message: ``repr``, cut at 60 characters."""
+    text = repr(case_id)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = None) -> list[Path]:
     """Write ``q`` as a staged case ``case_id`` beside the catalog at ``catalog_path`` (``staged/catalog.toml`` and
     ``staged/programs/<framework>.toml``): its framework's program, and for every other framework a ``no_equivalent``
@@ -240,6 +314,9 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     from kinkcheck.catalog import DRAFT_REASON, PROGRAMS_DIR, CatalogError, forget_loaded, load_catalog, staged_path
     from kinkcheck.shards import write_text_atomic
 
+    why = stage_id_problem(case_id)
+    if why is not None:
+        raise UsageError(f"--stage {_shown_id(case_id)}: {why}")
     if not catalog_path.is_file():
         raise UsageError(f"--stage writes beside a checkout's catalog: no {catalog_path} (run it in the checkout, or "
                          "pass --catalog)")
@@ -247,12 +324,8 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
         catalog = load_catalog(catalog_path)
     except CatalogError as err:
         raise UsageError(str(err)) from None
-    import re
-
     from kinkcheck.anchors import slug
 
-    if not re.fullmatch(r"[A-Za-z0-9_.+\-]+@[^\s\"'\\]+", case_id):
-        raise UsageError(f"--stage {case_id!r}: a case id is <function>@<point>, e.g. relu6@6 (no spaces or quotes)")
     if any(c.id == case_id for c in catalog):
         raise UsageError(f"--stage {case_id}: the catalog has a case {case_id}; choose another id")
     same = next((c.id for c in catalog if slug(c.id) == slug(case_id)), None)
@@ -593,7 +666,8 @@ def _probe(got: tuple[str, dict[str, str]], framework: str, catalog_path: Path, 
 def render(answer: Answer) -> str:
     """The answer as a case page shows a program, in text: the oracle, the values over releases with their
     labels (other dtypes where they differ), what changed where, the modes of the newest release, errors."""
-    from kinkcheck.report.text import clarke_text, fmt_exact, oracle_finding
+    from kinkcheck.decimals import decimal_clarke, decimal_exact, decimal_text
+    from kinkcheck.report.text import oracle_finding
     from kinkcheck.report.view import report_view
 
     q = answer.question
@@ -619,14 +693,15 @@ def render(answer: Answer) -> str:
     cv = view.case_view(answer.report.cases[0].id)
     oracle = cv.oracle
     finding = oracle_finding(oracle.kind, oracle.lipschitz)
-    out.append(f"f = {q.sympy}: {finding}")
+    out.append(f"f = {decimal_text(q.sympy)}: {finding}")  # --json keeps the function's digits
     if oracle.kind == "not-judged":
         out.append(f"  not judged: {oracle.reason}")
     elif oracle.left is not None or oracle.clarke is not None:
-        sides = (f"one-sided f'(x0-) = {fmt_exact(oracle.left)}, f'(x0+) = {fmt_exact(oracle.right)}; "
+        sides = (f"one-sided f'(x0-) = {decimal_exact(oracle.left)}, f'(x0+) = {decimal_exact(oracle.right)}; "
                  if oracle.left is not None else "")
-        out.append(f"  {sides}Clarke generalized gradient {clarke_text(oracle)}"
-                   + (f", min-norm {fmt_exact(oracle.min_norm)}" if oracle.min_norm else ""))
+        clarke = decimal_clarke(oracle.clarke, len(oracle.components), oracle.lipschitz)
+        out.append(f"  {sides}Clarke generalized gradient {clarke}"
+                   + (f", min-norm {decimal_exact(oracle.min_norm)}" if oracle.min_norm else ""))
     from kinkcheck.vocabulary import DTYPES
 
     present = [d for d in DTYPES if any(o.dtype == d for o in answer.report.observations)]
@@ -639,6 +714,10 @@ def render(answer: Answer) -> str:
             for _device, runs in row.runs:
                 for run in runs:
                     out.append(f"  {run.releases}: {_cell_text(run.cell)}")
+    if any("own-constants" in o.labels for o in answer.report.observations):
+        own = f"{q.own[1]}: {decimal_text(q.own[0])}" if q.own else answer.report.cases[0].notes.get(q.framework, "")
+        out.append(f"labels judged against {q.framework}'s own function, whose documented constants differ from "
+                   f"f's (own-constants){': ' + own if own else ''}")
     if not any(o.mode == "reverse" for o in answer.report.observations):  # --mode without reverse: each cell
         for o in answer.report.observations:
             env = answer.report.index.env[o.environment]
@@ -678,11 +757,22 @@ def _mark(label: str | None) -> str:
 
 
 def _cell_text(cell: Any) -> str:
+    """A cell's value and label (its numbers as :func:`kinkcheck.decimals.decimal` prints them), then each other
+    dtype that differs."""
+    from kinkcheck.decimals import decimal_value
+
     face = cell.face
     if face is None:
         return cell.why or "no observation"
-    text = f"{face.value} {face.label}" if face.status == "ok" else face.status
-    others = [f"{dt}: {f.value} {f.label}" if f.status == "ok" else f"{dt}: {f.status}" for dt, f in cell.others]
+    ob = {o.dtype: o for o in reversed(cell.obs)}  # the first observation of each dtype
+
+    def value(dtype: str | None, shown: str) -> str:
+        o = ob.get(dtype) if dtype is not None else (cell.obs[0] if cell.obs else None)
+        return decimal_value(o.value) if o is not None and o.value is not None else shown
+
+    text = f"{value(None, face.value)} {face.label}" if face.status == "ok" else face.status
+    others = [f"{dt}: {value(dt, f.value)} {f.label}" if f.status == "ok" else f"{dt}: {f.status}"
+              for dt, f in cell.others]
     return text + (f" ({'; '.join(others)})" if others else "")
 
 

@@ -63,6 +63,23 @@ class Program:
 
 
 @dataclass(frozen=True)
+class OwnFunction:
+    """A program's own function where it differs from its case's by documented constants.
+
+    Attributes
+    ----------
+    sympy : str
+        The program's function in the case's language, with the program's constants
+        (``1.0507 * (Max(x, 0) + Min(0, 1.67326 * (exp(x) - 1)))``).
+    constants : str
+        The constants in words, as a reader checks them (``"λ = 1.0507, α = 1.67326"``).
+    """
+
+    sympy: str
+    constants: str
+
+
+@dataclass(frozen=True)
 class Case:
     """A function at a kink point.
 
@@ -99,6 +116,9 @@ class Case:
     notes: Mapping[str, str] = field(default_factory=dict)
     no_equivalent: Mapping[str, str] = field(default_factory=dict)
     modes: tuple[str, ...] = ()
+    #: (framework, program id) → the program's own function where it differs from the case's by documented
+    #: constants (tinygrad's SELU rounds λ to 1.0507): judged against both, labelled by its own.
+    own_functions: Mapping[tuple[str, str], OwnFunction] = field(default_factory=dict)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -259,6 +279,7 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
             raise CatalogError(f"{where}: unknown framework {fw!r} (known: {', '.join(FRAMEWORKS)})")
         _opt(table, fw, list, f"{where}: programs", [])
     texts = {fw: list(table.get(fw, [])) for fw in FRAMEWORKS}
+    own_texts: dict[tuple[str, str], Any] = {}
     for fw, entries in (files or {}).items():  # a framework's own program file (references/programs/<fw>.toml)
         if fw in table or fw in no_eq:
             raise CatalogError(f"{where}: {fw} programs are in both the case and {programs_dir}/{fw}.toml")
@@ -271,6 +292,8 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
             no_eq[fw] = own["no_equivalent"]
         if "note" in own:
             notes[fw] = own["note"]
+        for text, fn in (own.get("own_functions") or {}).items():
+            own_texts[(fw, text)] = fn
     programs: list[Program] = []
     seen: set[tuple[str, str]] = set()
     for fw in FRAMEWORKS:
@@ -290,6 +313,25 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
                 raise CatalogError(f"{where}: {fw} program {pid!r} listed twice")
             seen.add((fw, pid))
             programs.append(Program(pid, fw, tree))
+    own_functions: dict[tuple[str, str], OwnFunction] = {}
+    for (fw, text), fn in own_texts.items():
+        at_where = f"{where}: {fw} own_functions[{text!r}]"
+        if only is not None and fw not in only:
+            continue
+        try:
+            pid = ex.unparse(ex.parse(text, at, {fw}))
+        except ex.ExprError as err:
+            raise CatalogError(f"{at_where}: {err}") from None
+        if (fw, pid) not in seen:
+            raise CatalogError(f"{at_where}: not one of the case's {fw} programs")
+        if not isinstance(fn, dict) or set(fn) != {"sympy", "constants"} or not all(
+                isinstance(v, str) and v for v in fn.values()):
+            raise CatalogError(f"{at_where}: must be a table with a 'sympy' and a 'constants' string")
+        try:
+            ex.parse(fn["sympy"], at, SYMPY_NAMES)
+        except ex.ExprError as err:
+            raise CatalogError(f"{at_where}: sympy field: {err}") from None
+        own_functions[(fw, pid)] = OwnFunction(fn["sympy"], fn["constants"])
     return Case(
         id=cid,
         title=_opt(entry, "title", str, where, cid),
@@ -303,6 +345,7 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
         notes=notes,
         no_equivalent=no_eq,
         modes=_modes(entry.get("modes", ()), where),
+        own_functions=own_functions,
     )
 
 
@@ -315,7 +358,7 @@ def _modes(value: Any, where: str) -> tuple[str, ...]:
 
 #: Folder beside the catalog holding one program file per framework (``programs/tensorflow.toml``).
 PROGRAMS_DIR = "programs"
-_PROGRAM_FIELDS = {"programs": list, "no_equivalent": str, "note": str}
+_PROGRAM_FIELDS = {"programs": list, "no_equivalent": str, "note": str, "own_functions": dict}
 
 
 def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -350,6 +393,11 @@ def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dic
                 if kind is None:
                     raise CatalogError(f"{where}: case {cid!r}: unknown field {key!r} "
                                        f"(known: {', '.join(_PROGRAM_FIELDS)})")
+                if key == "own_functions":  # program → {sympy, constants}: checked where the case is parsed
+                    if not isinstance(value, dict):
+                        raise CatalogError(f"{where}: case {cid!r}: field 'own_functions' must be a table of "
+                                           "program = { sympy = ..., constants = ... }")
+                    continue
                 _opt(entry, key, kind, f"{where}: case {cid!r}", None)
             if not entry.get("programs") and "no_equivalent" not in entry:
                 raise CatalogError(f"{where}: case {cid!r}: no program and no no_equivalent reason")

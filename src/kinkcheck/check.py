@@ -258,6 +258,8 @@ def load_function(spec: str) -> Callable[..., Any]:
             mod = importlib.import_module(module)
     except CheckError:
         raise
+    except SystemExit as err:  # sys.exit() at the module's top level: kinkcheck would exit with its status
+        raise CheckError(f"cannot import {module}: it called sys.exit({err.code!r}) on import") from None
     except Exception as err:  # noqa: BLE001 - the user's module failed to import: one line
         raise CheckError(f"cannot import {module}: {type(err).__name__}: {err}") from None
     fn = getattr(mod, name, None)

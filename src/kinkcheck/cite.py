@@ -19,12 +19,13 @@ from pathlib import Path
 
 from kinkcheck import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
+from kinkcheck.decimals import decimal_value
 from kinkcheck.vocabulary import flatten
 from kinkcheck.platforms import place_title
 from kinkcheck.query import DATA_ENV
 from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError, report_path
-from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, fmt_value, mode_anchor, release_anchor, row_anchor
+from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "bibtex", "case_page", "cff", "cite", "load_report", "principal_case"]
 
@@ -135,15 +136,10 @@ def check_cell(framework: str | None, mode: str, dtype: str) -> None:
 
 
 def _matches(program: str, case: Case) -> str | None:
-    """The case's program id that ``program`` spells (aliases and spacing canonicalised), or None."""
-    ids = {p.program for p in case.programs}
-    if program in ids:
-        return program
-    try:
-        canonical = ex.unparse(ex.parse(program, case.at.keys(), FRAMEWORKS))
-    except ex.ExprError:
-        return None
-    return canonical if canonical in ids else None
+    """The case's program id that ``program`` spells (:func:`kinkcheck.expr.same_program`: aliases, spacing, the
+    spelling of numbers, positional or keyword arguments), the closest spelling first, or None."""
+    spelled = ex.same_program(program, [p.program for p in case.programs], case.at.keys())
+    return spelled[0] if spelled else None
 
 
 #: The smallest positive normal float32; a nonzero coordinate below it makes a case a floating-point edge.
@@ -280,10 +276,10 @@ def _sentence(case: Case, program: str, env: Environment, ob: Observation, mode:
         what = f"`{program}` at {point} gives no derivative ({ob.status}: {ob.error})"
     else:
         label = ob.labels[0]
-        what = (f"the derivative of `{program}` at {point} is {fmt_value(ob.value)} "
+        what = (f"the derivative of `{program}` at {point} is {decimal_value(ob.value)} "
                 f"({label}: {LABEL_HELP.get(label, label)})")
         if ob.input:
-            what += f"; in {dtype} the input is {fmt_value(ob.input)}"
+            what += f"; in {dtype} the input is {decimal_value(ob.input)}"
     rule = {"conforms": f"; this follows {name}'s documented rule",
             "departs": f"; this departs from {name}'s documented rule",
             "open": f"; {name}'s documented rules leave this value open"}.get(ob.conformance or "", "")

@@ -18,8 +18,14 @@ Precedence, and why
   point (``floor`` at 1: 0 on both). Not a derivative of ``f`` there: at a jump the one-sided derivative on
   the jumping side is infinite (``left``/``right`` hold ``oo``), so a framework that returns the active piece's
   slope is labelled by what it did, under a name that says so.
-* ``split-even``, ``first``, ``last``, ``one-index``: tie conventions (mean of the tied gradients, the
-  first or last tied element in component order, some other single element).
+* ``split-even``, ``first``, ``last``, ``one-index``: tie conventions. ``split-even`` is the mean of the
+  limiting gradients. ``first`` and ``last`` are by **input position** (:mod:`kinkcheck.oracles.routing`):
+  ``first`` gives every tied max, min or order statistic's credit to its earliest tied input in the flattened
+  order of the case's inputs, ``last`` to its latest (``cummax`` of ``[1, 1, 0]``, summed: ``first`` is
+  ``[3, 0, 0]``, ``last`` ``[1, 2, 0]``); they may both hold (a tie whose inputs share one gradient) and may
+  be a value that is not a limiting gradient (``max(v) - min(v)`` with one tie each). ``one-index`` is a
+  limiting gradient (one active piece) that is neither: another tied input, or a tie that position does not
+  name (``oracle.first``/``oracle.last`` None: ranks with different coefficients, repeated eigenvalues).
 * ``min-norm``: PyTorch's documented rule (autograd notes, "Gradients for non-differentiable functions").
 * ``mean``: the midpoint of the one-sided derivatives (one component). After ``min-norm``: at a symmetric
   kink (``abs`` at 0) the two coincide, and 0 there is PyTorch's documented min-norm choice, not an average.
@@ -38,6 +44,11 @@ Precedence, and why
 * ``not-judged``: the oracle could not decide the case (``OracleResult.kind == "not-judged"``, its ``reason``
   says why); a finite value gets this label alone, an infinite one follows ``+inf``/``-inf``. Last: it is
   no judgement at all, only a marker that the value was not compared with anything.
+* ``own-constants``: never from :func:`classify` and never first: the report adds it where a program's own
+  function differs from its case's by documented constants (:attr:`kinkcheck.catalog.Case.own_functions`:
+  tinygrad's and MLX's SELU round λ to 1.0507), so the labels before it judge the value against the
+  program's own function; the program's note names the constants. The same value then reads the same in
+  every dtype (1.0507 is ``right`` for λ = 1.0507, in float32 and float64 alike).
 
 Equality is component-wise within :func:`tolerance` of the dtype (absolute plus relative); two infinities
 of the same sign are equal. This module imports only NumPy; it reads oracle numbers with ``float()``.
@@ -91,6 +102,7 @@ LABELS: tuple[str, ...] = (
     "outside-clarke",
     "outside-domain",
     "not-judged",
+    "own-constants",
 )
 
 #: Absolute and relative tolerance per dtype: a few units in the last place of each format's epsilon
@@ -152,6 +164,8 @@ class OracleNumbers:
     reason: str | None = None
     left_piece: float | None = None
     right_piece: float | None = None
+    first: tuple[float, ...] | None = None
+    last: tuple[float, ...] | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> OracleNumbers:
@@ -175,6 +189,7 @@ class OracleNumbers:
             min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]), shape=d.get("shape"),
             lipschitz=d["lipschitz"] if "lipschitz" in d else lipschitz_of_json(d), reason=d.get("reason"),
             left_piece=num(d.get("left_piece")), right_piece=num(d.get("right_piece")),
+            first=vec(d.get("first")), last=vec(d.get("last")),
         )
 
 
@@ -219,6 +234,8 @@ def _numbers(oracle: OracleResult | OracleNumbers) -> dict[str, Any]:
         "midpoint": vec(oracle.midpoint),
         "left_piece": None if oracle.left_piece is None else _f(oracle.left_piece),
         "right_piece": None if oracle.right_piece is None else _f(oracle.right_piece),
+        "first": vec(getattr(oracle, "first", None)),
+        "last": vec(getattr(oracle, "last", None)),
     }
 
 
@@ -330,11 +347,11 @@ def classify(
         mean = tuple(sum(g[i] for g in limiting) / len(limiting) for i in range(len(v)))
         if _equals(v, mean, tol):
             labels.add("split-even")
-        if _equals(v, limiting[0], tol):
+        if _equals(v, num["first"], tol):
             labels.add("first")
-        elif _equals(v, limiting[-1], tol):
+        if _equals(v, num["last"], tol):
             labels.add("last")
-        elif any(_equals(v, g, tol) for g in limiting[1:-1]):
+        if not labels & {"first", "last"} and any(_equals(v, g, tol) for g in limiting):
             labels.add("one-index")
     clarke = num["clarke"]
     if clarke is not None:

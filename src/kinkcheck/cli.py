@@ -192,10 +192,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         changes = compare(old, new)
     except DiffError as err:
         raise UsageError(str(err)) from None
-    wanted = {i: v for i, v in enumerate((args.case, args.program, args.mode, args.dtype)) if v is not None}
+    wanted: dict[int, Any] = {i: {v} for i, v in enumerate((args.case, args.program, args.mode, args.dtype))
+                              if v is not None}
+    if args.program is not None:  # any spelling of the catalog's program (min=0.0 is min=0), as on every face
+        from kinkcheck.expr import same_program
+
+        wanted[1] = set(same_program(args.program, sorted({k[1] for k in (*old.observations, *new.observations)})))
+        wanted[1] = wanted[1] or {args.program}
 
     def kept(key: tuple[str, ...]) -> bool:  # --case, --program, --mode, --dtype
-        return all(key[i] == v for i, v in wanted.items())
+        return all(key[i] in v for i, v in wanted.items())
 
     changes = [ch for ch in changes if kept((ch.case, ch.program, ch.mode, ch.dtype))]
     common = sum(1 for k in old.observations if k in new.observations and kept(k))

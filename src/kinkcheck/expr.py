@@ -79,9 +79,11 @@ __all__ = [
     "evaluate",
     "exempt_prefixes",
     "parse",
+    "program_key",
     "pure_setters",
     "refused_kind",
     "resolve_names",
+    "same_program",
 ]
 
 
@@ -734,6 +736,188 @@ def unparse(node: Node) -> str:
     Used as the stable program id: ``unparse(parse("F.relu( x )", ...)) == "torch.nn.functional.relu(x)"``.
     """
     return ast.unparse(_to_ast(node))
+
+
+def program_key(program: str | Node, inputs: Iterable[str] | None = None, *, arguments: bool = True) -> str:
+    """The one spelling of a program: every face that matches a user's program to the catalog's (``lookup``,
+    ``cite``, ``grad``, ``ask``, ``lock``, ``migrate``) compares these (:func:`same_program`), never the text as
+    typed.
+
+    Two programs have the same key when they differ only in
+
+    * spacing, parentheses and aliases (``F.relu( x )`` is ``torch.nn.functional.relu(x)``: :func:`unparse`);
+    * how a number is written: an integral float literal is its integer (``0.0``, ``0.``, ``0e0`` are ``0``;
+      ``1e0`` and ``1.0`` are ``1``), except ``-0.0``, which the catalog tells apart from ``0``;
+    * with ``arguments``: positional against keyword arguments, and the order of keywords, for a function the sympy
+      mapping's rows give a signature (``torch.clamp(x, 0)`` is ``torch.clamp(x, min=0)``; the rows of
+      ``frameworks/<name>/mapping.py`` as :data:`kinkcheck.oracles.mapping.TABLE` reads them, NumPy clones
+      included); other calls (methods, unmapped functions) keep their positional arguments as written and their
+      keywords in name order.
+
+    The key is for comparing only (``torch.clamp(input=x, min=0)``); a face shows the catalog's own text.
+
+    Parameters
+    ----------
+    program : str or Node
+        Program text (its inputs: the bare names that are no namespace or alias, unless ``inputs`` says) or a tree.
+    inputs : iterable of str, optional
+        The input names of a text.
+    arguments : bool
+        Also bind the arguments to the function's signature (False: only numbers and spelling).
+
+    Raises
+    ------
+    ExprError
+        ``program`` is not in the call-expression language (one line).
+    """
+    tree = program if isinstance(program, Node) else _parsed(program, inputs)
+    return unparse(_normal(tree, arguments))
+
+
+def same_program(program: str, programs: Iterable[str], inputs: Iterable[str] | None = None) -> list[str]:
+    """The texts of ``programs`` (the catalog's) that spell ``program``, the closest spelling only: the text
+    itself; else those with its canonical text (:func:`unparse`); else with its numbers
+    (:func:`program_key` without ``arguments``); else the same call (:func:`program_key`). Several only where the
+    catalog measures several spellings of that call (``torch.clamp(x, -1, 1)`` and ``torch.clamp(x, min=-1,
+    max=1)`` for ``torch.clamp(x, -1.0, max=1)``), in the order given; ``[]`` for none, or for a ``program``
+    outside the language (a text of ``programs`` outside it matches only itself)."""
+    programs = list(dict.fromkeys(programs))
+    if program in programs:
+        return [program]
+    try:
+        tree = _parsed(program, inputs)
+    except ExprError:
+        return []
+    # every name the program calls or reads keeps its last segment whatever the alias: a cheap first sieve
+    words = {n.parts[-1] if isinstance(n, Name) else n.name for n in walk(tree) if isinstance(n, (Name, Attr))}
+    trees = []
+    for p in programs:
+        if all(w in p for w in words):
+            try:
+                trees.append((p, _parsed(p, inputs)))
+            except ExprError:
+                continue
+    for spell in (unparse, lambda t: program_key(t, arguments=False), program_key):
+        want = spell(tree)
+        hits = [p for p, t in trees if spell(t) == want]
+        if hits:
+            return hits
+    return []
+
+
+def _parsed(text: str, inputs: Iterable[str] | None) -> Node:
+    """``text`` parsed with every registered framework's namespace (cached: faces compare many catalog texts)."""
+    if not isinstance(text, str):
+        raise ExprError(f"a program is text, not {type(text).__name__}")
+    roots = tuple(registry.FRAMEWORKS)
+    key = (text, None if inputs is None else frozenset(inputs), roots)
+    tree = _PARSED.get(key)
+    if tree is None:
+        names = key[1]
+        if names is None:  # the bare names that no namespace or alias claims
+            try:  # parse() below refuses what is too long or not one expression, saying why
+                found = ({n.id for n in ast.walk(ast.parse(text.strip(), mode="eval")) if isinstance(n, ast.Name)}
+                         if len(text) <= MAX_LENGTH else set())
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                found = set()
+            names = frozenset(found - set(roots) - set(ALIASES) - {"True", "False", "None"})
+        tree = parse(text, names, roots)
+        if len(_PARSED) >= 4096:
+            _PARSED.clear()
+        _PARSED[key] = tree
+    return tree
+
+
+_PARSED: dict[tuple[str, frozenset[str] | None, tuple[str, ...]], Node] = {}
+
+
+def _call_signatures() -> tuple[dict[str, Any], dict[str, str]]:
+    """The mapping rows' signatures (dotted name → ``inspect.Signature``) and NumPy-clone prefixes, read from each
+    registered framework's ``mapping.py`` as :mod:`kinkcheck.oracles.mapping` reads them (no sympy: the rows are
+    text)."""
+    import importlib
+
+    adapters = tuple(r.adapter for r in registry.REGISTRY.values())
+    if _SIGNATURES and _SIGNATURES[0] == adapters:
+        return _SIGNATURES[1], _SIGNATURES[2]
+    table: dict[str, Any] = {}
+    clones: dict[str, str] = {}
+    for adapter in adapters:
+        try:
+            rows = importlib.import_module(f"{adapter}.mapping")
+        except ModuleNotFoundError as err:
+            if err.name != f"{adapter}.mapping":
+                raise
+            continue
+        table.update({k: v.parameters for k, v in rows.table().items()} if hasattr(rows, "table") else {})
+        clones.update(getattr(rows, "CLONES", {}))
+    _SIGNATURES[:] = [adapters, table, clones]
+    return table, clones
+
+
+_SIGNATURES: list[Any] = []
+
+
+def _normal(node: Node, arguments: bool = True) -> Node:
+    """``node`` with its numbers (and ``arguments``: call arguments) in the one spelling :func:`program_key`
+    prints."""
+    if isinstance(node, Const):
+        v = node.value
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53 and not (v == 0 and math.copysign(1, v) < 0):
+            return Const(int(v))
+        return node
+    if isinstance(node, Seq):
+        return Seq(tuple(_normal(i, arguments) for i in node.items), node.kind)
+    if isinstance(node, Attr):
+        return Attr(_normal(node.value, arguments), node.name)
+    if isinstance(node, Index):
+        return Index(_normal(node.value, arguments), _normal(node.index, arguments))
+    if isinstance(node, BinOp):
+        return BinOp(node.op, _normal(node.left, arguments), _normal(node.right, arguments))
+    if isinstance(node, Unary):
+        return Unary(node.op, _normal(node.operand, arguments))
+    if isinstance(node, Compare):
+        return Compare(_normal(node.left, arguments), node.ops, tuple(_normal(r, arguments) for r in node.rights))
+    if not isinstance(node, Call):
+        return node
+    func = _normal(node.func, arguments)
+    args = [_normal(a, arguments) for a in node.args]
+    kwargs = {k: _normal(v, arguments) for k, v in node.kwargs}
+    if not arguments:
+        return Call(func, tuple(args), tuple(kwargs.items()))
+    signature = None
+    if isinstance(func, Name):
+        table, clones = _call_signatures()
+        dotted = func.dotted
+        for prefix, same in clones.items():
+            if dotted.startswith(prefix):
+                dotted = same + dotted[len(prefix):]
+                break
+        signature = table.get(dotted)
+    if signature is not None:
+        import inspect
+
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:  # not this signature's call: as written
+            pass
+        else:
+            args, kwargs = [], {}
+            params = list(signature.parameters.values())
+            star = next((i for i, p in enumerate(params) if p.kind is inspect.Parameter.VAR_POSITIONAL), -1)
+            before_star = {p.name for p in params[:max(star, 0)]}  # f(a, *rest): a stays positional
+            for name, value in bound.arguments.items():
+                kind = signature.parameters[name].kind
+                if kind is inspect.Parameter.POSITIONAL_ONLY or name in before_star:
+                    args.append(value)
+                elif kind is inspect.Parameter.VAR_POSITIONAL:
+                    args.extend(value)
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    kwargs.update(dict(sorted(value.items())))
+                else:
+                    kwargs[name] = value
+            return Call(func, tuple(args), tuple(kwargs.items()))
+    return Call(func, tuple(args), tuple(sorted(kwargs.items())))
 
 
 _BIN_AST = {v: k for k, v in _BINOPS.items()}

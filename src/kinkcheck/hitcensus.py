@@ -421,8 +421,16 @@ def _load(spec: str, what: str) -> Callable[..., Any]:
 def _call(fn: Callable[[], Any], what: str) -> Any:
     try:
         return fn()
+    except SystemExit as err:  # the user's code called sys.exit(0): not a success of ours, nothing was counted
+        raise CensusError(_exited(what, err)) from None
     except Exception as err:  # noqa: BLE001 - the user's factory failed: one line
         raise CensusError(f"{what} failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}") from None
+
+
+def _exited(what: str, err: SystemExit) -> str:
+    """One line for user code that raised SystemExit (``sys.exit(0)`` in a factory, its data or its forward pass):
+    kinkcheck would otherwise exit with that status, 0 included, having written nothing."""
+    return f"{what} called sys.exit({err.code!r}): the user's code must return, not exit"
 
 
 def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False) -> tuple[str, list[Site], str]:
@@ -464,6 +472,8 @@ def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False
             batch = next(batch_iter)
         except StopIteration:
             break
+        except SystemExit as err:
+            raise CensusError(_exited(f"--data {data} (batch {n})", err)) from None
         except Exception as err:  # noqa: BLE001 - the user's data failed: one line
             raise CensusError(f"--data {data} failed on batch {n}: {type(err).__name__}: "
                               f"{' '.join(str(err).split())[:300]}") from None
@@ -477,6 +487,8 @@ def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False
             else:
                 _, sites = jax_hits(made[0], made[1], x)
                 passes.append(sites)
+        except SystemExit as err:
+            raise CensusError(_exited(f"the model's forward pass (batch {n})", err)) from None
         except Exception as err:  # noqa: BLE001 - the user's model failed: one line
             raise CensusError(f"the model's forward pass failed on batch {n}: "
                               f"{type(err).__name__}: {' '.join(str(err).split())[:300]}") from None

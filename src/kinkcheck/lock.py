@@ -30,7 +30,8 @@ import msgspec
 from kinkcheck.errors import UsageError
 
 __all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "UnlockedSite", "batch_shift", "check",
-           "check_across", "check_writable", "command", "conventions", "make_lock", "read_lock", "write_lock"]
+           "check_across", "check_writable", "command", "conventions", "make_lock", "nothing_compared", "read_lock",
+           "report_table", "write_lock"]
 
 #: The lock's default name.
 LOCK_FILE = "kinkcheck.lock"
@@ -260,14 +261,38 @@ def _catalog_case(framework: str, program: str, at: dict[str, Any]) -> str | Non
     return case.id if case is not None else None
 
 
+def report_table() -> Path:
+    """The report's ``observations.parquet`` the lock is compared with (:func:`kinkcheck.query.data_path`), checked
+    before anything is compared or measured: kinkcheck's, undamaged, one render with the report beside it
+    (:func:`kinkcheck.query.table_metadata`).
+
+    Raises
+    ------
+    UsageError
+        No report data, or data that cannot be used: one line naming the file (a guard never reads past it, nor
+        measures in its place).
+    """
+    from kinkcheck.query import DatasetError, LookupFailed, data_path, table_metadata
+
+    try:
+        path = data_path()
+        table_metadata(path)
+    except (LookupFailed, DatasetError) as err:
+        raise UsageError(f"the report cannot be read, so nothing is compared: {err}") from None
+    return path
+
+
 def _report_cell(case: str | None, program: str, release: str, dtype: str) -> Any:
-    """The report's reverse-mode CPU cell of ``program`` in ``case`` at ``release`` and ``dtype``, or None."""
+    """The report's reverse-mode CPU cell of ``program`` in ``case`` at ``release`` and ``dtype``, or None (no such
+    cell). UsageError for report data that cannot be read (:class:`kinkcheck.query.ReportUnreadable`)."""
     if case is None:
         return None
-    from kinkcheck.query import LookupFailed, lookup
+    from kinkcheck.query import LookupFailed, ReportUnreadable, lookup
 
     try:
         rows = lookup(program, case=case, release=release, mode="reverse", dtype=dtype, device="cpu")
+    except ReportUnreadable as err:
+        raise UsageError(f"the report cannot be read, so nothing is compared: {err}") from None
     except LookupFailed:
         return None
     return rows[0] if rows else None
@@ -283,6 +308,7 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
     from kinkcheck import ask
     from kinkcheck import points as pt
 
+    report_table()  # unreadable: one line before anything is looked up or measured (5.5 GB for a torch release)
     out: dict[tuple[str, str, str], Any] = {}
     live: dict[tuple[str, str], ask.Question] = {}
     for program, at, dtype in wanted:
@@ -324,6 +350,7 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
     from kinkcheck.ask import installed_release
     from kinkcheck.hitcensus import CensusError, user_census
 
+    report_table()  # a report that cannot be read: one line before the model runs
     try:
         framework, sites, _ = user_census(model, data, batches=batches, eval_mode=eval_mode)
     except CensusError as err:
@@ -436,21 +463,36 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False, report_on
     return target, changes, unknown
 
 
-def _face(status: str, value: Any, labels: Sequence[str]) -> str:
-    from kinkcheck.report.text import fmt_value
+def nothing_compared(lock: Lock, unknown: Sequence[str], target: str, hint: str = "") -> str | None:
+    """Why a check compared nothing, or None when it compared at least one site: a lock with no locked site, or
+    every site "not compared" (``unknown``: one line a site, :func:`check`, :func:`check_across`). A guard that
+    compared nothing exits 2 with this line (``lock --check``; the pytest plugin stops with it), never 0: a CI job
+    must not pass on what was not checked. ``hint``: what would compare them."""
+    if not lock.site:
+        left = f" ({len(lock.unlocked)} kinked call(s) not locked: each says why)" if lock.unlocked else ""
+        return (f"the lock holds no locked site, so nothing was compared with {target}{left}; a model that makes no "
+                "kinked call kinkcheck can ask about needs no lock check")
+    if len(unknown) >= len(lock.site):
+        return (f"none of the {len(lock.site)} locked site(s) was compared with {target} (each line above says why), "
+                f"so nothing is known of the conventions the model relies on there{hint}")
+    return None
 
-    return f"{fmt_value(value)} ({labels[0] if labels else 'not judged'})" if status == "ok" else status
+
+def _face(status: str, value: Any, labels: Sequence[str]) -> str:
+    from kinkcheck.decimals import decimal_value
+
+    return f"{decimal_value(value)} ({labels[0] if labels else 'not judged'})" if status == "ok" else status
 
 
 def report_releases(framework: str, device: str) -> list[str]:
-    """The releases of ``framework`` the report measured on ``device`` (Linux x86-64), oldest first."""
-    from kinkcheck.query import LookupFailed, data_path
+    """The releases of ``framework`` the report measured on ``device`` (Linux x86-64), oldest first. UsageError when
+    the report cannot be read (:func:`report_table`)."""
     from kinkcheck.report.dataset import DatasetError, table_index
 
     try:
-        return list(table_index(data_path()).get("releases", {}).get(framework, {}).get(device, []))
-    except (LookupFailed, DatasetError):
-        return []
+        return list(table_index(report_table()).get("releases", {}).get(framework, {}).get(device, []))
+    except DatasetError as err:
+        raise UsageError(f"the report cannot be read, so nothing is compared: {err}") from None
 
 
 def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
@@ -466,9 +508,10 @@ def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
     from kinkcheck.ask import releases_asked
     from kinkcheck.isa import split_tag
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-    from kinkcheck.query import LookupFailed, lookup
+    from kinkcheck.query import LookupFailed, ReportUnreadable, lookup
 
     releases_asked(framework, [release])  # an unknown release: UsageError before anything runs
+    report_table()  # unreadable: one line before anything is compared
     same = framework == lock.framework
     tag = tag or DEFAULT_PLATFORM
     level = split_tag(tag)[1]
@@ -480,6 +523,8 @@ def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
         try:
             rows = lookup(program, case=case, framework=framework, release=release, mode="reverse", dtype=dtype,
                           device=on, platform=at)
+        except ReportUnreadable as err:  # damaged rows: never "not compared" in their place
+            raise UsageError(f"the report cannot be read, so nothing is compared: {err}") from None
         except LookupFailed as err:
             return [], str(err)
         place = f"{on} at {split_tag(at)[1]}" if split_tag(at)[1] else on
@@ -557,6 +602,8 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
                f"does not load here ({why})"
     except StopIteration:
         return f"its size on your batch is not measured: the lock's data ({lock.data}) gives no batch"
+    except SystemExit as err:  # the user's model or data called sys.exit(): the check's lines stand, not its status
+        return f"its size on your batch is not measured: the lock's model or data called sys.exit({err.code!r})"
     except (ValueError, RuntimeError, TypeError) as err:
         return f"its size on your batch is not measured ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
     finally:
@@ -656,11 +703,16 @@ def command(args: Any) -> int:
         target = f"{framework} {release}"
     else:
         target, changes, unknown = lock.check(held, release, quiet=args.quiet, report_only=args.report_only)
-    args.exit_status = 1 if changes else 0
+    named = target if target.startswith(f"{framework} ") else f"{framework} {target}"
+    why = lock.nothing_compared(held, unknown, named, "; without --report-only they are measured in that release's "
+                                "environment" if args.report_only else "")
+    args.exit_status = 2 if why else 1 if changes else 0
     for c in changes:
         print(c.line(held.framework))
     for line in unknown:
         print(line)
+    if why:  # exit 2: a CI job must not pass on what was not checked
+        raise UsageError(f"lock --check: {why}")
     sites = len({c.site.index for c in changes})
     shift = (lock.batch_shift(held, changes, path.parent) if framework == held.framework
              else "its size on your batch is not measured across frameworks")

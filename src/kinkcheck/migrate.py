@@ -27,9 +27,9 @@ from typing import Any
 
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.classify import same_value
+from kinkcheck.decimals import decimal, decimal_value
 from kinkcheck.registry import framework as framework_record
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex, parts_by_reason
-from kinkcheck.report.view import fmt_number, fmt_value
 
 __all__ = ["CasePairs", "MigrateError", "Migration", "Pair", "migrate", "parse_side", "render", "snippet",
            "tie_snippet"]
@@ -249,14 +249,14 @@ def _pair(ix: ReportIndex, c: Case, so: Observation, to: Observation, targets: d
     if why is None and to.status != "ok":  # the snippet takes the target's own derivative away from the kink
         why = f"the target gives no derivative here ({to.status}): kinkcheck wraps only a target that returns one"
     if why is None:
-        note = f"{so.program} ({sfw}) gives {fmt_value(so.value)} here"
+        note = f"{so.program} ({sfw}) gives {decimal_value(so.value)} here"
         try:
             if tie is not None:
                 p.snippet = tie_snippet(tfw, to.program, tie, sv, note=note)
             else:
                 name, point = next(iter(c.at.items()))
                 p.snippet = snippet(tfw, to.program, name, float(point), sv[0],
-                                    note=f"{so.program} ({sfw}) gives {fmt_number(sv[0])} here")
+                                    note=f"{so.program} ({sfw}) gives {decimal(sv[0])} here")
         except MigrateError:  # a target without a custom-gradient API kinkcheck writes code for (tinygrad)
             p.no_replacement = f"kinkcheck generates no custom-gradient code for {tfw}"
     else:
@@ -440,15 +440,15 @@ def render(m: Migration, only_differences: bool = False) -> str:
             if p.equivalent:
                 fix = f"use `{p.equivalent}`"
             elif p.snippet:
-                key = (c.id, p.target, fmt_value(p.source_value))
+                key = (c.id, p.target, decimal_value(p.source_value))
                 if key not in numbered:
                     snippets.append((f"{c.id}: `{p.target}` with {p.source}'s value", p))
                     numbered[key] = len(snippets)
                 fix = f"generated code [{numbered[key]}](#code-{numbered[key]})"
             elif p.no_replacement:
                 fix = p.no_replacement
-            lines.append(f"| `{p.source}` | {fmt_value(p.source_value)} {p.source_label} | `{p.target}` | "
-                         f"{fmt_value(p.target_value)} {p.target_label} | {'**differs**' if p.differs else 'same'} | {fix} |")
+            lines.append(f"| `{p.source}` | {decimal_value(p.source_value)} {p.source_label} | `{p.target}` | "
+                         f"{decimal_value(p.target_value)} {p.target_label} | {'**differs**' if p.differs else 'same'} | {fix} |")
         lines.append("")
     if snippets:
         lines += ["## Generated code", ""]

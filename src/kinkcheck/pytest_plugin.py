@@ -5,7 +5,10 @@ Registered through the ``pytest11`` entry point, so installing kinkcheck is enou
 nothing (and imports nothing of kinkcheck's). With it, the lock's questions are asked of the installed release once,
 before the tests run (the report's cells where the catalog holds them, else measured live); each changed site is
 listed in a "kinkcheck lock" section of the summary and the run's exit status is 1, whatever the tests did. A
-lock that cannot be read stops pytest before any test with one line (exit 4, pytest's usage error).
+lock that cannot be read, an empty ``--kinkcheck-lock ""`` (as ``kinkcheck lock --lock ""`` is refused), report
+data that cannot be read (damaged, or not one render) and a check that compared nothing (a lock with no locked
+site) each stop pytest before any test with one line (exit 4, pytest's usage error): the plugin never passes a run
+on what it did not check.
 """
 
 from __future__ import annotations
@@ -27,14 +30,20 @@ def pytest_addoption(parser: Any) -> None:
 
 def pytest_configure(config: Any) -> None:
     path = config.getoption("kinkcheck_lock", None)
-    if not path:
+    if path is None:
         return
+    if not path.strip():  # `--kinkcheck-lock "$LOCK"` with $LOCK unset: refused, never a check turned off
+        raise pytest.UsageError("--kinkcheck-lock is empty: name the lock file (kinkcheck.lock), or leave the option "
+                                "out")
     from kinkcheck import lock
     from kinkcheck.errors import UsageError
 
     try:
         held = lock.read_lock(path)
-        target, changes, _ = lock.check(held, quiet=True)
+        target, changes, unknown = lock.check(held, quiet=True)
+        why = lock.nothing_compared(held, unknown, f"{held.framework} {target}")
+        if why is not None:
+            raise UsageError(f"the lock {path}: {why}")
     except UsageError as err:
         raise pytest.UsageError(f"--kinkcheck-lock: {err}") from None
     config.stash[_STASH] = (held, target, changes)

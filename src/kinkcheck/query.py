@@ -27,16 +27,24 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "Row", "Rows", "calls_of", "data_path",
-           "default_report", "lookup", "nearest_programs", "operations", "read_table", "search", "source_tree",
-           "table_metadata"]
+__all__ = ["COLUMNS", "DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "ReportUnreadable", "Row",
+           "Rows", "calls_of", "check_one_render", "data_path", "decode_cell", "default_report", "lookup",
+           "nearest_programs", "operations", "read_table", "search", "source_tree", "table_metadata"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
 DATA_ENV = "KINKCHECK_REPORTS"
-#: Devices a lookup may ask for (the probe's vocabulary).
-_DEVICES = ("cpu", "cuda", "metal")
+#: The platform a lookup reads by default: the reference machine's (:data:`kinkcheck.platforms.DEFAULT`).
+_PLATFORM = "linux_x86_64"
 #: What ``kinkcheck.schema`` in ``observations.parquet``'s metadata says (:mod:`kinkcheck.report.dataset`).
 SCHEMA_ID = "kinkcheck/observations/v1"
+#: The columns of ``observations.parquet`` and their Arrow types, in order: what
+#: :func:`kinkcheck.report.dataset.schema` writes and what :func:`table_metadata` checks a file holds (a column
+#: missing or of another type is a damaged file, refused in one line before any row is read).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("case", "string"), ("program", "string"), ("framework", "string"), ("framework_version", "string"),
+    ("device", "string"), ("platform_tag", "string"), ("environment", "string"), ("mode", "string"),
+    ("dtype", "string"), ("status", "string"), ("value", "string"), ("label", "string"), ("labels", "list<string>"),
+    ("conformance", "string"), ("error", "string"), ("input", "string"))
 
 
 class DatasetError(ValueError):
@@ -53,38 +61,157 @@ def read_table(path: str | Path, filters: list[tuple[str, str, Any]] | None = No
     DatasetError
         The file is missing, not Parquet, or not kinkcheck's observations (another ``kinkcheck.schema``).
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     p = Path(path)
-    table_metadata(p)  # kinkcheck's observations, or DatasetError
+    table_metadata(p)  # kinkcheck's observations, one render with the report beside it, or DatasetError
     try:
         return pq.read_table(p, filters=filters or None, columns=columns)
-    except (OSError, ValueError) as err:
-        raise DatasetError(f"{p}: cannot read ({_first_line(err)})") from None
+    except (OSError, ValueError, pa.ArrowException) as err:  # a bad data page: zstd, thrift, a short read
+        raise DatasetError(f"{p}: cannot read ({_first_line(err)}): damaged; render it again with "
+                           "`kinkcheck report`") from None
 
 
 def table_metadata(path: str | Path) -> dict[bytes, bytes]:
     """The key-value metadata of ``observations.parquet`` at ``path`` (no row is read), after checking it is
-    kinkcheck's (``kinkcheck.schema`` is :data:`SCHEMA_ID`).
+    kinkcheck's (``kinkcheck.schema`` is :data:`SCHEMA_ID`), has every column of :data:`COLUMNS` with its type, and
+    is the table of the report beside it (:func:`check_one_render`). Every reader of the table comes through here
+    (:func:`read_table`, :func:`kinkcheck.report.dataset.table_index`).
 
     Raises
     ------
     DatasetError
-        The file is missing, not Parquet, or not kinkcheck's observations.
+        The file is missing, not Parquet (a truncated file: no footer), not kinkcheck's observations, lacks a
+        column or holds one of another type, or is not the table of the report beside it.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     p = Path(path)
     try:
-        meta = pq.read_schema(p).metadata or {}
+        schema = pq.read_schema(p)
     except FileNotFoundError:
         raise DatasetError(f"no observations at {p}") from None
-    except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
+    except (OSError, ValueError, pa.ArrowException) as err:  # pyarrow.ArrowInvalid is a ValueError
         raise DatasetError(f"{p}: not a Parquet file ({_first_line(err)})") from None
-    found = meta.get(b"kinkcheck.schema", b"").decode()
+    meta = schema.metadata or {}
+    found = meta.get(b"kinkcheck.schema", b"").decode("utf-8", "replace")
     if found != SCHEMA_ID:
         raise DatasetError(f"{p}: not kinkcheck observations (schema {found or 'none'}, expected {SCHEMA_ID})")
+    for name, kind in COLUMNS:
+        if name not in schema.names:
+            raise DatasetError(f"{p}: no column {name!r}: damaged; render it again with `kinkcheck report`")
+        field = schema.field(name)
+        got = f"list<{field.type.value_type}>" if pa.types.is_list(field.type) else str(field.type)
+        if got != kind:
+            raise DatasetError(f"{p}: column {name!r} holds {got}, not {kind}: damaged; render it again with "
+                               "`kinkcheck report`")
+    check_one_render(p)
     return dict(meta)
+
+
+#: The table :func:`check_one_render` last found to be one render with its report: path → both files' (size,
+#: mtime, inode).
+_ONE_RENDER: dict[str, tuple[Any, ...]] = {}
+
+
+def check_one_render(table: str | Path) -> None:
+    """Check that ``observations.parquet`` at ``table`` is the table of the report beside it: its SHA-256 is the
+    ``provenance.observations_sha256`` that ``conventions.json`` (else ``conventions.json.gz``) in the same folder
+    records. The one check of a report set that every reader of the table makes (:func:`table_metadata`): a folder
+    that holds files of two renders (copied by hand, or left by a render killed before renders were switched
+    whole) is refused, naming the file that does not belong. Reads the report's first bytes (the provenance comes
+    first) and hashes the table (1 MB); a table with no report beside it is a set of one. A result is kept for the
+    process while neither file changes (size, mtime, inode).
+
+    Raises
+    ------
+    DatasetError
+        The report beside it cannot be read, is not kinkcheck's, records no table digest, or records another
+        table's.
+    """
+    import hashlib
+
+    p = Path(table)
+    folder = p.parent
+    report = folder / "conventions.json"
+    if not report.is_file():
+        report = folder / "conventions.json.gz"
+        if not report.is_file():
+            return
+    try:
+        key = tuple((st.st_size, st.st_mtime_ns, st.st_ino) for st in (p.stat(), report.stat()))
+    except OSError as err:
+        raise DatasetError(f"{err.filename}: cannot read ({err.strerror or err})") from None
+    if _ONE_RENDER.get(str(p)) == key:
+        return
+    recorded = _recorded_table_digest(report)
+    try:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError as err:
+        raise DatasetError(f"{p}: cannot read ({err.strerror or err})") from None
+    if digest != recorded:
+        raise DatasetError(f"{p} does not belong to {report}: its SHA-256 is {digest[:12]}…, the report was rendered "
+                           f"with {recorded[:12]}… (the folder mixes two renders, or the table is damaged): render the "
+                           "folder again with `kinkcheck report`, or take both files from one render")
+    _ONE_RENDER.clear()
+    _ONE_RENDER[str(p)] = key
+
+
+def _recorded_table_digest(report: Path) -> str:
+    """``provenance.observations_sha256`` of the report JSON (plain or gzipped), read from its first bytes (the
+    provenance follows the schema; at most 4 MiB are read)."""
+    import gzip
+    import json
+    import zlib
+
+    head = b""
+    provenance: Any = None
+    try:
+        with (gzip.open(report, "rb") if report.suffix == ".gz" else report.open("rb")) as fh:
+            while provenance is None and len(head) < 1 << 22:
+                chunk = fh.read(1 << 16)
+                head += chunk
+                at = head.find(b'"provenance":')
+                if at >= 0:
+                    text = head[at + len(b'"provenance":'):].decode("utf-8", "replace")
+                    try:
+                        provenance, _ = json.JSONDecoder().raw_decode(text.lstrip())
+                    except ValueError:  # not whole yet, or not JSON
+                        provenance = None
+                if not chunk:
+                    break
+    except (OSError, EOFError, zlib.error) as err:
+        raise DatasetError(f"{report}: cannot read ({_first_line(err)}): damaged; render it again with "
+                           "`kinkcheck report`") from None
+    if b'"schema":"kinkcheck/conventions/' not in b"".join(head[:200].split()):
+        raise DatasetError(f"{report}: not a kinkcheck report, so the table beside it cannot be checked against it")
+    recorded = provenance.get("observations_sha256") if isinstance(provenance, dict) else None
+    if not isinstance(recorded, str) or not recorded:
+        raise DatasetError(f"{report} records no digest of its observations table (damaged, or written by an older "
+                           "kinkcheck): render it again with `kinkcheck report`")
+    return recorded
+
+
+_CELL = msgspec.json.Decoder(dict[str, Any])
+
+
+def decode_cell(text: str | None, path: str | Path, column: str = "value") -> dict[str, Any] | None:
+    """A JSON cell of the table (``value``, ``input``: input name → numbers, or null) decoded.
+
+    Raises
+    ------
+    DatasetError
+        The text is not JSON, or not an object (a damaged table), naming the file and column.
+    """
+    if text is None:
+        return None
+    try:
+        return _CELL.decode(text)  # type: ignore[no-any-return]
+    except msgspec.DecodeError as err:  # ValidationError (not an object) is a DecodeError
+        raise DatasetError(f"{path}: a {column} cell is not a JSON object ({_first_line(err)}: {text[:40]!r}): "
+                           "damaged; render it again with `kinkcheck report`") from None
 
 
 def _first_line(err: BaseException) -> str:
@@ -94,6 +221,13 @@ def _first_line(err: BaseException) -> str:
 class LookupFailed(ValueError):
     """Nothing to answer with: no data, bad arguments, or no such program (with the nearest ones); ``str(err)``
     is one line."""
+
+
+class ReportUnreadable(LookupFailed):
+    """The report's data is there but cannot be used: damaged (a bad data page, a truncated file, a missing column
+    or one of another type, a cell that is not JSON), not kinkcheck's, or not one render with the report beside it
+    (:func:`check_one_render`); ``str(err)`` is one line naming the file. A :class:`LookupFailed`, so callers of
+    :func:`lookup` need catch only that; a guard (``kinkcheck lock``) tells it from "no such cell" and stops."""
 
 
 class Row(msgspec.Struct, frozen=True, kw_only=True):
@@ -172,8 +306,11 @@ def data_path(name: str = "observations.parquet") -> Path:
     Raises
     ------
     LookupFailed
-        No folder holds it.
+        ``name`` is not a file name (a string without a folder), or no folder holds it.
     """
+    if not isinstance(name, str) or not name.strip() or name in (".", "..") or any(c in name for c in "/\\\0"):
+        raise LookupFailed(f"name must be a file name of the report data (e.g. 'observations.parquet'), not "
+                           f"{type(name).__name__} {_shown(name)}")
     here = Path(__file__).resolve()
     tried = []
     folder = os.environ.get(DATA_ENV)
@@ -211,17 +348,34 @@ def _squeeze(text: str) -> str:
 
 def _programs(path: Path) -> list[str]:
     """Every program of the file, read as a dictionary column (its distinct values, not one string a row)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     read_table(path, filters=[("program", "==", "")], columns=["program"])  # the file is kinkcheck's
-    col = pq.read_table(path, columns=["program"], read_dictionary=["program"]).column("program")
+    try:
+        col = pq.read_table(path, columns=["program"], read_dictionary=["program"]).column("program")
+    except (OSError, ValueError, pa.ArrowException) as err:  # a bad data page in the program column
+        raise DatasetError(f"{path}: cannot read ({_first_line(err)}): damaged; render it again with "
+                           "`kinkcheck report`") from None
     return sorted({str(v) for chunk in col.chunks for v in chunk.dictionary.to_pylist()})
 
 
 def nearest_programs(program: str, programs: list[str], n: int = 3) -> list[str]:
     """The ``n`` programs of ``programs`` most like ``program``: those calling the same functions first, then by
     difflib's ratio on the text without spaces (``torch.clamp(x, 0)`` → ``torch.clamp(x, 0, 6)``,
-    ``torch.clamp(x, min=0)``, ...)."""
+    ``torch.clamp(x, min=0)``, ...).
+
+    Raises
+    ------
+    LookupFailed
+        ``program`` is not a string, ``programs`` not strings, or ``n`` not a count.
+    """
+    _text_argument("program", program, "torch.clamp(x, min=0)")
+    programs = list(programs) if isinstance(programs, (list, tuple, set, frozenset)) else programs
+    if not isinstance(programs, list) or not all(isinstance(p, str) for p in programs):
+        raise LookupFailed(f"programs must be a list of strings, not {type(programs).__name__} {_shown(programs)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise LookupFailed(f"n must be a count (an int >= 0), not {type(n).__name__} {_shown(n)}")
     calls = calls_of(program)
     squeezed = {_squeeze(p): p for p in programs}
     close = difflib.get_close_matches(_squeeze(program), list(squeezed), n=max(n, 12), cutoff=0.5)
@@ -231,17 +385,78 @@ def nearest_programs(program: str, programs: list[str], n: int = 3) -> list[str]
 
 
 def calls_of(program: str) -> frozenset[str]:
-    """The dotted names ``program`` calls (``torch.clamp``, ``.clamp``), read off its text."""
+    """The dotted names ``program`` calls (``torch.clamp``, ``.clamp``), read off its text.
+
+    Raises
+    ------
+    LookupFailed
+        ``program`` is not a string.
+    """
     import re
 
+    if not isinstance(program, str):
+        raise LookupFailed(f"program must be a string, not {type(program).__name__} {_shown(program)} (e.g. "
+                           "'torch.clamp(x, min=0)')")
+
     return frozenset(re.findall(r"(?:\b[A-Za-z_][\w.]*|\.\w+)(?=\()", program))
+
+
+def _shown(given: Any, limit: int = 60) -> str:
+    """``repr`` of a bad argument, cut at ``limit`` characters so that the message stays one short line."""
+    text = repr(given)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _text_argument(what: str, given: Any, example: str) -> None:
+    """Raise LookupFailed unless ``given`` is None or a string that is not blank."""
+    if given is None:
+        return
+    if not isinstance(given, str):
+        raise LookupFailed(f"{what} must be a string, not {type(given).__name__} {_shown(given)} (e.g. {example!r})")
+    if not given.strip():
+        raise LookupFailed(f"{what} is empty: give one (e.g. {example!r}), or leave it out")
+
+
+def _known_argument(what: str, given: Any, known: tuple[str, ...]) -> None:
+    """Raise LookupFailed unless ``given`` is None or one of ``known`` (the registry's names), naming them."""
+    _text_argument(what, given, known[0])
+    if given is not None and given not in known:
+        raise LookupFailed(f"unknown {what} {_shown(given)} (known: {', '.join(known)})")
+
+
+def _path_argument(path: Any) -> None:
+    """Raise LookupFailed unless ``path`` is None or a path (``str`` or ``os.PathLike``) that is not blank."""
+    if path is None:
+        return
+    if not isinstance(path, (str, os.PathLike)):
+        raise LookupFailed(f"path must be a path (str or os.PathLike) to observations.parquet or its folder, not "
+                           f"{type(path).__name__} {_shown(path)}")
+    if not str(os.fspath(path)).strip():
+        raise LookupFailed("path is empty: name observations.parquet or the folder that holds it, or leave it out")
+    if "\0" in str(os.fspath(path)):
+        raise LookupFailed(f"path {_shown(os.fspath(path))} holds a NUL character: no file has such a name")
+
+
+def _framework_argument(framework: Any) -> None:
+    """Raise LookupFailed unless ``framework`` is None or a registered one (:data:`kinkcheck.registry.FRAMEWORKS`)."""
+    from kinkcheck.registry import FRAMEWORKS
+
+    _known_argument("framework", framework, tuple(FRAMEWORKS))
+
+
+def _devices() -> tuple[str, ...]:
+    """The devices of environment ids (:data:`kinkcheck.platforms.DEVICES`)."""
+    from kinkcheck.platforms import DEVICES
+
+    return tuple(DEVICES)
 
 
 def lookup(program: str | None = None, *, case: str | None = None, framework: str | None = None,
            release: str | None = None, mode: str | None = "reverse", dtype: str | None = "float64",
            device: str | None = "cpu", path: str | Path | None = None,
-           platform: str | None = "linux_x86_64") -> Rows:
-    """The report's rows for a program (as the catalog writes it; spaces do not matter), narrowed by case,
+           platform: str | None = _PLATFORM) -> Rows:
+    """The report's rows for a program (in any spelling of the catalog's: :func:`kinkcheck.expr.same_program`, so
+    ``torch.clamp(x, min=0.0)`` finds ``torch.clamp(x, min=0)``), narrowed by case,
     framework, release (``"2.14.1"``), mode, dtype, device and platform (``None``: any); in report order: program,
     case, then environments oldest release first. ``path``: an ``observations.parquet`` or the folder that holds it
     (default: :func:`data_path`). ``platform``: the platform tag (:mod:`kinkcheck.platforms`), by default the
@@ -251,21 +466,21 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     Raises
     ------
     LookupFailed
-        No data (:func:`data_path`), an empty ``path``, an unknown mode, dtype or device, a program the report does not hold (the
-        message names the nearest ones), or a release, case or framework with no row for it (the message names
-        the ones there are).
+        A bad argument (one line naming it: an argument that is not a string, or a blank one; a ``path`` that is
+        no path; a framework, mode, dtype or device kinkcheck does not know, with the ones it knows), no data
+        (:func:`data_path`), a program the report does not hold (the message names the nearest ones), or a
+        release, case, framework or platform with no row for it (the message names the ones there are).
     """
+    from kinkcheck.registry import FRAMEWORKS
     from kinkcheck.vocabulary import DTYPES, MODES
 
-    for what, given in (("program", program), ("case", case), ("framework", framework), ("release", release),
-                        ("platform", platform)):
-        if given is not None and not isinstance(given, str):
-            raise LookupFailed(f"{what} must be a string, not {type(given).__name__} ({given!r})")
-    for what, given, known in (("mode", mode, MODES), ("dtype", dtype, DTYPES), ("device", device, _DEVICES)):
-        if given is not None and given not in known:
-            raise LookupFailed(f"unknown {what} {given!r} (one of {', '.join(known)})")
-    if path is not None and not str(path).strip():
-        raise LookupFailed("path is empty: name observations.parquet or the folder that holds it, or leave it out")
+    for what, given, example in (("program", program, "torch.clamp(x, min=0)"), ("case", case, "relu@0"),
+                                 ("release", release, "2.14.1"), ("platform", platform, "linux_x86_64")):
+        _text_argument(what, given, example)
+    for what, given, known in (("framework", framework, tuple(FRAMEWORKS)), ("mode", mode, MODES),
+                               ("dtype", dtype, DTYPES), ("device", device, _devices())):
+        _known_argument(what, given, known)
+    _path_argument(path)
     p = Path(path) if path is not None else data_path()
     if p.is_dir():  # a report folder, as --report and $KINKCHECK_REPORTS take it
         p = p / "observations.parquet"
@@ -275,46 +490,53 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
             programs: list[str] = []
             if read_table(p, filters=[("program", "==", program)], columns=["program"]).num_rows:
                 exact = [program]  # as the catalog writes it: only its row groups are read
-            else:  # another spacing, or not in the report: the distinct programs, for a match or the nearest
+            else:  # another spelling, or not in the report: the distinct programs, for a match or the nearest
+                from kinkcheck.expr import same_program
+
                 programs = _programs(p)
-                exact = [q for q in programs if _squeeze(q) == _squeeze(program)]
+                exact = (same_program(program, programs)  # min=0.0 is min=0, as on every face
+                         or [q for q in programs if _squeeze(q) == _squeeze(program)])
             if not exact:
                 near = nearest_programs(program, programs)
                 hint = f"; nearest: {'; '.join(near)}" if near else ""
-                raise LookupFailed(f"no program {program!r} in the report{hint} (kinkcheck.search(NAME) finds the "
+                raise LookupFailed(f"no program {_shown(program, 200)} in the report{hint} (kinkcheck.search(NAME) finds the "
                                    "programs that call an operation)")
-            filters.append(("program", "==", exact[0]))
+            filters.append(("program", "in", exact) if len(exact) > 1 else ("program", "==", exact[0]))
         for column, given in (("case", case), ("framework", framework), ("framework_version", release),
                               ("mode", mode), ("dtype", dtype), ("device", device), ("platform_tag", platform)):
             if given is not None:
                 filters.append((column, "==", given))
         table = read_table(p, filters=filters)
+        rows = Rows(_row(r, p) for r in table.to_pylist())
+        if not rows and (release is not None or case is not None or framework is not None
+                         or platform not in (None, _PLATFORM)):
+            raise LookupFailed(_why_empty(p, filters, release, case, framework, platform))
     except DatasetError as err:
-        raise LookupFailed(str(err)) from None
-    rows = Rows(_row(r) for r in table.to_pylist())
-    if not rows and (release is not None or case is not None or framework is not None):
-        raise LookupFailed(_why_empty(p, filters, release, case, framework))
+        raise ReportUnreadable(str(err)) from None
     return rows
 
 
-def _row(r: dict[str, Any]) -> Row:
-    dec = msgspec.json.decode
+def _row(r: dict[str, Any], path: Path) -> Row:
     return Row(case=r["case"], program=r["program"], framework=r["framework"], release=r["framework_version"],
                device=r["device"], platform_tag=r["platform_tag"], environment=r["environment"], mode=r["mode"],
-               dtype=r["dtype"], status=r["status"], value=None if r["value"] is None else dec(r["value"]),
-               label=r["label"], labels=tuple(r["labels"]), conformance=r["conformance"], error=r["error"])
+               dtype=r["dtype"], status=r["status"], value=decode_cell(r["value"], path),
+               label=r["label"], labels=tuple(r["labels"] or ()), conformance=r["conformance"], error=r["error"])
 
 
 def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None, case: str | None,
-               framework: str | None) -> str:
-    """Which of ``release``, ``case``, ``framework`` has no row among the others' (one line, the ones there are)."""
-    for column, given in (("framework_version", release), ("case", case), ("framework", framework)):
+               framework: str | None, platform: str | None = None) -> str:
+    """Which of ``release``, ``case``, ``framework``, ``platform`` has no row among the others' (one line, the ones
+    there are)."""
+    asked = [("framework_version", release), ("case", case), ("framework", framework), ("platform_tag", platform)]
+    if platform not in (None, _PLATFORM):  # another platform first: the other columns' rows are its rows
+        asked.insert(0, asked.pop())
+    for column, given in asked:
         if given is None:
             continue
         others = [f for f in filters if f[0] != column]
         seen = read_table(p, filters=others or None, columns=[column]).column(column).unique().to_pylist()
         if given not in seen:
-            name = "release" if column == "framework_version" else column
+            name = {"framework_version": "release", "platform_tag": "platform"}.get(column, column)
             if column == "case" and len(seen) > 12:  # many: the nearest ones
                 near = difflib.get_close_matches(given, [str(c) for c in seen], n=5, cutoff=0.3)
                 return (f"no case {given!r} for this query ({len(seen)} cases; nearest: "
@@ -341,10 +563,11 @@ def search(name: str, framework: str | None = None) -> list[Operation]:
     Raises
     ------
     LookupFailed
-        ``name`` is empty.
+        ``name`` is not a string or is empty; ``framework`` is not one kinkcheck knows (the message names them).
     """
     if not isinstance(name, str):
-        raise LookupFailed(f"search for a name (a string), not {type(name).__name__}")
+        raise LookupFailed(f"search for a name (a string), not {type(name).__name__} {_shown(name)} (e.g. 'clamp')")
+    _framework_argument(framework)
     want = name.strip().lstrip(".").lower()
     if not want:
         raise LookupFailed("search for what? give an operation name, e.g. clamp")
@@ -362,10 +585,17 @@ def search(name: str, framework: str | None = None) -> list[Operation]:
 def operations(framework: str | None = None) -> list[Operation]:
     """Every operation (a dotted name, or ``.method``) the catalog's programs call, with the cases and programs
     that call it and its census entry where the framework has a census (``references/census/<framework>.toml``).
-    Report order of frameworks; within one, by name."""
+    Report order of frameworks; within one, by name.
+
+    Raises
+    ------
+    LookupFailed
+        ``framework`` is not one kinkcheck knows (the message names them).
+    """
     from kinkcheck import expr as ex
     from kinkcheck.catalog import FRAMEWORKS, load_catalog
 
+    _framework_argument(framework)
     catalog = load_catalog()
     by: dict[tuple[str, str], tuple[dict[str, None], dict[str, None]]] = {}
     frameworks = [fw for fw in FRAMEWORKS if framework is None or fw == framework]

@@ -38,7 +38,15 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.explain.judgement import Judgement, _components, flat_value, judge, labels
-from kinkcheck.explain.rows import RULE_LABELS, ReportUnavailable, ReportView, parameter_rule, report_index, report_rows
+from kinkcheck.explain.rows import (
+    RULE_LABELS,
+    ReportDamaged,
+    ReportUnavailable,
+    ReportView,
+    parameter_rule,
+    report_index,
+    report_rows,
+)
 from kinkcheck.query import DATA_ENV, default_report
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
     "Pending",
     "ReportUnavailable",
     "ReportView",
+    "catalog_spelling",
     "flat_value",
     "judge",
     "labels",
@@ -123,8 +132,10 @@ class Pending:
                                 report is not None or bool(os.environ.get(DATA_ENV)),  # named: it must be there
                                 mode, dtype, device)
         self.bound_s = bound_s
+        self.program = self.request.program  # the catalog's spelling of it, once the report's index is read
         self.index: dict[str, Any] | None = None
         self.report_problem: str | None = None
+        self.report_damaged = False  # the report's table is there but cannot be used: grad stops (exit 2)
         self.judgement: Judgement | None = None
         self.error: BaseException | None = None
         self.memory_gib = memory_gib
@@ -143,8 +154,10 @@ class Pending:
                 self.index = report_index(r.report)
             except ReportUnavailable as err:
                 self.report_problem = str(err)
+                self.report_damaged = isinstance(err, ReportDamaged)
             cases = self.index["cases"] if self.index else ()
-            hit = judge(r.program, r.at, r.framework, wrt=r.wrt, sympy_text=r.sympy_text, cases=cases, compute=False)
+            self.program = catalog_spelling(r.program, r.framework, r.at, cases)
+            hit = judge(self.program, r.at, r.framework, wrt=r.wrt, sympy_text=r.sympy_text, cases=cases, compute=False)
             self.judgement = hit if hit is not None else self._in_worker(cases)
         except BaseException as err:  # noqa: BLE001 - handed to the main thread by finish()
             self.error = err
@@ -158,7 +171,7 @@ class Pending:
         import kinkcheck
 
         r = self.request
-        request = json.dumps({"program": r.program, "at": r.at, "framework": r.framework, "wrt": list(r.wrt),
+        request = json.dumps({"program": self.program, "at": r.at, "framework": r.framework, "wrt": list(r.wrt),
                               "sympy_text": r.sympy_text, "cases": list(cases),
                               "memory_bytes": int(self.memory_gib * 2 ** 30)}).encode()
         env = dict(os.environ)  # the worker imports this very kinkcheck
@@ -214,12 +227,15 @@ class Pending:
         kinkcheck.expr.ExprError
             A ``--sympy`` text that does not evaluate over the inputs.
         ReportUnavailable
-            ``--report`` was given and the file is missing or not a report.
+            ``--report`` was given and the file is missing or not a report; or, named or not, the report's table
+            is damaged or not one render with the report (:class:`ReportDamaged`).
         """
         r = self.request
         self._thread.join(max(0.0, self._start + self.bound_s - time.monotonic()))
         if isinstance(self.error, ex.ExprError) and not self._thread.is_alive():  # a bad --sympy text
             raise self.error
+        if self.report_damaged and self.report_problem is not None:  # named or not: never read past it
+            raise ReportDamaged(self.report_problem)
         if r.report_given and self.report_problem is not None:
             raise ReportUnavailable(self.report_problem)
         timed_out = self._thread.is_alive()
@@ -235,19 +251,32 @@ class Pending:
         if self.index is None:
             view = ReportView(r.report, self.report_problem or f"the report at {r.report} was not read in time")
         else:
-            view = report_rows(self.index, r.program, r.framework, j.cases, mode=r.mode, dtype=r.dtype,
+            view = report_rows(self.index, self.program, r.framework, j.cases, mode=r.mode, dtype=r.dtype,
                                device=r.device, at=r.at,
                                kink=j.oracle is not None and j.oracle.get("kind") in ("kink", "jump"))
         value = dict(value)
         return Explanation(value, r.program, r.framework, r.dtype, r.mode, j, labels(value, j, r.dtype, r.mode), view)
 
 
+def catalog_spelling(program: str, framework: str, at: Mapping[str, Any], cases: Sequence[Mapping[str, Any]]) -> str:
+    """The report's text of ``program`` (:func:`kinkcheck.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
+    catalog's ``torch.clamp(x, min=0)``), the closest spelling among the cases at ``at`` first, then among all
+    cases; ``program`` itself when the report has none."""
+    from kinkcheck.explain.judgement import _same_point
+
+    mine = [(c, p) for c in cases for fw, p in c["programs"] if fw == framework]
+    spelled = (ex.same_program(program, [p for c, p in mine if _same_point(c["at"], at)], at.keys())
+               or ex.same_program(program, [p for _, p in mine], at.keys()))
+    return spelled[0] if spelled else program
+
+
 def _exact(entry: Any) -> str:
-    if entry is None:
-        return "—"
-    if isinstance(entry, list):
-        return "(" + ", ".join(_exact(e) for e in entry) + ")"
-    return str(entry["exact"])
+    """An oracle value as a person reads it: its float's shortest decimal (``--json`` keeps the exact text)."""
+    from kinkcheck.decimals import decimal_exact
+
+    if isinstance(entry, list) and len(entry) == 1:
+        return "(" + decimal_exact(entry[0]) + ")"
+    return decimal_exact(entry)
 
 
 #: The oracle's field that gives a rule label's value at a point (the labels without one: ties, pieces).
@@ -289,7 +318,8 @@ def _rule_lines(e: Explanation, oracle: Mapping[str, Any] | None) -> list[str]:
 
 def render(e: Explanation) -> str:
     """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
-    from kinkcheck.report.view import fmt_value, oracle_finding
+    from kinkcheck.decimals import decimal_text, decimal_value
+    from kinkcheck.report.view import oracle_finding
 
     j = e.judgement
     lines: list[str] = []
@@ -297,7 +327,7 @@ def render(e: Explanation) -> str:
         src = "from --sympy" if j.source == "--sympy" else "mapped from the program; --sympy '…' to pass another"
         if j.source == "catalog":
             src = f"the sympy field of {j.cases[0]}: the mapping lacks this program; --sympy '…' to pass another"
-        lines.append(f"sympy form: {j.sympy}  ({src})")
+        lines.append(f"sympy form: {decimal_text(j.sympy)}  ({src})")  # --json keeps its digits
     o = j.oracle
     if o is not None and o.get("kind") != "not-judged":
         lines.append(f"oracle: {oracle_finding(o['kind'], o.get('lipschitz'))}")  # as the case pages say it
@@ -339,7 +369,7 @@ def render(e: Explanation) -> str:
         case_width = max(len(r["case"]) for r in v.rows)
         for r in v.rows:
             ranges = " · ".join(
-                (f"{fmt_value(g['value'])} ({g['label']})" if g["status"] == "ok" else g["status"])
+                (f"{decimal_value(g['value'])} ({g['label']})" if g["status"] == "ok" else g["status"])
                 + f" {g['from']}" + (f"–{g['to']}" if g["to"] != g["from"] else "") for g in r["ranges"]) or "not measured"
             mark = "  ← this program" if r["this"] else ""
             case = f"{r['case']:<{case_width}}  " if several else ""

@@ -241,8 +241,32 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
                                      f"not judged: {type(err).__name__}: {err}").to_json()
         if use_cache:
             _write_cache(key, oracle)
+    if tie and oracle.get("kind") != "not-judged" and oracle.get("first") is None and oracle.get("last") is None:
+        oracle = {**oracle, **_routing(expr, at, wrt, matched[0] if matched else None)}
     reason = oracle.get("reason") if oracle.get("kind") == "not-judged" else None
     return Judgement(text, source, tuple(s.name for s in symbols), oracle, reason, tuple(c["id"] for c in matched), tie)
+
+
+def _routing(expr: Any, at: Mapping[str, Any], wrt: Sequence[str], case: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The tie routings ``first``/``last`` (:mod:`kinkcheck.oracles.routing`) as oracle JSON entries: on the
+    matched catalog case's own expression when there is one (the report's), else on the sympy form as sympy
+    prints it (its symbols are named ``v[0]``, so the text is in the catalog's language), where a tied max of
+    tied mins (an order statistic sympy expanded) is refused rather than routed node by node."""
+    from types import SimpleNamespace
+
+    from kinkcheck.oracles import symbolic as sym
+    from kinkcheck.oracles.routing import routing
+
+    if case is not None:
+        got = routing(SimpleNamespace(sympy=case["sympy"], at=case["at"]))  # type: ignore[arg-type]
+    else:
+        got = routing(SimpleNamespace(sympy=str(expr), at={k: at[k] for k in wrt}),  # type: ignore[arg-type]
+                      nested=False)
+
+    def vec(v: Any) -> Any:
+        return None if v is None else [sym._num_json(c) for c in v]
+
+    return {"first": vec(got.first), "last": vec(got.last)}
 
 
 def _components(at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[str, ...]:

@@ -19,6 +19,12 @@ class ReportUnavailable(Exception):
     """No report to read (missing or invalid file): ``str(err)`` says why, in one line."""
 
 
+class ReportDamaged(ReportUnavailable):
+    """The report's table is there but cannot be used (damaged, not kinkcheck's, or not one render with the report
+    beside it: :func:`kinkcheck.query.table_metadata`): ``grad`` stops with this line (exit 2) even when the report
+    was not named, where a missing report is only said beside the value."""
+
+
 def _report_key(path: Path) -> str:
     from kinkcheck.report.model import SCHEMA_ID
 
@@ -70,7 +76,7 @@ def _table_index(report: Path, table: Path) -> dict[str, Any]:
     try:
         index = table_index(table)
     except DatasetError as err:  # the message names the table
-        raise ReportUnavailable(f"{err} (the table written beside {report.name})") from None
+        raise ReportDamaged(f"{err} (the table written beside {report.name})") from None
     return {"key": _report_key(table), "path": str(report), "table": str(table), "cases": index["cases"],
             "releases": index["releases"]}
 
@@ -80,21 +86,24 @@ def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, d
     """The cells of ``case_ids`` in one mode, dtype and place from the table, as :func:`report_index`'s cache
     holds them: ``"case\tframework\tprogram"`` → release → ``{status, value, label}``."""
     from kinkcheck.platforms import DEFAULT
-    from kinkcheck.query import read_table
+    from kinkcheck.query import DatasetError, decode_cell, read_table
 
     if not case_ids:  # no report case at this point: nothing to read
         return {}
     dev, _, tag = device.partition("-")
-    table = read_table(index["table"], filters=[("case", "in", list(case_ids)), ("mode", "==", mode),
-                                               ("dtype", "==", dtype), ("device", "==", dev),
-                                               ("platform_tag", "==", tag or DEFAULT)],
-                       columns=["case", "framework", "program", "framework_version", "status", "value", "label",
-                                "labels"])
     cells: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in table.to_pylist():
-        cells.setdefault(f"{r['case']}\t{r['framework']}\t{r['program']}", {})[r["framework_version"]] = {
-            "status": r["status"], "value": None if r["value"] is None else json.loads(r["value"]),
-            "label": r["label"], "labels": list(r["labels"] or [])}
+    try:
+        table = read_table(index["table"], filters=[("case", "in", list(case_ids)), ("mode", "==", mode),
+                                                   ("dtype", "==", dtype), ("device", "==", dev),
+                                                   ("platform_tag", "==", tag or DEFAULT)],
+                           columns=["case", "framework", "program", "framework_version", "status", "value", "label",
+                                    "labels"])
+        for r in table.to_pylist():
+            cells.setdefault(f"{r['case']}\t{r['framework']}\t{r['program']}", {})[r["framework_version"]] = {
+                "status": r["status"], "value": decode_cell(r["value"], index["table"]),
+                "label": r["label"], "labels": list(r["labels"] or [])}
+    except DatasetError as err:  # a bad data page, a cell that is not JSON: the message names the table
+        raise ReportDamaged(str(err)) from None
     return cells
 
 

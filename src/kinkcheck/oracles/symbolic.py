@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -81,6 +81,7 @@ from kinkcheck import expr as ex
 from kinkcheck.catalog import Case
 from kinkcheck.oracles.clarke import _continuum, _distinct, _eq, _hull_summary, _local_shape
 from kinkcheck.oracles.cones import _refine
+from kinkcheck.oracles.routing import routing
 from kinkcheck.oracles.pieces import (
     OracleError,
     _finite_real,
@@ -216,6 +217,12 @@ class OracleResult:
     #: one-sided derivatives there (see ``left``, ``right``); None elsewhere.
     left_piece: sympy.Expr | None = None
     right_piece: sympy.Expr | None = None
+    #: At a tie (``tie`` True): the gradient under each tie routing by input position (``first``: every tied
+    #: max, min or order statistic credits its earliest tied input; ``last``: its latest), exact, shape
+    #: ``(n,)``, from :func:`kinkcheck.oracles.routing.routing`; None where position does not decide it (the
+    #: notes say why) and on every case that is not a tie.
+    first: tuple[sympy.Expr, ...] | None = None
+    last: tuple[sympy.Expr, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict.
@@ -265,6 +272,8 @@ class OracleResult:
             "lipschitz": self.lipschitz,
             "left_piece": _num_json(self.left_piece),
             "right_piece": _num_json(self.right_piece),
+            "first": vec(self.first),
+            "last": vec(self.last),
         }
 
 
@@ -391,8 +400,21 @@ def analyze(case: Case) -> OracleResult:
             hit = _not_judged(case.id, tuple(s.name for s in names), case.tie, f"not judged: {err}")
         else:
             hit = analyze_expression(f, syms, point, case_id=case.id, tie=case.tie)
+            if case.tie and hit.kind != "not-judged":
+                hit = _with_routing(hit, case)
         _CACHE[key] = hit
     return hit
+
+
+def _with_routing(hit: OracleResult, case: Any, nested: bool = True) -> OracleResult:
+    """``hit`` with the tie routings ``first`` and ``last`` of :func:`kinkcheck.oracles.routing.routing` of
+    ``case`` (anything with ``sympy`` and ``at``); a routing position does not decide is None and a note says
+    why."""
+    got = routing(case, nested=nested)
+    notes = hit.notes
+    if got.reason is not None:
+        notes = (*notes, f"first/last by input position: none ({got.reason})")
+    return replace(hit, first=got.first, last=got.last, notes=notes)
 
 
 def _not_judged(case_id: str, components: tuple[str, ...], tie: bool, reason: str,

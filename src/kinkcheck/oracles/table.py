@@ -18,7 +18,7 @@ from typing import Any
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case, Catalog
 
-__all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table"]
+__all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table", "own_function_table"]
 
 
 #: The source files the sympy oracle's results depend on, as ``(package, file)``: its modules and every
@@ -27,7 +27,7 @@ __all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table"]
 #: folders' records, which :mod:`kinkcheck.registry` reads from their files, are hashed beside them.
 ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
     ("kinkcheck.oracles", "translate.py"), ("kinkcheck.oracles", "pieces.py"), ("kinkcheck.oracles", "cones.py"),
-    ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck", "geometry.py"),
+    ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck.oracles", "routing.py"), ("kinkcheck", "geometry.py"),
     ("kinkcheck", "expr.py"), ("kinkcheck", "points.py"), ("kinkcheck", "catalog.py"), ("kinkcheck", "anchors.py"),
     ("kinkcheck", "registry.py"), ("kinkcheck", "cache.py"),
 )
@@ -85,3 +85,19 @@ def oracle_table(catalog: Catalog, use_cache: bool = True) -> dict[str, dict[str
                     pass
         out[case.id] = entry
     return out
+
+
+def own_function_table(catalog: Catalog, use_cache: bool = True) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(case id, framework, program id) → the oracle's JSON for a program's own function
+    (:attr:`kinkcheck.catalog.Case.own_functions`: its documented constants differ from the case's), cached
+    as :func:`oracle_table` caches a case: the own function is judged as a case of its own at the same point."""
+    from dataclasses import replace
+
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for case in catalog:
+        for (fw, pid), own in sorted(case.own_functions.items()):
+            variant = replace(case, sympy=own.sympy, programs=(), own_functions={})
+            entry = oracle_table([variant], use_cache=use_cache)[case.id]  # type: ignore[arg-type]
+            out[(case.id, fw, pid)] = entry
+    return out
+

@@ -4,13 +4,23 @@ observation as one table: :mod:`kinkcheck.report.dataset`). The site (MkDocs, :m
 from these files by ``nox -s site``; the single HTML file of earlier renders is retired.
 
 :func:`write_reports` builds the typed report (:mod:`kinkcheck.report.build`, :mod:`kinkcheck.report.model`)
-and replaces the files as a set: each is rendered into a temporary file ``.<name>.<random>.tmp`` beside its
-target, and only when all are written are they renamed into place, so a run killed before the renames leaves
-the previous set whole; case pages of cases no longer in the catalog are removed after the renames. The next
-run removes temporary files left by a killed one (``.gitignore`` covers them), so two renders into one folder
-at the same time are not supported: each may remove the other's. A kill *between* the renames (milliseconds)
-can still leave a mixed set; :func:`set_problems` detects one, because the files are chained by digests: the
-JSON records the Parquet file's SHA-256 and the Markdown pages and the HTML name the JSON's SHA-256. The files are a
+and replaces the report folder whole, or not at all, the way a database commits: the new set is written into a
+folder beside it (``.<name>.render-<pid>-<random>.tmp``, in the same parent), the user's own files of the old
+folder are hard-linked into it (anything that is not the report's: the set's files, an earlier render's
+``conventions.json``/``.csv``/``.html``, a generated page of a case no longer in the catalog, an earlier
+kinkcheck's ``.*.tmp`` are the report's), and the two folders are exchanged in **one rename** (Linux
+``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``); the old set, now beside, is then removed. A
+``kill -9`` at any moment leaves the folder wholly old or wholly new; what it leaves beside (a new set never
+switched in, an old one never removed) the next render removes, unless a live render holds it (each holds its
+folder with ``flock``, and two renders into one folder switch one after the other, each set whole). Where the
+file system has no atomic exchange, two renames stand in for it: a kill between them leaves no folder (readers
+say "no report"), and the next render first renames the old set back. The folder stays a plain folder of plain
+files (``reports/`` is committed as one); a link to it is followed and the folder it names is switched. A
+folder's files of two renders (copied by hand) are still told apart: the files are chained by digests, the
+JSON records the Parquet file's SHA-256 and the Markdown pages name the JSON's SHA-256; :func:`set_problems`
+checks a whole folder, and every reader of the table checks it is the one its JSON records
+(:func:`kinkcheck.query.check_one_render`). ``$KINKCHECK_TEST_PAUSE_SWITCH`` (``before``, ``after``; tests only)
+pauses a render at the switch so a test can kill it there. The files are a
 function of the shards and catalog alone (no clock), so the same shards render byte-identical files on any
 machine with the same matplotlib and pyarrow releases (``noxfile.MATPLOTLIB``, ``noxfile.PYARROW``). :func:`validate_report` checks a JSON document against
 ``schemas/conventions.v2.json`` (generated from the model; the tests run it on the committed report).
@@ -23,6 +33,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -93,9 +104,10 @@ def check_output(out: str | Path) -> None:
     """Refuse an output folder the report cannot be written into, before anything is rendered or written.
 
     ``out`` must be a folder or creatable as one (its nearest existing ancestor a writable folder), and each
-    of :data:`FILES` in it absent or a regular file. Writability is tried, not inferred from permission
+    of :data:`FILES` in it absent or a regular file; the folder that holds it must be writable too (the new set
+    is written beside ``out`` and switched with it). Writability is tried, not inferred from permission
     bits (root passes ``os.access`` on ``/proc``): a temporary file (or folder, when ``out`` does not exist
-    yet) is created and removed at once.
+    yet) is created and removed at once, and a temporary folder beside ``out``.
 
     Raises
     ------
@@ -122,8 +134,10 @@ def check_output(out: str | Path) -> None:
             fd, probe = tempfile.mkstemp(prefix=".conventions.", suffix=".tmp", dir=out)
             os.close(fd)
             os.unlink(probe)
-        else:
-            os.rmdir(tempfile.mkdtemp(prefix=".conventions.", suffix=".tmp", dir=base))
+            base = Path(os.path.realpath(out)).parent  # where the new set is written, beside the old
+            if base == Path(os.path.realpath(out)):
+                raise OutputError(f"--out {out}: the root of a file system cannot be switched; name a folder in it")
+        os.rmdir(tempfile.mkdtemp(prefix=".conventions.", suffix=".tmp", dir=base))
     except OSError as err:
         raise OutputError(f"--out {out}: cannot write in {base} ({err.strerror or err})") from None
 
@@ -178,77 +192,288 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
 
 
 def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
-    """Write every blob (path relative to ``out`` → content) to a temporary file beside its target, then
-    rename them all over the targets; last, remove case pages that are not in ``blobs`` (removed cases)."""
-    folders = sorted({(out / name).parent for name in blobs})
-    try:
-        for folder in folders:
-            folder.mkdir(parents=True, exist_ok=True)
-            patterns = [".conventions.*.tmp", *(f".{n}.*.tmp" for n in (*SECTION_PAGES, KINK_HITS_PLOT))] \
-                if folder == out \
-                else [".*.md.*.tmp"]
-            for stale in (s for pattern in patterns for s in folder.glob(pattern)):  # left by a killed run
-                if stale.is_file() and not stale.is_symlink():
-                    stale.unlink(missing_ok=True)
-    except OSError as err:
-        raise OutputError(f"--out {out}: {err.strerror or err}") from None
-    order = [n for n in blobs if n not in FILES[1:]] + [n for n in FILES[1:] if n in blobs]  # the index last
-    for name in order:  # before anything is written: a target that is a folder would fail half way through
-        if os.path.lexists(out / name) and not (out / name).is_file():
+    """Replace the report folder ``out`` with one holding ``blobs`` (path relative to ``out`` → content) and the
+    user's own files of the old folder, in one rename (see the module docstring): leftovers of killed renders are
+    removed, the new set is written into a folder beside ``out``, the user's files are linked into it, and the two
+    folders are exchanged; the old set is then removed."""
+    target = Path(os.path.realpath(out))  # a link to the report folder: the folder it names is switched
+    if target == target.parent:
+        raise OutputError(f"--out {out}: the root of a file system cannot be switched; name a folder in it")
+    for name in blobs:  # before anything is written: a target that is a folder would fail half way through
+        if os.path.lexists(target / name) and not (target / name).is_file():
             raise OutputError(f"--out {out}: {out / name} exists and is not a regular file")
-    temps: dict[str, str] = {}
-    done = 0
     try:
-        for name in order:
-            target = out / name
-            fd, temps[name] = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        _remove_leftovers(target)
+        staging = Path(tempfile.mkdtemp(prefix=f"{_leftover_prefix(target)}render-{os.getpid()}-", suffix=".tmp",
+                                        dir=target.parent))
+    except OSError as err:
+        raise OutputError(f"--out {out}: cannot write beside it in {target.parent} ({err.strerror or err})") from None
+    locks = [_hold(staging)]  # a live render's folder: the next render's clean-up leaves it alone
+    cwd = _cwd_within(target)
+    switched = False
+    old: Path | None = None
+    try:
+        for name in sorted(blobs):
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
             content = blobs[name]
-            with os.fdopen(fd, "wb") as fh:
+            with open(path, "wb") as fh:
                 fh.write(content.encode("utf-8") if isinstance(content, str) else content)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(temps[name], 0o644)  # mkstemp makes 0600; reports are public records
-        for name in order:
-            os.replace(temps[name], out / name)
-            del temps[name]
-            done += 1
-    except OSError as err:
-        kept = "the previous report files are untouched" if done == 0 else \
-            f"{done} of {len(order)} files were replaced: run it again"
-        raise OutputError(f"--out {out}: writing the report failed ({err.strerror or err}); {kept}") from None
-    finally:
-        for tmp in temps.values():
-            Path(tmp).unlink(missing_ok=True)
-    for name, mark in RETIRED.items():  # an earlier render's plain JSON, CSV or HTML: stale now
-        old = out / name
-        try:
-            if old.is_file() and not old.is_symlink():
-                with old.open("rb") as fh:
-                    head = b"".join(fh.read(4096).split())
-                if head.startswith(mark):
-                    old.unlink()
-        except OSError as err:
-            raise OutputError(f"--out {out}: the report was written, but removing the stale {old} failed "
-                              f"({err.strerror or err})") from None
-    pages = out / CASES
-    if any(name.startswith(f"{CASES}/") for name in blobs) and pages.is_dir():
-        try:
-            for page in pages.glob("*.md"):  # a case removed from the catalog: its generated page goes with it
-                if f"{CASES}/{page.name}" not in blobs and page.is_file() and not page.is_symlink() and \
-                        page.read_bytes().startswith(GENERATED_MARK):  # a file of the user's own stays
-                    page.unlink(missing_ok=True)
-        except OSError as err:
-            raise OutputError(f"--out {out}: the report was written, but removing the page of a case no longer "
-                              f"in the catalog failed ({err.strerror or err})") from None
-    for folder in folders:
-        try:  # make the renames durable; not every file system lets a folder be opened or synced
-            fd = os.open(folder, os.O_RDONLY)
+            os.chmod(path, 0o644)  # reports are public records
+        if target.is_dir():
+            _carry(target, staging, blobs)
+        os.chmod(staging, _folder_mode(target))
+        for folder in sorted({(staging / n).parent for n in blobs}, reverse=True):
+            _fsync_folder(folder)
+        _pause("before")
+        if target.is_dir():
+            locks.append(_hold_current(target))  # two renders at once: one switch at a time, each set whole
+            if _exchange(staging, target):  # THE switch: the old set is at `staging` now, the new one at `target`
+                old = staging
+            else:  # no atomic exchange on this file system: two renames; a kill between them leaves no `target`
+                # (readers say so), and the next render renames the old set back first
+                old = target.parent / f"{_leftover_prefix(target)}old-{staging.name.rsplit('render-', 1)[1]}"
+                os.rename(target, old)
+                try:
+                    os.rename(staging, target)
+                except OSError:
+                    os.rename(old, target)  # the old set back where it was
+                    raise
+        else:
+            os.rename(staging, target)  # a new folder: one rename
+        switched = True
+        _pause("after")
+        if cwd is not None:  # this process stood in the old folder (`--out .`): it stands in the new one
             try:
-                os.fsync(fd)
-            finally:
+                os.chdir(target / cwd)
+            except OSError:
+                os.chdir(target)
+        if old is not None:
+            _settle(old, target, blobs)
+            _fsync_folder(target.parent)
+            shutil.rmtree(old)
+    except OSError as err:
+        if not switched:
+            raise OutputError(f"--out {out}: writing the report failed ({err.strerror or err}); the previous report "
+                              "files are untouched") from None
+        raise OutputError(f"--out {out}: the report was written, but removing the previous set at {old} failed "
+                          f"({err.strerror or err}); the next render removes it") from None
+    finally:
+        if not switched:
+            shutil.rmtree(staging, ignore_errors=True)
+        for fd in locks:
+            if fd is not None and fd >= 0:
                 os.close(fd)
-        except OSError:
-            pass
+    _fsync_folder(target.parent)
+
+
+#: Test-only: ``before`` or ``after`` makes a render stop 60 s just before or just after the one rename that
+#: switches the report folders, after a line on stderr, so a test can kill it there (tests/test_report.py).
+PAUSE_ENV = "KINKCHECK_TEST_PAUSE_SWITCH"
+
+
+def _pause(where: str) -> None:
+    if os.environ.get(PAUSE_ENV) == where:
+        import sys
+        import time
+
+        print(f"kinkcheck report: paused {where} the switch (${PAUSE_ENV})", file=sys.stderr, flush=True)
+        time.sleep(60)
+
+
+def _leftover_prefix(target: Path) -> str:
+    """How the folders a render makes beside ``target`` begin: ``.<name>.`` (then ``render-`` or ``old-``, the pid,
+    a random part, ``.tmp``; ``.gitignore``'s ``.*.tmp`` covers them)."""
+    return f".{target.name[:120]}."
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Remove what killed renders left beside ``target``: their folders (a new set never switched in, or an old
+    one never removed), each unless a live render holds it (two renders at once). Where a kill came between the
+    two renames of a file system without an atomic exchange, ``target`` is missing: its old set is renamed back
+    first."""
+    prefix = _leftover_prefix(target)
+    found = sorted((e for e in os.scandir(target.parent) if e.name.startswith(prefix) and e.name.endswith(".tmp")
+                    and e.name[len(prefix):].startswith(("render-", "old-")) and e.is_dir(follow_symlinks=False)),
+                   key=lambda e: -e.stat(follow_symlinks=False).st_mtime_ns)
+    for e in found:
+        fd = _hold(Path(e.path), wait=False)
+        if fd is None:  # held: a render running now
+            continue
+        try:
+            if e.name[len(prefix):].startswith("old-") and not os.path.lexists(target):
+                os.rename(e.path, target)  # the newest old set: the folder as it was before the killed render
+            else:
+                shutil.rmtree(e.path)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _hold(folder: Path, wait: bool = True) -> int | None:
+    """An open descriptor of ``folder`` with an exclusive ``flock`` on it (``-1`` where the system has none);
+    None when another process holds it and ``wait`` is False."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): renders into one folder at once are not told apart
+        return -1
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError:  # a file system without flock: nothing to hold
+        pass
+    return fd
+
+
+def _hold_current(target: Path) -> int | None:
+    """:func:`_hold` the folder that is ``target`` now: waits while another render switches it, then holds the one
+    that render switched in."""
+    while True:
+        fd = _hold(target)
+        if fd is None or fd < 0 or os.fstat(fd).st_ino == os.stat(target).st_ino:
+            return fd
+        os.close(fd)  # switched while this waited: hold the new one
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one rename: Linux's ``renameat2(RENAME_EXCHANGE)`` (3.15+), macOS's
+    ``renamex_np(RENAME_SWAP)``. False where the system or file system cannot (the caller renames twice)."""
+    import ctypes
+    import errno
+    import sys
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if sys.platform.startswith("linux"):
+            fn = libc.renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            call = lambda: fn(-100, os.fsencode(a), -100, os.fsencode(b), 2)  # noqa: E731 - AT_FDCWD, EXCHANGE
+        elif sys.platform == "darwin":
+            fn = libc.renamex_np
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
+            call = lambda: fn(os.fsencode(a), os.fsencode(b), 2)  # noqa: E731 - RENAME_SWAP
+        else:
+            return False
+    except (OSError, AttributeError):  # no such call in this C library
+        return False
+    if call() == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _ours(rel: str, path: Path, blobs: dict[str, bytes | str]) -> bool:
+    """Whether the entry ``rel`` (relative to the report folder) of the old folder is the report's, so that the
+    new set replaces or drops it, not the user's to keep: a file of the new set; one of the set's names at the top
+    (a plot this render does not draw); an earlier render's JSON, CSV or HTML (:data:`RETIRED`, by how it begins);
+    a generated page the new set has not (a case removed from the catalog); a temporary file of an earlier
+    kinkcheck's per-file renames (``.observations.parquet.<random>.tmp``)."""
+    if rel in blobs:
+        return True
+    top = "/" not in rel
+    if top and rel in (*FILES, *SECTION_PAGES, KINK_HITS_PLOT):
+        return True
+    try:
+        if not path.is_file() or path.is_symlink():
+            return False
+        if top and rel in RETIRED:
+            with path.open("rb") as fh:
+                return b"".join(fh.read(4096).split()).startswith(RETIRED[rel])
+        if rel.endswith(".md") and (top or rel.startswith(f"{CASES}/")):
+            with path.open("rb") as fh:
+                return fh.read(len(GENERATED_MARK)) == GENERATED_MARK
+    except OSError:
+        return False
+    stale = re.fullmatch(r"\.(.+)\.[^./]+\.tmp", path.name)
+    return bool(stale and (stale.group(1).startswith("conventions.") or stale.group(1) in (*FILES, *SECTION_PAGES,
+                KINK_HITS_PLOT) or (not top and stale.group(1).endswith(".md"))))
+
+
+def _carry(old: Path, new: Path, blobs: dict[str, bytes | str], rel: str = "") -> None:
+    """Link (else copy) into ``new`` every entry of ``old`` that is not the report's (:func:`_ours`): the user's
+    own files and folders stay in the report folder across renders; links are recreated as links."""
+    for entry in sorted(os.scandir(old / rel) if rel else os.scandir(old), key=lambda e: e.name):
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        src, dst = Path(entry.path), new / name
+        if entry.is_dir(follow_symlinks=False):
+            if not dst.is_dir():
+                dst.mkdir()
+                shutil.copystat(src, dst)
+            _carry(old, new, blobs, name)
+        elif _ours(name, src, blobs):
+            continue
+        elif entry.is_symlink():
+            os.symlink(os.readlink(src), dst)
+        elif entry.is_file(follow_symlinks=False):
+            try:
+                os.link(src, dst)  # the same file: nothing copied, and an edit made meanwhile is in both
+            except OSError:
+                shutil.copy2(src, dst)
+        else:
+            raise OSError(f"{src} is not a file, a folder or a link, and cannot be kept in the new report folder")
+
+
+def _settle(old: Path, new: Path, blobs: dict[str, bytes | str], rel: str = "") -> None:
+    """After the switch: move into ``new`` each file of the user's that ``old`` holds and ``new`` lacks or holds
+    another version of (one written or replaced between :func:`_carry` and the switch)."""
+    for entry in sorted(os.scandir(old / rel) if rel else os.scandir(old), key=lambda e: e.name):
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        src, dst = Path(entry.path), new / name
+        if entry.is_dir(follow_symlinks=False):
+            if not os.path.lexists(dst):
+                os.rename(src, dst)
+            elif dst.is_dir() and not dst.is_symlink():
+                _settle(old, new, blobs, name)
+        elif not _ours(name, src, blobs) and not (os.path.lexists(dst) and _same_file(src, dst)):
+            os.replace(src, dst)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino) or (a.is_symlink() and b.is_symlink()
+                                                                  and os.readlink(a) == os.readlink(b))
+
+
+def _cwd_within(target: Path) -> Path | None:
+    """Where this process stands inside ``target`` (relative), or None."""
+    try:
+        return Path(os.getcwd()).resolve().relative_to(target)
+    except (OSError, ValueError):
+        return None
+
+
+def _folder_mode(target: Path) -> int:
+    """The old folder's permissions for the new one, else the default a new folder gets (0o777 less the umask)."""
+    import stat
+
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o777 & ~mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a folder's entries durable; not every file system lets a folder be opened or synced."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def gzip_bytes(data: bytes) -> bytes:

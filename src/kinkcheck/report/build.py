@@ -24,7 +24,7 @@ from kinkcheck import conformance as conf
 from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
 from kinkcheck.classify import OracleNumbers, classify
 from kinkcheck.oracles import backprop
-from kinkcheck.oracles.table import oracle_table
+from kinkcheck.oracles.table import oracle_table, own_function_table
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.probe.plan import missing_work
 from kinkcheck.report import model as m
@@ -103,6 +103,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     table = oracle_table(catalog)
     oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
     second = {cid: OracleNumbers.from_json(d["second_order"]) for cid, d in table.items() if d.get("second_order")}
+    # programs whose own function differs from the case's by documented constants: labelled by their own
+    own = {k: OracleNumbers.from_json(d) for k, d in own_function_table(catalog).items()}
     cases = [m.Case(id=c.id, title=c.title, sympy=c.sympy, at=c.at, tie=c.tie, sources=list(c.sources), note=c.note,
                     programs=[m.ProgramRef(framework=p.framework, program=p.id) for p in c.programs],
                     notes=dict(c.notes), no_equivalent=dict(c.no_equivalent), oracle=_oracle(table[c.id]),
@@ -159,15 +161,17 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
                     value = {k: value[k] for k in inputs[case.id]}
                 flat = _fast_flat(value)
             order = 2 if ob["mode"] == "second-order" else 1
-            memo_key = (case.id, order, ob["dtype"], ob["status"], flat)
+            own_key = (case.id, fw, ob["program"]) if order == 1 and (case.id, fw, ob["program"]) in own else None
+            memo_key = (case.id, order, ob["dtype"], ob["status"], flat, own_key)
             if memo_key not in labels_memo:  # many environments return the same value: classify it once
                 if order == 2 and case.id not in second:
                     raise ValueError(f"the oracle table has no second-order entry for {case.id}")
-                labels_memo[memo_key] = classify(
-                    flat, second[case.id] if order == 2 else oracles[case.id], ob["dtype"],
-                    error=ob["error"] if ob["status"] == "error" else None,
+                judged = classify(
+                    flat, second[case.id] if order == 2 else own[own_key] if own_key else oracles[case.id],
+                    ob["dtype"], error=ob["error"] if ob["status"] == "error" else None,
                     unavailable=ob["error"] if ob["status"] == "unavailable" else None,
                 )
+                labels_memo[memo_key] = judged + ["own-constants"] if own_key and ob["status"] == "ok" else judged
             verdict = None
             if ob["mode"] != "second-order" and ob["dtype"] in conf.JUDGED_DTYPES and ob.get("input") is None:
                 pkey = (case.id, fw, ob["program"])

@@ -38,16 +38,14 @@ ROW_GROUP = 8192
 
 
 def schema() -> Any:
-    """The Arrow schema of the table (a function: pyarrow is imported only where the dataset is used)."""
+    """The Arrow schema of the table (a function: pyarrow is imported only where the dataset is used), built from
+    :data:`kinkcheck.query.COLUMNS`, the list every reader checks a file against."""
     import pyarrow as pa
 
-    text = pa.string()
-    return pa.schema([
-        ("case", text), ("program", text), ("framework", text), ("framework_version", text), ("device", text),
-        ("platform_tag", text), ("environment", text), ("mode", text), ("dtype", text), ("status", text),
-        ("value", text), ("label", text), ("labels", pa.list_(text)), ("conformance", text), ("error", text),
-        ("input", text),
-    ])
+    from kinkcheck.query import COLUMNS
+
+    types = {"string": pa.string(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
 
 
 def report_index(report: Report) -> dict[str, Any]:

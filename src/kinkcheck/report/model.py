@@ -492,9 +492,10 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
     Raises
     ------
     DatasetError
-        As :func:`kinkcheck.query.read_table`.
+        As :func:`kinkcheck.query.read_table`, or a ``value`` or ``input`` cell that is not a JSON object
+        (:func:`kinkcheck.query.decode_cell`).
     """
-    from kinkcheck.query import read_table
+    from kinkcheck.query import decode_cell, read_table
 
     filters = [(column, "in", list(names) or [""])  # none: no row (pyarrow refuses an empty "in" list)
                for column, names in (("program", programs), ("environment", environments)) if names is not None]
@@ -504,7 +505,7 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
         "conformance", "input")}
     decoded: dict[str, Any] = {}  # a few hundred distinct values among 500,000 rows: decode each once
 
-    def values(texts: list[str | None]) -> list[Any]:
+    def values(texts: list[str | None], column: str) -> list[Any]:
         out = []
         for t in texts:
             if t is None:
@@ -512,7 +513,7 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
                 continue
             v = decoded.get(t)
             if v is None:
-                v = decoded[t] = msgspec.json.decode(t)
+                v = decoded[t] = decode_cell(t, path, column)
             out.append(v)
         return out
 
@@ -520,8 +521,8 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
                         labels=lb, error=er, conformance=co, input=i)
             for c, p, f, e, m, d, s, v, lb, er, co, i in zip(
                 col["case"], col["program"], col["framework"], col["environment"], col["mode"], col["dtype"],
-                col["status"], values(col["value"]), col["labels"], col["error"], col["conformance"],
-                values(col["input"]), strict=True)]
+                col["status"], values(col["value"], "value"), col["labels"], col["error"], col["conformance"],
+                values(col["input"], "input"), strict=True)]
 
 
 def attach_observations(report: Report, folder: Path, name: str, programs: Sequence[str] | None = None,

@@ -31,10 +31,11 @@ LABEL_HELP: dict[str, str] = {
                   "one-sided derivative on a jumping side is infinite)",
     "right-piece": "at a jump: equals the slope of the piece right of the point (not a derivative of f there)",
     "mean": "equals the midpoint of the Clarke set ((left + right) / 2 for a scalar kink)",
-    "split-even": "a tie: the gradient is shared evenly among the tied pieces",
-    "first": "a tie: everything goes to the first tied piece (lowest input position)",
-    "last": "a tie: everything goes to the last tied piece",
-    "one-index": "a tie: everything goes to one tied piece, neither first nor last",
+    "split-even": "a tie: the mean of the tied pieces' gradients (max(x, y) at x = y: [0.5, 0.5])",
+    "first": "a tie: each tied max, min or order statistic credits its earliest tied input, by input position "
+             "(max(x, y) at x = y: [1, 0])",
+    "last": "a tie: each tied max, min or order statistic credits its latest tied input (max(x, y) at x = y: [0, 1])",
+    "one-index": "a tie: one tied piece's gradient, neither first nor last (or a tie input position does not name)",
     "min-norm": "the minimum-norm element of the Clarke generalized gradient (PyTorch's documented rule)",
     "in-clarke": "inside the Clarke generalized gradient, but none of the above",
     "not-lipschitz": "f is not locally Lipschitz at the point (a jump, an infinite one-sided derivative), so no "
@@ -44,6 +45,8 @@ LABEL_HELP: dict[str, str] = {
     "outside-domain": "f has no real value at the point, or none next to it; a finite value is not a derivative",
     "not-judged": "the sympy oracle could not judge the case (the reason is under the case); the value is shown "
                   "unjudged",
+    "own-constants": "judged against the program's own function, whose documented constants differ from the "
+                     "case's (the program's note names them: tinygrad's SELU λ = 1.0507)",
 }
 
 
@@ -83,6 +86,7 @@ LABEL_MARK: dict[str, Mark] = {
     "error": Mark("⬛", "#212121", "raised"),
     "unavailable": Mark("⬜", "#e0e0e0", "nothing to judge"),
     "not-judged": Mark("⚪", "#bdbdbd", "nothing to judge"),
+    "own-constants": Mark("🔖", "#78909c", "judged by the program's own constants (never first)"),
 }
 
 
@@ -240,7 +244,11 @@ def fmt_exact(entry: Exact | Sequence[Exact | None] | None) -> str:
     if entry is None:
         return "—"
     if isinstance(entry, Exact):
-        return entry.exact if len(entry.exact) <= 24 else f"≈{fmt_number(entry.float_)}"
+        if len(entry.exact) <= 24 and not _LONG_DIGITS.search(entry.exact):
+            return entry.exact
+        from kinkcheck.decimals import decimal
+
+        return f"≈{decimal(entry.float_)}"
     entries = list(entry)
     if len(entries) == 1:
         return fmt_exact(entries[0])
@@ -306,4 +314,10 @@ def md_prose(text: Any) -> str:
 def md_text(text: Any) -> str:
     """Free text (an error message) safe in a Markdown table cell outside code: :func:`md_cell`, and ``&``,
     ``<``, ``>`` as entities, so ``<lambda>`` is shown rather than taken for an HTML tag."""
-    return md_cell(str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+    return md_cell(_LONG_DIGITS.sub(lambda m: m.group()[:6] + "…", str(text))
+                   .replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+#: A run of more digits than a float64 holds in a quoted message: an identifier (TensorFlow's
+#: ``config_proto=3175580994766145631``), shown by its first six digits; the Parquet keeps the message whole.
+_LONG_DIGITS = re.compile(r"\d{18,}")

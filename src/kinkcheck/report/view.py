@@ -712,9 +712,17 @@ def jinja_environment(autoescape: bool) -> Any:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=autoescape,
                              bytecode_cache=_bytecode_cache())
     env.filters.update(slug=slug, num=fmt_number, value=fmt_value, vec=fmt_vector, matrix=fmt_matrix, exact=fmt_exact,
-                       clarke=clarke_text, reason=oracle_reason)
+                       clarke=clarke_text, reason=oracle_reason, decimals=_decimal_text)
     env.globals.update(oracle_finding=oracle_finding)
     return env
+
+
+def _decimal_text(text: str) -> str:
+    """A sympy form as a person reads it (:func:`kinkcheck.decimals.decimal_text`: selu's 32-digit constants
+    as their float64 decimals); the JSON and the Parquet keep the exact text."""
+    from kinkcheck.decimals import decimal_text
+
+    return decimal_text(text)
 
 
 def _bytecode_cache() -> Any:
