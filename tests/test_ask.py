@@ -434,6 +434,9 @@ def test_ask_stage_with_an_id_too_long_is_one_line_and_exit_2(ask_home, capsys, 
     line = _one_error_line(capsys)
     assert "--stage 'xxxx" in line and "the id is 302 bytes long" in line and len(line) < 300, line
     assert not ask_home.exists() and not catalog.exists(), "nothing is written for bad input"
+    assert main(["ask", "torch.relu(x)", "--at", "x=0", "--stage", "", "--catalog", str(catalog)]) == 2, \
+        "an empty --stage is bad input, not staging silently turned off"
+    assert "--stage needs an id" in _one_error_line(capsys)
 
 
 def test_stage_needs_a_catalog_there(tmp_path):

@@ -301,3 +301,10 @@ def test_cite_of_one_programs_rows_says_what_the_whole_report_says():
         a, b = cite(full, "x.clamp(min=0)", **kwargs), cite(part, "x.clamp(min=0)", **kwargs)
         assert (a.sentence, a.anchor, a.others) == (b.sentence, b.anchor, b.others), kwargs
     assert bibtex(full) == bibtex(part) and cff(full) == cff(part), "the entries name the whole report"
+
+
+def test_a_method_form_shared_by_frameworks_cites_each_framework_s_spelling(report):
+    """Issue 44: x.clamp(min=0.0) is MindSpore's own text and torch's x.clamp(min=0): with --framework torch it is
+    torch's program, as on every face."""
+    c = cite(report, "x.clamp(min=0.0)", case="relu@0", framework="torch")
+    assert "`x.clamp(min=0)`" in c.sentence and c.environment.framework == "torch", c.sentence

@@ -441,3 +441,23 @@ def test_framework_option_takes_a_whole_framework_alias():
     assert parser.parse_args(["cite", "x.abs()", "--framework", "ms"]).framework == "mindspore"
     with pytest.raises(UsageError, match="invalid choice: 'jnp'"):
         parser.parse_args(["grad", "x.abs()", "--at", "x=0", "--framework", "jnp"])
+
+
+def test_grad_prints_a_jump_s_long_rational_as_a_decimal(capsys, torch_adapter):
+    """Issue 44: a note (a jump's one-sided values) reads as a decimal, never a 31-digit rational."""
+    code, lines, err = _grad(capsys, "torch.floor(x) * 1.0507009873554805 * 1.6732632423543772", "--at", "x=0")
+    assert code == 0, err
+    text = "\n".join(lines)
+    assert "jump" in text and not re.search(r"\d{18,}", text), text
+
+
+def test_grad_judges_a_program_with_its_own_constants_by_them(capsys, shards_report_files):
+    """tinygrad's x.selu() rounds λ (issue 44): grad judges it by its own function, as the report does, so its
+    1.0507 is its right slope in every dtype, and the sympy form shows the constants."""
+    pytest.importorskip("tinygrad", reason="tinygrad is in the test extra; without it grad cannot run x.selu()")
+    for dtype in ("float64", "float32"):
+        code, lines, err = _grad(capsys, "x.selu()", "--at", "x=0", "--framework", "tinygrad", "--dtype", dtype,
+                                 "--report", str(shards_report_files))
+        assert code == 0, err
+        assert any(ln.startswith("sympy form: ") and "1.0507*" in ln.replace(" ", "") for ln in lines), lines
+        assert any(ln.startswith(f"labels of this value ({dtype}, tinygrad): right") for ln in lines), lines

@@ -377,3 +377,11 @@ def test_no_rule_where_the_closest_cases_disagree_or_only_one_is_a_kink():
         (("split-even", "min-norm"), ("c0@0", "c1@0")), "every label in common, most specific first"
     no_op = explain.ReportView("r", None, ("c0@0",), view(["left"], ["left"]).rows)
     assert explain.parameter_rule(no_op) is None, "rows of the asked program's own cases: no rule to state"
+
+
+def test_an_order_statistic_sympy_expanded_gets_no_tie_position_label():
+    """Away from the catalog's point grad routes on the mapping's form, where kthvalue is a max of mins and its
+    ranks are hidden: no first, last or one-index then (issue 44: one-index would say "neither")."""
+    j = _judge("torch.kthvalue(v, 2).values", {"v": [2, 0, 2, 0]})
+    got = explain.labels({"v": [0.0, 0.0, 0.0, 1.0]}, j, "float64")
+    assert got is not None and not set(got) & {"first", "last", "one-index"} and "in-clarke" in got, got

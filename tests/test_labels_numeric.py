@@ -97,6 +97,14 @@ def _facts(fd: Field) -> str:
     return ", ".join(parts + fd.notes)
 
 
+def _own_function(case_id: str, framework: str, program: str) -> str | None:
+    """The program's own function (``Case.own_functions``: tinygrad's SELU rounds λ), the sympy text, or None."""
+    from kinkcheck.catalog import load_catalog
+
+    own = load_catalog().case(case_id).own_functions.get((framework, program))
+    return None if own is None else own.sympy
+
+
 class Judgement:
     """The comparison of every selected cell, made once per module."""
 
@@ -120,7 +128,15 @@ class Judgement:
             if "not-judged" in labels:
                 self._uncover(r, Uncovered("not-judged", "the oracle did not judge the case"))
                 continue
-            fd = derive(case["id"], case["sympy"], case["at"], bool(case["tie"]))
+            if "own-constants" in labels:  # judged against the program's own function (its documented constants)
+                own = _own_function(case["id"], r["framework"], r["program"])
+                if own is None:
+                    self.disagreements.append(f"{_name(r)}: own-constants, but the catalog gives it no own function")
+                    continue
+                fd = derive(f"{case['id']}|{r['framework']}|{r['program']}", own, case["at"], bool(case["tie"]))
+                labels.remove("own-constants")
+            else:
+                fd = derive(case["id"], case["sympy"], case["at"], bool(case["tie"]))
             if isinstance(fd, Uncovered):
                 self._uncover(r, fd)
                 continue

@@ -264,3 +264,13 @@ def test_an_installed_wheel_outside_the_repository_answers_from_its_own_data(tmp
         "@misc{" in cite.stdout, cite.stdout[-1500:] + cite.stderr[-1500:]
     migrate = _run(["-m", "kinkcheck", "migrate", "--from", "torch==2.13.0", "--to", "torch==2.15.0"], outside, site)
     assert migrate.returncode == 0 and "torch.clamp(x, min=0)" in migrate.stdout, migrate.stderr[-2000:]
+
+
+def test_a_method_form_shared_by_frameworks_finds_each_framework_s_spelling():
+    """Issue 44: x.clamp(min=0.0) is MindSpore's own program and torch's x.clamp(min=0): lookup finds both, the
+    closest spelling each framework holds."""
+    rows = lookup("x.clamp(min=0.0)", case="relu@0")
+    by_framework = {(r.framework, r.program) for r in rows}
+    assert ("torch", "x.clamp(min=0)") in by_framework and ("mindspore", "x.clamp(min=0.0)") in by_framework, \
+        sorted(by_framework)
+    assert lookup("x.clamp(min=0.0)", case="relu@0", framework="torch", release="2.14.1")[0].value == {"x": 0.0}

@@ -856,6 +856,8 @@ def command(args: Any) -> int:
     for dtype in args.dtype or ():
         if dtype not in DTYPES:
             raise UsageError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    if args.stage is not None and not args.stage.strip():
+        raise UsageError("--stage needs an id (the case id to stage, e.g. relu-written@0)")
     if (args.title or args.catalog) and not args.stage:
         raise UsageError("--title and --catalog go with --stage ID")
     releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)

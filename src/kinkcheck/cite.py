@@ -135,10 +135,12 @@ def check_cell(framework: str | None, mode: str, dtype: str) -> None:
         raise CiteError(f"{framework} has no {mode} mode (its modes: {', '.join(FRAMEWORK_MODES[framework])})")
 
 
-def _matches(program: str, case: Case) -> str | None:
+def _matches(program: str, case: Case, framework: str | None = None) -> str | None:
     """The case's program id that ``program`` spells (:func:`kinkcheck.expr.same_program`: aliases, spacing, the
-    spelling of numbers, positional or keyword arguments), the closest spelling first, or None."""
-    spelled = ex.same_program(program, [p.program for p in case.programs], case.at.keys())
+    spelling of numbers, positional or keyword arguments), the closest spelling first, or None; among
+    ``framework``'s programs when given (``x.clamp(min=0.0)`` is MindSpore's own text and torch's ``x.clamp(min=0)``)."""
+    spelled = ex.same_program(program, [p.program for p in case.programs
+                                        if framework is None or p.framework == framework], case.at.keys())
     return spelled[0] if spelled else None
 
 
@@ -204,8 +206,11 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     if not program.strip():
         raise CiteError("cite which program? give one, e.g. \"torch.clamp(x, min=0)\"")
     ix = report.index
-    cells = [(c, pid, p.framework) for c in report.cases if (pid := _matches(program, c)) is not None
-             for p in c.programs if p.program == pid]
+    if framework is None:  # the closest spelling in the whole case (torch's exact x.clamp(min=0) over MindSpore's)
+        cells = [(c, pid, p.framework) for c in report.cases if (pid := _matches(program, c)) is not None
+                 for p in c.programs if p.program == pid]
+    else:  # the closest spelling the framework holds
+        cells = [(c, pid, framework) for c in report.cases if (pid := _matches(program, c, framework)) is not None]
     if framework is not None:
         if framework not in FRAMEWORKS:
             raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")

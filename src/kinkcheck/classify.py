@@ -166,6 +166,9 @@ class OracleNumbers:
     right_piece: float | None = None
     first: tuple[float, ...] | None = None
     last: tuple[float, ...] | None = None
+    #: "unknown" where the form judged hides which input is earlier (grad's sympy form of an order statistic):
+    #: then no tie-position label is given, ``one-index`` included
+    tie_position: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> OracleNumbers:
@@ -189,7 +192,7 @@ class OracleNumbers:
             min_norm=vec(d["min_norm"]), midpoint=vec(d["midpoint"]), shape=d.get("shape"),
             lipschitz=d["lipschitz"] if "lipschitz" in d else lipschitz_of_json(d), reason=d.get("reason"),
             left_piece=num(d.get("left_piece")), right_piece=num(d.get("right_piece")),
-            first=vec(d.get("first")), last=vec(d.get("last")),
+            first=vec(d.get("first")), last=vec(d.get("last")), tie_position=d.get("tie_position"),
         )
 
 
@@ -351,7 +354,8 @@ def classify(
             labels.add("first")
         if _equals(v, num["last"], tol):
             labels.add("last")
-        if not labels & {"first", "last"} and any(_equals(v, g, tol) for g in limiting):
+        if not labels & {"first", "last"} and getattr(oracle, "tie_position", None) != "unknown" and any(
+                _equals(v, g, tol) for g in limiting):
             labels.add("one-index")
     clarke = num["clarke"]
     if clarke is not None:

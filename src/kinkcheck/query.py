@@ -487,15 +487,15 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     filters: list[tuple[str, str, Any]] = []
     try:
         if program is not None:
-            programs: list[str] = []
-            if read_table(p, filters=[("program", "==", program)], columns=["program"]).num_rows:
-                exact = [program]  # as the catalog writes it: only its row groups are read
-            else:  # another spelling, or not in the report: the distinct programs, for a match or the nearest
-                from kinkcheck.expr import same_program
+            from kinkcheck.expr import same_program
 
-                programs = _programs(p)
-                exact = (same_program(program, programs)  # min=0.0 is min=0, as on every face
-                         or [q for q in programs if _squeeze(q) == _squeeze(program)])
+            programs = _programs(p)
+            # min=0.0 is min=0, as on every face; the closest spelling per framework (a method form such as
+            # x.clamp(min=0.0) is MindSpore's own text and torch's x.clamp(min=0))
+            spelled = same_program(program, programs) or [q for q in programs if _squeeze(q) == _squeeze(program)]
+            if spelled == [program]:  # the text itself: other frameworks may hold the call in another spelling
+                spelled += same_program(program, [q for q in programs if q != program])
+            exact = _closest_per_framework(p, spelled)
             if not exact:
                 near = nearest_programs(program, programs)
                 hint = f"; nearest: {'; '.join(near)}" if near else ""
@@ -514,6 +514,17 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     except DatasetError as err:
         raise ReportUnreadable(str(err)) from None
     return rows
+
+
+def _closest_per_framework(p: Path, spelled: list[str]) -> list[str]:
+    """Of ``spelled`` (closest spelling first), the closest each framework holds."""
+    if len(spelled) <= 1:
+        return spelled
+    table = read_table(p, filters=[("program", "in", spelled)], columns=["program", "framework"])
+    holds: dict[str, set[str]] = {}
+    for prog, fw in zip(table.column("program").to_pylist(), table.column("framework").to_pylist()):
+        holds.setdefault(fw, set()).add(prog)
+    return sorted({next(q for q in spelled if q in progs) for progs in holds.values()}, key=spelled.index)
 
 
 def _row(r: dict[str, Any], path: Path) -> Row:

@@ -343,7 +343,7 @@ def render(e: Explanation) -> str:
             lines.append(f"Clarke set: {hull}; min-norm element: {_exact(mn[0] if len(mn) == 1 else mn)}")
         for note in o.get("notes") or ():
             if "Lipschitz" in note or "jump" in note or "continuum" in note or "pieces' slopes" in note:
-                lines.append(f"  note: {note}")
+                lines.append(f"  note: {decimal_text(note)}")  # a jump's 31-digit rational as its decimal
     if j.reason is not None:
         lines.append(j.reason)
     if e.labels is not None:

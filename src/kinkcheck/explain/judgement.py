@@ -218,7 +218,9 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
             if not same_text:
                 return Judgement(None, "none", components, None, f"not judged: {err}", (), False)
             # a catalog program at its case's point: judged on the case's hand-written field, as the report does
-            field = next(c["sympy"] for c in cand if c["id"] == same_text[0])
+            # (on the program's own function where its documented constants differ: tinygrad's SELU)
+            field = _own_function(same_text[0], framework, program) or next(
+                c["sympy"] for c in cand if c["id"] == same_text[0])
             expr, symbols, point, source = *_from_text(field, at, wrt), "catalog"
         except (ex.ExprError, ArithmeticError, ValueError, TypeError, IndexError, RecursionError) as err:
             return Judgement(None, "none", components, None,
@@ -247,6 +249,17 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
     return Judgement(text, source, tuple(s.name for s in symbols), oracle, reason, tuple(c["id"] for c in matched), tie)
 
 
+def _own_function(case_id: str, framework: str, program: str) -> str | None:
+    """The program's own function in the installed catalog (:attr:`kinkcheck.catalog.Case.own_functions`), or None."""
+    from kinkcheck.catalog import CatalogError, load_catalog
+
+    try:
+        own = load_catalog().case(case_id).own_functions.get((framework, program))
+    except (CatalogError, KeyError, OSError):
+        return None
+    return None if own is None else own.sympy
+
+
 def _routing(expr: Any, at: Mapping[str, Any], wrt: Sequence[str], case: Mapping[str, Any] | None) -> dict[str, Any]:
     """The tie routings ``first``/``last`` (:mod:`kinkcheck.oracles.routing`) as oracle JSON entries: on the
     matched catalog case's own expression when there is one (the report's), else on the sympy form as sympy
@@ -266,7 +279,10 @@ def _routing(expr: Any, at: Mapping[str, Any], wrt: Sequence[str], case: Mapping
     def vec(v: Any) -> Any:
         return None if v is None else [sym._num_json(c) for c in v]
 
-    return {"first": vec(got.first), "last": vec(got.last)}
+    out = {"first": vec(got.first), "last": vec(got.last)}
+    if got.first is None and got.last is None and got.reason and "tied selections" in got.reason:
+        out["tie_position"] = "unknown"  # the form sympy wrote hides the ranks: not "neither first nor last"
+    return out
 
 
 def _components(at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[str, ...]:
