@@ -47,7 +47,6 @@ from typing import Any
 
 import sympy
 
-from kinkcheck import catalog as cat
 from kinkcheck import expr as ex
 from kinkcheck.catalog import Case
 from kinkcheck.oracles import translate as tr
@@ -302,10 +301,7 @@ def _not_smooth(name: str) -> Callable[..., Any]:
 
 def _run(case: Case, rule: str, assignment: dict[tuple[Any, int], int] | None,
          nested: bool = True) -> tuple[_Dual, _Evaluation]:
-    parsed = ex.parse(case.sympy, case.at, cat.SYMPY_NAMES)
-    texts = tr._literal_texts(case.sympy)
-    n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
-    tree = tr._exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
+    _, tree = tr._exact_tree(case)
     ev = _Evaluation(rule, assignment, nested)
     names = ex.resolve_names(tree, _namespace(ev), modules=(), origins=None)
     syms: list[sympy.Symbol] = []

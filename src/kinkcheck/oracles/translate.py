@@ -288,11 +288,7 @@ def to_sympy(case: Case) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...], tuple[sy
     kinkcheck.expr.ExprError
         When the field does not parse, names something outside the namespace, or does not evaluate.
     """
-    parsed = ex.parse(case.sympy, case.at, cat.SYMPY_NAMES)
-    texts = _literal_texts(case.sympy)
-    n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
-    # Pair literal texts with Const nodes only when the counts agree; otherwise use each float's repr.
-    tree = _exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
+    parsed, tree = _exact_tree(case)
     _check_constants(parsed, case)
     names = ex.resolve_names(tree, sympy_namespace(), modules=(), origins=("sympy", "kinkcheck"))
     syms: list[sympy.Symbol] = []
@@ -307,6 +303,16 @@ def to_sympy(case: Case) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...], tuple[sy
     if not isinstance(out, sympy.Expr):
         raise ex.ExprError(f"case {case.id!r}: sympy field {case.sympy!r} is not a scalar expression")
     return out, tuple(syms), tuple(vals)  # type: ignore[return-value]
+
+
+def _exact_tree(case: Any) -> tuple[ex.Node, ex.Node]:
+    """The case's ``sympy`` field parsed (over ``case.at``), and the same tree with every numeric literal an exact
+    sympy number from its source text (:func:`_exact_consts`); ``case`` needs only ``sympy`` and ``at``."""
+    parsed = ex.parse(case.sympy, case.at, cat.SYMPY_NAMES)
+    texts = _literal_texts(case.sympy)
+    n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))
+    # Pair literal texts with Const nodes only when the counts agree; otherwise use each float's repr.
+    return parsed, _exact_consts(parsed, iter(texts if len(texts) == n_consts else []))
 
 
 def _check_constants(tree: ex.Node, case: Case) -> None:
