@@ -176,6 +176,9 @@ RENDERING_LEAVES = {
     "kinkcheck.registry": "each framework's marker and line style in the plots",
     "kinkcheck.query": "the census's operations for the site's index (the read API's search)",
     "kinkcheck.decimals": "numbers as a person reads them (the shortest float64 decimal; standard library only)",
+    "kinkcheck.rules.page": "the rules table from the rules file's document (a dict: nothing of the rules' machinery)",
+    "kinkcheck.rules": "the rules package's face (its modules import their parts on first use)",
+    "kinkcheck.rules.doc": "the rules file's reader (standard library only)",
 }
 #: plots draws the case's function near its kink: that needs the expression's meaning, which only the oracle's
 #: translation to sympy has.
@@ -221,12 +224,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["kinkcheck.validate", "kinkcheck.shards"]),
     ("frameworks", ["kinkcheck.frameworks"]),
     ("oracles", ["kinkcheck.oracles", "kinkcheck.classify", "kinkcheck.conformance"]),
+    ("rules", ["kinkcheck.rules"]),
     ("probe", ["kinkcheck.probe", "kinkcheck.lanes", "kinkcheck.staging"]),
     ("report", ["kinkcheck.report", "kinkcheck.query"]),
     ("faces", ["kinkcheck.cli", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
                "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.bench", "kinkcheck.ci",
                "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.askhome", "kinkcheck.lock",
-               "kinkcheck.pytest_plugin"]),
+               "kinkcheck.pytest_plugin", "kinkcheck.rules.face", "kinkcheck.rules.answer"]),
 ]
 #: Imports that go up a layer, each for a reason.
 UPWARD = {

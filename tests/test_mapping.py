@@ -739,18 +739,45 @@ def test_text_writes_terminating_fractions_as_decimals() -> None:
 
 def test_numpy_clone_namespaces_read_jax_numpy_rows_and_other_methods_stay_unmapped():
     """autograd.numpy and tf.experimental.numpy implement NumPy's API, as jax.numpy does; a tensor method of
-    another framework (paddle's ``x.abs()``) has its own semantics and is not read as ``jax.Array``'s."""
+    another framework has its own semantics and is not read as ``jax.Array``'s: one its rows lack (paddle's
+    ``x.exp2()``) is unmapped."""
     from kinkcheck.oracles.mapping import Unmapped
 
     at = {"x": 0}
     assert sympy_form(ex.parse("anp.maximum(x, 0.0)", at, {"autograd"}), at, "autograd").text == "Max(0, x)"
     assert sympy_form(ex.parse("tnp.clip(x, 0, 1)", at, {"tensorflow"}), at, "tensorflow").text == "Min(1, Max(0, x))"
-    with pytest.raises(Unmapped, match="paddle tensor method .abs"):
-        sympy_form(ex.parse("x.abs()", at, {"paddle"}), at, "paddle")
+    with pytest.raises(Unmapped, match="paddle tensor method .exp2"):
+        sympy_form(ex.parse("x.exp2()", at, {"paddle"}), at, "paddle")
     assert sympy_form(ex.parse("tf.minimum(x, y)", {"x": 4, "y": 4}, {"tensorflow"}), {"x": 4, "y": 4},
                       "tensorflow").text == "Min(x, y)"
-    with pytest.raises(Unmapped, match="tensorflow.nn.leaky_relu"):
-        sympy_form(ex.parse("tf.nn.leaky_relu(x)", at, {"tensorflow"}), at, "tensorflow")
+    with pytest.raises(Unmapped, match="tensorflow.nn.l2_loss"):
+        sympy_form(ex.parse("tf.nn.l2_loss(x)", at, {"tensorflow"}), at, "tensorflow")
+
+
+@pytest.mark.parametrize("fw, text, at, want", [
+    ("tinygrad", "x.clip(0)", {"x": 0}, "Max(0, x)"),
+    ("tinygrad", "tinygrad.Tensor.hardtanh(x)", {"x": 0}, "Min(1, Max(-1, x))"),
+    ("tinygrad", "(x > 0).where(x, 0.0)", {"x": 0}, "Piecewise((x, x > 0), (0, True))"),
+    ("tinygrad", "v.sort(descending=True)[0][0]", {"v": [1, 0]}, "Max(v[0], v[1])"),
+    ("paddle", "x.clip(max=1.0)", {"x": 0}, "Min(1, x)"),
+    ("paddle", "paddle.max(m, axis=1).sum()", {"m": [[1, 0], [0, 1]]}, "Max(m[0][0], m[0][1]) + Max(m[1][0], m[1][1])"),
+    ("paddle", "paddle.topk(v, 1)[0].sum()", {"v": [1, 0]}, "Max(v[0], v[1])"),
+    ("paddle", "paddle.linalg.norm(m, 1)", {"m": [[1, 0], [0, 1]]},
+     "Abs(m[0][0]) + Abs(m[0][1]) + Abs(m[1][0]) + Abs(m[1][1])"),
+    ("mindspore", "x.clamp(-1.0, 1.0)", {"x": 0}, "Min(1, Max(-1, x))"),
+    ("mindspore", "mindspore.ops.norm(v)", {"v": [0, 0]}, "sqrt(v[0]**2 + v[1]**2)"),
+    ("tensorflow", "tf.norm(v)", {"v": [0, 0]}, "sqrt(v[0]**2 + v[1]**2)"),
+    ("tensorflow", "tf.math.top_k(v, 1).values[0]", {"v": [1, 0]}, "Max(v[0], v[1])"),
+    ("tensorflow", "tf.sort(v, direction='DESCENDING')[0]", {"v": [1, 0]}, "Max(v[0], v[1])"),
+    ("pytensor", "pytensor.tensor.switch(x > 0, x, 0.0)", {"x": 0}, "Piecewise((x, x > 0), (0, True))"),
+    ("mlx", "mlx.nn.hard_tanh(x)", {"x": 0}, "Min(1, Max(-1, x))"),
+])
+def test_other_frameworks_rows_follow_their_own_signatures(fw, text, at, want) -> None:
+    """Each framework's rows bind its own documented signature: tinygrad's ``clip(min_=None, max_=None)``, paddle's
+    ``max(x, axis)`` and ``topk`` on the last axis, tf.norm's default ``'euclidean'`` and top_k's ``(values,
+    indices)``, tf.sort's ``direction``, PyTensor's ``switch(cond, ift, iff)``."""
+    got = sympy_form(ex.parse(text, at, {fw}), at, fw).text
+    assert got == want, f"{fw}: {text} maps to {got}, expected {want}"
 
 
 def test_i0e_maps_in_every_spelling_and_the_oracle_finds_its_kink() -> None:

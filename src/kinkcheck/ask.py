@@ -860,22 +860,71 @@ def command(args: Any) -> int:
         raise UsageError("--stage needs an id (the case id to stage, e.g. relu-written@0)")
     if (args.title or args.catalog) and not args.stage:
         raise UsageError("--title and --catalog go with --stage ID")
-    releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
+    from kinkcheck.rules import answer as predicted
+
+    modes, dtypes = list(args.mode or ()), list(args.dtype or ())
+    explicit = bool(args.release or args.releases is not None or args.all)
+    installed = ask.installed_release(q.framework)
+    if args.live or q.case is not None:  # measured (or the report's cells) in every release asked, as before
+        releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
+        chosen = releases
+    else:  # a program the catalog lacks: predicted in every release asked, measured live in the installed one only
+        chosen = ask.releases_asked(q.framework, args.release or (), args.releases, args.all) if explicit else []
+        releases = [installed] if installed else []
+        modes, dtypes = modes or ["reverse"], dtypes or ["float64"]
     ask.disk_budget(args.disk_budget)  # bad input before anything is installed
     if args.stage:
         catalog = Path(args.catalog) if args.catalog else Path("references/catalog.toml")
         for path in ask.stage(q, args.stage, catalog, args.title):
             print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
-    answer = ask.ask(q, releases, modes=args.mode or (), dtypes=args.dtype or (), disk_budget_gb=args.disk_budget,
-                     quiet=args.quiet, live=args.live, report=args.report)
+    forecast = predicted.predictions(q.expr, q.at, q.framework, releases=chosen or None,
+                                     modes=modes or ["reverse"], dtypes=dtypes or ["float64"], report=args.report)
+    answer = (ask.ask(q, releases, modes=modes, dtypes=dtypes, disk_budget_gb=args.disk_budget, quiet=args.quiet,
+                      live=args.live, report=args.report) if releases else None)
+    differs = _prediction_differs(answer, forecast, installed)
     if args.json:
         from kinkcheck.report.model import report_json
 
         print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy,
                                        "case": q.case, "tie": q.tie},
-                          "releases": answer.releases, "not_measured": answer.not_measured,
-                          "sources": answer.sources, "report_path": answer.report_path,
-                          "report": None if answer.report is None else json.loads(report_json(answer.report))}))
+                          "releases": answer.releases if answer else [],
+                          "not_measured": answer.not_measured if answer else
+                          {"installed": f"{q.framework} is not installed here: predicted only"},
+                          "sources": answer.sources if answer else {},
+                          "report_path": answer.report_path if answer else None,
+                          "report": None if answer is None or answer.report is None
+                          else json.loads(report_json(answer.report)),
+                          "predicted": forecast["predicted"], "predicted_reason": forecast["reason"],
+                          "prediction_differs": differs}))
     else:
-        sys.stdout.write(ask.render(answer))
-    return 0 if answer.report is not None else EXIT_BAD_INPUT
+        if answer is not None:
+            sys.stdout.write(ask.render(answer))
+        else:
+            print(f"{q.framework} is not installed here: nothing measured live (predicted only)")
+        sys.stdout.write(predicted.render(forecast))
+        for line in differs:
+            print(f"note: {line}")
+    return 0 if answer is None or answer.report is not None else EXIT_BAD_INPUT
+
+
+def _prediction_differs(answer: Any, forecast: dict[str, Any], installed: str | None) -> list[str]:
+    """Where the installed release was measured and predicted, in the same mode and dtype, with different values:
+    one line each (the prediction is wrong there, or the program does something its operations' rules do not)."""
+    from kinkcheck.classify import same_value
+    from kinkcheck.vocabulary import flat_value
+
+    if answer is None or answer.report is None or installed is None:
+        return []
+    out = []
+    for p in forecast["predicted"]:
+        if p["release"] != installed or p["value"] is None:
+            continue
+        for o in answer.report.observations:
+            env = next((e for e in answer.report.environments if e.id == o.environment), None)
+            if (env is None or env.framework_version != installed or o.mode != p["mode"] or o.dtype != p["dtype"]
+                    or o.status != "ok" or o.value is None):
+                continue
+            got, want = flat_value(o.value), flat_value(p["value"])
+            if not same_value(got, want, o.dtype):
+                out.append(f"{installed} {o.mode} {o.dtype}: measured {o.value} but the rules predict {p['value']}")
+    return out

@@ -25,6 +25,11 @@ case's rows taken out, so that the plan ``nox -s report`` makes is that one case
 and a warm-cache reinstall of the framework (what ``nox -s report`` pays per environment unless ``-- --keep``);
 target: adding one case costs <= 2 % of a full re-measure (:data:`ADD_CASE_TARGET`).
 
+``--rules`` times the rules (:func:`rules_speed`): predicting one program over every release of one framework, warm
+(target <= 0.5 s, :data:`RULES_PREDICT_TARGET`); inferring and validating the rules over the whole report beside the
+rest of a full render, in one run (target: the rules add <= 20 %, :data:`RULES_RENDER_TARGET`); and the rules
+over the observations grown x10 (linear when the time ratio is about 10).
+
 ``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` (target <= 5 s) with the
 part spent rendering, a cold first render with an empty cache (target <= 30 s), and the hot spots of a warm
 render. The target "warm ``nox -s report`` <= 1.2 x rendering alone" (what nox adds around ``kinkcheck
@@ -654,6 +659,71 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
     return 0
 
 
+#: Predicting one program over every release of one framework, warm (issue 45).
+RULES_PREDICT_TARGET = 0.5
+#: The rules' share of a full render (inference and leave-one-case-out validation), at most (issue 45).
+RULES_RENDER_TARGET = 0.20
+
+
+def _grown_table(table: Any, scale: int) -> Any:
+    """``table`` with ``scale - 1`` copies of every row as other environments (``<env>+copy<k>``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = [table]
+    for k in range(1, scale):
+        parts.append(table.set_column(table.schema.get_field_index("environment"), "environment",
+                                      pc.binary_join_element_wise(table["environment"], pa.scalar(f"+copy{k}"), "")))
+    return pa.concat_tables(parts)
+
+
+def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.clamp(x, 0.0, 1.0)",
+                at: str = "x=0.5") -> int:
+    """The rules' benchmark (module docstring, ``--rules``): figures side by side in one run."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck import points as pt
+    from kinkcheck import rules
+    from kinkcheck.report import write_reports
+    from kinkcheck.rules import answer
+    from kinkcheck.shards import load_shards
+
+    point = pt.parse_point(at)
+    answer.predictions(program, point, "torch", report="reports")  # warm: the rules file read, the oracle cached
+    best_predict = min(_timed_s(lambda: answer.predictions(program, point, "torch", report="reports"))
+                       for _ in range(max(repeat, 3)))
+    n_releases = len({p["release"] for p in answer.predictions(program, point, "torch", report="reports")["predicted"]})
+    catalog = load_catalog()
+    parquet = Path("reports/observations.parquet").read_bytes()
+    rules.render(parquet, catalog)  # warm: the program models cached on disk
+    rule_s = min(_timed_s(lambda: rules.render(parquet, catalog)) for _ in range(repeat))
+    shards, _ = load_shards("references/observations", catalog)
+    with tempfile.TemporaryDirectory(prefix="kinkcheck-bench-") as tmp:
+        render_s = min(_timed_s(lambda: write_reports(shards, catalog, Path(tmp) / "out")) for _ in range(repeat))
+    table = pq.read_table(io.BytesIO(parquet), columns=list(rules.COLUMNS))
+    small = min(_timed_s(lambda: rules.from_table(table, catalog)) for _ in range(repeat))
+    grown = _grown_table(table, 10)
+    big = _timed_s(lambda: rules.from_table(grown, catalog))
+    share = rule_s / max(render_s - rule_s, 1e-9)
+    print(f"rules, warm cache, {os.cpu_count()} CPUs (best of {repeat})")
+    print(f"  predict {program} at {at} over {n_releases} torch releases: {best_predict:.3f} s "
+          f"(target <= {RULES_PREDICT_TARGET} s {'ok' if best_predict <= RULES_PREDICT_TARGET else 'MISSED'})")
+    print(f"  full render {render_s:.2f} s, of which the rules {rule_s:.2f} s: +{100 * share:.0f} % over the rest "
+          f"(target <= {100 * RULES_RENDER_TARGET:.0f} % {'ok' if share <= RULES_RENDER_TARGET else 'MISSED'})")
+    print(f"  inference + validation: {table.num_rows:,} observations {small:.2f} s, x10 ({grown.num_rows:,}) "
+          f"{big:.2f} s: ratio {big / small:.2f} ({'linear' if big / small <= 12.5 else 'WORSE THAN LINEAR'}, "
+          "<= 1.25 x 10)")
+    return 0
+
+
+def _timed_s(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m kinkcheck.bench",
@@ -675,6 +745,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="cold sympy oracle over the catalog, and kinkcheck grad judged vs --no-judge (warm cache)")
     ap.add_argument("--sample", type=int, default=20,
                     help="with --oracle: how many catalog programs grad is timed on, spread over the catalog (0: all)")
+    ap.add_argument("--rules", action="store_true",
+                    help="the rules: one program predicted over every release (target <= 0.5 s), their share of a "
+                         "full render (target <= 20 %%) and inference at x10 data")
     ap.add_argument("--report", action="store_true",
                     help="warm kinkcheck report vs rendering alone, a cold first render, and the hot spots")
     ap.add_argument("--add-case", action="store_true",
@@ -694,6 +767,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the reference kink-hit census (kinkcheck census, default scale): its time (target <= 10 "
                          "min) and the forward passes and pre-activations it counts per second")
     args = ap.parse_args(argv)
+    if args.rules:
+        return rules_speed(args.repeat)
     if args.ask:
         from kinkcheck.ask import speed
 

@@ -94,12 +94,46 @@ def _cmd_grad(args: argparse.Namespace) -> int:
         explanation = pending.finish(grad)
     except (ex.ExprError, ReportUnavailable) as err:
         raise UsageError(f"--sympy: {err}" if isinstance(err, ex.ExprError) else str(err)) from None
+    forecast = _grad_prediction(args, at, framework, list(inputs.wrt))
     if args.json:
-        print(json.dumps(explanation.to_json()))
+        print(json.dumps({**explanation.to_json(), "predicted": forecast}))
     else:
         print(json.dumps(grad))  # the first line stays the bare value: scripts read it
         sys.stdout.write(render(explanation))
+        _print_prediction(forecast, grad)
     return 0
+
+
+def _grad_prediction(args: argparse.Namespace, at: dict[str, Any], framework: str, wrt: list[str]) -> dict[str, Any]:
+    """What the rules of the installed release predict for the program (:mod:`kinkcheck.rules.answer`)."""
+    from kinkcheck.askhome import installed_release
+    from kinkcheck.rules import answer
+
+    release = installed_release(framework)
+    return answer.predictions(args.expr, at, framework, releases=[release] if release else [], modes=[args.mode],
+                              dtypes=[args.dtype], device=args.device, wrt=wrt or None)
+
+
+def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
+    from kinkcheck.classify import same_value
+    from kinkcheck.decimals import decimal_value
+    from kinkcheck.vocabulary import flat_value
+
+    p = forecast["predicted"][0] if forecast["predicted"] else None
+    if p is None or p["value"] is None:
+        reason = forecast["reason"] if p is None else p["reason"]
+        print(f"predicted from the rules: {reason}")
+        return
+    used = "; ".join(f"{u['operation']} at {u['kind']}: {'/'.join(u['labels'])}" for u in p["rules"])
+    print(f"predicted from the rules of {forecast['framework']} {p['release']} ({p['mode']}, {p['dtype']}; not "
+          f"measured): {decimal_value(p['value'])} ({used or 'every call smooth here, or its cotangent 0'})")
+    try:
+        same = same_value(flat_value(grad), flat_value(p["value"]), p["dtype"])
+    except (TypeError, ValueError, AttributeError):
+        return
+    if not same:
+        print("note: the measured value is not what the rules predict: the program does something its operations' "
+              "rules do not compose to (a fused kernel, a custom VJP), or a rule depends on more than its kind of kink")
 
 
 def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: str) -> Any:
@@ -259,6 +293,12 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         console.print(table)
     # a pipe or a file: one line a row, without the padding rich gives every cell up to its column's width
     sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from kinkcheck.rules.face import command
+
+    return command(args)
 
 
 def _cmd_cite(args: argparse.Namespace) -> int:
@@ -635,6 +675,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one line per changed cell (case, program, [mode, dtype]: old -> new) instead of the table "
                         "that groups one change over its modes and dtypes")
     d.set_defaults(func=_cmd_diff)
+
+    ru = sub.add_parser("rules", help="what each operation returns at its kinks, inferred from every measurement: "
+                                      "the rules table, or one operation's rules over releases with their evidence",
+                        description="The rules inferred from the report's measurements (rules.json.gz beside it): per "
+                                    "framework, operation and kind of kink, the label of the value it returns in each "
+                                    "release, mode and dtype. Read docs/rules.md.")
+    ru.add_argument("operation", nargs="?", help="an operation (torch.clamp, clamp, jax.nn.relu) or a family (relu); "
+                                                  "default: every rule")
+    ru.add_argument("--framework", help="only this framework's rules")
+    ru.add_argument("--json", action="store_true", help="machine-readable: each rule's changes and evidence")
+    ru.add_argument("--report", help="a report folder or its conventions.json (default: as grad reads it)")
+    ru.set_defaults(func=_cmd_rules)
 
     c = sub.add_parser("cite", help="one sentence stating a measured convention, with its report anchor and a "
                                     "BibTeX (or CITATION.cff) entry for the report")

@@ -96,6 +96,10 @@ def _h_sort(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     if dim is None:
         a, dim = a.reshape(-1), 0
     desc = bool(b.get("descending", False))
+    if "direction" in b:  # tf.sort(values, axis=-1, direction='ASCENDING')
+        if b["direction"] not in ("ASCENDING", "DESCENDING"):
+            raise Unmapped(name, f"direction={b['direction']!r}")
+        desc = b["direction"] == "DESCENDING"
     vals = _order_stats(a, dim, False, lambda n: list(range(n, 0, -1)) if desc else list(range(1, n + 1)), name)
     return _Pair(vals, _Indices(name)) if entry.form == "pair" else vals
 
@@ -109,6 +113,7 @@ def _h_topk(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     a = _arr(b[keys[0]], name)
     k = _static_int(b["k"], name)
     dim = b.get("dim", b.get("axis", -1))
+    dim = -1 if dim is None else dim  # paddle.topk: axis=None is the last axis
     largest = bool(b.get("largest", True))
     n = (a.shape[_dims(dim, a.ndim, name)[0]] if a.ndim else 1)
     if not 0 <= k <= n:
@@ -120,11 +125,13 @@ def _h_topk(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
 def _h_kthvalue(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     a = _arr(next(iter(b.values())), name)
     k = _static_int(b["k"], name)
-    vals = _order_stats(a, b["dim"], False, lambda n: [k] if 1 <= k <= n else _bad_k(name, k, n), name)
-    vals = np.take(vals, 0, axis=_dims(b["dim"], max(a.ndim, 1), name)[0])
+    dim = b["dim"] if "dim" in b else b["axis"]
+    dim = -1 if dim is None else dim  # paddle.kthvalue: axis=None is the last axis
+    vals = _order_stats(a, dim, False, lambda n: [k] if 1 <= k <= n else _bad_k(name, k, n), name)
+    vals = np.take(vals, 0, axis=_dims(dim, max(a.ndim, 1), name)[0])
     vals = vals if isinstance(vals, np.ndarray) else _obj((), [vals])
     if b["keepdim"]:
-        vals = np.expand_dims(vals, _dims(b["dim"], max(a.ndim, 1), name)[0])
+        vals = np.expand_dims(vals, _dims(dim, max(a.ndim, 1), name)[0])
     return _Pair(vals, _Indices(name))
 
 
@@ -151,6 +158,16 @@ def _h_torch_median(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> An
     a = _arr(next(iter(b.values())), name)
     vals = _median_values(a, b["dim"], bool(b["keepdim"]), name, lower=True)
     return vals if b["dim"] is None else _Pair(vals, _Indices(name))
+
+
+def _h_paddle_median(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``paddle.median(x, axis=None, keepdim=False, mode='avg')``: of an even count the mean of the two middle
+    values (``'avg'``) or the lower (``'min'``); ``'min'`` with an axis returns ``(values, indices)``."""
+    a = _arr(b["x"], name)
+    if b["mode"] not in ("avg", "min") or isinstance(b["axis"], (tuple, list)):
+        raise Unmapped(name, f"mode={b['mode']!r}, axis={b['axis']!r} (mapped: 'avg' or 'min', one axis or None)")
+    vals = _median_values(a, b["axis"], bool(b["keepdim"]), name, lower=b["mode"] == "min")
+    return _Pair(vals, _Indices(name)) if b["mode"] == "min" and b["axis"] is not None else vals
 
 
 def _h_jnp_median(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
@@ -218,9 +235,11 @@ def _vector_norm(a: np.ndarray, ord_: Any, dim: Any, keep: bool, name: str) -> n
 
 
 def _h_vector_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
-    a = _arr(b["x"], name)
+    a = _arr(next(iter(b.values())), name)
     dim = b.get("dim", b.get("axis"))
-    return _vector_norm(a, _ord(b["ord"], name), dim, bool(b.get("keepdim", b.get("keepdims"))), name)
+    # paddle.linalg.vector_norm(x, p=2.0); tf.math.reduce_euclidean_norm has no order: the 2-norm
+    ord_ = b["ord"] if "ord" in b else b.get("p", 2)
+    return _vector_norm(a, _ord(ord_, name), dim, bool(b.get("keepdim", b.get("keepdims"))), name)
 
 
 def _matrix_norm_of(m: np.ndarray, ord_: Any, name: str) -> sympy.Expr:
@@ -265,8 +284,10 @@ def _matrix_norm(a: np.ndarray, ord_: Any, dims: tuple[int, int], keep: bool, na
 
 def _h_matrix_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     first = next(iter(b))
-    dims = b.get("dim", (-2, -1))
-    return _matrix_norm(_arr(b[first], name), _ord(b["ord"], name), tuple(_static_ints(dims, name)),  # type: ignore[arg-type]
+    dims = b.get("dim", b.get("axis", (-2, -1)))
+    ord_ = b["ord"] if "ord" in b else b["p"]  # paddle.linalg.matrix_norm(x, p='fro', axis=[-2, -1])
+    return _matrix_norm(_arr(b[first], name), _ord(ord_, name),
+                        tuple(_static_ints(dims, name)),  # type: ignore[arg-type]
                         bool(b.get("keepdim", b.get("keepdims"))), name)
 
 
@@ -297,6 +318,28 @@ def _h_torch_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     if p == "fro" or p is None:
         p = 2
     return _vector_norm(a, _ord(p, name), dim, keep, name)
+
+
+def _h_axis_norm(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
+    """``paddle.linalg.norm(x, p=None, axis=None)`` / ``tf.norm(tensor, ord='euclidean', axis=None)``: no axis is
+    one vector norm of every element (the input read as a flat vector, whatever its shape); an int axis (or a
+    one-element list) vector norms along it; two axes matrix norms. ``p=None`` (paddle) and ``ord='euclidean'``
+    (tf) are the 2-norm of a vector and the Frobenius norm of a matrix; a string order for a vector is unmapped
+    (both document 'fro' and 'nuc' as matrix norms only)."""
+    first = next(iter(b))
+    a = _arr(b[first], name)
+    p = b["p"] if "p" in b else b["ord"]
+    keep = bool(b["keepdim"] if "keepdim" in b else b["keepdims"])
+    euclidean = p is None or p == "euclidean"
+    dims = None if b["axis"] is None else _static_ints(b["axis"], name)
+    if dims is not None and len(dims) == 2:
+        ord_ = "fro" if euclidean else _ord(p, name)
+        return _matrix_norm(a, ord_, dims, keep, name)  # type: ignore[arg-type]
+    if dims is not None and len(dims) != 1:
+        raise Unmapped(name, f"axis={b['axis']!r} (mapped: None, one axis or two)")
+    if isinstance(p, str) and not euclidean:
+        raise Unmapped(name, f"ord={p!r} for a vector norm")
+    return _vector_norm(a, sympy.Integer(2) if euclidean else _ord(p, name), dims, keep, name)
 
 
 def _p_distance(diffs: list[Any], p: sympy.Expr, name: str) -> sympy.Expr:
@@ -498,6 +541,8 @@ def _h_flatten(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
 def _h_stack(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
     first = next(iter(b))
     items = b[first]
+    if "args" in b:  # tinygrad's Tensor.stack(self, *args, dim=0): self is the first tensor
+        items = [items, *b["args"]]
     if not isinstance(items, (list, tuple)) or not items:
         raise Unmapped(name, "expected a non-empty list of tensors")
     arrays = [_arr(i, name) for i in items]
@@ -709,7 +754,8 @@ def _h_jnp_select(name: str, entry: Entry, b: dict[str, Any], ctx: _Ctx) -> Any:
 _HANDLERS: dict[str, Callable[[str, Entry, dict[str, Any], _Ctx], Any]] = {
     "where": _h_where, "where_method": _h_where_method, "asarray": _h_asarray, "torch_minmax": _h_torch_minmax,
     "argext": _h_argext, "sort": _h_sort, "msort": _h_msort, "topk": _h_topk, "kthvalue": _h_kthvalue,
-    "torch_median": _h_torch_median, "jnp_median": _h_jnp_median, "quantile": _h_quantile,
+    "torch_median": _h_torch_median, "jnp_median": _h_jnp_median, "paddle_median": _h_paddle_median,
+    "axis_norm": _h_axis_norm, "quantile": _h_quantile,
     "vector_norm": _h_vector_norm, "matrix_norm": _h_matrix_norm, "linalg_norm": _h_linalg_norm,
     "torch_norm": _h_torch_norm, "dist": _h_dist, "cdist": _h_cdist, "pairwise_distance": _h_pairwise_distance,
     "logit": _h_logit, "masked_fill": _h_masked_fill, "tuple": _h_tuple, "cumulative": _h_cumulative,

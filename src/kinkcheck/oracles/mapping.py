@@ -9,8 +9,8 @@ program built from mapped functions has an oracle without a hand-written ``sympy
 What each framework function means is one table, :data:`TABLE`, gathered from the framework folders' rows
 (``frameworks/<name>/mapping.py``, written with :mod:`kinkcheck.oracles.rows`): canonical dotted name (``torch.clamp``,
 ``torch.nn.functional.relu``, ``jax.numpy.clip``; a tensor method as ``torch.Tensor.clamp`` /
-``jax.Array.max``) → :class:`Entry` (the framework's signature, with its defaults, so positional and
-keyword spellings bind alike; a kind; a form). Kinds:
+``jax.Array.max`` / ``tinygrad.Tensor.clip``, :data:`METHOD_PREFIXES`) → :class:`Entry` (the framework's
+signature, with its defaults, so positional and keyword spellings bind alike; a kind; a form). Kinds:
 
 * ``"elementwise"``: the form is a scalar expression over the parameter names in the sympy language of the
   catalog's ``sympy`` fields (``"Min(Max(input, min), max)"``), evaluated per element after broadcasting
@@ -49,7 +49,7 @@ from kinkcheck.oracles.values import (
     _reduce, _static_index, _static_int, _tensorish, _vec, _write,
 )
 
-__all__ = ["CONSTANTS", "TABLE", "Entry", "SympyForm", "Unmapped", "mapped_names", "sympy_form"]
+__all__ = ["CONSTANTS", "TABLE", "Entry", "SympyForm", "Unmapped", "call_form", "mapped_names", "sympy_form"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,11 @@ CONSTANTS: dict[str, Any] = {k: v if v.startswith("dtype:") else sympy.sympify(v
 #: the table lacks (``pt.switch``) stays unmapped.
 NUMPY_CLONES: dict[str, str] = {k: v for m in _ROWS for k, v in getattr(m, "CLONES", {}).items()}
 
+#: Framework → the prefix its tensor methods' rows are named under (a framework folder's ``METHODS``:
+#: ``{"tinygrad": "tinygrad.Tensor"}``), so ``x.clip(0)`` in a tinygrad program reads the row
+#: ``tinygrad.Tensor.clip``. torch's and jax's are ``torch.Tensor`` and ``jax.Array``.
+METHOD_PREFIXES: dict[str, str] = {k: v for m in _ROWS for k, v in getattr(m, "METHODS", {}).items()}
+
 #: Decompositions whose factors map only in a reconstruction of the matrix (``U diag(S) V^T``, ``Q diag(L) Q^T``):
 #: name -> (kind, the names of the returned factors in order, with None for one no reconstruction uses); a
 #: framework folder's ``DECOMPOSITIONS``. A singular vector or eigenvector alone has no form (at a repeated value it
@@ -132,7 +137,8 @@ def mapped_names() -> tuple[str, ...]:
 # --------------------------------------------------------------------------- the walk
 
 
-def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Sequence[str] | None = None) -> SympyForm:
+def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Sequence[str] | None = None,
+               site_hook: Any = None) -> SympyForm:
     """The sympy expression a framework program computes, at a point.
 
     Parameters
@@ -145,6 +151,10 @@ def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Seq
         ``"torch"`` or ``"jax"``: which table rows a method (``x.max()``) and operators use.
     wrt : sequence of str, optional
         Differentiated inputs (default: all). The others, and their elements, become exact constants.
+    site_hook : callable, optional
+        Called in place of each mapped call as ``site_hook(name, args, kwargs, ctx)`` (the call's canonical name,
+        its evaluated arguments); it returns the call's value. :mod:`kinkcheck.rules.graph` cuts a program at its
+        calls with it. Default: each call's form is computed in place.
 
     Returns
     -------
@@ -164,7 +174,7 @@ def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Seq
         raise ex.ExprError(f"--wrt names {', '.join(map(repr, unknown))}, not an input (inputs: {', '.join(at)})")
     syms: list[sympy.Symbol] = []
     vals: list[sympy.Expr] = []
-    ctx = _Ctx(framework)
+    ctx = _Ctx(framework, site_hook=site_hook)
     for name, value in at.items():
         ctx.inputs[name] = _input_array(name, value, name in names, syms, vals)
     ctx.point.update(zip(syms, vals))
@@ -244,16 +254,25 @@ def _input_array(name: str, value: Any, differentiated: bool, syms: list[sympy.S
 
 
 def _canonical(framework: str, method: str) -> str:
-    """The table name of a tensor method: ``torch.Tensor.max``, ``jax.Array.max``; another framework's tensor
-    methods are not in the table (their semantics are its own)."""
-    prefix = {"torch": "torch.Tensor", "jax": "jax.Array"}.get(framework)
+    """The table name of a tensor method: ``torch.Tensor.max``, ``jax.Array.max``, ``tinygrad.Tensor.clip``
+    (:data:`METHOD_PREFIXES`). torch's and jax's methods are named so whether or not the table maps them (their
+    census lists every method); another framework's method maps only where its rows name it, with that
+    framework's own documented signature, and any other is ``<framework> tensor method .<name>`` (its semantics
+    are its own, not torch's method of the same name)."""
+    prefix = METHOD_PREFIXES.get(framework)
     if prefix is None:
         raise Unmapped(f"{framework} tensor method .{method}")
-    return f"{prefix}.{method}"
+    name = f"{prefix}.{method}"
+    if framework not in ("torch", "jax") and name not in TABLE:
+        raise Unmapped(f"{framework} tensor method .{method}")
+    return name
 
 
 def _table_name(dotted: str) -> str:
-    """``dotted`` with a NumPy-clone prefix (:data:`NUMPY_CLONES`) read as ``jax.numpy.``'s."""
+    """``dotted`` with a NumPy-clone prefix (:data:`NUMPY_CLONES`) read as ``jax.numpy.``'s, unless the clone's own
+    rows name it (``pytensor.tensor.switch``, which NumPy lacks)."""
+    if dotted in TABLE or dotted in CONSTANTS:
+        return dotted
     for prefix, same in NUMPY_CLONES.items():
         if dotted.startswith(prefix):
             return same + dotted[len(prefix):]
@@ -326,7 +345,10 @@ def _eval(n: ex.Node, ctx: _Ctx) -> Any:
         else:
             raise Unmapped("a call of a computed value")
         kwargs = {k: _eval(v, ctx) for k, v in n.kwargs}
-        return _call(name, args, kwargs, ctx)
+        if ctx.site_hook is None:
+            return _call(name, args, kwargs, ctx)
+        ctx.spelled = n.func.dotted if isinstance(n.func, ex.Name) else name  # the program's own name of the call
+        return ctx.site_hook(name, args, kwargs, ctx)
     if isinstance(n, ex.Attr):
         value = _eval(n.value, ctx)
         if isinstance(value, _Decomposition):
@@ -454,6 +476,12 @@ def _bind(name: str, entry: Entry, args: list[Any], kwargs: dict[str, Any]) -> d
         raise Unmapped(name, f"arguments do not bind ({err})") from None
     bound.apply_defaults()
     return dict(bound.arguments)
+
+
+def call_form(name: str, args: list[Any], kwargs: dict[str, Any], ctx: _Ctx) -> Any:
+    """The value of one mapped call (``name`` in :data:`TABLE`) on evaluated arguments: what a ``site_hook`` of
+    :func:`sympy_form` computes in the call's place."""
+    return _call(name, args, kwargs, ctx)
 
 
 def _call(name: str, args: list[Any], kwargs: dict[str, Any], ctx: _Ctx) -> Any:

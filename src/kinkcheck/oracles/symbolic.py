@@ -427,7 +427,7 @@ def _not_judged(case_id: str, components: tuple[str, ...], tie: bool, reason: st
 
 
 def analyze_expression(f: sympy.Expr, symbols: Sequence[sympy.Symbol], point: Sequence[sympy.Expr], *,
-                       case_id: str = "expression", tie: bool = False) -> OracleResult:
+                       case_id: str = "expression", tie: bool = False, sympy_diff: bool = True) -> OracleResult:
     """Judge a scalar sympy expression at a point: its kind, one-sided derivatives, limiting gradients,
     Clarke set and minimum-norm element, and whether it is locally Lipschitz there.
 
@@ -444,6 +444,10 @@ def analyze_expression(f: sympy.Expr, symbols: Sequence[sympy.Symbol], point: Se
     case_id : str
     tie : bool
         Copied to the result (the kink is a tie, so tie labels apply).
+    sympy_diff : bool
+        Also work out sympy's own value of the derivative at the point (``OracleResult.sympy_diff``, a convention
+        the report shows); False leaves it None (the rules' local oracle needs no convention of sympy's, and on a
+        large order statistic it costs seconds).
 
     Returns
     -------
@@ -485,7 +489,7 @@ def analyze_expression(f: sympy.Expr, symbols: Sequence[sympy.Symbol], point: Se
         if extra:
             return _not_judged(case_id, components, tie,
                                f"not judged: {', '.join(extra)} in the expression are not among the inputs")
-        return _analyze(f, syms, pt, case_id, tie)
+        return _analyze(f, syms, pt, case_id, tie, sympy_diff)
     except OracleError as err:
         return _not_judged(case_id, components, tie, f"not judged: {err}")
     except _SYMPY_FAILURES as err:  # sympy's own failures, never a traceback in a report
@@ -509,7 +513,7 @@ def _embed(d: tuple[int, ...], finite: Sequence[int], n: int) -> tuple[int, ...]
 
 
 def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.Expr, ...], case_id: str,
-             tie: bool) -> OracleResult:
+             tie: bool, with_sympy_diff: bool = True) -> OracleResult:
     n = len(syms)
     components = tuple(s.name for s in syms)
     original = f.xreplace({v: _exact_float(v) for v in f.atoms(sympy.Float)})
@@ -521,7 +525,7 @@ def _analyze(f: sympy.Expr, syms: tuple[sympy.Symbol, ...], point: tuple[sympy.E
             else ((0,) * n,))
     probes = {d: _probe(f, syms, point, d, scale) for d in dirs}
     refined = _refine(f, syms, point, scale, probes) if n >= 2 and not at_infinity else None
-    sympy_diff, notes = _sympy_diff(original, syms, point)
+    sympy_diff, notes = _sympy_diff(original, syms, point) if with_sympy_diff else ((None,) * n, [])
     if refined is not None:
         notes.append(refined)
     defined = [p for p in probes.values() if p is not None]

@@ -117,6 +117,12 @@ class _Ctx:
     framework: str
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     point: dict[sympy.Symbol, sympy.Expr] = field(default_factory=dict)  # the differentiated inputs' values
+    #: called in place of each mapped call, ``(name, args, kwargs, ctx) -> value`` (:mod:`kinkcheck.rules.graph`
+    #: cuts a program at its calls with it); None: the call's form is computed in place
+    site_hook: Any = None
+    #: the program's own spelling of the call a ``site_hook`` is given (``mlx.core.maximum``, not the NumPy-clone
+    #: row ``jax.numpy.maximum`` that computes it)
+    spelled: str = ""
 
 
 def _is_bool(e: Any) -> bool:

@@ -183,12 +183,15 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
         from kinkcheck.report.plots import kink_hits_svg
 
         plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
-    blobs = {"observations.parquet": parquet, **pages, **sections, **plots,
+    from kinkcheck.rules import render as render_rules
+
+    rules = render_rules(parquet, catalog)  # the rules inferred from these observations, and their validation
+    blobs = {"observations.parquet": parquet, **pages, **sections, **plots, **rules,
              "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
     return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
-                                    *sections, *plots, *pages)]
+                                    *sections, *plots, *rules, *pages)]
 
 
 def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:

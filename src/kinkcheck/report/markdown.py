@@ -187,12 +187,16 @@ def render_operation_pages(report: Report, pages: Sequence[Any]) -> dict[str, st
     return {p.file: _ended(template.render(**g, page=p)) for p in pages}
 
 
-def render_site_index(report: Report, pages: Sequence[Any]) -> str:
-    """The site's first page: the counts, how to search, and every operation with its kink and the releases
-    where a program calling it changed convention (:func:`render_operation_pages`)."""
+def render_site_index(report: Report, pages: Sequence[Any], rules: Any = None) -> str:
+    """The site's first page: the counts, how to search, the rules table (``rules``: the rules file's document,
+    :mod:`kinkcheck.rules.page`; none when the report has no rules file), and every operation's page, folded, with
+    its kink and the releases where a program calling it changed convention (:func:`render_operation_pages`)."""
+    from kinkcheck.rules.page import front_table
+
     g = _globals(report, None)
     groups: dict[str, list[Any]] = {}
     for p in pages:
         groups.setdefault(p.framework, []).append(p)
+    table = "\n".join(front_table(rules, report.index.frameworks())) if rules is not None else None
     return _ended(_template("site-index.md.j2").render(**g, frameworks=report.index.frameworks(),
-                                                       operations=list(groups.items())))
+                                                       operations=list(groups.items()), rules_table=table))

@@ -244,6 +244,7 @@ markdown_extensions:
 nav:
   - Home: index.md
   - Report: report/conventions.md
+  - Rules: report/rules.md
   - Guide:
 {guide}
 not_in_nav: |
@@ -284,7 +285,15 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
     src = out / "docs"
     (src / "report" / "cases").mkdir(parents=True)
     pages = operation_pages(report)
-    (src / "index.md").write_text(render_site_index(report, pages), encoding="utf-8")
+    rules = None
+    if (report_dir / "rules.json.gz").is_file():
+        from kinkcheck.rules import doc
+
+        try:
+            rules = doc.load(report_dir / doc.FILE)
+        except doc.RulesUnreadable as err:
+            raise SiteError(str(err)) from None
+    (src / "index.md").write_text(render_site_index(report, pages, rules), encoding="utf-8")
     for name, text in render_operation_pages(report, pages).items():
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_text(text, encoding="utf-8")

@@ -12,6 +12,9 @@ from kinkcheck.oracles.rows import (
 #: ``jax.numpy.inf``, ``jax.numpy.pi``, ``jax.numpy.float64``…
 CONSTANTS = constants("jax.numpy")
 
+#: Tensor methods are rows named ``jax.Array.<method>`` (:data:`kinkcheck.oracles.mapping.METHOD_PREFIXES`).
+METHODS = {"jax": "jax.Array"}
+
 #: Decompositions whose factors map in a reconstruction (:data:`kinkcheck.oracles.mapping.DECOMPOSITIONS`).
 DECOMPOSITIONS = {"jax.numpy.linalg.svd": ("svd", ("U", "S", "Vh")), "jax.numpy.linalg.eigh": ("eigh", ("L", "Q"))}
 

@@ -11,6 +11,9 @@ from kinkcheck.oracles.rows import (
 #: ``torch.inf``, ``torch.pi``, ``torch.float64``…
 CONSTANTS = constants("torch")
 
+#: Tensor methods are rows named ``torch.Tensor.<method>`` (:data:`kinkcheck.oracles.mapping.METHOD_PREFIXES`).
+METHODS = {"torch": "torch.Tensor"}
+
 #: Decompositions whose factors map in a reconstruction (:data:`kinkcheck.oracles.mapping.DECOMPOSITIONS`).
 DECOMPOSITIONS = {"torch.linalg.svd": ("svd", ("U", "S", "Vh")), "torch.svd": ("svd", ("U", "S", "V")),
                   "torch.linalg.eigh": ("eigh", ("L", "Q"))}

@@ -1,0 +1,92 @@
+"""The rules: what each operation returns at its kinks, inferred from every measurement, and the prediction of
+any program by the chain rule AD applies.
+
+* :mod:`kinkcheck.rules.graph` cuts a program at its calls (each call's local form over its own arguments);
+* :mod:`kinkcheck.rules.local` says where a local form sits at its kink, the kind of kink, and what each rule
+  label names there (the project's oracle on the local form);
+* :mod:`kinkcheck.rules.chain` is reverse mode's chain rule over the cut program, with a chooser at each kink;
+* :mod:`kinkcheck.rules.infer` infers the rules from the observations table, keeping evidence and
+  counter-examples; :mod:`kinkcheck.rules.predict` predicts a program from them;
+* :mod:`kinkcheck.rules.validate` leaves one case out and compares every prediction with the measured cell;
+* :mod:`kinkcheck.rules.store` writes and reads ``rules.json.gz`` beside the report.
+
+Sources of the approach: Bolte & Pauwels, "A mathematical model for automatic differentiation in machine
+learning", NeurIPS 2020 (conservative fields: what AD's chain rule returns is the composition of its
+primitives' choices); Lee, Yu, Rival & Yang, "On correctness of automatic differentiation for non-differentiable
+functions", NeurIPS 2020 (intensional derivatives). docs/rules.md explains the rules, their limits and the
+validation figures.
+
+Only sympy, NumPy, pyarrow and the project's oracle; no framework is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = ["COLUMNS", "PAGE", "from_table", "render", "rows"]
+
+#: The rules page beside ``conventions.md``.
+PAGE = "rules.md"
+
+#: The observation columns the rules read.
+COLUMNS = ("case", "program", "framework", "framework_version", "device", "environment", "mode", "dtype", "status",
+           "value")
+
+
+def rows(table: Any) -> Iterator[dict[str, Any]]:
+    """The first-order, measured rows of an observations table (a ``pyarrow.Table`` with :data:`COLUMNS`)."""
+    import pyarrow.compute as pc
+
+    from kinkcheck.vocabulary import GRADIENT_MODES
+
+    keep = pc.and_(pc.equal(table["status"], "ok"), pc.is_in(table["mode"], value_set=_array(GRADIENT_MODES)))
+    t = table.select(list(COLUMNS)).filter(keep)
+    cols = [t.column(c).to_pylist() for c in COLUMNS]
+    for values in zip(*cols):
+        yield dict(zip(COLUMNS, values))
+
+
+def _array(values: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.array(list(values), pa.string())
+
+
+def from_table(table: Any, catalog: Any) -> tuple[Any, Any]:
+    """Infer the rules from an observations table and validate them by leaving one case out:
+    ``(RuleBook, Validation)``."""
+    from kinkcheck.rules.infer import infer
+    from kinkcheck.rules.validate import validate
+
+    book = infer(rows(table), catalog)
+    return book, validate(book, rows(table))
+
+
+def environments(table: Any) -> Mapping[str, Mapping[str, str]]:
+    """Environment → framework, version, device (for the rules file)."""
+    t = table.select(["environment", "framework", "framework_version", "device"]).group_by(
+        ["environment", "framework", "framework_version", "device"]).aggregate([])
+    return {r["environment"]: {"framework": r["framework"], "version": r["framework_version"], "device": r["device"]}
+            for r in t.to_pylist()}
+
+
+def render(parquet: bytes, catalog: Any) -> dict[str, bytes]:
+    """The rules' files of a report set, from its observations table's bytes: ``rules.json.gz`` (the rules, their
+    evidence and the leave-one-case-out validation) and ``rules.md`` (the page)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck.registry import REGISTRY
+    from kinkcheck.rules import store
+    from kinkcheck.rules.page import render_page
+
+    table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
+    book, validation = from_table(table, catalog)
+    blob = store.to_json(book, validation.as_dict(), environments(table))
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(blob))
+    return {store.FILE: blob, PAGE: render_page(doc, list(REGISTRY)).encode("utf-8")}

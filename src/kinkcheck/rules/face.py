@@ -1,0 +1,92 @@
+"""``kinkcheck rules [OPERATION] [--framework F] [--json]``: the rules table, or one operation's rules with their
+changes over releases, evidence and counter-examples (read from ``rules.json.gz`` beside the report)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kinkcheck.errors import UsageError
+from kinkcheck.rules import store
+from kinkcheck.rules.page import cell_text, rule_rows
+
+__all__ = ["command", "rules_path"]
+
+
+def rules_path(report: str | Path | None = None) -> Path:
+    """``rules.json.gz`` beside the report the faces read (``--report``, ``$KINKCHECK_REPORTS``, ``./reports``, the
+    package's data)."""
+    from kinkcheck.query import LookupFailed, data_path, default_report
+
+    if report is not None:
+        p = Path(report)
+        return p / store.FILE if p.is_dir() else p.with_name(store.FILE)
+    local = default_report()
+    if local.parent.joinpath(store.FILE).is_file() or os.environ.get("KINKCHECK_REPORTS"):
+        return local.parent / store.FILE
+    try:
+        return data_path(store.FILE)
+    except LookupFailed:
+        return local.parent / store.FILE
+
+
+def load(report: str | Path | None = None) -> dict[str, Any]:
+    """The rules document, or a :class:`~kinkcheck.errors.UsageError` in one line."""
+    try:
+        return store.load(rules_path(report))
+    except store.RulesUnreadable as err:
+        raise UsageError(str(err)) from None
+
+
+def command(args: Any) -> int:
+    doc = load(args.report)
+    known = sorted({r["framework"] for r in doc["rules"]})
+    if args.framework is not None and args.framework not in known:
+        raise UsageError(f"no rules for framework {args.framework!r} (frameworks with rules: {', '.join(known)})")
+    rows = rule_rows(doc, framework=args.framework, operation=args.operation)
+    if args.operation is not None and not rows:
+        import difflib
+
+        names = sorted({r["operation"] for r in doc["rules"]} | {r["family"] for r in doc["rules"]})
+        close = difflib.get_close_matches(args.operation, names, n=5, cutoff=0.5)
+        hint = f" (close: {', '.join(close)})" if close else " (`kinkcheck rules` lists every operation)"
+        raise UsageError(f"no rule for {args.operation!r}{hint}")
+    by_key = {(r["framework"], r["operation"], r["kind"]): r for r in doc["rules"]}
+    if args.json:
+        out = []
+        for h in rows:
+            r = by_key[(h.framework, h.operation, h.kind)]
+            out.append({"framework": h.framework, "operation": h.operation, "kind": h.kind, "family": h.family,
+                        "newest": None if h.newest is None else {"release": h.newest[0], "labels": list(h.newest[1])},
+                        "since": h.since,
+                        "changes": [{"release": v, "labels": list(lab)} for v, lab in h.changes()],
+                        "evidence": r["programs"], "counterexamples": len(r["counterexamples"]),
+                        "slice": {"mode": "reverse", "dtype": "float64", "device": "cpu"}})
+        print(json.dumps({"rules": out}, indent=1))
+        return 0
+    if args.operation is None:
+        print("rules in each framework's newest release (reverse mode, float64, CPU); `kinkcheck rules OPERATION` "
+              "for one operation's changes and evidence")
+        for h in rows:
+            mark = f"  [{h.counterexamples} counter-example cells]" if h.counterexamples else ""
+            print(f"{h.family:<22} {h.kind:<34} {h.framework:<10} {h.operation:<44} {cell_text(h)}{mark}")
+        return 0
+    for h in rows:
+        r = by_key[(h.framework, h.operation, h.kind)]
+        print(f"{h.operation} ({h.framework}) at {h.kind}")
+        for v, labels in h.changes():
+            print(f"  from {v}: {'/'.join(labels)}")
+        if not h.changes():
+            print("  no evidence in reverse mode, float64, CPU (other modes and dtypes: --json, rules.json.gz)")
+        progs = r["programs"]
+        print(f"  evidence: {len(progs)} programs, e.g. " + "; ".join(f"{c}: {p}" for c, p in progs[:3]))
+        if r["counterexamples"]:
+            cells = doc["cells"]
+            print(f"  counter-examples: {len(r['counterexamples'])} cells, e.g.")
+            for c in r["counterexamples"][:3]:
+                env, mode, dtype = cells[c[0]]
+                print(f"    {c[1]}: {c[2]} in {env} {mode} {dtype} gave {c[3]}")
+        print(f"  cite: kinkcheck rule {h.operation}@{h.kind.replace(' ', '-')}")
+    return 0

@@ -1,0 +1,225 @@
+"""The rules page (``rules.md`` beside ``conventions.md``) and the rules table the ``rules`` command prints, from
+the rules file's document (:func:`kinkcheck.rules.store.load`): one row per operation family and kind of
+kink, one column per framework, each cell the rule in the framework's newest release (reverse mode, float64,
+CPU) and the release where it last changed; the leave-one-case-out figures; every program predicted wrong.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["History", "front_table", "history", "render_page", "rule_rows"]
+
+#: The slice a rule's headline is stated for.
+HEADLINE = ("reverse", "float64", "cpu")
+
+#: Most misses the page lists (the rest are in ``rules.json.gz``: the page stays under the site's page limit).
+MAX_MISSES = 150
+
+
+def _version_key(v: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(v), v)
+    except InvalidVersion:
+        return (1, None, v)
+
+
+@dataclass(frozen=True)
+class History:
+    """A rule's labels over the releases of its framework (one mode, dtype, device)."""
+
+    framework: str
+    operation: str
+    kind: str
+    family: str
+    #: (release, labels) oldest first; labels () where that release measured no evidence
+    releases: tuple[tuple[str, tuple[str, ...]], ...]
+    counterexamples: int
+
+    @property
+    def newest(self) -> tuple[str, tuple[str, ...]] | None:
+        measured = [r for r in self.releases if r[1]]
+        return measured[-1] if measured else None
+
+    @property
+    def since(self) -> str | None:
+        """The oldest release of the newest run of equal labels, when an older release differs; None when every
+        measured release agrees."""
+        measured = [r for r in self.releases if r[1]]
+        if not measured:
+            return None
+        last = measured[-1][1]
+        i = len(measured) - 1
+        while i > 0 and measured[i - 1][1] == last:
+            i -= 1
+        return measured[i][0] if i > 0 else None
+
+    def changes(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(first release, labels) of each run of equal labels, oldest first."""
+        out: list[tuple[str, tuple[str, ...]]] = []
+        for release, labels in self.releases:
+            if labels and (not out or out[-1][1] != labels):
+                out.append((release, labels))
+        return out
+
+
+def plain(env: str, e: Mapping[str, Any]) -> bool:
+    """Whether an environment is its release's plain one on its device (``torch-2.15.0-cpu``), not a platform or
+    ISA variant of it (``torch-2.15.0-cpu-linux_x86_64_v2``, ``…-macos_arm64``): a rule's history reads those."""
+    return env == f"{e.get('framework')}-{e.get('version')}-{e.get('device')}"
+
+
+def history(doc: Mapping[str, Any], rule: Mapping[str, Any], mode: str = "reverse", dtype: str = "float64",
+            device: str = "cpu") -> History:
+    """The labels of one rule (a ``rules`` entry of the document) over its framework's releases."""
+    cells = doc["cells"]
+    envs = doc["environments"]
+    per_release: dict[str, tuple[str, ...]] = {}
+    for labels, idx in rule["labels"].items():
+        for i in idx:
+            env, m, d = cells[i]
+            e = envs.get(env, {})
+            if m == mode and d == dtype and e.get("device") == device and plain(env, e):
+                per_release[e.get("version", env)] = tuple(labels.split()) if labels != "-" else ()
+    versions = sorted({e["version"] for e in envs.values() if e.get("framework") == rule["framework"]
+                       and e.get("device") == device}, key=_version_key)
+    return History(rule["framework"], rule["operation"], rule["kind"], rule["family"],
+                   tuple((v, per_release.get(v, ())) for v in versions), len(rule["counterexamples"]))
+
+
+def rule_rows(doc: Mapping[str, Any], *, framework: str | None = None, operation: str | None = None) -> list[History]:
+    """Every rule's history, filtered, in (family, kind, framework, operation) order."""
+    out = []
+    for r in doc["rules"]:
+        if framework is not None and r["framework"] != framework:
+            continue
+        if operation is not None and operation not in (r["operation"], r["family"]) and \
+                not r["operation"].endswith("." + operation):
+            continue
+        out.append(history(doc, r))
+    return sorted(out, key=lambda h: (h.family, h.kind, h.framework, h.operation))
+
+
+def cell_text(h: History) -> str:
+    """``left (since 2.14.1)``, ``left``, or ``—`` when the newest CPU release measured no evidence."""
+    newest = h.newest
+    if newest is None:
+        return "—"
+    text = "/".join(newest[1])
+    return f"{text} (since {h.since})" if h.since else text
+
+
+def _short(op: str) -> str:
+    """``torch.linalg.vector_norm(ord=2.0)`` → ``vector_norm(ord=2.0)``: the last name, with its overload."""
+    base, paren, rest = op.partition("(")
+    return base.rsplit(".", 1)[-1] + paren + rest
+
+
+def render_page(doc: Mapping[str, Any], frameworks: Sequence[str]) -> str:
+    """The rules page's Markdown."""
+    lines: list[str] = []
+    val = doc["validation"]
+    rules = rule_rows(doc)
+    lines += [
+        "# Rules: what each operation does at its kinks",
+        "",
+        "Inferred from every measured cell where one operation alone sits at its kink, and used to predict any "
+        "program by the chain rule AD applies (docs/rules.md). A rule's **labels** name the value its operation "
+        "returns there: `left`/`right` (a one-sided derivative), `left-piece`/`right-piece` (a piece's slope at "
+        "a jump), `first`/`last` (the earliest/latest tied argument), `split-even` (a tie shared evenly), "
+        "`min-norm` (the minimum-norm element of the Clarke generalized gradient), `mean`, `zero`. Labels its "
+        "evidence does not tell apart are listed together (`left/min-norm/zero`: relu's 0 at 0 is all three). "
+        "Every rule's evidence cells and counter-examples are in `rules.json.gz`; `kinkcheck rules OPERATION` "
+        "prints one.",
+        "",
+        f"{len(rules)} rules over {len({(h.framework, h.operation) for h in rules})} operations of "
+        f"{len({h.framework for h in rules})} frameworks; "
+        f"{sum(1 for h in rules if h.counterexamples)} have counter-examples.",
+        "",
+        "What the catalog's programs give the rules (a program is evidence when one operation alone sits at its "
+        "kink; the others say why not): " + "; ".join(
+            f"{n} {reason}" for reason, n in sorted(val.get("programs", {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        ) + ".",
+        "",
+        "## How well the rules predict what was measured (leave one case out)",
+        "",
+        "Each case's programs predicted from rules inferred without that case, compared with every measured "
+        "cell. *Headline*: float64, reverse mode, CPU. *Programs of two or more calls*: how many are predicted in "
+        "every headline cell.",
+        "",
+        "| framework | headline: right / predicted / cells | all first-order cells: right / predicted / cells | "
+        "programs of ≥ 2 calls predicted everywhere |",
+        "|---|---|---|---|",
+    ]
+    tot = defaultdict(int)
+    for fw in frameworks:
+        h = val["headline"].get(fw)
+        a = val["by_framework"].get(fw)
+        mc = val["multi_call"].get(fw, {"programs": 0, "predicted_everywhere": 0})
+        if h is None and a is None:
+            continue
+        h = h or {"cells": 0, "predicted": 0, "right": 0}
+        a = a or {"cells": 0, "predicted": 0, "right": 0}
+        for k in ("cells", "predicted", "right"):
+            tot["h" + k] += h[k]
+            tot["a" + k] += a[k]
+        tot["mp"] += mc["programs"]
+        tot["me"] += mc["predicted_everywhere"]
+        lines.append(f"| {fw} | {_ratio(h)} | {_ratio(a)} | {mc['predicted_everywhere']} / {mc['programs']} |")
+    lines.append(f"| **all** | {_ratio({k: tot['h' + k] for k in ('cells', 'predicted', 'right')})} | "
+                 f"{_ratio({k: tot['a' + k] for k in ('cells', 'predicted', 'right')})} | {tot['me']} / {tot['mp']} |")
+    lines += ["", "Why headline cells were not predicted (count):", ""]
+    for reason, n in sorted(val["not_predicted"].items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
+        lines.append(f"- {n}: {reason}")
+    lines += ["", "## The rules in each framework's newest release (reverse mode, float64, CPU)", "",
+              "Each cell: the operation (short name) and its rule; *since R*: the release where it last changed.",
+              "", *front_table(doc, frameworks)]
+    misses = val["misses"]
+    lines += ["", f"## Programs predicted wrong ({len(misses)})", "",
+              "The measured value is not what the program's operations' rules compose to: a fused kernel, a "
+              "compiler's decomposition, a custom VJP, or a rule that depends on more than the kind of kink. "
+              f"The first {MAX_MISSES} (by case) are listed; all are in `rules.json.gz`.", "",
+              "| case | framework | program | mode, dtype | measured | predicted | rules used | first release | cells |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for m in misses[:MAX_MISSES]:
+        lines.append(f"| {m['case']} | {m['framework']} | `{_cell(m['program'])}` | {m['mode']}, {m['dtype']} | "
+                     f"{_vec(m['measured'])} | {_vec(m['predicted'])} | {_cell(m['rules'])} | {m['first_release']} | "
+                     f"{len(m['environments'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def front_table(doc: Mapping[str, Any], frameworks: Sequence[str]) -> list[str]:
+    """The rules table's Markdown lines: one row per operation family and kind of kink, one column per framework,
+    each cell its operations' rules in the newest release and the release where each last changed."""
+    frameworks = [fw for fw in frameworks if any(r["framework"] == fw for r in doc["rules"])]
+    lines = ["| family | kind of kink | " + " | ".join(frameworks) + " |", "|---|---|" + "---|" * len(frameworks)]
+    rows: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for h in rule_rows(doc):
+        rows[(h.family, h.kind)][h.framework].append(f"`{_short(h.operation)}` {cell_text(h)}")
+    for (fam, kind), cols in sorted(rows.items()):
+        lines.append(f"| {fam} | {kind} | " + " | ".join("<br>".join(cols.get(fw, [])) or "—" for fw in frameworks)
+                     + " |")
+    return lines
+
+
+def _ratio(t: Mapping[str, int]) -> str:
+    if not t["cells"]:
+        return "—"
+    right = 100 * t["right"] / t["predicted"] if t["predicted"] else 0.0
+    return f"{t['right']:,} / {t['predicted']:,} / {t['cells']:,} ({right:.1f} % right, " \
+           f"{100 * t['predicted'] / t['cells']:.1f} % predicted)"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _vec(v: Sequence[Any]) -> str:
+    from kinkcheck.decimals import decimal, decimal_vector
+
+    return decimal_vector(v) if len(v) != 1 else decimal(v[0])
