@@ -136,3 +136,36 @@ def test_clamps_history_in_the_committed_rules(committed) -> None:
     h = history(committed, rule)
     assert h.since == "2.14.1", f"torch.clamp at its upper bound last changed in 2.14.1, not {h.since}"
     assert h.changes()[0][1][0] == "left", h.changes()
+
+
+def test_evidence_that_contradicts_itself_gives_no_rule() -> None:
+    """hardshrink at 0.5 fits right-piece and at -0.5 left-piece: no label fits both, so there is no rule there
+    (not both labels as if the evidence could not tell them apart), and every cell is a counter-example."""
+    from kinkcheck.rules.infer import Evidence, Rule
+
+    cell = Cell("paddle-3.1.1-cpu", "reverse", "float64")
+    rule = Rule("paddle", "paddle.nn.functional.hardshrink", "a jump", {cell: [
+        Evidence("hardshrink@0.5", "p", (1.0,), frozenset({"right-piece", "piece-at-point"})),
+        Evidence("hardshrink@-0.5", "p", (1.0,), frozenset({"left-piece", "piece-at-point"})),
+    ]})
+    assert rule.labels(cell) == ("piece-at-point",), "the label both cells fit is the rule"
+    rule2 = Rule("paddle", "op", "a jump", {cell: [
+        Evidence("a@1", "p", (1.0,), frozenset({"right-piece"})),
+        Evidence("a@2", "p", (0.0,), frozenset({"left-piece"})),
+    ]})
+    assert rule2.labels(cell) == (), f"two label sets, equally supported: no rule, got {rule2.labels(cell)}"
+    assert len(rule2.counterexamples(cell)) == 2, "every cell of a contradicted rule is a counter-example"
+    assert rule2.labels(cell, without="a@2") == ("right-piece",), "leaving one case out leaves the other's rule"
+
+
+def test_a_malformed_rules_file_is_one_line(tmp_path) -> None:
+    for doc, why in (({"schema": store.SCHEMA}, "no cells"),
+                     ({"schema": store.SCHEMA, "cells": [["e", "reverse", "float64"]], "environments": {},
+                       "rules": [{"framework": "torch"}], "validation": {}}, "rule 0 lacks"),
+                     ({"schema": store.SCHEMA, "cells": [], "environments": {}, "validation": {},
+                       "rules": [{"framework": "t", "operation": "o", "kind": "k", "family": "f", "programs": [],
+                                  "labels": {"left": [3]}, "counterexamples": []}]}, "names a cell")):
+        path = tmp_path / store.FILE
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        with pytest.raises(store.RulesUnreadable, match=why):
+            store.read(path)

@@ -119,3 +119,12 @@ def test_grad_prints_the_prediction_of_its_release(tmp_path) -> None:
         pytest.skip(f"the rules file holds no torch {release}: {line}")
     assert "not measured" in line and ": 0 (torch.nn.functional.relu at max at a bound" in line, line
     assert "note: the measured value is not what the rules predict" not in r.stdout, r.stdout
+
+
+def test_rules_command_refuses_a_missing_report_in_one_line(tmp_path) -> None:
+    r = _kinkcheck("rules", "--report", str(tmp_path / "nothing-here"), cwd=tmp_path)
+    assert r.returncode == 2 and "no such folder or file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    if not RULES.is_file():
+        return
+    r = _kinkcheck("rules", "torch.clamp", "--framework", "jax", "--report", str(RULES.parent), cwd=tmp_path)
+    assert r.returncode == 2 and "in jax (it has rules in torch)" in r.stderr, r.stderr

@@ -926,5 +926,9 @@ def _prediction_differs(answer: Any, forecast: dict[str, Any], installed: str | 
                 continue
             got, want = flat_value(o.value), flat_value(p["value"])
             if not same_value(got, want, o.dtype):
-                out.append(f"{installed} {o.mode} {o.dtype}: measured {o.value} but the rules predict {p['value']}")
+                from kinkcheck.decimals import decimal_value
+
+                out.append(f"{installed} {o.mode} {o.dtype}: measured {decimal_value(o.value)} but the rules predict "
+                           f"{decimal_value(p['value'])} (the point may not be a kink in floating point, or the "
+                           "program is not the composition of its operations' rules: docs/rules.md)")
     return out

@@ -111,7 +111,7 @@ def _grad_prediction(args: argparse.Namespace, at: dict[str, Any], framework: st
 
     release = installed_release(framework)
     return answer.predictions(args.expr, at, framework, releases=[release] if release else [], modes=[args.mode],
-                              dtypes=[args.dtype], device=args.device, wrt=wrt or None)
+                              dtypes=[args.dtype], device=args.device, wrt=wrt or None, report=args.report)
 
 
 def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
@@ -132,8 +132,9 @@ def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
     except (TypeError, ValueError, AttributeError):
         return
     if not same:
-        print("note: the measured value is not what the rules predict: the program does something its operations' "
-              "rules do not compose to (a fused kernel, a custom VJP), or a rule depends on more than its kind of kink")
+        print("note: the measured value is not what the rules predict: the point may not be exactly a kink in "
+              "floating point, or the program does something its operations' rules do not compose to (a fused "
+              "kernel, a custom VJP), or a rule depends on more than its kind of kink (docs/rules.md)")
 
 
 def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: str) -> Any:

@@ -43,7 +43,7 @@ __all__ = ["PAGE_BUDGET", "OperationPage", "SiteError", "build_site", "main", "o
 #: The most bytes one page of the site may have (the issue's budget: every page interactive in ≤ 2 s).
 PAGE_BUDGET = 1_000_000
 #: The report files the site copies as they are (beside the Markdown pages): the data, the census plot.
-DATA_FILES = ("observations.parquet", "conventions.json.gz", "kinkhits.svg")
+DATA_FILES = ("observations.parquet", "conventions.json.gz", "rules.json.gz", "kinkhits.svg")
 
 
 class SiteError(ValueError):

@@ -75,13 +75,21 @@ def render(parquet: bytes, catalog: Any) -> dict[str, bytes]:
     """The rules' files of a report set, from its observations table's bytes: ``rules.json.gz`` (the rules, their
     evidence and the leave-one-case-out validation) and ``rules.md`` (the page)."""
     import io
+    import time
 
     import pyarrow.parquet as pq
 
     from kinkcheck.registry import REGISTRY
+
+    start = time.perf_counter()
     from kinkcheck.rules import store
     from kinkcheck.rules.page import render_page
 
+    key = _render_key(parquet, catalog)
+    cached = _cached_render(key)
+    if cached is not None:
+        SPENT.append(time.perf_counter() - start)
+        return cached
     table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
     book, validation = from_table(table, catalog)
     blob = store.to_json(book, validation.as_dict(), environments(table))
@@ -89,4 +97,59 @@ def render(parquet: bytes, catalog: Any) -> dict[str, bytes]:
     import json
 
     doc = json.loads(gzip.decompress(blob))
-    return {store.FILE: blob, PAGE: render_page(doc, list(REGISTRY)).encode("utf-8")}
+    out = {store.FILE: blob, PAGE: render_page(doc, list(REGISTRY)).encode("utf-8")}
+    _keep_render(key, out)
+    SPENT.append(time.perf_counter() - start)
+    return out
+
+
+def _render_key(parquet: bytes, catalog: Any) -> str:
+    """The rules' files depend on the observations, the catalog and the code of the rules, oracles and mapping."""
+    import hashlib
+    from pathlib import Path
+
+    from kinkcheck.rules.cached import code_digest
+
+    h = hashlib.sha256(parquet)
+    h.update(str(getattr(catalog, "hash", "")).encode())
+    h.update(code_digest().encode())
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):  # the page and the file's layout too
+        h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _cached_render(key: str) -> dict[str, bytes] | None:
+    """The rules' files of an earlier render of the same inputs (:mod:`kinkcheck.cache`, kind ``rules-render``);
+    None when there is none or it is damaged."""
+    import json
+
+    from kinkcheck.cache import read_cached
+    from kinkcheck.rules import store
+
+    raw = read_cached("rules-render", key)
+    if raw is None:
+        return None
+    try:
+        head, _, rest = raw.partition(b"\n")
+        sizes = json.loads(head)
+        blob, page = rest[:sizes[0]], rest[sizes[0]:sizes[0] + sizes[1]]
+        if len(blob) != sizes[0] or len(page) != sizes[1] or len(rest) != sizes[0] + sizes[1]:
+            return None
+    except (ValueError, TypeError, IndexError):
+        return None
+    return {store.FILE: blob, PAGE: page}
+
+
+def _keep_render(key: str, out: dict[str, bytes]) -> None:
+    import json
+
+    from kinkcheck.cache import write_cached
+    from kinkcheck.rules import store
+
+    blob, page = out[store.FILE], out[PAGE]
+    write_cached("rules-render", key, json.dumps([len(blob), len(page)]).encode() + b"\n" + blob + page)
+
+
+#: Seconds each :func:`render` of this process took (the benchmark reads the last one: the rules' share of a
+#: full render, measured inside that render).
+SPENT: list[float] = []

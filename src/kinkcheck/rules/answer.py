@@ -64,7 +64,10 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
         tree = ex.parse(expr, dict(at), FRAMEWORKS)
         graph = gr.build(tree, at, framework, wrt=wrt)
     except (Unmapped, ex.ExprError) as err:
-        out["reason"] = f"not predicted: {err}"
+        import re
+
+        why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # a --sympy form does not cut a program
+        out["reason"] = f"not predicted: {why} (the rules need each call's own form)"
         return out
     out["calls"] = [s.name for s in graph.sites]
     from kinkcheck.rules.page import _version_key, plain

@@ -21,7 +21,8 @@ import sympy
 
 from kinkcheck.rules.graph import Graph, Site
 from kinkcheck.rules.names import site_operation
-from kinkcheck.rules.local import LocalKink, bounded, kink_kind, local_oracle, nonsmooth_here
+from kinkcheck.rules.local import LocalKink, bounded, kink_kind, local_oracle
+from kinkcheck.rules.local import nonsmooth_here as _nonsmooth_here
 
 __all__ = ["Chooser", "NotPredicted", "Visit", "backward"]
 
@@ -46,7 +47,7 @@ class Visit:
     value: tuple[sympy.Expr, ...]
 
 
-def _d(e: sympy.Expr, s: sympy.Symbol, values: dict[sympy.Symbol, sympy.Expr], where: str) -> sympy.Expr:
+def _derivative(e: sympy.Expr, s: sympy.Symbol, values: dict[sympy.Symbol, sympy.Expr], where: str) -> sympy.Expr:
     """The derivative at the point as IEEE arithmetic has it: a finite real number, ±oo, or nan where the value is
     not real (``sqrt`` of a negative number: a framework's nan); an unsigned infinity (1/0) is not predicted."""
     out = sympy.diff(e, s).xreplace(values)
@@ -62,12 +63,6 @@ def _d(e: sympy.Expr, s: sympy.Symbol, values: dict[sympy.Symbol, sympy.Expr], w
     if not (out.is_number and out.is_finite and out.is_real):
         raise NotPredicted(f"the derivative of {where} is not finite at the point ({out})")
     return out
-
-
-def _smooth(e: sympy.Expr, values: dict[sympy.Symbol, sympy.Expr], where: str) -> None:
-    found = nonsmooth_here(e, values)
-    if found:
-        raise NotPredicted(f"a kink outside any call ({kink_kind(found)} in {where}): no operation's rule covers it")
 
 
 #: Most elements one call's kink may span (the exact Clarke set's minimum-norm element is combinatorial in it).
@@ -95,7 +90,7 @@ def _dead(site: Site, k: int, values: dict[sympy.Symbol, sympy.Expr], choose: Ch
     a kink the rule decides; where there is none and every value the oracle allows there is finite, 0."""
     form = site.forms[k]
     syms = tuple(s for s in site.slots if s in form.free_symbols)
-    found = nonsmooth_here(form, values)
+    found = _nonsmooth_here(form, values)
     if found:
         kink = LocalKink(form, syms, tuple(values[s] for s in syms), kink_kind(found))
         if len(syms) > MAX_LOCAL:
@@ -107,7 +102,7 @@ def _dead(site: Site, k: int, values: dict[sympy.Symbol, sympy.Expr], choose: Ch
                 return
             raise
     else:
-        grads = tuple(_d(form, a, values, site.name) for a in syms)
+        grads = tuple(_derivative(form, a, values, site.name) for a in syms)
     for a, g in zip(syms, grads):
         if not (g.is_number and g.is_finite):
             cot[a] = sympy.nan
@@ -163,6 +158,32 @@ def backward(graph: Graph, choose: Chooser) -> tuple[tuple[sympy.Expr, ...], lis
     """
     values = graph.values
     cot: dict[sympy.Symbol, sympy.Expr] = {}
+    memo = graph.memo
+
+    def _d(e: sympy.Expr, s: sympy.Symbol, values: dict[sympy.Symbol, sympy.Expr], where: str) -> sympy.Expr:
+        key = ("d", e, s, where)
+        hit = memo.get(key)
+        if hit is None:
+            try:
+                hit = memo[key] = (_derivative(e, s, values, where), None)
+            except NotPredicted as err:
+                hit = memo[key] = (None, str(err))
+        if hit[1] is not None:
+            raise NotPredicted(hit[1])
+        return hit[0]
+
+    def nonsmooth_here(e: sympy.Expr, values: dict[sympy.Symbol, sympy.Expr]) -> list[str]:
+        key = ("k", e)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = _nonsmooth_here(e, values)
+        return hit
+
+    def _smooth(e: sympy.Expr, values: dict[sympy.Symbol, sympy.Expr], where: str) -> None:
+        found = nonsmooth_here(e, values)
+        if found:
+            raise NotPredicted(f"a kink outside any call ({kink_kind(found)} in {where}): no operation's rule "
+                               "covers it")
 
     def spread(expr: sympy.Expr, weight: sympy.Expr, where: str) -> None:
         if weight == 0:  # 0 × a derivative: nan where that derivative is not finite (IEEE), else nothing
@@ -214,6 +235,12 @@ def backward(graph: Graph, choose: Chooser) -> tuple[tuple[sympy.Expr, ...], lis
                 raise NotPredicted(f"{site.name} sits at its kink ({kink_kind(found)}) over {len(syms)} elements at "
                                    f"once (the local oracle takes at most {MAX_LOCAL})")
             kink = LocalKink(phi, syms, tuple(values[s] for s in syms), kink_kind(found))
+            smooth = local_oracle(kink)
+            if smooth.kind == "derivative" and smooth.derivative is not None:  # Max(x, 0) + Min(x, 0): no kink
+                for a, g in zip(syms, smooth.derivative):
+                    if g != 0:
+                        cot[a] = cot.get(a, sympy.S.Zero) + g
+                continue
             grad = choose(site, kink)
             visits.append(Visit(site.index, site.name, _op(graph, site), kink.kind, live[0] if site.elementwise else None,
                                 kink.point, grad))

@@ -29,4 +29,35 @@ def load(path: str | Path) -> dict[str, Any]:
         raise RulesUnreadable(f"{p}: not a readable rules file ({type(err).__name__}: {err})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise RulesUnreadable(f"{p}: not a {SCHEMA} file")
+    problem = _problem(doc)
+    if problem:
+        raise RulesUnreadable(f"{p}: a malformed {SCHEMA} file ({problem})")
     return doc
+
+
+_RULE_KEYS = ("framework", "operation", "kind", "family", "programs", "labels", "counterexamples")
+
+
+def _problem(doc: dict[str, Any]) -> str | None:
+    """What is wrong with the document's structure (None: what the readers index is there)."""
+    for key, kind in (("cells", list), ("environments", dict), ("rules", list), ("validation", dict)):
+        if not isinstance(doc.get(key), kind):
+            return f"no {key} {kind.__name__}"
+    n = len(doc["cells"])
+    if any(not (isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c)) for c in doc["cells"]):
+        return "a cell is not [environment, mode, dtype]"
+    for i, r in enumerate(doc["rules"]):
+        if not isinstance(r, dict) or any(k not in r for k in _RULE_KEYS):
+            return f"rule {i} lacks one of {', '.join(_RULE_KEYS)}"
+        if not isinstance(r["labels"], dict) or any(
+                not isinstance(v, list) or any(not isinstance(j, int) or not 0 <= j < n for j in v)
+                for v in r["labels"].values()):
+            return f"rule {i} names a cell that is not there"
+        if not isinstance(r["counterexamples"], list) or any(
+                not isinstance(c, list) or len(c) != 4 or not isinstance(c[0], int) or not 0 <= c[0] < n
+                for c in r["counterexamples"]):
+            return f"rule {i} has a malformed counter-example"
+    for env, e in doc["environments"].items():
+        if not isinstance(e, dict) or not all(isinstance(e.get(k), str) for k in ("framework", "version", "device")):
+            return f"environment {env} lacks framework, version or device"
+    return None

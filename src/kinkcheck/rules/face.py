@@ -22,7 +22,12 @@ def rules_path(report: str | Path | None = None) -> Path:
 
     if report is not None:
         p = Path(report)
-        return p / store.FILE if p.is_dir() else p.with_name(store.FILE)
+        if p.is_dir():
+            return p / store.FILE
+        if not p.is_file():
+            raise UsageError(f"--report {report}: no such folder or file (a report folder, or its "
+                             "conventions.json.gz)")
+        return p.with_name(store.FILE)
     local = default_report()
     if local.parent.joinpath(store.FILE).is_file() or os.environ.get("KINKCHECK_REPORTS"):
         return local.parent / store.FILE
@@ -49,6 +54,10 @@ def command(args: Any) -> int:
     if args.operation is not None and not rows:
         import difflib
 
+        elsewhere = sorted({h.framework for h in rule_rows(doc, operation=args.operation)})
+        if elsewhere:
+            raise UsageError(f"no rule for {args.operation!r} in {args.framework} (it has rules in "
+                             f"{', '.join(elsewhere)})")
         names = sorted({r["operation"] for r in doc["rules"]} | {r["family"] for r in doc["rules"]})
         close = difflib.get_close_matches(args.operation, names, n=5, cutoff=0.5)
         hint = f" (close: {', '.join(close)})" if close else " (`kinkcheck rules` lists every operation)"
@@ -73,6 +82,8 @@ def command(args: Any) -> int:
             mark = f"  [{h.counterexamples} counter-example cells]" if h.counterexamples else ""
             print(f"{h.family:<22} {h.kind:<34} {h.framework:<10} {h.operation:<44} {cell_text(h)}{mark}")
         return 0
+    print("each rule over the releases in reverse mode, float64, CPU (every mode and dtype: --json, rules.json.gz); "
+          "counter-examples from any mode and dtype")
     for h in rows:
         r = by_key[(h.framework, h.operation, h.kind)]
         print(f"{h.operation} ({h.framework}) at {h.kind}")
@@ -81,12 +92,12 @@ def command(args: Any) -> int:
         if not h.changes():
             print("  no evidence in reverse mode, float64, CPU (other modes and dtypes: --json, rules.json.gz)")
         progs = r["programs"]
-        print(f"  evidence: {len(progs)} programs, e.g. " + "; ".join(f"{c}: {p}" for c, p in progs[:3]))
+        print(f"  evidence: {len(progs)} program{'s' if len(progs) != 1 else ''}, e.g. "
+              + "; ".join(f"{c}: {p}" for c, p in progs[:3]))
         if r["counterexamples"]:
             cells = doc["cells"]
             print(f"  counter-examples: {len(r['counterexamples'])} cells, e.g.")
             for c in r["counterexamples"][:3]:
                 env, mode, dtype = cells[c[0]]
                 print(f"    {c[1]}: {c[2]} in {env} {mode} {dtype} gave {c[3]}")
-        print(f"  cite: kinkcheck rule {h.operation}@{h.kind.replace(' ', '-')}")
     return 0

@@ -101,6 +101,10 @@ class Graph:
     values: dict[sympy.Symbol, sympy.Expr] = field(default_factory=dict)
     sites: list[Site] = field(default_factory=list)
     framework: str = ""
+    #: derivatives and kink tests at the point, kept between chain-rule walks of this graph and pickled with it
+    #: (they do not depend on the rules chosen): (expression, symbol) → derivative or the reason it has none;
+    #: form → kinds found
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def calls(self) -> int:

@@ -18,10 +18,10 @@ of its evidence cells, in :data:`LABELS` order (labels its evidence does not tel
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 
@@ -29,6 +29,7 @@ from kinkcheck import classify
 from kinkcheck.rules import graph as gr
 from kinkcheck.rules.chain import NotPredicted, backward
 from kinkcheck.rules.local import LABELS, LocalKink, label_values, local_oracle
+from kinkcheck.rules.cached import code_digest, unpickle
 from kinkcheck.rules.names import operation, site_operation
 
 __all__ = ["Cell", "Evidence", "ProgramModel", "Rule", "RuleBook", "infer", "model_program", "operation"]
@@ -60,23 +61,8 @@ class ProgramModel:
     key: tuple[str, str] | None = None
     by_label: Mapping[str, tuple[sympy.Expr, ...]] = field(default_factory=dict)
     reason: str | None = None
-
-
-def code_digest() -> str:
-    """A digest of the code a program model depends on (the rules, the oracles, the framework rows)."""
-    import hashlib
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    models = [root / "rules" / f"{name}.py" for name in ("graph", "local", "chain", "infer", "names")]
-    for path in sorted([*models, *root.glob("oracles/*.py"), *root.glob("frameworks/*/mapping.py")]):
-        h.update(path.relative_to(root).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-_DIGEST: list[str] = []
+    #: every (operation, kind) a walk of the program met at a kink (a prediction depends on their rules only)
+    seen: frozenset[tuple[str, str]] = frozenset()
 
 
 def case_models(case: Any) -> list[ProgramModel]:
@@ -87,18 +73,13 @@ def case_models(case: Any) -> list[ProgramModel]:
 
     from kinkcheck.cache import read_cached, write_cached
 
-    if not _DIGEST:
-        _DIGEST.append(code_digest())
-    key = hashlib.sha256(repr((_DIGEST[0], case.id, case.sympy, repr(case.at), case.tie,
+    key = hashlib.sha256(repr((code_digest(), case.id, case.sympy, repr(case.at), case.tie,
                                [(p.framework, p.id) for p in case.programs])).encode()).hexdigest()[:32]
     raw = read_cached("rules", key)
     if raw is not None:
-        try:
-            got = pickle.loads(raw)
-            if isinstance(got, list):
-                return got
-        except Exception:  # noqa: BLE001 - a damaged cache entry is recomputed, never an error
-            pass
+        got = unpickle(raw)
+        if isinstance(got, list):
+            return got
     models = [model_program(case, p) for p in case.programs]
     try:
         write_cached("rules", key, pickle.dumps(models, protocol=pickle.HIGHEST_PROTOCOL))
@@ -128,7 +109,8 @@ def model_program(case: Any, program: Any) -> ProgramModel:
         return ProgramModel(case.id, program.framework, program.id, graph.calls, graph, reason=str(err))
     if len(keys) != 1:
         why = "no call sits at its kink" if not keys else "calls of more than one operation sit at their kinks"
-        return ProgramModel(case.id, program.framework, program.id, graph.calls, graph, reason=why)
+        return ProgramModel(case.id, program.framework, program.id, graph.calls, graph, reason=why,
+                            seen=frozenset(keys))
     key = next(iter(keys))
     by_label: dict[str, tuple[sympy.Expr, ...]] = {}
     for label in LABELS:
@@ -141,13 +123,15 @@ def model_program(case: Any, program: Any) -> ProgramModel:
             value, visits = backward(graph, choose)
         except NotPredicted:
             continue
-        if {(v.operation, v.kind) for v in visits} == {key}:
+        walked = {(v.operation, v.kind) for v in visits}
+        keys |= walked
+        if walked == {key}:
             by_label[label] = value
-    return ProgramModel(case.id, program.framework, program.id, graph.calls, graph, key, by_label)
+    return ProgramModel(case.id, program.framework, program.id, graph.calls, graph, key, by_label,
+                        seen=frozenset(keys))
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
     """Where a value was measured: environment, mode, dtype."""
 
     environment: str
@@ -173,25 +157,69 @@ class Rule:
     operation: str
     kind: str
     evidence: dict[Cell, list[Evidence]] = field(default_factory=dict)
+    #: answers of :meth:`labels`, kept once the evidence is complete (inference appends it first, then asks)
+    _memo: dict[tuple[Cell, str | None], tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+    #: per cell, how many evidence cells fit each label (LABELS order), in all and per case
+    _tally: dict[Cell, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str, str]:
         return self.framework, self.operation, self.kind
 
     def labels(self, cell: Cell, *, without: str | None = None) -> tuple[str, ...]:
-        """The labels that fit the most evidence cells at ``cell`` (``without`` a case: leave it out); empty
-        when nothing there is evidence or no label fits any of it."""
-        items = [e for e in self.evidence.get(cell, ()) if e.case != without]
-        counts = Counter(label for e in items for label in e.fits)
-        if not counts:
-            return ()
-        best = max(counts.values())
-        return tuple(label for label in LABELS if counts.get(label) == best)
+        """The rule at ``cell`` (``without`` a case: its cells left out): the largest set of labels that the most
+        evidence cells all fit, in :data:`LABELS` order. Empty when nothing there is evidence, no label fits any of
+        it, or two different label sets are supported by equally many cells (the evidence contradicts itself:
+        ``hardshrink`` at 0.5 and -0.5 fitting ``right-piece`` and ``left-piece``, no label both)."""
+        hit = self._memo.get((cell, without))
+        if hit is not None:
+            return hit
+        tally = self._tally.get(cell)
+        if tally is None:
+            tally = self._tally[cell] = _tally(self.evidence.get(cell, ()))
+        total, by_case = tally
+        if without is not None and without in by_case:
+            mine = by_case[without]
+            total = {f: n - mine.get(f, 0) for f, n in total.items() if n - mine.get(f, 0) > 0}
+        out = _best(total)
+        self._memo[(cell, without)] = out
+        return out
 
     def counterexamples(self, cell: Cell) -> list[Evidence]:
         """The evidence cells at ``cell`` that do not fit its labels (every one of them where no label fits)."""
         labels = set(self.labels(cell))
         return [e for e in self.evidence.get(cell, ()) if not labels or not labels <= e.fits]
+
+
+def _tally(items: Sequence[Evidence]) -> tuple[dict[frozenset[str], int], dict[str, dict[frozenset[str], int]]]:
+    """How many evidence cells have each set of fitting labels, in all and per case."""
+    total: dict[frozenset[str], int] = defaultdict(int)
+    by_case: dict[str, dict[frozenset[str], int]] = {}
+    for e in items:
+        total[e.fits] += 1
+        mine = by_case.setdefault(e.case, defaultdict(int))
+        mine[e.fits] += 1
+    return dict(total), by_case
+
+
+def _best(counts: Mapping[frozenset[str], int]) -> tuple[str, ...]:
+    """The label set the most cells fit whole (the largest such set), or () when none or when two sets tie."""
+    candidates = {f for f in counts if f}
+    if not candidates:
+        return ()
+    grown = True
+    while grown:  # every label set that several cells share: the intersections too (hardshrink's piece-at-point)
+        more = {a & b for a in candidates for b in candidates if a & b} - candidates
+        candidates |= more
+        grown = bool(more)
+    support = {s: sum(n for f, n in counts.items() if s <= f) for s in candidates}
+    top = max(support.values())
+    best = [s for s in candidates if support[s] == top]
+    widest = max(len(s) for s in best)
+    best = [s for s in best if len(s) == widest]
+    if len(best) != 1:
+        return ()
+    return tuple(label for label in LABELS if label in best[0])
 
 
 @dataclass
@@ -226,6 +254,7 @@ def infer(rows: Iterable[Mapping[str, Any]], catalog: Any) -> RuleBook:
     book = RuleBook()
     gradient_modes = frozenset(GRADIENT_MODES)
     modelled: set[str] = set()
+    parsed: dict[str, tuple[float, ...]] = {}  # a value's text → its flat floats (most values repeat)
     for row in rows:
         if row["status"] != "ok" or row["mode"] not in gradient_modes or row["value"] is None:
             continue
@@ -242,11 +271,15 @@ def infer(rows: Iterable[Mapping[str, Any]], catalog: Any) -> RuleBook:
             model = book.programs.get(pkey)
         if model is None or model.key is None:
             continue
-        value = tuple(flat_value(json.loads(row["value"])))
+        value = parsed.get(row["value"])
+        if value is None:
+            value = parsed[row["value"]] = tuple(flat_value(json.loads(row["value"])))
         rule = book.rules.get((model.framework, *model.key))
         if rule is None:
             rule = book.rules[(model.framework, *model.key)] = Rule(model.framework, *model.key)
         cell = Cell(row["environment"], row["mode"], row["dtype"])
+        rule._memo.clear()
+        rule._tally.pop(cell, None)
         rule.evidence.setdefault(cell, []).append(
             Evidence(model.case, model.program, value, _fits(value, model.by_label, row["dtype"])))
     return book

@@ -141,8 +141,31 @@ def local_oracle(k: LocalKink) -> Any:
     key = k.canonical()
     hit = _CACHE.get(key)
     if hit is None:
-        hit = _CACHE[key] = _oracle(k, key[0])
+        hit = _CACHE[key] = _cached_oracle(k, key)
     return hit
+
+
+def _cached_oracle(k: LocalKink, key: tuple[str, tuple[str, ...]]) -> Any:
+    """:func:`_oracle`, kept on disk (:mod:`kinkcheck.cache`, kind ``rules-local``) keyed on the form's text, the
+    point and the oracle's code, so a render does not judge the same few hundred local forms again."""
+    import hashlib
+    import pickle
+
+    from kinkcheck.cache import read_cached, write_cached
+    from kinkcheck.rules.cached import code_digest, unpickle
+
+    digest = hashlib.sha256(repr((code_digest(), key)).encode()).hexdigest()[:32]
+    raw = read_cached("rules-local", digest)
+    if raw is not None:
+        got = unpickle(raw)
+        if got is not None:
+            return got
+    got = _oracle(k, key[0])
+    try:
+        write_cached("rules-local", digest, pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
+    except (pickle.PicklingError, RecursionError, TypeError, AttributeError):
+        pass
+    return got
 
 
 _CACHE: dict[tuple[str, tuple[str, ...]], Any] = {}

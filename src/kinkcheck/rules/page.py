@@ -131,8 +131,10 @@ def render_page(doc: Mapping[str, Any], frameworks: Sequence[str]) -> str:
         "Inferred from every measured cell where one operation alone sits at its kink, and used to predict any "
         "program by the chain rule AD applies (docs/rules.md). A rule's **labels** name the value its operation "
         "returns there: `left`/`right` (a one-sided derivative), `left-piece`/`right-piece` (a piece's slope at "
-        "a jump), `first`/`last` (the earliest/latest tied argument), `split-even` (a tie shared evenly), "
-        "`min-norm` (the minimum-norm element of the Clarke generalized gradient), `mean`, `zero`. Labels its "
+        "a jump), `piece-at-point` (the gradient of the piece the point belongs to), `first`/`last` (the "
+        "earliest/latest tied argument), `split-even` (a tie shared evenly), `every-tied` (each tied argument the "
+        "whole credit), `min-norm` (the minimum-norm element of the Clarke generalized gradient), `mean`, `zero`, "
+        "`nan`; — where nothing was measured or the cells contradict each other. Labels its "
         "evidence does not tell apart are listed together (`left/min-norm/zero`: relu's 0 at 0 is all three). "
         "Every rule's evidence cells and counter-examples are in `rules.json.gz`; `kinkcheck rules OPERATION` "
         "prints one.",
@@ -142,9 +144,9 @@ def render_page(doc: Mapping[str, Any], frameworks: Sequence[str]) -> str:
         f"{sum(1 for h in rules if h.counterexamples)} have counter-examples.",
         "",
         "What the catalog's programs give the rules (a program is evidence when one operation alone sits at its "
-        "kink; the others say why not): " + "; ".join(
-            f"{n} {reason}" for reason, n in sorted(val.get("programs", {}).items(), key=lambda kv: (-kv[1], kv[0]))
-        ) + ".",
+        "kink; the others say why not, the 8 commonest reasons): " + "; ".join(
+            f"{n} {reason}"
+            for reason, n in sorted(val.get("programs", {}).items(), key=lambda kv: (-kv[1], kv[0]))[:8]) + ".",
         "",
         "## How well the rules predict what was measured (leave one case out)",
         "",
@@ -173,23 +175,28 @@ def render_page(doc: Mapping[str, Any], frameworks: Sequence[str]) -> str:
         lines.append(f"| {fw} | {_ratio(h)} | {_ratio(a)} | {mc['predicted_everywhere']} / {mc['programs']} |")
     lines.append(f"| **all** | {_ratio({k: tot['h' + k] for k in ('cells', 'predicted', 'right')})} | "
                  f"{_ratio({k: tot['a' + k] for k in ('cells', 'predicted', 'right')})} | {tot['me']} / {tot['mp']} |")
-    lines += ["", "Why headline cells were not predicted (count):", ""]
-    for reason, n in sorted(val["not_predicted"].items(), key=lambda kv: (-kv[1], kv[0]))[:15]:
+    reasons = sorted(val["not_predicted"].items(), key=lambda kv: (-kv[1], kv[0]))
+    lines += ["", f"Why headline cells were not predicted (the {min(15, len(reasons))} commonest of {len(reasons)} "
+              f"reasons, {sum(n for _, n in reasons):,} cells; \"no rule\" is with the cell's own case left out):", ""]
+    for reason, n in reasons[:15]:
         lines.append(f"- {n}: {reason}")
     lines += ["", "## The rules in each framework's newest release (reverse mode, float64, CPU)", "",
               "Each cell: the operation (short name) and its rule; *since R*: the release where it last changed.",
               "", *front_table(doc, frameworks)]
     misses = val["misses"]
-    lines += ["", f"## Programs predicted wrong ({len(misses)})", "",
-              "The measured value is not what the program's operations' rules compose to: a fused kernel, a "
-              "compiler's decomposition, a custom VJP, or a rule that depends on more than the kind of kink. "
-              f"The first {MAX_MISSES} (by case) are listed; all are in `rules.json.gz`.", "",
-              "| case | framework | program | mode, dtype | measured | predicted | rules used | first release | cells |",
+    cells = sum(m["cells"] for m in misses)
+    lines += ["", f"## Programs predicted wrong ({len(misses)} programs, {cells:,} cells)", "",
+              "The measured value is not what the program's operations' rules compose to: the point is not exactly a "
+              "kink in floating point, a fused kernel, a compiler's decomposition, a custom VJP, or a rule that "
+              f"depends on more than the kind of kink. The first {MAX_MISSES} programs (by case) are listed with one "
+              "example cell (float64, reverse mode, CPU where there is one); all are in `rules.json.gz`.", "",
+              "| case | framework | program | cells (modes; dtypes) | example | measured | predicted | rules used | "
+              "first release |",
               "|---|---|---|---|---|---|---|---|---|"]
     for m in misses[:MAX_MISSES]:
-        lines.append(f"| {m['case']} | {m['framework']} | `{_cell(m['program'])}` | {m['mode']}, {m['dtype']} | "
-                     f"{_vec(m['measured'])} | {_vec(m['predicted'])} | {_cell(m['rules'])} | {m['first_release']} | "
-                     f"{len(m['environments'])} |")
+        lines.append(f"| {m['case']} | {m['framework']} | `{_cell(m['program'])}` | {m['cells']} "
+                     f"({', '.join(m['modes'])}; {', '.join(m['dtypes'])}) | {m['example']} | {_vec(m['measured'])} | "
+                     f"{_vec(m['predicted'])} | {_cell(m['rules'])} | {m['first_release']} |")
     return "\n".join(lines) + "\n"
 
 

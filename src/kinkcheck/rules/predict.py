@@ -50,26 +50,33 @@ class Prediction:
     value: tuple[sympy.Expr, ...] | None
     reason: str | None = None
     used: tuple[Used, ...] = ()
+    #: ``value`` as floats (None with it)
+    floats: tuple[float, ...] | None = None
+    #: every (operation, kind) the walk asked a rule for, found or not (the prediction depends on these only)
+    met: frozenset[tuple[str, str]] = frozenset()
 
-    @property
-    def floats(self) -> tuple[float, ...] | None:
-        return None if self.value is None else tuple(float(v) for v in self.value)
+    def __post_init__(self) -> None:
+        if self.value is not None and self.floats is None:
+            object.__setattr__(self, "floats", tuple(float(v) for v in self.value))
 
 
 def chooser(book: RuleBook, framework: str, cell: Cell, *, without: str | None = None,
-            record: list[Used] | None = None) -> Callable[[gr.Site, LocalKink], tuple[sympy.Expr, ...]]:
+            record: list[Used] | None = None,
+            met: set[tuple[str, str]] | None = None) -> Callable[[gr.Site, LocalKink], tuple[sympy.Expr, ...]]:
     """The chooser of :func:`kinkcheck.rules.chain.backward` for ``cell`` (``without`` a case: its rules
-    inferred without that case's cells)."""
+    inferred without that case's cells); ``met`` collects every (operation, kind) it is asked about."""
 
     def choose(site: gr.Site, kink: LocalKink) -> tuple[sympy.Expr, ...]:
         op = site_operation(framework, site)
+        if met is not None:
+            met.add((op, kink.kind))
         rule = book.rule(framework, op, kink.kind)
         if rule is None:
             raise NotPredicted(f"no rule for {op} at {kink.kind} in {framework}")
         labels = rule.labels(cell, without=without)
         if not labels:
-            raise NotPredicted(f"no rule for {op} at {kink.kind} in {cell.environment} {cell.mode} {cell.dtype}"
-                               " (nothing measured there, or no label fits what was)")
+            raise NotPredicted(f"no rule for {op} at {kink.kind} in this release, mode and dtype (nothing measured "
+                               "there, its cells contradict each other, or no label fits them)")
         vals = label_values(local_oracle(kink), kink.kind, kink)
         got = {label: vals.get(label) for label in labels}
         distinct = {v for v in got.values() if v is not None}
@@ -91,11 +98,12 @@ def _text(v: tuple[sympy.Expr, ...]) -> str:
 def predict(graph: gr.Graph, book: RuleBook, framework: str, cell: Cell, *, without: str | None = None) -> Prediction:
     """Predict a cut program (:func:`kinkcheck.rules.graph.build`) in one environment, mode and dtype."""
     used: list[Used] = []
+    met: set[tuple[str, str]] = set()
     try:
-        value, _ = backward(graph, chooser(book, framework, cell, without=without, record=used))
+        value, _ = backward(graph, chooser(book, framework, cell, without=without, record=used, met=met))
     except NotPredicted as err:
-        return Prediction(None, f"not predicted: {err}")
-    return Prediction(value, None, tuple(used))
+        return Prediction(None, f"not predicted: {err}", met=frozenset(met))
+    return Prediction(value, None, tuple(used), met=frozenset(met))
 
 
 def visits_text(visits: list[Visit]) -> str:

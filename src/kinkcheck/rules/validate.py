@@ -18,7 +18,6 @@ from typing import Any
 
 from kinkcheck import classify
 from kinkcheck.rules.infer import Cell, ProgramModel, RuleBook
-from kinkcheck.rules.names import site_operation
 from kinkcheck.rules.predict import Prediction, predict
 
 __all__ = ["Miss", "Tally", "Validation", "validate"]
@@ -43,17 +42,19 @@ class Tally:
 
 @dataclass(frozen=True)
 class Miss:
-    """A program whose measured value is not its prediction, in the environments listed."""
+    """A program whose measured value is not its prediction: how many cells, where, the first release, and one
+    example (a float64 reverse-mode CPU cell where there is one)."""
 
     case: str
     framework: str
     program: str
-    mode: str
-    dtype: str
-    measured: tuple[float, ...]
-    predicted: tuple[float, ...]
-    environments: tuple[str, ...]
+    cells: int
+    modes: tuple[str, ...]
+    dtypes: tuple[str, ...]
     first_release: str
+    example: str
+    measured: tuple[Any, ...]
+    predicted: tuple[Any, ...]
     rules: str
 
 
@@ -76,7 +77,8 @@ class Validation:
             "by_framework": {k: v.as_dict() for k, v in sorted(self.by_framework.items())},
             "headline": {k: v.as_dict() for k, v in sorted(self.headline.items())},
             "multi_call": {k: {"programs": v[0], "predicted_everywhere": v[1]} for k, v in sorted(self.multi_call.items())},
-            "misses": [m.__dict__ for m in self.misses],
+            "misses": [{**m.__dict__, "measured": [_num(v) for v in m.measured],
+                        "predicted": [_num(v) for v in m.predicted]} for m in self.misses],
             "not_predicted": dict(sorted(self.not_predicted.items(), key=lambda kv: (-kv[1], kv[0]))),
             "programs": dict(sorted(self.programs.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
@@ -97,13 +99,12 @@ def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
     from kinkcheck.vocabulary import GRADIENT_MODES, flat_value
 
     modes = frozenset(GRADIENT_MODES)
-    by_op: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    for (fw, op, _), rule in book.rules.items():
-        by_op[(fw, op)].append(rule)
     memo: dict[Any, Prediction] = {}
     out = Validation()
     missed: dict[tuple[Any, ...], dict[str, Any]] = {}
     everywhere: dict[tuple[str, str, str], bool] = {}
+    parsed: dict[str, tuple[float, ...]] = {}  # a value's text → its flat floats (most values repeat)
+    relevant: dict[tuple[str, str, str], tuple[tuple[str, ...], list[Any]]] = {}  # program → its ops, their rules
     for row in rows:
         if row["status"] != "ok" or row["mode"] not in modes or row["value"] is None:
             continue
@@ -116,14 +117,25 @@ def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
         if model.graph is None:
             pred = Prediction(None, model.reason)
         else:
-            ops = sorted({site_operation(fw, s) for s in model.graph.sites})
-            sig = tuple(r.labels(cell, without=model.case) for op in ops for r in by_op.get((fw, op), ()))
-            key = (row["case"], fw, row["program"], tuple(ops), sig)
+            pk = (row["case"], fw, row["program"])
+            got = relevant.get(pk)
+            if got is None:  # the rules a prediction of this program can depend on: those its walks met
+                got = relevant[pk] = (tuple(sorted(model.seen)),
+                                      [r for k in sorted(model.seen) if (r := book.rules.get((fw, *k))) is not None])
+            sig = tuple(r.labels(cell, without=model.case) for r in got[1])
+            key = (pk, sig)
             pred = memo.get(key)
             if pred is None:
-                pred = memo[key] = predict(model.graph, book, fw, cell, without=model.case)
-        value = tuple(flat_value(json.loads(row["value"])))
-        right = pred.value is not None and classify.same_value(value, list(pred.floats or ()), row["dtype"])
+                pred = predict(model.graph, book, fw, cell, without=model.case)
+                if pred.met <= set(got[0]):
+                    memo[key] = pred
+                else:  # this walk met another kink: the program depends on more rules from now on
+                    wider = sorted(set(got[0]) | pred.met)
+                    relevant[pk] = (tuple(wider), [r for k in wider if (r := book.rules.get((fw, *k))) is not None])
+        value = parsed.get(row["value"])
+        if value is None:
+            value = parsed[row["value"]] = tuple(flat_value(json.loads(row["value"])))
+        right = pred.value is not None and classify.same_value(value, pred.floats or (), row["dtype"])
         out.by_framework[fw].add(pred.value is not None, right)
         if headline:
             out.headline[fw].add(pred.value is not None, right)
@@ -132,12 +144,16 @@ def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
             if pred.value is None:
                 out.not_predicted[_reason_kind(pred.reason or "")] += 1
         if pred.value is not None and not right:
-            mk = (row["case"], fw, row["program"], row["mode"], row["dtype"], tuple(value), pred.floats)
-            entry = missed.setdefault(mk, {"envs": [], "versions": [],
-                                          "rules": "; ".join(f"{u.operation} at {u.kind}: {'/'.join(u.labels)}"
-                                                             for u in pred.used) or "derivatives only"})
-            entry["envs"].append(row["environment"])
+            entry = missed.setdefault((row["case"], fw, row["program"]), {
+                "cells": 0, "modes": set(), "dtypes": set(), "versions": [], "example": None})
+            entry["cells"] += 1
+            entry["modes"].add(row["mode"])
+            entry["dtypes"].add(row["dtype"])
             entry["versions"].append(row["framework_version"])
+            if entry["example"] is None or (headline and not entry["example"][0]):
+                used = "; ".join(f"{u.operation} at {u.kind}: {'/'.join(u.labels)}" for u in pred.used)
+                entry["example"] = (headline, f"{row['environment']} {row['mode']} {row['dtype']}", value,
+                                    pred.floats, used or "derivatives only")
     for model in book.programs.values():
         out.programs["evidence" if model.key is not None else _reason_kind(model.reason or "")] += 1
     for pk, ok in everywhere.items():
@@ -145,16 +161,27 @@ def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
         if model.calls >= 2:
             out.multi_call[pk[1]][0] += 1
             out.multi_call[pk[1]][1] += ok
-    for (case, fw, program, mode, dtype, value, predicted), e in sorted(missed.items(), key=lambda kv: repr(kv[0])):
-        first = min(e["versions"], key=_version_key)
-        out.misses.append(Miss(case, fw, program, mode, dtype, value, predicted or (), tuple(sorted(e["envs"])),
-                               first, e["rules"]))
+    for (case, fw, program), e in sorted(missed.items()):
+        _, where, value, predicted, used = e["example"]
+        out.misses.append(Miss(case, fw, program, e["cells"], tuple(sorted(e["modes"])), tuple(sorted(e["dtypes"])),
+                               min(e["versions"], key=_version_key), where, value, predicted or (), used))
     return out
+
+
+def _num(v: float) -> float | str:
+    """A float as JSON holds it: non-finite values as strings (the report's rule)."""
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return v
 
 
 def _reason_kind(reason: str) -> str:
     """A reason without its particulars (for counting): up to the first parenthesis or colon after the prefix."""
     text = reason.removeprefix("not predicted: ")
+    if text.startswith("the derivative of ") and " is not finite" in text:
+        return "the derivative of a call is not finite at the point"
     for stop in (" in ", " (", ": "):
         i = text.find(stop)
         if i > 0:
