@@ -210,12 +210,16 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
     """Another process, another time zone, every plot drawn anew: the same bytes (what a fresh clone gets)."""
     _render_small(tmp_path / "a", tmp_path / "cache-a", "UTC")
     _render_small(tmp_path / "b", tmp_path / "cache-b", "Pacific/Kiritimati")
+    from kinkcheck.rules import PAGE as RULES_PAGE
+    from kinkcheck.rules.doc import FILE as RULES_FILE
+
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted([*FILES, *SECTION_PAGES, KINK_HITS_PLOT,
-                                                                          CASES]), \
-        "the four files, the section and case pages, the kink-hit plot and nothing else (no cache, no temporary file)"
+                                                                          RULES_FILE, RULES_PAGE, CASES]), \
+        "the four files, the section and case pages, the kink-hit plot, the rules' two files and nothing else (no " \
+        "cache, no temporary file)"
     pages = sorted(p.name for p in (tmp_path / "a" / CASES).iterdir())
     assert pages == ["relu-at-0.md", "where-sqrt-at-minus-1.md"], f"one page per case, nothing else: {pages}"
-    for name in [*FILES, *(f"{CASES}/{p}" for p in pages)]:
+    for name in [*FILES, RULES_FILE, RULES_PAGE, *(f"{CASES}/{p}" for p in pages)]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), f"{name} differs"
     assert set_problems(tmp_path / "a") == []
     digest = hashlib.sha256(gzip.decompress((tmp_path / "a" / "conventions.json.gz").read_bytes())).hexdigest()

@@ -187,7 +187,7 @@ def backward(graph: Graph, choose: Chooser) -> tuple[tuple[sympy.Expr, ...], lis
 
     def spread(expr: sympy.Expr, weight: sympy.Expr, where: str) -> None:
         if weight == 0:  # 0 × a derivative: nan where that derivative is not finite (IEEE), else nothing
-            for u in expr.free_symbols:
+            for u in sorted(expr.free_symbols, key=str):  # one order in every process: the same first failure
                 try:
                     g = _d(expr, u, values, where)
                 except NotPredicted:
@@ -196,7 +196,7 @@ def backward(graph: Graph, choose: Chooser) -> tuple[tuple[sympy.Expr, ...], lis
                     cot[u] = sympy.nan
             return
         _smooth(expr, values, where)
-        for u in expr.free_symbols:
+        for u in sorted(expr.free_symbols, key=str):
             g = _d(expr, u, values, where)
             if g != 0 or not _finite(weight):  # IEEE: inf × 0 is nan (operators multiply)
                 cot[u] = cot.get(u, sympy.S.Zero) + weight * g

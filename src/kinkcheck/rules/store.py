@@ -28,6 +28,7 @@ from typing import Any
 from kinkcheck.rules.doc import FILE, SCHEMA, RulesUnreadable, load
 from kinkcheck.rules.infer import Cell, RuleBook
 from kinkcheck.rules.local import LABELS
+from kinkcheck.vocabulary import encode
 
 __all__ = ["FILE", "SCHEMA", "RulesUnreadable", "StoredRule", "load", "read", "to_json"]
 
@@ -77,7 +78,7 @@ def to_json(book: RuleBook, validation: Mapping[str, Any], environments: Mapping
             labels = r.labels(c)
             by_labels[" ".join(labels) or "-"].append(index[c])
             for e in r.counterexamples(c):
-                counter.append([index[c], e.case, e.program, [_num(v) for v in e.value]])
+                counter.append([index[c], e.case, e.program, encode(list(e.value))])
         rules.append({"framework": r.framework, "operation": r.operation, "kind": r.kind,
                       "family": family([p[0] for p in programs]), "programs": [list(p) for p in programs],
                       "labels": dict(sorted(by_labels.items())), "counterexamples": counter})
@@ -86,14 +87,6 @@ def to_json(book: RuleBook, validation: Mapping[str, Any], environments: Mapping
            "environments": {k: dict(v) for k, v in sorted(environments.items())},
            "rules": rules, "validation": validation}
     return gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8"), mtime=0)
-
-
-def _num(v: float) -> float | str:
-    if v != v:
-        return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    return v
 
 
 def read(path: str | Path) -> tuple[RuleBook, dict[str, Any]]:

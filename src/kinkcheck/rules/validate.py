@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinkcheck import classify
+from kinkcheck.vocabulary import encode
 from kinkcheck.rules.infer import Cell, ProgramModel, RuleBook
 from kinkcheck.rules.predict import Prediction, predict
 
@@ -77,8 +78,8 @@ class Validation:
             "by_framework": {k: v.as_dict() for k, v in sorted(self.by_framework.items())},
             "headline": {k: v.as_dict() for k, v in sorted(self.headline.items())},
             "multi_call": {k: {"programs": v[0], "predicted_everywhere": v[1]} for k, v in sorted(self.multi_call.items())},
-            "misses": [{**m.__dict__, "measured": [_num(v) for v in m.measured],
-                        "predicted": [_num(v) for v in m.predicted]} for m in self.misses],
+            "misses": [{**m.__dict__, "measured": encode(list(m.measured)), "predicted": encode(list(m.predicted))}
+                       for m in self.misses],
             "not_predicted": dict(sorted(self.not_predicted.items(), key=lambda kv: (-kv[1], kv[0]))),
             "programs": dict(sorted(self.programs.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
@@ -166,15 +167,6 @@ def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
         out.misses.append(Miss(case, fw, program, e["cells"], tuple(sorted(e["modes"])), tuple(sorted(e["dtypes"])),
                                min(e["versions"], key=_version_key), where, value, predicted or (), used))
     return out
-
-
-def _num(v: float) -> float | str:
-    """A float as JSON holds it: non-finite values as strings (the report's rule)."""
-    if v != v:
-        return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    return v
 
 
 def _reason_kind(reason: str) -> str:
