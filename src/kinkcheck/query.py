@@ -552,18 +552,11 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
                 near = difflib.get_close_matches(given, [str(c) for c in seen], n=5, cutoff=0.3)
                 return (f"no case {given!r} for this query ({len(seen)} cases; nearest: "
                         f"{', '.join(near) or 'none'})")
-            there = ", ".join(sorted(map(str, seen), key=_version_key)) or "none"
+            from kinkcheck.vocabulary import release_key
+
+            there = ", ".join(sorted(map(str, seen), key=release_key)) or "none"
             return f"no {name} {given!r} for this query (there are: {there})"
     return "no row for this query"
-
-
-def _version_key(text: str) -> Any:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (0, Version(text), text)
-    except InvalidVersion:
-        return (1, text, text)
 
 
 def search(name: str, framework: str | None = None) -> list[Operation]:

@@ -15,7 +15,7 @@ from typing import Any
 from kinkcheck import dtypes
 from kinkcheck.registry import view
 
-__all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODES", "MODE_INFO", "decode", "encode",
+__all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODES", "MODE_INFO", "decode", "encode", "release_key",
            "flat_value", "flatten"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
@@ -66,6 +66,17 @@ def encode(value: Any) -> Any:
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return v
+
+
+def release_key(text: str) -> Any:
+    """A sort key of release numbers in PEP 440 order (``2.9.1`` before ``2.10.0``), any text that is no version
+    after them, in text order."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(text), text)
+    except InvalidVersion:
+        return (1, text, text)
 
 
 def decode(value: Any) -> Any:

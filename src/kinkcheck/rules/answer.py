@@ -70,12 +70,13 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
         out["reason"] = f"not predicted: {why} (the rules need each call's own form)"
         return out
     out["calls"] = [s.name for s in graph.sites]
-    from kinkcheck.rules.page import _version_key, plain
+    from kinkcheck.rules.page import plain
+    from kinkcheck.vocabulary import release_key
 
     envs = sorted(((env, e) for env, e in doc["environments"].items()
                    if e.get("framework") == framework and e.get("device") == device and plain(env, e)
                    and (releases is None or e.get("version") in releases)),
-                  key=lambda kv: _version_key(kv[1].get("version", "")))
+                  key=lambda kv: release_key(kv[1].get("version", "")))
     wanted = list(wrt) if wrt is not None else list(at)
     for env, e in envs:
         for mode in modes:
@@ -92,14 +93,10 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
     return out
 
 
-def _value_text(value: Mapping[str, Any] | None) -> str:
-    from kinkcheck.decimals import decimal_value
-
-    return decimal_value(value)
-
-
 def render(answer: Mapping[str, Any]) -> str:
     """The predictions as text: runs of releases with the same predicted value and rules, one line each."""
+    from kinkcheck.decimals import decimal_value
+
     lines = [f"predicted from the rules (not measured: each operation's rule at its kink, composed by the chain "
              f"rule; docs/rules.md) — {answer['framework']}:"]
     if answer["reason"]:
@@ -119,5 +116,5 @@ def render(answer: Mapping[str, Any]) -> str:
             continue
         used = "; ".join(f"{u['operation']} at {u['kind']}: {'/'.join(u['labels'])}" for u in p["rules"])
         smooth = "every call smooth here, or its cotangent 0" if not used else used
-        lines.append(f"  {where}: {_value_text(p['value'])}  ({smooth})")
+        lines.append(f"  {where}: {decimal_value(p['value'])}  ({smooth})")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kinkcheck.vocabulary import release_key
+
 __all__ = ["History", "front_table", "history", "render_page", "rule_rows"]
 
 #: The slice a rule's headline is stated for.
@@ -18,15 +20,6 @@ HEADLINE = ("reverse", "float64", "cpu")
 
 #: Most misses the page lists (the rest are in ``rules.json.gz``: the page stays under the site's page limit).
 MAX_MISSES = 150
-
-
-def _version_key(v: str) -> Any:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (0, Version(v), v)
-    except InvalidVersion:
-        return (1, None, v)
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ def history(doc: Mapping[str, Any], rule: Mapping[str, Any], mode: str = "revers
             if m == mode and d == dtype and e.get("device") == device and plain(env, e):
                 per_release[e.get("version", env)] = tuple(labels.split()) if labels != "-" else ()
     versions = sorted({e["version"] for e in envs.values() if e.get("framework") == rule["framework"]
-                       and e.get("device") == device}, key=_version_key)
+                       and e.get("device") == device}, key=release_key)
     return History(rule["framework"], rule["operation"], rule["kind"], rule["family"],
                    tuple((v, per_release.get(v, ())) for v in versions), len(rule["counterexamples"]))
 

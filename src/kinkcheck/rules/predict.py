@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import sympy
 
 from kinkcheck.rules import graph as gr
-from kinkcheck.rules.chain import NotPredicted, Visit, backward
+from kinkcheck.rules.chain import NotPredicted, backward
 from kinkcheck.rules.infer import Cell, RuleBook
 from kinkcheck.rules.names import site_operation
 from kinkcheck.rules.local import LocalKink, label_values, local_oracle
@@ -104,7 +104,3 @@ def predict(graph: gr.Graph, book: RuleBook, framework: str, cell: Cell, *, with
     except NotPredicted as err:
         return Prediction(None, f"not predicted: {err}", met=frozenset(met))
     return Prediction(value, None, tuple(used), met=frozenset(met))
-
-
-def visits_text(visits: list[Visit]) -> str:
-    return "; ".join(f"{v.name} at {v.kind}" for v in visits)

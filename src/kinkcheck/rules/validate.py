@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinkcheck import classify
-from kinkcheck.vocabulary import encode
+from kinkcheck.vocabulary import encode, release_key
 from kinkcheck.rules.infer import Cell, ProgramModel, RuleBook
 from kinkcheck.rules.predict import Prediction, predict
 
@@ -83,15 +83,6 @@ class Validation:
             "not_predicted": dict(sorted(self.not_predicted.items(), key=lambda kv: (-kv[1], kv[0]))),
             "programs": dict(sorted(self.programs.items(), key=lambda kv: (-kv[1], kv[0]))),
         }
-
-
-def _version_key(v: str) -> Any:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (0, Version(v))
-    except InvalidVersion:
-        return (1, v)
 
 
 def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
@@ -165,7 +156,7 @@ def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
     for (case, fw, program), e in sorted(missed.items()):
         _, where, value, predicted, used = e["example"]
         out.misses.append(Miss(case, fw, program, e["cells"], tuple(sorted(e["modes"])), tuple(sorted(e["dtypes"])),
-                               min(e["versions"], key=_version_key), where, value, predicted or (), used))
+                               min(e["versions"], key=release_key), where, value, predicted or (), used))
     return out
 
 
