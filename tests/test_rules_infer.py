@@ -73,11 +73,11 @@ def test_leave_one_case_out_predicts_and_compares(book, table) -> None:
         assert m.first_release, f"a miss names the first release where it appears: {m}"
 
 
-def test_the_rules_file_reads_back_as_inferred(book, table) -> None:
+def test_the_rules_file_reads_back_as_inferred(book, table, tmp_path) -> None:
     v = validate(book, rules.rows(table))
     blob = store.to_json(book, v.as_dict(), rules.environments(table))
     assert blob == store.to_json(book, v.as_dict(), rules.environments(table)), "deterministic bytes"
-    path = Path(pytest.importorskip("tempfile").mkdtemp()) / store.FILE
+    path = tmp_path / store.FILE
     path.write_bytes(blob)
     back, doc = store.read(path)
     for key, rule in book.rules.items():
