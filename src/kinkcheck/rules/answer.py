@@ -63,7 +63,7 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
     try:
         tree = ex.parse(expr, dict(at), FRAMEWORKS)
         graph = gr.build(tree, at, framework, wrt=wrt)
-    except (Unmapped, ex.ExprError) as err:
+    except (Unmapped, ex.ExprError, ArithmeticError, TypeError, ValueError, IndexError, RecursionError) as err:
         import re
 
         why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # a --sympy form does not cut a program

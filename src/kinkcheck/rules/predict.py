@@ -103,4 +103,7 @@ def predict(graph: gr.Graph, book: RuleBook, framework: str, cell: Cell, *, with
         value, _ = backward(graph, chooser(book, framework, cell, without=without, record=used, met=met))
     except NotPredicted as err:
         return Prediction(None, f"not predicted: {err}", met=frozenset(met))
+    except (ArithmeticError, TypeError, ValueError, RecursionError) as err:  # sympy failing on a form: no traceback
+        return Prediction(None, f"not predicted: the chain rule did not evaluate here ({type(err).__name__}: {err})",
+                          met=frozenset(met))
     return Prediction(value, None, tuple(used), met=frozenset(met))
