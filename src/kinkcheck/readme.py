@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.query import _num, _version_key, data_path, read_table
+from kinkcheck.query import _num, data_path, read_table
+from kinkcheck.vocabulary import release_key
 
 __all__ = ["BEGIN", "CASES", "END", "FRAMEWORKS_BEGIN", "FRAMEWORKS_END", "at_a_glance", "frameworks_phrase", "main",
            "update", "update_all"]
@@ -54,7 +55,7 @@ def at_a_glance(path: str | Path | None = None) -> str:
     newest: dict[str, str] = {}
     for r in rows:
         fw, v = r["framework"], r["framework_version"]
-        if fw not in newest or _version_key(v) > _version_key(newest[fw]):
+        if fw not in newest or release_key(v) > release_key(newest[fw]):
             newest[fw] = v
     programs = _program_order()
     lines = ["The newest release of each framework measured on the CPU (reverse mode, float64): each value its "
