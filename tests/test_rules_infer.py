@@ -169,3 +169,40 @@ def test_a_malformed_rules_file_is_one_line(tmp_path) -> None:
         path.write_bytes(gzip.compress(json.dumps(doc).encode()))
         with pytest.raises(store.RulesUnreadable, match=why):
             store.read(path)
+
+
+def test_the_coded_labels_are_the_rules_labels_with_each_case_left_out(book) -> None:
+    """Validation reads the rules' labels as NumPy codes (infer.Coded); every code must be what Rule.labels says,
+    in all and with each case that is evidence there left out (the vectorized path and the general one agree)."""
+    coded = book.coded
+    assert coded is not None, "infer() codes the labels it inferred"
+    code = {c: i for i, c in enumerate(coded.cells)}
+    checked = 0
+    for key, rule in book.rules.items():
+        for cell, items in rule.evidence.items():
+            assert coded.sets[coded.column(key, "no such case")[code[cell]]] == rule.labels(cell), (key, cell)
+            for case in sorted({e.case for e in items}):
+                got = coded.sets[coded.column(key, case)[code[cell]]]
+                assert got == rule.labels(cell, without=case), f"{key} at {cell} without {case}: {got}"
+                checked += 1
+    assert checked > 100, f"the table's subset holds evidence to check: {checked}"
+    changes = [label for changed in coded.without.values() for _, label in changed]
+    assert 0 in changes and any(changes), "both kinds of change are checked: a case that was all the support, and " \
+        "one whose leaving moves a contested cell to other labels"
+
+
+def test_validation_refuses_a_book_not_inferred_from_its_rows(book, table) -> None:
+    from kinkcheck.rules.infer import RuleBook
+
+    with pytest.raises(ValueError, match="inferred from these very rows"):
+        validate(RuleBook(rules=book.rules, programs=book.programs), rules.rows(table))
+
+
+def test_observations_with_no_evidence_give_no_rule_and_validate(table) -> None:
+    """A table where no program sits alone at one operation's kink (here: only a case's smooth-point rows, or none)
+    infers no rule, and validation still runs over it (every cell predicted from derivatives, or not predicted)."""
+    none = table.slice(0, 0)
+    book = infer(rules.rows(none), load_catalog())
+    assert book.rules == {} and book.coded is not None, "an empty table: no rule, and labels coded (none)"
+    v = validate(book, rules.rows(none))
+    assert v.by_framework == {} and v.misses == [], v.as_dict()

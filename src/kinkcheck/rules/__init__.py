@@ -29,9 +29,7 @@ __all__ = ["COLUMNS", "PAGE", "from_table", "render", "rows"]
 #: The rules page beside ``conventions.md``.
 PAGE = "rules.md"
 
-#: The observation columns the rules read.
-COLUMNS = ("case", "program", "framework", "framework_version", "device", "environment", "mode", "dtype", "status",
-           "value")
+from kinkcheck.rules.table import COLUMNS  # the observation columns the rules read
 
 
 def rows(table: Any) -> Iterator[dict[str, Any]]:
@@ -57,10 +55,12 @@ def from_table(table: Any, catalog: Any) -> tuple[Any, Any]:
     """Infer the rules from an observations table and validate them by leaving one case out:
     ``(RuleBook, Validation)``."""
     from kinkcheck.rules.infer import infer
+    from kinkcheck.rules.table import encode
     from kinkcheck.rules.validate import validate
 
-    book = infer(rows(table), catalog)
-    return book, validate(book, rows(table))
+    coded = encode(table)
+    book = infer(coded, catalog)
+    return book, validate(book, coded)
 
 
 def environments(table: Any) -> Mapping[str, Mapping[str, str]]:

@@ -17,7 +17,7 @@ def code_digest() -> str:
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    models = [root / "rules" / f"{name}.py" for name in ("graph", "local", "chain", "infer", "names")]
+    models = [root / "rules" / f"{name}.py" for name in ("graph", "local", "chain", "model", "names")]
     for path in sorted([*models, *root.glob("oracles/*.py"), *root.glob("frameworks/*/mapping.py")]):
         h.update(path.relative_to(root).as_posix().encode())
         h.update(path.read_bytes())

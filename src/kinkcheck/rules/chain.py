@@ -84,13 +84,14 @@ def _components(site: Site, live: list[int]) -> list[list[int]]:
 
 
 def _dead(site: Site, k: int, values: dict[sympy.Symbol, sympy.Expr], choose: Chooser,
-          cot: dict[sympy.Symbol, sympy.Expr]) -> None:
+          cot: dict[sympy.Symbol, sympy.Expr], derivative: Callable[..., sympy.Expr] = _derivative,
+          nonsmooth: Callable[..., list[str]] = _nonsmooth_here) -> None:
     """An output whose cotangent is 0 adds 0 × its local derivative: 0 where that is finite, nan (IEEE's 0 × inf,
     0 × nan) where it is not (``where(x > 0, sqrt(x), x)`` at -1: the unselected ``sqrt``'s nan reaches ``x``). At
     a kink the rule decides; where there is none and every value the oracle allows there is finite, 0."""
     form = site.forms[k]
     syms = tuple(s for s in site.slots if s in form.free_symbols)
-    found = _nonsmooth_here(form, values)
+    found = nonsmooth(form, values)
     if found:
         kink = LocalKink(form, syms, tuple(values[s] for s in syms), kink_kind(found))
         if len(syms) > MAX_LOCAL:
@@ -102,7 +103,7 @@ def _dead(site: Site, k: int, values: dict[sympy.Symbol, sympy.Expr], choose: Ch
                 return
             raise
     else:
-        grads = tuple(_derivative(form, a, values, site.name) for a in syms)
+        grads = tuple(derivative(form, a, values, site.name) for a in syms)
     for a, g in zip(syms, grads):
         if not (g.is_number and g.is_finite):
             cot[a] = sympy.nan
@@ -207,7 +208,7 @@ def backward(graph: Graph, choose: Chooser) -> tuple[tuple[sympy.Expr, ...], lis
         w = [cot.get(s, sympy.S.Zero) for s in site.outputs]
         for k in range(len(site.outputs)):
             if w[k] == 0:
-                _dead(site, k, values, choose, cot)
+                _dead(site, k, values, choose, cot, _d, nonsmooth_here)
         live_all = [k for k in range(len(site.outputs)) if w[k] != 0]
         for live in ([[k] for k in live_all] if site.elementwise else _components(site, live_all)):
             phi = sympy.Add(*[w[k] * site.forms[k] for k in live])

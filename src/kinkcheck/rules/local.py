@@ -138,10 +138,14 @@ _NAME = re.compile(r"\b[as]\d+\b")
 def local_oracle(k: LocalKink) -> Any:
     """The project's oracle (:class:`kinkcheck.oracles.symbolic.OracleResult`) of ``k.phi`` at its point, with the
     tie routings ``first``/``last`` by argument position; cached by the form's text and point."""
+    hit = _BY_KINK.get(k)
+    if hit is not None:
+        return hit
     key = k.canonical()
     hit = _CACHE.get(key)
     if hit is None:
         hit = _CACHE[key] = _cached_oracle(k, key)
+    _BY_KINK[k] = hit
     return hit
 
 
@@ -169,6 +173,8 @@ def _cached_oracle(k: LocalKink, key: tuple[str, tuple[str, ...]]) -> Any:
 
 
 _CACHE: dict[tuple[str, tuple[str, ...]], Any] = {}
+#: the same, by the kink itself (its text is what costs: a program's walk meets the same kink in every cell)
+_BY_KINK: dict[LocalKink, Any] = {}
 
 
 def _oracle(k: LocalKink, text: str) -> Any:

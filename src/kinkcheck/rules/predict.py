@@ -77,7 +77,9 @@ def chooser(book: RuleBook, framework: str, cell: Cell, *, without: str | None =
         if not labels:
             raise NotPredicted(f"no rule for {op} at {kink.kind} in this release, mode and dtype (nothing measured "
                                "there, its cells contradict each other, or no label fits them)")
-        vals = label_values(local_oracle(kink), kink.kind, kink)
+        vals = _LABELS.get(kink)
+        if vals is None:  # a walk meets the same kink in every cell of its program
+            vals = _LABELS[kink] = label_values(local_oracle(kink), kink.kind, kink)
         got = {label: vals.get(label) for label in labels}
         distinct = {v for v in got.values() if v is not None}
         if len(distinct) != 1 or any(v is None for v in got.values()):
@@ -89,6 +91,10 @@ def chooser(book: RuleBook, framework: str, cell: Cell, *, without: str | None =
         return value
 
     return choose
+
+
+#: :func:`kinkcheck.rules.local.label_values` of each kink met (the oracle and the labels' values are the kink's own)
+_LABELS: dict[LocalKink, dict[str, tuple[sympy.Expr, ...]]] = {}
 
 
 def _text(v: tuple[sympy.Expr, ...]) -> str:

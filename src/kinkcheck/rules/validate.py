@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,79 +85,123 @@ class Validation:
         }
 
 
-def validate(book: RuleBook, rows: Iterable[Mapping[str, Any]]) -> Validation:
-    """Leave-one-case-out validation of every measured first-order cell (rows as :func:`kinkcheck.rules.infer.infer`
-    reads them, with ``framework_version`` and ``device``)."""
-    from kinkcheck.vocabulary import GRADIENT_MODES, flat_value
+def validate(book: RuleBook, rows: Any) -> Validation:
+    """Leave-one-case-out validation of every measured first-order cell: ``rows`` as
+    :func:`kinkcheck.rules.infer.infer` reads them (with ``framework_version`` and ``device``).
 
-    modes = frozenset(GRADIENT_MODES)
-    memo: dict[Any, Prediction] = {}
+    Each program's cells are taken together: the labels its rules give in each of its cells (without its case)
+    form a signature, the program is predicted once per distinct signature (a prediction depends on those labels
+    only), and compared once per distinct measured value."""
+    import numpy as np
+
+    from kinkcheck.rules.table import Encoded, encode
+
+    enc = rows if isinstance(rows, Encoded) else encode(rows)
     out = Validation()
-    missed: dict[tuple[Any, ...], dict[str, Any]] = {}
+    cells = [Cell(*c) for c in enc.cells]
+    dtypes = sorted({c.dtype for c in cells})
+    cell_dtype = np.array([dtypes.index(c.dtype) for c in cells] or [0], dtype=np.int64)
+    columns = book.coded
+    if columns is None or columns.cells != cells:
+        raise ValueError("validate() takes the rule book inferred from these very rows (infer(rows, catalog))")
+    order = np.argsort(enc.pk, kind="stable")  # each program's rows, in the table's order
+    bounds = np.searchsorted(enc.pk[order], np.arange(len(enc.programs) + 1))
     everywhere: dict[tuple[str, str, str], bool] = {}
-    parsed: dict[str, tuple[float, ...]] = {}  # a value's text → its flat floats (most values repeat)
-    relevant: dict[tuple[str, str, str], tuple[tuple[str, ...], list[Any]]] = {}  # program → its ops, their rules
-    for row in rows:
-        if row["status"] != "ok" or row["mode"] not in modes or row["value"] is None:
+    for code, pk in enumerate(enc.programs):
+        model: ProgramModel | None = book.programs.get(pk)
+        mine = order[bounds[code]:bounds[code + 1]]
+        if model is None or not len(mine):
             continue
-        model: ProgramModel | None = book.programs.get((row["case"], row["framework"], row["program"]))
-        if model is None:
-            continue
-        fw = row["framework"]
-        cell = Cell(row["environment"], row["mode"], row["dtype"])
-        headline = row["mode"] == "reverse" and row["dtype"] == "float64" and row["device"] == "cpu"
-        if model.graph is None:
-            pred = Prediction(None, model.reason)
-        else:
-            pk = (row["case"], fw, row["program"])
-            got = relevant.get(pk)
-            if got is None:  # the rules a prediction of this program can depend on: those its walks met
-                got = relevant[pk] = (tuple(sorted(model.seen)),
-                                      [r for k in sorted(model.seen) if (r := book.rules.get((fw, *k))) is not None])
-            sig = tuple(r.labels(cell, without=model.case) for r in got[1])
-            key = (pk, sig)
-            pred = memo.get(key)
-            if pred is None:
-                pred = predict(model.graph, book, fw, cell, without=model.case)
-                if pred.met <= set(got[0]):
-                    memo[key] = pred
-                else:  # this walk met another kink: the program depends on more rules from now on
-                    wider = sorted(set(got[0]) | pred.met)
-                    relevant[pk] = (tuple(wider), [r for k in wider if (r := book.rules.get((fw, *k))) is not None])
-        value = parsed.get(row["value"])
-        if value is None:
-            value = parsed[row["value"]] = tuple(flat_value(json.loads(row["value"])))
-        right = pred.value is not None and classify.same_value(value, pred.floats or (), row["dtype"])
-        out.by_framework[fw].add(pred.value is not None, right)
-        if headline:
-            out.headline[fw].add(pred.value is not None, right)
-            pk = (row["case"], fw, row["program"])
-            everywhere[pk] = everywhere.get(pk, True) and pred.value is not None
-            if pred.value is None:
-                out.not_predicted[_reason_kind(pred.reason or "")] += 1
-        if pred.value is not None and not right:
-            entry = missed.setdefault((row["case"], fw, row["program"]), {
-                "cells": 0, "modes": set(), "dtypes": set(), "versions": [], "example": None})
-            entry["cells"] += 1
-            entry["modes"].add(row["mode"])
-            entry["dtypes"].add(row["dtype"])
-            entry["versions"].append(row["framework_version"])
-            if entry["example"] is None or (headline and not entry["example"][0]):
-                used = "; ".join(f"{u.operation} at {u.kind}: {'/'.join(u.labels)}" for u in pred.used)
-                entry["example"] = (headline, f"{row['environment']} {row['mode']} {row['dtype']}", value,
-                                    pred.floats, used or "derivatives only")
+        fw = pk[1]
+        preds, which = _predictions(model, book, enc, cells, mine, columns)
+        ok = np.array([p.value is not None for p in preds], dtype=bool)[which]
+        right = np.zeros(len(mine), dtype=bool)
+        if ok.any():  # each (prediction, measured value, dtype) compared once: values repeat over environments
+            key = (which * (len(enc.values) + 1) + enc.value[mine]) * len(dtypes) + cell_dtype[enc.cell[mine]]
+            distinct, first, back = np.unique(np.where(ok, key, -1), return_index=True, return_inverse=True)
+            same = np.array([k >= 0 and classify.same_value(
+                _floats(enc, int(enc.value[mine[i]])), preds[which[i]].floats or (), cells[enc.cell[mine[i]]].dtype)
+                for k, i in zip(distinct.tolist(), first.tolist())], dtype=bool)
+            right = same[back.reshape(-1)]
+        head = enc.headline[mine]
+        out.by_framework[fw].cells += len(mine)
+        out.by_framework[fw].predicted += int(ok.sum())
+        out.by_framework[fw].right += int(right.sum())
+        if head.any():
+            t = out.headline[fw]
+            t.cells += int(head.sum())
+            t.predicted += int((ok & head).sum())
+            t.right += int((right & head).sum())
+            everywhere[pk] = bool(ok[head].all())
+            for p, n in zip(*np.unique(which[head & ~ok], return_counts=True)):
+                out.not_predicted[_reason_kind(preds[p].reason or "")] += int(n)
+        miss = np.flatnonzero(ok & ~right)
+        if len(miss):
+            rows_missed = mine[miss]
+            heads = np.flatnonzero(head[miss])
+            first = int(miss[heads[0]] if len(heads) else miss[0])
+            row = int(mine[first])
+            pred = preds[which[first]]
+            used = "; ".join(f"{u.operation} at {u.kind}: {'/'.join(u.labels)}" for u in pred.used)
+            cell = cells[enc.cell[row]]
+            out.misses.append(Miss(
+                pk[0], fw, pk[2], len(miss), tuple(sorted({cells[c].mode for c in enc.cell[rows_missed].tolist()})),
+                tuple(sorted({cells[c].dtype for c in enc.cell[rows_missed].tolist()})),
+                min((enc.versions[v] for v in set(enc.version[rows_missed].tolist())), key=release_key),
+                f"{cell.environment} {cell.mode} {cell.dtype}", _floats(enc, int(enc.value[row])),
+                pred.floats or (), used or "derivatives only"))
     for model in book.programs.values():
         out.programs["evidence" if model.key is not None else _reason_kind(model.reason or "")] += 1
-    for pk, ok in everywhere.items():
+    for pk, ok_all in everywhere.items():
         model = book.programs[pk]
         if model.calls >= 2:
             out.multi_call[pk[1]][0] += 1
-            out.multi_call[pk[1]][1] += ok
-    for (case, fw, program), e in sorted(missed.items()):
-        _, where, value, predicted, used = e["example"]
-        out.misses.append(Miss(case, fw, program, e["cells"], tuple(sorted(e["modes"])), tuple(sorted(e["dtypes"])),
-                               min(e["versions"], key=release_key), where, value, predicted or (), used))
+            out.multi_call[pk[1]][1] += ok_all
+    out.misses.sort(key=lambda m: (m.case, m.framework, m.program))
     return out
+
+
+def _floats(enc: Any, value: int) -> tuple[float, ...]:
+    """A measured value's flat floats (parsed once per distinct text)."""
+    hit = _PARSED.get(enc.values[value])
+    if hit is None:
+        from kinkcheck.vocabulary import flat_value
+
+        hit = _PARSED[enc.values[value]] = tuple(flat_value(json.loads(enc.values[value])))
+    return hit
+
+
+_PARSED: dict[str, tuple[float, ...]] = {}
+
+
+def _predictions(model: ProgramModel, book: RuleBook, enc: Any, cells: list[Cell], mine: Any,
+                 columns: Any) -> tuple[list[Prediction], Any]:
+    """A program's predictions over its rows (``mine``: row indices): the distinct predictions, and for each row
+    which one is its. Rows whose rules give the same labels share one prediction; when a walk meets a kink the
+    program's signature did not hold, the signature widens and the program is predicted again."""
+    import numpy as np
+
+    if model.graph is None:
+        return [Prediction(None, model.reason)], np.zeros(len(mine), dtype=np.int64)
+    fw = model.framework
+    relevant = set(model.seen)
+    row_cells = enc.cell[mine]
+    distinct_cells, at = np.unique(row_cells, return_inverse=True)
+    while True:
+        keys = sorted(relevant)
+        found = [r for k in keys if (r := book.rules.get((fw, *k))) is not None]
+        sig = np.zeros((len(mine), max(len(found), 1)), dtype=np.int64)
+        for j, rule in enumerate(found):
+            sig[:, j] = columns.column(rule.key, model.case)[distinct_cells][at.reshape(-1)]
+        distinct, which = np.unique(sig, axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        first = np.zeros(len(distinct), dtype=np.int64)
+        first[which[::-1]] = np.arange(len(which))[::-1]  # each signature's first row
+        preds = [predict(model.graph, book, fw, cells[int(row_cells[i])], without=model.case) for i in first.tolist()]
+        met = set().union(*(p.met for p in preds))
+        if met <= relevant:
+            return preds, which
+        relevant |= met
 
 
 def _reason_kind(reason: str) -> str:
