@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report, principal_case
 from kinkcheck.cli import main
+from kinkcheck.decimals import decimal_value
 from kinkcheck.report.model import Case, Oracle, report_json
 
 
@@ -308,3 +309,202 @@ def test_a_method_form_shared_by_frameworks_cites_each_framework_s_spelling(repo
     torch's program, as on every face."""
     c = cite(report, "x.clamp(min=0.0)", case="relu@0", framework="torch")
     assert "`x.clamp(min=0)`" in c.sentence and c.environment.framework == "torch", c.sentence
+
+
+# --- cite --rule: a rule of the committed reports/rules.json.gz, its evidence from the Parquet file beside it -----
+
+@pytest.fixture(scope="module")
+def rules_doc():
+    from conftest import ROOT
+
+    from kinkcheck.rules import doc
+
+    return doc.load(ROOT / "reports" / doc.FILE)
+
+
+@pytest.fixture(scope="module")
+def parquet():
+    from conftest import ROOT
+
+    return ROOT / "reports" / "observations.parquet"
+
+
+def _rule(doc, operation, kind):
+    return next(r for r in doc["rules"] if r["operation"] == operation and r["kind"] == kind)
+
+
+def _headline(doc, rule):
+    """(release, labels) of the rule in reverse mode, float64, plain CPU environments, oldest first (from the file)."""
+    from kinkcheck.vocabulary import release_key
+
+    out = {}
+    for labels, idx in rule["labels"].items():
+        for i in idx:
+            env, mode, dtype = doc["cells"][i]
+            e = doc["environments"][env]
+            if (mode, dtype) == ("reverse", "float64") and env == f"{e['framework']}-{e['version']}-cpu":
+                out[e["version"]] = tuple(labels.split()) if labels != "-" else ()
+    return sorted(out.items(), key=lambda kv: release_key(kv[0]))
+
+
+def test_rule_sentence_states_the_label_and_the_releases_it_holds_in(rules_doc, parquet):
+    from kinkcheck.cite import cite_rule
+    from kinkcheck.query import read_table
+    from kinkcheck.rules.page import LABEL_WORDS
+
+    rule = _rule(rules_doc, "torch.clamp", "max at a bound")
+    releases = _headline(rules_doc, rule)
+    newest, labels = releases[-1]
+    i = len(releases) - 1
+    while i > 0 and releases[i - 1][1] == labels:
+        i -= 1
+    since = releases[i][0]  # the first release of the newest run of equal labels
+    c = cite_rule(rules_doc, "torch.clamp@max", observations=parquet)
+    span = f"PyTorch {since} to {newest}" if since != releases[0][0] else f"every measured PyTorch release ({since}"
+    assert c.sentence.startswith(f"In {span}"), f"the run of releases with {labels}, {since} to {newest}: {c.sentence}"
+    assert f"returns {LABEL_WORDS[labels[0]]} at its kinks of kind \"max at a bound\"" in c.sentence, \
+        f"the rule's first label {labels[0]} in words: {c.sentence}"
+    assert f"labels {'/'.join(labels)}" in c.sentence or f"label {labels[0]}" in c.sentence, c.sentence
+    assert "inferred from" in c.sentence and "not itself a measurement" in c.sentence, c.sentence
+    assert c.sentence.endswith("(kinkcheck rule torch.clamp@max-at-a-bound)."), c.sentence
+    assert c.rule == "torch.clamp@max-at-a-bound" and c.releases == (since, newest), (c.rule, c.releases)
+    assert c.link() == "reports/rules.md#rule-torch-clamp--max-at-a-bound", c.link()
+    assert c.link("https://u.github.io/kinkcheck/report/conventions.html") == \
+        "https://u.github.io/kinkcheck/report/rules.html#rule-torch-clamp--max-at-a-bound", "the site's rules page"
+    # relu@0's torch.clamp(x, min=0) is evidence: its line carries the value measured in the newest release
+    row = read_table(parquet, filters=[("environment", "==", f"torch-{newest}-cpu"), ("case", "==", "relu@0"),
+                                       ("program", "==", "torch.clamp(x, min=0)"), ("mode", "==", "reverse"),
+                                       ("dtype", "==", "float64")]).to_pylist()[0]
+    value = decimal_value(json.loads(row["value"]))
+    line = next((ln for ln in c.evidence if ln.startswith("  relu@0  torch.clamp(x, min=0): ")), None)
+    assert line is not None and f"{value} in {since}–{newest}" in line, \
+        f"evidence names relu@0's torch.clamp(x, min=0) = {value} in {since}–{newest}: {c.evidence}"
+    old = cite_rule(rules_doc, "torch.clamp@max", observations=parquet, framework_version=releases[0][0])
+    assert old.releases[0] == releases[0][0] and old.labels == releases[0][1], \
+        f"--framework-version {releases[0][0]}: the run it belongs to: {old.releases} {old.labels}"
+
+
+def test_rule_spellings_and_abbreviations(rules_doc):
+    from kinkcheck.cite import find_rule
+
+    for spec in ("torch.clamp@max", "torch.clamp@max at a bound", "torch.clamp@max-at-a-bound",
+                 "torch.Tensor.clamp@max", "clamp@max"):
+        r = find_rule(rules_doc, spec, framework="torch" if spec.startswith("clamp") else None)
+        assert (r["operation"], r["kind"]) == ("torch.clamp", "max at a bound"), f"{spec}: {r['operation']} {r['kind']}"
+    assert find_rule(rules_doc, "torch.relu")["operation"] == "torch.nn.functional.relu", \
+        "torch.relu is the census's torch.nn.functional.relu"
+    assert find_rule(rules_doc, "F.relu@max")["operation"] == "torch.nn.functional.relu", "the F alias"
+    with pytest.raises(CiteError, match=r"fits 2 kinds of kink.*torch\.clamp@max-at-a-bound, "
+                                        r"torch\.clamp@min-at-a-bound"):
+        find_rule(rules_doc, "torch.clamp@bound")  # the two bounds are two rules, which differ since 2.14.1
+    with pytest.raises(CiteError, match=r"torch\.clamp has rules at 2 kinds of kink"):
+        find_rule(rules_doc, "torch.clamp")
+    with pytest.raises(CiteError, match=r"'clamp' names \d+ operations"):
+        find_rule(rules_doc, "clamp")
+
+
+def test_rule_counterexamples_are_never_dropped(rules_doc, parquet):
+    from kinkcheck.cite import cite_rule
+
+    rule = _rule(rules_doc, "torch.abs", "abs at 0")
+    assert rule["counterexamples"], "torch.abs at 0 has counter-examples in the committed file"
+    c = cite_rule(rules_doc, "torch.abs", observations=parquet)
+    assert c.counter_cells == len(rule["counterexamples"]), c.counter_cells
+    for cell, case, program, _ in rule["counterexamples"]:
+        env, mode, dtype = rules_doc["cells"][cell]
+        assert any(ln.startswith(f"  {case}  {program}: ") and mode in ln and dtype in ln
+                   for ln in c.counterexamples), f"counter-example {case} {program} {env} {mode} {dtype} missing"
+
+
+def test_rule_evidence_is_capped_with_a_way_to_see_all(rules_doc, parquet):
+    from kinkcheck.cite import MAX_EVIDENCE, CiteError as Err, cite_rule
+    from kinkcheck.rules.page import rule_id
+
+    for r in sorted(rules_doc["rules"], key=lambda r: -len(r["programs"])):
+        try:
+            c = cite_rule(rules_doc, rule_id(r["operation"], r["kind"]), observations=parquet)
+        except Err:
+            continue
+        break
+    assert len(c.evidence) == MAX_EVIDENCE and c.more > 0, (c.rule, len(c.evidence), c.more)
+
+
+def test_rule_whose_evidence_contradicts_itself_is_one_line_exit_2(rules_doc, capsys):
+    from conftest import ROOT
+
+    from kinkcheck.rules.page import rule_id
+
+    rule = next(r for r in rules_doc["rules"] if (h := _headline(rules_doc, r)) and h[-1][1] == ())
+    assert main(["cite", "--rule", rule_id(rule["operation"], rule["kind"]), "--report", str(ROOT / "reports")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "contradicts itself" in err, err
+
+
+def test_cli_cites_a_rule_with_its_evidence_and_the_dataset_entry(capsys):
+    from conftest import ROOT
+
+    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(ROOT / "reports")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("In PyTorch ") and "kinkcheck rule torch.clamp@max-at-a-bound" in out[0], out[0]
+    assert out[1] == "Rule: reports/rules.md#rule-torch-clamp--max-at-a-bound", out[1]
+    assert out[2].startswith("History (CPU, float64, reverse mode): "), out[2]
+    assert any(ln.startswith("Inferred from measurements") for ln in out), out
+    assert any(ln.startswith("evidence (PyTorch ") for ln in out) and any(ln.startswith("counter-examples") for ln in
+                                                                           out), out
+    assert any(ln.startswith("@misc{kinkcheck-") for ln in out), "--bibtex: the dataset entry"
+    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(ROOT / "reports" / "conventions.json.gz"),
+                 "--cff"]) == 0
+    assert "- type: data" in capsys.readouterr().out.splitlines(), "--cff: the dataset entry"
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--rule", "torch.clmap"], "no rule for operation 'torch.clmap'; close: torch.clamp"),
+    (["--rule", "torch.clamp@bound"], "fits 2 kinds of kink"),
+    (["--rule", "torch.clamp@max", "--framework", "jax"], "it has rules in torch"),
+    (["--rule", "torch.clamp@max", "--framework-version", "0.0.1"], "no evidence in PyTorch 0.0.1"),
+    (["--rule", "torch.clamp@max", "--mode", "bogus"], "unknown mode"),
+    (["torch.clamp(x, min=0)", "--rule", "torch.clamp@max"], "give no program"),
+    ([], "cite what?"),
+])
+def test_cli_rule_bad_input_is_one_line_exit_2(argv, words, capsys):
+    from conftest import ROOT
+
+    assert main(["cite", *argv, "--report", str(ROOT / "reports")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and words in err, err
+
+
+@pytest.mark.parametrize(("content", "words"), [(None, "no rules file"), (b"garbage", "not a readable rules file")])
+def test_cli_rule_missing_or_damaged_rules_file_is_one_line_exit_2(tmp_path, capsys, content, words):
+    if content is not None:
+        (tmp_path / "rules.json.gz").write_bytes(content)
+    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_rule_anchor_is_on_the_rules_page_and_survives_the_site(rules_doc, parquet):
+    """The rules page carries every rule's anchor, once; MkDocs's Markdown (the site's extensions) keeps it."""
+    import markdown
+
+    from kinkcheck.cite import cite_rule
+    from kinkcheck.rules.page import render_page, rule_anchor
+
+    c = cite_rule(rules_doc, "torch.clamp@max", observations=parquet)
+    page = render_page(rules_doc, sorted({r["framework"] for r in rules_doc["rules"]}))
+    ids = [rule_anchor(r["operation"], r["kind"]) for r in rules_doc["rules"]]
+    assert len(set(ids)) == len(ids), "two rules share an anchor"
+    assert all(page.count(f'id="{a}"') == 1 for a in ids), "every rule's anchor once on the page"
+    lines = page.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| family | kind of kink |"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    html = markdown.markdown("\n".join(lines[start:end]), extensions=["tables", "attr_list", "md_in_html", "toc"])
+    assert f'<a id="{c.anchor}"></a>' in html, "the rules table as the site renders it keeps the rule's anchor"
+
+
+def test_rule_entry_is_the_whole_report_s():
+    from conftest import ROOT
+
+    path = ROOT / "reports" / "conventions.json.gz"
+    head, part = load_report(path, frameworks=()), load_report(path, program="x.clamp(min=0)")
+    assert bibtex(head) == bibtex(part) and cff(head) == cff(part), "cite --rule reads no row for its entry"

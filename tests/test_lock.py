@@ -256,6 +256,11 @@ def test_a_small_cnn_locks_relu_the_tied_pool_and_the_clamp(models, capsys):
     clamp = by_op["torch.Tensor.clamp"]
     assert (clamp.program, clamp.at) == ("x.clamp(min=0.0, max=6.0)", "x=0.0"), clamp
     assert all(s.call.startswith("usermodels.py:") for s in written.site), [s.call for s in written.site]
+    assert relu.predicted is None, "a report cell is no prediction's place"
+    assert pool.predicted is not None and clamp.predicted is not None, "no report cell: the prediction beside it"
+    if clamp.predicted.value is not None:  # the installed release is one the rules file holds
+        assert clamp.predicted.value == clamp.value and clamp.predicted.rules[0].operation == "torch.clamp", clamp
+        assert "[site.predicted]  # predicted from the rules, not measured" in (models / "kinkcheck.lock").read_text()
     capsys.readouterr()
     assert main(["lock", "--check", "--quiet"]) == 0, "the installed release against itself changes nothing"
 
@@ -524,7 +529,8 @@ def test_a_lock_checked_on_cuda_compares_the_reports_cuda_cells(models, capsys):
     capsys.readouterr()
     assert main(["lock", "--check", "--device", "cuda", "--release", "2.11.0", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda (2 not compared)" in out, out
+    assert ("0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda (1 by report cell, 0 by "
+            "prediction, 0 by live measurement; 2 not compared)") in out, out
     assert ": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): not compared: no catalog case " \
            "holds this program at this point" in out, out
 
@@ -537,8 +543,8 @@ def test_a_lock_checked_at_a_lower_x86_64_level_compares_the_reports_capped_cell
     capsys.readouterr()
     assert main(["lock", "--check", "--isa", "x86-64-v3", "--release", "2.15.0", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.15.0 cpu at x86-64-v3 (2 not compared)" \
-        in out, out
+    assert ("0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.15.0 cpu at x86-64-v3 (1 by report "
+            "cell, 0 by prediction, 0 by live measurement; 2 not compared)") in out, out
     assert "not compared: no catalog case holds this program at this point, so the report has no cpu at x86-64-v3 " \
            "cell of it" in out, out
 
@@ -587,7 +593,8 @@ def test_a_check_whose_model_does_not_load_still_checks_and_says_why_no_size(mod
 
 def test_report_only_compares_without_making_an_environment(models, capsys, monkeypatch):
     """--report-only: the CNN's relu is compared with torch 2.14.1's report cell; its pool and clamp, which the report
-    has no cell for, are 'not compared' instead of measured in a 5.5 GB environment of 2.14.1."""
+    has no cell for, with the rules' prediction for 2.14.1 (the clamp's rule changed there: 1 → 0), never measured in
+    a 5.5 GB environment of 2.14.1."""
     import subprocess
 
     _installed_2_13_0()
@@ -598,11 +605,12 @@ def test_report_only_compares_without_making_an_environment(models, capsys, monk
         raise AssertionError(f"--report-only makes no environment and runs no probe: {args}")
 
     monkeypatch.setattr(subprocess, "run", no_install)
-    assert main(["lock", "--check", "--release", "2.14.1", "--report-only", "--quiet"]) == 0
+    assert main(["lock", "--check", "--release", "2.14.1", "--report-only", "--quiet"]) == 1
     out = capsys.readouterr().out
-    assert "0 of 3 locked convention(s) changed from torch 2.13.0 to 2.14.1 (2 not compared)" in out, out
-    assert ": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): not compared: the report has no torch " \
-           "2.14.1 cell of it (--report-only" in out, out
+    assert ("1 of 3 locked convention(s) changed from torch 2.13.0 to 2.14.1 (1 by report cell, 2 by prediction, 0 by "
+            "live measurement)") in out, out
+    assert (": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): 1 (right) in torch 2.13.0 → 0 in "
+            "2.14.1 (predicted from the rules, not measured: torch.clamp at max at a bound: left") in out, out
     assert not (models / "ask" / "envs").exists(), "no environment made"
 
 
@@ -672,14 +680,16 @@ def test_a_site_is_asked_where_the_model_first_reached_its_kink(models):
     assert by_op["torch.amax"].at == "v=[1.0,1.0]", by_op["torch.amax"]
 
 
-def test_report_only_does_not_say_nothing_changes_of_what_it_did_not_compare(models, capsys):
-    _installed_2_13_0()
-    assert main(["lock", "--model", "usermodels:cnn", "--data", "usermodels:images", "--quiet"]) == 0
-    capsys.readouterr()
-    assert main(["lock", "--check", "--release", "2.14.1", "--report-only", "--quiet"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.endswith(": none of the 1 compared changes; the 2 not compared are unknown"), last
+def test_report_only_does_not_say_nothing_changes_of_what_it_did_not_compare(models, capsys, monkeypatch):
+    """The clamp is compared with its report cell; the remainder, which the rules do not predict, is not compared."""
+    _nothing_measured(monkeypatch)
+    _write(models, CLAMP_SITE, JUMP_SITE)
+    assert main(["lock", "--check", "--release", "2.13.0", "--report-only", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    last = out.strip().splitlines()[-1]
+    assert last.endswith(": none of the 1 compared changes; the 1 not compared are unknown"), last
     assert "nothing the model relies on changes" not in last, last
+    assert "the rules do not predict it (not predicted: " in out, out
 
 
 # --------------------------------------------------------------------------- a guard never passes on what it did not check
@@ -691,6 +701,15 @@ CLAMP_SITE = lock.LockedSite(index=0, operation="torch.Tensor.clamp", call="mode
 OWN_SITE = lock.LockedSite(index=1, operation="torch.Tensor.clamp", call="model.py:9", kink="x at a bound",
                            dtype="float32", hits=1, elements=8, program="x.clamp(min=0.0, max=6.0)", at="x=0.0",
                            status="ok", value={"x": 1.0}, labels=["right"], source="measured")
+#: A site no catalog case holds that the rules predict: torch.clamp's rule at its upper bound is ``right`` up to
+#: torch 2.13.0 and ``left`` from 2.14.1 (``kinkcheck rules torch.clamp``), so 2 here, 0 from 2.14.1.
+SCALED_SITE = lock.LockedSite(index=2, operation="torch.clamp", call="model.py:11", kink="x at a bound",
+                              dtype="float32", hits=1, elements=8, program="torch.clamp(x, 0.0, 1.0) * 2.0",
+                              at="x=0.0", status="ok", value={"x": 2.0}, labels=["right"], source="measured")
+#: A site the rules do not predict (no rule for torch.remainder at its jump).
+JUMP_SITE = lock.LockedSite(index=3, operation="torch.remainder", call="model.py:13", kink="x at a jump",
+                            dtype="float32", hits=1, elements=8, program="torch.remainder(x, 1.0)", at="x=1.0",
+                            status="ok", value={"x": 1.0}, labels=["derivative"], source="measured")
 
 
 def _write(folder, *sites, unlocked=()):
@@ -748,7 +767,7 @@ def test_writing_a_lock_stops_on_a_damaged_report_before_running_the_model(model
 @pytest.mark.parametrize("mode, sites, why", [
     (["--framework-version", "jax==0.4.30"], [OWN_SITE],
      "none of the 1 locked site(s) was compared with jax 0.4.30 (each line above says why)"),
-    (["--release", "2.14.1", "--report-only"], [OWN_SITE],
+    (["--release", "2.14.1", "--report-only"], [JUMP_SITE],
      "none of the 1 locked site(s) was compared with torch 2.14.1 (each line above says why), so nothing is known "
      "of the conventions the model relies on there; without --report-only they are measured in that release's "
      "environment"),
@@ -769,6 +788,118 @@ def test_a_check_that_compared_nothing_exits_2_and_says_why(models, capsys, monk
     said = [ln for ln in out.splitlines() if ": not compared: " in ln]
     assert len(said) == len(sites), f"{mode}: a line for each site not compared: {out}"
     assert "nothing the model relies on changes" not in out, out
+
+
+# --------------------------------------------------------------------------- predicted from the rules (issue 45)
+
+
+def _measured_live(monkeypatch):
+    """Record what is measured live and stop there (a release's environment would be made next): one line, exit 2."""
+    from kinkcheck import ask
+    from kinkcheck.errors import UsageError
+
+    calls = []
+
+    def measure(questions, releases, **kwargs):
+        calls.append(([q.expr for q in questions], list(releases)))
+        raise UsageError(f"measured live in {releases} (the test stops here)")
+
+    monkeypatch.setattr(ask, "measure", measure)
+    return calls
+
+
+@pytest.mark.parametrize("release, status, new, summary", [
+    ("2.15.0", 1,
+     "2 (right) in torch 2.13.0 → 0 in 2.15.0 (predicted from the rules, not measured: torch.clamp at max at a bound: "
+     "left", "1 of 1 locked convention(s) changed from torch 2.13.0 to 2.15.0 (0 by report cell, 1 by prediction, 0 "
+             "by live measurement); "),
+    ("2.11.0", 0, None, "0 of 1 locked convention(s) changed from torch 2.13.0 to 2.11.0 (0 by report cell, 1 by "
+                        "prediction, 0 by live measurement): nothing the model relies on changes (by the rules' "
+                        "prediction for 1 of them, not measured)"),
+])
+@pytest.mark.parametrize("only", [[], ["--report-only"]], ids=["default", "report-only"])
+def test_a_site_no_catalog_case_holds_is_compared_with_the_rules_prediction(models, capsys, monkeypatch, release,
+                                                                             status, new, summary, only):
+    """Issue 45: `torch.clamp(x, 0.0, 1.0) * 2.0` at 0 is no catalog case, so the report has no cell of it in any
+    release; checked against a release that is not installed it is compared with the rules' prediction for that
+    release (2 up to 2.13.0, 0 from 2.14.1), marked predicted, and no environment is made."""
+    from kinkcheck.ask import installed_release
+
+    if installed_release("torch") == release:
+        pytest.skip(f"torch {release} is installed here: it is measured live, not predicted")
+    calls = _measured_live(monkeypatch)
+    _write(models, SCALED_SITE)
+    assert main(["lock", "--check", "--release", release, *only, "--quiet"]) == status, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert calls == [], f"nothing measured live: {calls}"
+    assert not (models / "ask" / "envs").exists(), "no environment made"
+    if new is not None:
+        assert f"model.py:11: torch.clamp (torch.clamp(x, 0.0, 1.0) * 2.0 at x=0.0, float32): {new}" in out, out
+    else:
+        assert "→" not in out, out
+    assert summary in out.strip().splitlines()[-1], out
+
+
+def test_measure_or_an_unpredicted_program_is_measured_in_that_releases_environment(models, capsys, monkeypatch):
+    """A program the rules do not predict (torch.remainder at its jump) is measured live in the release checked, as
+    before predictions, and only it: the predicted clamp is not. --measure measures every site without a report
+    cell instead of predicting it; with --report-only it is bad input."""
+    calls = _measured_live(monkeypatch)
+    _write(models, SCALED_SITE, JUMP_SITE)
+    assert main(["lock", "--check", "--release", "2.15.0", "--quiet"]) == 2
+    assert calls == [(["torch.remainder(x, 1.0)"], ["2.15.0"])], calls
+    assert "measured live in ['2.15.0']" in capsys.readouterr().err
+    calls.clear()
+    assert main(["lock", "--check", "--release", "2.15.0", "--measure", "--quiet"]) == 2
+    assert calls == [(["torch.clamp(x, 0.0, 1.0) * 2.0", "torch.remainder(x, 1.0)"], ["2.15.0"])], calls
+    capsys.readouterr()
+    assert main(["lock", "--check", "--release", "2.15.0", "--measure", "--report-only", "--quiet"]) == 2
+    assert "--report-only or --measure, not both" in capsys.readouterr().err
+
+
+def test_a_locked_prediction_round_trips_and_one_that_differs_from_the_measurement_is_said(models, capsys,
+                                                                                         monkeypatch):
+    """Writing a lock records, beside the installed release's measurement of a site with no report cell, what the rules
+    predict for that release ([site.predicted], marked); a prediction that differs from the measurement is a note on
+    stderr, and the lock keeps the measurement. An old lock, without it, reads as before."""
+    scaled = msgspec.structs.replace(SCALED_SITE, predicted=lock.Predicted(value={"x": 0.0}, rules=[
+        lock.UsedRule(operation="torch.clamp", kind="max at a bound", labels=["left"])]))
+    jump = msgspec.structs.replace(JUMP_SITE, predicted=lock.Predicted(reason="not predicted: no rule for it"))
+    _write(models, CLAMP_SITE, scaled, jump)
+    text = (models / "kinkcheck.lock").read_text()
+    assert text.count("[site.predicted]  # predicted from the rules, not measured") == 2, text
+    assert 'schema = "kinkcheck/lock/v1"' in text, text
+    held = lock.read_lock(models / "kinkcheck.lock")
+    assert [s.predicted for s in held.site] == [None, scaled.predicted, jump.predicted], held.site
+    broken = text.replace('reason = "not predicted: no rule for it"', 'value = { "v" = 1.0 }')
+    (models / "kinkcheck.lock").write_text(broken)
+    with pytest.raises(lock.UsageError, match="predicted .* is not a gradient of the inputs"):
+        lock.read_lock(models / "kinkcheck.lock")
+
+    def census(model, data, batches, eval_mode):
+        from types import SimpleNamespace
+
+        return "torch", [SimpleNamespace(index=2, program="torch.clamp", call="model.py:11", kink="x at a bound",
+                                         dtype="float32", hits=1, elements=8, question=SCALED_SITE.program,
+                                         at=SCALED_SITE.at, inspected=True)], None
+
+    def conventions(framework, release, wanted, **kwargs):
+        return {k: ("ok", {"x": 2.0}, ["right"], "measured", None) for k in wanted}
+
+    def predicted(framework, release, wanted):
+        return {k: scaled.predicted for k in wanted}
+
+    import kinkcheck.hitcensus
+
+    monkeypatch.setattr(kinkcheck.hitcensus, "user_census", census)
+    monkeypatch.setattr(lock, "conventions", conventions)
+    monkeypatch.setattr(lock, "predicted", predicted)
+    made = lock.make_lock("m:f", "m:d", quiet=True)
+    (site,) = made.site
+    assert (site.value, site.source, site.predicted) == ({"x": 2.0}, "measured", scaled.predicted), site
+    err = capsys.readouterr().err
+    assert "model.py:11: torch.clamp (torch.clamp(x, 0.0, 1.0) * 2.0 at x=0.0, float32): measured 2 (right) in " \
+           "torch" in err and "but the rules predict 0 (torch.clamp at max at a bound: left)" in err, err
 
 
 EXITS = textwrap.dedent('''

@@ -6,6 +6,11 @@ page, ``reports/cases/<case>.md#case-<case>--<framework>-<program>`` (the same a
 site's page of the case, ``report/cases/<case>.html``: :mod:`kinkcheck.report.site`). The entry cites the report as a dataset (BibTeX ``@misc`` or a
 CITATION.cff ``references`` item), with its generation date and catalog hash. Everything comes from the
 typed report (:class:`kinkcheck.report.model.Report`); nothing is measured here.
+
+``kinkcheck cite --rule OPERATION[@KIND]`` cites a rule instead (:func:`cite_rule`): what one operation returns at
+one kind of kink, read from ``rules.json.gz`` beside the report, stated for the run of releases where it holds,
+with its stable id (``torch.clamp@max-at-a-bound``), its anchor on ``rules.md``, its evidence cells (their values
+from ``observations.parquet``) and every counter-example; a summary of measured cells, said to be one.
 """
 
 from __future__ import annotations
@@ -13,21 +18,25 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Collection, Sequence
+import shlex
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kinkcheck import expr as ex
+from kinkcheck.anchors import slug
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.decimals import decimal_value
 from kinkcheck.vocabulary import flatten
-from kinkcheck.platforms import place_title
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM, place_title
 from kinkcheck.query import DATA_ENV
 from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError, report_path
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, mode_anchor, release_anchor, row_anchor
 
-__all__ = ["Citation", "CiteError", "bibtex", "case_page", "cff", "cite", "load_report", "principal_case"]
+__all__ = ["Citation", "CiteError", "RuleCitation", "bibtex", "case_page", "cff", "cite", "cite_rule", "find_rule",
+           "load_report", "principal_case"]
 
 FRAMEWORK_NAMES = view(lambda f: f.display)
 REPORT_MD = "reports/conventions.md"
@@ -332,3 +341,334 @@ def cff(report: Report) -> str:
         f"  version: \"{prov.kinkcheck_version}+catalog.{prov.catalog_hash}\"\n"
         f"  notes: \"{REPORT_MD}; {len(report.cases)} cases, {report.summary.observations} observations\"\n"
     )
+
+
+# --- citing a rule -----------------------------------------------------------------------------------------------
+
+#: Most programs whose evidence cells ``cite --rule`` lists (the rest: ``kinkcheck rules OPERATION --json``);
+#: counter-examples are never capped.
+MAX_EVIDENCE = 8
+
+
+@dataclass(frozen=True)
+class RuleCitation:
+    """One cited rule (:func:`cite_rule`): the sentence, the rule's stable id (:func:`kinkcheck.rules.page.rule_id`)
+    and its anchor on the rules page, the releases and the slice it is stated for (``CPU, float64, reverse mode``),
+    its labels over the releases of that slice (:attr:`history`), the evidence cells it rests
+    on (one line per program, runs of releases grouped; at most :data:`MAX_EVIDENCE`, :attr:`more` not shown) and
+    every counter-example cell, in any mode, dtype and device (one line per run of releases)."""
+
+    sentence: str
+    rule: str
+    anchor: str
+    framework: str
+    operation: str
+    kind: str
+    labels: tuple[str, ...]
+    releases: tuple[str, str]
+    slice: str
+    history: str
+    evidence: tuple[str, ...]
+    more: int
+    counterexamples: tuple[str, ...]
+    counter_cells: int = 0
+
+    def link(self, base: str = "reports") -> str:
+        """The rule's place on the rules page: ``base`` as :meth:`Citation.link` reads it → ``base/rules.md#anchor``
+        (a ``.md`` page → ``rules.md`` beside it; a ``.html`` page of the site → ``rules.html`` beside it)."""
+        from kinkcheck.rules import PAGE
+
+        base = base.rstrip("/") or "."
+        page = PAGE
+        if base.endswith((".md", ".html")):
+            if base.endswith(".html"):
+                page = page[:-3] + ".html"
+            base = base.rpartition("/")[0] or "."
+        return f"{base}/{page}#{self.anchor}"
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+def find_rule(doc: Mapping[str, Any], spec: str, framework: str | None = None) -> Mapping[str, Any]:
+    """The rule ``spec`` names in the rules document (:func:`kinkcheck.rules.doc.load`).
+
+    ``spec`` is ``OPERATION[@KIND]``. OPERATION: the census's name (``torch.clamp``,
+    ``torch.cdist(x2=tensor, p=2.0)``), a user alias (``jnp.maximum``), a spelling the census maps to it
+    (``torch.relu`` → ``torch.nn.functional.relu``, ``torch.Tensor.clamp`` → ``torch.clamp``), the name without its
+    overload when only one overload has rules (``torch.topk`` → ``torch.topk(dim)``), or its last name(s)
+    (``clamp``) when only one operation (of ``framework``) ends so; among an operation's overloads such a short
+    name is the one without an overload (``clamp`` with ``--framework torch`` → ``torch.clamp``, not
+    ``torch.clamp(min=tensor, max=tensor)``). KIND: the kind of kink, spelt out or as its slug
+    (``max at a bound``, ``max-at-a-bound``), or abbreviated: the one kind that starts with it (``max``), else the
+    one kind whose words contain it (``tie``); optional when the operation has one kind.
+
+    Raises
+    ------
+    CiteError
+        No such operation (with the closest names), several operations or kinds fit (each named by its rule id),
+        or the operation is not ``framework``'s.
+    """
+    from kinkcheck.rules.page import rule_id
+
+    op_text, at, kind_text = spec.strip().rpartition("@") if "@" in spec else (spec.strip(), "", "")
+    op_text = _squeezed(op_text)
+    if not op_text:
+        raise CiteError(f"cite which rule? --rule OPERATION[@KIND], e.g. torch.clamp@max (not {spec!r})")
+    head, dot, tail = op_text.partition(".")
+    if head in ex.ALIASES:
+        op_text = ex.ALIASES[head] + dot + tail
+    rules = [r for r in doc["rules"] if framework is None or r["framework"] == framework]
+    ops = {_squeezed(r["operation"]): r["operation"] for r in rules}
+    found = {ops[op_text]} if op_text in ops else set()
+    if not found:  # a spelling the census maps to its name: torch.relu, torch.Tensor.clamp
+        from kinkcheck.rules.names import operation
+
+        root = op_text.split(".", 1)[0]
+        for fw in sorted({r["framework"] for r in rules if r["operation"].split(".", 1)[0] == root}):
+            named = _squeezed(operation(fw, op_text))
+            if named in ops:
+                found.add(ops[named])
+    if not found:  # the name without its overload, or its last names
+        base = {name: name.partition("(")[0] for name in ops.values()}
+        found = {name for name, b in base.items() if b == op_text} or \
+                {name for name, b in base.items() if b.endswith("." + op_text)}
+        plain = {name for name in found if "(" not in name}
+        found = plain if len(plain) == 1 else found  # clamp → torch.clamp, not its overloads
+    if not found:
+        import difflib
+
+        where = f" in {framework}" if framework is not None else ""
+        elsewhere = sorted({r["framework"] for r in doc["rules"]
+                            if _squeezed(r["operation"]) == op_text}) if framework is not None else []
+        if elsewhere:
+            raise CiteError(f"no rule for {op_text!r}{where} (it has rules in {', '.join(elsewhere)})")
+        names = sorted(set(ops.values()))
+        close = difflib.get_close_matches(op_text, names, n=5, cutoff=0.6) or \
+            difflib.get_close_matches(op_text, sorted({n.partition("(")[0].rsplit(".", 1)[-1] for n in names}),
+                                      n=5, cutoff=0.6)
+        hint = f"; close: {', '.join(close)}" if close else "; `kinkcheck rules` lists every operation"
+        raise CiteError(f"no rule for operation {op_text!r}{where}{hint}")
+    if len(found) > 1:
+        shown = sorted(found)
+        raise CiteError(f"{op_text!r} names {len(shown)} operations: {', '.join(shown[:8])}"
+                        + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+                        + " (give the full name, or --framework)")
+    name = found.pop()
+    kinds = {r["kind"]: r for r in rules if r["operation"] == name}
+    at = at if kind_text.strip() else ""  # torch.clamp@ reads as torch.clamp
+    want = slug(kind_text) if at else ""
+    if not at and len(kinds) == 1:
+        return next(iter(kinds.values()))
+    ids = ", ".join(rule_id(name, k) for k in sorted(kinds))
+    if not at:
+        raise CiteError(f"{name} has rules at {len(kinds)} kinds of kink: say which, e.g. {ids}")
+    by_slug = {slug(k): k for k in kinds}
+    if want in by_slug:
+        return kinds[by_slug[want]]
+    fits = [k for s, k in by_slug.items() if s.startswith(want)] or \
+           [k for s, k in by_slug.items() if f"-{want}-" in f"-{s}-"]
+    if len(fits) == 1:
+        return kinds[fits[0]]
+    if fits:
+        raise CiteError(f"{name}@{kind_text.strip()} fits {len(fits)} kinds of kink (its rules differ): "
+                        + ", ".join(rule_id(name, k) for k in sorted(fits)))
+    raise CiteError(f"{name} has no rule at {kind_text.strip()!r} (its rules: {ids})")
+
+
+def _place(env: str, e: dict) -> str:
+    """Where an environment of the rules file measured: ``cpu``, ``cuda``, ``cpu-linux_x86_64_v2``,
+    ``cpu-macos_arm64`` (its id after the framework and release), as ``--device`` names it."""
+    prefix = f"{e.get('framework')}-{e.get('version')}-"
+    return env[len(prefix):] if env.startswith(prefix) else str(e.get("device"))
+
+
+def _runs(versions: Sequence[str], order: Sequence[str]) -> str:
+    """``2.14.1–2.15.0`` (consecutive in ``order``), ``2.0.1, 2.3.1``: the releases, runs grouped."""
+    at = {v: i for i, v in enumerate(order)}
+    vs = sorted(set(versions), key=lambda v: at.get(v, len(order)))
+    parts: list[list[str]] = []
+    for v in vs:
+        if parts and at.get(v, -9) == at.get(parts[-1][-1], -9) + 1:
+            parts[-1].append(v)
+        else:
+            parts.append([v])
+    return ", ".join(p[0] if len(p) == 1 else f"{p[0]}–{p[-1]}" for p in parts)
+
+
+def _by_value(rows: Sequence[tuple[str, str]], order: Sequence[str]) -> str:
+    """``0 in 2.14.1–2.15.0`` (or ``1 in 2.0.1; 0 in 2.1.2–2.15.0``): (release, value) pairs, runs grouped."""
+    values: dict[str, list[str]] = {}
+    for v, val in rows:
+        values.setdefault(val, []).append(v)
+    at = {v: i for i, v in enumerate(order)}
+    ordered = sorted(values.items(), key=lambda kv: min(at.get(v, len(order)) for v in kv[1]))
+    return "; ".join(f"{val} in {_runs(vs, order)}" for val, vs in ordered)
+
+
+def _modes_dtypes(pairs: Collection[tuple[str, str]]) -> str:
+    """``forward, forward-ad mode × float64, float32`` (every mode in every dtype), else ``forward mode: float64;
+    jit mode: float32, float16``: a set of (mode, dtype) pairs, in the report's order of modes and dtypes."""
+    from kinkcheck.report.model import DTYPES, MODES
+
+    def order(seq: Sequence[str]) -> Any:
+        return lambda x: (seq.index(x) if x in seq else len(seq), x)
+
+    modes = sorted({m for m, _ in pairs}, key=order(MODES))
+    dtypes = sorted({d for _, d in pairs}, key=order(DTYPES))
+    if len(pairs) == len(modes) * len(dtypes):
+        return f"{', '.join(modes)} mode × {', '.join(dtypes)}"
+    return "; ".join(f"{m} mode: " + ", ".join(sorted({d for mm, d in pairs if mm == m}, key=order(DTYPES)))
+                     for m in modes)
+
+
+def _labels_said(labels: Sequence[str]) -> tuple[str, str]:
+    """The value a rule's labels name, in words (:data:`kinkcheck.rules.page.LABEL_WORDS`, the first label's), and
+    the labels in parentheses, saying what else the value is where its evidence does not tell the labels apart."""
+    from kinkcheck.rules.page import LABEL_WORDS
+
+    first = LABEL_WORDS.get(labels[0], labels[0])
+    if len(labels) == 1:
+        return first, f"(label {labels[0]})"
+    rest = [LABEL_WORDS.get(lb, lb) for lb in labels[1:]]
+    also = rest[0] if len(rest) == 1 else ", ".join(rest[:-1]) + " and " + rest[-1]
+    return first, f"(labels {'/'.join(labels)}: there it is also {also}, which its evidence does not tell apart)"
+
+
+def cite_rule(doc: Mapping[str, Any], spec: str, *, observations: str | Path, framework: str | None = None,
+              framework_version: str | None = None, mode: str = "reverse", dtype: str = "float64",
+              device: str = "cpu") -> RuleCitation:
+    """The citation of one rule of the rules document (:func:`kinkcheck.rules.doc.load` of ``rules.json.gz``): the
+    rule (:func:`find_rule`) in the newest release measured on ``device`` (a place: ``cpu``, ``cuda``,
+    ``cpu-macos_arm64``) in ``mode`` and ``dtype`` (or in ``framework_version``), with the run of releases around it
+    where its labels stay the same, its evidence cells there (their values read from ``observations``, the
+    ``observations.parquet`` beside the rules file) and every counter-example cell.
+
+    Raises
+    ------
+    CiteError
+        No such rule (:func:`find_rule`), an unknown mode or dtype, no evidence in the slice or release asked for,
+        evidence that contradicts itself there (no labels), an unreadable ``observations``.
+    """
+    from kinkcheck.rules.page import rule_anchor, rule_id
+    from kinkcheck.vocabulary import release_key
+
+    rule = find_rule(doc, spec, framework)
+    fw, op, kind = rule["framework"], rule["operation"], rule["kind"]
+    check_cell(fw, mode, dtype)
+    rid, name = rule_id(op, kind), FRAMEWORK_NAMES.get(fw, fw)
+    cells, envs = doc["cells"], doc["environments"]
+    in_slice: dict[int, str] = {}  # cell → release: the cells of the cited mode, dtype and place
+    for i, (env, m, d) in enumerate(cells):
+        e = envs.get(env, {})
+        if m == mode and d == dtype and e.get("framework") == fw and _place(env, e) == device:
+            in_slice[i] = e["version"]
+    per_release = {in_slice[i]: tuple(labels.split()) if labels != "-" else ()
+                   for labels, idx in rule["labels"].items() for i in idx if i in in_slice}
+    releases = sorted(per_release, key=release_key)
+    where = f"{device}, {dtype}, {mode} mode"
+    see = f"kinkcheck rules {shlex.quote(op)} --framework {fw} --json"
+    if not releases:
+        raise CiteError(f"rule {rid} has no evidence on {where} (every mode, dtype and device: {see})")
+    if framework_version is not None and framework_version not in per_release:
+        raise CiteError(f"rule {rid} has no evidence in {name} {framework_version} on {where} "
+                        f"(releases with evidence: {', '.join(releases)})")
+    target = framework_version or releases[-1]
+    labels = per_release[target]
+    n_counter = len(rule["counterexamples"])
+    if not labels:
+        raise CiteError(f"no rule to cite: the evidence of {rid} contradicts itself in {name} {target} on {where} "
+                        f"(no label fits most of its cells; {n_counter} counter-example cells: {see})")
+    i = j = releases.index(target)
+    while i > 0 and per_release[releases[i - 1]] == labels:
+        i -= 1
+    while j < len(releases) - 1 and per_release[releases[j + 1]] == labels:
+        j += 1
+    run = releases[i:j + 1]
+    first, last = run[0], run[-1]
+    history_runs: list[list[str]] = []
+    for v in releases:
+        if history_runs and per_release[history_runs[-1][0]] == per_release[v]:
+            history_runs[-1].append(v)
+        else:
+            history_runs.append([v])
+    history = "; ".join(f"{'/'.join(per_release[r[0]]) or '— (contradictory evidence)'} in "
+                        f"{r[0] if len(r) == 1 else f'{r[0]}–{r[-1]}'}" for r in history_runs)
+    run_envs = {cells[c][0]: v for c, v in in_slice.items() if v in run}
+    lines, n_cells = _evidence(rule, doc, observations, mode, dtype, run_envs, run,
+                               {c[0] for c in rule["counterexamples"]} & set(in_slice))
+    every = len(run) == len(releases) and len(run) > 1
+    span = f"every measured {name} release" if every else f"{name} {first}" if first == last else \
+        f"{name} {first} to {last}"
+    place, _, tag = device.partition("-")
+    slice_text = f"{place_title(place, tag or DEFAULT_PLATFORM)}, {dtype}, {mode} mode"
+    value, said = _labels_said(labels)
+    sentence = (f"In {span} ({f'{first} to {last}; ' if every else ''}{slice_text}), `{op}` returns {value} at its "
+                f"kinks of kind \"{kind}\" {said}; a rule inferred from {n_cells} measured cells of {len(lines)} "
+                f"program{'s' if len(lines) != 1 else ''}"
+                f"{f' ({n_counter} of its cells are counter-examples)' if n_counter else ''}, not itself a "
+                f"measurement (kinkcheck rule {rid}).")
+    return RuleCitation(sentence, rid, rule_anchor(op, kind), fw, op, kind, labels, (first, last), slice_text,
+                        history, tuple(lines[:MAX_EVIDENCE]), max(0, len(lines) - MAX_EVIDENCE),
+                        tuple(_counterexamples(rule, doc)), n_counter)
+
+
+def _evidence(rule: Mapping[str, Any], doc: Mapping[str, Any], observations: str | Path, mode: str, dtype: str,
+              run_envs: Mapping[str, str], run: Sequence[str], counter_cells: Collection[int]) -> tuple[list[str], int]:
+    """One line per program of the rule's evidence measured in ``run_envs`` (environment → release), its values
+    over the releases of ``run`` (runs grouped), read from the Parquet file; and the number of cells. A program's
+    cell that is a counter-example (one of ``counter_cells``) is not evidence: it is listed with the others."""
+    from kinkcheck.query import DatasetError, read_table
+
+    cells = doc["cells"]
+    counter_at = {(cells[c[0]][0], c[1], c[2]) for c in rule["counterexamples"] if c[0] in counter_cells}
+    programs = [(c, p) for c, p in rule["programs"]]
+    try:
+        table = read_table(observations, filters=[
+            ("framework", "==", rule["framework"]), ("mode", "==", mode), ("dtype", "==", dtype),
+            ("environment", "in", sorted(run_envs)), ("program", "in", sorted({p for _, p in programs})),
+            ("status", "==", "ok")], columns=["case", "program", "environment", "value"])
+    except DatasetError as err:
+        raise CiteError(str(err)) from None
+    rows: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    wanted = set(programs)
+    for r in table.to_pylist():
+        key = (r["case"], r["program"])
+        if key in wanted and (r["environment"], *key) not in counter_at:
+            rows.setdefault(key, []).append((run_envs[r["environment"]], decimal_value(json.loads(r["value"]))))
+    lines = [f"  {c}  {p}: {_by_value(rows[(c, p)], run)}" for c, p in programs if (c, p) in rows]
+    return lines, sum(len(v) for v in rows.values())
+
+
+def _counterexamples(rule: Mapping[str, Any], doc: Mapping[str, Any]) -> list[str]:
+    """Every counter-example cell of the rule, in any mode, dtype and place: one line per case, program, value and
+    run of releases, the places with the same modes and dtypes together (``… [0, 0] in 2.15.0 on
+    cpu-linux_x86_64_v2, cpu-linux_x86_64_v3 (forward, forward-ad mode × float64, float32)``)."""
+    from kinkcheck.decimals import decimal, decimal_vector
+    from kinkcheck.vocabulary import release_key
+
+    cells, envs, fw = doc["cells"], doc["environments"], rule["framework"]
+    versions: dict[tuple[str, str, str, str, str, str], list[str]] = {}
+    for c in rule["counterexamples"]:
+        env, m, d = cells[c[0]]
+        e = envs.get(env, {})
+        val = c[3] if isinstance(c[3], list) else [c[3]]
+        text = decimal(val[0]) if len(val) == 1 else decimal_vector(val)
+        versions.setdefault((c[1], c[2], text, _place(env, e), m, d), []).append(e.get("version", env))
+    orders: dict[str, list[str]] = {}  # place → its releases, oldest first
+    for env, e in envs.items():
+        if e.get("framework") == fw:
+            orders.setdefault(_place(env, e), []).append(e["version"])
+    slots: dict[tuple[str, str, str, str], dict[str, set[tuple[str, str]]]] = {}
+    for (c, p, text, place, m, d), vs in versions.items():
+        order = sorted(set(orders.get(place, [])), key=release_key)
+        slots.setdefault((c, p, text, _runs(vs, order)), {}).setdefault(place, set()).add((m, d))
+    out = []
+    for (c, p, text, runs), places in sorted(slots.items()):
+        same: dict[frozenset[tuple[str, str]], list[str]] = {}
+        for place, pairs in sorted(places.items()):
+            same.setdefault(frozenset(pairs), []).append(place)
+        for pairs, at in same.items():
+            out.append(f"  {c}  {p}: {text} in {runs} on {', '.join(at)} ({_modes_dtypes(pairs)})")
+    return out

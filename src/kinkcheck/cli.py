@@ -305,6 +305,10 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 def _cmd_cite(args: argparse.Namespace) -> int:
     from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
 
+    if args.rule is not None:
+        return _cite_rule(args)
+    if args.program is None:
+        raise UsageError('cite what? a catalog program ("torch.clamp(x, min=0)") or a rule (--rule torch.clamp@max)')
     try:
         report = load_report(args.report or default_report(), program=args.program)  # that program's rows only
         c = cite(report, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
@@ -318,6 +322,47 @@ def _cmd_cite(args: argparse.Namespace) -> int:
 
         pick = f" --framework {args.framework}" if args.framework else ""
         print(f"Also measured in: {', '.join(c.others)} (kinkcheck cite {shlex.quote(args.program)}{pick} --case ID)")
+    print()
+    print(cff(report) if args.cff else bibtex(report))
+    return 0
+
+
+def _cite_rule(args: argparse.Namespace) -> int:
+    """``kinkcheck cite --rule OPERATION[@KIND]``: the rule's sentence, its place on the rules page, its history,
+    evidence and counter-examples, then the dataset entry (:func:`kinkcheck.cite.cite_rule`)."""
+    import shlex
+
+    from kinkcheck.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, load_report
+    from kinkcheck.rules.face import load as load_rules, rules_path
+
+    if args.program is not None or args.case is not None:
+        raise UsageError("--rule cites a rule: give no program or --case with it")
+    doc = load_rules(args.report)  # a missing or damaged rules file: one line, exit 2
+    try:
+        r = cite_rule(doc, args.rule, observations=rules_path(args.report).with_name("observations.parquet"),
+                      framework=args.framework, framework_version=args.framework_version, mode=args.mode,
+                      dtype=args.dtype, device=args.device)
+        report = load_report(args.report or default_report(), frameworks=())  # the entry's head, no row
+    except CiteError as err:
+        raise UsageError(str(err)) from None
+    print(r.sentence)
+    print(f"Rule: {r.link(args.link_base)}")
+    print(f"History ({r.slice}): {r.history}")
+    print("Inferred from measurements: the rule summarises the measured cells below and is not itself a "
+          "measurement (to cite one cell: kinkcheck cite PROGRAM --case CASE)")
+    span = r.releases[0] if r.releases[0] == r.releases[1] else f"{r.releases[0]} to {r.releases[1]}"
+    print(f"evidence ({FRAMEWORK_NAMES.get(r.framework, r.framework)} {span}, {r.slice}):")
+    for line in r.evidence:
+        print(line)
+    if r.more:
+        print(f"  … and {r.more} more programs (all: kinkcheck rules {shlex.quote(r.operation)} --framework "
+              f"{r.framework} --json)")
+    if r.counterexamples:
+        print(f"counter-examples (every one of its {r.counter_cells} cells, in any mode, dtype and device):")
+        for line in r.counterexamples:
+            print(line)
+    else:
+        print("counter-examples: none in any mode, dtype or device")
     print()
     print(cff(report) if args.cff else bibtex(report))
     return 0
@@ -567,9 +612,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Runs your model on your batches under kinkcheck's kink-hit counters and writes kinkcheck.lock "
                     "(TOML): for each kinked call it reaches (relu, clamp, maximum, max, pooling, ...), your call site, "
                     "the question that asks its convention, and the convention in the installed release (the "
-                    "report's cell, or measured here). --check compares the lock with another release "
-                    "(--release), another framework (--framework-version jax==R, paired as kinkcheck migrate pairs "
-                    "programs) or the report's CUDA cells (--device cuda --release R). Read docs/lock.md.",
+                    "report's cell, or measured here, with the rules' prediction beside it). --check compares the lock "
+                    "with another release (--release: the report's cell, else the rules' prediction, marked "
+                    "predicted, else measured in that release's environment), another framework "
+                    "(--framework-version jax==R, paired as kinkcheck migrate pairs programs) or the report's CUDA cells (--device cuda --release R). Read docs/lock.md.",
         epilog="Exit status of --check: 0 nothing the model relies on changes, 1 a locked convention changed (one line "
                "per site), 2 bad input.")
     lk.add_argument("--model", metavar="MODULE:FUNCTION", help="returns a torch.nn.Module (its forward pass is run) "
@@ -591,9 +637,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "CPU cells at this x86-64 instruction-set level (x86-64-v2: SSE4.2, -v3: AVX2; the releases the "
                     "report measured under that cap, kinkcheck probe --isa): does the model's gradient change on a "
                     "CPU without AVX-512? With --release, else the lock's release")
-    lk.add_argument("--report-only", action="store_true", help="with --check: compare only the sites the report "
-                    "has a cell for; the others are 'not compared' (default: measured in that release's environment, "
-                    "made the first time)")
+    lk.add_argument("--report-only", action="store_true", help="with --check: measure nothing: each site is compared "
+                    "with the report's cell, else with the rules' prediction; the others are 'not compared' (default: "
+                    "measured in that release's environment, made the first time)")
+    lk.add_argument("--measure", action="store_true", help="with --check --release R: measure the sites the report "
+                    "has no cell for in R's environment (made the first time: about 5.5 GB for torch) instead of "
+                    "comparing them with the rules' prediction for R (the default where R is not installed)")
     lk.add_argument("--quiet", action="store_true", help="no progress on stderr")
     lk.set_defaults(func=_cmd_lock)
 
@@ -691,7 +740,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cite", help="one sentence stating a measured convention, with its report anchor and a "
                                     "BibTeX (or CITATION.cff) entry for the report")
-    c.add_argument("program", help='a catalog program, e.g. "torch.clamp(x, min=0)" or "jnp.maximum(x, 0.0)"')
+    c.add_argument("program", nargs="?",
+                   help='a catalog program, e.g. "torch.clamp(x, min=0)" or "jnp.maximum(x, 0.0)" (or --rule)')
+    c.add_argument("--rule", metavar="OPERATION[@KIND]",
+                   help="cite a rule instead (rules.md): an operation as the census names it (torch.clamp, "
+                        "torch.nn.functional.relu; torch.relu and jnp aliases are read too) and its kind of kink, "
+                        "spelt out, as its slug or abbreviated unambiguously (torch.clamp@max-at-a-bound, "
+                        "torch.clamp@max); @KIND may be left out when the operation has one kind")
     c.add_argument("--case", help="case id (e.g. relu@-0.0); default the program's principal case: the first in "
                                   "catalog order at its kink at ordinary numbers (relu@0 for torch.relu(x)), the "
                                   "others listed after the sentence")

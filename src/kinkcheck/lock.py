@@ -6,11 +6,16 @@ kink-hit counter (:func:`kinkcheck.hitcensus.user_census`, as ``kinkcheck census
 kind of kink, the hits), the question that asks its convention (the call as spelled, with its scalar arguments, at
 its kink: :func:`kinkcheck.frameworks.torch.kinkhits.torch_question`), the catalog case that holds that program at
 that point when there is one, and the convention in the installed release on the CPU in the model's dtype, reverse
-mode: the report's cell where the report has it, else measured live (:func:`kinkcheck.ask.measure`).
+mode: the report's cell where the report has it, else measured live (:func:`kinkcheck.ask.measure`), with the
+convention the rules predict for that release beside it (``predicted``: :func:`kinkcheck.rules.answer.predictions`;
+marked, never the site's value).
 
 ``kinkcheck lock --check`` reads the lock and asks the same questions of another release (``--release 2.14.1``,
 ``--framework-version torch==2.14.1``), or of the installed one: exit 0 when no locked convention changed, 1 with
-one line per changed site (site, program, old → new value and labels, the case page to read), 2 on bad input.
+one line per changed site (site, program, old → new value and labels, the case page to read), 2 on bad input. A site
+the report has no cell of in a release that is not installed is compared with the rules' prediction for that release
+(marked "predicted from the rules, not measured"), not measured in a new environment of it; only a program the rules
+do not predict is measured there (``--measure``: every such site is).
 
 The file is TOML, meant to be reviewed and committed beside the model; :class:`Lock` is its schema (msgspec), so
 a hand edit into nonsense is one line and exit 2.
@@ -29,13 +34,15 @@ import msgspec
 
 from kinkcheck.errors import UsageError
 
-__all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "UnlockedSite", "batch_shift", "check",
-           "check_across", "check_writable", "command", "conventions", "make_lock", "nothing_compared", "read_lock",
-           "report_table", "write_lock"]
+__all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "Predicted", "UnlockedSite", "UsedRule",
+           "batch_shift", "check", "check_across", "check_writable", "command", "conventions", "make_lock",
+           "nothing_compared", "predicted", "read_lock", "report_table", "rules_text", "write_lock"]
 
 #: The lock's default name.
 LOCK_FILE = "kinkcheck.lock"
-#: What the lock's ``schema`` says.
+#: What the lock's ``schema`` says. Still v1 with a site's optional ``predicted`` table: every v1 lock reads as it
+#: did and means what it meant (a site's value is still the installed release's measurement or report cell); a
+#: version bump would make every new lock unreadable by an older kinkcheck, even one with no prediction in it.
 SCHEMA = "kinkcheck/lock/v1"
 
 
@@ -65,6 +72,29 @@ class LockedSite(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     labels: list[str] = []
     #: Where the value comes from: ``report`` (the report's cell) or ``measured`` (live, kinkcheck ask).
     source: Literal["report", "measured"]
+    #: A site the report has no cell of: what the rules predict in the lock's release, beside the measured value
+    #: (optional, so a lock written before it reads as it did; the schema stays ``kinkcheck/lock/v1``).
+    predicted: Predicted | None = None
+
+
+class UsedRule(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A rule a prediction used: the operation, its kind of kink, the rule's labels (``kinkcheck rules``)."""
+
+    operation: str
+    kind: str
+    labels: list[str] = []
+
+
+class Predicted(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """What the rules predict for a site in the lock's release (:func:`kinkcheck.rules.answer.predictions`): a
+    prediction, never a measurement; the site's own value stays the measured one."""
+
+    #: The predicted gradient (input name → value), or None with ``reason``.
+    value: dict[str, Any] | None = None
+    #: The rules composed by the chain rule (empty: every call smooth there, or its cotangent 0).
+    rules: list[UsedRule] = []
+    #: Why nothing is predicted (``not predicted: no rule for …``).
+    reason: str | None = None
 
 
 class UnlockedSite(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -173,6 +203,11 @@ def _nonsense(lock: Lock) -> str | None:
         odd = [label for label in s.labels if label not in LABELS]
         if odd:
             return f"unknown label {odd[0]!r} at {where}"
+        f = s.predicted
+        if f is not None and ((f.value is None) == (f.reason is None) or (f.value is not None and (
+                set(f.value) != set(point) or not all(_shaped_like(f.value[k], point[k]) for k in point)))):
+            return (f"predicted {f.value!r} is not a gradient of the inputs of {s.at!r}, nor a reason it is not "
+                    f"predicted, at {where}")
         if s.case is not None and s.case != _catalog_case(lock.framework, ex.unparse(tree), point):
             return f"case {s.case!r} is not the catalog's case of {s.program} at {s.at} at {where}"
     indices = [s.index for s in [*lock.site, *lock.unlocked]]
@@ -219,10 +254,14 @@ def lock_text(lock: Lock) -> str:
     for table, items in (("site", lock.site), ("unlocked", lock.unlocked)):
         for item in items:
             lines = [f"[[{table}]]"]
+            sub = None
             for key, value in msgspec.structs.asdict(item).items():
-                if value is not None:
+                if key == "predicted" and value is not None:  # its own table, after the site's keys: marked
+                    sub = [f"[{table}.predicted]  # predicted from the rules, not measured"]
+                    sub += [f"{k} = {_toml(v)}" for k, v in msgspec.to_builtins(value).items()]
+                elif value is not None:
                     lines.append(f"{key} = {_toml(value)}")
-            out.append("\n".join(lines))
+            out.append("\n".join(lines + (sub or [])))
     return "\n\n".join(out) + "\n"
 
 
@@ -324,9 +363,9 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
     if live:
         dtypes = sorted({d for p, a, d in wanted if (p, a) in live})
         if not quiet and release != ask.installed_release(framework):
-            print(f"  {framework} {release}: {len(live)} question(s) the report has no cell for, measured in that "
-                  "release's environment (made the first time: a torch release takes about 5.5 GB; --report-only "
-                  "compares without them)", file=sys.stderr, flush=True)
+            print(f"  {framework} {release}: {len(live)} question(s) the report has no cell for (and the rules do "
+                  "not predict, or --measure), measured in that release's environment (made the first time: a torch "
+                  "release takes about 5.5 GB; --report-only compares without them)", file=sys.stderr, flush=True)
         answer = ask.measure(list(live.values()), [release], modes=["reverse"], dtypes=dtypes, quiet=quiet)
         if answer.report is None:
             why = answer.not_measured.get(release, "nothing measured")
@@ -342,6 +381,43 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
     if missing:
         raise UsageError(f"{framework} {release}: no value for {missing[0][0]} at {missing[0][1]} ({missing[0][2]})")
     return out
+
+
+def predicted(framework: str, release: str, wanted: Sequence[tuple[str, str, str]]
+              ) -> dict[tuple[str, str, str], Predicted]:
+    """What the rules predict for each (program, at, dtype) in ``release`` on the CPU, reverse mode
+    (:func:`kinkcheck.rules.answer.predictions`; nothing is measured or installed): a value with the rules it
+    composed, or the reason it is not predicted (no rules file, no rule for an operation there, a release the rules
+    file does not hold)."""
+    from kinkcheck import points as pt
+    from kinkcheck.rules.answer import predictions
+
+    out: dict[tuple[str, str, str], Predicted] = {}
+    dtypes: dict[tuple[str, str], list[str]] = {}
+    for program, at, dtype in wanted:
+        dtypes.setdefault((program, at), []).append(dtype)
+    for (program, at), asked in dtypes.items():
+        try:
+            got = predictions(program, pt.parse_point(at), framework, releases=[release], modes=("reverse",),
+                              dtypes=tuple(dict.fromkeys(asked)), device="cpu")
+        except UsageError as err:  # a rules file kinkcheck cannot find: not predicted, never a guess
+            got = {"reason": f"not predicted: {err}", "predicted": []}
+        for dtype in asked:
+            row = next((r for r in got["predicted"] if r["release"] == release and r["dtype"] == dtype), None)
+            if row is not None and row["value"] is not None:
+                out[(program, at, dtype)] = Predicted(value=row["value"], rules=[
+                    UsedRule(operation=u["operation"], kind=u["kind"], labels=list(u["labels"])) for u in row["rules"]])
+            else:
+                why = (row or {}).get("reason") or got.get("reason") or \
+                    f"not predicted: the rules hold no {framework} {release} cpu reverse {dtype} cell"
+                out[(program, at, dtype)] = Predicted(reason=why)
+    return out
+
+
+def rules_text(rules: Sequence[UsedRule]) -> str:
+    """The rules a prediction composed, as ``ask`` prints them (``torch.clamp at max at a bound: left/min-norm``)."""
+    return "; ".join(f"{u.operation} at {u.kind}: {'/'.join(u.labels)}" for u in rules) or \
+        "every call smooth here, or its cotangent 0"
 
 
 def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, quiet: bool = False) -> Lock:
@@ -362,12 +438,25 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
     wanted = list(dict.fromkeys((s.question, s.at, s.dtype) for s in asked))
     ties = {(s.question, s.at) for s in asked if "tie" in s.kink}
     found = conventions(framework, release, wanted, quiet=quiet, ties=ties) if wanted else {}
+    measured = [k for k in wanted if found[k][3] != "report"]
+    forecast = predicted(framework, release, measured) if measured else {}
     locked = []
     for s in asked:
-        status, value, labels, source, case = found[(s.question, s.at, s.dtype)]
+        key = (s.question, s.at, s.dtype)
+        status, value, labels, source, case = found[key]
         locked.append(LockedSite(index=s.index, operation=s.program, call=s.call, kink=s.kink, dtype=s.dtype,
                                  hits=s.hits, elements=s.elements, program=s.question, at=s.at, case=case,
-                                 status=status, value=value, labels=labels, source=source))
+                                 status=status, value=value, labels=labels, source=source, predicted=forecast.get(key)))
+    from kinkcheck.decimals import decimal_value
+
+    for site in locked:  # a finding: the program is not what its operations' rules compose to (or a rule is wrong)
+        f = site.predicted
+        if f is not None and f.value is not None and (site.status != "ok" or not _same(site.dtype, site.value,
+                                                                                        f.value)):
+            print(f"kinkcheck lock: note: {site.call}: {site.operation} ({site.program} at {site.at}, {site.dtype}): "
+                  f"measured {_face(site.status, site.value, site.labels)} in {framework} {release}, but the rules "
+                  f"predict {decimal_value(f.value)} ({rules_text(f.rules)}): the lock keeps the measurement; "
+                  "docs/rules.md says what a composition does not capture", file=sys.stderr, flush=True)
     unlocked = [UnlockedSite(index=s.index, operation=s.program, call=s.call, kink=s.kink,
                              why=s.unasked or s.why or (f"{framework}: no question is written for its sites yet"
                                                         if framework != "torch" else "not asked"))
@@ -412,16 +501,24 @@ class Change(msgspec.Struct, kw_only=True):
         s = self.site
         old = _face(s.status, s.value, s.labels)
         new = _face(self.status, self.value, self.labels)
+        note = self.note
+        if self.source == "predicted":  # never shown as a measurement
+            from kinkcheck.decimals import decimal_value
+
+            new = decimal_value(self.value)
+            note = f" (predicted from the rules, not measured: {rules_text(self.rules)}){note}"
         read = f"; read {case_page(s.case)}" if s.case else ""
         there = f"{self.release} ({self.program})" if self.program else self.release
         return (f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {old} in {framework} "
-                f"{self.site_release} → {new} in {there}{self.note}{read}")
+                f"{self.site_release} → {new} in {there}{note}{read}")
 
     site_release: str = ""
     #: Another framework's program of the site's case (``migrate``'s equivalent), when checked across frameworks.
     program: str | None = None
     #: What else the report says of the change (checked on another device: the same release on the CPU).
     note: str = ""
+    #: ``source`` "predicted": the rules the prediction composed.
+    rules: list[UsedRule] = []
 
 
 def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -434,32 +531,59 @@ def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> boo
     return len(fa) == len(fb) and same_value(fa, fb, dtype)
 
 
-def check(lock: Lock, release: str | None = None, quiet: bool = False, report_only: bool = False
-          ) -> tuple[str, list[Change], list[str]]:
+def check(lock: Lock, release: str | None = None, quiet: bool = False, report_only: bool = False,
+          measure: bool = False, sources: dict[int, str] | None = None) -> tuple[str, list[Change], list[str]]:
     """Ask the lock's questions of ``release`` (default: the installed one); the release, the sites whose
-    convention changed (status, or value beyond the dtype's tolerance), and with ``report_only`` a line for each
-    site the report has no cell for (not compared, where it would otherwise be measured in that release)."""
+    convention changed (status, or value beyond the dtype's tolerance), and a line for each site not compared.
+
+    Each site is compared with the report's cell in that release where there is one. Else, in a release that is not
+    installed (or with ``report_only``), with the rules' prediction for that release (source ``predicted``,
+    :func:`predicted`: nothing is installed); a site the rules do not predict, or every site without a cell with
+    ``measure``, is measured live (:func:`conventions`: in that release's environment, made the first time), or is
+    not compared with ``report_only``. The installed release is measured live (seconds), not predicted.
+    ``sources``: filled with each compared site's index → ``report``, ``predicted`` or ``measured``."""
     from kinkcheck.ask import installed_release, releases_asked
 
-    target = release or installed_release(lock.framework)
+    if report_only and measure:
+        raise UsageError("--report-only or --measure, not both (--report-only measures nothing)")
+    installed = installed_release(lock.framework)
+    target = release or installed
     if target is None:
         raise UsageError(f"{lock.framework} is not installed here: name the release to check against (--release)")
     releases_asked(lock.framework, [target])  # an unknown release: UsageError before anything runs
     wanted = list(dict.fromkeys((s.program, s.at, s.dtype) for s in lock.site))
     ties = {(s.program, s.at) for s in lock.site if "tie" in s.kink}
-    found = conventions(lock.framework, target, wanted, quiet=quiet, ties=ties,
-                        report_only=report_only) if wanted else {}
+    found = conventions(lock.framework, target, wanted, quiet=quiet, ties=ties, report_only=True) if wanted else {}
+    rest = [k for k in wanted if k not in found]
+    forecast = predicted(lock.framework, target, rest) if rest and not measure and (
+        report_only or target != installed) else {}
+    guess = {k: f for k, f in forecast.items() if f.value is not None}
+    left = [k for k in rest if k not in guess]
+    if guess and not quiet:
+        print(f"  {lock.framework} {target}: {len(guess)} question(s) the report has no cell for, predicted from the "
+              "rules (not measured; --measure measures them in that release's environment)", file=sys.stderr,
+              flush=True)
+    if left and not report_only:
+        found.update(conventions(lock.framework, target, left, quiet=quiet, ties=ties))
     changes, unknown = [], []
     for s in lock.site:
-        if (s.program, s.at, s.dtype) not in found:
+        key = (s.program, s.at, s.dtype)
+        rules: list[UsedRule] = []
+        if key in found:
+            status, value, labels, source, _ = found[key]
+        elif key in guess:
+            status, value, labels, source, rules = "ok", guess[key].value, [], "predicted", guess[key].rules
+        else:
+            why = f" and the rules do not predict it ({forecast[key].reason})" if key in forecast else ""
             unknown.append(f"{s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): not compared: the report has "
-                           f"no {lock.framework} {target} cell of it (--report-only; without it, it is measured in "
-                           "that release's environment)")
+                           f"no {lock.framework} {target} cell of it{why} (--report-only; without it, it is measured "
+                           "in that release's environment)")
             continue
-        status, value, labels, source, _ = found[(s.program, s.at, s.dtype)]
+        if sources is not None:
+            sources[s.index] = source
         if status != s.status or not _same(s.dtype, s.value, value):
             changes.append(Change(site=s, release=target, status=status, value=value, labels=labels, source=source,
-                                  site_release=lock.release))
+                                  site_release=lock.release, rules=rules))
     return target, changes, unknown
 
 
@@ -650,9 +774,10 @@ def command(args: Any) -> int:
 
     path = Path(args.lock) if args.lock else lock.default_lock_path()
     if not args.check:
-        if args.release or args.framework_version or args.device != "cpu" or args.isa or args.report_only:
-            raise UsageError("--release, --framework-version, --device, --isa and --report-only go with --check "
-                             "(a lock is written for the installed release on the CPU)")
+        if (args.release or args.framework_version or args.device != "cpu" or args.isa or args.report_only
+                or args.measure):
+            raise UsageError("--release, --framework-version, --device, --isa, --report-only and --measure go with "
+                             "--check (a lock is written for the installed release on the CPU)")
         if not (args.model and args.data):
             raise UsageError("lock: --model MODULE:FUNCTION and --data MODULE:FUNCTION name the model and its batches "
                              "(or --check an existing lock)")
@@ -664,8 +789,11 @@ def command(args: Any) -> int:
         print(f"wrote {path}: {len(made.site)} locked site(s), {len(made.unlocked)} not locked, "
               f"{made.framework} {made.release} (cpu)")
         for s in made.site:
+            f = s.predicted
+            guess = "" if f is None else f"; predicted from the rules, not measured: {f.reason}" if f.value is None \
+                else f"; predicted from the rules, not measured: {json.dumps(f.value)} ({lock.rules_text(f.rules)})"
             print(f"  {s.call}: {s.operation} ({s.program} at {s.at}, {s.dtype}): {s.status} "
-                  f"{json.dumps(s.value) if s.value is not None else ''} {' '.join(s.labels[:1])} [{s.source}]")
+                  f"{json.dumps(s.value) if s.value is not None else ''} {' '.join(s.labels[:1])} [{s.source}]{guess}")
         for u in made.unlocked:
             print(f"  {u.call}: {u.operation}: not locked: {u.why}")
         return 0
@@ -674,12 +802,18 @@ def command(args: Any) -> int:
     for name, value in (("--release", args.release), ("--framework-version", args.framework_version)):
         if value is not None and not value.strip():
             raise UsageError(f"lock --check: {name} is empty: name a release, or leave it out for the installed one")
+    if args.measure and args.report_only:
+        raise UsageError("--report-only or --measure, not both (--report-only measures nothing)")
     held = lock.read_lock(path)
     release, framework = args.release, held.framework
     if args.framework_version:
         if release:
             raise UsageError("--release or --framework-version, not both")
         framework, release = lock.parse_framework_version(args.framework_version)
+    if args.measure and (args.device != "cpu" or args.isa or framework != held.framework):
+        raise UsageError("--measure goes with --check in the lock's framework on the CPU (--device, --isa and another "
+                         "framework compare the report's cells only)")
+    sources: dict[int, str] = {}
     if args.device != "cpu" or args.isa:
         if args.framework_version:
             raise UsageError("--device or --isa, or --framework-version, not both (a lock is checked on another device "
@@ -702,7 +836,8 @@ def command(args: Any) -> int:
         changes, unknown = lock.check_across(held, framework, release)
         target = f"{framework} {release}"
     else:
-        target, changes, unknown = lock.check(held, release, quiet=args.quiet, report_only=args.report_only)
+        target, changes, unknown = lock.check(held, release, quiet=args.quiet, report_only=args.report_only,
+                                              measure=args.measure, sources=sources)
     named = target if target.startswith(f"{framework} ") else f"{framework} {target}"
     why = lock.nothing_compared(held, unknown, named, "; without --report-only they are measured in that release's "
                                 "environment" if args.report_only else "")
@@ -716,9 +851,16 @@ def command(args: Any) -> int:
     sites = len({c.site.index for c in changes})
     shift = (lock.batch_shift(held, changes, path.parent) if framework == held.framework
              else "its size on your batch is not measured across frameworks")
+    if shift.startswith("on your first batch") and any(c.source == "predicted" for c in changes):
+        shift += " (the checked release's value at a predicted site is the rules' prediction, not a measurement)"
+    by = [v for v in sources.values()] if sources else ["report"] * (len(held.site) - len(unknown))
+    counts = (f"{by.count('report')} by report cell, {by.count('predicted')} by prediction, "
+              f"{by.count('measured')} by live measurement" + (f"; {len(unknown)} not compared" if unknown else ""))
+    guessed = (f" (by the rules' prediction for {by.count('predicted')} of them, not measured)"
+               if "predicted" in by else "")
     print(f"{sites} of {len(held.site)} locked convention(s) changed from {held.framework} {held.release} to {target}"
-          + (f" ({len(unknown)} not compared)" if unknown else "")
-          + (f"; {shift}" if changes else ": nothing the model relies on changes" if not unknown
-             else f": none of the {len(held.site) - len(unknown)} compared changes; the {len(unknown)} not compared "
-                  "are unknown"))
+          + f" ({counts})"
+          + (f"; {shift}" if changes else ": nothing the model relies on changes" + guessed if not unknown
+             else f": none of the {len(held.site) - len(unknown)} compared changes{guessed}; the {len(unknown)} not "
+                  "compared are unknown"))
     return args.exit_status

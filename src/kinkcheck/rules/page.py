@@ -11,12 +11,44 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kinkcheck.anchors import program_slug, slug
 from kinkcheck.vocabulary import release_key
 
-__all__ = ["History", "front_table", "history", "render_page", "rule_rows"]
+__all__ = ["LABEL_WORDS", "History", "front_table", "history", "render_page", "rule_anchor", "rule_id", "rule_rows"]
 
 #: The slice a rule's headline is stated for.
 HEADLINE = ("reverse", "float64", "cpu")
+
+#: Each rule label said in words, as the value an operation returns at its kink (``kinkcheck cite --rule`` says a
+#: rule with them; the labels are :data:`kinkcheck.rules.local.LABELS`, explained in docs/rules.md).
+LABEL_WORDS: dict[str, str] = {
+    "left": "the left one-sided derivative f'(x0-)",
+    "right": "the right one-sided derivative f'(x0+)",
+    "left-piece": "the slope of the piece left of the jump",
+    "right-piece": "the slope of the piece right of the jump",
+    "piece-at-point": "the gradient of the piece the point itself belongs to",
+    "first": "the whole credit to the earliest tied argument",
+    "last": "the whole credit to the latest tied argument",
+    "split-even": "the tie's gradient split evenly among the tied arguments",
+    "every-tied": "the whole credit to every tied argument",
+    "min-norm": "the minimum-norm element of the Clarke generalized gradient",
+    "mean": "the midpoint of the one-sided derivatives",
+    "zero": "a zero gradient",
+    "nan": "NaN",
+}
+
+
+def rule_id(operation: str, kind: str) -> str:
+    """A rule's stable id, what ``kinkcheck cite --rule`` takes and prints: the operation as the census names it,
+    ``@`` and the :func:`~kinkcheck.anchors.slug` of its kind of kink (``torch.clamp@max-at-a-bound``)."""
+    return f"{operation}@{slug(kind)}"
+
+
+def rule_anchor(operation: str, kind: str) -> str:
+    """``rule-<program slug of operation>--<slug of kind>``: the rule's anchor on the rules page, in its cell of the
+    rules table (``rule-torch-clamp--max-at-a-bound``); an operation belongs to one framework, so it names the rule."""
+    return f"rule-{program_slug(operation)}--{slug(kind)}"
+
 
 #: Most misses the page lists (the rest are in ``rules.json.gz``: the page stays under the site's page limit).
 MAX_MISSES = 150
@@ -175,7 +207,7 @@ def render_page(doc: Mapping[str, Any], frameworks: Sequence[str]) -> str:
         lines.append(f"- {n}: {reason}")
     lines += ["", "## The rules in each framework's newest release (reverse mode, float64, CPU)", "",
               "Each cell: the operation (short name) and its rule; *since R*: the release where it last changed.",
-              "", *front_table(doc, frameworks)]
+              "", *front_table(doc, frameworks, anchors=True)]
     misses = val["misses"]
     cells = sum(m["cells"] for m in misses)
     lines += ["", f"## Programs predicted wrong ({len(misses)} programs, {cells:,} cells)", "",
@@ -193,14 +225,16 @@ def render_page(doc: Mapping[str, Any], frameworks: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def front_table(doc: Mapping[str, Any], frameworks: Sequence[str]) -> list[str]:
+def front_table(doc: Mapping[str, Any], frameworks: Sequence[str], *, anchors: bool = False) -> list[str]:
     """The rules table's Markdown lines: one row per operation family and kind of kink, one column per framework,
-    each cell its operations' rules in the newest release and the release where each last changed."""
+    each cell its operations' rules in the newest release and the release where each last changed; with ``anchors``
+    (the rules page) each rule carries its :func:`rule_anchor`, where ``kinkcheck cite --rule`` links."""
     frameworks = [fw for fw in frameworks if any(r["framework"] == fw for r in doc["rules"])]
     lines = ["| family | kind of kink | " + " | ".join(frameworks) + " |", "|---|---|" + "---|" * len(frameworks)]
     rows: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for h in rule_rows(doc):
-        rows[(h.family, h.kind)][h.framework].append(f"`{_short(h.operation)}` {cell_text(h)}")
+        mark = f'<a id="{rule_anchor(h.operation, h.kind)}"></a>' if anchors else ""
+        rows[(h.family, h.kind)][h.framework].append(f"{mark}`{_short(h.operation)}` {cell_text(h)}")
     for (fam, kind), cols in sorted(rows.items()):
         lines.append(f"| {fam} | {kind} | " + " | ".join("<br>".join(cols.get(fw, [])) or "—" for fw in frameworks)
                      + " |")
