@@ -39,7 +39,6 @@ report``: its start and the 28 probe sessions' freshness checks) is measured by 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -687,9 +686,7 @@ def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.c
 
     from kinkcheck import points as pt
     from kinkcheck import rules
-    from kinkcheck.report import write_reports
     from kinkcheck.rules import answer
-    from kinkcheck.shards import load_shards
 
     point = pt.parse_point(at)
     answer.predictions(program, point, "torch", report="reports")  # warm: the rules file read, the oracle cached
@@ -698,16 +695,9 @@ def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.c
     n_releases = len({p["release"] for p in answer.predictions(program, point, "torch", report="reports")["predicted"]})
     catalog = load_catalog()
     parquet = Path("reports/observations.parquet").read_bytes()
-    rules.render(parquet, catalog)  # warm: the program models and local oracles cached on disk
-    shards, _ = load_shards("references/observations", catalog)
-    cached, fresh = [], []
-    with tempfile.TemporaryDirectory(prefix="kinkcheck-bench-") as tmp:
-        for i in range(repeat):
-            render = _timed_s(lambda: write_reports(shards, catalog, Path(tmp) / f"out{i}"))
-            cached.append((render, rules.SPENT[-1]))  # the rules' seconds inside that very render
-            with _rules_uncached(rules):  # the same render with the rules computed afresh (a new shard)
-                render = _timed_s(lambda: write_reports(shards, catalog, Path(tmp) / f"fresh{i}"))
-            fresh.append((render, rules.SPENT[-1]))
+    rules.render(parquet, catalog)  # warm: the program models, local oracles and predictions cached on disk
+    cached = [_render_in_child(fresh_rules=False) for _ in range(repeat)]
+    fresh = [_render_in_child(fresh_rules=True) for _ in range(repeat)]
     render_s, rule_s = min(cached)
     fresh_s, fresh_rule_s = min(fresh)
     rest = render_s - rule_s
@@ -715,31 +705,45 @@ def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.c
     small = min(_timed_s(lambda: rules.from_table(table, catalog)) for _ in range(repeat))
     grown = _grown_table(table, 10)
     big = _timed_s(lambda: rules.from_table(grown, catalog))
-    print(f"rules, warm cache, {os.cpu_count()} CPUs (best of {repeat})")
+    print(f"rules, warm cache, {os.cpu_count()} CPUs (best of {repeat}; each render in a fresh process)")
     print(f"  predict {program} at {at} over {n_releases} torch releases: {best_predict:.3f} s "
           f"(target <= {RULES_PREDICT_TARGET} s {'ok' if best_predict <= RULES_PREDICT_TARGET else 'MISSED'})")
     print(f"  full render {render_s:.2f} s, of which the rules {rule_s:.2f} s (their files cached for these inputs): "
           f"+{100 * rule_s / rest:.0f} % over the rest")
     share = fresh_rule_s / rest
-    print(f"  full render with the rules computed afresh (a new or changed shard; the program models cached) "
-          f"{fresh_s:.2f} s, of which the rules {fresh_rule_s:.2f} s (inference, leave-one-case-out validation, "
-          f"rules.json.gz and rules.md): +{100 * share:.0f} % over the rest of the render "
-          f"(target <= {100 * RULES_RENDER_TARGET:.0f} % {'ok' if share <= RULES_RENDER_TARGET else 'MISSED'})")
-    print(f"  inference + validation alone: {table.num_rows:,} observations {small:.2f} s, x10 ({grown.num_rows:,}) "
-          f"{big:.2f} s: ratio {big / small:.2f} ({'linear' if big / small <= 12.5 else 'WORSE THAN LINEAR'}, "
-          "<= 1.25 x 10)")
+    print(f"  full render with the rules computed afresh (a new or changed shard; program models, local oracles and "
+          f"predictions cached on disk) {fresh_s:.2f} s, of which the rules {fresh_rule_s:.2f} s (inference, "
+          f"leave-one-case-out validation, rules.json.gz and rules.md): +{100 * share:.0f} % over the rest of the "
+          f"render (target <= {100 * RULES_RENDER_TARGET:.0f} % {'ok' if share <= RULES_RENDER_TARGET else 'MISSED'})")
+    print(f"  inference + validation alone, in this process: {table.num_rows:,} observations {small:.2f} s, x10 "
+          f"({grown.num_rows:,}) {big:.2f} s: ratio {big / small:.2f} "
+          f"({'linear' if big / small <= 12.5 else 'WORSE THAN LINEAR'}, <= 1.25 x 10)")
     return 0
 
 
-@contextlib.contextmanager
-def _rules_uncached(rules: Any) -> Any:
-    """The rules' files computed afresh inside a render (their render cache neither read nor written)."""
-    read, keep = rules._cached_render, rules._keep_render
-    rules._cached_render, rules._keep_render = (lambda key: None), (lambda key, out: None)
-    try:
-        yield
-    finally:
-        rules._cached_render, rules._keep_render = read, keep
+def _render_in_child(fresh_rules: bool) -> tuple[float, float]:
+    """A full render of the committed shards in a fresh Python (nothing of this process's memory helps it): its
+    seconds and the rules' share of them, with the rules' files computed afresh when ``fresh_rules`` (their render
+    cache neither read nor written, as after a new shard)."""
+    script = (
+        "import json, sys, tempfile, time\n"
+        "from pathlib import Path\n"
+        "from kinkcheck import rules\n"
+        "from kinkcheck.catalog import load_catalog\n"
+        "from kinkcheck.report import write_reports\n"
+        "from kinkcheck.shards import load_shards\n"
+        "if sys.argv[1] == 'fresh':\n"
+        "    rules._cached_render, rules._keep_render = (lambda key: None), (lambda key, out: None)\n"
+        "catalog = load_catalog()\n"
+        "shards, _ = load_shards('references/observations', catalog)\n"
+        "with tempfile.TemporaryDirectory(prefix='kinkcheck-bench-') as tmp:\n"
+        "    t0 = time.perf_counter()\n"
+        "    write_reports(shards, catalog, Path(tmp) / 'out')\n"
+        "    print(json.dumps([time.perf_counter() - t0, rules.SPENT[-1]]))\n")
+    out = subprocess.run([sys.executable, "-c", script, "fresh" if fresh_rules else "cached"], capture_output=True,
+                         text=True, check=True)
+    render, rule = json.loads(out.stdout.strip().splitlines()[-1])
+    return render, rule
 
 
 def _timed_s(fn: Any) -> float:

@@ -21,9 +21,14 @@ def cache_dir() -> Path:
     env = os.environ.get("KINKCHECK_CACHE_DIR")
     if env:
         return Path(env)
-    import platformdirs
+    if not _PLATFORM:  # asked per cached item (thousands a render): platformdirs once
+        import platformdirs
 
-    return Path(platformdirs.user_cache_dir("kinkcheck"))
+        _PLATFORM.append(Path(platformdirs.user_cache_dir("kinkcheck")))
+    return _PLATFORM[0]
+
+
+_PLATFORM: list[Path] = []
 
 
 def read_cached(kind: str, key: str) -> bytes | None:

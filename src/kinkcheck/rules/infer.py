@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import sympy
 
 from kinkcheck import classify
 from kinkcheck.rules.local import LABELS
@@ -343,10 +342,11 @@ def _coded(found: list[Rule], cells: list[Cell], fit_sets: list[frozenset[str]],
                           mine_counts[several].tolist()):
         tallies[g][1].setdefault(case_ids[c], {})[fit_sets[f]] = n
     best: dict[tuple[Any, ...], int] = {}
+    fit_index = {f: i for i, f in enumerate(fit_sets)}
     for g, (total, per_case) in tallies.items():
         rule, cell = found[g // n_cells], cells[g % n_cells]
         rule._tally[cell] = (total, per_case)
-        key = tuple(sorted((_fit_key(f), n) for f, n in total.items()))
+        key = tuple(sorted((fit_index[f], n) for f, n in total.items()))
         if key not in best:
             best[key] = code(rule.labels(cell))
         else:
@@ -354,17 +354,12 @@ def _coded(found: list[Rule], cells: list[Cell], fit_sets: list[frozenset[str]],
         full[g] = best[key]
         for case, mine_here in per_case.items():
             rest = {f: n - mine_here.get(f, 0) for f, n in total.items() if n > mine_here.get(f, 0)}
-            loo = tuple(sorted((_fit_key(f), n) for f, n in rest.items()))
+            loo = tuple(sorted((fit_index[f], n) for f, n in rest.items()))
             if loo not in best:
                 best[loo] = code(_best(rest))
             if best[loo] != full[g]:
                 without.setdefault((g // n_cells, case), []).append((g % n_cells, best[loo]))
     return Coded([r.key for r in found], cells, sets, full.reshape(len(found), n_cells), without)
-
-
-def _fit_key(fits: frozenset[str]) -> tuple[str, ...]:
-    """A fit set as a sortable key."""
-    return tuple(sorted(fits))
 
 
 def by_case(book: RuleBook) -> dict[str, list[ProgramModel]]:

@@ -49,6 +49,8 @@ class ProgramModel:
     reason: str | None = None
     #: every (operation, kind) a walk of the program met at a kink (a prediction depends on their rules only)
     seen: frozenset[tuple[str, str]] = frozenset()
+    #: the disk cache key of its case's models (:func:`case_models`): what else is cached of it is keyed on it
+    source: str = ""
 
 
 def case_models(case: Any) -> list[ProgramModel]:
@@ -66,7 +68,9 @@ def case_models(case: Any) -> list[ProgramModel]:
         got = unpickle(raw)
         if isinstance(got, list):
             return got
-    models = [model_program(case, p) for p in case.programs]
+    from dataclasses import replace
+
+    models = [replace(model_program(case, p), source=key) for p in case.programs]
     try:
         write_cached("rules", key, pickle.dumps(models, protocol=pickle.HIGHEST_PROTOCOL))
     except (pickle.PicklingError, RecursionError, TypeError):

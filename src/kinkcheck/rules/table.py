@@ -57,7 +57,6 @@ def _codes(array: Any) -> tuple[Any, list[Any]]:
 def encode(table: Any) -> Encoded:
     """The first-order rows measured ``ok`` with a value (:data:`kinkcheck.vocabulary.GRADIENT_MODES`) of an
     observations table (a ``pyarrow.Table`` with :data:`COLUMNS`, or rows as dicts), coded."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 

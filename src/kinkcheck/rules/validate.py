@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,13 +106,15 @@ def validate(book: RuleBook, rows: Any) -> Validation:
     order = np.argsort(enc.pk, kind="stable")  # each program's rows, in the table's order
     bounds = np.searchsorted(enc.pk[order], np.arange(len(enc.programs) + 1))
     everywhere: dict[tuple[str, str, str], bool] = {}
-    for code, pk in enumerate(enc.programs):
+    kept: dict[str, _Kept] = {}  # the predictions kept on disk of the case at hand
+    for code in sorted(range(len(enc.programs)), key=lambda c: enc.programs[c][0]):  # case by case
+        pk = enc.programs[code]
         model: ProgramModel | None = book.programs.get(pk)
         mine = order[bounds[code]:bounds[code + 1]]
         if model is None or not len(mine):
             continue
         fw = pk[1]
-        preds, which = _predictions(model, book, enc, cells, mine, columns)
+        preds, which = _predictions(model, book, enc, cells, mine, columns, kept)
         ok = np.array([p.value is not None for p in preds], dtype=bool)[which]
         right = np.zeros(len(mine), dtype=bool)
         if ok.any():  # each (prediction, measured value, dtype) compared once: values repeat over environments
@@ -150,6 +151,8 @@ def validate(book: RuleBook, rows: Any) -> Validation:
                 min((enc.versions[v] for v in set(enc.version[rows_missed].tolist())), key=release_key),
                 f"{cell.environment} {cell.mode} {cell.dtype}", _floats(enc, int(enc.value[row])),
                 pred.floats or (), used or "derivatives only"))
+    for case in kept.values():
+        case.save()
     for model in book.programs.values():
         out.programs["evidence" if model.key is not None else _reason_kind(model.reason or "")] += 1
     for pk, ok_all in everywhere.items():
@@ -175,7 +178,7 @@ _PARSED: dict[str, tuple[float, ...]] = {}
 
 
 def _predictions(model: ProgramModel, book: RuleBook, enc: Any, cells: list[Cell], mine: Any,
-                 columns: Any) -> tuple[list[Prediction], Any]:
+                 columns: Any, kept_by_case: dict[str, _Kept]) -> tuple[list[Prediction], Any]:
     """A program's predictions over its rows (``mine``: row indices): the distinct predictions, and for each row
     which one is its. Rows whose rules give the same labels share one prediction; when a walk meets a kink the
     program's signature did not hold, the signature widens and the program is predicted again."""
@@ -185,6 +188,12 @@ def _predictions(model: ProgramModel, book: RuleBook, enc: Any, cells: list[Cell
         return [Prediction(None, model.reason)], np.zeros(len(mine), dtype=np.int64)
     fw = model.framework
     relevant = set(model.seen)
+    if model.source not in kept_by_case:
+        for other in kept_by_case.values():  # one case's file at a time (the table is sorted by program, not case)
+            other.save()
+        kept_by_case.clear()
+        kept_by_case[model.source] = _Kept(model.source)
+    kept = kept_by_case[model.source]
     row_cells = enc.cell[mine]
     distinct_cells, at = np.unique(row_cells, return_inverse=True)
     while True:
@@ -193,15 +202,80 @@ def _predictions(model: ProgramModel, book: RuleBook, enc: Any, cells: list[Cell
         sig = np.zeros((len(mine), max(len(found), 1)), dtype=np.int64)
         for j, rule in enumerate(found):
             sig[:, j] = columns.column(rule.key, model.case)[distinct_cells][at.reshape(-1)]
-        distinct, which = np.unique(sig, axis=0, return_inverse=True)
+        base = len(columns.sets)
+        if sig.shape[1] == 1 or base ** sig.shape[1] < 2 ** 62:  # one integer per signature: a 1-D unique
+            distinct, which = np.unique(sig @ (base ** np.arange(sig.shape[1], dtype=np.int64)),
+                                        return_inverse=True)
+        else:
+            distinct, which = np.unique(sig, axis=0, return_inverse=True)
         which = which.reshape(-1)
         first = np.zeros(len(distinct), dtype=np.int64)
         first[which[::-1]] = np.arange(len(which))[::-1]  # each signature's first row
-        preds = [predict(model.graph, book, fw, cells[int(row_cells[i])], without=model.case) for i in first.tolist()]
+        have = {k: i for i, k in enumerate(r.key[1:] for r in found)}
+        preds = []
+        for i in first.tolist():  # the rules' labels it depends on decide it: kept on disk across renders
+            labels = (model.framework, model.program, tuple((k, columns.sets[sig[i, have[k]]] if k in have else None)
+                                                            for k in keys))
+            pred = kept.get(labels)
+            if pred is None:
+                pred = kept[labels] = predict(model.graph, book, fw, cells[int(row_cells[i])], without=model.case)
+                kept.changed = True
+            preds.append(pred)
         met = set().union(*(p.met for p in preds))
         if met <= relevant:
             return preds, which
         relevant |= met
+
+
+def _predict_digest() -> str:
+    """The digest of :mod:`kinkcheck.rules.predict` (the models' key covers the rest of what a prediction runs)."""
+    if not _DIGEST:
+        import hashlib
+        from pathlib import Path
+
+        _DIGEST.append(hashlib.sha256((Path(__file__).parent / "predict.py").read_bytes()).hexdigest()[:16])
+    return _DIGEST[0]
+
+
+_DIGEST: list[str] = []
+
+
+class _Kept(dict):  # type: ignore[type-arg]
+    """A case's predictions, by program and the labels of the rules they depend on, on disk (:mod:`kinkcheck.cache`,
+    kind ``rules-predict``) keyed on its models (their code and inputs) and the predicting code: a render after a
+    new shard predicts only what new labels ask. Plain numbers and labels: read without sympy's care."""
+
+    def __init__(self, source: str) -> None:
+        import hashlib
+
+        super().__init__()
+        self.changed = False
+        self.key = hashlib.sha256(repr((source, _predict_digest())).encode()).hexdigest()[:32] if source else ""
+        if not self.key:
+            return
+        import pickle
+
+        from kinkcheck.cache import read_cached
+
+        raw = read_cached("rules-predict", self.key)
+        try:
+            got = pickle.loads(raw) if raw is not None else None
+        except Exception:  # noqa: BLE001 - a damaged entry is computed again, never an error
+            got = None
+        if isinstance(got, dict):
+            self.update(got)
+
+    def save(self) -> None:
+        import pickle
+
+        from kinkcheck.cache import write_cached
+
+        if self.changed and self.key:
+            try:
+                write_cached("rules-predict", self.key, pickle.dumps(dict(self), protocol=pickle.HIGHEST_PROTOCOL))
+            except (pickle.PicklingError, RecursionError, TypeError):
+                pass
+            self.changed = False
 
 
 def _reason_kind(reason: str) -> str:
