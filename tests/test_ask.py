@@ -74,6 +74,7 @@ def test_a_sympy_that_is_not_the_cases_function_is_refused_unless_live():
     ("torch.relu(x)", "x=0", {"framework": "jax"}, "--framework jax but the expression uses ['torch']"),
     ("torch.special.zeta(x, 2.0)", "x=1", {}, "give its function with --sympy"),
     ("torch.relu(x)", "x=0", {"sympy_text": "Max(x,"}, ""),
+    ("torch.relu(x) * 1e308 * 10.0", "x=0", {}, "is not a finite float64 number"),  # folded past float64
 ])
 def test_bad_questions_are_one_line(expr, at, kwargs, why):
     with pytest.raises(UsageError, match=None) as info:

@@ -455,6 +455,26 @@ def test_cli_cites_a_rule_with_its_evidence_and_the_dataset_entry(capsys):
     assert main(["cite", "--rule", "torch.clamp@max", "--report", str(ROOT / "reports" / "conventions.json.gz"),
                  "--cff"]) == 0
     assert "- type: data" in capsys.readouterr().out.splitlines(), "--cff: the dataset entry"
+    assert "(a lower bound, max(x, bound), as clamp's min= or relu's 0)" in out[0], \
+        f"the kind says which bound @max is (a user reads max= otherwise): {out[0]}"
+    assert main(["cite", "--rule", "torch.clamp@max", "--framework-version", "torch==2.13.0", "--report",
+                 str(ROOT / "reports")]) == 0, "FRAMEWORK==VERSION, as lock and migrate take it"
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("In PyTorch ") and " to 2.13.0 " in first and "(label right)" in first, first
+
+
+def test_cli_rule_link_says_where_the_page_is_when_it_is_not_beside_the_rules(tmp_path, capsys):
+    """An installed package holds rules.json.gz but not rules.md: the printed link says the page is in kinkcheck's
+    repository (a fresh reader followed reports/rules.md#… to nothing)."""
+    import shutil
+
+    from conftest import ROOT
+
+    for name in ("rules.json.gz", "conventions.json.gz", "observations.parquet"):
+        shutil.copy(ROOT / "reports" / name, tmp_path / name)
+    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(tmp_path)]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("Rule: reports/rules.md#rule-torch-clamp--max-at-a-bound (in kinkcheck's repository"), line
 
 
 @pytest.mark.parametrize(("argv", "words"), [
@@ -465,6 +485,8 @@ def test_cli_cites_a_rule_with_its_evidence_and_the_dataset_entry(capsys):
     (["--rule", "torch.clamp@max", "--mode", "bogus"], "unknown mode"),
     (["torch.clamp(x, min=0)", "--rule", "torch.clamp@max"], "give no program"),
     ([], "cite what?"),
+    (["--rule", "torch.clamp@max", "--framework", "jax", "--framework-version", "torch==2.13.0"],
+     "--framework jax but --framework-version torch==2.13.0"),
 ])
 def test_cli_rule_bad_input_is_one_line_exit_2(argv, words, capsys):
     from conftest import ROOT

@@ -529,8 +529,8 @@ def test_a_lock_checked_on_cuda_compares_the_reports_cuda_cells(models, capsys):
     capsys.readouterr()
     assert main(["lock", "--check", "--device", "cuda", "--release", "2.11.0", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert ("0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda (1 by report cell, 0 by "
-            "prediction, 0 by live measurement; 2 not compared)") in out, out
+    assert ("0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.11.0 cuda (compared: 1 by report "
+            "cell, 0 by prediction, 0 by live measurement; 2 not compared)") in out, out
     assert ": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): not compared: no catalog case " \
            "holds this program at this point" in out, out
 
@@ -543,8 +543,8 @@ def test_a_lock_checked_at_a_lower_x86_64_level_compares_the_reports_capped_cell
     capsys.readouterr()
     assert main(["lock", "--check", "--isa", "x86-64-v3", "--release", "2.15.0", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert ("0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.15.0 cpu at x86-64-v3 (1 by report "
-            "cell, 0 by prediction, 0 by live measurement; 2 not compared)") in out, out
+    assert ("0 of 3 locked convention(s) changed from torch 2.13.0 to torch 2.15.0 cpu at x86-64-v3 (compared: 1 by "
+            "report cell, 0 by prediction, 0 by live measurement; 2 not compared)") in out, out
     assert "not compared: no catalog case holds this program at this point, so the report has no cpu at x86-64-v3 " \
            "cell of it" in out, out
 
@@ -607,8 +607,8 @@ def test_report_only_compares_without_making_an_environment(models, capsys, monk
     monkeypatch.setattr(subprocess, "run", no_install)
     assert main(["lock", "--check", "--release", "2.14.1", "--report-only", "--quiet"]) == 1
     out = capsys.readouterr().out
-    assert ("1 of 3 locked convention(s) changed from torch 2.13.0 to 2.14.1 (1 by report cell, 2 by prediction, 0 by "
-            "live measurement)") in out, out
+    assert ("1 of 3 locked convention(s) changed from torch 2.13.0 to 2.14.1 (compared: 1 by report cell, 2 by "
+            "prediction, 0 by live measurement)") in out, out
     assert (": torch.Tensor.clamp (x.clamp(min=0.0, max=6.0) at x=0.0, float32): 1 (right) in torch 2.13.0 → 0 in "
             "2.14.1 (predicted from the rules, not measured: torch.clamp at max at a bound: left") in out, out
     assert not (models / "ask" / "envs").exists(), "no environment made"
@@ -810,12 +810,12 @@ def _measured_live(monkeypatch):
 
 @pytest.mark.parametrize("release, status, new, summary", [
     ("2.15.0", 1,
-     "2 (right) in torch 2.13.0 → 0 in 2.15.0 (predicted from the rules, not measured: torch.clamp at max at a bound: "
-     "left", "1 of 1 locked convention(s) changed from torch 2.13.0 to 2.15.0 (0 by report cell, 1 by prediction, 0 "
-             "by live measurement); "),
-    ("2.11.0", 0, None, "0 of 1 locked convention(s) changed from torch 2.13.0 to 2.11.0 (0 by report cell, 1 by "
-                        "prediction, 0 by live measurement): nothing the model relies on changes (by the rules' "
-                        "prediction for 1 of them, not measured)"),
+     "2 (right) in torch 2.13.0 → 0 in 2.15.0 (predicted from the rules, not measured: torch.clamp at max at a "
+     "bound: left", "1 of 1 locked convention(s) changed from torch 2.13.0 to 2.15.0 (compared: 0 by report cell, 1 by "
+             "prediction, 0 by live measurement); "),
+    ("2.11.0", 0, None, "0 of 1 locked convention(s) changed from torch 2.13.0 to 2.11.0 (compared: 0 by report "
+                        "cell, 1 by prediction, 0 by live measurement): nothing the model relies on changes (by the "
+                        "rules' prediction for 1 of them, not measured)"),
 ])
 @pytest.mark.parametrize("only", [[], ["--report-only"]], ids=["default", "report-only"])
 def test_a_site_no_catalog_case_holds_is_compared_with_the_rules_prediction(models, capsys, monkeypatch, release,
@@ -838,6 +838,21 @@ def test_a_site_no_catalog_case_holds_is_compared_with_the_rules_prediction(mode
     else:
         assert "→" not in out, out
     assert summary in out.strip().splitlines()[-1], out
+
+
+def test_a_prediction_that_misses_the_locked_value_is_no_comparison(models, capsys, monkeypatch):
+    """A guard never passes (nor fails) on a prediction the lock's own release contradicts: when the rules' value for
+    the release the lock was written in is not the locked value (the program is not what its operations' rules
+    compose to), their value for another release is no comparison. With --report-only the site is not compared,
+    and the check, having compared nothing, exits 2 (a fresh reader saw "changed from torch 2.13.0 to 2.13.0")."""
+    calls = _measured_live(monkeypatch)
+    odd = msgspec.structs.replace(SCALED_SITE, value={"x": 5.0})  # the rules predict 2 for 2.13.0
+    _write(models, odd)
+    assert main(["lock", "--check", "--release", "2.15.0", "--report-only", "--quiet"]) == 2, capsys.readouterr()
+    captured = capsys.readouterr()
+    assert "the rules predict 2 in the lock's own release 2.13.0" in captured.out + captured.err, captured
+    assert "→" not in captured.out, f"no change is claimed from a prediction the rules miss: {captured.out}"
+    assert calls == [], f"--report-only measures nothing: {calls}"
 
 
 def test_measure_or_an_unpredicted_program_is_measured_in_that_releases_environment(models, capsys, monkeypatch):

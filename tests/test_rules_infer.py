@@ -206,3 +206,19 @@ def test_observations_with_no_evidence_give_no_rule_and_validate(table) -> None:
     assert book.rules == {} and book.coded is not None, "an empty table: no rule, and labels coded (none)"
     v = validate(book, rules.rows(none))
     assert v.by_framework == {} and v.misses == [], v.as_dict()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda r: r.update(programs=[["relu@0", "torch.relu(x)", "extra"]]), "programs are not"),
+    (lambda r: r.update(kind=None), "not a name"),
+    (lambda r: r.update(labels={"bogus label": [0]}), "names a label"),
+])
+def test_a_rules_file_damaged_inside_a_rule_is_one_line(tmp_path, damage, message) -> None:
+    """Damage a reader would index into (a program triple, a kind that is no name, a label no one defined) is
+    refused at read, with one line, before any face walks the rules (a fresh reader's tracebacks, stop 53)."""
+    doc = json.loads(gzip.decompress((REPORT / store.FILE).read_bytes()))
+    damage(doc["rules"][0])
+    bad = tmp_path / store.FILE
+    bad.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with pytest.raises(store.RulesUnreadable, match=message):
+        store.read(bad)

@@ -84,9 +84,26 @@ def test_rules_command_prints_an_operations_changes(tmp_path) -> None:
     j = _kinkcheck("rules", "clamp", "--framework", "torch", "--json", "--report", str(RULES.parent), cwd=tmp_path)
     doc = json.loads(j.stdout)
     assert any(x["operation"] == "torch.clamp" and x["since"] == "2.14.1" for x in doc["rules"]), doc
+    tied = _kinkcheck("rules", "torch.clamp(min=tensor, max=tensor)", "--report", str(RULES.parent), cwd=tmp_path)
+    assert "no rule in 1.13.1–2.13.0 (its cells there contradict each other" in tied.stdout, \
+        f"releases with evidence but no rule are said, not hidden: {tied.stdout}"
     bad = _kinkcheck("rules", "torch.clampp", "--report", str(RULES.parent), cwd=tmp_path)
     assert bad.returncode == 2 and "no rule for 'torch.clampp'" in bad.stderr and "Traceback" not in bad.stderr, \
         bad.stderr
+
+
+@pytest.mark.parametrize("spelling, operation", [
+    ("torch.relu", "torch.nn.functional.relu"), ("F.relu", "torch.nn.functional.relu"),
+    ("torch.Tensor.clamp", "torch.clamp"), ("jnp.maximum", "jax.numpy.maximum")])
+def test_rules_reads_the_spellings_a_lock_or_a_program_uses(spelling, operation) -> None:
+    """`kinkcheck rules` takes what `cite --rule` takes and what a lock line prints (torch.relu, torch.Tensor.clamp,
+    the jnp and F aliases): the census's operation they are, never "no rule" (a fresh reader, stop 53)."""
+    from kinkcheck.rules.face import load, resolve_operation
+
+    if not RULES.is_file():
+        pytest.skip("no reports/rules.json.gz")
+    rules = load(RULES.parent)["rules"]
+    assert resolve_operation(rules, spelling)[1] == {operation}, spelling
 
 
 def test_ask_all_predicts_every_release_without_making_an_environment(tmp_path) -> None:

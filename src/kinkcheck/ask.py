@@ -185,6 +185,11 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
             why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # grad's hint: ask's is below
             raise UsageError(f"cannot write {text} in sympy ({why}); give its function with --sympy TEXT (the "
                              "catalog's language: Max, Min, Abs, Piecewise, …)") from None
+        try:  # the catalog reads it back: a constant folded past float64 (1e308 * 10.0) is refused there
+            ex.parse(sympy_text, point, SYMPY_NAMES)
+        except ex.ExprError as err:
+            raise UsageError(f"cannot write {text} in the catalog's sympy language: its form {err}; give its function "
+                             "with --sympy TEXT") from None
     from kinkcheck.vocabulary import flat_value
 
     components = len(flat_value(point))  # a kink of one number against a constant is no tie

@@ -26,9 +26,10 @@ and a warm-cache reinstall of the framework (what ``nox -s report`` pays per env
 target: adding one case costs <= 2 % of a full re-measure (:data:`ADD_CASE_TARGET`).
 
 ``--rules`` times the rules (:func:`rules_speed`): predicting one program over every release of one framework, warm
-(target <= 0.5 s, :data:`RULES_PREDICT_TARGET`); inferring and validating the rules over the whole report beside the
-rest of a full render, in one run (target: the rules add <= 20 %, :data:`RULES_RENDER_TARGET`); and the rules
-over the observations grown x10 (linear when the time ratio is about 10).
+(target <= 0.5 s, :data:`RULES_PREDICT_TARGET`); a full render in a fresh process with the rules' files cached, and
+one with them inferred and validated afresh as after a new shard (target: the rules add <= 20 % to the rest of the
+render, :data:`RULES_RENDER_TARGET`); and the rules' inference and validation over the observations grown x10
+(linear when the time ratio is about 10).
 
 ``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` (target <= 5 s) with the
 part spent rendering, a cold first render with an empty cache (target <= 30 s), and the hot spots of a warm

@@ -345,6 +345,16 @@ def cff(report: Report) -> str:
 
 # --- citing a rule -----------------------------------------------------------------------------------------------
 
+#: What a kind of kink is, in a user's words: the local form's node at its kink (``torch.clamp(x, lo, hi)`` is
+#: ``Min(Max(x, lo), hi)``: its lower bound is the ``Max``, its upper bound the ``Min``).
+KIND_WORDS = {
+    "max at a bound": "a lower bound, max(x, bound), as clamp's min= or relu's 0",
+    "min at a bound": "an upper bound, min(x, bound), as clamp's max=",
+    "max at a tie": "a tie between the largest inputs of a max",
+    "min at a tie": "a tie between the smallest inputs of a min",
+    "a jump": "a discontinuity of the function",
+}
+
 #: Most programs whose evidence cells ``cite --rule`` lists (the rest: ``kinkcheck rules OPERATION --json``);
 #: counter-examples are never capped.
 MAX_EVIDENCE = 8
@@ -416,26 +426,11 @@ def find_rule(doc: Mapping[str, Any], spec: str, framework: str | None = None) -
     op_text = _squeezed(op_text)
     if not op_text:
         raise CiteError(f"cite which rule? --rule OPERATION[@KIND], e.g. torch.clamp@max (not {spec!r})")
-    head, dot, tail = op_text.partition(".")
-    if head in ex.ALIASES:
-        op_text = ex.ALIASES[head] + dot + tail
-    rules = [r for r in doc["rules"] if framework is None or r["framework"] == framework]
-    ops = {_squeezed(r["operation"]): r["operation"] for r in rules}
-    found = {ops[op_text]} if op_text in ops else set()
-    if not found:  # a spelling the census maps to its name: torch.relu, torch.Tensor.clamp
-        from kinkcheck.rules.names import operation
+    from kinkcheck.rules.face import resolve_operation
 
-        root = op_text.split(".", 1)[0]
-        for fw in sorted({r["framework"] for r in rules if r["operation"].split(".", 1)[0] == root}):
-            named = _squeezed(operation(fw, op_text))
-            if named in ops:
-                found.add(ops[named])
-    if not found:  # the name without its overload, or its last names
-        base = {name: name.partition("(")[0] for name in ops.values()}
-        found = {name for name, b in base.items() if b == op_text} or \
-                {name for name, b in base.items() if b.endswith("." + op_text)}
-        plain = {name for name in found if "(" not in name}
-        found = plain if len(plain) == 1 else found  # clamp → torch.clamp, not its overloads
+    rules = [r for r in doc["rules"] if framework is None or r["framework"] == framework]
+    op_text, found = resolve_operation(rules, op_text)
+    ops = {_squeezed(r["operation"]): r["operation"] for r in rules}
     if not found:
         import difflib
 
@@ -604,8 +599,9 @@ def cite_rule(doc: Mapping[str, Any], spec: str, *, observations: str | Path, fr
     place, _, tag = device.partition("-")
     slice_text = f"{place_title(place, tag or DEFAULT_PLATFORM)}, {dtype}, {mode} mode"
     value, said = _labels_said(labels)
+    gloss = f" ({KIND_WORDS[kind]})" if kind in KIND_WORDS else ""
     sentence = (f"In {span} ({f'{first} to {last}; ' if every else ''}{slice_text}), `{op}` returns {value} at its "
-                f"kinks of kind \"{kind}\" {said}; a rule inferred from {n_cells} measured cells of {len(lines)} "
+                f"kinks of kind \"{kind}\"{gloss} {said}; a rule inferred from {n_cells} measured cells of {len(lines)} "
                 f"program{'s' if len(lines) != 1 else ''}"
                 f"{f' ({n_counter} of its cells are counter-examples)' if n_counter else ''}, not itself a "
                 f"measurement (kinkcheck rule {rid}).")

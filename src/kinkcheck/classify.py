@@ -358,16 +358,21 @@ def classify(
                 _equals(v, g, tol) for g in limiting):
             labels.add("one-index")
     clarke = num["clarke"]
+    unmeasurable = False  # a Clarke set with an infinite corner (a constant past float64): no distance to it
     if clarke is not None:
         if _equals(v, num["min_norm"], tol):
             labels.add("min-norm")
-        scale = max(1.0, max(abs(c) for g in clarke for c in g), max(abs(c) for c in v))
-        if hull_distance(v, clarke) <= tol * scale:
-            labels.add("in-clarke")
+        unmeasurable = not all(math.isfinite(c) for g in clarke for c in g) or not all(math.isfinite(c) for c in v)
+        if not unmeasurable:
+            scale = max(1.0, max(abs(c) for g in clarke for c in g), max(abs(c) for c in v))
+            if hull_distance(v, clarke) <= tol * scale:
+                labels.add("in-clarke")
     if not labels & {"left", "right", "left-piece", "right-piece", "mean", "split-even", "first", "last", "one-index",
                      "min-norm", "in-clarke"}:
-        # no Clarke set exists where f is not locally Lipschitz: the value cannot be outside one
-        labels.add("not-lipschitz" if _lipschitz(oracle) is False else "outside-clarke")
+        # no Clarke set exists where f is not locally Lipschitz: the value cannot be outside one; nor is a value
+        # outside a set whose corners are not finite numbers (nothing measures the distance)
+        labels.add("not-lipschitz" if _lipschitz(oracle) is False else "not-judged" if unmeasurable
+                   else "outside-clarke")
     return _ordered(labels)
 
 

@@ -305,6 +305,11 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 def _cmd_cite(args: argparse.Namespace) -> int:
     from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
 
+    if args.framework_version and "==" in args.framework_version:  # torch==2.13.0, as lock and migrate take it
+        fw, _, version = args.framework_version.partition("==")
+        if args.framework is not None and args.framework != fw.strip():
+            raise UsageError(f"--framework {args.framework} but --framework-version {args.framework_version}")
+        args.framework, args.framework_version = fw.strip(), version.strip()
     if args.rule is not None:
         return _cite_rule(args)
     if args.program is None:
@@ -346,7 +351,9 @@ def _cite_rule(args: argparse.Namespace) -> int:
     except CiteError as err:
         raise UsageError(str(err)) from None
     print(r.sentence)
-    print(f"Rule: {r.link(args.link_base)}")
+    here = rules_path(args.report).with_name("rules.md").is_file() or args.link_base != "reports"
+    print(f"Rule: {r.link(args.link_base)}" + ("" if here else " (in kinkcheck's repository; the installed package "
+                                                "holds the rules file, not its page)"))
     print(f"History ({r.slice}): {r.history}")
     print("Inferred from measurements: the rule summarises the measured cells below and is not itself a "
           "measurement (to cite one cell: kinkcheck cite PROGRAM --case CASE)")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -558,6 +558,10 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False, report_on
     forecast = predicted(lock.framework, target, rest) if rest and not measure and (
         report_only or target != installed) else {}
     guess = {k: f for k, f in forecast.items() if f.value is not None}
+    distrust = _unconfirmed(lock, guess) if guess else {}
+    for k, why in distrust.items():  # the rules do not reproduce what was locked: their R says nothing sure
+        forecast[k] = Predicted(reason=why)
+        del guess[k]
     left = [k for k in rest if k not in guess]
     if guess and not quiet:
         print(f"  {lock.framework} {target}: {len(guess)} question(s) the report has no cell for, predicted from the "
@@ -585,6 +589,30 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False, report_on
             changes.append(Change(site=s, release=target, status=status, value=value, labels=labels, source=source,
                                   site_release=lock.release, rules=rules))
     return target, changes, unknown
+
+
+def _unconfirmed(lock: Lock, guess: Mapping[tuple[str, str, str], Predicted]) -> dict[tuple[str, str, str], str]:
+    """The questions whose prediction for another release cannot be trusted, and why: the rules' prediction for the
+    lock's own release is not the value the lock holds (the program is not what its operations' rules compose to:
+    comparing a measurement with a prediction would report a change that is only the rules' miss), or the rules hold
+    no prediction there to check it with."""
+    from kinkcheck.decimals import decimal_value
+
+    own = predicted(lock.framework, lock.release, list(guess))
+    out: dict[tuple[str, str, str], str] = {}
+    for s in lock.site:
+        key = (s.program, s.at, s.dtype)
+        if key not in guess or key in out:
+            continue
+        mine = own.get(key)
+        if mine is None or mine.value is None:
+            out[key] = (f"not predicted: the rules' prediction cannot be checked against the locked value, since they "
+                        f"do not predict {lock.framework} {lock.release} ({mine.reason if mine else 'no prediction'})")
+        elif s.status != "ok" or not _same(s.dtype, s.value, mine.value):
+            out[key] = (f"not predicted: the rules predict {decimal_value(mine.value)} in the lock's own release "
+                        f"{lock.release}, where {_face(s.status, s.value, s.labels)} was locked, so they do not "
+                        "capture this program")
+    return out
 
 
 def nothing_compared(lock: Lock, unknown: Sequence[str], target: str, hint: str = "") -> str | None:
@@ -854,7 +882,7 @@ def command(args: Any) -> int:
     if shift.startswith("on your first batch") and any(c.source == "predicted" for c in changes):
         shift += " (the checked release's value at a predicted site is the rules' prediction, not a measurement)"
     by = [v for v in sources.values()] if sources else ["report"] * (len(held.site) - len(unknown))
-    counts = (f"{by.count('report')} by report cell, {by.count('predicted')} by prediction, "
+    counts = (f"compared: {by.count('report')} by report cell, {by.count('predicted')} by prediction, "
               f"{by.count('measured')} by live measurement" + (f"; {len(unknown)} not compared" if unknown else ""))
     guessed = (f" (by the rules' prediction for {by.count('predicted')} of them, not measured)"
                if "predicted" in by else "")

@@ -46,9 +46,22 @@ def _problem(doc: dict[str, Any]) -> str | None:
     n = len(doc["cells"])
     if any(not (isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c)) for c in doc["cells"]):
         return "a cell is not [environment, mode, dtype]"
+    labels = doc.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        return "no labels list"
+    known = set(labels) | {"-"}
     for i, r in enumerate(doc["rules"]):
         if not isinstance(r, dict) or any(k not in r for k in _RULE_KEYS):
             return f"rule {i} lacks one of {', '.join(_RULE_KEYS)}"
+        if not all(isinstance(r[k], str) and r[k] for k in ("framework", "operation", "kind")) or \
+                not isinstance(r["family"], str):
+            return f"rule {i}'s framework, operation, kind or family is not a name"
+        if not isinstance(r["programs"], list) or any(
+                not (isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)) for p in r["programs"]):
+            return f"rule {i}'s programs are not [case, program] pairs"
+        if isinstance(r["labels"], dict) and any(not isinstance(k, str) or not set(k.split()) <= known
+                                                 for k in r["labels"]):
+            return f"rule {i} names a label that is none of the file's labels"
         if not isinstance(r["labels"], dict) or any(
                 not isinstance(v, list) or any(not isinstance(j, int) or not 0 <= j < n for j in v)
                 for v in r["labels"].values()):

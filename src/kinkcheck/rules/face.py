@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,46 @@ def load(report: str | Path | None = None) -> dict[str, Any]:
         raise UsageError(str(err)) from None
 
 
+def resolve_operation(rules: Sequence[Mapping[str, Any]], text: str) -> tuple[str, set[str]]:
+    """The operations of ``rules`` (the rules file's entries) that ``text`` names, and the text as read (aliases
+    expanded, spaces dropped): the census's name (``torch.clamp``), a user alias (``jnp.maximum``), a spelling the
+    census maps to it (``torch.relu`` → ``torch.nn.functional.relu``, ``torch.Tensor.clamp`` → ``torch.clamp``), the
+    name without its overload when only one overload has rules, or its last name(s) (``clamp``); among overloads a
+    short name is the one without an overload. Empty when none fits; several when the text is ambiguous."""
+    from kinkcheck import expr as ex
+    from kinkcheck.rules.names import operation
+
+    op_text = "".join(text.split())
+    head, dot, tail = op_text.partition(".")
+    if head in ex.ALIASES:
+        op_text = ex.ALIASES[head] + dot + tail
+    ops = {"".join(r["operation"].split()): r["operation"] for r in rules}
+    found = {ops[op_text]} if op_text in ops else set()
+    if not found:  # a spelling the census maps to its name: torch.relu, torch.Tensor.clamp
+        root = op_text.split(".", 1)[0]
+        for fw in sorted({r["framework"] for r in rules if r["operation"].split(".", 1)[0] == root}):
+            named = "".join(operation(fw, op_text).split())
+            if named in ops:
+                found.add(ops[named])
+    if not found:  # the name without its overload, or its last names
+        base = {name: name.partition("(")[0] for name in ops.values()}
+        found = {name for name, b in base.items() if b == op_text} or \
+                {name for name, b in base.items() if b.endswith("." + op_text)}
+        plain = {name for name in found if "(" not in name}
+        found = plain if len(plain) == 1 else found  # clamp → torch.clamp, not its overloads
+    return op_text, found
+
+
 def command(args: Any) -> int:
     doc = load(args.report)
     known = sorted({r["framework"] for r in doc["rules"]})
     if args.framework is not None and args.framework not in known:
         raise UsageError(f"no rules for framework {args.framework!r} (frameworks with rules: {', '.join(known)})")
     rows = rule_rows(doc, framework=args.framework, operation=args.operation)
+    if args.operation is not None and not rows:  # a spelling of an operation's name: torch.relu, jnp.maximum
+        rules = [r for r in doc["rules"] if args.framework is None or r["framework"] == args.framework]
+        rows = [h for name in sorted(resolve_operation(rules, args.operation)[1])
+                for h in rule_rows(doc, framework=args.framework, operation=name)]
     if args.operation is not None and not rows:
         import difflib
 
@@ -89,6 +124,16 @@ def command(args: Any) -> int:
         print(f"{h.operation} ({h.framework}) at {h.kind}")
         for v, labels in h.changes():
             print(f"  from {v}: {'/'.join(labels)}")
+        runs: list[list[str]] = []
+        for i, (v, labels) in enumerate(h.releases):  # evidence there, but no rule: never hidden behind the runs above
+            if not labels:
+                if runs and runs[-1][-1] == h.releases[i - 1][0] and not h.releases[i - 1][1]:
+                    runs[-1].append(v)
+                else:
+                    runs.append([v])
+        if runs:
+            spans = ", ".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)
+            print(f"  no rule in {spans} (its cells there contradict each other or fit no label)")
         if not h.changes():
             print("  no evidence in reverse mode, float64, CPU (other modes and dtypes: --json, rules.json.gz)")
         progs = r["programs"]
