@@ -160,9 +160,11 @@ def test_evidence_that_contradicts_itself_gives_no_rule() -> None:
 
 def test_a_malformed_rules_file_is_one_line(tmp_path) -> None:
     for doc, why in (({"schema": store.SCHEMA}, "no cells"),
+                     ({"schema": store.SCHEMA, "cells": [], "environments": {}, "rules": [], "validation": {}},
+                      "no labels list"),
                      ({"schema": store.SCHEMA, "cells": [["e", "reverse", "float64"]], "environments": {},
-                       "rules": [{"framework": "torch"}], "validation": {}}, "rule 0 lacks"),
-                     ({"schema": store.SCHEMA, "cells": [], "environments": {}, "validation": {},
+                       "labels": ["left"], "rules": [{"framework": "torch"}], "validation": {}}, "rule 0 lacks"),
+                     ({"schema": store.SCHEMA, "cells": [], "environments": {}, "validation": {}, "labels": ["left"],
                        "rules": [{"framework": "t", "operation": "o", "kind": "k", "family": "f", "programs": [],
                                   "labels": {"left": [3]}, "counterexamples": []}]}, "names a cell")):
         path = tmp_path / store.FILE
