@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -26,12 +27,12 @@ CASES = ("relu@0", "clamp@1", "clamp@-1", "maximum@tie", "hardtanh@1", "relu6@6"
 @pytest.fixture(scope="module")
 def table():
     t = pq.read_table(REPORT / "observations.parquet", columns=list(rules.COLUMNS))
-    return t.filter(pc.is_in(t["case"], value_set=rules._array(CASES)))
+    return t.filter(pc.is_in(t["case"], value_set=pa.array(CASES, pa.string())))
 
 
 @pytest.fixture(scope="module")
 def book(table):
-    return infer(rules.rows(table), load_catalog())
+    return infer(table, load_catalog())
 
 
 def test_torch_clamp_changed_at_its_bounds_in_2_14_1(book) -> None:
@@ -56,7 +57,7 @@ def test_a_cell_that_does_not_follow_its_rule_is_kept_as_a_counterexample(table)
     extra = {"case": "clamp@1", "program": "torch.clamp(x, -1, 1)", "framework": "torch",
              "framework_version": "2.13.0", "device": "cpu", "environment": "torch-2.13.0-cpu", "mode": "reverse",
              "dtype": "float64", "status": "ok", "value": '{"x":7.0}'}
-    book = infer([*rules.rows(table), extra], load_catalog())
+    book = infer([*table.to_pylist(), extra], load_catalog())  # rows as dicts
     upper = book.rule("torch", "torch.clamp", "min at a bound")
     cell = Cell("torch-2.13.0-cpu", "reverse", "float64")
     assert upper.labels(cell)[0] == "left", "one odd cell does not outvote the rest"
@@ -65,7 +66,7 @@ def test_a_cell_that_does_not_follow_its_rule_is_kept_as_a_counterexample(table)
 
 
 def test_leave_one_case_out_predicts_and_compares(book, table) -> None:
-    v = validate(book, rules.rows(table))
+    v = validate(book, table)
     t = v.by_framework["torch"]
     assert t.cells > 0 and t.predicted <= t.cells and t.right <= t.predicted, t
     for m in v.misses:
@@ -74,7 +75,7 @@ def test_leave_one_case_out_predicts_and_compares(book, table) -> None:
 
 
 def test_the_rules_file_reads_back_as_inferred(book, table, tmp_path) -> None:
-    v = validate(book, rules.rows(table))
+    v = validate(book, table)
     blob = store.to_json(book, v.as_dict(), rules.environments(table))
     assert blob == store.to_json(book, v.as_dict(), rules.environments(table)), "deterministic bytes"
     path = tmp_path / store.FILE
@@ -197,16 +198,16 @@ def test_validation_refuses_a_book_not_inferred_from_its_rows(book, table) -> No
     from kinkcheck.rules.infer import RuleBook
 
     with pytest.raises(ValueError, match="inferred from these very rows"):
-        validate(RuleBook(rules=book.rules, programs=book.programs), rules.rows(table))
+        validate(RuleBook(rules=book.rules, programs=book.programs), table)
 
 
 def test_observations_with_no_evidence_give_no_rule_and_validate(table) -> None:
     """A table where no program sits alone at one operation's kink (here: only a case's smooth-point rows, or none)
     infers no rule, and validation still runs over it (every cell predicted from derivatives, or not predicted)."""
     none = table.slice(0, 0)
-    book = infer(rules.rows(none), load_catalog())
+    book = infer(none, load_catalog())
     assert book.rules == {} and book.coded is not None, "an empty table: no rule, and labels coded (none)"
-    v = validate(book, rules.rows(none))
+    v = validate(book, none)
     assert v.by_framework == {} and v.misses == [], v.as_dict()
 
 

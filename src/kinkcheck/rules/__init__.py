@@ -21,34 +21,15 @@ Only sympy, NumPy, pyarrow and the project's oracle; no framework is imported.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["COLUMNS", "PAGE", "from_table", "render", "rows"]
+__all__ = ["COLUMNS", "PAGE", "from_table", "render"]
 
 #: The rules page beside ``conventions.md``.
 PAGE = "rules.md"
 
 from kinkcheck.rules.table import COLUMNS  # the observation columns the rules read
-
-
-def rows(table: Any) -> Iterator[dict[str, Any]]:
-    """The first-order, measured rows of an observations table (a ``pyarrow.Table`` with :data:`COLUMNS`)."""
-    import pyarrow.compute as pc
-
-    from kinkcheck.vocabulary import GRADIENT_MODES
-
-    keep = pc.and_(pc.equal(table["status"], "ok"), pc.is_in(table["mode"], value_set=_array(GRADIENT_MODES)))
-    t = table.select(list(COLUMNS)).filter(keep)
-    cols = [t.column(c).to_pylist() for c in COLUMNS]
-    for values in zip(*cols):
-        yield dict(zip(COLUMNS, values))
-
-
-def _array(values: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.array(list(values), pa.string())
 
 
 def from_table(table: Any, catalog: Any) -> tuple[Any, Any]:

@@ -183,12 +183,11 @@ class Coded:
             out[c] = code
         return out
 
-    @property
-    def index(self) -> dict[tuple[str, str, str], int]:
-        hit = self.__dict__.get("_index")
-        if hit is None:
-            hit = self.__dict__["_index"] = {k: i for i, k in enumerate(self.rules)}
-        return hit
+    #: rule key → its row in ``full``
+    index: dict[tuple[str, str, str], int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = {k: i for i, k in enumerate(self.rules)}
 
 
 @dataclass

@@ -80,10 +80,7 @@ def encode(table: Any) -> Encoded:
 
 
 def _from_rows(rows: Iterable[Mapping[str, Any]]) -> Any:
+    """Rows as dicts (the table's columns; other keys ignored) as a table of strings."""
     import pyarrow as pa
 
-    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
-    for row in rows:
-        for c in COLUMNS:
-            cols[c].append(row.get(c))
-    return pa.table({c: pa.array(v, pa.string()) for c, v in cols.items()})
+    return pa.Table.from_pylist(list(rows), schema=pa.schema([(c, pa.string()) for c in COLUMNS]))
