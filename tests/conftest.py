@@ -216,3 +216,44 @@ def faulty_report(tmp_path_factory):
             made[fault] = damaged_report(tmp_path_factory.mktemp(fault), fault)
         return made[fault]
     return get
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-figures", action="store_true",
+                     help="after a whole run, write what the suite cost (minutes, passed and skipped, the test "
+                          "virtualenv's size) into references/figures.json for README (python -m kinkcheck.readme)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session.config._kinkcheck_started = time.monotonic()  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
+    """With --record-figures, on the controlling process of a run of the whole suite: the figures README quotes
+    of what the tests cost (kinkcheck.figures), failures and errors named in the figure where there were any."""
+    if not config.getoption("--record-figures") or hasattr(config, "workerinput"):
+        return
+    import os
+    import sys
+    import time
+
+    from kinkcheck import figures
+
+    stats = terminalreporter.stats  # type: ignore[attr-defined]
+    passed, skipped, failed = (len([r for r in stats.get(k, ()) if getattr(r, "when", "call") == "call"
+                                     or k == "skipped"]) for k in ("passed", "skipped", "failed"))
+    errors = len(stats.get("error", ()))
+    if not passed:
+        print("--record-figures: nothing recorded (no test passed)")
+        return
+    minutes = (time.monotonic() - config._kinkcheck_started) / 60  # type: ignore[attr-defined]
+    size = sum(p.stat().st_size for p in Path(sys.prefix).rglob("*") if p.is_file() and not p.is_symlink())
+    workers = getattr(config.option, "numprocesses", None) or 1
+    command = "nox -s tests -- --record-figures"
+    failures = "".join(f", {n} {what}" for n, what in ((failed, "failed"), (errors, "errors")) if n)
+    figures.note("tests.cost", f"{minutes:.1f} minutes for {passed:,} tests passed and {skipped} skipped{failures} "
+                               f"({workers} workers, {os.cpu_count()} CPUs)", command, data=False)
+    figures.note("tests.venv", f"{size / 1e9:.1f} GB", command, data=False)
+    print(f"--record-figures: {figures.write_record()}")

@@ -525,3 +525,45 @@ def test_a_program_with_its_own_constants_is_asked_with_them(tmp_path):
     assert case.own_functions[("tinygrad", "x.selu()")].sympy == q.own[0], case.own_functions
     exact = question("x.selu(1.6732632423543772, 1.0507009873554805)", "x=0", "tinygrad")
     assert exact.own is None, "the program that passes the exact constants is judged by the case's function"
+
+
+# --------------------------------------------------------------------------- --device cuda: the report's cells
+
+
+def test_cuda_is_answered_from_the_reports_cuda_cells_not_measured_here(ask_home, capsys, monkeypatch):
+    """Issue 46, item 4: ``ask --device cuda`` on a machine without a GPU answers from the report's CUDA cells
+    (torch 2.11.0 on an H200: clamp's min=0 bound gives 1, right), marked "from the report; not measured here",
+    with nothing installed or probed, and the rules' prediction for that release beside it."""
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", _no_probe)
+    assert ask.device_releases("torch", "cuda") == ["2.11.0"], "the committed shards measured torch 2.11.0 on CUDA"
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--device", "cuda"]) == 0
+    out, _ = capsys.readouterr()
+    assert "the report's cells on cuda: torch 2.11.0 cuda (" in out and "): from the report; not measured here\n" \
+        in out, out
+    assert "\n  2.11.0 cuda: 1 right\n" in out, f"the CUDA cell, not the CPU one (2.11.0 cpu is also 1 right): {out}"
+    assert "predicted from the rules" in out and "2.11.0 (reverse, float64): 1" in out, out
+    assert not ask_home.exists(), "nothing measured, nothing kept"
+    assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--device", "cuda", "--mode", "reverse",
+                 "--dtype", "float32", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["device"], answer["measured_here"], answer["sources"]) == ("cuda", False, {"2.11.0": "report"}), \
+        answer
+    envs = {o["environment"] for o in answer["report"]["observations"]}
+    assert envs == {"torch-2.11.0-cuda"}, f"only the CUDA environment's cells: {envs}"
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["torch.clamp(x, min=0)", "--at", "x=0", "--release", "2.13.0"],
+     "the report holds no cuda cell of torch.clamp(x, min=0) at x=0 in 2.13.0 (it measured torch on cuda in 2.11.0)"),
+    (["torch.clamp(x, min=0) * 2", "--at", "x=0"], "which measured torch there in 2.11.0, but only the catalog's"),
+    (["torch.clamp(x, min=0)", "--at", "x=0", "--live"], "--live measures here, on the CPU"),
+])
+def test_cuda_the_report_lacks_is_one_line_naming_its_cuda_releases(ask_home, capsys, monkeypatch, argv, words):
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", _no_probe)
+    assert main(["ask", *argv, "--device", "cuda"]) == 2
+    line = _one_error_line(capsys)
+    assert words in line, line

@@ -65,3 +65,87 @@ def test_bench_ask_refuses_a_bad_specifier_in_one_line(capsys):
     assert main(["--ask", "~~"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bench --ask: --releases '~~' is not a version specifier" in err, err
+
+
+def test_a_new_shard_is_the_largest_as_another_release_the_render_reads_without_a_gap(tmp_path, catalog) -> None:
+    """``bench --report``'s render after one new shard: the copy is the largest shard as release ``+new``, read
+    without a gap, fresh (so the render judges every observation of it) and not the same content as its source
+    (so its judgement is not in the cache)."""
+    import shutil
+    from pathlib import Path
+
+    from kinkcheck.bench import add_new_shard
+    from kinkcheck.probe.plan import is_fresh
+    from kinkcheck.shards import load_shards
+
+    obs = Path(__file__).parent.parent / "references" / "observations"
+    for name in ("autograd-1.5-cpu.json", "jax-0.10.2-cpu.json"):
+        shutil.copy(obs / name, tmp_path)
+    new = add_new_shard(tmp_path)
+    assert new.name == "jax-0.10.2+new-cpu.json", f"a copy of the larger shard (jax's) as a new release: {new.name}"
+    shards, errors = load_shards(tmp_path, catalog)
+    assert errors == [] and len(shards) == 3, f"read without a gap: {errors[:2]}"
+    source, copy = (next(s for s in shards if s["environment"]["id"] == e)
+                    for e in ("jax-0.10.2-cpu", "jax-0.10.2+new-cpu"))
+    assert copy["observations"] == source["observations"] and copy["environment"] != source["environment"], \
+        "every observation of the source, under another environment"
+    assert is_fresh(new, catalog), "fresh: the render judges it, skips none of it"
+
+
+def test_the_new_shard_figure_says_missed_past_either_target() -> None:
+    from kinkcheck.bench import new_shard_lines
+
+    full = {"wall": 30.0, "judged_shard": 2.0}
+    ok = new_shard_lines(1, full, {"wall": 4.0, "judge": 3.5, "observations": 9000, "judged_shard": 3.4,
+                                   "write_reports": 3.6, "load_shards": 0.2, "peak_mb": 500})
+    assert ok[0].endswith("ok") and "ratio 1.1" in ok[0] and "9,000 observations" in ok[0], ok
+    slow = new_shard_lines(10, full, {"wall": 4.0, "judge": 2.0, "observations": 9000})
+    assert slow[0].endswith("MISSED") and "x10" in slow[0], f"4 s is 2 x judging alone: {slow}"
+    assert new_shard_lines(1, full, {"wall": 6.0, "judge": 6.0, "observations": 1})[0].endswith("MISSED"), \
+        "over 5 s misses though the ratio is 1"
+
+
+def test_the_lookup_table_marks_each_figure_against_both_targets() -> None:
+    """``bench --lookup``'s table: the floor without a target, then each measurement ok only within 0.5 s and
+    200 MB, MISSED past either."""
+    from pathlib import Path
+
+    from kinkcheck.bench import lookup_lines
+
+    rows = [("lookup", 0.31, 104.0), ("cite, data x10", 0.62, 150.0), ("grad's report rows, data x10", 0.2, 201.0)]
+    lines = lookup_lines(rows, 3, Path("r/observations.parquet"), (0.25, 70.0))
+    assert lines[0].split() == ["measurement", "s", "peak", "MB", "target"], lines[0]
+    assert lines[1].startswith("floor: python, pyarrow, kinkcheck imports") and lines[1].endswith("(no target)") \
+        and "0.25" in lines[1] and " 70 " in lines[1], lines[1]
+    assert [line.rsplit(" ", 1)[-1] for line in lines[2:5]] == ["ok", "MISSED", "MISSED"], \
+        f"0.31 s and 104 MB is within; 0.62 s is past 0.5 s; 201 MB is past 200 MB: {lines[2:5]}"
+    assert "<= 0.5 s, <= 200 MB" in lines[3] and lines[-1].startswith("(best of 3 fresh processes"), lines
+
+
+def test_grown_report_data_is_ten_times_the_releases_laid_out_as_a_render_lays_it(shards_report_files, tmp_path):
+    """``grow_report``: every row again as ``+copy<k>`` releases, written through the render's writer (the
+    row-group index), the JSON naming the grown table's digest and environments, so lookup and grad read it."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck import explain, lookup
+    from kinkcheck.bench import grow_report
+    from kinkcheck.query import ROW_GROUPS
+
+    src = shards_report_files.parent
+    rows = grow_report(src, tmp_path, 3)
+    table = tmp_path / "observations.parquet"
+    n = pq.ParquetFile(src / "observations.parquet").metadata.num_rows
+    assert rows == 3 * n == pq.ParquetFile(table).metadata.num_rows, "every row three times"
+    meta = pq.ParquetFile(table).metadata.metadata
+    assert ROW_GROUPS in meta and json.loads(meta[b"kinkcheck.index"])["releases"]["torch"]["cpu"][-1] == \
+        "2.15.0+copy2", "laid out with its index; the copies are releases of the index"
+    same = [(r.value, r.label) for r in lookup("torch.clamp(x, min=0)", case="relu@0", release="2.14.1", path=src)]
+    for release in ("2.14.1", "2.14.1+copy2"):
+        got = [(r.value, r.label) for r in lookup("torch.clamp(x, min=0)", case="relu@0", release=release,
+                                                   path=tmp_path)]
+        assert got == same == [({"x": 0.0}, "left")], f"{release}: the copied cell, read from a set of one render"
+    view = explain.report_rows(explain.report_index(tmp_path / "conventions.json.gz"), "torch.clamp(x, min=0)",
+                               "torch", ("relu@0",))
+    assert view.rows[0]["ranges"][-1]["to"] == "2.15.0+copy2", view.rows[0]["ranges"]

@@ -17,6 +17,10 @@ from kinkcheck.cli import main
 from kinkcheck.decimals import decimal_value
 from kinkcheck.report.model import Case, Oracle, report_json
 
+#: The published site's root: pyproject.toml's [project.urls] Documentation (issue 46: an installed user has no
+#: reports/ folder, so cite links the site's pages).
+SITE = "https://kinkcheck.github.io/kinkcheck/"
+
 
 @pytest.fixture(scope="module")
 def report(shards_report):
@@ -139,8 +143,9 @@ def test_cli_prints_sentence_link_and_entry(shards_report_path, capsys):
     assert main(["cite", "torch.clamp(x, -1, 1)", "--case", "clamp@-1", "--report", str(shards_report_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("In PyTorch ") and "clamp@-1" in out[0], out[0]
-    assert out[1] == ("Report cell: reports/cases/clamp-at-minus-1.md#case-clamp-at-minus-1--torch-torch-clamp-x-"
-                      "minus-1-1--torch-2-15-0-cpu"), out[1]
+    assert out[1] == (f"Report cell: {SITE}report/cases/clamp-at-minus-1.html#case-clamp-at-minus-1--torch-torch-"
+                      "clamp-x-minus-1-1--torch-2-15-0-cpu"), f"the published site's case page by default: {out[1]}"
+    assert not out[2].startswith("Local page:"), f"the report read has no case pages beside it: {out[2]}"
     assert any(line.startswith("@misc{") for line in out), out
     assert main(["cite", "torch.clamp(x, -1, 1)", "--case", "clamp@-1", "--report", str(shards_report_path),
                  "--link-base", "site/report/conventions.html", "--cff"]) == 0
@@ -244,8 +249,8 @@ def test_cli_without_case_lists_the_other_cases(shards_report_path, capsys):
     assert main(["cite", "torch.relu(x)", "--report", str(shards_report_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("In PyTorch ") and out[0].endswith("(kinkcheck, case relu@0)."), out[0]
-    assert out[1] == "Report cell: reports/cases/relu-at-0.md#case-relu-at-0--torch-torch-relu-x--torch-2-15-0-cpu", \
-        out[1]
+    assert out[1] == (f"Report cell: {SITE}report/cases/relu-at-0.html#case-relu-at-0--torch-torch-relu-x--"
+                      "torch-2-15-0-cpu"), out[1]
     assert out[2] == ("Also measured in: relu@1e-45, relu@-1e-45, relu@-0.0 "
                       "(kinkcheck cite 'torch.relu(x)' --case ID)"), out[2]
     assert main(["cite", "torch.relu(x)", "--case", "relu@-0.0", "--report", str(shards_report_path)]) == 0
@@ -446,8 +451,10 @@ def test_cli_cites_a_rule_with_its_evidence_and_the_dataset_entry(capsys):
     assert main(["cite", "--rule", "torch.clamp@max", "--report", str(ROOT / "reports")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("In PyTorch ") and "kinkcheck rule torch.clamp@max-at-a-bound" in out[0], out[0]
-    assert out[1] == "Rule: reports/rules.md#rule-torch-clamp--max-at-a-bound", out[1]
-    assert out[2].startswith("History (CPU, float64, reverse mode): "), out[2]
+    assert out[1] == f"Rule: {SITE}report/rules.html#rule-torch-clamp--max-at-a-bound", out[1]
+    assert out[2] == f"Local page: {ROOT / 'reports' / 'rules.md'}#rule-torch-clamp--max-at-a-bound", \
+        f"the page is beside the report read: {out[2]}"
+    assert out[3].startswith("History (CPU, float64, reverse mode): "), out[3]
     assert any(ln.startswith("Inferred from measurements") for ln in out), out
     assert any(ln.startswith("evidence (PyTorch ") for ln in out) and any(ln.startswith("counter-examples") for ln in
                                                                            out), out
@@ -472,9 +479,14 @@ def test_cli_rule_link_says_where_the_page_is_when_it_is_not_beside_the_rules(tm
 
     for name in ("rules.json.gz", "conventions.json.gz", "observations.parquet"):
         shutil.copy(ROOT / "reports" / name, tmp_path / name)
-    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(tmp_path)]) == 0
+    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(tmp_path), "--link-base", "reports"]) == 0
     line = capsys.readouterr().out.splitlines()[1]
     assert line.startswith("Rule: reports/rules.md#rule-torch-clamp--max-at-a-bound (in kinkcheck's repository"), line
+    assert main(["cite", "--rule", "torch.clamp@max", "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == f"Rule: {SITE}report/rules.html#rule-torch-clamp--max-at-a-bound", \
+        f"by default the published site's rules page, which resolves from anywhere: {out[1]}"
+    assert not out[2].startswith("Local page:"), f"no rules.md beside the report read: {out[2]}"
 
 
 @pytest.mark.parametrize(("argv", "words"), [
@@ -530,3 +542,42 @@ def test_rule_entry_is_the_whole_report_s():
     path = ROOT / "reports" / "conventions.json.gz"
     head, part = load_report(path, frameworks=()), load_report(path, program="x.clamp(min=0)")
     assert bibtex(head) == bibtex(part) and cff(head) == cff(part), "cite --rule reads no row for its entry"
+
+
+def test_the_site_url_is_the_documentation_url_and_its_pages_are_the_reports(monkeypatch):
+    """Issue 46, item 3: the link starts from pyproject.toml's Documentation URL (the installed distribution's
+    metadata outside a source tree), and the site's page of a case is the report's case page as MkDocs maps it
+    (report/cases/<case>.md -> .html with use_directory_urls off), holding the anchor cited."""
+    import tomllib
+    from importlib import metadata
+
+    from conftest import ROOT
+
+    import kinkcheck.query
+    from kinkcheck.cite import site_base, site_url
+    from kinkcheck.report import site
+
+    documented = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Documentation"]
+    assert site_url() == documented.rstrip("/") + "/" == SITE, (site_url(), documented)
+    assert site_base(None) == SITE + "report/conventions.html" and site_base("x/") == "x/", site_base(None)
+    monkeypatch.setattr(kinkcheck.query, "source_tree", lambda: False)  # as an installed copy reads it
+    monkeypatch.setattr(metadata, "metadata", lambda name: _Meta(
+        ["Source, https://example.org/src", "Documentation, https://example.org/docs"]))
+    assert site_url() == "https://example.org/docs/", "the metadata's Documentation entry, not another URL"
+    monkeypatch.setattr(metadata, "metadata", lambda name: _Meta([]))
+    assert site_url() is None and site_base(None) == "reports", "no URL known: the reports folder, as before"
+    c = cite(load_report(ROOT / "reports", program="torch.relu(x)"), "torch.relu(x)")
+    page, _, anchor = c.link(SITE + "report/conventions.html").removeprefix(SITE).partition("#")
+    assert page == f"report/{c.page[:-3]}.html", page
+    md = (ROOT / "reports" / c.page).read_text(encoding="utf-8")
+    assert f'id="{anchor}"' in md, f"{anchor} is not an anchor of {c.page}"
+    yml = site._mkdocs_yml([])
+    assert "use_directory_urls: false" in yml, "a page's .md is its .html on the site: the link keeps its anchor"
+
+
+class _Meta:
+    def __init__(self, urls):
+        self.urls = urls
+
+    def get_all(self, key):
+        return self.urls if key == "Project-URL" else None

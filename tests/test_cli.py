@@ -176,7 +176,10 @@ def test_report_with_a_corrupt_shard_still_renders(tmp_path):
     assert (tmp_path / "out" / "conventions.json.gz").read_bytes() == before, "--strict writes nothing"
 
 
-def test_cuda_without_a_device_is_one_line_exit_2(tmp_path):
+def test_cuda_without_a_device_answers_from_the_report_else_one_line_exit_2(tmp_path):
+    """Issue 46, item 4: grad --device cuda without a GPU answers from the report's CUDA cells (torch 2.11.0), the
+    source said before the value; a program the report lacks on CUDA is one line naming its CUDA releases, exit 2.
+    A probe measures, so it still refuses a device that is not there."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
@@ -186,7 +189,18 @@ def test_cuda_without_a_device_is_one_line_exit_2(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device exists here; the no-device path cannot be exercised")
     res = run("grad", "torch.relu(x)", "--at", "x=0", "--device", "cuda")
-    assert res.returncode == 2 and res.stderr.strip() == "kinkcheck: error: not measured: no CUDA device", res.stderr
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0 and lines[0] == ("from the report; not measured here (this machine has no CUDA device): "
+                                               "torch 2.11.0 on cuda, reverse, float64, case relu@0"), \
+        res.stdout + res.stderr
+    assert lines[1] == '{"x": 0.0}' and "labels of this value (float64, torch): left" in res.stdout, res.stdout
+    assert "reverse float64 cuda:" in res.stdout and "predicted from the rules of torch 2.11.0" in res.stdout, \
+        res.stdout
+    res = run("grad", "torch.relu(x) * 3", "--at", "x=0", "--device", "cuda", "--no-judge")
+    assert res.returncode == 2 and res.stdout == "" and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert ("not measured: this machine has no CUDA device, and the report" in res.stderr and
+            "holds no cuda cell of torch.relu(x) * 3 at x=0 in reverse mode, float64 (its torch releases measured on "
+            "cuda: 2.11.0)" in res.stderr), res.stderr
     res = run("probe", "--device", "cuda", "--out-dir", str(tmp_path), "--quiet")
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and lines[-1] == "kinkcheck: error: nothing measured on cuda", res.stderr
@@ -461,3 +475,37 @@ def test_grad_judges_a_program_with_its_own_constants_by_them(capsys, shards_rep
         assert code == 0, err
         assert any(ln.startswith("sympy form: ") and "1.0507*" in ln.replace(" ", "") for ln in lines), lines
         assert any(ln.startswith(f"labels of this value ({dtype}, tinygrad): right") for ln in lines), lines
+
+
+def test_report_renders_a_checkouts_shards_with_that_checkouts_catalog(tmp_path, monkeypatch, capsys):
+    """Issue 46, item 3: an installed kinkcheck's report in a checkout reads references/catalog.toml (and the
+    kinkhits/ beside it) above the shards or the current folder, not the package's copy; outside a checkout it says
+    that the kink-hit census is left out."""
+    import argparse
+
+    import kinkcheck.catalog
+
+    tree = tmp_path / "clone"
+    (tree / "references" / "observations").mkdir(parents=True)
+    (tree / "references" / "catalog.toml").write_text("")
+    (tree / "references" / "kinkhits").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert cli.checkout_catalog(tree / "references" / "observations") == tree / "references" / "catalog.toml"
+    assert cli.checkout_catalog(tree / "references") == tree / "references" / "catalog.toml"
+    assert cli.checkout_catalog(elsewhere) is None, "no checkout above the shards or here"
+    assert cli.checkout_catalog(elsewhere, cwd=tree) == tree / "references" / "catalog.toml", "the current checkout"
+    args = argparse.Namespace(catalog=None, shards=str(tree / "references" / "observations"))
+    assert cli._render_catalog(args) == tree / "references" / "catalog.toml" and capsys.readouterr().err == ""
+    package = tmp_path / "site" / "kinkcheck" / "data" / "catalog.toml"
+    package.parent.mkdir(parents=True)
+    package.write_text("")
+    monkeypatch.setattr(kinkcheck.catalog, "default_catalog_path", lambda: package)
+    args = argparse.Namespace(catalog=None, shards=str(elsewhere))
+    assert cli._render_catalog(args) == package
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the report's kink-hit census is left out" in err[0] and \
+        err[0].startswith(f"kinkcheck report: no references/kinkhits/ beside the catalog {package}"), err
+    args = argparse.Namespace(catalog=str(package), shards=str(elsewhere))
+    assert cli._render_catalog(args) == package and capsys.readouterr().err == "", "--catalog: the user's choice"

@@ -312,3 +312,38 @@ def test_long_vectors_are_elided_in_rows():
                      status="ok", value={"v": [0.0] * 299 + [1.0]}, labels=["left"], error=None)
     assert describe_observation(ob, limit=8) == "[0, 0, 0, …, 0, 1] (300 elements) (left)"
     assert describe_observation(ob).count(",") == 299, "without a limit every element, as measured"
+
+
+def test_a_bare_environment_is_one_of_the_report_grad_reads(shards_report_files, capsys, monkeypatch, tmp_path):
+    """Issue 46, item 3: ``diff ENV ENV`` and ``#ENV`` read the report ``--report`` names (a folder), and without
+    --report the one grad reads ($KINKCHECK_REPORTS here), so an installed package diffs its own report."""
+    folder = shards_report_files.parent
+    monkeypatch.chdir(tmp_path)  # no file named torch-2.13.0-cpu here, no reports/ either
+    assert cli.main(["diff", "torch-2.13.0-cpu", "#torch-2.14.1-cpu", "--report", str(folder), "--case", "relu@0",
+                     "--program", "torch.clamp(x, min=0)", "--mode", "reverse", "--dtype", "float64"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("1 of 1 conventions changed from torch-2.13.0-cpu to torch-2.14.1-cpu"), \
+        out + err
+    assert "1 (right) → 0 (left)" in out, out
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(folder))
+    side = load_side("torch-2.13.0-cpu")
+    assert side.environment.id == "torch-2.13.0-cpu" and len(side.observations) > 1000, side.label
+
+
+def test_an_unknown_bare_environment_names_the_nearest(shards_report_files, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["diff", "torch-2.14.0-cpu", "torch-2.13.0-cpu", "--report", str(shards_report_files)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no environment 'torch-2.14.0-cpu' in the report (nearest: " in err[0], err
+    assert "torch-2.14.1-cpu" in err[0].partition("nearest: ")[2], f"the closest release is named: {err}"
+    assert cli.main(["diff", "#", "torch-2.13.0-cpu"]) == 2
+    assert "an empty side" in capsys.readouterr().err, "a side with neither file nor environment"
+
+
+def test_a_file_named_like_an_environment_is_read_as_a_file(tmp_path, monkeypatch):
+    """A shard saved as ``torch-2.0.1-cpu`` in the current folder stays a file: a bare id is read from the report
+    only when no such file exists."""
+    monkeypatch.chdir(tmp_path)
+    write_shard(tmp_path / "torch-2.0.1-cpu", OLD)
+    side = load_side("torch-2.0.1-cpu", report=tmp_path / "nowhere")
+    assert side.environment.id == "torch-2.0.1-cpu" and side.label == "torch-2.0.1-cpu", side

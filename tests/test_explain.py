@@ -273,6 +273,29 @@ def test_grad_reads_the_table_not_the_json(shards_report_files, shards_report_pa
         explain.report_index(alone)
 
 
+def test_grad_reads_only_the_row_groups_of_the_cases_it_shows(index, monkeypatch):
+    """Issue 46, item 2: report_rows asks pyarrow for the row groups that hold the cases shown (the table's
+    row-group index), one at a time, not for the whole table (one read of it peaked at 311 MB)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import ROW_GROUPS
+
+    asked: list[int] = []
+    real = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group",
+                        lambda self, i, *a, **k: asked.append(i) or real(self, i, *a, **k))
+    cases = ("relu@0", "cond@0", "select@0")
+    view = explain.report_rows(index, "torch.clamp(x, min=0)", "torch", cases)
+    assert view.rows[0]["this"] and view.rows[0]["ranges"][-1]["value"] == {"x": 0.0}, view.rows[0]
+    file = pq.ParquetFile(index["table"])
+    held = json.loads(file.metadata.metadata[ROW_GROUPS])["case"]
+    total = file.metadata.num_row_groups
+    assert asked == sorted({g for c in cases for g in held[c]}), f"the groups of {cases}: {asked}"
+    assert 0 < len(asked) <= len(cases) * 2 < total, f"a case lies in one or two groups: read {asked} of {total}"
+
+
 def test_a_shard_from_another_platform_does_not_stand_in_for_linux(shards_report, tmp_path):
     """grad's report lines read one place: a macOS arm64 copy of torch 2.15.0 with relu'(0) = 1 changes
     nothing at ``cpu`` (Linux x86-64) and is found at ``cpu-macos_arm64``."""
@@ -395,3 +418,33 @@ def test_an_order_statistic_sympy_expanded_gets_no_tie_position_label():
     j = _judge("torch.kthvalue(v, 2).values", {"v": [2, 0, 2, 0]})
     got = explain.labels({"v": [0.0, 0.0, 0.0, 1.0]}, j, "float64")
     assert got is not None and not set(got) & {"first", "last", "one-index"} and "in-clarke" in got, got
+
+
+def test_a_device_this_machine_lacks_is_answered_from_the_reports_cell(shards_report_files):
+    """Issue 46, item 4: Pending.from_report gives the report's cell on the request's device (torch 2.11.0 on CUDA:
+    clamp's min=0 bound 1, right; relu 0, left), the installed release's where the report measured it there, else
+    the newest, marked as not measured here; a program without a CUDA cell is one line naming the CUDA releases."""
+    folder = str(shards_report_files.parent)
+    p = explain.Pending("torch.clamp(x, min=0.0)", {"x": 0}, "torch", report=folder, device="cuda", bound_s=30)
+    try:
+        got = p.from_report("2.13.0")  # not measured on CUDA: the newest CUDA release answers
+    finally:
+        p.cancel()
+    assert (got.value, got.status, got.label, got.release, got.cases) == ({"x": 1.0}, "ok", "right", "2.11.0",
+                                                                         ("relu@0",)), got
+    assert got.headline().startswith("from the report; not measured here (this machine has no CUDA device): torch "
+                                     "2.11.0 on cuda, reverse, float64"), got.headline()
+    assert got.to_json()["measured_here"] is False and got.releases == ("2.11.0",), got.to_json()
+    p = explain.Pending("torch.relu(x)", {"x": 0}, "torch", report=folder, device="cuda", dtype="float32", bound_s=30)
+    try:
+        assert p.from_report("2.11.0").value == {"x": 0.0}, "the installed release's cell where the report has it"
+    finally:
+        p.cancel()
+    p = explain.Pending("torch.relu(x) * 3", {"x": 0}, "torch", report=folder, device="cuda", bound_s=30)
+    try:
+        with pytest.raises(explain.ReportUnavailable, match=r"no CUDA device, and the report .* holds no cuda cell of "
+                           r"torch.relu\(x\) \* 3 at x=0 in reverse mode, float64 \(its torch releases measured on "
+                           r"cuda: 2.11.0\)"):
+            p.from_report()
+    finally:
+        p.cancel()

@@ -228,7 +228,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("probe", ["kinkcheck.probe", "kinkcheck.lanes", "kinkcheck.staging"]),
     ("report", ["kinkcheck.report", "kinkcheck.query"]),
     ("faces", ["kinkcheck.cli", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
-               "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.bench", "kinkcheck.ci",
+               "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.figures", "kinkcheck.bench",
+               "kinkcheck.ci",
                "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.askhome", "kinkcheck.lock",
                "kinkcheck.pytest_plugin", "kinkcheck.rules.face", "kinkcheck.rules.answer"]),
 ]

@@ -274,3 +274,129 @@ def test_a_method_form_shared_by_frameworks_finds_each_framework_s_spelling():
     assert ("torch", "x.clamp(min=0)") in by_framework and ("mindspore", "x.clamp(min=0.0)") in by_framework, \
         sorted(by_framework)
     assert lookup("x.clamp(min=0.0)", case="relu@0", framework="torch", release="2.14.1")[0].value == {"x": 0.0}
+
+
+# --------------------------------------------------------------------------- issue 46, item 2: only the rows asked
+
+
+@pytest.fixture()
+def read_groups(monkeypatch):
+    """The row groups pyarrow is asked for, in order (``ParquetFile.read_row_group`` observed)."""
+    import pyarrow.parquet as pq
+
+    asked: list[int] = []
+    real = pq.ParquetFile.read_row_group
+
+    def spy(self, i, *args, **kwargs):
+        asked.append(i)
+        return real(self, i, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy)
+    return asked
+
+
+def _index_of(table: Path) -> dict:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import ROW_GROUPS
+
+    return json.loads(pq.ParquetFile(table).metadata.metadata[ROW_GROUPS])
+
+
+def test_read_table_asks_pyarrow_only_for_the_row_groups_of_the_cases_and_programs_asked(shards_report_files,
+                                                                                          read_groups):
+    """A filter on case or program reads the groups the table's index names for them, and the rows are those
+    pyarrow's own filtered read of the whole file gives, in the same order."""
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import read_table
+
+    table = shards_report_files.parent / "observations.parquet"
+    total = pq.ParquetFile(table).metadata.num_row_groups
+    index = _index_of(table)
+    for filters, groups in (
+            ([("case", "in", ["relu@0", "cond@0"]), ("mode", "==", "reverse"), ("dtype", "==", "float64")],
+             set(index["case"]["relu@0"]) | set(index["case"]["cond@0"])),
+            ([("program", "==", CLAMP), ("device", "==", "cpu")], set(index["program"][CLAMP])),
+            ([("case", "==", "relu@0"), ("program", "in", [CLAMP, "torch.relu(x)"])],
+             set(index["case"]["relu@0"]) & (set(index["program"][CLAMP]) | set(index["program"]["torch.relu(x)"])))):
+        read_groups.clear()
+        got = read_table(table, filters, columns=["case", "program", "framework_version", "value"])
+        assert read_groups == sorted(groups) and 0 < len(read_groups) < total / 4, \
+            f"{filters}: read groups {read_groups} of {total}, the index names {sorted(groups)}"
+        want = pq.read_table(table, filters=filters, columns=["case", "program", "framework_version", "value"])
+        assert got.num_rows > 0 and got.to_pylist() == want.to_pylist(), f"{filters}: the rows a full read gives"
+    read_groups.clear()
+    assert read_table(table, [("case", "==", "no-such-case")]).num_rows == 0 and read_groups == [], \
+        "a case the table does not hold: no group read, no row"
+
+
+def test_filters_on_the_groups_read_are_pyarrow_s_own(shards_report_files):
+    """The other filters are applied to the groups read with pyarrow's operators, as its filtered read does: !=,
+    not in, ordering, and a null (an error row's value) passes no comparison."""
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import read_table
+
+    table = shards_report_files.parent / "observations.parquet"
+    for extra in ([("dtype", "!=", "float64")], [("mode", "not in", ["reverse", "vmap"])],
+                  [("framework_version", ">=", "2.1"), ("framework_version", "<", "2.14")],
+                  [("value", "==", '{"x":0.0}')], [("error", "!=", "")]):
+        filters = [("case", "in", ["relu@0", "abs@0"]), *extra]
+        got = read_table(table, filters).to_pylist()
+        assert got == pq.read_table(table, filters=filters).to_pylist(), f"{extra}: as pyarrow filters"
+    with pytest.raises(kinkcheck.query.DatasetError, match="filter operator 'like'"):
+        read_table(table, [("case", "==", "relu@0"), ("program", "like", "torch%")])
+
+
+def test_lookup_reads_a_table_with_its_index_as_one_without(shards_report_files, tmp_path, read_groups):
+    """The same rows written in the layout before issue 46 (sorted by program, no row-group index) and as a render
+    writes them now give the same lookups, rows in the same order (program, the report's order of cases, then
+    environments oldest release first; x ** 0.5 is torch's, jax's and autograd's), and the new one reads a few
+    groups."""
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import ROW_GROUPS
+
+    new = tmp_path / "new"
+    old = tmp_path / "old"
+    for folder in (new, old):
+        folder.mkdir()
+    src = shards_report_files.parent / "observations.parquet"
+    (new / "observations.parquet").write_bytes(src.read_bytes())  # alone: a set of one
+    t = pq.read_table(src)
+    meta = {k: v for k, v in t.schema.metadata.items() if k != ROW_GROUPS}
+    pq.write_table(t.sort_by([("program", "ascending")]).replace_schema_metadata(meta), old / "observations.parquet",
+                   row_group_size=8192, compression="zstd")
+    total = pq.ParquetFile(src).metadata.num_row_groups
+    for program, kw in ((CLAMP, {}), ("x ** 0.5", {"mode": None, "dtype": None, "device": None}),
+                        ("torch.relu(x)", {"case": "relu@0", "release": "2.14.1", "mode": None})):
+        before = lookup(program, path=old, **kw)
+        read_groups.clear()
+        after = lookup(program, path=new, **kw)
+        assert after and list(after) == list(before), f"{program} {kw}: the same rows in the same order"
+        assert len(set(read_groups)) < total / 4, f"{program}: groups read {sorted(set(read_groups))} of {total}"
+    fws = [r.framework for r in lookup("x ** 0.5", path=new, case="sqrt@0", release=None, mode="reverse")]
+    assert len(set(fws)) > 1 and fws == sorted(fws, key=fws.index), f"one framework's releases together: {fws}"
+    with pytest.raises(LookupFailed, match=r"no release '9.9' for this query \(there are: 1.13.1"):
+        lookup(CLAMP, path=new, case="relu@0", release="9.9")
+
+
+@pytest.mark.parametrize(("index", "says"), [
+    (b'{"case": {"relu@0": [100000]}, "program": {}}', "its row-group index names row group 100000, the file has"),
+    (b'{"case": ["relu@0"]}', "its row-group index (kinkcheck.row_groups) is not a mapping"),
+])
+def test_a_damaged_row_group_index_is_one_line(shards_report_files, tmp_path, index, says):
+    """An index naming a group the file lacks, or not a mapping: ReportUnreadable, one line naming it."""
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import ROW_GROUPS
+
+    t = pq.read_table(shards_report_files.parent / "observations.parquet")
+    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, ROW_GROUPS: index}),
+                   tmp_path / "observations.parquet")
+    with pytest.raises(ReportUnreadable) as err:  # alone: a set of one; a case, so the index is read
+        lookup(path=tmp_path, case="relu@0")
+    assert says in str(err.value) and "\n" not in str(err.value) and "render it again" in str(err.value), str(err.value)

@@ -48,17 +48,19 @@ def test_the_generator_refuses_a_readme_without_its_markers(tmp_path):
     with pytest.raises(ValueError, match="no block between"):
         readme.update("# no markers\n", "table")
     page = tmp_path / "README.md"
+    docs = ["--docs", str(tmp_path)]  # no guide pages: only this README's blocks
     page.write_text(f"intro: {readme.FRAMEWORKS_BEGIN}two{readme.FRAMEWORKS_END}.\n{readme.BEGIN}\nold\n"
                     f"{readme.END}\nrest\n")
-    assert readme.main(["--readme", str(page), "--check"]) == 1, "a stale block: exit 1, nothing written"
+    assert readme.main(["--readme", str(page), *docs, "--check"]) == 1, "a stale block: exit 1, nothing written"
     assert "old" in page.read_text()
-    assert readme.main(["--readme", str(page)]) == 0 and readme.main(["--readme", str(page), "--check"]) == 0
+    assert readme.main(["--readme", str(page), *docs]) == 0
+    assert readme.main(["--readme", str(page), *docs, "--check"]) == 0
     text = page.read_text()
     assert text.startswith(f"intro: {readme.FRAMEWORKS_BEGIN}nine real frameworks (PyTorch, ") \
         and text.endswith(f"{readme.END}\nrest\n") and "| PyTorch " in text, text[:300]
     page.write_text(f"{readme.BEGIN}\nold\n{readme.END}\n")
-    assert readme.main(["--readme", str(page), "--check"]) == 2, "a README without the frameworks' markers: exit 2"
-    assert readme.main(["--readme", str(tmp_path / "missing.md")]) == 2
+    assert readme.main(["--readme", str(page), *docs, "--check"]) == 2, "a README without the frameworks' markers: exit 2"
+    assert readme.main(["--readme", str(tmp_path / "missing.md"), *docs]) == 2
 
 
 def test_the_frameworks_the_first_paragraph_names_are_the_measured_ones():

@@ -110,13 +110,45 @@ def test_parquet_round_trips_into_the_report_observations(doc, tmp_path):
     meta = pq.ParquetFile(path).metadata
     names = pq.read_schema(path).names
     assert names[:3] == ["case", "program", "framework"] and "conformance" in names and "labels" in names, names
-    program = names.index("program")  # a leaf column: the list column "labels" comes after it
-    groups = [(meta.row_group(i).column(program).statistics.min, meta.row_group(i).column(program).statistics.max)
+    case = names.index("case")
+    groups = [(meta.row_group(i).column(case).statistics.min, meta.row_group(i).column(case).statistics.max)
               for i in range(meta.num_row_groups)]
-    hold = [g for g in groups if g[0] <= "torch.clamp(x, min=0)" <= g[1]]
-    assert meta.num_row_groups > 1 and 1 <= len(hold) <= 2, (
-        f"sorted by program with statistics: one program's rows lie in one or two of {meta.num_row_groups} "
-        f"row groups, the others are skipped: {hold}")
+    hold = [i for i, g in enumerate(groups) if g[0] <= "relu@0" <= g[1]]
+    index = json.loads(meta.metadata[b"kinkcheck.row_groups"])["case"]["relu@0"]
+    assert 1 <= len(hold) <= 3 < meta.num_row_groups and hold == index, (
+        f"sorted by case with statistics: relu@0's rows (16,740 of them) lie in a few of {meta.num_row_groups} row "
+        f"groups, those the row-group index names, the others are skipped: {hold}, index {index}")
+    assert write_parquet(doc) == path.read_bytes(), "the same report gives the same bytes"
+
+
+def test_the_row_group_index_names_exactly_the_groups_that_hold_each_case_and_program(doc, tmp_path):
+    """kinkcheck.row_groups (issue 46, item 2): every case and program → the row groups holding its rows, no more,
+    no fewer; groups of ROW_GROUP rows; a program's rows within a case are neighbours (one or two groups)."""
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck.report.dataset import ROW_GROUP
+
+    path = tmp_path / "observations.parquet"
+    path.write_bytes(write_parquet(doc))
+    file = pq.ParquetFile(path)
+    sizes = [file.metadata.row_group(i).num_rows for i in range(file.metadata.num_row_groups)]
+    assert set(sizes[:-1]) == {ROW_GROUP} and 0 < sizes[-1] <= ROW_GROUP, f"groups of {ROW_GROUP} rows: {sizes}"
+    index = json.loads(file.metadata.metadata[ROW_GROUPS])
+    rows = pq.read_table(path, columns=["case", "program"]).to_pylist()
+    held: dict[str, dict[str, set[int]]] = {"case": {}, "program": {}}
+    spans: dict[tuple[str, str], set[int]] = {}
+    for i, r in enumerate(rows):
+        for column in ("case", "program"):
+            held[column].setdefault(r[column], set()).add(i // ROW_GROUP)
+        spans.setdefault((r["case"], r["program"]), set()).add(i // ROW_GROUP)
+    for column in ("case", "program"):
+        assert {k: set(v) for k, v in index[column].items()} == held[column], \
+            f"the {column} index names the groups holding each {column}'s rows"
+        assert list(index[column]) == sorted(index[column]), f"{column} names sorted: the same table, the same bytes"
+    assert max(len(g) for g in spans.values()) <= 2, "a program's rows within a case span one or two groups"
+    assert len(index["program"]["torch.clamp(x, min=0)"]) < len(sizes) // 4, \
+        f"torch.clamp(x, min=0) lies in a few of {len(sizes)} groups: {index['program']['torch.clamp(x, min=0)']}"
 
 
 def test_the_json_holds_no_observations_and_reads_them_back_from_the_parquet_file(doc, tmp_path):
@@ -441,6 +473,93 @@ def _render_small_from(shards: Path, out: Path, cache: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", _SMALL_RENDER, *args], env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _judged_entries(cache: Path) -> dict[str, int]:
+    """The judged shards kept in ``cache`` (:func:`kinkcheck.report.build.judged_shard`): name → mtime."""
+    folder = cache / "judged"
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if not p.name.startswith(".")} \
+        if folder.is_dir() else {}
+
+
+def test_a_render_from_judged_shards_in_the_cache_is_byte_identical_to_one_from_scratch(tmp_path):
+    """Issue 46, item 5: the judged observations are kept per shard. Two renders at once into one empty cache,
+    a render from that cache, and a render after one shard changed (its unchanged neighbour read from the cache)
+    write the same bytes, file for file, as renders from scratch of the same shards."""
+    cache = tmp_path / "cache"
+    args = [json.dumps(SMALL_CASES), json.dumps([str(OBS / n) for n in SMALL_SHARDS])]
+    env = {**os.environ, "KINKCHECK_CACHE_DIR": str(cache)}
+    both = [subprocess.Popen([sys.executable, "-c", _SMALL_RENDER, *args, str(tmp_path / side)], env=env,
+                             stderr=subprocess.PIPE, text=True) for side in ("a1", "a2")]
+    for proc in both:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+    entries = _judged_entries(cache)
+    assert len(entries) == len(SMALL_SHARDS), f"one entry per shard, whole, after two renders at once: {entries}"
+    assert not list((cache / "judged").glob(".*.tmp")), "no half-written entry left"
+    _render_small(tmp_path / "warm", cache)
+    assert _judged_entries(cache) == entries, "the second render read every shard's judgement, wrote none"
+    first = _snapshot(tmp_path / "a1")
+    assert _snapshot(tmp_path / "a2") == first, "two renders at once into one empty cache: the same set"
+    assert _snapshot(tmp_path / "warm") == first, "rendered from the cache: the same bytes as from scratch"
+
+    changed = _changed_shards(tmp_path)
+    _render_small_from(changed, tmp_path / "b", cache)
+    after = _judged_entries(cache)
+    assert len(after) == len(entries) + 1 and all(after[k] == v for k, v in entries.items()), \
+        f"one shard changed: that shard alone judged again ({len(entries)} entries before, {len(after)} after)"
+    _render_small_from(changed, tmp_path / "scratch", tmp_path / "empty-cache")
+    new = _snapshot(tmp_path / "b")
+    assert new != first, "the changed value shows"
+    scratch = _snapshot(tmp_path / "scratch")
+    assert sorted(new) == sorted(scratch), "the same files"
+    for name in scratch:
+        assert new[name] == scratch[name], f"{name}: a render after one changed shard differs from one from scratch"
+
+
+def test_a_shard_is_judged_once_per_content_and_judging_code(tmp_path, monkeypatch, catalog):
+    """A second build reads each shard's judgement from the cache (the judge is not called); a damaged entry, a
+    changed observation or another judging code judges again, and the report is the same as judged afresh."""
+    import dataclasses
+
+    import kinkcheck.report.build as b
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in SMALL_CASES))
+    shards = []
+    for name in SMALL_SHARDS:
+        s = unpack(json.loads((OBS / name).read_text()))
+        s["observations"] = [o for o in s["observations"] if o["case"] in SMALL_CASES]
+        shards.append(s)
+    calls: list[str] = []
+    real = b._judge
+    monkeypatch.setattr(b, "_judge", lambda s, ctx: calls.append(s["environment"]["id"]) or real(s, ctx))
+    first = report_json(build(shards, small))
+    assert sorted(calls) == ["jax-0.10.2-cpu", "torch-2.13.0-cpu"], f"an empty cache judges every shard: {calls}"
+    calls.clear()
+    assert report_json(build(shards, small)) == first and calls == [], f"judged again from the cache: {calls}"
+
+    for entry in (tmp_path / "judged").iterdir():
+        entry.write_bytes(b"not a pickle")
+        break
+    assert report_json(build(shards, small)) == first and len(calls) == 1, \
+        f"a damaged entry: that shard judged again, the same report ({calls})"
+    calls.clear()
+
+    torch = next(s for s in shards if s["environment"]["framework"] == "torch")
+    cell = ("relu@0", "torch.relu(x)", "reverse", "float64")
+    for o in torch["observations"]:
+        if (o["case"], o["program"], o["mode"], o["dtype"]) == cell:
+            o["value"] = {"x": 0.5}
+    report = build(shards, small)
+    assert calls == ["torch-2.13.0-cpu"], f"one changed shard: it alone judged again ({calls})"
+    (ob,) = [o for o in report.observations if (o.case, o.program, o.mode, o.dtype) == cell
+             and o.environment == "torch-2.13.0-cpu"]
+    assert ob.value == {"x": 0.5} and ob.labels[0] == "mean", f"the changed value, judged: {ob}"
+    calls.clear()
+    monkeypatch.setattr(b, "_JUDGE_DIGEST", ["another judge"])
+    build(shards, small)
+    assert sorted(calls) == ["jax-0.10.2-cpu", "torch-2.13.0-cpu"], f"another judging code judges all: {calls}"
 
 
 def test_without_an_atomic_exchange_two_renames_stand_in_and_a_kill_between_them_is_undone(tmp_path, monkeypatch):
@@ -844,3 +963,18 @@ def test_a_program_s_own_constants_read_the_same_in_every_dtype():
             f"x.selu() {r['dtype']} {r['value']}: {r['labels']} (its own λ = 1.0507 makes 1.0507 its right slope)"
     exact = [r for r in rows if r["program"] != "x.selu()" and r["status"] == "ok"]
     assert exact and all("own-constants" not in r["labels"] for r in exact), exact
+
+
+def test_a_shard_msgpack_cannot_encode_is_judged_without_the_cache(tmp_path, monkeypatch, catalog):
+    """A value past 64 bits has no msgpack form, so no cache key: the shard is judged (its observation kept,
+    labelled) and nothing is written to the cache."""
+    import dataclasses
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id == "relu@0"))
+    s = unpack(json.loads((OBS / "torch-2.13.0-cpu.json").read_text()))
+    s["observations"] = [o for o in s["observations"] if o["case"] == "relu@0"]
+    s["environment"]["huge"] = 2 ** 70  # a field the report does not read; the encoder still meets it
+    report = build([s], small)
+    assert report.observations and all(o.labels for o in report.observations), "judged, every observation labelled"
+    assert not (tmp_path / "judged").exists() or not list((tmp_path / "judged").iterdir()), "nothing kept"

@@ -46,9 +46,9 @@ from kinkcheck.askhome import (
 from kinkcheck.errors import UsageError
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "MAX_PAGE_NAME_BYTES", "MAX_STAGE_ID_BYTES",
-           "Answer", "Question", "ask", "catalog_match", "catalog_program", "disk_budget", "from_report", "home",
-           "installed_release", "measure", "question", "releases_asked", "render", "stage", "stage_id_problem",
-           "write_catalog"]
+           "Answer", "Question", "ask", "catalog_match", "catalog_program", "device_releases", "disk_budget",
+           "from_report", "home", "installed_release", "measure", "question", "releases_asked", "render", "stage",
+           "stage_id_problem", "write_catalog"]
 
 #: Frameworks whose programs the catalog file itself holds; the others' are in ``programs/<name>.toml``.
 _INLINE = ("torch", "jax")
@@ -431,11 +431,27 @@ def _report_exists(path: Path) -> bool:
     return path.exists() or Path(f"{path}.gz").exists()
 
 
+def device_releases(framework: str, device: str, path: str | Path | None = None) -> list[str]:
+    """The releases of ``framework`` the report (``path``, default :func:`kinkcheck.query.default_report`) measured
+    on ``device`` (an environment's place: ``cuda``), oldest first as the report lists them; read from the report's
+    head, no row. Raises UsageError when the report cannot be read."""
+    from kinkcheck.cite import CiteError, load_report
+    from kinkcheck.query import default_report
+
+    try:
+        report = load_report(path if path is not None else default_report(), frameworks=())
+    except CiteError as err:
+        raise UsageError(str(err)) from None
+    return [e.framework_version for e in report.environments if e.framework == framework and e.place == device
+            and e.not_measured is None]
+
+
 def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (), dtypes: Sequence[str] = (),
-                path: str | Path | None = None) -> list[dict[str, Any]] | None:
+                path: str | Path | None = None, device: str = "cpu") -> list[dict[str, Any]] | None:
     """The report's cells of ``q``, a catalog program at its case's point, as shards: for each release of
-    ``releases`` the report measured on this platform's CPU (Linux x86-64), its environment record (the provenance)
-    and the cells of that program in that case, in the modes and dtypes asked. None where there are none: ``q`` is
+    ``releases`` the report measured on ``device`` (an environment's place: ``cpu``, this platform's CPU on Linux
+    x86-64, or ``cuda``), its environment record (the provenance) and the cells of that program in that case, in the
+    modes and dtypes asked. None where there are none: ``q`` is
     no catalog case, there is no report, or the report lacks the case or the releases. The report is ``path``,
     default :func:`kinkcheck.query.default_report`.
 
@@ -463,7 +479,7 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
     if case is None or (_point_key(case.at), case.sympy, case.tie) != (_point_key(q.at), q.sympy, q.tie):
         return None  # a report of another catalog, whose case is not this one: its cells do not answer
     wanted = set(releases)
-    envs = [e for e in report.environments if e.framework == q.framework and e.place == "cpu"
+    envs = [e for e in report.environments if e.framework == q.framework and e.place == device
             and e.framework_version in wanted and e.not_measured is None]
     by_env: dict[str, list[dict[str, Any]]] = {e.id: [] for e in envs}
     for o in report.observations:
@@ -491,6 +507,9 @@ class Answer:
     not_measured: dict[str, str]
     sources: dict[str, str] = field(default_factory=dict)
     report_path: str | None = None
+    #: Where the cells were measured: ``cpu``, or another device whose cells come from the report only
+    #: (``ask --device cuda``: from the report; not measured here).
+    device: str = "cpu"
 
 
 def _shard_path(folder: Path, framework: str, version: str) -> Path:
@@ -514,19 +533,21 @@ def _fresh(shard: Path, catalog: Any, framework: str, modes: Sequence[str], dtyp
 
 def ask(q: Question, releases: Sequence[str], *, modes: Sequence[str] = (), dtypes: Sequence[str] = (),
         disk_budget_gb: float | None = None, quiet: bool = False, timeout_s: float | None = None,
-        live: bool = False, report: str | Path | None = None) -> Answer:
+        live: bool = False, report: str | Path | None = None, device: str = "cpu") -> Answer:
     """Answer ``q`` in each of ``releases``: from the report's cells (``report``, default
     :func:`kinkcheck.query.default_report`) where the catalog holds the program at the point (unless ``live``), the
-    other releases measured (only what their shards lack), judged."""
+    other releases measured (only what their shards lack), judged. On a ``device`` other than ``cpu``, the report's
+    cells on that device only: a release it lacks there is not measured (ask measures on the CPU)."""
     return measure([q], releases, modes=modes, dtypes=dtypes, disk_budget_gb=disk_budget_gb, quiet=quiet,
-                   timeout_s=timeout_s, live=live, report=report)
+                   timeout_s=timeout_s, live=live, report=report, device=device)
 
 
 def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Sequence[str] = (),
             dtypes: Sequence[str] = (), disk_budget_gb: float | None = None, quiet: bool = False,
-            timeout_s: float | None = None, live: bool = False, report: str | Path | None = None) -> Answer:
-    """Answer ``questions`` (one framework's) in each of ``releases``. One question that is a catalog program at
-    its case's point takes the report's cells for the releases the report measured (:func:`from_report`; not with
+            timeout_s: float | None = None, live: bool = False, report: str | Path | None = None,
+            device: str = "cpu") -> Answer:
+    """Answer ``questions`` (one framework's) in each of ``releases`` (on ``device``: see :func:`ask`). One question
+    that is a catalog program at its case's point takes the report's cells for the releases the report measured (:func:`from_report`; not with
     ``live``); every other release is measured here, one probe of the questions' catalog per release (only what its
     shard lacks). Both are judged together, as the report judges its cases (:func:`kinkcheck.report.build.build`
     over the questions' catalog)."""
@@ -540,10 +561,15 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
         raise ValueError(f"measure: questions of one framework, got {sorted(frameworks)}")
     framework = frameworks.pop()
     budget = disk_budget(disk_budget_gb)
-    reported = (from_report(questions[0], releases, modes, dtypes, report) if len(questions) == 1 and not live
-                else None)
+    reported = (from_report(questions[0], releases, modes, dtypes, report, device) if len(questions) == 1
+                and not live else None)
     sources = dict.fromkeys((s["environment"]["framework_version"] for s in reported or ()), "report")
     rest = [v for v in releases if v not in sources]
+    elsewhere: dict[str, str] = {}
+    if device != "cpu":  # never measured here: what the report lacks on that device stays unanswered
+        elsewhere = dict.fromkeys(rest, f"the report holds no {device} cell of it (kinkcheck ask measures on the CPU; "
+                                        f"--device {device} answers from the report's cells only)")
+        rest = []
     with tempfile.TemporaryDirectory(prefix="kinkcheck-ask-") as tmp:
         if rest:
             root = home()
@@ -558,13 +584,14 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
         shards, not_measured = _live(framework, rest, catalog, catalog_path, folder, modes, dtypes, budget, quiet,
                                      timeout_s, bool(sources))
         sources.update(dict.fromkeys((s["environment"]["framework_version"] for s in shards), "live"))
+        not_measured = {**elsewhere, **not_measured}
         every = [*(reported or ()), *shards]
         judged = build(every, catalog) if every else None
     from kinkcheck.query import default_report
 
     return Answer(questions[0], list(releases), judged, not_measured,
                   {v: sources[v] for v in releases if v in sources},
-                  str(report if report is not None else default_report()) if reported else None)
+                  str(report if report is not None else default_report()) if reported else None, device)
 
 
 def _progress(quiet: bool, total: int) -> Any:
@@ -684,7 +711,10 @@ def render(answer: Answer) -> str:
         from kinkcheck.cite import case_page
 
         out.append(f"the catalog's case {q.case} (the report's {case_page(q.case)})")
-    if "report" in by_source:
+    if "report" in by_source and answer.device != "cpu":
+        out.append(f"the report's cells on {answer.device}: {q.framework} {_ranges(answer, by_source['report'])} "
+                   f"({answer.report_path}): from the report; not measured here")
+    elif "report" in by_source:
         out.append(f"the report's cells: {q.framework} {_ranges(answer, by_source['report'])} ({answer.report_path}; "
                    "--live measures them here instead)")
     if "live" in by_source:
@@ -870,7 +900,21 @@ def command(args: Any) -> int:
     modes, dtypes = list(args.mode or ()), list(args.dtype or ())
     explicit = bool(args.release or args.releases is not None or args.all)
     installed = ask.installed_release(q.framework)
-    if args.live or q.case is not None:  # measured (or the report's cells) in every release asked, as before
+    device = getattr(args, "device", "cpu") or "cpu"
+    if device != "cpu":  # the report's cells on that device, never measured here
+        on_device = ask.device_releases(q.framework, device, args.report)
+        if args.live:
+            raise UsageError(f"--live measures here, on the CPU: --device {device} answers from the report's cells")
+        if q.case is None or not on_device:
+            what = ("measured no release of it there" if not on_device else
+                    f"measured {q.framework} there in {', '.join(on_device)}, but only the catalog's programs at their "
+                    "cases' points")
+            raise UsageError(f"not measured: kinkcheck ask measures on the CPU and answers --device {device} from the "
+                             f"report, which {what}; {q.expr} at {args.at} is not among its {device} cells")
+        releases = (ask.releases_asked(q.framework, args.release or (), args.releases, args.all) if explicit
+                    else on_device)
+        chosen = releases
+    elif args.live or q.case is not None:  # measured (or the report's cells) in every release asked, as before
         releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
         chosen = releases
     else:  # a program the catalog lacks: predicted in every release asked, measured live in the installed one only
@@ -883,9 +927,15 @@ def command(args: Any) -> int:
         for path in ask.stage(q, args.stage, catalog, args.title):
             print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
     forecast = predicted.predictions(q.expr, q.at, q.framework, releases=chosen or None,
-                                     modes=modes or ["reverse"], dtypes=dtypes or ["float64"], report=args.report)
+                                     modes=modes or ["reverse"], dtypes=dtypes or ["float64"], device=device,
+                                     report=args.report)
     answer = (ask.ask(q, releases, modes=modes, dtypes=dtypes, disk_budget_gb=args.disk_budget, quiet=args.quiet,
-                      live=args.live, report=args.report) if releases else None)
+                      live=args.live, report=args.report, device=device) if releases else None)
+    if device != "cpu" and answer is not None and answer.report is None:  # none of the releases asked is there
+        raise UsageError(f"not measured: the report holds no {device} cell of {q.expr} at {args.at} in "
+                         f"{', '.join(releases)} (it measured {q.framework} on {device} in "
+                         f"{', '.join(ask.device_releases(q.framework, device, args.report))}); kinkcheck ask measures "
+                         "on the CPU only")
     differs = _prediction_differs(answer, forecast, installed)
     if args.json:
         from kinkcheck.report.model import report_json
@@ -896,6 +946,8 @@ def command(args: Any) -> int:
                           "not_measured": answer.not_measured if answer else
                           {"installed": f"{q.framework} is not installed here: predicted only"},
                           "sources": answer.sources if answer else {},
+                          "device": device, "measured_here": device == "cpu" and bool(answer and "live" in
+                                                                                      answer.sources.values()),
                           "report_path": answer.report_path if answer else None,
                           "report": None if answer is None or answer.report is None
                           else json.loads(report_json(answer.report)),

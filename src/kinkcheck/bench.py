@@ -32,9 +32,11 @@ render, :data:`RULES_RENDER_TARGET`); and the rules' inference and validation ov
 (linear when the time ratio is about 10).
 
 ``--report`` times the report (:func:`report_speed`): a warm ``kinkcheck report`` (target <= 5 s) with the
-part spent rendering, a cold first render with an empty cache (target <= 30 s), and the hot spots of a warm
-render. The target "warm ``nox -s report`` <= 1.2 x rendering alone" (what nox adds around ``kinkcheck
-report``: its start and the 28 probe sessions' freshness checks) is measured by ``nox -s bench_report``.
+part spent rendering, a render after one new shard beside judging that shard alone (:func:`new_shard_speed`; target
+<= 5 s and <= 1.2 x, issue 46), a cold first render with an empty cache (target <= 30 s), and the hot spots of a warm
+render; with ``--scale N`` a full render and a render after one new shard at x1 and xN data. The target "warm
+``nox -s report`` <= 1.2 x rendering alone" (what nox adds around ``kinkcheck report``: its start and the 28 probe
+sessions' freshness checks) is measured by ``nox -s bench_report``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kinkcheck import figures
 from kinkcheck.catalog import FRAMEWORKS, load_catalog
 from kinkcheck.registry import framework as framework_record
 from kinkcheck.oracles.backprop import P0
@@ -272,6 +276,7 @@ _ORACLE_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
 import sympy
+from kinkcheck import figures
 from kinkcheck.catalog import FRAMEWORKS, load_catalog
 from kinkcheck.registry import framework as framework_record
 from kinkcheck.oracles.symbolic import analyze
@@ -372,9 +377,9 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
 REPORT_WARM_TARGET, REPORT_RATIO_TARGET, REPORT_COLD_TARGET = 5.0, 1.2, 30.0
 
 _REPORT_SCRIPT = """
-import json, sys, time
+import json, os, sys, time
 t0 = time.perf_counter()
-import kinkcheck.oracles.table, kinkcheck.report, kinkcheck.report.plots, kinkcheck.shards
+import kinkcheck.oracles.table, kinkcheck.report, kinkcheck.report.build, kinkcheck.report.plots, kinkcheck.shards
 from kinkcheck import cli
 spent = {}
 def timed(module, name):  # wrap module.name, adding the seconds spent in it to spent[name]
@@ -392,6 +397,11 @@ timed(kinkcheck.shards, "load_shards")
 timed(kinkcheck.report, "write_reports")
 timed(kinkcheck.oracles.table, "oracle_table")
 timed(kinkcheck.report.plots, "case_svgs")
+timed(kinkcheck.report.build, "judged_shard")
+if os.environ.get("KINKCHECK_BENCH_JUDGE_AFRESH"):  # every shard judged anew: the judged shards' cache not read
+    import kinkcheck.cache
+    read = kinkcheck.cache.read_cached
+    kinkcheck.cache.read_cached = lambda kind, key: None if kind == "judged" else read(kind, key)
 t1 = time.perf_counter()
 rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]])
 import resource
@@ -492,6 +502,12 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
         print(f"  process / write_reports {ratio:6.2f}          (interpreter start, imports, shards; no target: "
               f"warm nox -s report <= {REPORT_RATIO_TARGET} x kinkcheck report is `nox -s bench_report`)")
         print(f"    {parts(warm)}")
+        afresh = _report_run(shards, out, {**env, "KINKCHECK_BENCH_JUDGE_AFRESH": "1"})
+        copy = Path(tmp) / "shards"  # the shards as they are (their judgements cached), and one new release
+        shutil.copytree(shards, copy)
+        new = new_shard_speed(copy, out, env)
+        print("\n".join(new_shard_lines(1, afresh, new)))
+        _note_new_shard(1, afresh, new, "nox -s bench -- --report")
         if cold:
             cache = Path(tmp) / "empty-cache"
             cache.mkdir()
@@ -554,9 +570,16 @@ def report_scale(shards: Path, scale: int) -> int:
         small = _report_run(shards, Path(tmp) / "small", env, *full)
         _report_run(grown, Path(tmp) / "warm-grown", env, *full)  # the copies' shard markers
         big = _report_run(grown, Path(tmp) / "big", env, *full)
+        afresh = {**env, "KINKCHECK_BENCH_JUDGE_AFRESH": "1"}  # a full render that judges every shard anew
+        small_afresh = _report_run(shards, Path(tmp) / "small", afresh, *full)
+        big_afresh = _report_run(grown, Path(tmp) / "big", afresh, *full)
         # a warm `nox -s report` with every shard fresh: the folder is current, nothing is rendered
         small_skip = _report_run(shards, Path(tmp) / "small", env, "--strict")
         big_skip = _report_run(grown, Path(tmp) / "big", env, "--strict")
+        # one new release probed: a render that judges it alone, beside the full renders above
+        shutil.copytree(shards, Path(tmp) / "shards")
+        small_new = new_shard_speed(Path(tmp) / "shards", Path(tmp) / "small", env)
+        big_new = new_shard_speed(grown, Path(tmp) / "big", env)
     print(f"full render, warm cache, {os.cpu_count()} CPUs: {n:,} shard observations vs x{scale} ({n_grown:,})")
     for what, key in (("wall", "wall"), ("write_reports", "write_reports")):
         print(f"  {what:<14} {small[key]:7.2f} s   x{scale}: {big[key]:7.2f} s   ratio {big[key] / small[key]:5.2f} "
@@ -569,7 +592,95 @@ def report_scale(shards: Path, scale: int) -> int:
     ratio = big["write_reports"] / small["write_reports"]
     print(f"  rendering {'linear' if ratio <= 1.25 * scale else 'WORSE THAN LINEAR'} in observations "
           f"(time ratio {ratio:.2f} <= 1.25 x {scale})")
+    print("\n".join([*new_shard_lines(1, small_afresh, small_new), *new_shard_lines(scale, big_afresh, big_new)]))
+    command = f"nox -s bench -- --report --scale {scale}"
+    figures.note(f"render.x{scale}", f"{big['wall']:.0f} s for {small['wall']:.1f} s (peak {big['peak_mb'] / 1e3:.1f} GB "
+                                     f"for {small['peak_mb'] / 1e3:.1f} GB)", command)
+    _note_new_shard(scale, big_afresh, big_new, command)
     return 0
+
+
+def _note_new_shard(scale: int, full: dict[str, float], new: dict[str, float], command: str) -> None:
+    """The figures README quotes of a render after one new shard (:func:`new_shard_lines`' figures)."""
+    x = "" if scale == 1 else f"-x{scale}"
+    figures.note(f"render.new-shard{x}", f"{new['wall']:.1f} s (a full render judging every shard afresh "
+                                         f"{full['wall']:.1f} s; judging the new shard alone {new['judge']:.2f} s)",
+                 command)
+
+
+#: Target of issue 46: a render after one new shard (every other shard judged before, so read from the cache) in
+#: <= 5 s wall and <= 1.2 x the time to judge that shard alone.
+NEW_SHARD_TARGET, NEW_SHARD_RATIO = 5.0, 1.2
+
+_JUDGE_SCRIPT = """
+import json, sys, time
+from kinkcheck.catalog import load_catalog
+from kinkcheck.report import build
+from kinkcheck.shards import read_shard
+catalog = load_catalog()
+shard = read_shard(sys.argv[1], catalog)
+t0 = time.perf_counter()
+ctx = build.judging_context(catalog)
+t1 = time.perf_counter()
+judged = build._judge(shard, ctx)
+print(json.dumps({"context": t1 - t0, "judge": time.perf_counter() - t1, "observations": len(judged.observations)}))
+"""
+
+
+def add_new_shard(shards: Path) -> Path:
+    """Write into ``shards`` one more release: a copy of its largest shard (most observations) as release
+    ``<release>+new`` (a PEP 440 local version, environment id to match), what probing one new release adds.
+    Returns its path."""
+    from kinkcheck.platforms import DEFAULT, environment_id
+    from kinkcheck.shards import _read_loose
+
+    path = max(sorted(shards.glob("*.json")), key=lambda p: p.stat().st_size)
+    shard = _read_loose(path)
+    if shard is None:
+        raise SystemExit(f"{path}: not a shard")
+    env = dict(shard["environment"])
+    env["framework_version"] = f"{env['framework_version']}+new"
+    env["id"] = environment_id(env["framework"], env["framework_version"], env["device"],
+                               env.get("platform_tag", DEFAULT))
+    new = shards / f"{env['id']}.json"
+    new.write_bytes(json.dumps({**shard, "environment": env}).encode())
+    return new
+
+
+def new_shard_speed(shards: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
+    """A render after one new shard (:func:`add_new_shard` into ``shards``; ``out`` rendered from ``shards`` with
+    this cache before, so every other shard's judgement is in the cache) in a fresh process, beside judging that
+    shard alone in another (:data:`_JUDGE_SCRIPT`: ``judge``, the seconds :func:`kinkcheck.report.build._judge`
+    takes; not counted: reading the shard, and ``context``, reading the oracle table from the cache). Returns the
+    render's figures (:func:`_report_run`) with ``judge``, ``context`` (seconds) and ``observations`` (of the new
+    shard) added."""
+    new = add_new_shard(shards)
+    done = subprocess.run([sys.executable, "-c", _JUDGE_SCRIPT, str(new)], env=env, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        print(f"judging {new.name} alone failed: {done.stderr.strip()[-2000:]}", file=sys.stderr)
+        raise SystemExit(2)
+    alone = json.loads(done.stdout.splitlines()[-1])
+    return {**_report_run(shards, out, env, "--strict"), **alone}
+
+
+def new_shard_lines(scale: int, full: dict[str, float], new: dict[str, float]) -> list[str]:
+    """The lines :func:`report_speed` and :func:`report_scale` print for a render after one new shard (``new``)
+    beside a full render that judged every shard afresh (``full``; ``$KINKCHECK_BENCH_JUDGE_AFRESH``: the judged
+    shards' cache not read, the oracle's and the rest read), with the targets (:data:`NEW_SHARD_TARGET`,
+    :data:`NEW_SHARD_RATIO`)."""
+    x = f"x{scale}" if scale > 1 else "x1"
+    ratio = new["wall"] / new["judge"]
+    ok = new["wall"] <= NEW_SHARD_TARGET and ratio <= NEW_SHARD_RATIO
+    return [f"  render after one new shard, data {x}: {new['wall']:6.2f} s wall (a full render judging every shard "
+            f"afresh {full['wall']:6.2f} s); "
+            f"judging that shard ({new['observations']:,} observations) alone {new['judge']:.2f} s (oracle table "
+            f"read {new.get('context', 0.0):.2f} s more): ratio {ratio:.1f}; "
+            f"target <= {NEW_SHARD_TARGET:.0f} s and <= {NEW_SHARD_RATIO} x {'ok' if ok else 'MISSED'}",
+            f"    of which judging every shard {new.get('judged_shard', float('nan')):.2f} s (the new one judged, the "
+            f"others read from the cache; judging all afresh: {full.get('judged_shard', float('nan')):.2f} s), the "
+            f"rest of write_reports {new.get('write_reports', 0.0) - new.get('judged_shard', 0.0):.2f} s, load_shards "
+            f"{new.get('load_shards', 0.0):.2f} s, peak {new.get('peak_mb', 0.0):.0f} MB"]
 
 
 def census_speed() -> int:
@@ -615,12 +726,102 @@ def _cold(code: str, repeat: int, env: dict[str, str] | None = None) -> tuple[fl
     return best, rss
 
 
+#: A cold lookup, cite, and grad's report rows: at most these seconds and MB, at x1 and x10 data (issue 46).
+LOOKUP_TARGET_S, LOOKUP_TARGET_MB = 0.5, 200
+#: The cases ``kinkcheck grad "torch.clamp(x, min=0)" --at x=0`` shows (its ``--json`` report cases): the same
+#: function at the same point.
+GRAD_CASES = ("relu@0", "masked_fill@0", "select-relu@0", "cond@0", "select@0", "threshold0@0")
+
+
+def grow_report(src: Path, out: Path, scale: int) -> int:
+    """The report data in folder ``src`` (``observations.parquet``, ``conventions.json.gz`` or ``.json``) grown
+    ``scale`` times into folder ``out``: every row copied ``scale - 1`` times as other releases (``2.14.1+copy1``:
+    the environment, its release in the index and in the JSON's environments renamed alike), written as a render
+    lays the table out (:func:`kinkcheck.report.dataset.write_table`), the JSON (``conventions.json.gz``) recording
+    the grown table's digest. Every program and case holds ``scale`` times its rows, as ten times the releases
+    would give. Returns the rows written."""
+    import gzip
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from kinkcheck.report.dataset import write_table
+
+    table = pq.read_table(src / "observations.parquet")
+    parts = [table]
+    for k in range(1, scale):
+        part = table
+        for column in ("framework_version", "environment"):
+            part = part.set_column(part.schema.get_field_index(column), column,
+                                   pc.binary_join_element_wise(part[column], pa.scalar(f"+copy{k}"), ""))
+        parts.append(part)
+    meta = dict(table.schema.metadata or {})
+    index = json.loads(meta[b"kinkcheck.index"])
+    for places in index["releases"].values():
+        for place, versions in places.items():
+            places[place] = versions + [f"{v}+copy{k}" for k in range(1, scale) for v in versions]
+    modes = index.get("modes", {})
+    index["modes"] = {**modes, **{_copy_env(e, k): m for k in range(1, scale) for e, m in modes.items()}}
+    meta[b"kinkcheck.index"] = json.dumps(index).encode()
+    grown = pa.concat_tables(parts).replace_schema_metadata(meta)
+    out.mkdir(parents=True, exist_ok=True)
+    parquet = write_table(grown)
+    (out / "observations.parquet").write_bytes(parquet)
+    report = src / "conventions.json.gz"
+    doc = json.loads(gzip.decompress(report.read_bytes()) if report.is_file()
+                     else (src / "conventions.json").read_bytes())
+    envs = doc["environments"]
+    doc["environments"] = envs + [dict(e, id=_copy_env(e["id"], k),
+                                       framework_version=e["framework_version"] + f"+copy{k}")
+                                  for k in range(1, scale) for e in envs]
+    doc["provenance"]["observations_sha256"] = hashlib.sha256(parquet).hexdigest()
+    (out / "conventions.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1, mtime=0))
+    return grown.num_rows
+
+
+def _copy_env(env: str, k: int) -> str:
+    """The environment id of copy ``k`` of ``env``: what the table's ``environment`` column becomes (``+copy<k>``
+    appended to the id, as :func:`grow_report` renames it)."""
+    return f"{env}+copy{k}"
+
+
+def _cold_timed(code: str, repeat: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """As :func:`_cold`, but the seconds ``code`` prints itself on its last stdout line (``inner-s S``: the part
+    timed after the imports that part's caller has already made), best of ``repeat``."""
+    best, rss = float("inf"), 0.0
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, "-c", code + _RSS_TAIL], check=True, capture_output=True, text=True,
+                              env=env)
+        best = min(best, float(proc.stdout.strip().splitlines()[-1].split()[-1]))
+        rss = max(rss, float(proc.stderr.strip().splitlines()[-1].split()[-1]))
+    return best, rss
+
+
+def lookup_lines(rows: list[tuple[str, float, float]], repeat: int, src: Path,
+                 floor: tuple[float, float] | None = None) -> list[str]:
+    """The table :func:`lookup_speed` prints: a header, the floor (``floor``: a process that only imports
+    pyarrow and kinkcheck's readers, seconds and peak MB, no target), one line per measurement (name, seconds, peak
+    MB, the targets and ``ok`` or ``MISSED``) and a footnote."""
+    lines = [f"{'measurement':<44}{'s':>8}{'peak MB':>10}  target"]
+    if floor is not None:
+        lines.append(f"{'floor: python, pyarrow, kinkcheck imports':<44}{floor[0]:>8.2f}{floor[1]:>10.0f}  (no target)")
+    for name, sec, mb in rows:
+        ok = "ok" if sec <= LOOKUP_TARGET_S and mb <= LOOKUP_TARGET_MB else "MISSED"
+        lines.append(f"{name:<44}{sec:>8.2f}{mb:>10.0f}  <= {LOOKUP_TARGET_S} s, <= {LOOKUP_TARGET_MB} MB {ok}")
+    lines.append(f"(best of {repeat} fresh processes each; lookup and cite: the whole process; grad's report rows: "
+                 f"report_index and report_rows after their imports, which grad makes anyway; peak MB: the whole "
+                 f"process; data {src})")
+    return lines
+
+
 def lookup_speed(repeat: int, scale: int = 10) -> int:
-    """A cold ``kinkcheck.lookup`` of one program (reads observations.parquet's row groups that hold it) beside a
-    cold ``kinkcheck cite`` of it (the report's JSON, without observations, and that program's rows), and both on
-    the data grown ``scale`` times (every row copied under other program names: the program's rows stay, the file
-    grows; the JSON beside it names the grown file's digest); targets: each <= 0.5 s and <= 200 MB, and the same
-    when the data grows."""
+    """A cold ``kinkcheck.lookup`` of one program (reads observations.parquet's row groups that hold it), a cold
+    ``kinkcheck cite`` of it (the report's JSON, without observations, and that program's rows) and the report rows
+    ``kinkcheck grad`` shows for it at x=0 (:data:`GRAD_CASES`: the row groups of those cases), on the data
+    (:func:`kinkcheck.query.data_path`: ``$KINKCHECK_REPORTS`` if set) and on it grown ``scale`` times
+    (:func:`grow_report`: ten times the releases); targets: each <= 0.5 s and <= 200 MB, at both sizes."""
     from kinkcheck.query import data_path
 
     program = "torch.clamp(x, min=0)"
@@ -629,34 +830,31 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
     cite = ("import sys, runpy\n"
             f"sys.argv = ['kinkcheck', 'cite', {program!r}]\n"
             "try:\n    runpy.run_module('kinkcheck', run_name='__main__')\nexcept SystemExit:\n    pass\n")
-    rows = [("lookup", *_cold(look, repeat)), ("cite", *_cold(cite, repeat))]
+    grad = ("import time\n"
+            "import pyarrow.compute, pyarrow.parquet, kinkcheck.report.model, kinkcheck.report.dataset\n"
+            "from kinkcheck.explain.rows import report_index, report_rows\n"
+            "from kinkcheck.query import default_report\n"
+            "t0 = time.perf_counter()\n"
+            f"view = report_rows(report_index(default_report()), {program!r}, 'torch', {list(GRAD_CASES)!r})\n"
+            "assert view.rows and view.rows[0]['this'] and view.rows[0]['ranges'], view\n"
+            "print(f'inner-s {time.perf_counter() - t0:.4f}')\n")
+    src = data_path()
+    floor = _cold("import pyarrow.compute, pyarrow.parquet, kinkcheck.query, kinkcheck.explain.rows\n", repeat)
+    rows = [("lookup", *_cold(look, repeat)), ("cite", *_cold(cite, repeat)),
+            ("grad's report rows", *_cold_timed(grad, repeat))]
     with tempfile.TemporaryDirectory() as tmp:  # grown in another process: a child's peak RSS starts at its parent's
-        src = data_path()
-        grow = ("import sys\nimport pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq\n"
-                "from kinkcheck.query import read_table\n"
-                f"t = read_table({str(src)!r})\n"
-                "copies = [t] + [t.set_column(1, 'program', pc.binary_join_element_wise(t.column('program'), "
-                f"pa.scalar(f' # copy {{k}}'), '')) for k in range(1, {scale})]\n"
-                "g = pa.concat_tables(copies).sort_by([('program', 'ascending')]).replace_schema_metadata("
-                "t.schema.metadata)\n"
-                f"out = {str(Path(tmp) / 'observations.parquet')!r}\n"
-                "pq.write_table(g, out, row_group_size=8192, compression='zstd', use_dictionary=True, "
-                "write_statistics=True)\n"
-                "import gzip, hashlib, json\n"
-                f"doc = json.loads(gzip.decompress(open({str(src.with_name('conventions.json.gz'))!r}, 'rb').read()))\n"
-                "doc['provenance']['observations_sha256'] = hashlib.sha256(open(out, 'rb').read()).hexdigest()\n"
-                f"open({str(Path(tmp) / 'conventions.json.gz')!r}, 'wb').write(gzip.compress(json.dumps(doc).encode()))\n"
-                "print(g.num_rows)\n")
+        grow = (f"from pathlib import Path\nfrom kinkcheck.bench import grow_report\n"
+                f"print(grow_report(Path({str(src.parent)!r}), Path({tmp!r}), {scale}))\n")
         grown = int(subprocess.run([sys.executable, "-c", grow], check=True, capture_output=True, text=True).stdout)
         env = {**os.environ, "KINKCHECK_REPORTS": tmp}
         rows.append((f"lookup, data x{scale} ({grown:,} rows)", *_cold(look, repeat, env)))
         rows.append((f"cite, data x{scale}", *_cold(cite, repeat, env)))
-    print(f"{'cold process':<40}{'s':>8}{'peak MB':>10}  target")
-    for name, sec, mb in rows:
-        target = "<= 0.5 s, <= 200 MB"
-        ok = "" if not target else ("ok" if sec <= 0.5 and mb <= 200 else "MISSED")
-        print(f"{name:<40}{sec:>8.2f}{mb:>10.0f}  {target} {ok}")
-    print(f"(best of {repeat} fresh processes each; {src})")
+        rows.append((f"grad's report rows, data x{scale}", *_cold_timed(grad, repeat, env)))
+    print("\n".join(lookup_lines(rows, repeat, src, floor)))
+    command = "nox -s bench -- --lookup"
+    figures.note("lookup.floor", f"{floor[0]:.2f} s, {floor[1]:.0f} MB", command)
+    for key, (_, sec, mb) in zip(("lookup", "cite", "grad-rows", "lookup-x10", "cite-x10", "grad-rows-x10"), rows):
+        figures.note(f"lookup.{key}", f"{sec:.2f} s, {mb:.0f} MB", command)
     return 0
 
 
@@ -719,6 +917,12 @@ def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.c
     print(f"  inference + validation alone, in this process: {table.num_rows:,} observations {small:.2f} s, x10 "
           f"({grown.num_rows:,}) {big:.2f} s: ratio {big / small:.2f} "
           f"({'linear' if big / small <= 12.5 else 'WORSE THAN LINEAR'}, <= 1.25 x 10)")
+    command = "nox -s bench -- --rules"
+    figures.note("rules.predict", f"{best_predict:.2f} s over {n_releases} releases", command)
+    figures.note("render.full", f"{render_s:.1f} s", command)
+    figures.note("render.rules-cached", f"{rule_s:.1f} s", command)
+    figures.note("render.rules-fresh", f"{fresh_rule_s:.1f} s (+{100 * share:.0f} % over the rest)", command)
+    figures.note("rules.x10", f"{big:.1f} s for {small:.1f} s", command)
     return 0
 
 
@@ -795,7 +999,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--census", action="store_true",
                     help="the reference kink-hit census (kinkcheck census, default scale): its time (target <= 10 "
                          "min) and the forward passes and pre-activations it counts per second")
+    ap.add_argument("--record", action="store_true",
+                    help="write the figures README and docs/ quote into references/figures.json (then python -m "
+                         "kinkcheck.readme puts them in the pages)")
     args = ap.parse_args(argv)
+    rc = _run(args)
+    if args.record and rc == 0:
+        path = figures.write_record()
+        print(f"recorded {', '.join(sorted(figures.noted()))} in {path}" if path else
+              "--record: this benchmark notes no figure README or docs/ quote", file=sys.stderr)
+    return rc
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The benchmark ``args`` ask for; its exit status."""
     if args.rules:
         return rules_speed(args.repeat)
     if args.ask:

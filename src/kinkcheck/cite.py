@@ -36,7 +36,7 @@ from kinkcheck.report.model import Case, Environment, Observation, Report, Repor
 from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "RuleCitation", "bibtex", "case_page", "cff", "cite", "cite_rule", "find_rule",
-           "load_report", "principal_case"]
+           "load_report", "principal_case", "site_base", "site_url"]
 
 FRAMEWORK_NAMES = view(lambda f: f.display)
 REPORT_MD = "reports/conventions.md"
@@ -44,6 +44,48 @@ REPORT_MD = "reports/conventions.md"
 
 class CiteError(ValueError):
     """The report cannot be read, or the program, case or environment is not in it (one-line reason)."""
+
+
+#: The site's page of the report's index, relative to the site's root (:mod:`kinkcheck.report.site` writes the
+#: report under ``report/``): a link base of the site is ``SITE/report/conventions.html``.
+SITE_REPORT_PAGE = "report/conventions.html"
+
+
+def site_url() -> str | None:
+    """The published site's root URL, ending in ``/``: the ``Documentation`` URL of ``[project.urls]``, read from
+    ``pyproject.toml`` in a source tree (a clone, an editable install) and from the installed distribution's
+    metadata (``Project-URL: Documentation, …``) otherwise; None when neither names one."""
+    from importlib import metadata
+
+    from kinkcheck.query import source_tree
+
+    url = None
+    if source_tree():
+        import tomllib
+
+        try:
+            with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as fh:
+                url = tomllib.load(fh).get("project", {}).get("urls", {}).get("Documentation")
+        except (OSError, tomllib.TOMLDecodeError):
+            url = None
+    if url is None:
+        try:
+            entries = metadata.metadata("kinkcheck").get_all("Project-URL") or []
+        except metadata.PackageNotFoundError:
+            entries = []
+        url = next((u.strip() for label, _, u in (e.partition(",") for e in entries)
+                    if label.strip().lower() == "documentation"), None)
+    return url.rstrip("/") + "/" if isinstance(url, str) and url.strip() else None
+
+
+def site_base(link_base: str | None) -> str:
+    """The base :meth:`Citation.link` and :meth:`RuleCitation.link` start from: ``link_base`` when given
+    (``--link-base``), else the site's report page (:func:`site_url` + :data:`SITE_REPORT_PAGE`), else the
+    ``reports`` folder (no site URL known)."""
+    if link_base is not None:
+        return link_base
+    site = site_url()
+    return site + SITE_REPORT_PAGE if site else "reports"
 
 
 def case_page(case_id: str) -> str:

@@ -81,6 +81,12 @@ def _cmd_grad(args: argparse.Namespace) -> int:
         grad = _evaluate(args, "grad", {"expr": args.expr, "at": at, "framework": framework, "dtype": args.dtype,
                                         "device": args.device, "mode": args.mode, "wrt": list(inputs.wrt),
                                         "ints": list(inputs.ints)})
+    except UsageError as err:
+        if args.device != "cpu" and str(err).startswith("not measured: no "):  # no such device on this machine
+            return _grad_from_report(args, tree, inputs, framework, pending)
+        if pending is not None:  # no value, nothing to judge: stop the judgement's worker
+            pending.cancel()
+        raise
     except BaseException:
         if pending is not None:  # no value, nothing to judge: stop the judgement's worker
             pending.cancel()
@@ -101,6 +107,45 @@ def _cmd_grad(args: argparse.Namespace) -> int:
         print(json.dumps(grad))  # the first line stays the bare value: scripts read it
         sys.stdout.write(render(explanation))
         _print_prediction(forecast, grad)
+    return 0
+
+
+def _grad_from_report(args: argparse.Namespace, tree: Any, inputs: Any, framework: str, pending: Any) -> int:
+    """``grad --device D`` on a machine without D (``--device cuda`` without a GPU): the report's cell of the program
+    at the point on D (the installed release's where the report measured it there, else the newest), judged and
+    shown as grad shows a value, with the rules' prediction for that release, every part marked "from the report;
+    not measured here" (:class:`kinkcheck.explain.ReportAnswer`); no such cell: one line, exit 2."""
+    from kinkcheck.askhome import installed_release
+    from kinkcheck.explain import ReportUnavailable, render
+    from kinkcheck.rules import answer as rules_answer
+
+    if pending is None:  # --no-judge: the report's index still answers
+        pending = _start_explain(args, tree, inputs, framework)
+    try:
+        got = pending.from_report(installed_release(framework))
+    except ReportUnavailable as err:
+        pending.cancel()
+        raise UsageError(str(err)) from None
+    if args.no_judge or got.value is None:  # nothing to judge: an error or unavailable cell, or not asked
+        pending.cancel()
+        print(json.dumps({**got.to_json(), "value": got.value}) if args.json else
+              f"{got.headline()}\n{json.dumps(got.value)}")
+        return 0
+    try:
+        explanation = pending.finish(got.value)
+    except (ReportUnavailable, ValueError) as err:
+        raise UsageError(f"--sympy: {err}" if not isinstance(err, ReportUnavailable) else str(err)) from None
+    forecast = rules_answer.predictions(args.expr, inputs.at, framework, releases=[got.release], modes=[args.mode],
+                                        dtypes=[args.dtype], device=args.device, wrt=list(inputs.wrt) or None,
+                                        report=args.report)
+    if args.json:
+        print(json.dumps({**explanation.to_json(), "source": got.MARK, "measured_here": False,
+                          "from_report": got.to_json(), "predicted": forecast}))
+    else:
+        print(got.headline())  # first, before the value: never read as a value measured here
+        print(json.dumps(got.value))
+        sys.stdout.write(render(explanation))
+        _print_prediction(forecast, got.value)
     return 0
 
 
@@ -167,14 +212,46 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     return command(args)
 
 
+def checkout_catalog(shards: str | Path, cwd: Path | None = None) -> Path | None:
+    """The catalog of the checkout the shards sit in (``references/catalog.toml`` in a folder above ``shards``,
+    or ``catalog.toml`` in ``references/`` itself), else of the current folder's checkout; None outside one. A
+    ``kinkcheck report`` from an installed package renders a checkout's shards against that checkout's catalog and
+    data (``kinkhits/``, ``census/`` beside it), not against the package's copy."""
+    start = Path(shards).resolve()
+    for folder in (start, *start.parents, *(p for q in [(cwd or Path.cwd()).resolve()] for p in (q, *q.parents))):
+        for cand in (folder / "references" / "catalog.toml", folder / "catalog.toml"):
+            if cand.is_file() and cand.parent.name == "references":
+                return cand
+    return None
+
+
+def _render_catalog(args: argparse.Namespace) -> Path:
+    """``--catalog``, else the checkout's (:func:`checkout_catalog`), else the package's, with one line on stderr
+    saying what a render against a catalog without ``kinkhits/`` beside it leaves out."""
+    from kinkcheck.catalog import default_catalog_path
+
+    if args.catalog:  # the user's choice, with whatever lies beside it
+        return Path(args.catalog)
+    catalog = checkout_catalog(args.shards) or default_catalog_path()
+    if not (catalog.parent / "kinkhits").is_dir():
+        print(f"kinkcheck report: no references/kinkhits/ beside the catalog {catalog} (outside a checkout, the "
+              "installed package's copy): the report's kink-hit census is left out; render in a checkout, or give "
+              "--catalog CHECKOUT/references/catalog.toml", file=sys.stderr)
+    return catalog
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
-    from kinkcheck.catalog import CatalogError, default_catalog_path, load_catalog
+    from kinkcheck.catalog import CatalogError, load_catalog
     from kinkcheck.report import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
     from kinkcheck.shards import ShardError, load_shards
 
     try:
+        args.catalog = str(_render_catalog(args))
+    except CatalogError as err:
+        raise UsageError(str(err)) from None
+    try:
         check_output(args.out)  # before a render of minutes, and before anything is written
-        digest = inputs_digest(args.shards, args.catalog or default_catalog_path())
+        digest = inputs_digest(args.shards, args.catalog)
     except OutputError as err:
         raise UsageError(str(err)) from None
     except OSError as err:
@@ -223,7 +300,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         if given is not None and given not in known:  # before reading either side
             raise UsageError(f"diff: unknown {what} {given!r} (known: {', '.join(known)})")
     try:
-        old, new = load_side(args.old), load_side(args.new)
+        old, new = load_side(args.old, args.report), load_side(args.new, args.report)
         changes = compare(old, new)
     except DiffError as err:
         raise UsageError(str(err)) from None
@@ -302,8 +379,18 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return command(args)
 
 
+def _print_local_page(args: argparse.Namespace, page: str, anchor: str) -> None:
+    """``cite``'s second link, to the page in the reports folder read, when that page is there (a checkout, a render
+    of one's own; an installed package holds the report's data, not its pages) and no ``--link-base`` was given."""
+    from kinkcheck.report.model import report_path
+
+    folder = report_path(args.report or default_report()).parent
+    if args.link_base is None and (folder / page).is_file():
+        print(f"Local page: {folder / page}#{anchor}")
+
+
 def _cmd_cite(args: argparse.Namespace) -> int:
-    from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report
+    from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report, site_base
 
     if args.framework_version and "==" in args.framework_version:  # torch==2.13.0, as lock and migrate take it
         fw, _, version = args.framework_version.partition("==")
@@ -321,7 +408,8 @@ def _cmd_cite(args: argparse.Namespace) -> int:
     except CiteError as err:
         raise UsageError(str(err)) from None
     print(c.sentence)
-    print(f"Report cell: {c.link(args.link_base)}")
+    print(f"Report cell: {c.link(site_base(args.link_base))}")
+    _print_local_page(args, c.page, c.anchor)
     if args.case is None and c.others:  # the principal case was chosen: say which others exist
         import shlex
 
@@ -337,7 +425,8 @@ def _cite_rule(args: argparse.Namespace) -> int:
     evidence and counter-examples, then the dataset entry (:func:`kinkcheck.cite.cite_rule`)."""
     import shlex
 
-    from kinkcheck.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, load_report
+    from kinkcheck.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, load_report, site_base
+    from kinkcheck.rules import PAGE
     from kinkcheck.rules.face import load as load_rules, rules_path
 
     if args.program is not None or args.case is not None:
@@ -351,9 +440,11 @@ def _cite_rule(args: argparse.Namespace) -> int:
     except CiteError as err:
         raise UsageError(str(err)) from None
     print(r.sentence)
-    here = rules_path(args.report).with_name("rules.md").is_file() or args.link_base != "reports"
-    print(f"Rule: {r.link(args.link_base)}" + ("" if here else " (in kinkcheck's repository; the installed package "
-                                                "holds the rules file, not its page)"))
+    base = site_base(args.link_base)
+    here = rules_path(args.report).with_name(PAGE).is_file() or base != "reports"
+    print(f"Rule: {r.link(base)}" + ("" if here else " (in kinkcheck's repository; the installed package "
+                                     "holds the rules file, not its page)"))
+    _print_local_page(args, PAGE, r.anchor)
     print(f"History ({r.slice}): {r.history}")
     print("Inferred from measurements: the rule summarises the measured cells below and is not itself a "
           "measurement (to cite one cell: kinkcheck cite PROGRAM --case CASE)")
@@ -609,6 +700,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--live", action="store_true", help="measure every release here, even those whose cells the "
                    "report holds (default: a catalog program at its case's point is answered from the report's "
                    "cells, measured by nox -s report)")
+    a.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cpu (default) | cuda: the report's cells of the program on an NVIDIA GPU (the releases the "
+                        "report measured there), from the report; not measured here")
     a.add_argument("--json", action="store_true", help="print one JSON object: the question and its one-case report")
     a.add_argument("--quiet", action="store_true", help="no progress on stderr")
     a.set_defaults(func=_cmd_ask)
@@ -710,7 +804,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="render reports/conventions.{md,json} from shards (no framework needed)")
     r.add_argument("--shards", required=True, help="folder of shard JSON files")
     r.add_argument("--out", required=True, help="output folder, e.g. reports/")
-    r.add_argument("--catalog", help="catalog TOML (default references/catalog.toml)")
+    r.add_argument("--catalog", help="catalog TOML (default: references/catalog.toml of the checkout the shards or "
+                                      "the current folder are in, else the installed package's copy, without the "
+                                      "kink-hit census of references/kinkhits/)")
     r.add_argument("--strict", action="store_true",
                    help="exit 2, writing nothing, when a shard could not be read (nox -s report and render use it)")
     r.add_argument("--force", action="store_true",
@@ -720,10 +816,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser(
         "diff", help="conventions that changed between two environments (exit 0: none, 1: some, 2: bad input)",
-        description="Each side is a shard file, or REPORT.json#ENV for an environment inside a report.",
+        description="Each side is a shard file, REPORT.json#ENV for an environment inside a report, or #ENV or ENV "
+                    "alone (torch-2.13.0-cpu) for an environment of --report (default: the report grad reads, the "
+                    "installed package's outside a checkout).",
     )
-    d.add_argument("old", help="e.g. references/observations/torch-2.13.0-cpu.json")
-    d.add_argument("new", help="e.g. reports/conventions.json#torch-2.15.0-cpu")
+    d.add_argument("old", help="e.g. references/observations/torch-2.13.0-cpu.json or torch-2.13.0-cpu")
+    d.add_argument("new", help="e.g. reports/conventions.json#torch-2.15.0-cpu or torch-2.15.0-cpu")
+    d.add_argument("--report", help=REPORT_HELP + "; the report whose environments #ENV and ENV name")
     d.add_argument("--case", help="one case id only")
     d.add_argument("--program", help="one program only (as the catalog spells it)")
     d.add_argument("--mode", help="one mode only")
@@ -765,10 +864,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default="cpu", help="default cpu; off Linux x86-64 the device, then the platform "
                    "tag: cpu-macos_arm64, metal-macos_arm64")
     c.add_argument("--report", help=REPORT_HELP)
-    c.add_argument("--link-base", default="reports",
-                   help="the reports folder (a path or URL) the link starts from: BASE/cases/CASE.md#ROW (default "
-                        "reports); a page of the site links the site's case page, e.g. "
-                        "https://USER.github.io/kinkcheck/report/conventions.html")
+    c.add_argument("--link-base", metavar="URL",
+                   help="the reports folder (a path or URL) the link starts from: BASE/cases/CASE.md#ROW; a page of "
+                        "the site links the site's case page, e.g. https://USER.github.io/kinkcheck/report/"
+                        "conventions.html (default: the published site, the Documentation URL of kinkcheck's "
+                        "metadata, and the local page too when the reports folder read holds it)")
     c.add_argument("--cff", action="store_true", help="print a CITATION.cff references item instead of BibTeX")
     c.set_defaults(func=_cmd_cite)
 

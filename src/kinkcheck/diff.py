@@ -2,7 +2,9 @@
 
 Used by ``kinkcheck diff OLD NEW`` (exit 0: nothing changed, 1: some convention changed, 2: bad input).
 A side is a shard file (``kinkcheck/shard/v2``, or v1) or one environment of a report (``kinkcheck/conventions/v2``,
-``REPORT.json#ENV``); both are read into the report's types (:class:`kinkcheck.report.model.Environment`,
+``REPORT.json#ENV``; ``#ENV`` or a bare ``ENV`` such as ``torch-2.13.0-cpu`` is an environment of the report ``grad``
+reads, :func:`kinkcheck.query.default_report`, or of ``--report``: the installed package's own report outside a
+checkout); both are read into the report's types (:class:`kinkcheck.report.model.Environment`,
 :class:`kinkcheck.report.model.Observation`; a shard's observations carry no labels).
 
 An observation is keyed by (case, program, mode, dtype); two observations differ when their status
@@ -23,7 +25,7 @@ from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, 
 from kinkcheck.report.view import describe_observation  # the report's words for a value, not diff's own
 
 __all__ = ["Change", "ChangeRow", "DiffError", "Side", "compare", "describe_observation", "differs", "group_changes",
-           "load_side", "side_from_report", "side_from_shard"]
+           "load_side", "nearest_environments", "side_from_report", "side_from_shard"]
 
 Key = tuple[str, str, str, str]  # case, program, mode, dtype
 
@@ -136,9 +138,32 @@ def side_from_report(report: Report, env_id: str, label: str) -> Side:
     """
     ix = report.index
     if env_id not in ix.env:
-        raise DiffError(f"{label}: no environment {env_id!r} in the report (has: {', '.join(ix.env)})")
+        raise DiffError(f"{label}: no environment {env_id!r} in the report ({nearest_environments(env_id, ix.env)})")
     obs = {(o.case, o.program, o.mode, o.dtype): o for o in ix.by_environment.get(env_id, [])}
     return Side(label, ix.env[env_id], obs)
+
+
+def nearest_environments(env_id: str, known: Sequence[str], n: int = 4) -> str:
+    """The words a DiffError gives for an unknown environment: the ``n`` ids of ``known`` closest to ``env_id``
+    (:func:`difflib.get_close_matches`, else those of its framework), e.g. ``nearest: torch-2.13.0-cpu, …``."""
+    import difflib
+
+    near = difflib.get_close_matches(env_id, list(known), n=n, cutoff=0.5)
+    if not near:
+        fw = env_id.partition("-")[0]
+        near = [e for e in known if e.partition("-")[0] == fw][-n:]
+    if not near:
+        return f"it has {len(known)} environments, none of {env_id.partition('-')[0]!r}"
+    return f"nearest: {', '.join(near)}"
+
+
+def _is_environment_id(spec: str) -> bool:
+    """``torch-2.13.0-cpu``: a bare environment id (a framework, a release, a device), not a file's name."""
+    from kinkcheck.registry import FRAMEWORKS
+
+    fw, _, rest = spec.partition("-")
+    return (fw in FRAMEWORKS and bool(rest) and "/" not in spec and "\\" not in spec
+            and not spec.endswith((".json", ".gz")))
 
 
 class _Head(msgspec.Struct):
@@ -147,8 +172,11 @@ class _Head(msgspec.Struct):
     schema: Any = None
 
 
-def load_side(spec: str) -> Side:
-    """``FILE`` (a shard) or ``FILE#ENV`` (an environment inside a report, e.g. ``reports/conventions.json#torch-2.13.0-cpu``).
+def load_side(spec: str, report: str | Path | None = None) -> Side:
+    """``FILE`` (a shard) or ``FILE#ENV`` (an environment inside a report, e.g. ``reports/conventions.json#torch-2.13.0-cpu``),
+    or ``#ENV`` or a bare ``ENV`` (no such file here): that environment of ``report`` (a folder or its
+    ``conventions.json(.gz)``), default the report ``grad`` reads (:func:`kinkcheck.query.default_report`: the
+    installed package's outside a checkout).
 
     Raises
     ------
@@ -162,6 +190,13 @@ def load_side(spec: str) -> Side:
     from kinkcheck.validate import read_text
 
     path, _, env_id = spec.partition("#")
+    if not path and not env_id:
+        raise DiffError("an empty side: name a shard file, REPORT#ENV, #ENV or ENV (e.g. torch-2.13.0-cpu)")
+    if not path or (not env_id and not Path(path).exists() and _is_environment_id(path)):
+        env_id = env_id or path  # "#ENV", or "ENV": an environment of the report, not a file
+        from kinkcheck.query import default_report
+
+        path = str(report if report is not None else default_report())
     p = report_path(path)
     if Path(path).is_dir() and not p.exists():
         raise DiffError(f"{path}: no report in this folder (conventions.json.gz or conventions.json)")

@@ -2,14 +2,15 @@
 (both also ``kinkcheck.lookup`` and ``kinkcheck.search``).
 
 One read path for every face: it reads ``observations.parquet`` (:mod:`kinkcheck.report.dataset`), only the row
-groups that hold the program asked for, never the whole report. :func:`data_path` finds the data:
+groups that hold the program or case asked for (the table's row-group index: :func:`read_table`), never the whole
+report. :func:`data_path` finds the data:
 
 1. ``$KINKCHECK_REPORTS`` (a folder holding ``observations.parquet`` and ``conventions.json.gz``), if set;
 2. the ``reports/`` folder of the source tree the package runs from (a clone, an editable install:
    :func:`source_tree`);
 3. the copy installed with the package (``kinkcheck/data/reports/``): the wheel ships the report's data, so an
-   installed kinkcheck answers offline, and its data is always the data of its own catalog and version (1 MB of
-   Parquet and 4 MB of gzipped JSON, against a probe of hours).
+   installed kinkcheck answers offline, and its data is always the data of its own catalog and version (2 MB of
+   Parquet and 0.5 MB of gzipped JSON, against a probe of hours).
 
 >>> import kinkcheck
 >>> rows = kinkcheck.lookup("torch.clamp(x, min=0)", case="relu@0", release="2.14.1")
@@ -29,7 +30,7 @@ import msgspec
 
 __all__ = ["COLUMNS", "DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "ReportUnreadable", "Row",
            "Rows", "calls_of", "check_one_render", "data_path", "decode_cell", "default_report", "lookup",
-           "nearest_programs", "operations", "read_table", "search", "source_tree", "table_metadata"]
+           "nearest_programs", "operations", "read_table", "row_groups", "search", "source_tree", "table_metadata"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
 DATA_ENV = "KINKCHECK_REPORTS"
@@ -37,6 +38,11 @@ DATA_ENV = "KINKCHECK_REPORTS"
 _PLATFORM = "linux_x86_64"
 #: What ``kinkcheck.schema`` in ``observations.parquet``'s metadata says (:mod:`kinkcheck.report.dataset`).
 SCHEMA_ID = "kinkcheck/observations/v1"
+#: The key of the table's row-group index in its metadata: ``{"case": {case: [row group, ...]}, "program":
+#: {program: [row group, ...]}}`` (:func:`kinkcheck.report.dataset.row_group_index`).
+ROW_GROUPS = b"kinkcheck.row_groups"
+#: The columns the row-group index covers.
+_INDEXED = ("case", "program")
 #: The columns of ``observations.parquet`` and their Arrow types, in order: what
 #: :func:`kinkcheck.report.dataset.schema` writes and what :func:`table_metadata` checks a file holds (a column
 #: missing or of another type is a damaged file, refused in one line before any row is read).
@@ -54,23 +60,101 @@ class DatasetError(ValueError):
 def read_table(path: str | Path, filters: list[tuple[str, str, Any]] | None = None,
                columns: list[str] | None = None) -> Any:
     """The rows of ``observations.parquet`` at ``path`` that pass ``filters`` (pyarrow's ``[(column, op,
-    value)]``, all of them), as a ``pyarrow.Table``; only the row groups whose statistics admit a match are read.
+    value)]``, all of them), as a ``pyarrow.Table`` of ``columns`` (default: all), in the file's order.
+
+    A filter ``==`` or ``in`` on ``case`` or ``program`` reads only the row groups the table's index names for them
+    (:func:`row_groups`; several such filters: the groups in all), one at a time, and only ``columns`` and the
+    filtered columns of those, keeping the rows that pass: the memory is one row group's, however many the file
+    holds. Without such a filter, or in a table written before it had an index, the row groups whose statistics
+    admit a match are read.
 
     Raises
     ------
     DatasetError
-        The file is missing, not Parquet, or not kinkcheck's observations (another ``kinkcheck.schema``).
+        The file is missing, not Parquet, or not kinkcheck's observations (another ``kinkcheck.schema``), or its
+        row-group index names a row group it does not have.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     p = Path(path)
-    table_metadata(p)  # kinkcheck's observations, one render with the report beside it, or DatasetError
+    meta = table_metadata(p)  # kinkcheck's observations, one render with the report beside it, or DatasetError
     try:
-        return pq.read_table(p, filters=filters or None, columns=columns)
+        groups = row_groups(meta, filters or [], p)
+        if groups is None:
+            return pq.read_table(p, filters=filters or None, columns=columns)
+        with pq.ParquetFile(p) as file:
+            if groups and groups[-1] >= file.metadata.num_row_groups:
+                raise DatasetError(f"{p}: its row-group index names row group {groups[-1]}, the file has "
+                                   f"{file.metadata.num_row_groups}: damaged; render it again with `kinkcheck report`")
+            read = None if columns is None else list(dict.fromkeys([*columns, *(f[0] for f in filters or [])]))
+            # one group at a time, filtered as read: the peak is one group's columns, whatever the groups' number
+            parts = [_kept(file.read_row_group(g, columns=read, use_threads=False), filters or []) for g in groups]
+            table = pa.concat_tables(parts) if parts else file.schema_arrow.empty_table().select(
+                read or file.schema_arrow.names)
+        return table if columns is None else table.select(columns)
     except (OSError, ValueError, pa.ArrowException) as err:  # a bad data page: zstd, thrift, a short read
+        if isinstance(err, DatasetError):
+            raise
         raise DatasetError(f"{p}: cannot read ({_first_line(err)}): damaged; render it again with "
                            "`kinkcheck report`") from None
+
+
+def _kept(table: Any, filters: list[tuple[str, str, Any]]) -> Any:
+    """The rows of ``table`` that pass every filter (pyarrow's operators; a null passes none), by a mask computed
+    column by column: a table filtered by an expression starts Acero's thread pool, 15 MB more for rows it would
+    filter as fast."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tests = {"==": pc.equal, "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
+             ">=": pc.greater_equal}
+    mask = None
+    for column, op, value in filters:
+        col = table.column(column)
+        if op in ("in", "not in"):
+            test = pc.is_in(col, value_set=pa.array(list(value), col.type))
+            test = pc.and_(pc.invert(test), pc.is_valid(col)) if op == "not in" else test
+        elif op in tests:
+            test = tests[op](col, pa.scalar(value, col.type))
+        else:
+            raise DatasetError(f"filter operator {op!r} on {column!r} is not one pyarrow takes (==, !=, <, <=, >, >=, "
+                               "in, not in)")
+        mask = test if mask is None else pc.and_(mask, test)
+    return table if mask is None else table.filter(mask)
+
+
+_GROUPS = msgspec.json.Decoder(dict[str, dict[str, list[int]]])
+
+
+def row_groups(meta: dict[bytes, bytes], filters: list[tuple[str, str, Any]],
+               path: str | Path = "") -> list[int] | None:
+    """The row groups that hold every row passing ``filters``, ascending, from the row-group index in the table's
+    metadata ``meta`` (:data:`ROW_GROUPS`): the groups of the names of each ``==`` or ``in`` filter on ``case``
+    or ``program``, intersected over such filters; None (read every group) without such a filter or without an
+    index.
+
+    Raises
+    ------
+    DatasetError
+        The index is not the mapping :func:`kinkcheck.report.dataset.row_group_index` writes (naming ``path``).
+    """
+    asked = [(column, [value] if op == "==" else list(value)) for column, op, value in filters
+             if column in _INDEXED and op in ("==", "in")]
+    raw = meta.get(ROW_GROUPS)
+    if not asked or raw is None:
+        return None
+    try:
+        index = _GROUPS.decode(raw)
+    except msgspec.DecodeError as err:
+        raise DatasetError(f"{path}: its row-group index ({ROW_GROUPS.decode()}) is not a mapping of names to row "
+                           f"groups ({_first_line(err)}): damaged; render it again with `kinkcheck report`") from None
+    chosen: set[int] | None = None
+    for column, names in asked:
+        held = index.get(column, {})
+        ids = {g for name in names for g in held.get(name, ())}
+        chosen = ids if chosen is None else chosen & ids
+    return sorted(chosen or ())
 
 
 def table_metadata(path: str | Path) -> dict[bytes, bytes]:
@@ -122,7 +206,7 @@ def check_one_render(table: str | Path) -> None:
     records. The one check of a report set that every reader of the table makes (:func:`table_metadata`): a folder
     that holds files of two renders (copied by hand, or left by a render killed before renders were switched
     whole) is refused, naming the file that does not belong. Reads the report's first bytes (the provenance comes
-    first) and hashes the table (1 MB); a table with no report beside it is a set of one. A result is kept for the
+    first) and hashes the table (2 MB); a table with no report beside it is a set of one. A result is kept for the
     process while neither file changes (size, mtime, inode).
 
     Raises
@@ -347,11 +431,17 @@ def _squeeze(text: str) -> str:
 
 
 def _programs(path: Path) -> list[str]:
-    """Every program of the file, read as a dictionary column (its distinct values, not one string a row)."""
+    """Every program of the file: the names of its row-group index (:data:`ROW_GROUPS`), else read as a
+    dictionary column (its distinct values, not one string a row)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    read_table(path, filters=[("program", "==", "")], columns=["program"])  # the file is kinkcheck's
+    meta = table_metadata(path)  # the file is kinkcheck's
+    if ROW_GROUPS in meta:
+        try:
+            return sorted(_GROUPS.decode(meta[ROW_GROUPS]).get("program", {}))
+        except msgspec.DecodeError:
+            pass  # the rows' own column says; read_table names the damage when it reads
     try:
         col = pq.read_table(path, columns=["program"], read_dictionary=["program"]).column("program")
     except (OSError, ValueError, pa.ArrowException) as err:  # a bad data page in the program column
@@ -507,13 +597,26 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
             if given is not None:
                 filters.append((column, "==", given))
         table = read_table(p, filters=filters)
-        rows = Rows(_row(r, p) for r in table.to_pylist())
+        rows = Rows(sorted((_row(r, p) for r in table.to_pylist()), key=_report_order(p)))
         if not rows and (release is not None or case is not None or framework is not None
                          or platform not in (None, _PLATFORM)):
             raise LookupFailed(_why_empty(p, filters, release, case, framework, platform))
     except DatasetError as err:
         raise ReportUnreadable(str(err)) from None
     return rows
+
+
+def _report_order(p: Path) -> Any:
+    """The sort key of the report's order of a lookup's rows (program, then the report's order of cases) for a
+    stable sort of the file's order (by case, then environments oldest release first, modes, dtypes): the cases'
+    order is ``kinkcheck.index``'s, else their names'."""
+    raw = table_metadata(p).get(b"kinkcheck.index")
+    try:
+        cases = msgspec.json.decode(raw)["cases"] if raw else []
+        rank = {c["id"]: i for i, c in enumerate(cases)}
+    except (msgspec.DecodeError, KeyError, TypeError):
+        rank = {}
+    return lambda r: (r.program, rank.get(r.case, len(rank)), r.case)
 
 
 def _closest_per_framework(p: Path, spelled: list[str]) -> list[str]:

@@ -5,7 +5,8 @@ For each framework, its newest release measured on the CPU (Linux x86-64), rever
 programs return at four kinks (``relu@0``, ``maximum@tie``, ``minimum@tie``, ``abs@0``), each distinct value
 once with the first program (catalog order) that returns it and how many more do. The block sits between two
 marker lines of README.md; ``python -m kinkcheck.readme`` rewrites it (``--check``: exit 1 when it is stale, as
-the tests check). The frameworks measured (``nine real frameworks (PyTorch, JAX, …)``, :func:`frameworks_phrase`)
+the tests check); it rewrites every figure marker of README.md and docs/*.md too (:mod:`kinkcheck.figures`). The
+frameworks measured (``nine real frameworks (PyTorch, JAX, …)``, :func:`frameworks_phrase`)
 sit between two inline markers of the first paragraph.
 """
 
@@ -124,31 +125,53 @@ def update(text: str, table: str, begin: str = BEGIN, end: str = END, inline: bo
 
 
 def update_all(text: str) -> str:
-    """``text`` with every generated block of README.md rewritten from the data."""
+    """``text`` with every generated block of README.md rewritten from the data, its figures too
+    (:func:`kinkcheck.figures.refresh`)."""
+    from kinkcheck import figures
+
     text = update(text, at_a_glance())
-    return update(text, frameworks_phrase(), FRAMEWORKS_BEGIN, FRAMEWORKS_END, inline=True)
+    text = update(text, frameworks_phrase(), FRAMEWORKS_BEGIN, FRAMEWORKS_END, inline=True)
+    return figures.refresh(text)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kinkcheck import figures
+
+    root = Path(__file__).resolve().parents[2]
     ap = argparse.ArgumentParser(prog="python -m kinkcheck.readme", description=__doc__.splitlines()[0])
-    ap.add_argument("--readme", type=Path, default=Path(__file__).resolve().parents[2] / "README.md")
-    ap.add_argument("--check", action="store_true", help="exit 1 when the block is stale, writing nothing")
+    ap.add_argument("--readme", type=Path, default=root / "README.md")
+    ap.add_argument("--docs", type=Path, default=root / "docs",
+                    help="the guide's pages, whose figure markers are rewritten too (default: docs/)")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when a generated block or figure is stale (each named), writing nothing")
     args = ap.parse_args(argv)
+    pages = [args.readme] + [p for p in (sorted(args.docs.glob("*.md")) if args.docs.is_dir() else [])
+                             if p.resolve() != args.readme.resolve()]
+    changed: list[tuple[Path, str]] = []
     try:
-        text = args.readme.read_text(encoding="utf-8")
-        new = update_all(text)
+        for page in pages:
+            text = page.read_text(encoding="utf-8")
+            new = update_all(text) if page == args.readme else figures.refresh(text)
+            if new != text:
+                changed.append((page, new))
+        if not args.check:
+            for page, new in changed:
+                page.write_text(new, encoding="utf-8")
+                print(f"wrote {page}", file=sys.stderr)
+        late = figures.stale(pages)
     except (OSError, ValueError) as err:
-        print(f"kinkcheck.readme: {args.readme}: {getattr(err, 'strerror', None) or err}", file=sys.stderr)
+        where = getattr(err, "filename", None) or args.readme
+        print(f"kinkcheck.readme: {where}: {getattr(err, 'strerror', None) or err}", file=sys.stderr)
         return 2
     if args.check:
-        if new != text:
-            print(f"{args.readme}: a generated block is stale (python -m kinkcheck.readme)", file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        args.readme.write_text(new, encoding="utf-8")
-        print(f"wrote {args.readme}", file=sys.stderr)
-    return 0
+        for page, _ in changed:
+            print(f"{page}: a generated block is stale (python -m kinkcheck.readme)", file=sys.stderr)
+        for line in late:
+            print(line, file=sys.stderr)
+        return 1 if changed or late else 0
+    for line in late:  # measured on other data: only a benchmark run makes these current
+        print(line, file=sys.stderr)
+    return 1 if late else 0
 
 
 if __name__ == "__main__":

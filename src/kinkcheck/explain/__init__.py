@@ -55,6 +55,7 @@ __all__ = [
     "Explanation",
     "Judgement",
     "Pending",
+    "ReportAnswer",
     "ReportUnavailable",
     "ReportView",
     "catalog_spelling",
@@ -143,6 +144,7 @@ class Pending:
         self._lock = threading.Lock()
         self._cancelled = False
         self._start = time.monotonic()
+        self._indexed = threading.Event()  # set once the report's index is read (or found missing)
         atexit.register(self.cancel)  # a grad that ends early (bad program, Ctrl-C) leaves no worker behind
         self._thread = threading.Thread(target=self._run, name="kinkcheck-explain", daemon=True)
         self._thread.start()
@@ -155,6 +157,8 @@ class Pending:
             except ReportUnavailable as err:
                 self.report_problem = str(err)
                 self.report_damaged = isinstance(err, ReportDamaged)
+            finally:
+                self._indexed.set()
             cases = self.index["cases"] if self.index else ()
             self.program = catalog_spelling(r.program, r.framework, r.at, cases)
             hit = judge(self.program, r.at, r.framework, wrt=r.wrt, sympy_text=r.sympy_text, cases=cases, compute=False)
@@ -217,6 +221,45 @@ class Pending:
         if proc is not None and proc.poll() is None:
             kill_group(proc)
 
+    def from_report(self, release: str | None = None) -> ReportAnswer:
+        """The report's cell of the program at the point on this request's device, mode and dtype, for a device
+        this machine lacks (``grad --device cuda`` without a GPU): ``release``'s cell where the report measured it
+        on that device, else the newest release's. Measured elsewhere, never here: :class:`ReportAnswer` says so.
+
+        Raises
+        ------
+        ReportUnavailable
+            No report, or it holds no cell of the program at this point on the device (one line naming the releases
+            the report measured on the device, and that this machine has none).
+        """
+        r = self.request
+        self._indexed.wait(self.bound_s)
+        no_device = f"this machine has no {r.device.upper() if r.device == 'cuda' else r.device} device"
+        index = self.index
+        if index is None:
+            raise ReportUnavailable(f"{no_device}, and {self.report_problem or 'the report was not read in time'}")
+        program = catalog_spelling(r.program, r.framework, r.at, index["cases"])
+        from kinkcheck.explain.judgement import _same_point
+
+        cases = [c["id"] for c in index["cases"] if _same_point(c["at"], r.at) and [r.framework, program] in
+                 [list(fp) for fp in c["programs"]]]
+        view = report_rows(index, program, r.framework, cases, mode=r.mode, dtype=r.dtype, device=r.device)
+        ranges = [g for row in view.rows if row["this"] for g in row["ranges"]]
+        measured = list(index["releases"].get(r.framework, {}).get(r.device, []))
+        if not ranges:
+            where = (f"its {r.framework} releases measured on {r.device}: {', '.join(measured)}" if measured
+                     else f"it measured no {r.framework} release on {r.device}")
+            raise ReportUnavailable(f"not measured: {no_device}, and the report ({index['path']}) holds no {r.device} "
+                                    f"cell of {program} at {_point_text(r.at)} in {r.mode} mode, {r.dtype} ({where})")
+
+        def span(g: Mapping[str, Any]) -> list[str]:  # the releases of a range: consecutive in ``measured``
+            return measured[measured.index(g["from"]):measured.index(g["to"]) + 1]
+
+        g = next((g for g in ranges if release in span(g)), ranges[-1])
+        chosen = release if release in span(g) else g["to"]
+        return ReportAnswer(g["value"], g["status"], g.get("label"), r.framework, chosen, r.device, r.mode, r.dtype,
+                            tuple(cases), index["path"], tuple(measured), no_device)
+
     def finish(self, value: Mapping[str, Any]) -> Explanation:
         """The explanation of the measured ``value`` (grad's answer).
 
@@ -256,6 +299,46 @@ class Pending:
                                kink=j.oracle is not None and j.oracle.get("kind") in ("kink", "jump"))
         value = dict(value)
         return Explanation(value, r.program, r.framework, r.dtype, r.mode, j, labels(value, j, r.dtype, r.mode), view)
+
+
+@dataclass(frozen=True)
+class ReportAnswer:
+    """``grad``'s answer on a device this machine lacks: the report's cell (``value``, an input → gradient mapping,
+    None for an error or unavailable cell; ``status``; ``label``) of the program at the point in ``release`` on
+    ``device``, ``mode``, ``dtype``, from the report at ``path``; measured where the report's shards were, not here
+    (``why``: this machine has no such device). ``releases``: every release the report measured on ``device``."""
+
+    value: dict[str, Any] | None
+    status: str
+    label: str | None
+    framework: str
+    release: str
+    device: str
+    mode: str
+    dtype: str
+    cases: tuple[str, ...]
+    path: str
+    releases: tuple[str, ...]
+    why: str
+
+    #: The words that mark every such answer.
+    MARK = "from the report; not measured here"
+
+    def headline(self) -> str:
+        """The line ``grad`` prints first: where the value comes from, before the value itself."""
+        what = "" if self.status == "ok" else f" ({self.status})"
+        return (f"{self.MARK} ({self.why}): {self.framework} {self.release} on {self.device}, {self.mode}, "
+                f"{self.dtype}, case {', '.join(self.cases)}{what}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.MARK, "measured_here": False, "why": self.why, "framework": self.framework,
+                "release": self.release, "device": self.device, "mode": self.mode, "dtype": self.dtype,
+                "status": self.status, "label": self.label, "cases": list(self.cases), "report": self.path,
+                "releases_on_device": list(self.releases)}
+
+
+def _point_text(at: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in at.items())
 
 
 def catalog_spelling(program: str, framework: str, at: Mapping[str, Any], cases: Sequence[Mapping[str, Any]]) -> str:

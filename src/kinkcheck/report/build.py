@@ -7,11 +7,19 @@ report is a function of the shards and the catalog alone, with no wall clock: ``
 The derived sections (disagreements, mode disagreements, *Changed in*, conformance, coverage, summary) are
 computed once, from the observations through :class:`kinkcheck.report.model.ReportIndex`
 (:mod:`kinkcheck.report.sections`).
+
+Each shard is judged once per content (:func:`judged_shard`): its judged observations, in the report's order, and
+its cross-checked network runs are kept in the cache folder, keyed on the shard's content, the judging code
+(:data:`JUDGE_MODULES`) and what the judging reads of the catalog and the oracle table; a render after one new or
+changed shard judges that shard alone and reads the others' judgements. The report is the same, byte for byte, as
+one judged afresh.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -100,100 +108,36 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     # case_hashes (per-case freshness, 16 hex digits a case) stay in the shards: bookkeeping, not provenance
     environments = [msgspec.convert({k: v for k, v in s["environment"].items() if k != "case_hashes"},
                                     m.Environment) for s in shards]
-    table = oracle_table(catalog)
-    oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
-    second = {cid: OracleNumbers.from_json(d["second_order"]) for cid, d in table.items() if d.get("second_order")}
-    # programs whose own function differs from the case's by documented constants: labelled by their own
-    own = {k: OracleNumbers.from_json(d) for k, d in own_function_table(catalog).items()}
+    ctx = judging_context(catalog)
+    table = ctx.table
     cases = [m.Case(id=c.id, title=c.title, sympy=c.sympy, at=c.at, tie=c.tie, sources=list(c.sources), note=c.note,
                     programs=[m.ProgramRef(framework=p.framework, program=p.id) for p in c.programs],
                     notes=dict(c.notes), no_equivalent=dict(c.no_equivalent), oracle=_oracle(table[c.id]),
                     second_order=_oracle(table[c.id]["second_order"]) if table[c.id].get("second_order") else None)
              for c in catalog]
 
-    inputs = {c.id: list(c.inputs) for c in catalog}
-    programs = {(c.id, p.framework, p.id): (c, p) for c in catalog for p in c.programs}
-    verdicts: dict[tuple[Any, ...], str | None] = {}
+    predictions: dict[tuple[str, str, str], conf.Prediction] = {}
     observations: list[m.Observation] = []
     flats: list[tuple[float, ...] | None] = []
+    networks: list[m.Network] = []
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
-    staged_ids = staged_case_ids(catalog.path)
     staged: dict[str, set[str]] = {}  # environment -> staged cases it holds (measured ahead of their move)
-    labels_memo: dict[tuple[Any, ...], list[str]] = {}
-    predictions: dict[tuple[str, str, str], conf.Prediction] = {}
-    scalar_derivative: dict[tuple[str, str, str, str, str], float] = {}
-    changed_cases: dict[str, set[str]] = {}
-    # the report's order of observations (m.observation_order: environment, case, program, mode, dtype) as one
-    # integer per observation, computed here where every rank is at hand: sorting integers is cheap
-    case_rank = {c.id: i for i, c in enumerate(catalog)}
-    program_rank = {(c.id, p.framework, p.id): i for c in catalog for i, p in enumerate(c.programs)}
-    mode_rank = {x: i for i, x in enumerate(m.MODES)}
-    dtype_rank = {x: i for i, x in enumerate(m.DTYPES)}
-    n_programs = max((len(c.programs) for c in catalog), default=0) + 1
-    n_modes, n_dtypes = len(m.MODES) + 1, len(m.DTYPES) + 1
-    order_keys: list[int] = []
-    for env_rank, s in enumerate(shards):
-        env = s["environment"]
-        changed = () if env.get("not_measured") is not None else missing_work(s, catalog).changed  # per case
-        changed_cases[env["id"]] = set(changed)
-        if changed:
-            stale.append(f"{env['id']}: {len(changed)} case(s) measured against another definition than the "
-                         f"catalog's ({', '.join(changed[:3])}{', …' if len(changed) > 3 else ''}); not shown "
+    for s in shards:  # each shard judged once per content and judging code (the cache), in the report's order
+        j = judged_shard(s, ctx)
+        if j.changed:
+            stale.append(f"{j.environment}: {len(j.changed)} case(s) measured against another definition than the "
+                         f"catalog's ({', '.join(j.changed[:3])}{', …' if len(j.changed) > 3 else ''}); not shown "
                          "until `nox -s report` re-probes them")
-        fw = env["framework"]
-        for ob in s["observations"]:
-            if ob["case"] in changed:  # judged against today's oracle, an old point's value could be mislabelled
-                continue
-            try:
-                program = programs[(ob["case"], fw, ob["program"])]
-            except KeyError:
-                if ob["case"] in staged_ids:
-                    staged.setdefault(env["id"], set()).add(ob["case"])
-                else:
-                    unknown.setdefault(env["id"], set()).add(f"{ob['case']} / {ob['program']}")
-                continue
-            case, program = program
-            value = ob["value"]
-            flat = None
-            if value is not None:
-                if list(value) != inputs[case.id]:
-                    value = {k: value[k] for k in inputs[case.id]}
-                flat = _fast_flat(value)
-            order = 2 if ob["mode"] == "second-order" else 1
-            own_key = (case.id, fw, ob["program"]) if order == 1 and (case.id, fw, ob["program"]) in own else None
-            memo_key = (case.id, order, ob["dtype"], ob["status"], flat, own_key)
-            if memo_key not in labels_memo:  # many environments return the same value: classify it once
-                if order == 2 and case.id not in second:
-                    raise ValueError(f"the oracle table has no second-order entry for {case.id}")
-                judged = classify(
-                    flat, second[case.id] if order == 2 else own[own_key] if own_key else oracles[case.id],
-                    ob["dtype"], error=ob["error"] if ob["status"] == "error" else None,
-                    unavailable=ob["error"] if ob["status"] == "unavailable" else None,
-                )
-                labels_memo[memo_key] = judged + ["own-constants"] if own_key and ob["status"] == "ok" else judged
-            verdict = None
-            if ob["mode"] != "second-order" and ob["dtype"] in conf.JUDGED_DTYPES and ob.get("input") is None:
-                pkey = (case.id, fw, ob["program"])
-                if pkey not in predictions:
-                    predictions[pkey] = conf.predict(fw, program.tree, oracles[case.id])
-                vkey = (pkey, flat if ob["status"] == "ok" else None, ob["dtype"])
-                if vkey not in verdicts:
-                    verdicts[vkey] = conf.verdict(predictions[pkey], vkey[1], ob["dtype"])
-                verdict = verdicts[vkey]
-            observations.append(m.Observation(  # labels: one list shared by equal labellings (read-only)
-                case=case.id, program=ob["program"], framework=fw, environment=env["id"], mode=ob["mode"],
-                dtype=ob["dtype"], status=ob["status"], value=value, labels=labels_memo[memo_key],
-                error=ob["error"], conformance=verdict, input=ob.get("input")))
-            order_keys.append(
-                (((env_rank * len(case_rank) + case_rank[case.id]) * n_programs
-                  + program_rank[(case.id, fw, ob["program"])]) * n_modes
-                 + mode_rank.get(ob["mode"], n_modes - 1)) * n_dtypes + dtype_rank.get(ob["dtype"], n_dtypes - 1))
-            flats.append(flat)
-            if flat is not None and len(flat) == 1:
-                scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"], ob["mode"])] = flat[0]
+        if j.unknown:
+            unknown[j.environment] = j.unknown
+        if j.staged:
+            staged[j.environment] = j.staged
+        observations += j.observations
+        flats += j.flats
+        networks += j.networks
+        predictions.update(j.predictions)
 
-    networks = _networks(shards, catalog, changed_cases, scalar_derivative)
     provenance = m.Provenance(
         generated_at=report_date([e.measured_at for e in environments]), kinkcheck_version=__version__,
         catalog_hash=catalog.hash,
@@ -210,14 +154,11 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         disagreements=m.Disagreements(),
         mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
         coverage=m.Coverage(), network_summary=[], summary=empty_summary)
-    # shards list their observations in probing order: one order for all (a stable sort: equal keys, which one
-    # observation per cell and one shard per environment rule out, would keep the shards' order)
-    ordered = sorted(range(len(observations)), key=order_keys.__getitem__)
-    report.observations = observations = [observations[i] for i in ordered]
+    # each shard's observations come in the report's order (:func:`judged_shard`), the shards in theirs
     ix = report.index
     flat_cache = ix._flat
-    for i, ob in zip(ordered, observations):  # the builder knows every flat value: seed the cache
-        flat_cache[id(ob)] = flats[i]
+    for ob, flat in zip(observations, flats):  # the builder knows every flat value: seed the cache
+        flat_cache[id(ob)] = flat
     report.p0 = _p0(report)
     report.disagreements = disagreements(report)
     report.mode_disagreements = mode_disagreements(report)
@@ -229,6 +170,232 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     report.summary = _summary(report)
     report.kink_hits = kink_hits(Path(catalog.path).parent / "kinkhits")
     return report
+
+
+#: The judging code: a change to any of these files judges every shard again (:func:`judge_digest`).
+JUDGE_MODULES: tuple[str, ...] = (
+    "classify.py", "geometry.py", "conformance.py", "expr.py", "registry.py", "dtypes.py", "vocabulary.py",
+    "catalog.py", "probe/plan.py", "report/build.py", "report/records.py", "oracles/*.py", "frameworks/*/record.py")
+
+
+@dataclasses.dataclass
+class JudgedShard:
+    """One shard judged against the catalog's oracles: what :func:`build` takes from it, kept in the cache
+    (:func:`judged_shard`).
+
+    Attributes
+    ----------
+    environment : str
+        The shard's environment id.
+    changed : tuple of str
+        Cases measured against another definition than the catalog's (:func:`kinkcheck.probe.plan.missing_work`):
+        their observations are left out.
+    unknown, staged : set of str
+        ``case / program`` pairs not in the catalog, and staged cases the shard measured (left out, said).
+    observations : list of Observation
+        The judged observations, in the report's order (case, program, mode, dtype in catalog order).
+    flats : list of tuple of float or None
+        Each observation's value flat (:func:`kinkcheck.vocabulary.flat_value`), None where it has none.
+    networks : list of Network
+        The shard's network runs, cross-checked against the NumPy oracle.
+    predictions : dict
+        ``(case, framework, program)`` → the framework's documented rule at the case, for every program judged.
+    """
+
+    environment: str
+    changed: tuple[str, ...]
+    unknown: set[str]
+    staged: set[str]
+    observations: list[m.Observation]
+    flats: list[tuple[float, ...] | None]
+    networks: list[m.Network]
+    predictions: dict[tuple[str, str, str], conf.Prediction]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with the observations as columns, one list per field (unpickled three times as fast as one
+        object per observation: a render reads every shard's entry)."""
+        fields = m.Observation.__struct_fields__
+        return {**{f: getattr(self, f) for f in self.__dataclass_fields__ if f != "observations"},
+                "columns": [[getattr(o, f) for o in self.observations] for f in fields], "fields": fields}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state.pop("fields") != m.Observation.__struct_fields__:
+            raise ValueError("an entry of another Observation")  # the caller judges the shard again
+        columns = state.pop("columns")
+        self.__dict__.update(state, observations=list(map(m.Observation, *columns)))
+
+
+def judging_context(catalog: Catalog) -> _Context:
+    """What judging a shard against ``catalog`` reads besides the shard: the oracle table (cached on disk), each
+    case's oracle numbers, first- and second-order, and those of programs with their own constants."""
+    table = oracle_table(catalog)
+    oracles = {cid: OracleNumbers.from_json(d) for cid, d in table.items()}
+    second = {cid: OracleNumbers.from_json(d["second_order"]) for cid, d in table.items() if d.get("second_order")}
+    # programs whose own function differs from the case's by documented constants: labelled by their own
+    own_table = own_function_table(catalog)
+    own = {k: OracleNumbers.from_json(d) for k, d in own_table.items()}
+    return _Context(catalog, table, oracles, second, own, own_table)
+
+
+class _Context:
+    """What judging a shard reads besides the shard (the catalog, its oracles), with memos shared by the shards of
+    one build and the digest that keys the cache (:func:`judging_context`)."""
+
+    def __init__(self, catalog: Catalog, table: dict[str, Any], oracles: dict[str, OracleNumbers],
+                 second: dict[str, OracleNumbers], own: dict[tuple[str, str, str], OracleNumbers],
+                 own_table: dict[tuple[str, str, str], Any]) -> None:
+        self.catalog, self.table, self.oracles, self.second, self.own = catalog, table, oracles, second, own
+        self.inputs = {c.id: list(c.inputs) for c in catalog}
+        self.programs = {(c.id, p.framework, p.id): (c, p) for c in catalog for p in c.programs}
+        self.staged_ids = staged_case_ids(catalog.path)
+        self.labels: dict[tuple[Any, ...], list[str]] = {}
+        self.verdicts: dict[tuple[Any, ...], str | None] = {}
+        self.predictions: dict[tuple[str, str, str], conf.Prediction] = {}
+        self.checked: dict[bytes, Any] = {}  # network cross-checks: releases often measure the same weights
+        # the report's order of observations (m.observation_order: case, program, mode, dtype within a shard) as
+        # one integer per observation
+        self.case_rank = {c.id: i for i, c in enumerate(catalog)}
+        self.program_rank = {(c.id, p.framework, p.id): i for c in catalog for i, p in enumerate(c.programs)}
+        self.mode_rank = {x: i for i, x in enumerate(m.MODES)}
+        self.dtype_rank = {x: i for i, x in enumerate(m.DTYPES)}
+        self.n_programs = max((len(c.programs) for c in catalog), default=0) + 1
+        self.n_modes, self.n_dtypes = len(m.MODES) + 1, len(m.DTYPES) + 1
+        import hashlib
+
+        h = hashlib.sha256(judge_digest().encode())
+        h.update(json.dumps([catalog.hash, sorted(self.staged_ids), [
+            (c.id, c.sympy, c.tie, c.activation, list(c.modes), [[k, v] for k, v in c.at.items()],
+             [(p.framework, p.id) for p in c.programs], sorted(f"{k}" for k in c.own_functions)) for c in catalog],
+            table, sorted(own_table.items())], default=str, sort_keys=True).encode())
+        self.digest = h.hexdigest()[:32]
+
+
+def judge_digest() -> str:
+    """16 hex digits of the judging code (:data:`JUDGE_MODULES`' sources): part of every judged shard's key."""
+    if not _JUDGE_DIGEST:
+        import hashlib
+
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for path in sorted({p for pattern in JUDGE_MODULES for p in root.glob(pattern)}):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0")
+            h.update(path.read_bytes())
+        _JUDGE_DIGEST.append(h.hexdigest()[:16])
+    return _JUDGE_DIGEST[0]
+
+
+_JUDGE_DIGEST: list[str] = []
+
+
+def judged_shard(shard: dict[str, Any], ctx: _Context) -> JudgedShard:
+    """``shard`` judged (:func:`_judge`), from the cache when this content was judged before by the same code
+    against the same catalog and oracles.
+
+    The cache (``judged/`` in :func:`kinkcheck.cache.cache_dir`) is keyed on the SHA-256 of the shard's content
+    (its msgpack encoding: every float's bits, so ``-0.0``, ``nan`` and ``null`` stay apart) and
+    :attr:`_Context.digest` (the judging code, :func:`judge_digest`, and what the judging reads of the catalog and
+    its oracle table); a render after one new or changed shard judges that shard alone. Entries are plain pickles,
+    written atomically (:func:`kinkcheck.cache.write_cached`: two renders at once each write a whole entry, the
+    same bytes); one that cannot be read is judged again, never an error, and so is a shard msgpack cannot encode.
+    """
+    import hashlib
+    import pickle
+
+    from kinkcheck.cache import read_cached, write_cached
+
+    h = hashlib.sha256(ctx.digest.encode())
+    try:
+        h.update(msgspec.msgpack.encode(shard))
+    except (TypeError, OverflowError, ValueError):  # not msgpack's (an integer past 64 bits): judged, not kept
+        return _judge(shard, ctx)
+    key = h.hexdigest()[:40]
+    raw = read_cached("judged", key)
+    if raw is not None:
+        try:
+            cached = pickle.loads(raw)
+        except Exception:  # noqa: BLE001 - any damage to a cache entry means: judge it again
+            cached = None
+        if isinstance(cached, JudgedShard):
+            return cached
+    judged = _judge(shard, ctx)
+    write_cached("judged", key, pickle.dumps(judged, protocol=pickle.HIGHEST_PROTOCOL))
+    return judged
+
+
+def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
+    """Judge every observation of shard ``s``: labels (:func:`kinkcheck.classify.classify` against the case's
+    oracle, or the program's own function's), the conformance verdict, the value flat; then its network runs."""
+    env = s["environment"]
+    catalog, oracles, second, own = ctx.catalog, ctx.oracles, ctx.second, ctx.own
+    changed = () if env.get("not_measured") is not None else missing_work(s, catalog).changed  # per case
+    fw = env["framework"]
+    labels_memo, verdicts, predictions = ctx.labels, ctx.verdicts, ctx.predictions
+    case_rank, program_rank, mode_rank, dtype_rank = ctx.case_rank, ctx.program_rank, ctx.mode_rank, ctx.dtype_rank
+    n_programs, n_modes, n_dtypes = ctx.n_programs, ctx.n_modes, ctx.n_dtypes
+    observations: list[m.Observation] = []
+    flats: list[tuple[float, ...] | None] = []
+    order_keys: list[int] = []
+    used: dict[tuple[str, str, str], conf.Prediction] = {}
+    unknown: set[str] = set()
+    staged: set[str] = set()
+    scalar_derivative: dict[tuple[str, str, str, str, str], float] = {}
+    for ob in s["observations"]:
+        if ob["case"] in changed:  # judged against today's oracle, an old point's value could be mislabelled
+            continue
+        try:
+            program = ctx.programs[(ob["case"], fw, ob["program"])]
+        except KeyError:
+            if ob["case"] in ctx.staged_ids:
+                staged.add(ob["case"])
+            else:
+                unknown.add(f"{ob['case']} / {ob['program']}")
+            continue
+        case, program = program
+        value = ob["value"]
+        flat = None
+        if value is not None:
+            if list(value) != ctx.inputs[case.id]:
+                value = {k: value[k] for k in ctx.inputs[case.id]}
+            flat = _fast_flat(value)
+        order = 2 if ob["mode"] == "second-order" else 1
+        own_key = (case.id, fw, ob["program"]) if order == 1 and (case.id, fw, ob["program"]) in own else None
+        memo_key = (case.id, order, ob["dtype"], ob["status"], flat, own_key)
+        if memo_key not in labels_memo:  # many environments return the same value: classify it once
+            if order == 2 and case.id not in second:
+                raise ValueError(f"the oracle table has no second-order entry for {case.id}")
+            judged = classify(
+                flat, second[case.id] if order == 2 else own[own_key] if own_key else oracles[case.id],
+                ob["dtype"], error=ob["error"] if ob["status"] == "error" else None,
+                unavailable=ob["error"] if ob["status"] == "unavailable" else None,
+            )
+            labels_memo[memo_key] = judged + ["own-constants"] if own_key and ob["status"] == "ok" else judged
+        verdict = None
+        if ob["mode"] != "second-order" and ob["dtype"] in conf.JUDGED_DTYPES and ob.get("input") is None:
+            pkey = (case.id, fw, ob["program"])
+            if pkey not in predictions:
+                predictions[pkey] = conf.predict(fw, program.tree, oracles[case.id])
+            used[pkey] = predictions[pkey]
+            vkey = (pkey, flat if ob["status"] == "ok" else None, ob["dtype"])
+            if vkey not in verdicts:
+                verdicts[vkey] = conf.verdict(predictions[pkey], vkey[1], ob["dtype"])
+            verdict = verdicts[vkey]
+        observations.append(m.Observation(  # labels: one list shared by equal labellings (read-only)
+            case=case.id, program=ob["program"], framework=fw, environment=env["id"], mode=ob["mode"],
+            dtype=ob["dtype"], status=ob["status"], value=value, labels=labels_memo[memo_key],
+            error=ob["error"], conformance=verdict, input=ob.get("input")))
+        order_keys.append(
+            ((case_rank[case.id] * n_programs + program_rank[(case.id, fw, ob["program"])]) * n_modes
+             + mode_rank.get(ob["mode"], n_modes - 1)) * n_dtypes + dtype_rank.get(ob["dtype"], n_dtypes - 1))
+        flats.append(flat)
+        if flat is not None and len(flat) == 1:
+            scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"], ob["mode"])] = flat[0]
+    # shards list their observations in probing order: the report's order (a stable sort: equal keys, which one
+    # observation per cell rules out, would keep the shard's order); the shards themselves come in order
+    ordered = sorted(range(len(observations)), key=order_keys.__getitem__)
+    return JudgedShard(environment=env["id"], changed=tuple(changed), unknown=unknown, staged=staged,
+                       observations=[observations[i] for i in ordered], flats=[flats[i] for i in ordered],
+                       networks=_networks(s, catalog, set(changed), scalar_derivative, ctx.checked),
+                       predictions=used)
 
 
 def kink_hits(folder: Path) -> list[m.KinkHits]:
@@ -285,41 +452,40 @@ def report_date(measured_at: Sequence[str | None]) -> str:
     return max(dated)[1] if dated else "unknown"  # type: ignore[return-value]
 
 
-def _networks(shards: Sequence[dict[str, Any]], catalog: Catalog, changed_cases: dict[str, set[str]],
-              scalar_derivative: dict[tuple[str, str, str, str, str], float]) -> list[m.Network]:
-    """Every network run of the shards, cross-checked against the NumPy oracle under the kink derivative the
-    same program returned in the same environment, dtype and mode."""
+def _networks(s: dict[str, Any], catalog: Catalog, changed: set[str],
+              scalar_derivative: dict[tuple[str, str, str, str, str], float],
+              checked: dict[bytes, Any]) -> list[m.Network]:
+    """Every network run of shard ``s``, cross-checked against the NumPy oracle under the kink derivative the
+    same program returned in the same environment, dtype and mode (``checked``: the cross-checks done so far)."""
     out = []
-    checked: dict[bytes, Any] = {}
-    for s in shards:
-        env = s["environment"]
-        for nw in s["networks"]:
-            if nw["case"] in changed_cases[env["id"]]:
-                continue
+    env = s["environment"]
+    for nw in s["networks"]:
+        if nw["case"] in changed:
+            continue
+        try:
+            case = catalog.case(nw["case"])
+        except KeyError:
+            continue
+        mode = nw.get("mode", "reverse")
+        kd = scalar_derivative.get((env["id"], nw["case"], nw["program"], nw["dtype"], mode))
+        row: dict[str, Any] = {"kink_derivative": None, "ok": None, "max_abs_diff": None, "detail": nw["error"]}
+        if nw["status"] == "ok" and kd is not None and case.activation in backprop.ACTIVATIONS:
+            ckey = msgspec.json.encode((nw["W1"], nw["W2"], case.activation, kd, nw["dtype"]))
             try:
-                case = catalog.case(nw["case"])
-            except KeyError:
-                continue
-            mode = nw.get("mode", "reverse")
-            kd = scalar_derivative.get((env["id"], nw["case"], nw["program"], nw["dtype"], mode))
-            row: dict[str, Any] = {"kink_derivative": None, "ok": None, "max_abs_diff": None, "detail": nw["error"]}
-            if nw["status"] == "ok" and kd is not None and case.activation in backprop.ACTIVATIONS:
-                ckey = msgspec.json.encode((nw["W1"], nw["W2"], case.activation, kd, nw["dtype"]))
-                try:
-                    if ckey not in checked:  # releases often measure the same weights: check each once
-                        checked[ckey] = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
-                    cc = checked[ckey]
-                except OverflowError:  # a finite but huge measured kink derivative: the exact oracle leaves float64
-                    row.update(kink_derivative=_num(kd), detail=f"not checked: with the kink derivative {kd:.6g} "
-                               "the oracle's gradient overflows float64")
-                else:
-                    row.update(kink_derivative=_num(kd), ok=bool(cc.ok), max_abs_diff=_num(cc.max_abs_diff),
-                               detail=None if cc.ok else cc.detail)
-            elif nw["status"] == "ok":
-                row["detail"] = "no scalar observation of this program to take the kink derivative from"
-            out.append(m.Network(case=nw["case"], program=nw["program"], framework=env["framework"],
-                                 environment=env["id"], mode=mode, dtype=nw["dtype"], status=nw["status"],
-                                 W1=nw["W1"], W2=nw["W2"], **row))
+                if ckey not in checked:  # releases often measure the same weights: check each once
+                    checked[ckey] = backprop.crosscheck(nw["W1"], nw["W2"], case.activation, kd, nw["dtype"])
+                cc = checked[ckey]
+            except OverflowError:  # a finite but huge measured kink derivative: the exact oracle leaves float64
+                row.update(kink_derivative=_num(kd), detail=f"not checked: with the kink derivative {kd:.6g} "
+                           "the oracle's gradient overflows float64")
+            else:
+                row.update(kink_derivative=_num(kd), ok=bool(cc.ok), max_abs_diff=_num(cc.max_abs_diff),
+                           detail=None if cc.ok else cc.detail)
+        elif nw["status"] == "ok":
+            row["detail"] = "no scalar observation of this program to take the kink derivative from"
+        out.append(m.Network(case=nw["case"], program=nw["program"], framework=env["framework"],
+                             environment=env["id"], mode=mode, dtype=nw["dtype"], status=nw["status"],
+                             W1=nw["W1"], W2=nw["W2"], **row))
     return out
 
 

@@ -8,15 +8,19 @@ Columns (:data:`SCHEMA`): the observation's fields (:class:`kinkcheck.report.mod
 ``framework_version``, ``device`` and ``platform_tag`` of its environment and ``label`` (the first label, the one
 the report shows). ``value`` and ``input`` are JSON text (``{"x": 0.0}``; non-finite numbers as the strings
 ``"nan"``, ``"inf"``, ``"-inf"``, as in the JSON report), ``labels`` a list of strings. Rows are sorted by
-program, then case, then the report's order of environments, modes and dtypes, and written in row groups of
-:data:`ROW_GROUP` rows with statistics, so a reader filtering on ``program`` reads the one or two row groups that
-hold it (the program column's minimum and maximum per row group tell which). Written with zstd and dictionary
-encoding by the pinned pyarrow (``noxfile.PYARROW``): the same report gives the same bytes.
+case, then program, then the report's order of environments (so of frameworks), modes and dtypes, and written in
+row groups of :data:`ROW_GROUP` rows: a case's rows are neighbours, and a program's rows within a case, so a reader
+of one case or one program reads the one or two row groups that hold it in each of its cases. Which ones the
+table's own row-group index says (``kinkcheck.row_groups``: :func:`row_group_index`), and for cases the statistics
+too (written for every column but :data:`NO_STATISTICS`, long text no reader filters on). Written with zstd and
+dictionary encoding by the pinned pyarrow (``noxfile.PYARROW``): the same report gives the same bytes.
 
 The key-value metadata holds :data:`SCHEMA_ID` under ``kinkcheck.schema``, the report's catalog hash,
 generation time and kinkcheck version (``kinkcheck.catalog_hash``, ``kinkcheck.generated_at``,
-``kinkcheck.kinkcheck_version``), and ``kinkcheck.index`` (:func:`report_index`: the cases and the releases
-measured per framework and place, what ``kinkcheck grad`` needs besides the rows).
+``kinkcheck.kinkcheck_version``), ``kinkcheck.index`` (:func:`report_index`: the cases and the releases
+measured per framework and place, what ``kinkcheck grad`` needs besides the rows) and ``kinkcheck.row_groups``
+(:func:`row_group_index`: case and program → the row groups that hold their rows, what
+:func:`kinkcheck.query.read_table` reads instead of the whole file).
 """
 
 from __future__ import annotations
@@ -27,14 +31,16 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.query import SCHEMA_ID, DatasetError, read_table, table_metadata
+from kinkcheck.query import ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
 from kinkcheck.report.model import DTYPES, MODES, Report, read_observations
 
-__all__ = ["ROW_GROUP", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index", "schema", "table_index",
-           "write_parquet"]
-#: Rows per row group: small enough that one program's rows (a few hundred to a few thousand) span one or two
-#: groups, large enough that the file is not mostly group headers.
+__all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index",
+           "row_group_index", "schema", "table_index", "write_parquet", "write_table"]
+#: Rows per row group: small enough that one case's rows (a few thousand) span one or two groups and one program's
+#: rows within a case (a few hundred) one, large enough that the file is not mostly group headers.
 ROW_GROUP = 8192
+#: The columns written without statistics: long JSON or free text, which no reader filters on.
+NO_STATISTICS = ("value", "labels", "error", "input")
 
 
 def schema() -> Any:
@@ -68,13 +74,12 @@ def report_index(report: Report) -> dict[str, Any]:
 def write_parquet(report: Report) -> bytes:
     """The Parquet file of ``report.observations`` (see the module docstring), as bytes.
 
-    Built column by column: the order is Arrow's sort of (program, then the ranks of case, environment, mode and
+    Built column by column: the order is Arrow's sort of (case, program, then the ranks of environment, mode and
     dtype in the report); the environment's columns are taken from one row per environment and the labels from
     one list per distinct labelling (an observation's labels are one of a few hundred).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     sch = schema()
     text = pa.string()
@@ -86,8 +91,9 @@ def write_parquet(report: Report) -> bytes:
         rank = {n: i for i, n in enumerate(names)}
         return pa.array([rank.get(getattr(o, attr), len(rank)) for o in obs], pa.int32())
 
-    keys = {"program": pa.array([o.program for o in obs], text), "case": ranks([c.id for c in report.cases], "case"),
-            "environment": ranks(env_rank, "environment"), "mode": ranks(MODES, "mode"), "dtype": ranks(DTYPES, "dtype")}
+    keys = {"case": pa.array([o.case for o in obs], text), "program": pa.array([o.program for o in obs], text),
+            "environment": ranks(env_rank, "environment"), "mode": ranks(MODES, "mode"),
+            "dtype": ranks(DTYPES, "dtype")}
     order = pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys])
     obs = [obs[i] for i in order.to_pylist()]
     env_of = pa.array([env_rank[o.environment] for o in obs], pa.int32())
@@ -113,10 +119,50 @@ def write_parquet(report: Report) -> bytes:
         "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,
         "kinkcheck.generated_at": prov.generated_at, "kinkcheck.kinkcheck_version": prov.kinkcheck_version,
         "kinkcheck.index": msgspec.json.encode(report_index(report))})
+    return write_table(table)
+
+
+def write_table(table: Any) -> bytes:
+    """The Parquet file of ``table`` (a ``pyarrow.Table`` of :func:`schema`'s columns, its metadata kept) laid out
+    for readers of one case or program: rows stably sorted by case and program (a table already in that order
+    keeps its own order within a program: :func:`write_parquet`'s environments, modes and dtypes), row
+    groups of :data:`ROW_GROUP` rows, statistics but for :data:`NO_STATISTICS`, and the row groups of each case and
+    program (:func:`row_group_index`) under ``kinkcheck.row_groups`` in the metadata. The same table gives the
+    same bytes. The benchmark writes its grown tables through here, so that they are laid out as a render's."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    order = pc.sort_indices(table, sort_keys=[("case", "ascending"), ("program", "ascending")])  # stable
+    if not np.array_equal(order.to_numpy(), np.arange(table.num_rows)):
+        table = table.take(order)
+    meta = {**(table.schema.metadata or {}), ROW_GROUPS: msgspec.json.encode(row_group_index(table))}
+    table = table.replace_schema_metadata(meta)
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=ROW_GROUP, compression="zstd", compression_level=9,
-                   use_dictionary=True, write_statistics=True, store_schema=True)
+                   use_dictionary=True, store_schema=True,
+                   write_statistics=[n for n in table.column_names if n not in NO_STATISTICS])
     return buf.getvalue()
+
+
+def row_group_index(table: Any) -> dict[str, dict[str, list[int]]]:
+    """``{"case": {case: [row group, ...]}, "program": {program: [row group, ...]}}`` of ``table`` written in row
+    groups of :data:`ROW_GROUP` rows in its order (row ``i`` in group ``i // ROW_GROUP``): every group that holds a
+    row of the case or program, ascending; names in sorted order, so the same table gives the same index.
+    :func:`kinkcheck.query.read_table` reads these groups alone for a filter on ``case`` or ``program``."""
+    import numpy as np
+    import pyarrow as pa
+
+    group = pa.array(np.arange(table.num_rows, dtype=np.int64) // ROW_GROUP)
+    out: dict[str, dict[str, list[int]]] = {}
+    for column in ("case", "program"):
+        pairs = (pa.table({"name": table.column(column), "group": group}).group_by(["name", "group"]).aggregate([])
+                 .sort_by([("name", "ascending"), ("group", "ascending")]))
+        groups: dict[str, list[int]] = {}
+        for name, g in zip(pairs.column("name").to_pylist(), pairs.column("group").to_pylist()):
+            groups.setdefault(name, []).append(g)
+        out[column] = groups
+    return out
 
 
 def table_index(path: str | Path) -> dict[str, Any]:

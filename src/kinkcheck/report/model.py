@@ -447,7 +447,7 @@ def load_report(path: str | Path, missing: str | None = None,
 def observation_order(report: Report) -> Callable[[Observation], tuple[int, ...]]:
     """The sort key of the report's order of observations: environment (the report's order), case, program
     (the case's order), mode and dtype (:data:`MODES`, :data:`DTYPES`). The builder sorts by it and
-    :func:`attach_observations` restores it from the Parquet file (sorted by program)."""
+    :func:`attach_observations` restores it from the Parquet file (sorted by case, then program)."""
     env = {e.id: i for i, e in enumerate(report.environments)}
     case = {c.id: i for i, c in enumerate(report.cases)}
     program = {(c.id, q.framework, q.program): i for c in report.cases for i, q in enumerate(c.programs)}
@@ -485,7 +485,7 @@ def differs(old: Observation, new: Observation, dtype: str,
 def read_observations(path: str | Path, programs: Sequence[str] | None = None,
                       environments: Sequence[str] | None = None) -> list[Observation]:
     """The rows of ``observations.parquet`` (:mod:`kinkcheck.report.dataset`) as :class:`Observation` objects,
-    exactly, in the file's order (program, case, environments, modes, dtypes); ``programs``: only theirs (the
+    exactly, in the file's order (case, program, environments, modes, dtypes); ``programs``: only theirs (the
     other row groups are not read); ``environments``: only theirs. Equal values are one shared object: treat the observations as read-only, as
     every reader of a report does.
 

@@ -13,8 +13,14 @@ it into ``build/site/``, which the Pages job of the CI workflow publishes:
   its plot, the data files), so the anchors ``kinkcheck cite`` prints land on the site too;
 - ``guide/`` — the project's ``docs/``.
 
-Search is Material's built-in (lunr, in a web worker, no request leaves the site); no hand-written JavaScript.
-Every page stays under :data:`PAGE_BUDGET` bytes (tested, with the time to interactive in headless Chromium).
+Search is Material's built-in (lunr, in a web worker, no request leaves the site). Its index holds each page's head
+(an operation's kink and spellings, a case's title and oracle, the guide) and stays a few hundred kB, so the first
+result comes within a second; the few lines of JavaScript the site adds (:data:`LAZY_INDEX`, in Material's
+``custom_dir``) holds the index's request until the search box is first used. Every page, with what it loads before
+interaction, stays under :data:`PAGE_BUDGET` bytes (tested, with the time to interactive in headless Chromium). An
+operation's own page comes first when its exact name is searched (:func:`search_boost`). The release strips are
+letters in boxes coloured from the Okabe–Ito palette (:data:`LABEL_LETTER`, :func:`site_css`), readable without an
+emoji font or colour.
 The Markdown is a function of the report alone; the HTML, of it and the pinned MkDocs and Material
 (``pyproject.toml``'s ``site`` extra).
 """
@@ -37,10 +43,12 @@ from kinkcheck.anchors import slug
 from kinkcheck.report.model import Case, ChangedIn, Report
 from kinkcheck.report.view import ProgramRow, fmt_value, report_view
 
-__all__ = ["PAGE_BUDGET", "OperationPage", "SiteError", "build_site", "main", "operation_pages", "page_sizes",
-           "write_source"]
+__all__ = ["LABEL_LETTER", "LAZY_INDEX", "PAGE_BUDGET", "OperationPage", "SiteError", "build_site", "main",
+           "loaded_sizes", "operation_pages", "page_sizes", "search_boost", "site_css", "strip_marks", "write_source"]
 
-#: The most bytes one page of the site may have (the issue's budget: every page interactive in ≤ 2 s).
+#: The most bytes one page of the site may load before interaction: its HTML, the stylesheets, scripts and images it
+#: references (the issue's budget, with every page interactive in ≤ 2 s). The search index is not among them: it is
+#: fetched on the first use of search (:data:`LAZY_INDEX`).
 PAGE_BUDGET = 1_000_000
 #: The report files the site copies as they are (beside the Markdown pages): the data, the census plot.
 DATA_FILES = ("observations.parquet", "conventions.json.gz", "rules.json.gz", "kinkhits.svg")
@@ -76,6 +84,12 @@ class OperationPage:
     changed_in: list[tuple[ChangedIn, str]] = field(default_factory=list)  # (change, case)
     #: "2.13.0 → 2.14.1": the releases between which a program's reverse-mode float64 value changed, newest first
     changes: list[str] = field(default_factory=list)
+    #: Material's per-page search boost (front matter ``search: boost``): :func:`search_boost`
+    boost: float = 1.0
+    #: What its programs return in their newest CPU release (reverse mode, float64): ``"0 left"``, ``"error"``, the
+    #: most common first, at most :data:`RETURNS_SHOWN`; ``returns_more``: how many other values there are
+    returns: list[str] = field(default_factory=list)
+    returns_more: int = 0
 
 
 def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> list[OperationPage]:
@@ -128,13 +142,57 @@ def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> 
                 elif wanted.intersection(c.programs):  # "N programs" of the case: name the operation's own
                     own = [p for p in c.programs if p in wanted]
                     page.changed_in.append((msgspec.structs.replace(c, program=", ".join(own), programs=own), cid))
+        page.returns, page.returns_more = _returns(page.rows)
         page.changed_in = _newest_first(page.changed_in, report)
         for c, _ in page.changed_in:  # the headline: what the table above shows (reverse mode, float64)
             step = f"{c.from_version} → {c.to_version}" + (f" {c.device}" if c.device != "cpu" else "")
             if c.kind == "convention" and "reverse" in c.modes and "float64" in c.dtypes and step not in page.changes:
                 page.changes.append(step)
         pages.append(page)
+    bare = {_bare(p.name) for p in pages}
+    for page in pages:  # among pages of one name, the report's order of frameworks (torch first) breaks the tie
+        rank = frameworks.get(page.framework, len(frameworks))
+        page.boost = round(search_boost(page.name, bare) + (len(frameworks) - rank) / 10, 2)
     return pages
+
+
+#: Search boosts (front matter ``search: boost``) of an operation's page, and of one whose name extends another
+#: page's name (``clamp_max`` beside ``clamp``, ``relu6`` beside ``relu``). Lunr gives a rarer term a higher weight,
+#: and Material searches ``clamp*``, so without the lower boost ``torch.clamp_max`` outranks ``torch.clamp`` for
+#: "clamp". Case pages keep Material's 1.
+OPERATION_BOOST, EXTENDED_BOOST = 12.0, 3.0
+
+
+def _bare(name: str) -> str:
+    """An operation's name without its module, lower case: ``torch.nn.functional.relu6`` → ``relu6``."""
+    return name.rsplit(".", 1)[-1].lower()
+
+
+def search_boost(name: str, names: set[str]) -> float:
+    """The search boost of the page of operation ``name`` among the bare ``names`` of every operation page:
+    :data:`EXTENDED_BOOST` where its bare name starts with another one (``clamp_max``: ``clamp``; ``maximum``:
+    ``max``), else :data:`OPERATION_BOOST`, so that the page named exactly what was searched comes first."""
+    own = _bare(name)
+    return EXTENDED_BOOST if any(own != n and own.startswith(n) for n in names if n) else OPERATION_BOOST
+
+
+#: The most values an operation's row on the site's first page names (:attr:`OperationPage.returns`).
+RETURNS_SHOWN = 3
+
+
+def _returns(rows: Sequence[ProgramLine]) -> tuple[list[str], int]:
+    """The values ``rows`` return in their newest CPU release, most common first (ties in first-seen order), the
+    first :data:`RETURNS_SHOWN` of them, and how many others."""
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    for line in rows:
+        runs = next((runs for device, runs in line.row.runs if device == "cpu"), None)
+        face = runs[-1].cell.face if runs else None
+        if face is not None:
+            seen[f"{face.value} {face.label}" if face.status == "ok" else face.status] += 1
+    ranked = [v for v, _ in seen.most_common()]
+    return ranked[:RETURNS_SHOWN], max(0, len(ranked) - RETURNS_SHOWN)
 
 
 def _at(case: Case) -> str:
@@ -177,25 +235,114 @@ def _case_plots(report: Report) -> dict[str, str]:
     return {r[0].id: svg for r, svg in zip(requests, case_svgs(requests), strict=True)}
 
 
-#: The site's one stylesheet: the tables of values take the page's width (Material keeps text to a column).
+#: The site's stylesheet, before the marks (:func:`site_css`): the tables of values take the page's width (Material
+#: keeps text to a column).
 _CSS = """.md-grid { max-width: 100rem; }
 .md-typeset table:not([class]) { font-size: .7rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .4em .8em; }
+.md-typeset .kc { display: inline-block; min-width: 1.25em; margin: 0 1px; border: 2px solid; border-radius: 3px;
+  font: bold .7rem/1.2 monospace; text-align: center; text-decoration: none; vertical-align: middle; }
 """
+
+#: A strip's letter per label (:data:`kinkcheck.report.text.LABEL_MARK`): the Markdown's emoji need a colour-emoji
+#: font and tell left from right by shape alone; the site draws each as its letter in a box.
+LABEL_LETTER: dict[str, str] = {
+    "derivative": "D", "min-norm": "m", "left": "L", "right": "R", "left-piece": "l", "right-piece": "r",
+    "mean": "M", "split-even": "S", "first": "F", "last": "Z", "one-index": "I", "in-clarke": "C",
+    "outside-clarke": "X", "not-lipschitz": "J", "outside-domain": "O", "nan": "N", "+inf": "+", "-inf": "-",
+    "error": "E", "unavailable": "U", "not-judged": "?", "own-constants": "K",
+}
+#: The letter of a release with no observation (:data:`kinkcheck.report.text.NO_OBSERVATION`).
+NO_OBSERVATION_LETTER = "·"
+#: Each family's colour, the hue the report's legend names (Okabe & Ito's colour-blind-safe palette; a brown and
+#: greys beside it): its first label is drawn filled, its second outlined, its third dashed, each with its letter, so
+#: no two labels differ by hue alone.
+FAMILY_COLOUR: dict[str, tuple[str, str]] = {  # family → (colour, text on it)
+    "derivative or minimum norm": ("#009E73", "#fff"),
+    "one-sided": ("#0072B2", "#fff"),
+    "a piece's slope at a jump": ("#56B4E9", "#000"),
+    "midpoint": ("#F0E442", "#000"),
+    "tie to one piece": ("#E69F00", "#000"),
+    "elsewhere in the Clarke set": ("#8C6D31", "#fff"),
+    "not a generalized gradient": ("#D55E00", "#fff"),
+    "not finite": ("#CC79A7", "#000"),
+    "raised": ("#000000", "#fff"),
+    "nothing to judge": ("#999999", "#000"),
+    "judged by the program's own constants (never first)": ("#999999", "#000"),
+    "no observation": ("#cccccc", "#000"),
+}
+
+
+def _mark_styles() -> dict[str, tuple[str, str, str]]:
+    """Label (``""`` for no observation) → (CSS class, letter, CSS declarations): the family's colour, filled for its
+    first label, outlined for the second, dashed for the third."""
+    from kinkcheck.report.text import LABEL_MARK, NO_OBSERVATION
+
+    seen: dict[str, int] = {}
+    out = {}
+    for label, m in [*LABEL_MARK.items(), ("", NO_OBSERVATION)]:
+        colour, ink = FAMILY_COLOUR[m.family]
+        n = seen[m.family] = seen.get(m.family, -1) + 1
+        style = f"background: {colour}; color: {ink}; border-color: {colour};" if n == 0 and label else \
+            f"background: #fff; color: #000; border-color: {colour};" + (" border-style: dashed;" if n >= 2 or not label
+                                                                         else "")
+        out[label] = ("kc-" + (slug(label.replace("+", "plus-").replace("-inf", "minus-inf")) if label else "none"),
+                      LABEL_LETTER.get(label, NO_OBSERVATION_LETTER), style)
+    return out
+
+
+def site_css() -> str:
+    """The site's stylesheet: :data:`_CSS` and one rule per strip mark (:func:`_mark_styles`)."""
+    return _CSS + "".join(f".md-typeset .kc.{cls} {{ {style} }}\n" for cls, _, style in _mark_styles().values())
+
+
+def strip_marks(text: str) -> str:
+    """``text`` (a report page's Markdown) with every strip emoji drawn as its letter in a box: a strip's anchor
+    (``<a id="…" title="2.13.0: 1 right">🔵</a>``) keeps its id and title and becomes the box (one element, as
+    before); elsewhere (the legend, the index's newest releases) a ``<span>`` box carries the label as its title."""
+    import re
+
+    from kinkcheck.report.text import LABEL_MARK, NO_OBSERVATION
+
+    styles = _mark_styles()
+    by_emoji = {m.emoji: label for label, m in LABEL_MARK.items()} | {NO_OBSERVATION.emoji: ""}
+    alternatives = "|".join(re.escape(e) for e in sorted(by_emoji, key=len, reverse=True))
+
+    def box(m: re.Match[str]) -> str:
+        label = by_emoji[m.group(0)]
+        cls, letter, _ = styles[label]
+        return f'<span class="kc {cls}" title="{label or "no observation"}">{letter}</span>'
+
+    def square(m: re.Match[str]) -> str:
+        cls, letter, _ = styles[by_emoji[m.group(2)]]
+        return f'{m.group(1)} class="kc {cls}">{letter}</a>'
+
+    text = re.sub(rf'(<a id="[^"]*" title="[^"]*")>({alternatives})</a>', square, text)
+    return re.sub(alternatives, box, text)
 #: Front matter that keeps a page out of Material's search index.
 _NOT_SEARCHED = "---\nsearch:\n  exclude: true\n---\n"
 
 
 def _searched_head(text: str) -> str:
-    """A case page whose sections after the oracle (one per framework, the modes, *Changed in*) are kept out of
-    the search index (Material's ``data-search-exclude``): the operation pages index the programs and their
-    values, and the whole index stays a few MB instead of ten."""
+    """A case page whose sections after the title and the oracle (one per framework, the modes, *Changed in*, at
+    every heading level) are kept out of the search index (Material's ``data-search-exclude``): the search finds
+    the case by its title, function and oracle, and the index stays a few hundred kB instead of ten MB."""
     out = []
     for line in text.split("\n"):
-        if line.startswith("## ") and "Oracle" not in line:
+        if line.startswith("##") and "Oracle" not in line and "data-search-exclude" not in line:
             line += " { data-search-exclude }"
         out.append(line)
     return "\n".join(out)
+
+
+def _title_first(text: str) -> str:
+    """A report page whose first line, the *generated* comment, is moved after its title: Material's search
+    otherwise indexes an empty entry for the whitespace before the title, beside the title's own."""
+    comment, _, rest = text.partition("\n")
+    title, _, rest = rest.partition("\n")
+    if not (comment.startswith("<!--") and comment.endswith("-->") and title.startswith("# ")):
+        return text
+    return f"{title}\n{comment}\n{rest}"
 
 
 def _guide_links(text: str) -> str:
@@ -225,6 +372,7 @@ use_directory_urls: false
 strict: false
 theme:
   name: material
+  custom_dir: overrides
   font: false
   features:
     - search.suggest
@@ -235,10 +383,12 @@ extra_css:
 plugins:
   - search:
       separator: '[\\s\\-,:!=\\[\\]()"/]+|\\.(?!\\d)'
+      pipeline: []
 markdown_extensions:
   - tables
   - attr_list
   - md_in_html
+  - pymdownx.superfences
   - toc:
       permalink: false
 nav:
@@ -298,7 +448,9 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_text(text, encoding="utf-8")
     for page in sorted(report_dir.glob("*.md")):  # the section pages' long lists stay out of the search index
-        text = page.read_text(encoding="utf-8")
+        text = strip_marks(page.read_text(encoding="utf-8"))
+        if page.name == "conventions.md":  # its head only: the counts, the sections' names
+            text = _searched_head(text)
         (src / "report" / page.name).write_text(text if page.name == "conventions.md" else _NOT_SEARCHED + text,
                                                 encoding="utf-8")
     for name in DATA_FILES:
@@ -310,7 +462,7 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
         page = report_dir / "cases" / file
         if not page.is_file():
             continue
-        text = page.read_text(encoding="utf-8")
+        text = _title_first(strip_marks(page.read_text(encoding="utf-8")))
         if case.id in plots:  # the plot under the title, as an image beside the page
             svg = file[:-3] + ".svg"
             (src / "report" / "cases" / svg).write_text(plots[case.id], encoding="utf-8")
@@ -329,11 +481,37 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
             (src / "guide" / page.name).write_text(_guide_links(page.read_text(encoding="utf-8")), encoding="utf-8")
             guide.append(page.name)
         guide.sort(key=lambda n: (n != "index.md", n))
-    (src / "kinkcheck.css").write_text(_CSS, encoding="utf-8")
+    (src / "kinkcheck.css").write_text(site_css(), encoding="utf-8")
+    (out / "overrides").mkdir()
+    (out / "overrides" / "main.html").write_text(LAZY_INDEX, encoding="utf-8")
     yml = out / "mkdocs.yml"
     yml.write_text(_mkdocs_yml(guide), encoding="utf-8")
     return yml
 
+
+#: Material's template override (``overrides/main.html``, the theme's ``custom_dir``): Material requests the search
+#: index (``search/search_index.json``, every page's head) as each page loads; this holds that one request until the
+#: search box is first focused (or the search toggle opened), so a page costs what it shows. The rest of search
+#: (the lunr worker, the results) is Material's own.
+LAZY_INDEX = """{% extends "base.html" %}
+{% block scripts %}
+<script>
+/* kinkcheck: fetch the search index on the first use of search, not as the page loads (kinkcheck.report.site). */
+(function () {
+  var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send, used = false, held = [];
+  function use() { if (!used) { used = true; held.forEach(function (h) { send.apply(h[0], h[1]); }); held = []; } }
+  XMLHttpRequest.prototype.open = function (method, url) {
+    this.kcIndex = /search_index\\.json$/.test(String(url)); return open.apply(this, arguments); };
+  XMLHttpRequest.prototype.send = function () {
+    if (this.kcIndex && !used) held.push([this, arguments]); else send.apply(this, arguments); };
+  document.addEventListener("focusin", function (e) {
+    if (e.target.matches && e.target.matches("[data-md-component=search-query]")) use(); });
+  document.addEventListener("change", function (e) { if (e.target.id === "__search") use(); });
+})();
+</script>
+{{ super() }}
+{% endblock %}
+"""
 
 #: The first line of the ``mkdocs.yml`` this module writes: a folder holding it is one it may replace.
 _YML_HEAD = "# Generated by `python -m kinkcheck.report.site`: do not edit by hand."
@@ -387,16 +565,45 @@ def build_site(report_dir: Path, out: Path, docs: Path | None = None, report: Re
     except Exception as err:  # mkdocs raises its own Abort/ConfigurationError, or the theme's: one line
         raise SiteError(f"mkdocs build failed: {' '.join(str(err).split())[:300]}") from None
     site = out / "site"
-    over = {p: n for p, n in page_sizes(site).items() if n > PAGE_BUDGET}
+    over = {p: n for p, n in loaded_sizes(site).items() if n > PAGE_BUDGET}
     if over:
         worst = max(over, key=over.__getitem__)
-        raise SiteError(f"{len(over)} page(s) over {PAGE_BUDGET:,} bytes, e.g. {worst} ({over[worst]:,})")
+        raise SiteError(f"{len(over)} page(s) over {PAGE_BUDGET:,} bytes with what they load, e.g. {worst} "
+                        f"({over[worst]:,})")
     return site
 
 
 def page_sizes(site: Path) -> dict[str, int]:
     """Every HTML page of a built site (path relative to it) → its size in bytes."""
     return {str(p.relative_to(site)): p.stat().st_size for p in sorted(site.rglob("*.html"))}
+
+
+#: What a page fetches as it loads: its scripts, images, stylesheets and icon, and Material's search worker (named
+#: in the page's ``__config``; the worker starts at load, the index it searches comes on first use).
+_LOADS = (r'<(?:script|img)\b[^>]*\bsrc="([^"]+)"', r'<link\b[^>]*\brel="(?:stylesheet|icon)"[^>]*\bhref="([^"]+)"',
+          r'"search":\s*"([^"]+)"')
+
+
+def loaded_sizes(site: Path) -> dict[str, int]:
+    """Every HTML page of a built site (path relative to it) → the bytes it loads before interaction: its HTML and
+    each file of the site it references (:data:`_LOADS`), once each: at least what Chromium fetches for the page
+    (tests/test_site.py compares them; the worker's own fetch is not the page's there)."""
+    import re
+
+    out = {}
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text(encoding="utf-8", errors="replace")
+        files = set()
+        for pattern in _LOADS:
+            for ref in re.findall(pattern, html):
+                if "://" in ref or ref.startswith(("data:", "//")):
+                    continue  # nothing the site's pages reference lies elsewhere (tested in Chromium)
+                path = (site / ref.split("#")[0].split("?")[0]) if ref.startswith("/") else \
+                    (page.parent / ref.split("#")[0].split("?")[0])
+                if path.is_file():
+                    files.add(path.resolve())
+        out[str(page.relative_to(site))] = page.stat().st_size + sum(f.stat().st_size for f in files)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
