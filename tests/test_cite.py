@@ -55,9 +55,25 @@ def test_sentence_states_value_label_release_and_rule(report):
      "https://example.org/kinkcheck/report/cases/max-at-1-1.html#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
     ("reports/conventions.md", "reports/cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
     ("conventions.md", "./cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+    # a case page of the site (or of the reports folder): its cases/ is the report's, not one more level
+    ("https://example.org/kinkcheck/report/cases/relu-at-0.html",
+     "https://example.org/kinkcheck/report/cases/max-at-1-1.html#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
+    ("reports/cases/relu-at-0.md", "reports/cases/max-at-1-1.md#case-max-at-1-1--torch-torch-amax-v--torch-2-15-0-cpu"),
 ])
 def test_link_base_is_the_reports_folder_or_a_page_of_the_site(report, base, link):
     assert cite(report, "torch.amax(v)", case="max@[1,1]").link(base) == link
+
+
+def test_link_base_of_the_site_root_links_the_sites_pages():
+    """`--link-base` with the site's own root (the Documentation URL, with or without its slash) links the site's
+    report pages, as without --link-base, not a `cases/<case>.md` that the site does not have."""
+    from kinkcheck.cite import site_base, site_url
+
+    assert site_url() == SITE
+    for given in (SITE, SITE.rstrip("/")):
+        assert site_base(given) == SITE + "report/conventions.html", site_base(given)
+    assert site_base("https://example.org/kinkcheck/blob/main/reports/") == \
+        "https://example.org/kinkcheck/blob/main/reports/", "another base is kept as given"
 
 
 def test_anchor_is_a_row_of_the_case_page(report, tmp_path_factory, catalog):
@@ -376,6 +392,8 @@ def test_rule_sentence_states_the_label_and_the_releases_it_holds_in(rules_doc, 
     assert c.link() == "reports/rules.md#rule-torch-clamp--max-at-a-bound", c.link()
     assert c.link("https://u.github.io/kinkcheck/report/conventions.html") == \
         "https://u.github.io/kinkcheck/report/rules.html#rule-torch-clamp--max-at-a-bound", "the site's rules page"
+    assert c.link("https://u.github.io/kinkcheck/report/cases/relu-at-0.html") == \
+        "https://u.github.io/kinkcheck/report/rules.html#rule-torch-clamp--max-at-a-bound", "from a case page too"
     # relu@0's torch.clamp(x, min=0) is evidence: its line carries the value measured in the newest release
     row = read_table(parquet, filters=[("environment", "==", f"torch-{newest}-cpu"), ("case", "==", "relu@0"),
                                        ("program", "==", "torch.clamp(x, min=0)"), ("mode", "==", "reverse"),

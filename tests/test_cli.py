@@ -82,7 +82,8 @@ def test_grad_prints_one_json_line(capsys, args, expected):
         (["cite", "torch.relu(x)", "--report", " "], "cite: --report is empty"),
         (["migrate", "--from", "torch", "--to", "jax", "--report", ""], "migrate: --report is empty"),
         (["cite", "torch.relu(x)", "--framework-version", ""], "--framework-version is empty: name a release"),
-        (["diff", "", "reports"], "diff: OLD is empty: name a path"),
+        (["diff", "", "reports"], "diff: OLD is empty: name a shard file, REPORT#ENV, #ENV or ENV"),  # as '#' says
+        (["diff", "reports", " "], "diff: NEW is empty: name a shard file, REPORT#ENV, #ENV or ENV"),
         (["diff", "tests", "reports"], "tests: no report in this folder (conventions.json.gz or conventions.json)"),
         (["diff", "a.json", "b.json", "--mode", "banana"], "diff: unknown mode 'banana' (known: reverse,"),
         (["diff", "a.json", "b.json", "--dtype", "float128"], "diff: unknown dtype 'float128'"),

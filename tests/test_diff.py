@@ -338,6 +338,11 @@ def test_an_unknown_bare_environment_names_the_nearest(shards_report_files, caps
     assert "torch-2.14.1-cpu" in err[0].partition("nearest: ")[2], f"the closest release is named: {err}"
     assert cli.main(["diff", "#", "torch-2.13.0-cpu"]) == 2
     assert "an empty side" in capsys.readouterr().err, "a side with neither file nor environment"
+    monkeypatch.setenv("KINKCHECK_REPORTS", str(tmp_path / "nowhere"))
+    assert cli.main(["diff", "torch-2.13.0-cpu", "torch-2.14.1-cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nowhere" in err[0] and "($KINKCHECK_REPORTS)" in err[0], \
+        f"the variable that named the missing report is said, as grad and cite say it: {err}"
 
 
 def test_a_file_named_like_an_environment_is_read_as_a_file(tmp_path, monkeypatch):

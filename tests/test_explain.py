@@ -420,6 +420,25 @@ def test_an_order_statistic_sympy_expanded_gets_no_tie_position_label():
     assert got is not None and not set(got) & {"first", "last", "one-index"} and "in-clarke" in got, got
 
 
+def test_an_error_cell_from_the_report_says_what_the_framework_raised():
+    """grad --device cuda without a GPU where the report's CUDA cell is an error (torch 2.11.0's heaviside has no
+    derivative): the first line names the error the report holds, not a bare "(error)" above a null value."""
+    from conftest import ROOT
+
+    p = explain.Pending("torch.heaviside(x, torch.full_like(x, 0.5))", {"x": 0}, "torch", report=str(ROOT / "reports"),
+                        device="cuda", bound_s=60)
+    try:
+        got = p.from_report()
+    finally:
+        p.cancel()
+    assert (got.value, got.status, got.release) == (None, "error", "2.11.0"), got
+    assert got.error and "derivative for aten::heaviside is not implemented" in got.error, got
+    line = got.headline()
+    assert line.startswith("from the report; not measured here") and "(error: RuntimeError: derivative for " \
+        "aten::heaviside is not implemented" in line and "\n" not in line, line
+    assert got.to_json()["error"] == got.error
+
+
 def test_a_device_this_machine_lacks_is_answered_from_the_reports_cell(shards_report_files):
     """Issue 46, item 4: Pending.from_report gives the report's cell on the request's device (torch 2.11.0 on CUDA:
     clamp's min=0 bound 1, right; relu 0, left), the installed release's where the report measured it there, else

@@ -63,6 +63,15 @@ def test_the_generator_refuses_a_readme_without_its_markers(tmp_path):
     assert readme.main(["--readme", str(tmp_path / "missing.md"), *docs]) == 2
 
 
+def test_the_generator_without_a_readme_says_it_is_a_checkouts_command(tmp_path, capsys):
+    """From an installed package (no README.md beside it) it is one line saying what it rewrites, exit 2, with
+    --check too: not a bare "No such file" about a path under site-packages."""
+    for check in ([], ["--check"]):
+        assert readme.main(["--readme", str(tmp_path / "README.md"), "--docs", str(tmp_path), *check]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "checkout's README.md" in err and "--readme PATH" in err, err
+
+
 def test_the_frameworks_the_first_paragraph_names_are_the_measured_ones():
     """'nine real frameworks (PyTorch, …)' is generated from the table's index: one more framework measured, and
     the README says ten, with its name."""

@@ -82,10 +82,26 @@ def site_base(link_base: str | None) -> str:
     """The base :meth:`Citation.link` and :meth:`RuleCitation.link` start from: ``link_base`` when given
     (``--link-base``), else the site's report page (:func:`site_url` + :data:`SITE_REPORT_PAGE`), else the
     ``reports`` folder (no site URL known)."""
-    if link_base is not None:
-        return link_base
     site = site_url()
+    if link_base is not None:
+        if site and link_base.strip().rstrip("/") + "/" == site:  # the site's root itself: its report page
+            return site + SITE_REPORT_PAGE
+        return link_base
     return site + SITE_REPORT_PAGE if site else "reports"
+
+
+def _base_folder(base: str) -> tuple[str, str]:
+    """The reports folder a link base names and the suffix of its pages: a folder (a path or URL) → itself,
+    ``.md``; a ``.md`` or ``.html`` page → its folder and its suffix, the report's folder when the page is a case
+    page (``…/report/cases/relu-at-0.html``: its ``cases/`` is the report's, not another level)."""
+    base = base.rstrip("/") or "."
+    if not base.endswith((".md", ".html")):
+        return base, ".md"
+    suffix = ".html" if base.endswith(".html") else ".md"
+    folder = base.rpartition("/")[0] or "."
+    if folder == CASES_DIR or folder.endswith("/" + CASES_DIR):
+        folder = folder[: -len(CASES_DIR)].rstrip("/") or "."
+    return folder, suffix
 
 
 def case_page(case_id: str) -> str:
@@ -115,14 +131,10 @@ class Citation:
     def link(self, base: str = "reports") -> str:
         """The cell's link: ``base`` is the reports folder (a path or URL) → ``base/cases/<case>.md#anchor``;
         a ``.md`` file (the index page) → the case page beside it; a ``.html`` page of the site (its report index,
-        ``…/report/conventions.html``) → the site's case page beside it, ``…/report/cases/<case>.html#anchor``."""
-        base = base.rstrip("/") or "."
-        page = self.page
-        if base.endswith((".md", ".html")):
-            if base.endswith(".html"):
-                page = page[:-3] + ".html"
-            base = base.rpartition("/")[0] or "."
-        return f"{base}/{page}#{self.anchor}"
+        ``…/report/conventions.html``, or a case page, ``…/report/cases/relu-at-0.html``) → the site's case page,
+        ``…/report/cases/<case>.html#anchor`` (:func:`_base_folder`)."""
+        base, suffix = _base_folder(base)
+        return f"{base}/{self.page[:-3]}{suffix}#{self.anchor}"
 
 
 def load_report(path: str | Path, program: str | None = None, frameworks: Collection[str] | None = None) -> Report:
@@ -430,13 +442,8 @@ class RuleCitation:
         (a ``.md`` page → ``rules.md`` beside it; a ``.html`` page of the site → ``rules.html`` beside it)."""
         from kinkcheck.rules import PAGE
 
-        base = base.rstrip("/") or "."
-        page = PAGE
-        if base.endswith((".md", ".html")):
-            if base.endswith(".html"):
-                page = page[:-3] + ".html"
-            base = base.rpartition("/")[0] or "."
-        return f"{base}/{page}#{self.anchor}"
+        base, suffix = _base_folder(base)
+        return f"{base}/{PAGE.removesuffix('.md')}{suffix}#{self.anchor}"
 
 
 def _squeezed(text: str) -> str:

@@ -1015,6 +1015,8 @@ def _refuse_empty_paths(args: argparse.Namespace) -> None:
         if isinstance(value, str) and not value.strip():
             what = "a release, or leave it out for the newest measured" if dest == "framework_version" else \
                 "MODULE:FUNCTION" if dest in ("model", "data") else \
+                "a shard file, REPORT#ENV, #ENV or ENV (e.g. torch-2.13.0-cpu)" if (
+                    args.command == "diff" and dest in ("old", "new")) else \
                 "a path" if dest in ("old", "new", "first", "second", "shards") else \
                 "a path, or leave it out for the default"
             raise UsageError(f"{args.command}: {name} is empty: name {what}")

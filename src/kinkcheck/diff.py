@@ -194,9 +194,13 @@ def load_side(spec: str, report: str | Path | None = None) -> Side:
         raise DiffError("an empty side: name a shard file, REPORT#ENV, #ENV or ENV (e.g. torch-2.13.0-cpu)")
     if not path or (not env_id and not Path(path).exists() and _is_environment_id(path)):
         env_id = env_id or path  # "#ENV", or "ENV": an environment of the report, not a file
-        from kinkcheck.query import default_report
+        import os
+
+        from kinkcheck.query import DATA_ENV, default_report
 
         path = str(report if report is not None else default_report())
+        if report is None and os.environ.get(DATA_ENV) and not report_path(path).exists():  # say where it looked
+            raise DiffError(f"no report at {report_path(path)} (${DATA_ENV}), for the environment {env_id}")
     p = report_path(path)
     if Path(path).is_dir() and not p.exists():
         raise DiffError(f"{path}: no report in this folder (conventions.json.gz or conventions.json)")

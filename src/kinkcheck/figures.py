@@ -120,6 +120,17 @@ def _counts(reports: Path) -> dict[str, int]:
     return {"cases": len(doc.get("cases", ())), "environments": len(doc.get("environments", ()))}
 
 
+def _diff_example(reports: Path) -> str:
+    """The summary line ``kinkcheck diff torch-2.13.0-cpu torch-2.14.1-cpu`` prints (its count of rows too)."""
+    from kinkcheck.diff import compare, group_changes, load_side
+
+    old, new = (load_side(env, reports) for env in ("torch-2.13.0-cpu", "torch-2.14.1-cpu"))
+    changes = compare(old, new)
+    common = sum(1 for k in old.observations if k in new.observations)
+    return (f"{len(changes)} of {common} conventions changed from {old.environment.id} to {new.environment.id}, in "
+            f"{len(group_changes(changes))} rows")
+
+
 #: Figures computed from the report: name -> function of the report's folder.
 REPORT_FIGURES: dict[str, Callable[[Path], str]] = {
     "report.size": _render_size,
@@ -129,6 +140,7 @@ REPORT_FIGURES: dict[str, Callable[[Path], str]] = {
     "rules.headline": _headline,
     "rules.multi-call": _multi_call,
     "api.lookup": _lookup_example,
+    "diff.example": _diff_example,
 }
 
 

@@ -145,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when a generated block or figure is stale (each named), writing nothing")
     args = ap.parse_args(argv)
+    if not args.readme.is_file():  # an installed package has no README.md beside it: say what the command is for
+        print(f"kinkcheck.readme: no {args.readme}: it rewrites a checkout's README.md and docs/ (run it in a source "
+              "tree of kinkcheck, or name the page with --readme PATH)", file=sys.stderr)
+        return 2
     pages = [args.readme] + [p for p in (sorted(args.docs.glob("*.md")) if args.docs.is_dir() else [])
                              if p.resolve() != args.readme.resolve()]
     changed: list[tuple[Path, str]] = []

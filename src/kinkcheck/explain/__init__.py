@@ -258,7 +258,7 @@ class Pending:
         g = next((g for g in ranges if release in span(g)), ranges[-1])
         chosen = release if release in span(g) else g["to"]
         return ReportAnswer(g["value"], g["status"], g.get("label"), r.framework, chosen, r.device, r.mode, r.dtype,
-                            tuple(cases), index["path"], tuple(measured), no_device)
+                            tuple(cases), index["path"], tuple(measured), no_device, g.get("error"))
 
     def finish(self, value: Mapping[str, Any]) -> Explanation:
         """The explanation of the measured ``value`` (grad's answer).
@@ -320,6 +320,7 @@ class ReportAnswer:
     path: str
     releases: tuple[str, ...]
     why: str
+    error: str | None = None  # an error cell's message, as the report holds it
 
     #: The words that mark every such answer.
     MARK = "from the report; not measured here"
@@ -327,6 +328,8 @@ class ReportAnswer:
     def headline(self) -> str:
         """The line ``grad`` prints first: where the value comes from, before the value itself."""
         what = "" if self.status == "ok" else f" ({self.status})"
+        if self.status != "ok" and self.error:  # what the framework raised there, as the report's cell says
+            what = f" ({self.status}: {self.error.strip().splitlines()[0] if self.error.strip() else self.error})"
         return (f"{self.MARK} ({self.why}): {self.framework} {self.release} on {self.device}, {self.mode}, "
                 f"{self.dtype}, case {', '.join(self.cases)}{what}")
 
@@ -334,7 +337,7 @@ class ReportAnswer:
         return {"source": self.MARK, "measured_here": False, "why": self.why, "framework": self.framework,
                 "release": self.release, "device": self.device, "mode": self.mode, "dtype": self.dtype,
                 "status": self.status, "label": self.label, "cases": list(self.cases), "report": self.path,
-                "releases_on_device": list(self.releases)}
+                "releases_on_device": list(self.releases), "error": self.error}
 
 
 def _point_text(at: Mapping[str, Any]) -> str:

@@ -84,7 +84,7 @@ def _table_index(report: Path, table: Path) -> dict[str, Any]:
 def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, dtype: str,
                  device: str) -> dict[str, dict[str, dict[str, Any]]]:
     """The cells of ``case_ids`` in one mode, dtype and place from the table, as :func:`report_index`'s cache
-    holds them: ``"case\tframework\tprogram"`` → release → ``{status, value, label}``."""
+    holds them: ``"case\tframework\tprogram"`` → release → ``{status, value, label, labels, error}``."""
     from kinkcheck.platforms import DEFAULT
     from kinkcheck.query import DatasetError, decode_cell, read_table
 
@@ -97,11 +97,11 @@ def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, d
                                                    ("dtype", "==", dtype), ("device", "==", dev),
                                                    ("platform_tag", "==", tag or DEFAULT)],
                            columns=["case", "framework", "program", "framework_version", "status", "value", "label",
-                                    "labels"])
+                                    "labels", "error"])
         for r in table.to_pylist():
             cells.setdefault(f"{r['case']}\t{r['framework']}\t{r['program']}", {})[r["framework_version"]] = {
                 "status": r["status"], "value": decode_cell(r["value"], index["table"]),
-                "label": r["label"], "labels": list(r["labels"] or [])}
+                "label": r["label"], "labels": list(r["labels"] or []), "error": r["error"]}
     except DatasetError as err:  # a bad data page, a cell that is not JSON: the message names the table
         raise ReportDamaged(str(err)) from None
     return cells
@@ -275,6 +275,7 @@ def _ranges(versions: Sequence[str], measured: Mapping[str, Mapping[str, Any]]) 
             out[-1]["releases"] += 1
         else:
             out.append({"from": v, "to": v, "releases": 1, "status": cell["status"], "value": cell["value"],
-                        "label": cell["label"], "labels": cell.get("labels") or [cell["label"]]})
+                        "label": cell["label"], "labels": cell.get("labels") or [cell["label"]],
+                        "error": cell.get("error")})
         prev = sig
     return out
