@@ -56,6 +56,12 @@ def test_report_figures_are_computed_from_the_report():
     rows = pq.ParquetFile(reports / "observations.parquet").metadata.num_rows
     assert figures.REPORT_FIGURES["report.observations"](reports) == f"{rows:,}"
     assert figures.data_key(reports).startswith(f"{rows:,} observations, "), figures.data_key(reports)
+    import gzip
+
+    doc = json.loads(gzip.decompress((reports / "conventions.json.gz").read_bytes()))
+    assert figures.REPORT_FIGURES["report.environments"](reports) == str(len(doc["environments"])), \
+        "the Parquet file's index counts the report's environments"
+    assert figures.REPORT_FIGURES["report.cases"](reports) == str(len(doc["cases"])), "and its cases"
     headline = figures.REPORT_FIGURES["rules.headline"](reports)
     assert " of the " in headline and "predicted cells are right" in headline, headline
     example = figures.REPORT_FIGURES["api.lookup"](reports)

@@ -45,28 +45,29 @@ def _reports() -> Path:
     return data_path().parent
 
 
-def data_key(reports: Path | None = None) -> str:
-    """What a measured figure was measured on: the report's observations, environments and cases (from the
-    Parquet file's metadata, without reading its rows): one more shard or case, and the key differs."""
+def _index(reports: Path) -> dict[str, Any]:
+    """The Parquet file's index (``kinkcheck.index``: its cases, and each environment's modes), read from the
+    file's metadata without its rows."""
     import msgspec
-    import pyarrow.parquet as pq
 
     from kinkcheck.query import table_metadata
 
-    table = (reports or _reports()) / "observations.parquet"
-    index = msgspec.json.decode(table_metadata(table)[b"kinkcheck.index"])
-    rows = pq.ParquetFile(table).metadata.num_rows
+    return msgspec.json.decode(table_metadata(reports / "observations.parquet")[b"kinkcheck.index"])
+
+
+def data_key(reports: Path | None = None) -> str:
+    """What a measured figure was measured on: the report's observations, environments and cases (from the
+    Parquet file's metadata, without reading its rows): one more shard or case, and the key differs."""
+    import pyarrow.parquet as pq
+
+    reports = reports or _reports()
+    index = _index(reports)
+    rows = pq.ParquetFile(reports / "observations.parquet").metadata.num_rows
     envs, cases = len(index.get("modes", ())), len(index.get("cases", ()))
     return f"{rows:,} observations, {envs} environments, {cases} cases"
 
 
 # --- figures from the report -----------------------------------------------------------------------------
-
-
-def _report_doc(reports: Path) -> dict[str, Any]:
-    import gzip
-
-    return json.loads(gzip.decompress((reports / "conventions.json.gz").read_bytes()))
 
 
 def _rules_doc(reports: Path) -> dict[str, Any]:
@@ -115,11 +116,6 @@ def _lookup_example(reports: Path) -> str:
                       repr(found), '```'])
 
 
-def _counts(reports: Path) -> dict[str, int]:
-    doc = _report_doc(reports)
-    return {"cases": len(doc.get("cases", ())), "environments": len(doc.get("environments", ()))}
-
-
 def _diff_example(reports: Path) -> str:
     """The summary line ``kinkcheck diff torch-2.13.0-cpu torch-2.14.1-cpu`` prints (its count of rows too)."""
     from kinkcheck.diff import compare, group_changes, load_side
@@ -135,8 +131,8 @@ def _diff_example(reports: Path) -> str:
 REPORT_FIGURES: dict[str, Callable[[Path], str]] = {
     "report.size": _render_size,
     "report.observations": _observations,
-    "report.cases": lambda r: str(_counts(r)["cases"]),
-    "report.environments": lambda r: str(_counts(r)["environments"]),
+    "report.cases": lambda r: str(len(_index(r).get("cases", ()))),
+    "report.environments": lambda r: str(len(_index(r).get("modes", ()))),
     "rules.headline": _headline,
     "rules.multi-call": _multi_call,
     "api.lookup": _lookup_example,
