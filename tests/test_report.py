@@ -476,9 +476,10 @@ def _render_small_from(shards: Path, out: Path, cache: Path) -> None:
 
 
 def _judged_entries(cache: Path) -> dict[str, int]:
-    """The judged shards kept in ``cache`` (:func:`kinkcheck.report.build.judged_shard`): name → mtime."""
+    """The judged shards kept in ``cache`` (:func:`kinkcheck.report.build.judged_shard`): name → inode (an entry is
+    written by a rename, so a new inode; reading it touches its time, for pruning, not its inode)."""
     folder = cache / "judged"
-    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir() if not p.name.startswith(".")} \
+    return {p.name: p.stat().st_ino for p in folder.iterdir() if not p.name.startswith(".")} \
         if folder.is_dir() else {}
 
 
@@ -539,7 +540,7 @@ def test_a_shard_is_judged_once_per_content_and_judging_code(tmp_path, monkeypat
     calls.clear()
     assert report_json(build(shards, small)) == first and calls == [], f"judged again from the cache: {calls}"
 
-    for entry in (tmp_path / "judged").iterdir():
+    for entry in sorted((tmp_path / "judged").glob("[!.]*")):  # an entry, not the pruning stamp
         entry.write_bytes(b"not a pickle")
         break
     assert report_json(build(shards, small)) == first and len(calls) == 1, \
@@ -977,4 +978,54 @@ def test_a_shard_msgpack_cannot_encode_is_judged_without_the_cache(tmp_path, mon
     s["environment"]["huge"] = 2 ** 70  # a field the report does not read; the encoder still meets it
     report = build([s], small)
     assert report.observations and all(o.labels for o in report.observations), "judged, every observation labelled"
-    assert not (tmp_path / "judged").exists() or not list((tmp_path / "judged").iterdir()), "nothing kept"
+    assert not list((tmp_path / "judged").glob("[!.]*")), "nothing kept (the folder holds at most the pruning stamp)"
+
+
+def test_a_render_from_shard_files_reads_kept_parts_and_equals_one_from_whole_shards(tmp_path, monkeypatch, catalog):
+    """Issue 46, item 5: a render reads its shards lazily (:class:`kinkcheck.shards.ShardFile`), the Parquet file
+    from the judged shards' columns (:func:`kinkcheck.report.dataset.fragment`) and the parts of *Changed in*,
+    the mode and the within-framework disagreements kept per shard or pair of shards
+    (:func:`kinkcheck.report.sections._kept`). Each way gives the same report and file as whole shards and every
+    part computed; a second build computes no part; a damaged part is computed again, the same."""
+    import dataclasses
+
+    import kinkcheck.report.sections as sec
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in SMALL_CASES))
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    whole = []
+    for name in (*SMALL_SHARDS, "torch-2.14.1-cpu.json"):  # two torch releases: one boundary of *Changed in*
+        s = unpack(json.loads((OBS / name).read_text()))
+        s["observations"] = [o for o in s["observations"] if o["case"] in SMALL_CASES]
+        (folder / name).write_text(json.dumps(s))
+        whole.append(s)
+    computed: list[str] = []
+    real = sec._kept
+
+    def spy(report, kind, environments, compute):
+        return real(report, kind, environments, lambda: computed.append(kind.split()[0]) or compute())
+
+    monkeypatch.setattr(sec, "_kept", spy)
+    files, errors = load_shards(folder, small, lazy=True)
+    assert not errors, errors
+    lazy = build(files, small)
+    assert sorted(set(computed)) == ["changed-in", "modes", "within"], f"an empty cache computes each part: {computed}"
+    assert lazy.changed_in, "torch 2.13.0 → 2.14.1 changed a convention of relu@0 or where-sqrt@-1"
+    computed.clear()
+    monkeypatch.setattr(sec, "_kept", lambda report, kind, envs, compute: compute())  # every part computed
+    plain = build(whole, small)
+    assert report_json(lazy) == report_json(plain), "lazy shard files and kept parts: the same report"
+    assert write_parquet(lazy, lazy.fragments) == write_parquet(plain), \
+        "the Parquet file joined from the judged columns is the one built from the observations"
+    monkeypatch.setattr(sec, "_kept", spy)
+    files, _ = load_shards(folder, small, lazy=True)
+    assert report_json(build(files, small)) == report_json(plain) and computed == [], \
+        f"a second build reads every kept part: {computed}"
+    for entry in sorted((tmp_path / "cache" / "derived").glob("[!.]*")):
+        entry.write_bytes(b"not a pickle")
+    assert report_json(build(files, small)) == report_json(plain) and computed, \
+        "damaged parts are computed again, the same"
+    with pytest.raises(ValueError, match="rows"):
+        write_parquet(lazy, {**lazy.fragments, "torch-2.13.0-cpu": lazy.fragments["jax-0.10.2-cpu"]})

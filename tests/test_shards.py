@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -427,3 +428,43 @@ def test_the_committed_cuda_shards_hold_no_error_the_probe_caused():
     assert len(jax_cuda["observations"]) == 9576
 
 
+
+
+def test_a_render_lists_checked_shards_by_digest_and_unpacks_only_what_it_asks_for(catalog, tmp_path, monkeypatch):
+    """Issue 46, item 5: a render lists its shards lazily (``load_shards(lazy=True)``). A file not checked yet is
+    read and checked whole; one checked before is hashed, its environment read from the cache, and unpacked only
+    when :meth:`ShardFile.load` asks, to the same shard :func:`read_shard` gives. A damaged environment entry
+    reads the file whole; a file changed after it was listed is refused at load, not judged."""
+    import kinkcheck.shards as sh
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for name in ("torch-2.13.0-cpu.json", "jax-0.10.2-cpu.json"):
+        (folder / name).write_bytes((OBS / name).read_bytes())
+    whole: list[str] = []
+    real = sh.read_shard
+    monkeypatch.setattr(sh, "read_shard", lambda p, *a, **k: whole.append(Path(p).name) or real(p, *a, **k))
+    first, errors = load_shards(folder, catalog, lazy=True)
+    assert not errors and [type(s) for s in first] == [sh.ShardFile] * 2, (first, errors)
+    assert sorted(whole) == ["jax-0.10.2-cpu.json", "torch-2.13.0-cpu.json"], f"unchecked: read whole ({whole})"
+    whole.clear()
+    listed, _ = load_shards(folder, catalog, lazy=True)
+    assert whole == [], f"checked before: hashed, not read whole ({whole})"
+    assert [s.environment["id"] for s in listed] == ["jax-0.10.2-cpu", "torch-2.13.0-cpu"], listed
+    assert [s.digest for s in listed] == [s.digest for s in first], "the digest is the file's, either way"
+    jax = listed[0]
+    assert jax.load() == real(folder / "jax-0.10.2-cpu.json", catalog), "loaded: the shard read_shard gives"
+    assert jax.load() is jax.load(), "unpacked once"
+
+    (tmp_path / "cache" / "shard-environments" / listed[1].digest).write_bytes(b"{not json")
+    whole.clear()
+    again, _ = load_shards(folder, catalog, lazy=True)
+    assert whole == ["torch-2.13.0-cpu.json"], f"a damaged environment entry: that file read whole ({whole})"
+    assert again[1].environment == listed[1].environment
+
+    doc = json.loads((folder / "torch-2.13.0-cpu.json").read_text())
+    doc["environment"]["python"] = "3.0.0"
+    (folder / "torch-2.13.0-cpu.json").write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match="changed while the report was rendered"):
+        listed[1].load()

@@ -401,7 +401,8 @@ timed(kinkcheck.report.build, "judged_shard")
 if os.environ.get("KINKCHECK_BENCH_JUDGE_AFRESH"):  # every shard judged anew: the judged shards' cache not read
     import kinkcheck.cache
     read = kinkcheck.cache.read_cached
-    kinkcheck.cache.read_cached = lambda kind, key: None if kind == "judged" else read(kind, key)
+    kinkcheck.cache.read_cached = (lambda kind, key, touch=False:
+                                   None if kind in ("judged", "derived") else read(kind, key, touch))
 t1 = time.perf_counter()
 rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]])
 import resource

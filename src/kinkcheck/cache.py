@@ -3,8 +3,10 @@
 ``$KINKCHECK_CACHE_DIR`` or ``platformdirs.user_cache_dir("kinkcheck")``. Holds the sympy oracle's results
 (:mod:`kinkcheck.oracles.table`), parsed catalogs (:func:`kinkcheck.catalog.load_catalog`), the shard schema's
 compiled validator (:mod:`kinkcheck.shards`), the report's plots (:mod:`kinkcheck.report.plots`) and markers of
-shard files that passed the strict JSON parse and the schema (:func:`kinkcheck.shards.read_shard`), all keyed on
-content hashes. An empty folder is what a fresh clone sees: ``python -m kinkcheck.bench --report`` times a first render
+shard files that passed the strict JSON parse and the schema (:func:`kinkcheck.shards.read_shard`), and what a
+render keeps per shard (its environment, its judged observations, the parts of sections that read it alone:
+``shard-environments/``, ``judged/``, ``derived/``; removed when no render has read them for :data:`UNUSED_DAYS`
+days, :func:`prune_cached`), all keyed on content hashes. An empty folder is what a fresh clone sees: ``python -m kinkcheck.bench --report`` times a first render
 with ``$KINKCHECK_CACHE_DIR`` pointed at one.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir", "read_cached", "write_cached"]
+__all__ = ["UNUSED_DAYS", "cache_dir", "prune_cached", "read_cached", "write_cached"]
 
 
 def cache_dir() -> Path:
@@ -31,12 +33,55 @@ def cache_dir() -> Path:
 _PLATFORM: list[Path] = []
 
 
-def read_cached(kind: str, key: str) -> bytes | None:
-    """The bytes cached as ``<cache>/<kind>/<key>``, None when absent or unreadable."""
+def read_cached(kind: str, key: str, touch: bool = False) -> bytes | None:
+    """The bytes cached as ``<cache>/<kind>/<key>``, None when absent or unreadable; ``touch``: its modification
+    time set to now, so that :func:`prune_cached` keeps what is read (a render's judged shards)."""
+    path = cache_dir() / kind / key
     try:
-        return (cache_dir() / kind / key).read_bytes()
+        data = path.read_bytes()
     except OSError:
         return None
+    if touch:
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+    return data
+
+
+#: Days an entry of a pruned kind (:func:`prune_cached`) stays unread before it is removed.
+UNUSED_DAYS = 7
+
+
+def prune_cached(kind: str, days: float = UNUSED_DAYS) -> int:
+    """Remove the entries of ``<cache>/<kind>`` neither written nor read (with ``touch``) for ``days`` days, and
+    temporary files a killed writer left, at most once an hour per kind (a ``.pruned`` stamp): the kinds a render
+    writes per shard (a benchmark's grown copies, releases since removed) do not pile up. Returns how many were
+    removed; a cache that cannot be walked or written is left as it is, never an error."""
+    import time
+
+    folder = cache_dir() / kind
+    stamp = folder / ".pruned"
+    now = time.time()
+    try:
+        if stamp.exists() and now - stamp.stat().st_mtime < 3600:
+            return 0
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+        removed = 0
+        for entry in os.scandir(folder):
+            if entry.name == ".pruned" or not entry.is_file(follow_symlinks=False):
+                continue
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+            if age > days * 86400 or (entry.name.endswith(".tmp") and age > 86400):
+                try:
+                    os.unlink(entry.path)
+                    removed += 1
+                except OSError:
+                    pass
+        return removed
+    except OSError:
+        return 0
 
 
 def write_cached(kind: str, key: str, data: bytes) -> None:

@@ -262,7 +262,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 0
     try:
         catalog = load_catalog(args.catalog)
-        shards, errors = load_shards(args.shards, catalog)
+        shards, errors = load_shards(args.shards, catalog, lazy=True)  # unpacked only where not judged before
     except (CatalogError, ShardError, OutputError) as err:
         raise UsageError(str(err)) from None
     if errors and args.strict:  # before anything is written: the previous report keeps every release

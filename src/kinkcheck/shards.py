@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
 
-__all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "file_schema", "json_text",
-           "load_shards", "pack", "read_shard", "shard_lock", "shard_schema", "shard_text", "unpack",
+__all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "ShardFile", "file_schema", "json_text",
+           "load_shards", "pack", "read_shard", "read_shard_file", "shard_lock", "shard_schema", "shard_text", "unpack",
            "write_json_atomic", "write_shard", "write_text_atomic"]
 
 
@@ -348,9 +348,9 @@ def _validate(data: Any, name: str) -> None:
         raise ShardError(f"{name}: not a kinkcheck shard (nested too deeply)") from None
 
 
-def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, Any]:
+def read_shard(path: str | Path, catalog: Catalog | None = None, raw: bytes | None = None) -> dict[str, Any]:
     """Read and validate one shard: the JSON (strictly: no key twice in one object), the schema, then the
-    semantics (:func:`kinkcheck.validate.shard_problem`).
+    semantics (:func:`kinkcheck.validate.shard_problem`); ``raw``: the file's bytes, read already.
 
     Each check is done once per content: markers in the cache (:func:`kinkcheck.cache.cache_dir`) record
     that the content-only checks passed (strict JSON and schema; keyed on the SHA-256 of the schema and the
@@ -375,7 +375,8 @@ def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, An
     from kinkcheck.validate import parse_checked_json, parse_json, read_text, shard_problem
 
     p = Path(path)
-    raw = read_text(p, ShardError, missing=f"{p}: shard not found")
+    if raw is None:
+        raw = read_text(p, ShardError, missing=f"{p}: shard not found")
     validated = _validated_marker(raw)
     digest = validated.name
     semantic = hashlib.sha256(f"{digest} {catalog.hash if catalog else '-'} {_checks_hash()}".encode()).hexdigest()
@@ -398,6 +399,82 @@ def read_shard(path: str | Path, catalog: Catalog | None = None) -> dict[str, An
             raise ShardError(_in_file(f"{p}: {problem}", json.loads(raw)))
         _touch(checked)
     return data
+
+
+class ShardFile:
+    """A shard file read for a render (:func:`load_shards` with ``lazy=True``): its environment and the digest of
+    its content at once, its observations only when :meth:`load` asks (:func:`kinkcheck.report.build.judged_shard`
+    asks only for a shard it has not judged before: the other shards of a render after one new shard are hashed,
+    never parsed). Made only for a file that passed every check before (both cache markers of
+    :func:`read_shard`), its environment then read from the cache (``shard-environments/``, by digest); a file
+    not checked yet is read whole and checked at once, its shard kept.
+
+    Attributes
+    ----------
+    path : Path
+    digest : str
+        32 hex digits of the file's bytes (with the shard schema's): what the render's caches are keyed on.
+    environment : dict
+        The shard's environment, as in the shard.
+    """
+
+    __slots__ = ("_catalog", "_shard", "digest", "environment", "path")
+
+    def __init__(self, path: Path, digest: str, environment: dict[str, Any], catalog: Catalog | None = None,
+                 shard: dict[str, Any] | None = None) -> None:
+        self.path, self.digest, self.environment, self._shard = path, digest, environment, shard
+        self._catalog = catalog
+
+    def load(self) -> dict[str, Any]:
+        """The whole shard, as :func:`read_shard` gives it.
+
+        Raises
+        ------
+        ShardError
+            The file changed since it was listed (its digest is another): the render stops rather than judge
+            other bytes than the ones its caches are keyed on.
+        """
+        if self._shard is None:
+            from kinkcheck.validate import read_text
+
+            raw = read_text(self.path, ShardError, missing=f"{self.path}: shard not found")
+            if _validated_marker(raw).name != self.digest:
+                raise ShardError(f"{self.path}: changed while the report was rendered; render again")
+            self._shard = read_shard(self.path, self._catalog, raw=raw)  # checked before: not again
+        return self._shard
+
+    def __repr__(self) -> str:
+        return f"ShardFile({str(self.path)!r}, {self.environment.get('id')!r})"
+
+
+def read_shard_file(path: str | Path, catalog: Catalog | None = None) -> ShardFile:
+    """:func:`read_shard`, as a :class:`ShardFile`: hashed and its environment taken from the cache where both of
+    its checks passed before; else read and checked whole.
+
+    Raises
+    ------
+    ShardError
+        As :func:`read_shard`.
+    """
+    from kinkcheck.cache import cache_dir, read_cached, write_cached
+    from kinkcheck.validate import read_text
+
+    p = Path(path)
+    raw = read_text(p, ShardError, missing=f"{p}: shard not found")
+    validated = _validated_marker(raw)
+    semantic = hashlib.sha256(
+        f"{validated.name} {catalog.hash if catalog else '-'} {_checks_hash()}".encode()).hexdigest()
+    if validated.exists() and (cache_dir() / "checked-shards" / semantic[:32]).exists():
+        kept = read_cached("shard-environments", validated.name, touch=True)
+        try:
+            environment = json.loads(kept) if kept is not None else None
+        except ValueError:  # a damaged entry: the file is read whole below
+            environment = None
+        if isinstance(environment, dict):
+            return ShardFile(p, validated.name, environment, catalog)
+    shard = read_shard(p, catalog, raw=raw)
+    write_cached("shard-environments", validated.name, json.dumps(shard["environment"]).encode())
+    return ShardFile(p, validated.name, shard["environment"], catalog, shard=shard)
 
 
 def _in_file(message: str, file_doc: Any) -> str:
@@ -459,8 +536,10 @@ def _checks_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def load_shards(folder: str | Path, catalog: Catalog | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """All shards ``*.json`` in ``folder``, sorted by environment id, and one error line per bad file.
+def load_shards(folder: str | Path, catalog: Catalog | None = None,
+                lazy: bool = False) -> tuple[list[Any], list[str]]:
+    """All shards ``*.json`` in ``folder``, sorted by environment id, and one error line per bad file; with
+    ``lazy``, each a :class:`ShardFile` (:func:`read_shard_file`: what a render reads), else a dict.
 
     A bad shard (unreadable, off the schema, or semantically broken: see :func:`read_shard`, checked against
     ``catalog`` when given) does not stop the others from loading: the caller reports the gap.
@@ -477,19 +556,19 @@ def load_shards(folder: str | Path, catalog: Catalog | None = None) -> tuple[lis
         raise ShardError(f"{d}: not a folder (--shards takes the folder of shard files)" if d.exists()
                          else f"{d}: no such shard folder")
     with _no_gc():  # 500,000 small dicts and no cycle: the collector would walk them again and again (3.6x)
-        return _load_shards(d, catalog, one_line)
+        return _load_shards(d, catalog, one_line, read_shard_file if lazy else read_shard)
 
 
-def _load_shards(d: Path, catalog: Catalog | None, one_line: Any) -> tuple[list[dict[str, Any]], list[str]]:
-    by_env: dict[str, tuple[Path, dict[str, Any]]] = {}
+def _load_shards(d: Path, catalog: Catalog | None, one_line: Any, read: Any) -> tuple[list[Any], list[str]]:
+    by_env: dict[str, tuple[Path, Any]] = {}
     errors = []
     for p in sorted(d.glob("*.json")):
         try:
-            shard = read_shard(p, catalog)
+            shard = read(p, catalog)
         except ShardError as err:
             errors.append(one_line(str(err)))  # the report prints and lists each as one line
             continue
-        eid = shard["environment"]["id"]
+        eid = (shard.environment if isinstance(shard, ShardFile) else shard["environment"])["id"]
         if eid in by_env:
             # the file named for its environment wins over a stray copy ("torch-2.13.0-cpu (copy).json")
             kept, dropped = ((p, shard), by_env[eid][0]) if p.name == f"{eid}.json" else (by_env[eid], p)

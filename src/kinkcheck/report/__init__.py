@@ -170,7 +170,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     from kinkcheck.report.model import report_json
 
     report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
-    parquet = write_parquet(report)
+    parquet = write_parquet(report, getattr(report, "fragments", None))  # the judged shards' columns, kept
     report.provenance.observations_sha256 = hashlib.sha256(parquet).hexdigest()
     json_bytes = report_json(report, observations_file="observations.parquet")  # the observations once, there
     digest = hashlib.sha256(json_bytes).hexdigest()

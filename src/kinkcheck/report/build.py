@@ -29,6 +29,7 @@ import msgspec
 
 from kinkcheck import __version__
 from kinkcheck import conformance as conf
+from kinkcheck.cache import prune_cached
 from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
 from kinkcheck.classify import OracleNumbers, classify
 from kinkcheck.oracles import backprop
@@ -36,6 +37,7 @@ from kinkcheck.oracles.table import oracle_table, own_function_table
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.probe.plan import missing_work
 from kinkcheck.report import model as m
+from kinkcheck.report.dataset import fragment
 from kinkcheck.report.sections import (
     COMPARISONS,
     _conformance,
@@ -50,6 +52,7 @@ from kinkcheck.report.sections import (
     disagreements,
     mode_disagreements,
 )
+from kinkcheck.shards import ShardFile
 from kinkcheck.vocabulary import flat_value
 
 __all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]
@@ -83,13 +86,18 @@ def _env_sort_key(env: dict[str, Any]) -> tuple[Any, ...]:
     return (rank, fw, env["device"] != "cpu", env["device"], tag != DEFAULT_PLATFORM, tag, v)
 
 
-def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str] = ()) -> m.Report:
+def _environment(shard: dict[str, Any] | ShardFile) -> dict[str, Any]:
+    return shard.environment if isinstance(shard, ShardFile) else shard["environment"]  # type: ignore[no-any-return]
+
+
+def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: Sequence[str] = ()) -> m.Report:
     """Build the report.
 
     Parameters
     ----------
-    shards : sequence of dict
-        Shards as read by :func:`kinkcheck.shards.load_shards` (validated).
+    shards : sequence of dict or ShardFile
+        Shards as read by :func:`kinkcheck.shards.load_shards` (validated), whole or as files whose observations
+        are unpacked only where their judgement is not in the cache (``lazy=True``, what a render reads).
     catalog : Catalog
     gaps : sequence of str
         One line per shard that could not be read; shown in the report.
@@ -104,9 +112,9 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     ValueError
         The oracle table lacks a second-order entry for a case a shard measured in ``second-order`` mode.
     """
-    shards = sorted(shards, key=lambda s: _env_sort_key(s["environment"]))
+    shards = sorted(shards, key=lambda s: _env_sort_key(_environment(s)))
     # case_hashes (per-case freshness, 16 hex digits a case) stay in the shards: bookkeeping, not provenance
-    environments = [msgspec.convert({k: v for k, v in s["environment"].items() if k != "case_hashes"},
+    environments = [msgspec.convert({k: v for k, v in _environment(s).items() if k != "case_hashes"},
                                     m.Environment) for s in shards]
     ctx = judging_context(catalog)
     table = ctx.table
@@ -117,6 +125,8 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
              for c in catalog]
 
     predictions: dict[tuple[str, str, str], conf.Prediction] = {}
+    fragments: dict[str, Any] = {}  # environment -> its observations' Parquet columns (dataset.fragment)
+    judged_keys: dict[str, str] = {}  # environment -> its judged key: the parts of sections kept per shard
     observations: list[m.Observation] = []
     flats: list[tuple[float, ...] | None] = []
     networks: list[m.Network] = []
@@ -137,6 +147,9 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         flats += j.flats
         networks += j.networks
         predictions.update(j.predictions)
+        fragments[j.environment] = j.fragment
+        if j.key is not None:
+            judged_keys[j.environment] = j.key
 
     provenance = m.Provenance(
         generated_at=report_date([e.measured_at for e in environments]), kinkcheck_version=__version__,
@@ -155,6 +168,7 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
         mode_disagreements=m.ModeDisagreements(), changed_in=[], conformance=m.Conformance(), version_span=[],
         coverage=m.Coverage(), network_summary=[], summary=empty_summary)
     # each shard's observations come in the report's order (:func:`judged_shard`), the shards in theirs
+    report.judged_keys = judged_keys  # not a field either: sections.py keeps per-shard parts under these keys
     ix = report.index
     flat_cache = ix._flat
     for ob, flat in zip(observations, flats):  # the builder knows every flat value: seed the cache
@@ -169,13 +183,16 @@ def build(shards: Sequence[dict[str, Any]], catalog: Catalog, gaps: Sequence[str
     report.network_summary = _network_summary(report.networks)
     report.summary = _summary(report)
     report.kink_hits = kink_hits(Path(catalog.path).parent / "kinkhits")
+    for kind in ("judged", "derived", "shard-environments"):  # what no render has read for a week
+        prune_cached(kind)
+    report.fragments = fragments  # not a field of the document: what write_parquet joins (not in the JSON)
     return report
 
 
 #: The judging code: a change to any of these files judges every shard again (:func:`judge_digest`).
 JUDGE_MODULES: tuple[str, ...] = (
     "classify.py", "geometry.py", "conformance.py", "expr.py", "registry.py", "dtypes.py", "vocabulary.py",
-    "catalog.py", "probe/plan.py", "report/build.py", "report/records.py", "oracles/*.py", "frameworks/*/record.py")
+    "catalog.py", "probe/plan.py", "report/build.py", "report/dataset.py", "report/records.py", "oracles/*.py", "frameworks/*/record.py")
 
 
 @dataclasses.dataclass
@@ -200,6 +217,9 @@ class JudgedShard:
         The shard's network runs, cross-checked against the NumPy oracle.
     predictions : dict
         ``(case, framework, program)`` → the framework's documented rule at the case, for every program judged.
+    fragment : pyarrow.Table
+        The observations as the Parquet file's columns (:func:`kinkcheck.report.dataset.fragment`), so that the
+        file of a render after one new shard is made of kept columns and that shard's.
     """
 
     environment: str
@@ -210,6 +230,9 @@ class JudgedShard:
     flats: list[tuple[float, ...] | None]
     networks: list[m.Network]
     predictions: dict[tuple[str, str, str], conf.Prediction]
+    fragment: Any = None
+    #: The cache key this judgement is kept under (:func:`judged_shard`), None where it is not kept.
+    key: str | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled with the observations as columns, one list per field (unpickled three times as fast as one
@@ -287,12 +310,13 @@ def judge_digest() -> str:
 _JUDGE_DIGEST: list[str] = []
 
 
-def judged_shard(shard: dict[str, Any], ctx: _Context) -> JudgedShard:
+def judged_shard(shard: dict[str, Any] | ShardFile, ctx: _Context) -> JudgedShard:
     """``shard`` judged (:func:`_judge`), from the cache when this content was judged before by the same code
     against the same catalog and oracles.
 
     The cache (``judged/`` in :func:`kinkcheck.cache.cache_dir`) is keyed on the SHA-256 of the shard's content
-    (its msgpack encoding: every float's bits, so ``-0.0``, ``nan`` and ``null`` stay apart) and
+    (a :class:`kinkcheck.shards.ShardFile`'s digest of its file's bytes, read without unpacking it; a shard given
+    whole, its msgpack encoding: every float's bits, so ``-0.0``, ``nan`` and ``null`` stay apart) and
     :attr:`_Context.digest` (the judging code, :func:`judge_digest`, and what the judging reads of the catalog and
     its oracle table); a render after one new or changed shard judges that shard alone. Entries are plain pickles,
     written atomically (:func:`kinkcheck.cache.write_cached`: two renders at once each write a whole entry, the
@@ -304,20 +328,25 @@ def judged_shard(shard: dict[str, Any], ctx: _Context) -> JudgedShard:
     from kinkcheck.cache import read_cached, write_cached
 
     h = hashlib.sha256(ctx.digest.encode())
-    try:
-        h.update(msgspec.msgpack.encode(shard))
-    except (TypeError, OverflowError, ValueError):  # not msgpack's (an integer past 64 bits): judged, not kept
-        return _judge(shard, ctx)
+    if isinstance(shard, ShardFile):
+        h.update(f"file {shard.digest}".encode())
+    else:
+        try:
+            h.update(msgspec.msgpack.encode(shard))
+        except (TypeError, OverflowError, ValueError):  # not msgpack's (an integer past 64 bits): judged, not kept
+            return _judge(shard, ctx)
     key = h.hexdigest()[:40]
-    raw = read_cached("judged", key)
+    raw = read_cached("judged", key, touch=True)
     if raw is not None:
         try:
             cached = pickle.loads(raw)
         except Exception:  # noqa: BLE001 - any damage to a cache entry means: judge it again
             cached = None
         if isinstance(cached, JudgedShard):
+            cached.key = key
             return cached
-    judged = _judge(shard, ctx)
+    judged = _judge(shard.load() if isinstance(shard, ShardFile) else shard, ctx)
+    judged.key = key
     write_cached("judged", key, pickle.dumps(judged, protocol=pickle.HIGHEST_PROTOCOL))
     return judged
 
@@ -392,10 +421,11 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
     # shards list their observations in probing order: the report's order (a stable sort: equal keys, which one
     # observation per cell rules out, would keep the shard's order); the shards themselves come in order
     ordered = sorted(range(len(observations)), key=order_keys.__getitem__)
+    observations = [observations[i] for i in ordered]
     return JudgedShard(environment=env["id"], changed=tuple(changed), unknown=unknown, staged=staged,
-                       observations=[observations[i] for i in ordered], flats=[flats[i] for i in ordered],
+                       observations=observations, flats=[flats[i] for i in ordered],
                        networks=_networks(s, catalog, set(changed), scalar_derivative, ctx.checked),
-                       predictions=used)
+                       predictions=used, fragment=fragment(observations))
 
 
 def kink_hits(folder: Path) -> list[m.KinkHits]:

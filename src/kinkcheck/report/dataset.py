@@ -26,15 +26,16 @@ measured per framework and place, what ``kinkcheck grad`` needs besides the rows
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from kinkcheck.query import ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
-from kinkcheck.report.model import DTYPES, MODES, Report, read_observations
+from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
 
-__all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "read_observations", "read_table", "report_index",
+__all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "fragment", "read_observations", "read_table", "report_index",
            "row_group_index", "schema", "table_index", "write_parquet", "write_table"]
 #: Rows per row group: small enough that one case's rows (a few thousand) span one or two groups and one program's
 #: rows within a case (a few hundred) one, large enough that the file is not mostly group headers.
@@ -71,40 +72,31 @@ def report_index(report: Report) -> dict[str, Any]:
     return {"cases": cases, "releases": releases, "modes": modes}
 
 
-def write_parquet(report: Report) -> bytes:
-    """The Parquet file of ``report.observations`` (see the module docstring), as bytes.
+#: The columns an observation gives itself (the others come from its environment), in :data:`SCHEMA` order.
+OWN_COLUMNS = ("case", "program", "framework", "mode", "dtype", "status", "value", "label", "labels", "conformance",
+               "error", "input")
+#: The columns of its environment, taken from one row per environment.
+ENVIRONMENT_COLUMNS = ("framework_version", "device", "platform_tag", "environment")
 
-    Built column by column: the order is Arrow's sort of (case, program, then the ranks of environment, mode and
-    dtype in the report); the environment's columns are taken from one row per environment and the labels from
-    one list per distinct labelling (an observation's labels are one of a few hundred).
-    """
+
+def fragment(observations: Sequence[Observation]) -> Any:
+    """The rows of ``observations`` (one shard's, judged: :class:`kinkcheck.report.build.JudgedShard`) as an Arrow
+    table of :data:`OWN_COLUMNS` and the ranks of their mode and dtype (``mode_rank``, ``dtype_rank``), in their
+    order: what :func:`write_parquet` joins, so that a render after one new shard builds one shard's columns, not
+    every shard's. The labels are built from one list per distinct labelling (an observation's labels are one of
+    a few hundred)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    sch = schema()
     text = pa.string()
-    obs = report.observations
-    envs = report.environments
-    env_rank = {e.id: i for i, e in enumerate(envs)}
-
-    def ranks(names: Any, attr: str) -> Any:
-        rank = {n: i for i, n in enumerate(names)}
-        return pa.array([rank.get(getattr(o, attr), len(rank)) for o in obs], pa.int32())
-
-    keys = {"case": pa.array([o.case for o in obs], text), "program": pa.array([o.program for o in obs], text),
-            "environment": ranks(env_rank, "environment"), "mode": ranks(MODES, "mode"),
-            "dtype": ranks(DTYPES, "dtype")}
-    order = pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys])
-    obs = [obs[i] for i in order.to_pylist()]
-    env_of = pa.array([env_rank[o.environment] for o in obs], pa.int32())
+    obs = observations
     labelings: dict[tuple[str, ...], int] = {}
     labeling = pa.array([labelings.setdefault(tuple(o.labels), len(labelings)) for o in obs], pa.int32())
     enc = msgspec.json.encode
+    mode_rank = {n: i for i, n in enumerate(MODES)}
+    dtype_rank = {n: i for i, n in enumerate(DTYPES)}
 
     def column(name: str) -> Any:
-        if name in ("framework_version", "device", "platform_tag", "environment"):
-            return pc.take(pa.array([e.id if name == "environment" else getattr(e, name) for e in envs], text),
-                           env_of)
         if name == "labels":
             return pc.take(pa.array([list(k) for k in labelings], pa.list_(text)), labeling)
         if name == "label":  # the first label, the one the report shows
@@ -113,7 +105,67 @@ def write_parquet(report: Report) -> bytes:
             return pa.array([None if (v := getattr(o, name)) is None else enc(v).decode() for o in obs], text)
         return pa.array([getattr(o, name) for o in obs], text)
 
-    table = pa.Table.from_arrays([column(f.name) for f in sch], schema=sch)
+    columns = {name: column(name) for name in OWN_COLUMNS}
+    columns["mode_rank"] = pa.array([mode_rank.get(o.mode, len(mode_rank)) for o in obs], pa.int32())
+    columns["dtype_rank"] = pa.array([dtype_rank.get(o.dtype, len(dtype_rank)) for o in obs], pa.int32())
+    return pa.table(columns)
+
+
+def write_parquet(report: Report, fragments: Mapping[str, Any] | None = None) -> bytes:
+    """The Parquet file of ``report.observations`` (see the module docstring), as bytes.
+
+    Built from one :func:`fragment` per environment: ``fragments`` (environment id → its fragment, as the render
+    keeps them with each shard's judgement) where given, else each environment's observations in
+    ``report.observations`` made into one. The fragments are joined in the report's order of environments, the
+    environment's columns taken from one row per environment, and the rows put in Arrow's sort of (case,
+    program, then the ranks of environment, mode and dtype in the report). The same report gives the same bytes
+    either way.
+
+    Raises
+    ------
+    ValueError
+        ``fragments`` lacks an environment of the report, or its rows are not the report's count.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    sch = schema()
+    text = pa.string()
+    envs = report.environments
+    if fragments is None:
+        by_env: dict[str, list[Observation]] = {}
+        for o in report.observations:
+            by_env.setdefault(o.environment, []).append(o)
+        fragments = {eid: fragment(obs) for eid, obs in by_env.items()}
+    missing = sorted(set(fragments) - {e.id for e in envs})
+    if missing:
+        raise ValueError(f"observations of environments the report does not list: {', '.join(missing[:3])}")
+    parts, env_of = [], []
+    for rank, e in enumerate(envs):
+        f = fragments.get(e.id)
+        if f is not None and f.num_rows:
+            parts.append(f)
+            env_of.append(np.full(f.num_rows, rank, dtype=np.int32))
+    if sum(f.num_rows for f in parts) != len(report.observations):
+        raise ValueError(f"the fragments hold {sum(f.num_rows for f in parts):,} rows, the report "
+                         f"{len(report.observations):,} observations")
+    empty = fragment([])
+    table = pa.concat_tables(parts) if parts else empty
+    env_rank = pa.array(np.concatenate(env_of) if env_of else np.zeros(0, dtype=np.int32), pa.int32())
+    keys = pa.table({"case": table.column("case"), "program": table.column("program"), "environment": env_rank,
+                     "mode": table.column("mode_rank"), "dtype": table.column("dtype_rank")})
+    order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names])
+    table = table.take(order)
+    env_rank = env_rank.take(order)
+    columns = {}
+    for f in sch:
+        if f.name in ENVIRONMENT_COLUMNS:
+            columns[f.name] = pc.take(pa.array([e.id if f.name == "environment" else getattr(e, f.name)
+                                                for e in envs], text), env_rank)
+        else:
+            columns[f.name] = table.column(f.name).combine_chunks()
+    table = pa.Table.from_arrays([columns[f.name] for f in sch], schema=sch)
     prov = report.provenance
     table = table.replace_schema_metadata({
         "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,

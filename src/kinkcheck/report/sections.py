@@ -73,6 +73,57 @@ def _shape(groups: Sequence[m.Group]) -> tuple[Any, ...]:
     return tuple((g.label, tuple((p.framework, p.program) for p in g.programs)) for g in groups)
 
 
+# --------------------------------------------------------------------------- kept per shard or pair of shards
+
+#: The code the parts kept per shard (:func:`_kept`) are computed by, besides the judging code
+#: (:data:`kinkcheck.report.build.JUDGE_MODULES`, in each shard's judged key): a change to any of them computes
+#: every part again.
+DERIVED_MODULES: tuple[str, ...] = ("report/sections.py", "report/model.py", "report/view.py", "report/text.py",
+                                    "isa.py", "platforms.py", "platforms.toml")
+_DERIVED_DIGEST: list[str] = []
+
+
+def derived_digest() -> str:
+    """16 hex digits of :data:`DERIVED_MODULES`' sources: part of every key :func:`_kept` writes."""
+    if not _DERIVED_DIGEST:
+        import hashlib
+
+        root = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256()
+        for name in DERIVED_MODULES:
+            h.update(name.encode() + b"\0" + (root / name).read_bytes())
+        _DERIVED_DIGEST.append(h.hexdigest()[:16])
+    return _DERIVED_DIGEST[0]
+
+
+def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any) -> Any:
+    """``compute()``, a part of a section that reads the observations of ``environments`` alone (a boundary of
+    *Changed in*, one environment's mode comparisons), kept in the cache folder (``derived/``) under ``kind``,
+    :func:`derived_digest` and each environment's judged key (``report.judged_keys``: its shard's content, the
+    judging code, the catalog and its oracles; :func:`kinkcheck.report.build.judged_shard`). A render after one
+    new shard computes the parts that read it, and reads the others. A report built without judged keys (by hand,
+    in a test) computes every part; an entry that cannot be read is computed again, never an error."""
+    import hashlib
+    import pickle
+
+    from kinkcheck.cache import read_cached, write_cached
+
+    keys = getattr(report, "judged_keys", None) or {}
+    parts = [keys.get(e) for e in environments]
+    if any(k is None for k in parts):
+        return compute()
+    key = hashlib.sha256(" ".join([kind, derived_digest(), *parts]).encode()).hexdigest()[:40]
+    raw = read_cached("derived", key, touch=True)
+    if raw is not None:
+        try:
+            return pickle.loads(raw)
+        except Exception:  # noqa: BLE001 - any damage to a cache entry means: compute it again
+            pass
+    value = compute()
+    write_cached("derived", key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    return value
+
+
 def disagreements(report: m.Report) -> m.Disagreements:
     """Programs for the same case that return different values (reverse mode), within and across frameworks.
 
@@ -82,39 +133,55 @@ def disagreements(report: m.Report) -> m.Disagreements:
     framework returns that no program of another framework returns.
     """
     ix = report.index
-    by_key: dict[tuple[str, str, str], list[m.Observation]] = {}
-    for o in report.observations:
-        if o.mode == "reverse":
-            by_key.setdefault((o.environment, o.case, o.dtype), []).append(o)
-    within: dict[tuple[Any, ...], m.Within] = {}
-    for env in report.environments:
+
+    def reverse(eid: str) -> dict[tuple[str, str], list[m.Observation]]:
+        """(case, dtype) → one environment's reverse-mode observations."""
+        by_key: dict[tuple[str, str], list[m.Observation]] = {}
+        for o in ix.by_environment.get(eid, []):
+            if o.mode == "reverse":
+                by_key.setdefault((o.case, o.dtype), []).append(o)
+        return by_key
+
+    def of_environment(env: m.Environment) -> list[m.Within]:
+        """One environment's splits, case by case (dtypes that split alike share one)."""
+        by_key = reverse(env.id)
+        found: list[m.Within] = []
         for case in report.cases:
-            per_env: list[m.Within] = []
+            per_case: list[m.Within] = []
             for dtype in ix.dtypes:
-                groups = _groups(by_key.get((env.id, case.id, dtype), []), ix, dtype)
+                groups = _groups(by_key.get((case.id, dtype), []), ix, dtype)
                 if len(groups) < 2:
                     continue
-                prev = next((w for w in per_env if _shape(w.groups) == _shape(groups)), None)
+                prev = next((w for w in per_case if _shape(w.groups) == _shape(groups)), None)
                 if prev is not None:
                     prev.dtypes.append(dtype)
                 else:
-                    per_env.append(m.Within(framework=env.framework, case=case.id, dtypes=[dtype], groups=groups,
-                                            environments=[env.id], releases=""))
-            for w in per_env:
-                key = (w.framework, w.case, tuple(w.dtypes), _shape(w.groups))
-                if key in within:
-                    within[key].environments.append(env.id)
-                else:
-                    within[key] = w
+                    per_case.append(m.Within(framework=env.framework, case=case.id, dtypes=[dtype], groups=groups,
+                                             environments=[env.id], releases=""))
+            found += per_case
+        return found
+
+    within: dict[tuple[Any, ...], m.Within] = {}
+    for env in report.environments:
+        # the dtypes a report shows come with the catalog and every shard: part of what is kept is their list
+        kept = _kept(report, f"within {' '.join(ix.dtypes)}", [env.id], lambda env=env: of_environment(env)) \
+            if env.id in ix.by_environment else []
+        for w in kept:
+            key = (w.framework, w.case, tuple(w.dtypes), _shape(w.groups))
+            if key in within:
+                within[key].environments.append(env.id)
+            else:
+                within[key] = w
     rows = list(within.values())
     for w in rows:
         w.releases = ix.releases(w.environments)
     rows.sort(key=lambda w: (ix.case_rank[w.case], _fw_rank(w.framework), ix.env_rank[w.environments[0]]))
     newest = [e.id for fw in ix.frameworks() if (e := ix.newest(fw)) is not None]
+    newest_reverse = {eid: reverse(eid) for eid in newest}
     across: list[m.Across] = []
     for case in report.cases:
         for dtype in ix.dtypes:
-            obs = [o for eid in newest for o in by_key.get((eid, case.id, dtype), [])]
+            obs = [o for eid in newest for o in newest_reverse[eid].get((case.id, dtype), [])]
             groups = _groups(obs, ix, dtype)
             frameworks = {p.framework for g in groups for p in g.programs}
             one_sided = False
@@ -220,23 +287,49 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
     as ranges.
     """
     ix = report.index
-    cells: dict[tuple[str, str, str], dict[tuple[str, str], m.Observation]] = {}
-    for o in report.observations:
-        cells.setdefault((o.environment, o.case, o.program), {})[(o.mode, o.dtype)] = o
+    memo: dict[str, dict[tuple[str, str], dict[tuple[str, str], m.Observation]]] = {}
+
+    def cells(eid: str) -> dict[tuple[str, str], dict[tuple[str, str], m.Observation]]:
+        """(case, program) → (mode, dtype) → the observation, of one environment."""
+        if eid not in memo:
+            by_cell: dict[tuple[str, str], dict[tuple[str, str], m.Observation]] = {}
+            for o in ix.by_environment.get(eid, []):
+                by_cell.setdefault((o.case, o.program), {})[(o.mode, o.dtype)] = o
+            memo[eid] = by_cell
+        return memo[eid]
+
+    def within(eid: str) -> list[tuple[m.Observation, m.Observation, str, str]]:
+        """One environment's modes against reverse mode, and its lower precisions against float64."""
+        found = []
+        for by_mode in cells(eid).values():
+            for (mode, dtype), ob in by_mode.items():
+                if mode in COMPARISONS:
+                    ref = by_mode.get(("reverse", dtype))
+                    if ref is not None and _differs(ref, ob, ix, dtype):
+                        found.append((ref, ob, COMPARISONS[mode], eid))
+                if mode in ("reverse", "second-order") and dtype != "float64":
+                    ref = by_mode.get((mode, "float64"))
+                    if ref is not None and _differs(ref, ob, ix, dtype):
+                        found.append((ref, ob, f"float64 vs {dtype}", eid))
+        return found
+
+    def across(cpu: str, eid: str, comparison: str) -> list[tuple[m.Observation, m.Observation, str, str]]:
+        """An environment against the CPU environment ``cpu`` of its release, cell by cell."""
+        found = []
+        reference = cells(cpu)
+        for cell, by_mode in cells(eid).items():
+            cpu_cells = reference.get(cell, {})
+            for key, ob in by_mode.items():
+                ref = cpu_cells.get(key)
+                if ref is not None and _differs(ref, ob, ix, key[1]):
+                    found.append((ref, ob, comparison, eid))
+        return found
+
     raw: list[tuple[m.Observation, m.Observation, str, str]] = []
-    capped = {e.id for e in report.environments if e.isa_cap}
-    for (eid, _cid, _prog), by_mode in cells.items():
-        if eid in capped:  # a lower x86-64 level: what it changes is against the reference level (isa-levels.md)
+    for env in ix.measured:
+        if env.isa_cap:  # a lower x86-64 level: what it changes is against the reference level (isa-levels.md)
             continue
-        for (mode, dtype), ob in by_mode.items():
-            if mode in COMPARISONS:
-                ref = by_mode.get(("reverse", dtype))
-                if ref is not None and _differs(ref, ob, ix, dtype):
-                    raw.append((ref, ob, COMPARISONS[mode], eid))
-            if mode in ("reverse", "second-order") and dtype != "float64":
-                ref = by_mode.get((mode, "float64"))
-                if ref is not None and _differs(ref, ob, ix, dtype):
-                    raw.append((ref, ob, f"float64 vs {dtype}", eid))
+        raw += _kept(report, "modes", [env.id], lambda eid=env.id: within(eid))
     not_measured = []
     for env in report.environments:
         if env.place == "cpu":
@@ -252,14 +345,8 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
                                 "to compare with")
             continue
         comparison = place_comparison(cpu, env)
-        for (eid, cid, prog), by_mode in cells.items():
-            if eid != env.id:
-                continue
-            cpu_cells = cells.get((cpu.id, cid, prog), {})
-            for key, ob in by_mode.items():
-                ref = cpu_cells.get(key)
-                if ref is not None and _differs(ref, ob, ix, key[1]):
-                    raw.append((ref, ob, comparison, eid))
+        raw += _kept(report, f"places {comparison}", [cpu.id, env.id],
+                     lambda cpu=cpu.id, eid=env.id, c=comparison: across(cpu, eid, c))
     for fw in FRAMEWORKS:
         for dev, why in _devices_unmeasured(fw, report.environments):
             not_measured.append(f"{fw}: CPU vs {device_title(dev)} not measured: {why}")
@@ -348,7 +435,7 @@ def changed_in(report: m.Report) -> list[m.ChangedIn]:
         for i, e in enumerate(envs):
             boundary_rank[e.id] = i
         for a, b in itertools.pairwise(envs):
-            out.extend(_boundary(ix, a, b))
+            out.extend(_kept(report, "changed-in", [a.id, b.id], lambda a=a, b=b: _boundary(ix, a, b)))
     return sorted(out, key=lambda r: (_fw_rank(r.framework), r.framework, r.device, -boundary_rank[r.to_environment],
                                       _KINDS.index(r.kind), r.program, r.change, ix.case_rank.get(
                                           r.cases[0], -1) if r.cases else -1, _mode_rank(r.modes[0])))

@@ -30,6 +30,8 @@ Everything is built in one pass over the observations plus constant-time lookups
 
 from __future__ import annotations
 
+import functools
+
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -640,6 +642,7 @@ def _runs(items: list[tuple[Environment, Cell]], among: list[Environment]) -> li
     return out
 
 
+@functools.lru_cache(maxsize=65536)  # one message recurs in many cells: rewritten once per release and dtype
 def _generic(error: str, version: str, dtype: str) -> str:
     """A message with its own release and dtype written ``<release>`` and ``<dtype>`` (``paddle 2.6.2 has no
     float16 CPU kernel`` → ``paddle <release> has no <dtype> CPU kernel``), so the releases and dtypes that

@@ -1,0 +1,33 @@
+"""The cache folder: entries read and written atomically, and the kinds a render keeps per shard pruned."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from kinkcheck.cache import UNUSED_DAYS, prune_cached, read_cached, write_cached
+
+
+def test_entries_no_render_read_for_a_week_are_pruned_and_read_ones_kept(tmp_path, monkeypatch):
+    """Issue 46: ``judged/`` grew by a whole set per benchmark run and was never emptied. An entry neither written
+    nor read (with ``touch``) for :data:`UNUSED_DAYS` days is removed, one read since is kept, a killed writer's
+    temporary file goes after a day; a second prune within the hour does nothing."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    for key in ("old-unread", "old-read", "new"):
+        write_cached("judged", key, key.encode())
+    folder = tmp_path / "judged"
+    (folder / ".k.tmp").write_bytes(b"half")
+    past = time.time() - (UNUSED_DAYS + 1) * 86400
+    for name in ("old-unread", "old-read", ".k.tmp"):
+        os.utime(folder / name, (past, past))
+    assert read_cached("judged", "old-read", touch=True) == b"old-read", "read back whole"
+    assert read_cached("judged", "old-unread") == b"old-unread" and (folder / "old-unread").stat().st_mtime < \
+        time.time() - UNUSED_DAYS * 86400, "a read without touch leaves the time as it was"
+    assert prune_cached("judged") == 2, "the unread entry and the stale temporary file"
+    assert sorted(p.name for p in folder.iterdir() if p.name != ".pruned") == ["new", "old-read"], \
+        list(folder.iterdir())
+    os.utime(folder / "new", (past, past))
+    assert prune_cached("judged") == 0 and (folder / "new").exists(), "pruned at most once an hour"
+    os.utime(folder / ".pruned", (past, past))
+    assert prune_cached("judged") == 1 and not (folder / "new").exists(), "an hour later: pruned again"
+    assert prune_cached("never-written") == 0, "a kind with no folder: nothing to prune, no error"
