@@ -8,11 +8,13 @@ The derived sections (disagreements, mode disagreements, *Changed in*, conforman
 computed once, from the observations through :class:`kinkcheck.report.model.ReportIndex`
 (:mod:`kinkcheck.report.sections`).
 
-Each shard is judged once per content (:func:`judged_shard`): its judged observations, in the report's order, and
-its cross-checked network runs are kept in the cache folder, keyed on the shard's content, the judging code
-(:data:`JUDGE_MODULES`) and what the judging reads of the catalog and the oracle table; a render after one new or
-changed shard judges that shard alone and reads the others' judgements. The report is the same, byte for byte, as
-one judged afresh.
+Each shard is judged once per content (:func:`judged_shard`): its judged observations, in the report's order, their
+Parquet columns (:func:`kinkcheck.report.dataset.fragment`) and its cross-checked network runs are kept in the cache
+folder, keyed on the shard's content, the judging code (:data:`JUDGE_MODULES`) and what the judging reads of the
+catalog and the oracle table; a render after one new or changed shard judges that shard alone and reads the others'
+judgements, without unpacking their files (:class:`kinkcheck.shards.ShardFile`). The parts of the derived sections
+that read one shard or a pair of shards are kept under those keys too (:func:`kinkcheck.report.sections._kept`).
+The report is the same, byte for byte, as one judged afresh.
 """
 
 from __future__ import annotations
