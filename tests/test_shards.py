@@ -457,11 +457,17 @@ def test_a_render_lists_checked_shards_by_digest_and_unpacks_only_what_it_asks_f
     assert jax.load() == real(folder / "jax-0.10.2-cpu.json", catalog), "loaded: the shard read_shard gives"
     assert jax.load() is jax.load(), "unpacked once"
 
-    (tmp_path / "cache" / "shard-environments" / listed[1].digest).write_bytes(b"{not json")
+    entries = tmp_path / "cache" / "shard-environments"
+    (entries / listed[1].digest).write_bytes(b"{not json")
     whole.clear()
     again, _ = load_shards(folder, catalog, lazy=True)
     assert whole == ["torch-2.13.0-cpu.json"], f"a damaged environment entry: that file read whole ({whole})"
     assert again[1].environment == listed[1].environment
+    (entries / listed[1].digest).write_bytes((entries / listed[0].digest).read_bytes())  # jax's entry, torch's name
+    whole.clear()
+    again, _ = load_shards(folder, catalog, lazy=True)
+    assert whole == ["torch-2.13.0-cpu.json"] and again[1].environment["id"] == "torch-2.13.0-cpu", \
+        f"another file's entry is not taken: read whole ({whole}, {again[1].environment['id']})"
 
     doc = json.loads((folder / "torch-2.13.0-cpu.json").read_text())
     doc["environment"]["python"] = "3.0.0"

@@ -467,13 +467,16 @@ def read_shard_file(path: str | Path, catalog: Catalog | None = None) -> ShardFi
     if validated.exists() and (cache_dir() / "checked-shards" / semantic[:32]).exists():
         kept = read_cached("shard-environments", validated.name, touch=True)
         try:
-            environment = json.loads(kept) if kept is not None else None
+            entry = json.loads(kept) if kept is not None else None
         except ValueError:  # a damaged entry: the file is read whole below
-            environment = None
-        if isinstance(environment, dict):
-            return ShardFile(p, validated.name, environment, catalog)
+            entry = None
+        # the entry names the digest it was written for: another file's entry (copied, renamed) is not taken
+        if isinstance(entry, dict) and entry.get("digest") == validated.name and isinstance(entry.get("environment"),
+                                                                                            dict):
+            return ShardFile(p, validated.name, entry["environment"], catalog)
     shard = read_shard(p, catalog, raw=raw)
-    write_cached("shard-environments", validated.name, json.dumps(shard["environment"]).encode())
+    write_cached("shard-environments", validated.name,
+                 json.dumps({"digest": validated.name, "environment": shard["environment"]}).encode())
     return ShardFile(p, validated.name, shard["environment"], catalog, shard=shard)
 
 

@@ -344,7 +344,7 @@ def judged_shard(shard: dict[str, Any] | ShardFile, ctx: _Context) -> JudgedShar
             cached = pickle.loads(raw)
         except Exception:  # noqa: BLE001 - any damage to a cache entry means: judge it again
             cached = None
-        if isinstance(cached, JudgedShard):
+        if isinstance(cached, JudgedShard) and cached.environment == _environment(shard)["id"]:  # not another's
             cached.key = key
             return cached
     judged = _judge(shard.load() if isinstance(shard, ShardFile) else shard, ctx)
