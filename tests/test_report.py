@@ -1029,3 +1029,16 @@ def test_a_render_from_shard_files_reads_kept_parts_and_equals_one_from_whole_sh
         "damaged parts are computed again, the same"
     with pytest.raises(ValueError, match="rows"):
         write_parquet(lazy, {**lazy.fragments, "torch-2.13.0-cpu": lazy.fragments["jax-0.10.2-cpu"]})
+
+    # an environment entry edited in the cache (its digest kept): the parts are kept under the environment as the
+    # report shows it, so once the entry is right again no part computed from the edited one is read
+    entry = tmp_path / "cache" / "shard-environments" / files[-1].digest
+    good = entry.read_bytes()
+    entry.write_bytes(good.replace(b'"framework_version": "2.14.1"', b'"framework_version": "2.14.9"'))
+    assert entry.read_bytes() != good, "the entry was edited"
+    shutil.rmtree(tmp_path / "cache" / "derived")  # the parts computed afresh, from the edited entry
+    edited = build(load_shards(folder, small, lazy=True)[0], small)
+    assert any(e.framework_version == "2.14.9" for e in edited.environments), "the edited entry was read"
+    entry.write_bytes(good)
+    assert report_json(build(load_shards(folder, small, lazy=True)[0], small)) == report_json(plain), \
+        "the entry right again: the report is the one of whole shards (no part kept from the edited entry)"

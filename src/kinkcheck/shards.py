@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
 
 
-__all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "ShardFile", "file_schema", "json_text",
-           "load_shards", "pack", "read_shard", "read_shard_file", "shard_lock", "shard_schema", "shard_text", "unpack",
-           "write_json_atomic", "write_shard", "write_text_atomic"]
+__all__ = ["CELL_FIELDS", "FILE_SCHEMA_ID", "SCHEMA_ID", "ShardBusy", "ShardError", "ShardFile", "file_schema",
+           "json_text", "load_shards", "pack", "read_shard", "read_shard_file", "shard_lock", "shard_schema",
+           "shard_text", "unpack", "write_json_atomic", "write_shard", "write_text_atomic"]
 
 
 SCHEMA_ID = "kinkcheck/shard/v1"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Sequence
 from fractions import Fraction
@@ -135,6 +136,7 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
     staged: dict[str, set[str]] = {}  # environment -> staged cases it holds (measured ahead of their move)
+    records = {e.id: msgspec.json.encode(e) for e in environments}
     for s in shards:  # each shard judged once per content and judging code (the cache), in the report's order
         j = judged_shard(s, ctx)
         if j.changed:
@@ -150,8 +152,9 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
         networks += j.networks
         predictions.update(j.predictions)
         fragments[j.environment] = j.fragment
-        if j.key is not None:
-            judged_keys[j.environment] = j.key
+        if j.key is not None:  # with the environment as the report shows it: the kept parts print its fields
+            record = records.get(j.environment, b"")
+            judged_keys[j.environment] = hashlib.sha256(j.key.encode() + record).hexdigest()[:40]
 
     provenance = m.Provenance(
         generated_at=report_date([e.measured_at for e in environments]), kinkcheck_version=__version__,
@@ -194,7 +197,8 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
 #: The judging code: a change to any of these files judges every shard again (:func:`judge_digest`).
 JUDGE_MODULES: tuple[str, ...] = (
     "classify.py", "geometry.py", "conformance.py", "expr.py", "registry.py", "dtypes.py", "vocabulary.py",
-    "catalog.py", "probe/plan.py", "report/build.py", "report/dataset.py", "report/records.py", "oracles/*.py", "frameworks/*/record.py")
+    "catalog.py", "probe/plan.py", "report/build.py", "report/dataset.py",
+    "report/records.py", "oracles/*.py", "frameworks/*/record.py")
 
 
 @dataclasses.dataclass

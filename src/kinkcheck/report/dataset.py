@@ -35,7 +35,8 @@ import msgspec
 from kinkcheck.query import ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
 from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
 
-__all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "fragment", "read_observations", "read_table", "report_index",
+__all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "fragment",
+           "read_observations", "read_table", "report_index",
            "row_group_index", "schema", "table_index", "write_parquet", "write_table"]
 #: Rows per row group: small enough that one case's rows (a few thousand) span one or two groups and one program's
 #: rows within a case (a few hundred) one, large enough that the file is not mostly group headers.
