@@ -177,6 +177,50 @@ def test_report_with_a_corrupt_shard_still_renders(tmp_path):
     assert (tmp_path / "out" / "conventions.json.gz").read_bytes() == before, "--strict writes nothing"
 
 
+
+def test_a_shard_changed_while_the_report_renders_is_one_line_and_nothing_written(tmp_path, monkeypatch, capsys):
+    """A render lists its shards by digest and unpacks one only to judge it (kinkcheck.shards.ShardFile): a file
+    changed or removed between the two is refused as one line, exit 2, and the report folder keeps its files."""
+    import kinkcheck.shards as sh
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    doc = json.loads((ROOT / "references" / "observations" / "torch-2.13.0-cpu.json").read_text())
+    import uuid
+
+    doc["environment"]["python"] = f"3.11.0+{uuid.uuid4().hex}"  # content never judged: the render must unpack it
+    shard = shards / "torch-2.13.0-cpu.json"
+    shard.write_text(json.dumps(doc))
+    from kinkcheck.catalog import load_catalog
+
+    catalog = load_catalog(ROOT / "references" / "catalog.toml")  # the checkout's, which the render takes
+    sh.load_shards(shards, catalog, lazy=True)  # checked once (not judged), as a listing before this render would
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("kept")
+    real = sh.load_shards
+
+    for change in ("edit", "remove"):
+        def listed_then_changed(*args, change=change, **kwargs):
+            found = real(*args, **kwargs)
+            if change == "edit":
+                env = {**doc["environment"], "python": doc["environment"]["python"] + "1"}
+                shard.write_text(json.dumps({**doc, "environment": env}))
+            else:
+                shard.unlink()
+            return found
+
+        monkeypatch.setattr(sh, "load_shards", listed_then_changed)
+        rc = cli.main(["report", "--shards", str(shards), "--out", str(out), "--force"])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, f"{change}: {rc} {err}"
+        assert ("changed while the report was rendered" if change == "edit" else "shard not found") in err, err
+        assert "nothing written" in err and sorted(p.name for p in out.iterdir()) == ["mine.txt"], \
+            f"{change}: the folder as it was ({sorted(p.name for p in out.iterdir())})"
+        shard.write_text(json.dumps(doc))
+        monkeypatch.setattr(sh, "load_shards", real)
+        sh.load_shards(shards, catalog, lazy=True)
+
 def test_cuda_without_a_device_answers_from_the_report_else_one_line_exit_2(tmp_path):
     """Issue 46, item 4: grad --device cuda without a GPU answers from the report's CUDA cells (torch 2.11.0), the
     source said before the value; a program the report lacks on CUDA is one line naming its CUDA releases, exit 2.

@@ -273,8 +273,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"no readable shard in {args.shards}")
     try:
         paths = write_reports(shards, catalog, Path(args.out), gaps=errors)
-    except OutputError as err:
-        raise UsageError(str(err)) from None
+    except (OutputError, ShardError) as err:  # a shard changed or removed while rendering: nothing written
+        raise UsageError(str(err) if isinstance(err, OutputError) else f"{err}; nothing written") from None
     if not errors:  # a render with a gap is done again next time (the gap may be gone)
         record_render(args.out, digest)
     pages = [p for p in paths if p.parent.name == CASES]
