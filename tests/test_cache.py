@@ -31,3 +31,14 @@ def test_entries_no_render_read_for_a_week_are_pruned_and_read_ones_kept(tmp_pat
     os.utime(folder / ".pruned", (past, past))
     assert prune_cached("judged") == 1 and not (folder / "new").exists(), "an hour later: pruned again"
     assert prune_cached("never-written") == 0, "a kind with no folder: nothing to prune, no error"
+
+
+def test_an_entry_that_is_not_a_regular_file_is_no_entry(tmp_path, monkeypatch):
+    """A folder or a named pipe where an entry should be is read as no entry (a pipe's read would wait forever)."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    (tmp_path / "derived").mkdir()
+    os.mkfifo(tmp_path / "derived" / "pipe")
+    (tmp_path / "derived" / "folder").mkdir()
+    assert read_cached("derived", "pipe", touch=True) is None and read_cached("derived", "folder") is None
+    write_cached("derived", "file", b"x")
+    assert read_cached("derived", "file") == b"x", "a regular file is read"

@@ -468,6 +468,13 @@ def test_a_render_lists_checked_shards_by_digest_and_unpacks_only_what_it_asks_f
     again, _ = load_shards(folder, catalog, lazy=True)
     assert whole == ["torch-2.13.0-cpu.json"] and again[1].environment["id"] == "torch-2.13.0-cpu", \
         f"another file's entry is not taken: read whole ({whole}, {again[1].environment['id']})"
+    for made in ({"digest": listed[1].digest, "environment": {}},
+                 {"digest": listed[1].digest, "environment": {"id": "torch-2.13.0-cpu"}, "check": "0" * 32}):
+        (entries / listed[1].digest).write_text(json.dumps(made))
+        whole.clear()
+        again, errors = load_shards(folder, catalog, lazy=True)
+        assert not errors and whole == ["torch-2.13.0-cpu.json"] and again[1].environment == listed[1].environment, \
+            f"an entry made by hand is not taken: read whole ({whole}, {errors})"
 
     doc = json.loads((folder / "torch-2.13.0-cpu.json").read_text())
     doc["environment"]["python"] = "3.0.0"

@@ -38,6 +38,8 @@ def read_cached(kind: str, key: str, touch: bool = False) -> bytes | None:
     time set to now, so that :func:`prune_cached` keeps what is read (a render's judged shards)."""
     path = cache_dir() / kind / key
     try:
+        if not path.is_file():  # a folder, a link to nothing, a FIFO (whose read would wait forever)
+            return None
         data = path.read_bytes()
     except OSError:
         return None

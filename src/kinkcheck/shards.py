@@ -470,14 +470,23 @@ def read_shard_file(path: str | Path, catalog: Catalog | None = None) -> ShardFi
             entry = json.loads(kept) if kept is not None else None
         except ValueError:  # a damaged entry: the file is read whole below
             entry = None
-        # the entry names the digest it was written for: another file's entry (copied, renamed) is not taken
+        # the entry names the digest it was written for and the digest of the two together: another file's entry
+        # (copied, renamed) or one edited by hand is not taken
         if isinstance(entry, dict) and entry.get("digest") == validated.name and isinstance(entry.get("environment"),
-                                                                                            dict):
+                                                                                            dict) \
+                and entry.get("check") == _environment_check(validated.name, entry["environment"]):
             return ShardFile(p, validated.name, entry["environment"], catalog)
     shard = read_shard(p, catalog, raw=raw)
-    write_cached("shard-environments", validated.name,
-                 json.dumps({"digest": validated.name, "environment": shard["environment"]}).encode())
+    env = shard["environment"]
+    write_cached("shard-environments", validated.name, json.dumps(
+        {"digest": validated.name, "environment": env, "check": _environment_check(validated.name, env)}).encode())
     return ShardFile(p, validated.name, shard["environment"], catalog, shard=shard)
+
+
+def _environment_check(digest: str, environment: dict[str, Any]) -> str:
+    """What an environment entry in the cache (:func:`read_shard_file`) must carry: a digest of the file's digest
+    and the environment, canonical JSON."""
+    return hashlib.sha256(digest.encode() + json.dumps(environment, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def _in_file(message: str, file_doc: Any) -> str:

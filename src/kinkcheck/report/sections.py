@@ -96,13 +96,14 @@ def derived_digest() -> str:
     return _DERIVED_DIGEST[0]
 
 
-def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any) -> Any:
+def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any, item: type = tuple) -> Any:
     """``compute()``, a part of a section that reads the observations of ``environments`` alone (a boundary of
     *Changed in*, one environment's mode comparisons), kept in the cache folder (``derived/``) under ``kind``,
     :func:`derived_digest` and each environment's judged key (``report.judged_keys``: its shard's content, the
     judging code, the catalog and its oracles; :func:`kinkcheck.report.build.judged_shard`). A render after one
     new shard computes the parts that read it, and reads the others. A report built without judged keys (by hand,
-    in a test) computes every part; an entry that cannot be read is computed again, never an error."""
+    in a test) computes every part; an entry that cannot be read, or is not a list of ``item``, is computed again,
+    never an error."""
     import hashlib
     import pickle
 
@@ -116,9 +117,11 @@ def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any
     raw = read_cached("derived", key, touch=True)
     if raw is not None:
         try:
-            return pickle.loads(raw)
+            kept = pickle.loads(raw)
         except Exception:  # noqa: BLE001 - any damage to a cache entry means: compute it again
-            pass
+            kept = None
+        if isinstance(kept, list) and all(isinstance(x, item) for x in kept):
+            return kept
     value = compute()
     write_cached("derived", key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     return value
@@ -164,8 +167,8 @@ def disagreements(report: m.Report) -> m.Disagreements:
     within: dict[tuple[Any, ...], m.Within] = {}
     for env in report.environments:
         # the dtypes a report shows come with the catalog and every shard: part of what is kept is their list
-        kept = _kept(report, f"within {' '.join(ix.dtypes)}", [env.id], lambda env=env: of_environment(env)) \
-            if env.id in ix.by_environment else []
+        kept = _kept(report, f"within {' '.join(ix.dtypes)}", [env.id], lambda env=env: of_environment(env),
+                     m.Within) if env.id in ix.by_environment else []
         for w in kept:
             key = (w.framework, w.case, tuple(w.dtypes), _shape(w.groups))
             if key in within:
@@ -435,7 +438,7 @@ def changed_in(report: m.Report) -> list[m.ChangedIn]:
         for i, e in enumerate(envs):
             boundary_rank[e.id] = i
         for a, b in itertools.pairwise(envs):
-            out.extend(_kept(report, "changed-in", [a.id, b.id], lambda a=a, b=b: _boundary(ix, a, b)))
+            out.extend(_kept(report, "changed-in", [a.id, b.id], lambda a=a, b=b: _boundary(ix, a, b), m.ChangedIn))
     return sorted(out, key=lambda r: (_fw_rank(r.framework), r.framework, r.device, -boundary_rank[r.to_environment],
                                       _KINDS.index(r.kind), r.program, r.change, ix.case_rank.get(
                                           r.cases[0], -1) if r.cases else -1, _mode_rank(r.modes[0])))
