@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["UNUSED_DAYS", "cache_dir", "prune_cached", "read_cached", "write_cached"]
+__all__ = ["UNUSED_DAYS", "cache_dir", "prune_cached", "read_cached", "read_pickled", "write_cached",
+           "write_pickled"]
 
 
 def cache_dir() -> Path:
@@ -49,6 +51,27 @@ def read_cached(kind: str, key: str, touch: bool = False) -> bytes | None:
         except OSError:
             pass
     return data
+
+
+def read_pickled(kind: str, key: str, touch: bool = False) -> Any:
+    """The object pickled as ``<cache>/<kind>/<key>`` (:func:`write_pickled`), None when absent, unreadable or
+    damaged: the caller computes it again, never an error (and checks that it is what it expects)."""
+    import pickle
+
+    raw = read_cached(kind, key, touch)
+    if raw is None:
+        return None
+    try:
+        return pickle.loads(raw)
+    except Exception:  # noqa: BLE001 - any damage to a cache entry means: compute it again
+        return None
+
+
+def write_pickled(kind: str, key: str, value: Any) -> None:
+    """Cache ``value`` pickled (:func:`write_cached`: atomically; skipped where the cache cannot be written)."""
+    import pickle
+
+    write_cached(kind, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 #: Days an entry of a pruned kind (:func:`prune_cached`) stays unread before it is removed.

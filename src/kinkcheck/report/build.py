@@ -329,9 +329,8 @@ def judged_shard(shard: dict[str, Any] | ShardFile, ctx: _Context) -> JudgedShar
     same bytes); one that cannot be read is judged again, never an error, and so is a shard msgpack cannot encode.
     """
     import hashlib
-    import pickle
 
-    from kinkcheck.cache import read_cached, write_cached
+    from kinkcheck.cache import read_pickled, write_pickled
 
     h = hashlib.sha256(ctx.digest.encode())
     if isinstance(shard, ShardFile):
@@ -342,18 +341,13 @@ def judged_shard(shard: dict[str, Any] | ShardFile, ctx: _Context) -> JudgedShar
         except (TypeError, OverflowError, ValueError):  # not msgpack's (an integer past 64 bits): judged, not kept
             return _judge(shard, ctx)
     key = h.hexdigest()[:40]
-    raw = read_cached("judged", key, touch=True)
-    if raw is not None:
-        try:
-            cached = pickle.loads(raw)
-        except Exception:  # noqa: BLE001 - any damage to a cache entry means: judge it again
-            cached = None
-        if isinstance(cached, JudgedShard) and cached.environment == _environment(shard)["id"]:  # not another's
-            cached.key = key
-            return cached
+    cached = read_pickled("judged", key, touch=True)
+    if isinstance(cached, JudgedShard) and cached.environment == _environment(shard)["id"]:  # not another's
+        cached.key = key
+        return cached
     judged = _judge(shard.load() if isinstance(shard, ShardFile) else shard, ctx)
     judged.key = key
-    write_cached("judged", key, pickle.dumps(judged, protocol=pickle.HIGHEST_PROTOCOL))
+    write_pickled("judged", key, judged)
     return judged
 
 

@@ -105,25 +105,19 @@ def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any
     in a test) computes every part; an entry that cannot be read, or is not a list of ``item``, is computed again,
     never an error."""
     import hashlib
-    import pickle
 
-    from kinkcheck.cache import read_cached, write_cached
+    from kinkcheck.cache import read_pickled, write_pickled
 
     keys = getattr(report, "judged_keys", None) or {}
     parts = [keys.get(e) for e in environments]
     if any(k is None for k in parts):
         return compute()
     key = hashlib.sha256(" ".join([kind, derived_digest(), *parts]).encode()).hexdigest()[:40]
-    raw = read_cached("derived", key, touch=True)
-    if raw is not None:
-        try:
-            kept = pickle.loads(raw)
-        except Exception:  # noqa: BLE001 - any damage to a cache entry means: compute it again
-            kept = None
-        if isinstance(kept, list) and all(isinstance(x, item) for x in kept):
-            return kept
+    kept = read_pickled("derived", key, touch=True)
+    if isinstance(kept, list) and all(isinstance(x, item) for x in kept):
+        return kept
     value = compute()
-    write_cached("derived", key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    write_pickled("derived", key, value)
     return value
 
 
