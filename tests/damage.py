@@ -32,6 +32,8 @@ def damaged_report(folder: Path, kind: str, restamp: bool = True) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from kinkcheck.query import file_metadata
+
     folder.mkdir(parents=True, exist_ok=True)
     src = ROOT / "reports" / "observations.parquet"
     raw = src.read_bytes()
@@ -60,7 +62,7 @@ def damaged_report(folder: Path, kind: str, restamp: bool = True) -> Path:
             t = t.set_column(at, "value", pa.array(range(t.num_rows), pa.int64()))
         else:
             raise ValueError(f"unknown damage {kind!r} (one of {', '.join(FAULTS)})")
-        pq.write_table(t.replace_schema_metadata(pq.read_schema(src).metadata), table, row_group_size=8192,
+        pq.write_table(t.replace_schema_metadata(file_metadata(src)), table, row_group_size=8192,
                        compression="zstd")
     report = ROOT / "reports" / "conventions.json.gz"
     if restamp:

@@ -37,6 +37,7 @@ from packaging.version import Version
 from numeric_labels import TIE_LABELS, Field, Uncovered, derive, flat_value, numeric_labels
 
 from kinkcheck.classify import tolerance
+from kinkcheck.query import file_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "observations.parquet"
@@ -76,7 +77,7 @@ def _newest_cells() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], di
     table = pq.read_table(REPORT, columns=["case", "program", "framework", "framework_version", "device",
                                            "platform_tag", "environment", "mode", "dtype", "status", "value",
                                            "labels"], filters=[("mode", "=", MODE), ("dtype", "=", DTYPE)])
-    cases = {c["id"]: c for c in json.loads(table.schema.metadata[b"kinkcheck.index"])["cases"]}
+    cases = {c["id"]: c for c in json.loads(file_metadata(REPORT)[b"kinkcheck.index"])["cases"]}
     cells = [r for r in table.to_pylist() if not ISA_CAP.search(r["platform_tag"] or "")
              and Version(r["framework_version"]) == newest[r["framework"]]]
     return cells, cases, newest

@@ -130,6 +130,23 @@ def test_bad_input_found_in_the_worker_is_a_task_error(user):
         bounded.run("check", payload, Limits())
 
 
+def test_a_device_this_machine_lacks_is_its_own_error_in_and_out_of_the_worker(torch_adapter):
+    """grad answers from the report when the device is absent: the worker says so by kind (NoDevice), not by a
+    message a face would have to recognise; another failure stays a plain TaskError."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device exists here; the no-device path cannot be exercised")
+    payload = {"expr": "torch.relu(x)", "at": {"x": 0.0}, "framework": "torch", "dtype": "float64",
+               "device": "cuda", "mode": "reverse"}
+    for run in (bounded.run, bounded.run_inline):
+        with pytest.raises(bounded.NoDevice, match="not measured: no CUDA device"):
+            run("grad", payload, Limits())
+    with pytest.raises(TaskError) as err:
+        bounded.run("grad", {**payload, "device": "cpu", "expr": "torch.nope(x)"}, Limits())
+    assert not isinstance(err.value, bounded.NoDevice), f"an unknown name is not an absent device: {err.value!r}"
+
+
 # -- issue 11 part 4: callables passed as values, non-finite points, --wrt and int: inputs through the worker ----
 
 

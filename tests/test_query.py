@@ -358,7 +358,7 @@ def test_lookup_reads_a_table_with_its_index_as_one_without(shards_report_files,
     groups."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck.query import ROW_GROUPS, file_metadata
 
     new = tmp_path / "new"
     old = tmp_path / "old"
@@ -367,7 +367,7 @@ def test_lookup_reads_a_table_with_its_index_as_one_without(shards_report_files,
     src = shards_report_files.parent / "observations.parquet"
     (new / "observations.parquet").write_bytes(src.read_bytes())  # alone: a set of one
     t = pq.read_table(src)
-    meta = {k: v for k, v in t.schema.metadata.items() if k != ROW_GROUPS}
+    meta = {k: v for k, v in file_metadata(src).items() if k != ROW_GROUPS}  # a table written before the index
     pq.write_table(t.sort_by([("program", "ascending")]).replace_schema_metadata(meta), old / "observations.parquet",
                    row_group_size=8192, compression="zstd")
     total = pq.ParquetFile(src).metadata.num_row_groups
@@ -392,10 +392,11 @@ def test_a_damaged_row_group_index_is_one_line(shards_report_files, tmp_path, in
     """An index naming a group the file lacks, or not a mapping: ReportUnreadable, one line naming it."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck.query import ROW_GROUPS, file_metadata
 
-    t = pq.read_table(shards_report_files.parent / "observations.parquet")
-    pq.write_table(t.replace_schema_metadata({**t.schema.metadata, ROW_GROUPS: index}),
+    src = shards_report_files.parent / "observations.parquet"
+    t = pq.read_table(src)
+    pq.write_table(t.replace_schema_metadata({**file_metadata(src), ROW_GROUPS: index}),
                    tmp_path / "observations.parquet")
     with pytest.raises(ReportUnreadable) as err:  # alone: a set of one; a case, so the index is read
         lookup(path=tmp_path, case="relu@0")

@@ -119,6 +119,18 @@ def test_parquet_round_trips_into_the_report_observations(doc, tmp_path):
         f"sorted by case with statistics: relu@0's rows (16,740 of them) lie in a few of {meta.num_row_groups} row "
         f"groups, those the row-group index names, the others are skipped: {hold}, index {index}")
     assert write_parquet(doc) == path.read_bytes(), "the same report gives the same bytes"
+    import base64
+
+    import pyarrow as pa
+
+    stored = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(meta.metadata[b"ARROW:schema"])))
+    for key in (b"kinkcheck.index", b"kinkcheck.row_groups"):
+        assert key in meta.metadata and key not in (stored.metadata or {}), (
+            f"{key!r} is written once, in the footer's key-value metadata, not again in the Arrow schema it stores")
+    assert len(meta.metadata[b"ARROW:schema"]) < 10_000, "the stored Arrow schema holds the small entries only"
+    small = pq.read_table(path, columns=["case"]).schema.metadata
+    assert small[b"kinkcheck.schema"] == b"kinkcheck/observations/v1" and b"kinkcheck.index" not in small, (
+        f"a table read with pyarrow carries the small entries: {sorted(small)}")
 
 
 def test_the_row_group_index_names_exactly_the_groups_that_hold_each_case_and_program(doc, tmp_path):

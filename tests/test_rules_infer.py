@@ -88,6 +88,55 @@ def test_the_rules_file_reads_back_as_inferred(book, table, tmp_path) -> None:
     assert "| clamp | min at a bound |" in page and "(since 2.14.1)" in page, "the table says where clamp changed"
 
 
+def _parquet(table) -> bytes:
+    import io
+
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def test_the_rules_of_each_framework_merged_are_the_rules_of_all_rows(book, table, monkeypatch) -> None:
+    """rules.render infers each framework's part from its rows alone and merges them: the same bytes as inferring
+    and validating every row at once (a rule, its evidence and its validation are one framework's)."""
+    v = validate(book, table)
+    whole = store.to_json(book, v.as_dict(), rules.environments(table))
+    assert len(set(table["framework"].to_pylist())) >= 3, "the fixture spans several frameworks"
+    kept: dict[str, dict] = {}
+    made: list[str] = []
+    real_part = rules._part
+    monkeypatch.setattr(rules, "_cached_render", lambda key: None)
+    monkeypatch.setattr(rules, "_keep_render", lambda key, out: None)
+    monkeypatch.setattr(rules, "_cached_part", kept.get)
+    monkeypatch.setattr(rules, "_keep_part", kept.__setitem__)
+    monkeypatch.setattr(rules, "_part", lambda t, fw, cat: made.append(fw) or real_part(t, fw, cat))
+    catalog, parquet = load_catalog(), _parquet(table)
+    merged = rules.render(parquet, catalog)
+    assert merged[store.FILE] == whole, "the merged parts are the rules file of all rows, byte for byte"
+    frameworks = sorted(set(table["framework"].to_pylist()))
+    sources = {fw: f"judged {fw}" for fw in frameworks}
+    made.clear()
+    assert rules.render(parquet, catalog, sources) == merged, "parts named by their sources: the same files"
+    assert made == frameworks and len(kept) == len(frameworks), f"each framework's part computed once: {made}"
+    made.clear()
+    sources["torch"] = "judged torch, one release more"
+    again = rules.render(parquet, catalog, sources)
+    assert made == ["torch"], f"only the framework whose shards changed is inferred again, the rest read: {made}"
+    assert again == merged, "the same rows give the same files, whichever parts were read"
+
+
+def test_a_damaged_rules_part_is_inferred_again(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    from kinkcheck.cache import write_cached
+
+    for raw in (b"not json", b"[1, 2]", json.dumps({"cells": [], "rules": {}}).encode()):
+        write_cached("rules-part", "k", raw)
+        assert rules._cached_part("k") is None, f"{raw!r} is no part: computed again, not an error"
+    part = {"cells": [], "environments": {}, "rules": [], "validation": {}, "case_programs": {}}
+    rules._keep_part("k", part)
+    assert rules._cached_part("k") == part, "a part kept reads back"
+
+
 def test_a_damaged_rules_file_is_one_line(tmp_path) -> None:
     bad = tmp_path / store.FILE
     bad.write_bytes(b"not gzip")

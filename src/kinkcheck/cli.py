@@ -54,8 +54,14 @@ def _evaluate(args: argparse.Namespace, task: str, payload: dict[str, Any]) -> A
         if args.no_isolate:
             return worker.run_inline(task, payload, limits)
         return worker.run(task, payload, limits)
+    except worker.NoDevice as err:
+        raise _NoDevice(str(err)) from None
     except worker.TaskError as err:
         raise UsageError(str(err)) from None
+
+
+class _NoDevice(UsageError):
+    """The evaluation asked for a device this machine lacks (:class:`kinkcheck.probe.worker.NoDevice`)."""
 
 
 def _cmd_grad(args: argparse.Namespace) -> int:
@@ -81,9 +87,9 @@ def _cmd_grad(args: argparse.Namespace) -> int:
         grad = _evaluate(args, "grad", {"expr": args.expr, "at": at, "framework": framework, "dtype": args.dtype,
                                         "device": args.device, "mode": args.mode, "wrt": list(inputs.wrt),
                                         "ints": list(inputs.ints)})
-    except UsageError as err:
-        if args.device != "cpu" and str(err).startswith("not measured: no "):  # no such device on this machine
-            return _grad_from_report(args, tree, inputs, framework, pending)
+    except _NoDevice:  # no such device on this machine: the report's cells of it
+        return _grad_from_report(args, tree, inputs, framework, pending)
+    except UsageError:
         if pending is not None:  # no value, nothing to judge: stop the judgement's worker
             pending.cancel()
         raise

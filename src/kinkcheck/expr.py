@@ -797,12 +797,31 @@ def same_program(program: str, programs: Iterable[str], inputs: Iterable[str] | 
                 trees.append((p, _parsed(p, inputs)))
             except ExprError:
                 continue
-    for spell in (unparse, lambda t: program_key(t, arguments=False), program_key):
-        want = spell(tree)
-        hits = [p for p, t in trees if spell(t) == want]
+    for level in range(3):
+        want = _spelling(tree, level)
+        hits = [p for p, t in trees if _spelling(t, level) == want]
         if hits:
             return hits
     return []
+
+
+def _spelling(tree: Node, level: int) -> str:
+    """:func:`same_program`'s spellings of a parsed tree, closest first: 0 its canonical text (:func:`unparse`),
+    1 with its numbers (:func:`program_key` without arguments), 2 its call (:func:`program_key`). Cached per tree
+    (the parsed trees are cached, :func:`_parsed`): a face matching a program to every case's asks each once."""
+    key = (id(tree), level)
+    hit = _SPELT.get(key)
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    out = unparse(tree) if level == 0 else program_key(tree, arguments=level == 2)
+    if len(_SPELT) >= 3 * 4096:
+        _SPELT.clear()
+    _SPELT[key] = (tree, out)
+    return out
+
+
+#: (id of a tree, level) → (the tree, its spelling): :func:`_spelling`'s cache (the tree kept, so its id is its own).
+_SPELT: dict[tuple[int, int], tuple[Node, str]] = {}
 
 
 def _parsed(text: str, inputs: Iterable[str] | None) -> Node:

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 __all__ = ["COLUMNS", "DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "ReportUnreadable", "Row",
-           "Rows", "calls_of", "check_one_render", "data_path", "decode_cell", "default_report", "lookup",
+           "Rows", "calls_of", "check_one_render", "data_path", "decode_cell", "default_report", "file_metadata", "lookup",
            "nearest_programs", "operations", "read_table", "row_groups", "search", "source_tree", "table_metadata"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
@@ -174,12 +174,13 @@ def table_metadata(path: str | Path) -> dict[bytes, bytes]:
 
     p = Path(path)
     try:
-        schema = pq.read_schema(p)
+        with pq.ParquetFile(p) as file:  # one read of the footer: the columns' types and the key-value metadata
+            schema = file.schema_arrow
+            meta = _own(file.metadata.metadata)
     except FileNotFoundError:
         raise DatasetError(f"no observations at {p}") from None
     except (OSError, ValueError, pa.ArrowException) as err:  # pyarrow.ArrowInvalid is a ValueError
         raise DatasetError(f"{p}: not a Parquet file ({_first_line(err)})") from None
-    meta = schema.metadata or {}
     found = meta.get(b"kinkcheck.schema", b"").decode("utf-8", "replace")
     if found != SCHEMA_ID:
         raise DatasetError(f"{p}: not kinkcheck observations (schema {found or 'none'}, expected {SCHEMA_ID})")
@@ -192,7 +193,23 @@ def table_metadata(path: str | Path) -> dict[bytes, bytes]:
             raise DatasetError(f"{p}: column {name!r} holds {got}, not {kind}: damaged; render it again with "
                                "`kinkcheck report`")
     check_one_render(p)
-    return dict(meta)
+    return meta
+
+
+def file_metadata(path: str | Path) -> dict[bytes, bytes]:
+    """The key-value metadata of the Parquet file at ``path`` as written, unchecked (no row is read): the footer's,
+    where a render puts the large entries (``kinkcheck.index``, ``kinkcheck.row_groups``) once, outside the Arrow
+    schema it stores (``ARROW:schema``, left out here), so that ``pyarrow.parquet.read_table(…).schema.metadata``
+    holds only the small ones. For a table copied with its metadata: ``table.replace_schema_metadata(file_metadata(
+    path))``."""
+    import pyarrow.parquet as pq
+
+    return _own(pq.read_metadata(path).metadata)
+
+
+def _own(meta: dict[bytes, bytes] | None) -> dict[bytes, bytes]:
+    """Key-value metadata without Arrow's copy of its schema."""
+    return {k: v for k, v in (meta or {}).items() if k != b"ARROW:schema"}
 
 
 #: The table :func:`check_one_render` last found to be one render with its report: path → both files' (size,

@@ -22,6 +22,7 @@ __all__ = [
     "MODES",
     "MODE_INFO",
     "Adapter",
+    "DeviceAbsent",
     "FrameworkUnavailable",
     "ImportGuard",
     "ProgramError",
@@ -41,6 +42,11 @@ __all__ = [
 
 class FrameworkUnavailable(RuntimeError):
     """The framework (or a device/mode/dtype of it) cannot be used in this Python; one-line reason."""
+
+
+class DeviceAbsent(FrameworkUnavailable):
+    """This machine has no such device (``"not measured: no CUDA device"``): what a face answers from the report's
+    cells of that device instead (``kinkcheck grad --device cuda`` on a machine without one)."""
 
 
 class Unavailable(RuntimeError):

@@ -15,9 +15,9 @@ from typing import Any
 
 from kinkcheck import expr as ex
 from kinkcheck.catalog import Catalog
-from kinkcheck.frameworks import Adapter, FrameworkUnavailable, Unavailable, data_limit
+from kinkcheck.frameworks import Adapter, DeviceAbsent, FrameworkUnavailable, Unavailable, data_limit
 from kinkcheck.frameworks.base import short_error
-from kinkcheck.probe.worker import ENV_PROBE_MEMORY, BoundExceeded, Limits, TaskError, _is_oom
+from kinkcheck.probe.worker import ENV_PROBE_MEMORY, BoundExceeded, Limits, NoDevice, TaskError, _is_oom
 from kinkcheck.vocabulary import COMPILED_MODES, DTYPES, encode
 
 
@@ -155,6 +155,8 @@ def grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
         adapter = get_adapter(framework)
         grad = adapter.gradient(tree, payload["at"], payload["dtype"], payload["device"], payload["mode"],
                                 wrt=payload.get("wrt"), ints=tuple(payload.get("ints") or ()))
+    except DeviceAbsent as err:  # the face may answer from the report's cells of that device
+        raise NoDevice(str(err)) from None
     except (FrameworkUnavailable, Unavailable, ex.ExprError) as err:
         raise TaskError(str(err)) from None
     except Exception as err:  # noqa: BLE001 - the program itself failed: report it, one line

@@ -21,7 +21,7 @@ from typing import Any
 
 from kinkcheck import __version__
 from kinkcheck.catalog import Catalog, load_catalog
-from kinkcheck.frameworks import Adapter, FrameworkUnavailable, get_adapter
+from kinkcheck.frameworks import Adapter, DeviceAbsent, get_adapter
 from kinkcheck.frameworks.base import check_mode, short_error
 from kinkcheck.platforms import device_title
 from kinkcheck.probe.cells import (CRASH_ENV, CRASH_SIGNAL_ENV, DEFAULT_DTYPES, HANG_ENV, NETWORK_DTYPES,
@@ -206,7 +206,7 @@ def probe(
     compiled = compiled_chunks(modes, dtypes, jobs, sum(1 for _ in catalog.programs(framework)))  # a bad
     # KINKCHECK_COMPILE_CHUNKS fails here too, before any cell
     if device not in adapter.devices():
-        raise FrameworkUnavailable(f"not measured: no {device_title(device)} device for {framework}")
+        raise DeviceAbsent(f"not measured: no {device_title(device)} device for {framework}")
     env = environment(adapter, device, catalog, dtypes, modes)
     if journal:
         _prepare_journal(journal, env)  # resume: keep the cases an earlier, interrupted probe finished

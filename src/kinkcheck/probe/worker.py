@@ -97,6 +97,11 @@ class BoundExceeded(TaskError):
     """The evaluation ran past its time or memory limit, or its worker died: one line, exit 2."""
 
 
+class NoDevice(TaskError):
+    """The evaluation asked for a device this machine lacks (:class:`kinkcheck.frameworks.DeviceAbsent`): a face
+    may answer from the report's cells of that device instead."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Time (seconds) and memory (GiB) bounds of one evaluation."""
@@ -231,7 +236,8 @@ def run(task: str, payload: Mapping[str, Any], limits: Limits) -> Any:
             sys.stderr.write(text)  # the worker's warnings, as an in-process run would show them
             return answer["ok"]
         # an error is one line: the framework's warnings on the way there would bury it
-        raise (BoundExceeded if answer.get("bound") else TaskError)(answer["error"])
+        raise (BoundExceeded if answer.get("bound") else NoDevice if answer.get("no_device") else TaskError)(
+            answer["error"])
     # the worker died without answering: one line, with the last thing it said
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     said = f": {lines[-1][:200]}" if lines else ""
@@ -300,6 +306,8 @@ def _worker() -> int:
         answer: dict[str, Any] = {"ok": task(payload, limits)}
     except BoundExceeded as err:
         answer = {"error": str(err), "bound": True}
+    except NoDevice as err:
+        answer = {"error": str(err), "no_device": True}
     except TaskError as err:
         answer = {"error": str(err)}
     except MemoryError:

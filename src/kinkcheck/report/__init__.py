@@ -185,13 +185,27 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
         plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
     from kinkcheck.rules import render as render_rules
 
-    rules = render_rules(parquet, catalog)  # the rules inferred from these observations, and their validation
+    rules = render_rules(parquet, catalog, _rules_sources(report))  # the rules inferred, and their validation
     blobs = {"observations.parquet": parquet, **pages, **sections, **plots, **rules,
              "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
     return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
                                     *sections, *plots, *rules, *pages)]
+
+
+def _rules_sources(report: Any) -> dict[str, str] | None:
+    """Framework → a digest of its shards' judged keys (``report.judged_keys``: each shard's content, the judging
+    code and its environment record), what its rows of the observations table come from: the rules keep each
+    framework's part under it (:func:`kinkcheck.rules.render`). None when a shard has no judged key."""
+    keys = getattr(report, "judged_keys", None) or {}
+    ids: dict[str, list[str]] = {}
+    for e in report.environments:
+        if e.id not in keys:
+            return None
+        ids.setdefault(e.framework, []).append(e.id)
+    return {fw: hashlib.sha256("\n".join(f"{i} {keys[i]}" for i in sorted(envs)).encode()).hexdigest()
+            for fw, envs in ids.items()}
 
 
 def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:

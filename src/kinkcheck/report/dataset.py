@@ -20,7 +20,10 @@ generation time and kinkcheck version (``kinkcheck.catalog_hash``, ``kinkcheck.g
 ``kinkcheck.kinkcheck_version``), ``kinkcheck.index`` (:func:`report_index`: the cases and the releases
 measured per framework and place, what ``kinkcheck grad`` needs besides the rows) and ``kinkcheck.row_groups``
 (:func:`row_group_index`: case and program → the row groups that hold their rows, what
-:func:`kinkcheck.query.read_table` reads instead of the whole file).
+:func:`kinkcheck.query.read_table` reads instead of the whole file). These two, the large ones, are written once, in
+the file's key-value metadata only (:data:`FOOTER_ONLY`; read them with ``pyarrow.parquet.read_metadata(path)
+.metadata`` or :func:`kinkcheck.query.file_metadata`); the Arrow schema the file stores for its readers
+(``ARROW:schema``) carries the small ones, so a table read with pyarrow has those in ``table.schema.metadata``.
 """
 
 from __future__ import annotations
@@ -190,12 +193,20 @@ def write_table(table: Any) -> bytes:
     if not np.array_equal(order.to_numpy(), np.arange(table.num_rows)):
         table = table.take(order)
     meta = {**(table.schema.metadata or {}), ROW_GROUPS: msgspec.json.encode(row_group_index(table))}
-    table = table.replace_schema_metadata(meta)
+    footer = {k: v for k, v in meta.items() if k in FOOTER_ONLY}
+    table = table.replace_schema_metadata({k: v for k, v in meta.items() if k not in FOOTER_ONLY})
     buf = io.BytesIO()
-    pq.write_table(table, buf, row_group_size=ROW_GROUP, compression="zstd", compression_level=9,
-                   use_dictionary=True, store_schema=True,
-                   write_statistics=[n for n in table.column_names if n not in NO_STATISTICS])
+    with pq.ParquetWriter(buf, table.schema, compression="zstd", compression_level=9, use_dictionary=True,
+                          store_schema=True,
+                          write_statistics=[n for n in table.column_names if n not in NO_STATISTICS]) as writer:
+        writer.write_table(table, row_group_size=ROW_GROUP)
+        writer.add_key_value_metadata(footer)
     return buf.getvalue()
+
+
+#: The metadata written once, in the file's key-value metadata only (:func:`kinkcheck.query.file_metadata`), not
+#: also in the Arrow schema the file stores (``ARROW:schema``, base64: it held them a second time, half the file).
+FOOTER_ONLY = (b"kinkcheck.index", ROW_GROUPS)
 
 
 def row_group_index(table: Any) -> dict[str, dict[str, list[int]]]:

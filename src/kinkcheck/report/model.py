@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -193,6 +195,8 @@ def value_runs(items: Sequence[tuple[Environment, Any]]) -> list[tuple[Environme
 
 
 CellKey = tuple[str, str, str, str, str, str]  # case, framework, program, mode, environment, dtype
+_CELL_KEY = attrgetter("case", "framework", "program", "mode", "environment", "dtype")
+_ENVIRONMENT, _MODE, _DTYPE = attrgetter("environment"), attrgetter("mode"), attrgetter("dtype")
 
 
 class ReportIndex:
@@ -224,19 +228,15 @@ class ReportIndex:
         self.env_rank = {e.id: i for i, e in enumerate(report.environments)}
         self.case = {c.id: c for c in report.cases}
         self.case_rank = {c.id: i for i, c in enumerate(report.cases)}
-        self.cell: dict[CellKey, Observation] = {}
+        obs = report.observations  # loops in C (map, zip, groupby): a render builds this over every observation
+        self.cell: dict[CellKey, Observation] = dict(zip(map(_CELL_KEY, obs), obs))
         self.by_environment: dict[str, list[Observation]] = {}
-        self.env_modes: dict[str, list[str]] = {}
-        dtypes: set[str] = set()
-        modes: set[str] = set()
-        for o in report.observations:
-            self.cell[(o.case, o.framework, o.program, o.mode, o.environment, o.dtype)] = o
-            self.by_environment.setdefault(o.environment, []).append(o)
-            ms = self.env_modes.setdefault(o.environment, [])
-            if o.mode not in ms:
-                ms.append(o.mode)
-            dtypes.add(o.dtype)
-            modes.add(o.mode)
+        for env, run in groupby(obs, key=_ENVIRONMENT):  # a shard's observations come together
+            self.by_environment.setdefault(env, []).extend(run)
+        self.env_modes: dict[str, list[str]] = {
+            env: list(dict.fromkeys(map(_MODE, items))) for env, items in self.by_environment.items()}
+        dtypes: set[str] = set(map(_DTYPE, obs))
+        modes: set[str] = {mode for ms in self.env_modes.values() for mode in ms}
         self.dtypes = [d for d in DTYPES if d in dtypes] + sorted(dtypes - set(DTYPES))
         self.modes = [m for m in MODES if m in modes] + sorted(modes - set(MODES))
         self.measured = [e for e in report.environments if e.id in self.by_environment]

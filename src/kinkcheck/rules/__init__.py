@@ -52,9 +52,16 @@ def environments(table: Any) -> Mapping[str, Mapping[str, str]]:
             for r in t.to_pylist()}
 
 
-def render(parquet: bytes, catalog: Any) -> dict[str, bytes]:
+def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = None) -> dict[str, bytes]:
     """The rules' files of a report set, from its observations table's bytes: ``rules.json.gz`` (the rules, their
-    evidence and the leave-one-case-out validation) and ``rules.md`` (the page)."""
+    evidence and the leave-one-case-out validation) and ``rules.md`` (the page).
+
+    A rule, its evidence and its validation are one framework's (:class:`~kinkcheck.rules.infer.Rule` is keyed on
+    the framework; a program is predicted from its own framework's rules): each framework's part is inferred from
+    its rows alone and the parts merged (:func:`kinkcheck.rules.store.merge`, the same bytes as all rows at once).
+    ``sources``: framework → a digest of what its rows come from (the render passes its shards' judged keys); a
+    framework's part is then kept on disk under it (:mod:`kinkcheck.cache`, kind ``rules-part``), so a render
+    after one new shard infers only that shard's framework again."""
     import io
     import time
 
@@ -71,9 +78,25 @@ def render(parquet: bytes, catalog: Any) -> dict[str, bytes]:
     if cached is not None:
         SPENT.append(time.perf_counter() - start)
         return cached
-    table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
-    book, validation = from_table(table, catalog)
-    blob = store.to_json(book, validation.as_dict(), environments(table))
+    table = None
+    if sources is None:
+        table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
+        frameworks = sorted(set(table.column("framework").unique().to_pylist()))
+    else:
+        frameworks = sorted(sources)
+    parts, programs = [], {}
+    for fw in frameworks:
+        pkey = _part_key(fw, sources[fw], catalog) if sources is not None else None
+        got = _cached_part(pkey) if pkey is not None else None
+        if got is None:
+            if table is None:
+                table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
+            got = _part(table, fw, catalog)
+            if pkey is not None:
+                _keep_part(pkey, got)
+        parts.append(got)
+        programs.update(got["case_programs"])
+    blob = store.dumps(store.merge(parts, programs))
     import gzip
     import json
 
@@ -84,19 +107,73 @@ def render(parquet: bytes, catalog: Any) -> dict[str, bytes]:
     return out
 
 
+def _part(table: Any, framework: str, catalog: Any) -> dict[str, Any]:
+    """One framework's part of the rules document (:func:`kinkcheck.rules.store.to_doc` of its rows), with
+    ``case_programs`` (:func:`kinkcheck.rules.validate.case_programs`) for the merge."""
+    import pyarrow.compute as pc
+
+    from kinkcheck.rules import store
+    from kinkcheck.rules.validate import case_programs
+
+    rows = table.filter(pc.equal(table.column("framework"), framework))
+    book, validation = from_table(rows, catalog)
+    return {**store.to_doc(book, validation.as_dict(), environments(rows)), "case_programs": case_programs(book)}
+
+
+def _part_key(framework: str, source: str, catalog: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(repr((framework, source, _code_key(catalog))).encode()).hexdigest()[:32]
+
+
+def _cached_part(key: str) -> dict[str, Any] | None:
+    """A framework's part kept by an earlier render (kind ``rules-part``); None when there is none or it is not a
+    part (computed again, never an error)."""
+    import json
+
+    from kinkcheck.cache import read_cached
+
+    raw = read_cached("rules-part", key)
+    try:
+        got = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    wanted = {"cells": list, "environments": dict, "rules": list, "validation": dict, "case_programs": dict}
+    if not isinstance(got, dict) or any(not isinstance(got.get(k), t) for k, t in wanted.items()):
+        return None
+    return got
+
+
+def _keep_part(key: str, part: dict[str, Any]) -> None:
+    import json
+
+    from kinkcheck.cache import write_cached
+
+    write_cached("rules-part", key, json.dumps(part, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+
 def _render_key(parquet: bytes, catalog: Any) -> str:
     """The rules' files depend on the observations, the catalog and the code of the rules, oracles and mapping."""
+    import hashlib
+
+    h = hashlib.sha256(parquet)
+    h.update(_code_key(catalog).encode())
+    return h.hexdigest()[:32]
+
+
+def _code_key(catalog: Any) -> str:
+    """The catalog and the code of the rules, oracles and mapping (:func:`~kinkcheck.rules.cached.code_digest`),
+    with every module of the rules (the page and the file's layout too)."""
     import hashlib
     from pathlib import Path
 
     from kinkcheck.rules.cached import code_digest
 
-    h = hashlib.sha256(parquet)
-    h.update(str(getattr(catalog, "hash", "")).encode())
+    h = hashlib.sha256(str(getattr(catalog, "hash", "")).encode())
     h.update(code_digest().encode())
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):  # the page and the file's layout too
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
         h.update(path.read_bytes())
-    return h.hexdigest()[:32]
+    return h.hexdigest()
 
 
 def _cached_render(key: str) -> dict[str, bytes] | None:

@@ -63,10 +63,13 @@ def case_models(case: Any) -> list[ProgramModel]:
 
     key = hashlib.sha256(repr((code_digest(), case.id, case.sympy, repr(case.at), case.tie,
                                [(p.framework, p.id) for p in case.programs])).encode()).hexdigest()[:32]
+    if key in _MODELS:  # read once per process: each framework's rules read the case (kinkcheck.rules.render)
+        return _MODELS[key]
     raw = read_cached("rules", key)
     if raw is not None:
         got = unpickle(raw)
         if isinstance(got, list):
+            _MODELS[key] = got
             return got
     from dataclasses import replace
 
@@ -75,7 +78,12 @@ def case_models(case: Any) -> list[ProgramModel]:
         write_cached("rules", key, pickle.dumps(models, protocol=pickle.HIGHEST_PROTOCOL))
     except (pickle.PicklingError, RecursionError, TypeError):
         pass
+    _MODELS[key] = models
     return models
+
+
+#: The models :func:`case_models` gave in this process, by its key (they are not changed by their readers).
+_MODELS: dict[str, list[ProgramModel]] = {}
 
 
 def model_program(case: Any, program: Any) -> ProgramModel:

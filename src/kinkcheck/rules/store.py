@@ -20,7 +20,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from kinkcheck.rules.infer import Cell, RuleBook
 from kinkcheck.rules.local import LABELS
 from kinkcheck.vocabulary import encode
 
-__all__ = ["FILE", "SCHEMA", "RulesUnreadable", "StoredRule", "load", "read", "to_json"]
+__all__ = ["FILE", "SCHEMA", "RulesUnreadable", "StoredRule", "dumps", "load", "merge", "read", "to_doc", "to_json"]
 
 
 
@@ -66,6 +66,18 @@ def family(case_ids: list[str]) -> str:
 
 def to_json(book: RuleBook, validation: Mapping[str, Any], environments: Mapping[str, Mapping[str, str]]) -> bytes:
     """The rules file's bytes (gzipped JSON, deterministic)."""
+    return dumps(to_doc(book, validation, environments))
+
+
+def dumps(doc: Mapping[str, Any]) -> bytes:
+    """A rules document (:func:`to_doc`, :func:`merge`) as the file's bytes: gzipped JSON, keys sorted, no mtime."""
+    return gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8"), mtime=0)
+
+
+def to_doc(book: RuleBook, validation: Mapping[str, Any], environments: Mapping[str, Mapping[str, str]]
+           ) -> dict[str, Any]:
+    """The rules file's document (see the module docstring) of a rule book, its validation
+    (:meth:`~kinkcheck.rules.validate.Validation.as_dict`) and the environments of the rows it came from."""
     cells = sorted({c for r in book.rules.values() for c in r.evidence}, key=lambda c: (c.environment, c.mode, c.dtype))
     index = {c: i for i, c in enumerate(cells)}
     rules = []
@@ -82,11 +94,51 @@ def to_json(book: RuleBook, validation: Mapping[str, Any], environments: Mapping
         rules.append({"framework": r.framework, "operation": r.operation, "kind": r.kind,
                       "family": family([p[0] for p in programs]), "programs": [list(p) for p in programs],
                       "labels": dict(sorted(by_labels.items())), "counterexamples": counter})
-    doc = {"schema": SCHEMA, "labels": list(LABELS),
-           "cells": [[c.environment, c.mode, c.dtype] for c in cells],
-           "environments": {k: dict(v) for k, v in sorted(environments.items())},
-           "rules": rules, "validation": validation}
-    return gzip.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8"), mtime=0)
+    return {"schema": SCHEMA, "labels": list(LABELS),
+            "cells": [[c.environment, c.mode, c.dtype] for c in cells],
+            "environments": {k: dict(v) for k, v in sorted(environments.items())},
+            "rules": rules, "validation": dict(validation)}
+
+
+def merge(parts: Sequence[Mapping[str, Any]], programs: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """One rules document from documents of disjoint rows (:func:`to_doc` of each framework's rows: a rule, its
+    evidence, its cells and its validation are one framework's), the same document :func:`to_doc` gives for all
+    the rows at once. ``programs``: per case of the rows, its programs by what they give the rules (the
+    validation's ``programs`` counts each case once, whichever framework's rows named it)."""
+    cells = sorted({tuple(c) for p in parts for c in p["cells"]})
+    index = {c: i for i, c in enumerate(cells)}
+    rules: list[dict[str, Any]] = []
+    environments: dict[str, Any] = {}
+    by_framework: dict[str, Any] = {}
+    headline: dict[str, Any] = {}
+    multi_call: dict[str, Any] = {}
+    misses: list[dict[str, Any]] = []
+    not_predicted: dict[str, int] = defaultdict(int)
+    for part in parts:
+        at = [index[tuple(c)] for c in part["cells"]]
+        for r in part["rules"]:
+            rules.append({**r, "labels": {k: [at[i] for i in v] for k, v in r["labels"].items()},
+                          "counterexamples": [[at[c[0]], *c[1:]] for c in r["counterexamples"]]})
+        environments.update(part["environments"])
+        v = part["validation"]
+        by_framework.update(v["by_framework"])
+        headline.update(v["headline"])
+        multi_call.update(v["multi_call"])
+        misses.extend(v["misses"])
+        for reason, n in v["not_predicted"].items():
+            not_predicted[reason] += n
+    counts: dict[str, int] = defaultdict(int)
+    for case in sorted(programs):
+        for kind, n in programs[case].items():
+            counts[kind] += n
+    rules.sort(key=lambda r: (r["framework"], r["operation"], r["kind"]))
+    misses.sort(key=lambda m: (m["case"], m["framework"], m["program"]))
+    validation = {"by_framework": dict(sorted(by_framework.items())), "headline": dict(sorted(headline.items())),
+                  "multi_call": dict(sorted(multi_call.items())), "misses": misses,
+                  "not_predicted": dict(sorted(not_predicted.items(), key=lambda kv: (-kv[1], kv[0]))),
+                  "programs": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))}
+    return {"schema": SCHEMA, "labels": list(LABELS), "cells": [list(c) for c in cells],
+            "environments": dict(sorted(environments.items())), "rules": rules, "validation": validation}
 
 
 def read(path: str | Path) -> tuple[RuleBook, dict[str, Any]]:

@@ -20,7 +20,7 @@ from kinkcheck.vocabulary import encode, release_key
 from kinkcheck.rules.infer import Cell, ProgramModel, RuleBook
 from kinkcheck.rules.predict import Prediction, predict
 
-__all__ = ["Miss", "Tally", "Validation", "validate"]
+__all__ = ["Miss", "Tally", "Validation", "case_programs", "program_kind", "validate"]
 
 
 @dataclass
@@ -154,13 +154,30 @@ def validate(book: RuleBook, rows: Any) -> Validation:
     for case in kept.values():
         case.save()
     for model in book.programs.values():
-        out.programs["evidence" if model.key is not None else _reason_kind(model.reason or "")] += 1
+        out.programs[program_kind(model)] += 1
     for pk, ok_all in everywhere.items():
         model = book.programs[pk]
         if model.calls >= 2:
             out.multi_call[pk[1]][0] += 1
             out.multi_call[pk[1]][1] += ok_all
     out.misses.sort(key=lambda m: (m.case, m.framework, m.program))
+    return out
+
+
+def program_kind(model: ProgramModel) -> str:
+    """What a catalog program gives the rules (:attr:`Validation.programs`): ``"evidence"`` (one operation at its
+    kink), else why not (its reason without particulars)."""
+    return "evidence" if model.key is not None else _reason_kind(model.reason or "")
+
+
+def case_programs(book: RuleBook) -> dict[str, dict[str, int]]:
+    """:attr:`Validation.programs` per case of the book's program models (a case's models are its programs in every
+    framework, whichever framework's rows loaded it: what :func:`kinkcheck.rules.store.merge` adds up once)."""
+    out: dict[str, dict[str, int]] = {}
+    for model in book.programs.values():
+        kinds = out.setdefault(model.case, {})
+        kind = program_kind(model)
+        kinds[kind] = kinds.get(kind, 0) + 1
     return out
 
 

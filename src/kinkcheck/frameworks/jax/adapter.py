@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
 GUARD = ImportGuard()
@@ -141,7 +141,7 @@ class JaxAdapter(Adapter):
             try:
                 return jax.devices("gpu")[0]
             except RuntimeError:
-                raise FrameworkUnavailable("not measured: no CUDA device") from None
+                raise DeviceAbsent("not measured: no CUDA device") from None
         raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
 
     def _placed(self, device: str) -> Any:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+from kinkcheck.frameworks.base import Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 
 GUARD = ImportGuard()
@@ -211,7 +211,7 @@ class MlxAdapter(Adapter):
         with type float64 only work with CPU operations", MLX docs, Data Types), ExprError for an unknown one."""
         if device == "metal":
             if not _metal_available():
-                raise FrameworkUnavailable("not measured: no Metal device (mx.metal.is_available() is False; "
+                raise DeviceAbsent("not measured: no Metal device (mx.metal.is_available() is False; "
                                            "MLX's GPU backend is Metal on Apple silicon)")
             if dtype == "float64":
                 raise Unavailable("float64 does not exist on Metal: MLX runs float64 on the CPU only")

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
+from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, processor_name, resolve, returned, start_up_notices_dropped
 
 # TensorFlow's C++ start-up notices (CPU features, oneDNN) would reach `kinkcheck grad`'s stderr; a user's
@@ -147,7 +147,7 @@ class TensorFlowAdapter(Adapter):
         if device == "cuda":
             gpus = tf.config.list_physical_devices("GPU")
             if not gpus:
-                raise FrameworkUnavailable("not measured: no CUDA device")
+                raise DeviceAbsent("not measured: no CUDA device")
             return str(tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name))
         return processor_name()
 
@@ -197,7 +197,7 @@ class TensorFlowAdapter(Adapter):
             return "/CPU:0"
         if device == "cuda":
             if not tf.config.list_physical_devices("GPU"):
-                raise FrameworkUnavailable("not measured: no CUDA device")
+                raise DeviceAbsent("not measured: no CUDA device")
             return "/GPU:0"
         raise ex.ExprError(f"unknown device {device!r} (known: cpu, cuda)")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kinkcheck import expr as ex
-from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, FrameworkUnavailable, ImportGuard, \
+from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, \
     ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
     short_error, split_inputs
 
@@ -241,10 +241,10 @@ class TorchAdapter(Adapter):
         device absent here, :class:`Unavailable` for float64 on ``metal`` (the MPS framework has none: torch
         refuses "Cannot convert a MPS Tensor to float64 dtype"), ExprError for an unknown device."""
         if device == "cuda" and not torch.cuda.is_available():
-            raise FrameworkUnavailable("not measured: no CUDA device")
+            raise DeviceAbsent("not measured: no CUDA device")
         if device == "metal":
             if not _mps_available():
-                raise FrameworkUnavailable("not measured: no Metal device (torch.backends.mps.is_available() is "
+                raise DeviceAbsent("not measured: no Metal device (torch.backends.mps.is_available() is "
                                            "False; PyTorch's MPS backend needs Apple silicon and macOS 12.3)")
             if dtype == "float64":
                 raise Unavailable("float64 does not exist on Metal: PyTorch's MPS backend has no float64")
