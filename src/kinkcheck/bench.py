@@ -506,7 +506,7 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
         afresh = _report_run(shards, out, {**env, "KINKCHECK_BENCH_JUDGE_AFRESH": "1"})
         copy = Path(tmp) / "shards"  # the shards as they are (their judgements cached), and one new release
         shutil.copytree(shards, copy)
-        new = new_shard_speed(copy, out, env)
+        new = new_shard_speed(copy, out, env, repeat)
         print("\n".join(new_shard_lines(1, afresh, new)))
         _note_new_shard(1, afresh, new, "nox -s bench -- --report")
         if cold:
@@ -628,9 +628,9 @@ print(json.dumps({"context": t1 - t0, "judge": time.perf_counter() - t1, "observ
 """
 
 
-def add_new_shard(shards: Path) -> Path:
+def add_new_shard(shards: Path, tag: str = "new") -> Path:
     """Write into ``shards`` one more release: a copy of its largest shard (most observations) as release
-    ``<release>+new`` (a PEP 440 local version, environment id to match), what probing one new release adds.
+    ``<release>+<tag>`` (a PEP 440 local version, environment id to match), what probing one new release adds.
     Returns its path."""
     from kinkcheck.platforms import DEFAULT, environment_id
     from kinkcheck.shards import _read_loose
@@ -640,7 +640,7 @@ def add_new_shard(shards: Path) -> Path:
     if shard is None:
         raise SystemExit(f"{path}: not a shard")
     env = dict(shard["environment"])
-    env["framework_version"] = f"{env['framework_version']}+new"
+    env["framework_version"] = f"{env['framework_version']}+{tag}"
     env["id"] = environment_id(env["framework"], env["framework_version"], env["device"],
                                env.get("platform_tag", DEFAULT))
     new = shards / f"{env['id']}.json"
@@ -648,21 +648,28 @@ def add_new_shard(shards: Path) -> Path:
     return new
 
 
-def new_shard_speed(shards: Path, out: Path, env: dict[str, str]) -> dict[str, float]:
+def new_shard_speed(shards: Path, out: Path, env: dict[str, str], repeat: int = 1) -> dict[str, float]:
     """A render after one new shard (:func:`add_new_shard` into ``shards``; ``out`` rendered from ``shards`` with
     this cache before, so every other shard's judgement is in the cache) in a fresh process, beside judging that
     shard alone in another (:data:`_JUDGE_SCRIPT`: ``judge``, the seconds :func:`kinkcheck.report.build._judge`
-    takes; not counted: reading the shard, and ``context``, reading the oracle table from the cache). Returns the
-    render's figures (:func:`_report_run`) with ``judge``, ``context`` (seconds) and ``observations`` (of the new
-    shard) added."""
-    new = add_new_shard(shards)
-    done = subprocess.run([sys.executable, "-c", _JUDGE_SCRIPT, str(new)], env=env, capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        print(f"judging {new.name} alone failed: {done.stderr.strip()[-2000:]}", file=sys.stderr)
-        raise SystemExit(2)
-    alone = json.loads(done.stdout.splitlines()[-1])
-    return {**_report_run(shards, out, env, "--strict"), **alone}
+    takes; not counted: reading the shard, and ``context``, reading the oracle table from the cache). The best of
+    ``repeat`` such renders, each after another new release (``+new``, ``+new2``, …: a render is never after the
+    same new shard twice, whose judgement the first one kept). Returns the best render's figures
+    (:func:`_report_run`) with ``judge``, ``context`` (seconds) and ``observations`` (of its new shard) added."""
+    best: dict[str, float] | None = None
+    for k in range(max(1, repeat)):
+        new = add_new_shard(shards, "new" if k == 0 else f"new{k + 1}")
+        done = subprocess.run([sys.executable, "-c", _JUDGE_SCRIPT, str(new)], env=env, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            print(f"judging {new.name} alone failed: {done.stderr.strip()[-2000:]}", file=sys.stderr)
+            raise SystemExit(2)
+        alone = json.loads(done.stdout.splitlines()[-1])
+        got = {**_report_run(shards, out, env, "--strict"), **alone}
+        if best is None or got["wall"] < best["wall"]:
+            best = got
+    assert best is not None
+    return {**best, "renders": float(max(1, repeat))}
 
 
 def new_shard_lines(scale: int, full: dict[str, float], new: dict[str, float]) -> list[str]:
@@ -673,7 +680,9 @@ def new_shard_lines(scale: int, full: dict[str, float], new: dict[str, float]) -
     x = f"x{scale}" if scale > 1 else "x1"
     ratio = new["wall"] / new["judge"]
     ok = new["wall"] <= NEW_SHARD_TARGET and ratio <= NEW_SHARD_RATIO
-    return [f"  render after one new shard, data {x}: {new['wall']:6.2f} s wall (a full render judging every shard "
+    renders = int(new.get("renders", 1))
+    best = f" (best of {renders}, each after another new release)" if renders > 1 else ""
+    return [f"  render after one new shard, data {x}: {new['wall']:6.2f} s wall{best} (a full render judging every shard "
             f"afresh {full['wall']:6.2f} s); "
             f"judging that shard ({new['observations']:,} observations) alone {new['judge']:.2f} s (oracle table "
             f"read {new.get('context', 0.0):.2f} s more): ratio {ratio:.1f}; "
@@ -928,8 +937,9 @@ def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.c
     print(f"  full render {render_s:.2f} s, of which the rules {rule_s:.2f} s (their files cached for these inputs): "
           f"+{100 * rule_s / rest:.0f} % over the rest")
     share = fresh_rule_s / rest
-    print(f"  full render with the rules computed afresh (a new or changed shard; program models, local oracles and "
-          f"predictions cached on disk) {fresh_s:.2f} s, of which the rules {fresh_rule_s:.2f} s (inference, "
+    print(f"  full render with the rules computed afresh (every framework's, as after a change of the catalog; after "
+          f"one new shard only its framework's; program models, local oracles and predictions cached on disk) "
+          f"{fresh_s:.2f} s, of which the rules {fresh_rule_s:.2f} s (inference, "
           f"leave-one-case-out validation, rules.json.gz and rules.md): +{100 * share:.0f} % over the rest of the "
           f"render (target <= {100 * RULES_RENDER_TARGET:.0f} % {'ok' if share <= RULES_RENDER_TARGET else 'MISSED'})")
     print(f"  inference + validation alone, in this process: {table.num_rows:,} observations {small:.2f} s, x10 "
