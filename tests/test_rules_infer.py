@@ -123,6 +123,11 @@ def test_the_rules_of_each_framework_merged_are_the_rules_of_all_rows(book, tabl
     again = rules.render(parquet, catalog, sources)
     assert made == ["torch"], f"only the framework whose shards changed is inferred again, the rest read: {made}"
     assert again == merged, "the same rows give the same files, whichever parts were read"
+    some = next(iter(kept))
+    kept[some] = {**kept[some], "rules": [{"framework": "damaged"}], "cells": [["only", "two"]]}
+    made.clear()
+    assert rules.render(parquet, catalog, sources) == merged, "a part damaged inside: the same files, no error"
+    assert sorted(made) == frameworks, f"a part that does not merge: every part inferred again: {made}"
 
 
 def test_a_damaged_rules_part_is_inferred_again(monkeypatch, tmp_path) -> None:
@@ -135,6 +140,10 @@ def test_a_damaged_rules_part_is_inferred_again(monkeypatch, tmp_path) -> None:
     part = {"cells": [], "environments": {}, "rules": [], "validation": {}, "case_programs": {}}
     rules._keep_part("k", part)
     assert rules._cached_part("k") == part, "a part kept reads back"
+    from kinkcheck.cache import read_cached
+
+    write_cached("rules-part", "other", read_cached("rules-part", "k"))
+    assert rules._cached_part("other") is None, "another key's entry copied over this one is not this part"
 
 
 def test_a_damaged_rules_file_is_one_line(tmp_path) -> None:

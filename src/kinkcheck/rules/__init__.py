@@ -84,19 +84,32 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
         frameworks = sorted(set(table.column("framework").unique().to_pylist()))
     else:
         frameworks = sorted(sources)
-    parts, programs = [], {}
-    for fw in frameworks:
-        pkey = _part_key(fw, sources[fw], catalog) if sources is not None else None
-        got = _cached_part(pkey) if pkey is not None else None
-        if got is None:
-            if table is None:
-                table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
-            got = _part(table, fw, catalog)
-            if pkey is not None:
-                _keep_part(pkey, got)
-        parts.append(got)
-        programs.update(got["case_programs"])
-    blob = store.dumps(store.merge(parts, programs))
+
+    def parts_of(read: bool) -> list[dict[str, Any]]:
+        nonlocal table
+        out = []
+        for fw in frameworks:
+            pkey = _part_key(fw, sources[fw], catalog) if sources is not None else None
+            got = _cached_part(pkey) if pkey is not None and read else None
+            if got is None:
+                if table is None:
+                    table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
+                got = _part(table, fw, catalog)
+                if pkey is not None:
+                    _keep_part(pkey, got)
+            out.append(got)
+        return out
+
+    def merged(parts: list[dict[str, Any]]) -> bytes:
+        programs: dict[str, Any] = {}
+        for part in parts:
+            programs.update(part["case_programs"])
+        return store.dumps(store.merge(parts, programs))
+
+    try:
+        blob = merged(parts_of(read=True))
+    except (KeyError, TypeError, IndexError, ValueError, AttributeError):  # a kept part damaged inside:
+        blob = merged(parts_of(read=False))  # every part inferred again (and kept again), never an error
     import gzip
     import json
 
@@ -141,6 +154,8 @@ def _cached_part(key: str) -> dict[str, Any] | None:
     wanted = {"cells": list, "environments": dict, "rules": list, "validation": dict, "case_programs": dict}
     if not isinstance(got, dict) or any(not isinstance(got.get(k), t) for k, t in wanted.items()):
         return None
+    if got.pop("part_key", None) != key:  # another key's entry copied over this one: not this part
+        return None
     return got
 
 
@@ -149,7 +164,8 @@ def _keep_part(key: str, part: dict[str, Any]) -> None:
 
     from kinkcheck.cache import write_cached
 
-    write_cached("rules-part", key, json.dumps(part, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    entry = {**part, "part_key": key}  # what the entry is of: read back under no other key
+    write_cached("rules-part", key, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def _render_key(parquet: bytes, catalog: Any) -> str:
