@@ -134,16 +134,25 @@ def test_a_damaged_rules_part_is_inferred_again(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
     from kinkcheck.cache import write_cached
 
-    for raw in (b"not json", b"[1, 2]", json.dumps({"cells": [], "rules": {}}).encode()):
+    import hashlib
+
+    from kinkcheck.cache import read_cached
+
+    def signed(body: bytes, key: str = "k") -> bytes:
+        return hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode() + b"\n" + body
+
+    for raw in (b"not json", b"[1, 2]", json.dumps({"cells": [], "rules": {}}).encode(), signed(b"not json"),
+                signed(json.dumps({"cells": [], "rules": {}}).encode())):
         write_cached("rules-part", "k", raw)
         assert rules._cached_part("k") is None, f"{raw!r} is no part: computed again, not an error"
     part = {"cells": [], "environments": {}, "rules": [], "validation": {}, "case_programs": {}}
     rules._keep_part("k", part)
     assert rules._cached_part("k") == part, "a part kept reads back"
-    from kinkcheck.cache import read_cached
-
     write_cached("rules-part", "other", read_cached("rules-part", "k"))
     assert rules._cached_part("other") is None, "another key's entry copied over this one is not this part"
+    head, _, body = read_cached("rules-part", "k").partition(b"\n")
+    write_cached("rules-part", "k", head + b"\n" + body.replace(b'"rules":[]', b'"rules":[ ]'))
+    assert rules._cached_part("k") is None, "an entry edited after it was written is not read"
 
 
 def test_a_damaged_rules_file_is_one_line(tmp_path) -> None:

@@ -140,32 +140,39 @@ def _part_key(framework: str, source: str, catalog: Any) -> str:
 
 
 def _cached_part(key: str) -> dict[str, Any] | None:
-    """A framework's part kept by an earlier render (kind ``rules-part``); None when there is none or it is not a
-    part (computed again, never an error)."""
+    """A framework's part kept by an earlier render (kind ``rules-part``); None when there is none, or the entry
+    is not the one written under this key (its first line, the digest of the key and the rest, does not match: a
+    damaged, edited or copied entry) or not a part (computed again, never an error)."""
+    import hashlib
     import json
 
     from kinkcheck.cache import read_cached
 
     raw = read_cached("rules-part", key)
+    if raw is None:
+        return None
+    head, _, body = raw.partition(b"\n")
+    if head != hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode():
+        return None
     try:
-        got = json.loads(raw) if raw is not None else None
+        got = json.loads(body)
     except ValueError:
         return None
     wanted = {"cells": list, "environments": dict, "rules": list, "validation": dict, "case_programs": dict}
     if not isinstance(got, dict) or any(not isinstance(got.get(k), t) for k, t in wanted.items()):
         return None
-    if got.pop("part_key", None) != key:  # another key's entry copied over this one: not this part
-        return None
     return got
 
 
 def _keep_part(key: str, part: dict[str, Any]) -> None:
+    """Keep ``part`` under ``key``: a first line with the digest of the key and the JSON that follows it."""
+    import hashlib
     import json
 
     from kinkcheck.cache import write_cached
 
-    entry = {**part, "part_key": key}  # what the entry is of: read back under no other key
-    write_cached("rules-part", key, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    body = json.dumps(part, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    write_cached("rules-part", key, hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode() + b"\n" + body)
 
 
 def _render_key(parquet: bytes, catalog: Any) -> str:
