@@ -73,7 +73,8 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
     from kinkcheck.rules import store
     from kinkcheck.rules.page import render_page
 
-    key = _render_key(parquet, catalog)
+    code = _code_key(catalog)  # read once: every framework's part is keyed on it too
+    key = _render_key(parquet, code)
     cached = _cached_render(key)
     if cached is not None:
         SPENT.append(time.perf_counter() - start)
@@ -89,7 +90,7 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
         nonlocal table
         out = []
         for fw in frameworks:
-            pkey = _part_key(fw, sources[fw], catalog) if sources is not None else None
+            pkey = _part_key(fw, sources[fw], code) if sources is not None else None
             got = _cached_part(pkey) if pkey is not None and read else None
             if got is None:
                 if table is None:
@@ -133,10 +134,11 @@ def _part(table: Any, framework: str, catalog: Any) -> dict[str, Any]:
     return {**store.to_doc(book, validation.as_dict(), environments(rows)), "case_programs": case_programs(book)}
 
 
-def _part_key(framework: str, source: str, catalog: Any) -> str:
+def _part_key(framework: str, source: str, code: str) -> str:
+    """A framework's part depends on its rows (``source``) and the catalog and code (``code``: :func:`_code_key`)."""
     import hashlib
 
-    return hashlib.sha256(repr((framework, source, _code_key(catalog))).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr((framework, source, code)).encode()).hexdigest()[:32]
 
 
 def _cached_part(key: str) -> dict[str, Any] | None:
@@ -175,12 +177,12 @@ def _keep_part(key: str, part: dict[str, Any]) -> None:
     write_cached("rules-part", key, hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode() + b"\n" + body)
 
 
-def _render_key(parquet: bytes, catalog: Any) -> str:
-    """The rules' files depend on the observations, the catalog and the code of the rules, oracles and mapping."""
+def _render_key(parquet: bytes, code: str) -> str:
+    """The rules' files depend on the observations and on the catalog and code (``code``: :func:`_code_key`)."""
     import hashlib
 
     h = hashlib.sha256(parquet)
-    h.update(_code_key(catalog).encode())
+    h.update(code.encode())
     return h.hexdigest()[:32]
 
 

@@ -128,8 +128,8 @@ def merge(parts: Sequence[Mapping[str, Any]], programs: Mapping[str, Mapping[str
         for reason, n in v["not_predicted"].items():
             not_predicted[reason] += n
     counts: dict[str, int] = defaultdict(int)
-    for case in sorted(programs):
-        for kind, n in programs[case].items():
+    for kinds in programs.values():
+        for kind, n in kinds.items():
             counts[kind] += n
     rules.sort(key=lambda r: (r["framework"], r["operation"], r["kind"]))
     misses.sort(key=lambda m: (m["case"], m["framework"], m["program"]))
