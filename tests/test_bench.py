@@ -149,3 +149,23 @@ def test_grown_report_data_is_ten_times_the_releases_laid_out_as_a_render_lays_i
     view = explain.report_rows(explain.report_index(tmp_path / "conventions.json.gz"), "torch.clamp(x, min=0)",
                                "torch", ("relu@0",))
     assert view.rows[0]["ranges"][-1]["to"] == "2.15.0+copy2", view.rows[0]["ranges"]
+
+
+def test_the_table_write_floor_times_the_rendered_table_and_it_grown(tmp_path, monkeypatch) -> None:
+    """``bench --report``'s floor: the seconds to write a render's observations table, and the table grown; both
+    written through the render's own writer (the grown one twice the rows, as ``--scale 2`` would have it)."""
+    import pyarrow.parquet as pq
+
+    from conftest import ROOT
+    from kinkcheck import bench
+    from kinkcheck.report import dataset
+
+    table = pq.read_table(ROOT / "reports" / "observations.parquet").slice(0, 3000)
+    path = tmp_path / "observations.parquet"
+    path.write_bytes(dataset.write_table(table))
+    rows: list[int] = []
+    real = dataset.write_table
+    monkeypatch.setattr(dataset, "write_table", lambda t: rows.append(t.num_rows) or real(t))
+    small, big = bench.table_write_s(path, 2)
+    assert rows == [3000, 6000], f"the table, then it grown twice, each written once: {rows}"
+    assert 0 < small and 0 < big, (small, big)

@@ -269,6 +269,27 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
     digest = hashlib.sha256(gzip.decompress((tmp_path / "a" / "conventions.json.gz").read_bytes())).hexdigest()
     assert digest in (tmp_path / "a" / "conventions.md").read_text(), "the Markdown names its JSON's digest"
     assert digest in (tmp_path / "a" / CASES / "relu-at-0.md").read_text(), "so does each case page"
+    from kinkcheck.report import _DIGEST_HOLE
+
+    for page in [*(tmp_path / "a").glob("*.md"), *(tmp_path / "a" / CASES).glob("*.md")]:
+        text = page.read_text()
+        assert _DIGEST_HOLE not in text, f"{page.name}: the digest's place was filled in"
+        if page.name not in ("rules.md",):  # the rules' page names the files it reads, not the JSON
+            assert text.count(digest) == 1, f"{page.name} names the JSON's digest once, in its footer"
+
+
+def test_a_page_whose_digest_place_is_not_named_once_is_the_renderers_error():
+    """The pages are rendered while the Parquet file is written, with a place for the JSON's digest filled in after;
+    a page that names that place twice or not at all is refused, not written with a placeholder or half filled."""
+    from kinkcheck.report import _DIGEST_HOLE, _fill_digest
+
+    digest = "ab" * 32
+    assert _fill_digest("p.md", f"head\nsha256 `{_DIGEST_HOLE}`\n", digest) == f"head\nsha256 `{digest}`\n".encode()
+    for text in ("no place", f"{_DIGEST_HOLE} and {_DIGEST_HOLE}"):
+        with pytest.raises(AssertionError, match="p.md: the JSON digest's place"):
+            _fill_digest("p.md", text, digest)
+    assert len(_DIGEST_HOLE) == 64 and not set(_DIGEST_HOLE) <= set("0123456789abcdef"), \
+        "as long as a SHA-256 in hex, and not one"
 
 
 def test_one_changed_cell_changes_the_committed_files_in_proportion(tmp_path):

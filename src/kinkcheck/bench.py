@@ -335,11 +335,12 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
     step = max(1, len(programs) // sample) if sample else 1
     chosen = programs[::step][:sample] if sample else programs
     py = sys.executable
+    env = _bytecode_env(None)  # timed as installed: the untimed warm run writes the byte code
     rows = []
     for case, program in chosen:
         at = ",".join(f"{k}={json.dumps(v)}" for k, v in case.at.items())
         base = [py, "-m", "kinkcheck", "grad", "--at", at, "--framework", program.framework, "--", program.id]
-        warm = subprocess.run(base, capture_output=True, text=True, check=False)
+        warm = subprocess.run(base, capture_output=True, text=True, check=False, env=env)
         if warm.returncode != 0:
             print(f"skipped {program.id} at {case.id}: {warm.stderr.strip()[:120]}")
             continue
@@ -347,10 +348,10 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
         judged = bare = float("inf")
         for _ in range(repeat):
             t = time.perf_counter()
-            subprocess.run([*base[:-2], "--no-judge", *base[-2:]], check=True, capture_output=True)
+            subprocess.run([*base[:-2], "--no-judge", *base[-2:]], check=True, capture_output=True, env=env)
             bare = min(bare, time.perf_counter() - t)
             t = time.perf_counter()
-            subprocess.run(base, check=True, capture_output=True)
+            subprocess.run(base, check=True, capture_output=True, env=env)
             judged = min(judged, time.perf_counter() - t)
         alone = json.loads(subprocess.run([py, "-c", _EXPLAIN_SCRIPT, program.id, json.dumps(dict(case.at)),
                                            program.framework, value], check=True, capture_output=True,
@@ -481,7 +482,7 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
     catalog = load_catalog()
     files = sorted(shards.glob("*.json"))
     fresh = sum(is_fresh(f, catalog) for f in files)
-    env = os.environ.copy()
+    env = _bytecode_env(None)  # timed as installed: the untimed first run writes the byte code of what it imports
 
     def parts(r: dict[str, float]) -> str:
         load, render = r.get("load_shards", 0.0), r.get("write_reports", 0.0)
@@ -509,6 +510,11 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
         new = new_shard_speed(copy, out, env, repeat)
         print("\n".join(new_shard_lines(1, afresh, new)))
         _note_new_shard(1, afresh, new, "nox -s bench -- --report")
+        table_s = table_write_s(out / "observations.parquet", 10)
+        print(f"  writing observations.parquet alone (every render writes the one table whole): {table_s[0]:.2f} s, "
+              f"x10 {table_s[1]:.2f} s ({'below' if table_s[1] < NEW_SHARD_TARGET else 'above'} the "
+              f"{NEW_SHARD_TARGET:.0f} s of a render after one new shard)")
+        figures.note("render.table-write", f"{table_s[0]:.1f} s (x10: {table_s[1]:.1f} s)", "nox -s bench -- --report")
         if cold:
             cache = Path(tmp) / "empty-cache"
             cache.mkdir()
@@ -560,7 +566,7 @@ def report_scale(shards: Path, scale: int) -> int:
     in observations when the time ratio is about ``scale`` (a quadratic step would show ``scale ** 2``). Then
     ``kinkcheck report`` again without ``--force`` on each, what a warm ``nox -s report`` runs: the folder is
     current, so it hashes its inputs and renders nothing."""
-    env = os.environ.copy()
+    env = _bytecode_env(None)  # timed as installed (the warming runs write the byte code)
     with tempfile.TemporaryDirectory(prefix="kinkcheck-bench-") as tmp:
         grown = Path(tmp) / "grown"
         n_grown = grow_shards(shards, grown, scale)
@@ -581,6 +587,7 @@ def report_scale(shards: Path, scale: int) -> int:
         shutil.copytree(shards, Path(tmp) / "shards")
         small_new = new_shard_speed(Path(tmp) / "shards", Path(tmp) / "small", env)
         big_new = new_shard_speed(grown, Path(tmp) / "big", env)
+        table_s = table_write_s(Path(tmp) / "small" / "observations.parquet", scale)
     print(f"full render, warm cache, {os.cpu_count()} CPUs: {n:,} shard observations vs x{scale} ({n_grown:,})")
     for what, key in (("wall", "wall"), ("write_reports", "write_reports")):
         print(f"  {what:<14} {small[key]:7.2f} s   x{scale}: {big[key]:7.2f} s   ratio {big[key] / small[key]:5.2f} "
@@ -594,11 +601,32 @@ def report_scale(shards: Path, scale: int) -> int:
     print(f"  rendering {'linear' if ratio <= 1.25 * scale else 'WORSE THAN LINEAR'} in observations "
           f"(time ratio {ratio:.2f} <= 1.25 x {scale})")
     print("\n".join([*new_shard_lines(1, small_afresh, small_new), *new_shard_lines(scale, big_afresh, big_new)]))
+    print(f"  writing observations.parquet alone (every render writes the one table whole): {table_s[0]:.2f} s, "
+          f"x{scale} {table_s[1]:.2f} s ({'below' if table_s[1] < NEW_SHARD_TARGET else 'above'} the "
+          f"{NEW_SHARD_TARGET:.0f} s of a render after one new shard)")
     command = f"nox -s bench -- --report --scale {scale}"
     figures.note(f"render.x{scale}", f"{big['wall']:.0f} s for {small['wall']:.1f} s (peak {big['peak_mb'] / 1e3:.1f} GB "
                                      f"for {small['peak_mb'] / 1e3:.1f} GB)", command)
     _note_new_shard(scale, big_afresh, big_new, command)
     return 0
+
+
+def table_write_s(parquet: Path, scale: int) -> tuple[float, float]:
+    """Seconds to write the observations table of ``parquet`` (a render's) through
+    :func:`kinkcheck.report.dataset.write_table` (sort by case and program, row groups and their index, zstd), and
+    the same table grown ``scale`` times (:func:`_grown_table`): what any render writes whatever else it keeps,
+    since the file holds every observation, sorted for its readers."""
+    import gc
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck.report.dataset import write_table
+
+    table = pq.read_table(parquet)
+    small = _timed_s(lambda: write_table(table))
+    grown = _grown_table(table, scale)
+    gc.collect()
+    return small, _timed_s(lambda: write_table(grown))
 
 
 def _note_new_shard(scale: int, full: dict[str, float], new: dict[str, float], command: str) -> None:
@@ -976,7 +1004,7 @@ def _render_in_child(fresh_rules: bool) -> tuple[float, float]:
         "    write_reports(shards, catalog, Path(tmp) / 'out')\n"
         "    print(json.dumps([time.perf_counter() - t0, rules.SPENT[-1]]))\n")
     out = subprocess.run([sys.executable, "-c", script, "fresh" if fresh_rules else "cached"], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, env=_bytecode_env(None))  # as installed: byte code written, read
     render, rule = json.loads(out.stdout.strip().splitlines()[-1])
     return render, rule
 

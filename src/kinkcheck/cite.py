@@ -33,7 +33,7 @@ from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM, place_title
 from kinkcheck.query import DATA_ENV
 from kinkcheck.registry import view
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError, report_path
-from kinkcheck.report.view import CASES_DIR, LABEL_HELP, case_file, mode_anchor, release_anchor, row_anchor
+from kinkcheck.report.text import CASES_DIR, LABEL_HELP, case_file, mode_anchor, release_anchor, row_anchor
 
 __all__ = ["Citation", "CiteError", "RuleCitation", "bibtex", "case_page", "cff", "cite", "cite_rule", "find_rule",
            "load_report", "principal_case", "site_base", "site_url"]

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.catalog import Catalog
-from kinkcheck.report.view import CASES_DIR, SECTION_PAGES
+from kinkcheck.report.text import CASES_DIR, SECTION_PAGES  # not the view: it imports the classifier, NumPy
 from kinkcheck.validate import _no_gc
 
 __all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_PAGES", "gzip_bytes", "OutputError",
@@ -164,19 +164,28 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
 
 
 def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str]) -> list[Path]:
+    from concurrent.futures import ThreadPoolExecutor
+
     from kinkcheck.report.build import build
     from kinkcheck.report.dataset import write_parquet
     from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
     from kinkcheck.report.model import report_json
 
     report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
-    parquet = write_parquet(report, getattr(report, "fragments", None))  # the judged shards' columns, kept
+    report.index  # built here, once, before a second thread reads it  # noqa: B018
+    # The Parquet file is written (Arrow's sort, take and zstd, outside the GIL) in a thread while this one renders
+    # the pages (Python); the pages name the JSON's digest, which follows from the file's: they are rendered with a
+    # placeholder of its length, put in its place after (each page names it once, in its footer).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kinkcheck-parquet") as pool:
+        written = pool.submit(write_parquet, report, getattr(report, "fragments", None))  # kept columns joined
+        pages = {f"{CASES}/{name}": text for name, text in render_case_pages(report, json_sha256=_DIGEST_HOLE).items()}
+        sections = render_section_pages(report, json_sha256=_DIGEST_HOLE)
+        parquet = written.result()
     report.provenance.observations_sha256 = hashlib.sha256(parquet).hexdigest()
     json_bytes = report_json(report, observations_file="observations.parquet")  # the observations once, there
     digest = hashlib.sha256(json_bytes).hexdigest()
-    pages = {f"{CASES}/{name}": text.encode("utf-8")
-             for name, text in render_case_pages(report, json_sha256=digest).items()}
-    sections = {name: text.encode("utf-8") for name, text in render_section_pages(report, json_sha256=digest).items()}
+    pages = {name: _fill_digest(name, text, digest) for name, text in pages.items()}
+    sections = {name: _fill_digest(name, text, digest) for name, text in sections.items()}
     plots = {}
     measured = [k for k in report.kink_hits if k.error is None and k.cells]
     if measured:  # the census page shows it (section.md.j2): every measurement, by file name
@@ -192,6 +201,20 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     _replace_set(out, blobs)
     return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
                                     *sections, *plots, *rules, *pages)]
+
+
+
+#: What the pages rendered before the JSON's digest is known name in its place (64 characters, as a SHA-256 in hex;
+#: not hex, so no digest is taken for it): :func:`_fill_digest` puts the digest there.
+_DIGEST_HOLE = "kinkcheck-the-SHA-256-of-conventions-json-is-filled-in-here".ljust(64, "-")
+
+
+def _fill_digest(name: str, text: str, digest: str) -> bytes:
+    """Page ``name``'s text with the JSON's digest in place of :data:`_DIGEST_HOLE` (its footer names it once),
+    as UTF-8."""
+    if text.count(_DIGEST_HOLE) != 1:  # a page that names it otherwise (or not) is the renderer's error
+        raise AssertionError(f"{name}: the JSON digest's place is named {text.count(_DIGEST_HOLE)} times, not once")
+    return text.replace(_DIGEST_HOLE, digest).encode("utf-8")
 
 
 def _rules_sources(report: Any) -> dict[str, str] | None:

@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FILE", "SCHEMA", "RulesUnreadable", "load"]
+__all__ = ["FILE", "LABELS", "SCHEMA", "RulesUnreadable", "load"]
 
 FILE = "rules.json.gz"
 SCHEMA = "kinkcheck/rules/v1"
+#: Rule labels, in the order a rule lists the labels its evidence does not tell apart.
+LABELS: tuple[str, ...] = ("left", "right", "left-piece", "right-piece", "piece-at-point", "first", "last",
+                           "split-even", "every-tied", "min-norm", "mean", "zero", "nan")
 
 
 class RulesUnreadable(ValueError):

@@ -46,11 +46,10 @@ from typing import Any
 
 import sympy
 
+from kinkcheck.rules.doc import LABELS  # the rule labels (a leaf: the rules file's readers need them without sympy)
+
 __all__ = ["LABELS", "LocalKink", "kink_kind", "label_values", "local_oracle", "nonsmooth_here"]
 
-#: Rule labels, in the order a rule lists the labels its evidence does not tell apart.
-LABELS: tuple[str, ...] = ("left", "right", "left-piece", "right-piece", "piece-at-point", "first", "last",
-                           "split-even", "every-tied", "min-norm", "mean", "zero", "nan")
 
 _JUMPS = (sympy.sign, sympy.Heaviside, sympy.floor, sympy.ceiling, sympy.frac)
 

@@ -23,12 +23,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kinkcheck.rules.doc import FILE, SCHEMA, RulesUnreadable, load
-from kinkcheck.rules.infer import Cell, RuleBook
-from kinkcheck.rules.local import LABELS
+from kinkcheck.rules.doc import FILE, LABELS, SCHEMA, RulesUnreadable, load
 from kinkcheck.vocabulary import encode
+
+if TYPE_CHECKING:  # the inference imports sympy: a render that reads its kept rules does not need it
+    from kinkcheck.rules.infer import Cell, RuleBook
 
 __all__ = ["FILE", "SCHEMA", "RulesUnreadable", "StoredRule", "dumps", "load", "merge", "read", "to_doc", "to_json"]
 
@@ -143,6 +144,8 @@ def merge(parts: Sequence[Mapping[str, Any]], programs: Mapping[str, Mapping[str
 
 def read(path: str | Path) -> tuple[RuleBook, dict[str, Any]]:
     """The rule book a face predicts with, and the file's document (environments, validation)."""
+    from kinkcheck.rules.infer import Cell, RuleBook
+
     doc = load(path)
     try:
         cells = [Cell(*c) for c in doc["cells"]]
