@@ -554,3 +554,27 @@ def test_report_renders_a_checkouts_shards_with_that_checkouts_catalog(tmp_path,
         err[0].startswith(f"kinkcheck report: no references/kinkhits/ beside the catalog {package}"), err
     args = argparse.Namespace(catalog=str(package), shards=str(elsewhere))
     assert cli._render_catalog(args) == package and capsys.readouterr().err == "", "--catalog: the user's choice"
+
+
+def test_a_report_the_console_script_exits_after_leaves_the_collector_off(tmp_path, monkeypatch):
+    """``kinkcheck report`` as the console script (cli.run, which exits next) keeps the cyclic collector off after its
+    render (switched on, its first pass walks everything the render made); ``main`` called from Python, as the tests
+    and a library user call it, leaves it as it was."""
+    import gc
+    import shutil
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    smallest = min((ROOT / "references" / "observations").glob("*.json"), key=lambda p: p.stat().st_size)
+    shutil.copy(smallest, shards)
+    assert gc.isenabled(), "the tests run with the collector on"
+    assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "a")]) == 0
+    assert gc.isenabled(), "main from Python: the collector is on again after the render"
+    monkeypatch.setattr(cli, "_EXITS_AFTER", True)
+    try:
+        assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "b"), "--force"]) == 0
+        assert not gc.isenabled(), "before the console script's exit: the collector stays off"
+    finally:
+        gc.enable()
+    assert (tmp_path / "a" / "conventions.md").read_bytes() == (tmp_path / "b" / "conventions.md").read_bytes(), \
+        "the same files either way"

@@ -553,3 +553,81 @@ def test_no_committed_page_prints_a_number_past_17_significant_digits():
         for m in number.finditer(text):
             digits = m.group().replace(".", "").lstrip("0")
             assert len(digits) <= 17, f"{page.name}: {m.group()!r} at {text[max(0, m.start() - 60):m.end() + 20]!r}"
+
+
+def test_each_frameworks_page_parts_are_kept_and_only_a_changed_frameworks_are_rendered_again(monkeypatch, tmp_path):
+    """A case page's framework tables, modes tables and the index's newest-release cells are rendered per framework
+    (markdown.framework_parts) and kept under its shards' judged keys: a second render reads them all (the same
+    pages), one more release of one framework renders that framework's parts alone, and an entry that does not read
+    back is rendered again."""
+    import shutil
+
+    from conftest import ROOT
+
+    from kinkcheck.bench import add_new_shard
+    from kinkcheck.catalog import load_catalog
+    from kinkcheck.report import markdown
+    from kinkcheck.report.build import build
+    from kinkcheck.report.view import ReportView
+    from kinkcheck.shards import load_shards
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for name in ("tinygrad-0.13.0-cpu.json", "tinygrad-0.14.0-cpu.json", "mindspore-2.9.0-cpu.json"):
+        shutil.copy(ROOT / "references" / "observations" / name, shards)
+    catalog = load_catalog()
+    kept: dict[str, dict] = {}
+    monkeypatch.setattr(markdown, "_kept_parts", lambda key, cases: kept.get(key))
+    monkeypatch.setattr(markdown, "_keep_parts", kept.__setitem__)
+    made: list[str] = []
+    real = ReportView.framework_tables
+    monkeypatch.setattr(ReportView, "framework_tables",
+                        lambda self, case, fw: made.append(fw) or real(self, case, fw))
+
+    def render() -> tuple[dict[str, str], str, list[str]]:
+        made.clear()
+        report = build(load_shards(shards, catalog, lazy=True)[0], catalog)
+        out = render_case_pages(report, json_sha256=SHA), render_markdown(report, json_sha256=SHA)
+        return *out, sorted(set(made))
+
+    pages, index, first = render()
+    assert first == ["mindspore", "tinygrad"] and len(kept) == 2, f"each framework's parts rendered once: {first}"
+    assert len(made) == 2 * len(catalog), "one table per case and framework, shared by the page and the index"
+    again, index_again, second = render()
+    assert second == [] and again == pages and index_again == index, \
+        f"a second render reads every framework's parts, the same pages: {second}"
+    framework = add_new_shard(shards).name.split("-")[0]  # the largest shard again, as one more release
+    grown, _, third = render()
+    assert third == [framework], f"one more {framework} release: its parts alone rendered again: {third}"
+    assert grown != pages and any("+new" in text for text in grown.values()), "the new release is on the pages"
+    for key in kept:
+        kept[key] = None  # what _kept_parts answers for an entry that does not read back
+    _, _, fourth = render()
+    assert fourth == ["mindspore", "tinygrad"], f"entries that do not read back are rendered again: {fourth}"
+
+
+def test_a_damaged_or_foreign_parts_entry_is_not_read(monkeypatch, tmp_path):
+    import hashlib
+    import json
+
+    from kinkcheck.cache import read_cached, write_cached
+    from kinkcheck.report import markdown
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    parts = {"a@0": ["\n## torch\n", None, "torch 2.15.0: 🟦"], "b@0": [None, None, None]}
+    markdown._keep_parts("k", parts)
+    assert markdown._kept_parts("k", ["a@0", "b@0"]) == parts, "an entry reads back as kept"
+    assert markdown._kept_parts("k", ["a@0"]) is None, "not one part per case of this report: rendered again"
+    write_cached("case-parts", "other", read_cached("case-parts", "k"))
+    assert markdown._kept_parts("other", ["a@0", "b@0"]) is None, "another key's entry copied here is not read"
+    head, _, body = read_cached("case-parts", "k").partition(b"\n")
+    write_cached("case-parts", "k", head + b"\n" + body.replace(b"2.15.0", b"2.15.1"))
+    assert markdown._kept_parts("k", ["a@0", "b@0"]) is None, "an entry edited after it was written is not read"
+
+    def signed(body: bytes) -> bytes:
+        return hashlib.sha256(b"k\n" + body).hexdigest().encode() + b"\n" + body
+
+    for body in (b"not json", b"[1]", json.dumps({"a@0": [1, 2, 3], "b@0": [None, None, None]}).encode(),
+                 json.dumps({"a@0": ["x"], "b@0": [None, None, None]}).encode()):
+        write_cached("case-parts", "k", signed(body))
+        assert markdown._kept_parts("k", ["a@0", "b@0"]) is None, f"{body!r}: no parts, rendered again"

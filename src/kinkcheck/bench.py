@@ -405,9 +405,11 @@ if os.environ.get("KINKCHECK_BENCH_JUDGE_AFRESH"):  # every shard judged anew: t
     kinkcheck.cache.read_cached = (lambda kind, key, touch=False:
                                    None if kind in ("judged", "derived") else read(kind, key, touch))
 t1 = time.perf_counter()
-rc = cli.main(["report", "--shards", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]])
-import gc
-gc.freeze()  # as the console script exits (cli.run): the collector does not walk what the render left
+sys.argv = ["kinkcheck", "report", "--shards", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]]
+try:  # the console script itself (cli.run), as a user runs it
+    cli.run()
+except SystemExit as done:
+    rc = done.code
 import resource
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 print(json.dumps({"rc": rc, "imports": t1 - t0, "main": time.perf_counter() - t1, "peak_mb": peak, **spent}))

@@ -199,6 +199,10 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
              "conventions.json.gz": gzip_bytes(json_bytes),
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
+    from kinkcheck.cache import prune_cached
+
+    for kind in ("case-parts", "rules-part"):  # kept per framework: what no render has read for a week goes
+        prune_cached(kind)
     return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
                                     *sections, *plots, *rules, *pages)]
 

@@ -7,7 +7,9 @@ sources and oracle, per framework one row per program with its values over the r
 of squares coloured by label, the modes of the newest release, its network runs, *Changed in* rows, errors).
 Both read the typed report through :mod:`kinkcheck.report.view`; anchors are those listed there. Each page
 names the SHA-256 of the ``conventions.json`` it belongs to in its footer, and is a function of the report
-alone (byte-identical for the same report).
+alone (byte-identical for the same report). What a page shows of one framework (its table, its modes table, its
+cell of the index's list of cases: ``case-table.md.j2``, ``case-modes.md.j2``, ``case-newest.md.j2``) is rendered
+per framework and kept in the cache under its shards' judged keys (:func:`framework_parts`).
 """
 
 from __future__ import annotations
@@ -147,7 +149,10 @@ def render_markdown(report: Report, json_sha256: str | None = None) -> str:
     ``json_sha256``: the SHA-256 (hex) of the ``conventions.json`` written beside it, named in the footer so a
     reader can tell the Markdown belongs to that JSON; left out when None.
     """
-    return _ended(_template("conventions.md.j2").render(**_globals(report, json_sha256), case_dir=f"{CASES_DIR}/"))
+    parts = [framework_parts(report, fw) for fw in report.index.columns]
+    newest = {c.id: "<br>".join(n for p in parts if (n := p[c.id][2]) is not None) for c in report.cases}
+    return _ended(_template("conventions.md.j2").render(**_globals(report, json_sha256), case_dir=f"{CASES_DIR}/",
+                                                        newest_md=newest))
 
 
 def render_section_pages(report: Report, json_sha256: str | None = None) -> dict[str, str]:
@@ -161,17 +166,120 @@ def render_section_pages(report: Report, json_sha256: str | None = None) -> dict
 def render_case_pages(report: Report, json_sha256: str | None = None) -> dict[str, str]:
     """Every case's page: file name (``<slug of case id>.md``, for ``cases/`` beside ``conventions.md``) → text,
     report order. Links to the index are ``../conventions.md#…``, to another case ``<slug>.md#case-<slug>``.
-    ``json_sha256`` as in :func:`render_markdown` (in each page's footer)."""
+    ``json_sha256`` as in :func:`render_markdown` (in each page's footer). Each framework's tables come from
+    :func:`framework_parts` (kept per framework)."""
     g = _globals(report, json_sha256)
     view = g["view"]
     template = _template("case.md.j2")
     cases = report.cases
+    parts = [framework_parts(report, fw) for fw in report.index.columns]
     out = {}
     for i, case in enumerate(cases):
-        cv = view.case_view(case.id)
-        out[cv.file] = _ended(template.render(**g, cv=cv, case_dir="", prev=cases[i - 1] if i else None,
-                                              next=cases[i + 1] if i + 1 < len(cases) else None))
+        cv = view.case_page_view(case.id)
+        mine = [p[case.id] for p in parts]
+        out[cv.file] = _ended(template.render(
+            **g, cv=cv, case_dir="", prev=cases[i - 1] if i else None, next=cases[i + 1] if i + 1 < len(cases) else None,
+            tables_md=[t for t, _, _ in mine if t is not None], modes_md=[m for _, m, _ in mine if m is not None]))
     return out
+
+
+def framework_parts(report: Report, framework: str) -> dict[str, list[str | None]]:
+    """Case → what its pages show of ``framework``: its table on the case page (``case-table.md.j2``), its modes
+    table there (``case-modes.md.j2``) and its cell of the index's list of cases (``case-newest.md.j2``), each
+    None where the framework has none; for every case of the report.
+
+    Each is read from that framework's observations alone (:meth:`kinkcheck.report.view.ReportView.framework_tables`),
+    so they are kept in the cache (kind ``case-parts``) under the judged keys of its shards (the shard's content,
+    the judging code, the catalog and oracles, its environment record: ``report.judged_keys``), the report's dtypes
+    and modes, its cases and the rendering code (:func:`_parts_key`): a render after one new shard renders its
+    framework's parts alone. An entry that does not read back as written is rendered again, never an error."""
+    view = report_view(report)
+    got = view.parts.get(framework)
+    if got is not None:
+        return got
+    key = _parts_key(report, framework)
+    got = _kept_parts(key, [c.id for c in report.cases]) if key is not None else None
+    if got is None:
+        g = _globals(report, None)
+        table, modes, newest = _template("case-table.md.j2"), _template("case-modes.md.j2"), _template("case-newest.md.j2")
+        got = {}
+        for case in report.cases:
+            t, mt = view.framework_tables(case, framework)
+            got[case.id] = [None if t is None else table.render(**g, t=t), None if mt is None else modes.render(**g, t=mt),
+                            None if t is None else newest.render(**g, t=t)]
+        if key is not None:
+            _keep_parts(key, got)
+    view.parts[framework] = got
+    return got
+
+
+def _parts_key(report: Report, framework: str) -> str | None:
+    """The key :func:`framework_parts` keeps a framework's parts under; None when a shard of it has no judged key
+    (a report decoded from its JSON, or a shard judged without one)."""
+    import hashlib
+    import json
+
+    keys = getattr(report, "judged_keys", None) or {}
+    idx = report.index
+    envs = idx.columns.get(framework, [])
+    if not envs or any(e.id not in keys for e in envs):
+        return None
+    text = json.dumps([framework, [[e.id, keys[e.id]] for e in envs], idx.dtypes, idx.modes,
+                       [c.id for c in report.cases], _parts_code()])
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+@cache
+def _parts_code() -> str:
+    """A digest of the code that renders a framework's parts: the report package and its templates, and the modules
+    it formats with (anchors, decimals, labels, places), with kinkcheck's version."""
+    import hashlib
+    from pathlib import Path
+
+    from kinkcheck import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted([*root.glob("report/*.py"), *root.glob("report/templates/*.j2"), *(root / name for name in (
+            "anchors.py", "decimals.py", "vocabulary.py", "platforms.py", "platforms.toml", "classify.py",
+            "catalog.py"))]):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] | None:
+    """A framework's parts kept under ``key``, None when absent or not the entry written under it (its first line,
+    the digest of the key and the rest, does not match: damaged, edited or copied) or not one part per case."""
+    import hashlib
+    import json
+
+    from kinkcheck.cache import read_cached
+
+    raw = read_cached("case-parts", key, touch=True)
+    if raw is None:
+        return None
+    head, _, body = raw.partition(b"\n")
+    if head != hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode():
+        return None
+    try:
+        got = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(got, dict) or list(got) != list(cases) or any(
+            not isinstance(v, list) or len(v) != 3 or any(x is not None and not isinstance(x, str) for x in v)
+            for v in got.values()):
+        return None
+    return got
+
+
+def _keep_parts(key: str, parts: dict[str, list[str | None]]) -> None:
+    import hashlib
+    import json
+
+    from kinkcheck.cache import write_cached
+
+    body = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    write_cached("case-parts", key, hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode() + b"\n" + body)
 
 
 def _ended(text: str) -> str:

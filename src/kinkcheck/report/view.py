@@ -280,6 +280,8 @@ class ReportView:
     _case_views: dict[str, CaseView] = field(default_factory=dict)
     _faces: dict[int, Face] = field(default_factory=dict)
     _values: dict[bytes, str] = field(default_factory=dict)
+    #: Framework → case → its parts of the pages, rendered or kept (:func:`kinkcheck.report.markdown.framework_parts`).
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ---- faces and cells
 
@@ -545,53 +547,26 @@ class ReportView:
             cv = self._case_views[case_id] = self._build_case(self.report.index.case[case_id])
         return cv
 
+    def case_page_view(self, case_id: str) -> CaseView:
+        """The :class:`CaseView` of a case without its framework and modes tables (not kept): the rest of its page."""
+        cv = self._case_views.get(case_id)
+        return cv if cv is not None else self._build_case(self.report.index.case[case_id], tables_too=False)
+
     def case_views(self) -> list[CaseView]:
         return [self.case_view(c.id) for c in self.report.cases]
 
-    def _build_case(self, case: Case) -> CaseView:
+    def _build_case(self, case: Case, tables_too: bool = True) -> CaseView:
+        """The case's view; without ``tables_too`` its framework tables and modes tables left empty (a case page
+        renders those per framework: :func:`kinkcheck.report.markdown.framework_parts`)."""
         rep, idx = self.report, self.report.index
-        dtypes = idx.dtypes
-        cell_of = idx.cell
         tables: list[FrameworkTable] = []
         mode_tables: list[ModeTable] = []
-        for fw, every in idx.columns.items():
-            progs = case.programs_of(fw)
-            # a release measured at a lower x86-64 level is no column of its own: its differences are the case's
-            # instruction-set rows (and isa-levels.md), so a table keeps one square per release and device
-            columns = [e for e in every if not e.isa_cap]
-            if not progs or not columns:
-                continue
-            devices = list(dict.fromkeys(e.place for e in columns))
-            rows = []
-            for p in progs:
-                anchor = row_anchor(case.id, fw, p)
-                cells = {e.id: self.cell((cell_of.get((case.id, fw, p, "reverse", e.id, d)) for d in dtypes),
-                                         why=e.why_not_measured(case.id, p, "reverse", dtypes[0]) if dtypes else None)
-                         for e in columns}
-                runs = []
-                for dev in devices:
-                    envs = [e for e in columns if e.place == dev]
-                    merged = _runs([(e, cells[e.id]) for e in envs], envs)
-                    runs.append((dev, merged))
-                strip = [Square(e, cells[e.id], release_anchor(case.id, fw, p, e.id),
-                                boundary=i > 0 and e.place == columns[i - 1].place
-                                and cells[e.id].key != cells[columns[i - 1].id].key)
-                         for i, e in enumerate(columns)]
-                rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
-            spans = []  # per place, its first and last release: "1.8.0 – 1.9.1; 1.9.1 macOS arm64"
-            for dev in devices:
-                at = [e for e in columns if e.place == dev]
-                spans.append(at[0].title if len(at) == 1 else f"{at[0].title} – {at[-1].title}")
-            span = "; ".join(spans)
-            tables.append(FrameworkTable(fw, columns, span, rows))
-            newest = idx.modes_release(fw)
-            if newest is not None:
-                modes = [m for m in idx.modes if m in idx.env_modes[newest.id]]
-                mode_tables.append(ModeTable(fw, newest, modes, [
-                    ModeProgram(p, f"{row_anchor(case.id, fw, p)}--modes",
-                                [self.cell(cell_of.get((case.id, fw, p, m, newest.id, d)) for d in dtypes)
-                                 for m in modes])
-                    for p in progs]))
+        for fw in idx.columns if tables_too else ():
+            table, modes = self.framework_tables(case, fw)
+            if table is not None:
+                tables.append(table)
+            if modes is not None:
+                mode_tables.append(modes)
         # a program's cells withdrawn (whole modes not reached are on devices.md: they concern every case)
         withheld = [(e, part) for e in rep.environments for part in e.not_measured_parts if part.case == case.id]
         unmeasured = [(fw, [(p, row_anchor(case.id, fw, p)) for p in case.programs_of(fw)])
@@ -607,6 +582,50 @@ class ReportView:
             isa_rows=[r for r in rep.mode_disagreements.rows
                       if r.case == case.id and is_isa_comparison(r.comparison)],
         )
+
+    def framework_tables(self, case: Case, fw: str) -> tuple[FrameworkTable | None, ModeTable | None]:
+        """A case's table of one framework's programs over its releases, and of the modes of its newest release
+        measured in more than one mode (None where the framework has no program or release for it): what a case
+        page shows of one framework, from that framework's observations alone (and the report's dtypes and modes)."""
+        idx = self.report.index
+        dtypes = idx.dtypes
+        cell_of = idx.cell
+        progs = case.programs_of(fw)
+        # a release measured at a lower x86-64 level is no column of its own: its differences are the case's
+        # instruction-set rows (and isa-levels.md), so a table keeps one square per release and device
+        columns = [e for e in idx.columns[fw] if not e.isa_cap]
+        if not progs or not columns:
+            return None, None
+        devices = list(dict.fromkeys(e.place for e in columns))
+        rows = []
+        for p in progs:
+            anchor = row_anchor(case.id, fw, p)
+            cells = {e.id: self.cell((cell_of.get((case.id, fw, p, "reverse", e.id, d)) for d in dtypes),
+                                     why=e.why_not_measured(case.id, p, "reverse", dtypes[0]) if dtypes else None)
+                     for e in columns}
+            runs = []
+            for dev in devices:
+                envs = [e for e in columns if e.place == dev]
+                merged = _runs([(e, cells[e.id]) for e in envs], envs)
+                runs.append((dev, merged))
+            strip = [Square(e, cells[e.id], release_anchor(case.id, fw, p, e.id),
+                            boundary=i > 0 and e.place == columns[i - 1].place
+                            and cells[e.id].key != cells[columns[i - 1].id].key)
+                     for i, e in enumerate(columns)]
+            rows.append(ProgramRow(fw, p, anchor, runs, strip, self._verdicts(case.id, fw, p, columns)))
+        spans = []  # per place, its first and last release: "1.8.0 – 1.9.1; 1.9.1 macOS arm64"
+        for dev in devices:
+            at = [e for e in columns if e.place == dev]
+            spans.append(at[0].title if len(at) == 1 else f"{at[0].title} – {at[-1].title}")
+        table = FrameworkTable(fw, columns, "; ".join(spans), rows)
+        newest = idx.modes_release(fw)
+        if newest is None:
+            return table, None
+        modes = [m for m in idx.modes if m in idx.env_modes[newest.id]]
+        return table, ModeTable(fw, newest, modes, [
+            ModeProgram(p, f"{row_anchor(case.id, fw, p)}--modes",
+                        [self.cell(cell_of.get((case.id, fw, p, m, newest.id, d)) for d in dtypes) for m in modes])
+            for p in progs])
 
     def _verdicts(self, case: str, fw: str, program: str, columns: Sequence[Environment]) -> list[Verdict]:
         """The conformance rows of a program merged by verdict and admitted values (rows differ by value too;

@@ -150,7 +150,7 @@ def _cached_part(key: str) -> dict[str, Any] | None:
 
     from kinkcheck.cache import read_cached
 
-    raw = read_cached("rules-part", key)
+    raw = read_cached("rules-part", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
     if raw is None:
         return None
     head, _, body = raw.partition(b"\n")
