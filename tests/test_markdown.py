@@ -631,3 +631,22 @@ def test_a_damaged_or_foreign_parts_entry_is_not_read(monkeypatch, tmp_path):
                  json.dumps({"a@0": ["x"], "b@0": [None, None, None]}).encode()):
         write_cached("case-parts", "k", signed(body))
         assert markdown._kept_parts("k", ["a@0", "b@0"]) is None, f"{body!r}: no parts, rendered again"
+
+
+def test_the_page_parts_key_covers_every_module_a_page_is_rendered_with():
+    """A kept page part is keyed on the code that renders it (markdown._parts_code): every kinkcheck module the
+    renderer imports is among the files it hashes, so an edit to any of them (isa.py's levels, a template, a
+    number format) renders the parts again instead of showing a kept one."""
+    import subprocess
+    import sys
+
+    from kinkcheck.report import markdown
+
+    listed = subprocess.run([sys.executable, "-c", "import sys, kinkcheck.report.markdown, kinkcheck.report.view\n"
+                             "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.startswith('kinkcheck') "
+                             "and getattr(m, '__file__', None)))"], capture_output=True, text=True, check=True)
+    imported = {Path(line).resolve() for line in listed.stdout.split()}
+    hashed = {p.resolve() for p in markdown._parts_sources()}
+    assert imported and imported <= hashed, f"modules the renderer imports but the key leaves out: {imported - hashed}"
+    templates = {p.name for p in markdown._parts_sources() if p.suffix == ".j2"}
+    assert {"case-table.md.j2", "case-modes.md.j2", "case-newest.md.j2", "case.md.j2"} <= templates, templates

@@ -402,8 +402,8 @@ timed(kinkcheck.report.build, "judged_shard")
 if os.environ.get("KINKCHECK_BENCH_JUDGE_AFRESH"):  # every shard judged anew: the judged shards' cache not read
     import kinkcheck.cache
     read = kinkcheck.cache.read_cached
-    kinkcheck.cache.read_cached = (lambda kind, key, touch=False:
-                                   None if kind in ("judged", "derived") else read(kind, key, touch))
+    kinkcheck.cache.read_cached = (lambda kind, key, touch=False:  # and nothing kept per shard or framework
+                                   None if kind in ("judged", "derived", "case-parts") else read(kind, key, touch))
 t1 = time.perf_counter()
 sys.argv = ["kinkcheck", "report", "--shards", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]]
 try:  # the console script itself (cli.run), as a user runs it

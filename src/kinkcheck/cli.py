@@ -970,7 +970,10 @@ def run() -> None:
 
     global _EXITS_AFTER
     _EXITS_AFTER = True
-    rc = main()
+    try:
+        rc = main()
+    finally:
+        _EXITS_AFTER = False  # a caller that catches the exit and calls main again keeps its collector
     gc.freeze()
     raise SystemExit(rc)
 

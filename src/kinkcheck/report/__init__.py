@@ -201,8 +201,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     _replace_set(out, blobs)
     from kinkcheck.cache import prune_cached
 
-    for kind in ("case-parts", "rules-part"):  # kept per framework: what no render has read for a week goes
-        prune_cached(kind)
+    prune_cached("case-parts")  # kept per framework: what no render has read for a week goes
     return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
                                     *sections, *plots, *rules, *pages)]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from kinkcheck.report.model import Brief, Report
@@ -231,20 +232,25 @@ def _parts_key(report: Report, framework: str) -> str | None:
 
 @cache
 def _parts_code() -> str:
-    """A digest of the code that renders a framework's parts: the report package and its templates, and the modules
-    it formats with (anchors, decimals, labels, places), with kinkcheck's version."""
+    """A digest of the code that renders a framework's parts (:func:`_parts_sources`), with kinkcheck's version."""
     import hashlib
-    from pathlib import Path
 
     from kinkcheck import __version__
 
-    root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(__version__.encode())
-    for path in sorted([*root.glob("report/*.py"), *root.glob("report/templates/*.j2"), *(root / name for name in (
-            "anchors.py", "decimals.py", "vocabulary.py", "platforms.py", "platforms.toml", "classify.py",
-            "catalog.py"))]):
+    root = Path(__file__).resolve().parents[1]
+    for path in _parts_sources():
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
+
+
+def _parts_sources() -> list[Path]:
+    """Every module, template and table of the package, sorted: a page part reads the view, the templates and what
+    they format with (anchors, numbers, labels, places, instruction-set levels, …); an edit anywhere renders the
+    parts again once (a second), which no narrower list could promise not to need."""
+    root = Path(__file__).resolve().parents[1]
+    return sorted(p for pattern in ("**/*.py", "**/*.j2", "**/*.toml") for p in root.glob(pattern)
+                  if "__pycache__" not in p.parts)
 
 
 def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] | None:
