@@ -232,12 +232,10 @@ def _parts_key(report: Report, framework: str) -> str | None:
 
 @cache
 def _parts_code() -> str:
-    """A digest of the code that renders a framework's parts (:func:`_parts_sources`), with kinkcheck's version."""
+    """A digest of the code that renders a framework's parts (:func:`_parts_sources`; the parts show no version)."""
     import hashlib
 
-    from kinkcheck import __version__
-
-    h = hashlib.sha256(__version__.encode())
+    h = hashlib.sha256()
     root = Path(__file__).resolve().parents[1]
     for path in _parts_sources():
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
