@@ -42,3 +42,21 @@ def test_an_entry_that_is_not_a_regular_file_is_no_entry(tmp_path, monkeypatch):
     assert read_cached("derived", "pipe", touch=True) is None and read_cached("derived", "folder") is None
     write_cached("derived", "file", b"x")
     assert read_cached("derived", "file") == b"x", "a regular file is read"
+
+
+def test_a_signed_entry_reads_back_only_under_its_own_key_and_unedited(tmp_path, monkeypatch) -> None:
+    """write_signed / read_signed: what the rules' and the pages' kept parts are stored with. An entry copied over
+    another key, edited after it was written, or written without a signature reads as absent (computed again)."""
+    from kinkcheck.cache import read_cached, read_signed, write_cached, write_signed
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    write_signed("parts", "a", b'{"x": 1}\nsecond line')
+    assert read_signed("parts", "a") == b'{"x": 1}\nsecond line', "the body reads back whole, newlines and all"
+    assert read_signed("parts", "b") is None, "nothing under another key"
+    write_cached("parts", "b", read_cached("parts", "a"))
+    assert read_signed("parts", "b") is None, "a's entry copied under b is not b's"
+    head, _, body = read_cached("parts", "a").partition(b"\n")
+    write_cached("parts", "a", head + b"\n" + body.replace(b"1", b"2"))
+    assert read_signed("parts", "a") is None, "an entry edited after it was written is not read"
+    write_cached("parts", "a", b'{"x": 1}')
+    assert read_signed("parts", "a") is None, "an entry without its signature line is not read"

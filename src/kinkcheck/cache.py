@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UNUSED_DAYS", "cache_dir", "prune_cached", "read_cached", "read_pickled", "write_cached",
-           "write_pickled"]
+__all__ = ["UNUSED_DAYS", "cache_dir", "prune_cached", "read_cached", "read_pickled", "read_signed", "write_cached",
+           "write_pickled", "write_signed"]
 
 
 def cache_dir() -> Path:
@@ -127,3 +127,25 @@ def write_cached(kind: str, key: str, data: bytes) -> None:
             raise
     except OSError:
         pass
+
+
+def read_signed(kind: str, key: str, touch: bool = False) -> bytes | None:
+    """The bytes :func:`write_signed` kept as ``<cache>/<kind>/<key>``; None when there are none, or the entry is not
+    the one written under this key (its first line, the SHA-256 of the key and the rest, does not match: damaged,
+    edited by hand, or another key's entry copied over it). ``touch`` as in :func:`read_cached`."""
+    raw = read_cached(kind, key, touch)
+    if raw is None:
+        return None
+    head, _, body = raw.partition(b"\n")
+    return body if head == _signature(key, body) else None
+
+
+def write_signed(kind: str, key: str, body: bytes) -> None:
+    """Cache ``body`` under ``key`` with a first line that ties it to the key (:func:`read_signed`)."""
+    write_cached(kind, key, _signature(key, body) + b"\n" + body)
+
+
+def _signature(key: str, body: bytes) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode()

@@ -254,16 +254,12 @@ def _parts_sources() -> list[Path]:
 def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] | None:
     """A framework's parts kept under ``key``, None when absent or not the entry written under it (its first line,
     the digest of the key and the rest, does not match: damaged, edited or copied) or not one part per case."""
-    import hashlib
     import json
 
-    from kinkcheck.cache import read_cached
+    from kinkcheck.cache import read_signed
 
-    raw = read_cached("case-parts", key, touch=True)
-    if raw is None:
-        return None
-    head, _, body = raw.partition(b"\n")
-    if head != hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode():
+    body = read_signed("case-parts", key, touch=True)
+    if body is None:
         return None
     try:
         got = json.loads(body)
@@ -277,13 +273,11 @@ def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] |
 
 
 def _keep_parts(key: str, parts: dict[str, list[str | None]]) -> None:
-    import hashlib
     import json
 
-    from kinkcheck.cache import write_cached
+    from kinkcheck.cache import write_signed
 
-    body = json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    write_cached("case-parts", key, hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode() + b"\n" + body)
+    write_signed("case-parts", key, json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def _ended(text: str) -> str:

@@ -145,16 +145,12 @@ def _cached_part(key: str) -> dict[str, Any] | None:
     """A framework's part kept by an earlier render (kind ``rules-part``); None when there is none, or the entry
     is not the one written under this key (its first line, the digest of the key and the rest, does not match: a
     damaged, edited or copied entry) or not a part (computed again, never an error)."""
-    import hashlib
     import json
 
-    from kinkcheck.cache import read_cached
+    from kinkcheck.cache import read_signed
 
-    raw = read_cached("rules-part", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
-    if raw is None:
-        return None
-    head, _, body = raw.partition(b"\n")
-    if head != hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode():
+    body = read_signed("rules-part", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
+    if body is None:
         return None
     try:
         got = json.loads(body)
@@ -167,14 +163,12 @@ def _cached_part(key: str) -> dict[str, Any] | None:
 
 
 def _keep_part(key: str, part: dict[str, Any]) -> None:
-    """Keep ``part`` under ``key``: a first line with the digest of the key and the JSON that follows it."""
-    import hashlib
+    """Keep ``part`` under ``key``: its JSON, signed with the key (:func:`kinkcheck.cache.write_signed`)."""
     import json
 
-    from kinkcheck.cache import write_cached
+    from kinkcheck.cache import write_signed
 
-    body = json.dumps(part, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    write_cached("rules-part", key, hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode() + b"\n" + body)
+    write_signed("rules-part", key, json.dumps(part, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def _render_key(parquet: bytes, code: str) -> str:
