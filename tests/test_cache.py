@@ -50,8 +50,8 @@ def test_a_signed_entry_reads_back_only_under_its_own_key_and_unedited(tmp_path,
     from kinkcheck.cache import read_cached, read_signed, write_cached, write_signed
 
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
-    write_signed("parts", "a", b'{"x": 1}\nsecond line')
-    assert read_signed("parts", "a") == b'{"x": 1}\nsecond line', "the body reads back whole, newlines and all"
+    write_signed("parts", "a", b'{"x": "1\\n2"}')
+    assert read_signed("parts", "a") == {"x": "1\n2"}, "the JSON reads back, decoded"
     assert read_signed("parts", "b") is None, "nothing under another key"
     write_cached("parts", "b", read_cached("parts", "a"))
     assert read_signed("parts", "b") is None, "a's entry copied under b is not b's"
@@ -60,3 +60,5 @@ def test_a_signed_entry_reads_back_only_under_its_own_key_and_unedited(tmp_path,
     assert read_signed("parts", "a") is None, "an entry edited after it was written is not read"
     write_cached("parts", "a", b'{"x": 1}')
     assert read_signed("parts", "a") is None, "an entry without its signature line is not read"
+    write_signed("parts", "a", b"not json")
+    assert read_signed("parts", "a") is None, "a signed entry that is not JSON is not read"

@@ -129,19 +129,27 @@ def write_cached(kind: str, key: str, data: bytes) -> None:
         pass
 
 
-def read_signed(kind: str, key: str, touch: bool = False) -> bytes | None:
-    """The bytes :func:`write_signed` kept as ``<cache>/<kind>/<key>``; None when there are none, or the entry is not
-    the one written under this key (its first line, the SHA-256 of the key and the rest, does not match: damaged,
-    edited by hand, or another key's entry copied over it). ``touch`` as in :func:`read_cached`."""
+def read_signed(kind: str, key: str, touch: bool = False) -> Any:
+    """The JSON :func:`write_signed` kept as ``<cache>/<kind>/<key>``, decoded; None when there is none, it is not
+    JSON, or the entry is not the one written under this key (its first line, the SHA-256 of the key and the rest,
+    does not match: damaged, edited by hand, or another key's entry copied over it). ``touch`` as in
+    :func:`read_cached`. The caller checks the shape of what it reads."""
+    import json
+
     raw = read_cached(kind, key, touch)
     if raw is None:
         return None
     head, _, body = raw.partition(b"\n")
-    return body if head == _signature(key, body) else None
+    if head != _signature(key, body):
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
 
 
 def write_signed(kind: str, key: str, body: bytes) -> None:
-    """Cache ``body`` under ``key`` with a first line that ties it to the key (:func:`read_signed`)."""
+    """Cache ``body`` (JSON text) under ``key`` with a first line that ties it to the key (:func:`read_signed`)."""
     write_cached(kind, key, _signature(key, body) + b"\n" + body)
 
 

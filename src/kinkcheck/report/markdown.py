@@ -254,17 +254,9 @@ def _parts_sources() -> list[Path]:
 def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] | None:
     """A framework's parts kept under ``key``, None when absent or not the entry written under it (its first line,
     the digest of the key and the rest, does not match: damaged, edited or copied) or not one part per case."""
-    import json
-
     from kinkcheck.cache import read_signed
 
-    body = read_signed("case-parts", key, touch=True)
-    if body is None:
-        return None
-    try:
-        got = json.loads(body)
-    except ValueError:
-        return None
+    got = read_signed("case-parts", key, touch=True)
     if not isinstance(got, dict) or list(got) != list(cases) or any(
             not isinstance(v, list) or len(v) != 3 or any(x is not None and not isinstance(x, str) for x in v)
             for v in got.values()):

@@ -145,17 +145,9 @@ def _cached_part(key: str) -> dict[str, Any] | None:
     """A framework's part kept by an earlier render (kind ``rules-part``); None when there is none, or the entry
     is not the one written under this key (its first line, the digest of the key and the rest, does not match: a
     damaged, edited or copied entry) or not a part (computed again, never an error)."""
-    import json
-
     from kinkcheck.cache import read_signed
 
-    body = read_signed("rules-part", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
-    if body is None:
-        return None
-    try:
-        got = json.loads(body)
-    except ValueError:
-        return None
+    got = read_signed("rules-part", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
     wanted = {"cells": list, "environments": dict, "rules": list, "validation": dict, "case_programs": dict}
     if not isinstance(got, dict) or any(not isinstance(got.get(k), t) for k, t in wanted.items()):
         return None
