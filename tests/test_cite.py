@@ -325,6 +325,38 @@ def test_cite_of_one_programs_rows_says_what_the_whole_report_says():
     assert bibtex(full) == bibtex(part) and cff(full) == cff(part), "the entries name the whole report"
 
 
+@pytest.mark.parametrize(("program", "kwargs"), [
+    ("x.clamp(min=0)", {}), ("x.clamp(min=0)", {"mode": "inductor"}), ("x.clamp(min=0)", {"mode": "functional"}),
+    ("x.clamp(min=0)", {"framework_version": "2.13.0"}), ("x.clamp(min=0)", {"dtype": "float16"}),
+    ("torch.clamp(x, min=0)", {"case": "relu@-0.0"}), ("jnp.maximum(x, y)", {}),
+    ("x.clamp(min=0.0)", {"framework": "torch"}), ("x.clamp(min=0)", {"framework_version": "0.0.1"}),
+    ("x.clamp(min=0)", {"device": "cuda", "dtype": "bfloat16"}), ("x.clamp(min=0)", {"case": "abs@0"}),
+])
+def test_cite_of_one_cell_s_rows_says_what_the_whole_report_says(program, kwargs):
+    """Issue 46: `kinkcheck cite` reads only the rows of the cell it states (the case it chooses, the mode and dtype
+    asked: a run per release of one row group) and says what the whole report says: the sentence, anchor, other
+    cases, and every refusal word for word (an unmeasured release, a case without the program)."""
+    from conftest import ROOT
+
+    path = ROOT / "reports" / "conventions.json.gz"
+    full = load_report(path)
+    cell = {k: kwargs[k] for k in ("case", "framework", "mode", "dtype") if k in kwargs}
+    part = load_report(path, program=program, one_cell=True, **cell)
+    said = {(o.case, o.mode, o.dtype) for o in part.observations}
+    assert len(said) <= 1 and all(m == kwargs.get("mode", "reverse") and d == kwargs.get("dtype", "float64")
+                                  for _, m, d in said), said
+
+    def answer(report):
+        try:
+            c = cite(report, program, **kwargs)
+        except CiteError as err:
+            return str(err)
+        return c.sentence, c.anchor, c.others
+
+    assert answer(part) == answer(full), (program, kwargs)
+    assert bibtex(full) == bibtex(part), "the entry names the whole report"
+
+
 def test_a_method_form_shared_by_frameworks_cites_each_framework_s_spelling(report):
     """Issue 44: x.clamp(min=0.0) is MindSpore's own text and torch's x.clamp(min=0): with --framework torch it is
     torch's program, as on every face."""

@@ -105,6 +105,26 @@ def test_a_report_decodes_back_and_mistakes_are_one_line():
         m.decode_report(b'{"schema": ', "r.json")
 
 
+def test_bytes_that_are_not_utf8_are_named_and_a_head_keeps_the_history_as_written(tmp_path):
+    """Issue 46: the report's bytes are checked as UTF-8 by the JSON decoder (no second pass over 12 MB), and a
+    byte that is not UTF-8 is still named as such, wherever the reader reads; a head (what `cite` reads) keeps each
+    environment's history as its JSON text, encoded back byte for byte."""
+    report = _report([_ob("torch-1.13.1-cpu", 0.0)])
+    report.environments[0].history = [{"measured_at": "2026-11-29T19:44:45+00:00", "modes": ["reverse"]}]
+    data = m.report_json(report)
+    at = data.index(b'"reverse"') + 2
+    (tmp_path / "conventions.json").write_bytes(data[:at] + b"\xff" + data[at + 1:])
+    with pytest.raises(m.ReportError, match=rf"conventions.json: cannot read \(not UTF-8 text: byte {at}\)"):
+        m.load_report(tmp_path / "conventions.json")
+    with pytest.raises(m.ReportError, match=rf"cannot read \(not UTF-8 text: byte {at}\)"):
+        m.decode_report(data[:at] + b"\xff" + data[at + 1:], "r.json")
+    head = m.decode_report(data, head=True)
+    assert isinstance(head.environments[0], m.Environment), "a head's environment is an Environment"
+    assert msgspec.json.decode(head.environments[0].history) == report.environments[0].history
+    assert msgspec.json.encode(head.environments[0]) == msgspec.json.encode(report.environments[0]), \
+        "the history kept as written encodes as the full report's"
+
+
 def test_load_report_says_what_is_missing(tmp_path):
     with pytest.raises(m.ReportError, match="no report at"):
         m.load_report(tmp_path / "absent.json")

@@ -351,6 +351,37 @@ def test_filters_on_the_groups_read_are_pyarrow_s_own(shards_report_files):
         read_table(table, [("case", "==", "relu@0"), ("program", "like", "torch%")])
 
 
+def test_a_program_s_rows_are_kept_as_runs_of_the_groups_read(shards_report_files, monkeypatch):
+    """Issue 46: the rows of a program (of a case), and of its releases, modes and dtypes among them, are kept as
+    slices of each row group (a run per release: the file is sorted by case, then program), without importing
+    pyarrow.compute (a tenth of a second of a cold `cite`); they are the rows pyarrow's filtered read gives, in its
+    order; past the most runs kept as slices, a computed mask gives the same rows."""
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import read_table
+
+    table = shards_report_files.parent / "observations.parquet"
+    cases = [("program", "==", CLAMP)]
+    for filters in (cases, [*cases, ("case", "==", "relu@0"), ("mode", "==", "reverse"), ("dtype", "==", "float32")],
+                    [*cases, ("framework_version", "in", ["2.13.0", "2.14.1"]), ("dtype", "in", ["float16"])],
+                    [("program", "in", [CLAMP, "torch.relu(x)"]), ("device", "==", "cuda")],
+                    [*cases, ("mode", "==", "no-such-mode")]):
+        want = pq.read_table(table, filters=filters).to_pylist()
+        assert read_table(table, filters).to_pylist() == want, f"{filters}: as pyarrow filters"
+        monkeypatch.setattr(kinkcheck.query, "_MAX_RUNS", 0)  # every run past the most: a computed mask
+        assert read_table(table, filters).to_pylist() == want, f"{filters}: the mask's rows are the runs' rows"
+        monkeypatch.undo()
+    probe = ("import sys\nfrom kinkcheck.query import read_table\n"
+             f"t = read_table({str(table)!r}, [('program', '==', {CLAMP!r}), ('case', '==', 'relu@0'), "
+             "('mode', '==', 'reverse'), ('dtype', '==', 'float64')])\n"
+             "print(t.num_rows, 'pyarrow.compute' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert int(out[0]) > 0 and out[1] == "False", f"one cell's rows, read without pyarrow.compute: {out}"
+
+
 def test_lookup_reads_a_table_with_its_index_as_one_without(shards_report_files, tmp_path, read_groups):
     """The same rows written in the layout before issue 46 (sorted by program, no row-group index) and as a render
     writes them now give the same lookups, rows in the same order (program, the report's order of cases, then

@@ -487,8 +487,9 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
                 and (not dtypes or o.dtype in dtypes)):
             by_env[o.environment].append({"case": o.case, "program": o.program, "mode": o.mode, "dtype": o.dtype,
                                           "status": o.status, "value": o.value, "error": o.error, "input": o.input})
-    shards = [{"environment": msgspec.to_builtins(e), "observations": by_env[e.id], "networks": []} for e in envs
-              if by_env[e.id]]
+    # through JSON: a head's environment keeps its history as JSON text (msgspec.Raw), which to_builtins refuses
+    shards = [{"environment": msgspec.json.decode(msgspec.json.encode(e)), "observations": by_env[e.id],
+               "networks": []} for e in envs if by_env[e.id]]
     return shards or None
 
 

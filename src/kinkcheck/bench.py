@@ -877,7 +877,7 @@ def lookup_lines(rows: list[tuple[str, float, float]], repeat: int, src: Path,
 
 def lookup_speed(repeat: int, scale: int = 10) -> int:
     """A cold ``kinkcheck.lookup`` of one program (reads observations.parquet's row groups that hold it), a cold
-    ``kinkcheck cite`` of it (the report's JSON, without observations, and that program's rows) and the report rows
+    ``kinkcheck cite`` of it (the report's JSON, without observations, and the rows of the cell it states) and the report rows
     ``kinkcheck grad`` shows for it at x=0 (:data:`GRAD_CASES`: the row groups of those cases), on the data
     (:func:`kinkcheck.query.data_path`: ``$KINKCHECK_REPORTS`` if set) and on it grown ``scale`` times
     (:func:`grow_report`: ten times the releases); targets: each <= 0.5 s and <= 200 MB, at both sizes."""

@@ -137,12 +137,15 @@ class Citation:
         return f"{base}/{self.page[:-3]}{suffix}#{self.anchor}"
 
 
-def load_report(path: str | Path, program: str | None = None, frameworks: Collection[str] | None = None) -> Report:
+def load_report(path: str | Path, program: str | None = None, frameworks: Collection[str] | None = None, *,
+                one_cell: bool = False, case: str | None = None, framework: str | None = None,
+                mode: str = "reverse", dtype: str = "float64") -> Report:
     """The report at ``path``, decoded and checked (:func:`kinkcheck.report.model.load_report`); with
     ``program``, only the observations of the catalog programs it spells (the report's index then takes the
-    modes each environment measured from the Parquet file's index, so the anchors are those of the full report);
-    with ``frameworks``, only those frameworks' programs (what ``kinkcheck migrate`` compares). Either way the
-    derived sections are left out.
+    modes each environment measured from the Parquet file's index, so the anchors are those of the full report),
+    and with ``one_cell`` only those of the case :func:`cite` states for ``program``, ``case`` and ``framework``, in
+    ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release: ``kinkcheck cite``); with ``frameworks``, only those frameworks' programs
+    (what ``kinkcheck migrate`` compares). Either way the derived sections are left out.
 
     Raises
     ------
@@ -156,6 +159,13 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
     def spelled(report: Report) -> list[str]:
         return sorted({pid for c in report.cases if (pid := _matches(program or "", c)) is not None})
 
+    def cell_programs(report: Report) -> list[str]:  # the programs cite may state: the framework's spelling
+        return sorted({pid for _, pid, _ in _cells(report, program or "", framework)})
+
+    def stated(report: Report) -> dict[str, list[str]]:  # the cell cite states; no row when it will refuse
+        chosen = _stated_case(_cells(report, program or "", framework), case)
+        return {"case": [] if chosen is None else [chosen], "mode": [mode], "dtype": [dtype]}
+
     def of_frameworks(report: Report) -> list[str]:
         return sorted({q.program for c in report.cases for q in c.programs if q.framework in (frameworks or ())})
 
@@ -167,7 +177,9 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
                    "a clone renders one with `nox -s render`)")
     try:
         report = load(path, missing=missing,
-                      select=spelled if program is not None else of_frameworks if frameworks is not None else None)
+                      select=(cell_programs if one_cell else spelled) if program is not None
+                      else of_frameworks if frameworks is not None else None,
+                      where=stated if program is not None and one_cell else None)
     except ReportError as err:
         raise CiteError(str(err)) from None
     if frameworks is not None and program is None:  # another framework's program of the same text: not asked for
@@ -201,10 +213,39 @@ def check_cell(framework: str | None, mode: str, dtype: str) -> None:
 def _matches(program: str, case: Case, framework: str | None = None) -> str | None:
     """The case's program id that ``program`` spells (:func:`kinkcheck.expr.same_program`: aliases, spacing, the
     spelling of numbers, positional or keyword arguments), the closest spelling first, or None; among
-    ``framework``'s programs when given (``x.clamp(min=0.0)`` is MindSpore's own text and torch's ``x.clamp(min=0)``)."""
+    ``framework``'s programs when given (``x.clamp(min=0.0)`` is MindSpore's own text and torch's ``x.clamp(min=0)``).
+    Kept per case object: :func:`load_report` and :func:`cite` ask the same questions of one report."""
+    key = (program, framework, id(case))
+    hit = _MATCHED.get(key)
+    if hit is not None and hit[0] is case:
+        return hit[1]
     spelled = ex.same_program(program, [p.program for p in case.programs
                                         if framework is None or p.framework == framework], case.at.keys())
-    return spelled[0] if spelled else None
+    if len(_MATCHED) >= 4096:
+        _MATCHED.clear()
+    _MATCHED[key] = (case, spelled[0] if spelled else None)
+    return _MATCHED[key][1]
+
+
+#: (program, framework, id of a case) → (the case, :func:`_matches`' answer): the case kept, so its id is its own.
+_MATCHED: dict[tuple[str, str | None, int], tuple[Case, str | None]] = {}
+
+
+def _cells(report: Report, program: str, framework: str | None) -> list[tuple[Case, str, str]]:
+    """(case, program id, framework) of every case holding a program ``program`` spells: the closest spelling in
+    the whole case (torch's exact ``x.clamp(min=0)`` over MindSpore's), or the closest one ``framework`` holds."""
+    if framework is None:
+        return [(c, pid, p.framework) for c in report.cases if (pid := _matches(program, c)) is not None
+                for p in c.programs if p.program == pid]
+    return [(c, pid, framework) for c in report.cases if (pid := _matches(program, c, framework)) is not None]
+
+
+def _stated_case(cells: Sequence[tuple[Case, str, str]], case: str | None) -> str | None:
+    """The id of the case :func:`cite` states among ``cells``: ``case`` when given and held, else the principal
+    case (:func:`principal_case`); None when there is none."""
+    if case is not None:
+        return case if any(c.id == case for c, _, _ in cells) else None
+    return principal_case(list({c.id: c for c, _, _ in cells}.values())).id if cells else None
 
 
 #: The smallest positive normal float32; a nonzero coordinate below it makes a case a floating-point edge.
@@ -269,11 +310,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     if not program.strip():
         raise CiteError("cite which program? give one, e.g. \"torch.clamp(x, min=0)\"")
     ix = report.index
-    if framework is None:  # the closest spelling in the whole case (torch's exact x.clamp(min=0) over MindSpore's)
-        cells = [(c, pid, p.framework) for c in report.cases if (pid := _matches(program, c)) is not None
-                 for p in c.programs if p.program == pid]
-    else:  # the closest spelling the framework holds
-        cells = [(c, pid, framework) for c in report.cases if (pid := _matches(program, c, framework)) is not None]
+    cells = _cells(report, program, framework)
     if framework is not None:
         if framework not in FRAMEWORKS:
             raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")
@@ -297,8 +334,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
                         + (f" for {framework}" if framework is not None else "")
                         + (f"; nearest: {'; '.join(near)}" if near else ""))
     else:
-        first = principal_case(list({c.id: c for c, _, _ in cells}.values()))
-        chosen = [cell for cell in cells if cell[0] is first]
+        first = _stated_case(cells, None)
+        chosen = [cell for cell in cells if cell[0].id == first]
     if len({fw for _, _, fw in chosen}) > 1:
         fws = list(dict.fromkeys(fw for _, _, fw in chosen))
         raise CiteError(f"{chosen[0][1]} is a program of {', '.join(fws[:-1])} and {fws[-1]} at "
@@ -306,9 +343,12 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     c, pid, framework = chosen[0]
     others = tuple(dict.fromkeys(cc.id for cc, _, fw in cells if cc.id != c.id and fw == framework))
     check_cell(framework, mode, dtype)
-    envs = [e for e in ix.columns.get(framework, []) if e.place == device]  # measured, oldest first
+    # the framework's releases measured at all, oldest first: the environments the table's index names (the
+    # report holds only the stated cell's rows), so the answer and the anchor are the full report's
+    held = [e for e in report.environments if e.framework == framework and e.id in ix.env_modes]
+    envs = [e for e in held if e.place == device]
     if not envs:
-        places = sorted({e.place for e in ix.columns.get(framework, [])})
+        places = sorted({e.place for e in held})
         raise CiteError(f"no {framework} release measured on {device} (measured on: {', '.join(places) or 'none'}; "
                         "off Linux x86-64 a place is <device>-<platform>, e.g. cpu-macos_arm64)")
     if framework_version is not None:
@@ -326,7 +366,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     # The same ids in the case page and the HTML: reverse mode, the release's square in the program's strip;
     # another mode of the release the modes table shows (the newest with several modes), its cell there;
     # otherwise the program's row (older releases' other modes are in the JSON and CSV).
-    tabled = ix.modes_release(framework)
+    tabled = ix.modes_release(framework, held)
     if mode == "reverse":
         anchor = release_anchor(c.id, framework, pid, env.id)
     elif tabled is not None and tabled.id == env.id:

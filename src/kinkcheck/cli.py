@@ -412,7 +412,8 @@ def _cmd_cite(args: argparse.Namespace) -> int:
     if args.program is None:
         raise UsageError('cite what? a catalog program ("torch.clamp(x, min=0)") or a rule (--rule torch.clamp@max)')
     try:
-        report = load_report(args.report or default_report(), program=args.program)  # that program's rows only
+        report = load_report(args.report or default_report(), program=args.program, one_cell=True, case=args.case,
+                             framework=args.framework, mode=args.mode, dtype=args.dtype)  # the cell it states only
         c = cite(report, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
                  dtype=args.dtype, device=args.device, framework=args.framework)
     except CiteError as err:

@@ -851,7 +851,8 @@ _PARSED: dict[tuple[str, frozenset[str] | None, tuple[str, ...]], Node] = {}
 
 
 def _call_signatures() -> tuple[dict[str, Any], dict[str, str]]:
-    """The mapping rows' signatures (dotted name → ``inspect.Signature``) and NumPy-clone prefixes, read from each
+    """The mapping rows (dotted name → row; its ``parameters`` is the ``inspect.Signature``, parsed when first
+    asked for: a face matching one program reads a few of the 900) and NumPy-clone prefixes, read from each
     registered framework's ``mapping.py`` as :mod:`kinkcheck.oracles.mapping` reads them (no sympy: the rows are
     text)."""
     import importlib
@@ -868,7 +869,7 @@ def _call_signatures() -> tuple[dict[str, Any], dict[str, str]]:
             if err.name != f"{adapter}.mapping":
                 raise
             continue
-        table.update({k: v.parameters for k, v in rows.table().items()} if hasattr(rows, "table") else {})
+        table.update(rows.table() if hasattr(rows, "table") else {})
         clones.update(getattr(rows, "CLONES", {}))
     _SIGNATURES[:] = [adapters, table, clones]
     return table, clones
@@ -912,7 +913,8 @@ def _normal(node: Node, arguments: bool = True) -> Node:
             if dotted.startswith(prefix):
                 dotted = same + dotted[len(prefix):]
                 break
-        signature = table.get(dotted)
+        row = table.get(dotted)
+        signature = None if row is None else row.parameters
     if signature is not None:
         import inspect
 

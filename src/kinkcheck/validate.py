@@ -72,15 +72,18 @@ def read_json(path: str | Path, error: type[Exception], missing: str | None = No
     return parse_json(text, p, error), text
 
 
-def read_text(path: Path, error: type[Exception], missing: str | None = None) -> bytes:
-    """The bytes of the file at ``path``, checked to be UTF-8 text; failures are ``error`` as in :func:`read_json`."""
+def read_text(path: Path, error: type[Exception], missing: str | None = None, utf8: bool = True) -> bytes:
+    """The bytes of the file at ``path``, checked to be UTF-8 text (``utf8=False``: not checked here, for a reader
+    whose JSON decoder checks the strings it decodes: :func:`kinkcheck.report.model.load_report`); failures are
+    ``error`` as in :func:`read_json`."""
     try:
         if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO or device would block or never end
             raise error(f"{path}: not a regular file")
         raw = path.read_bytes()
         if path.suffix == ".gz":  # the committed report is gzipped (reports/conventions.json.gz)
             raw = gunzip(raw, path, error)
-        raw.decode("utf-8")
+        if utf8:
+            raw.decode("utf-8")
     except FileNotFoundError:
         raise error(missing or f"{path}: no such file") from None
     except IsADirectoryError:

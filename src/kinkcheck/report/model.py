@@ -24,7 +24,7 @@ to a number (scalar input) or a nested list (vector, matrix), row-major, in the 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 from itertools import groupby
 from operator import attrgetter
@@ -274,10 +274,12 @@ class ReportIndex:
         envs = [e for e in self.columns.get(framework, []) if e.place == device]
         return envs[-1] if envs else None
 
-    def modes_release(self, framework: str) -> Environment | None:
+    def modes_release(self, framework: str, among: Sequence[Environment] | None = None) -> Environment | None:
         """The release whose modes a case page tabulates: the newest CPU release of ``framework`` measured in
-        more than one mode (another device when no CPU release is); None when there is none."""
-        several = [e for e in self.columns.get(framework, []) if len(self.env_modes.get(e.id, ())) > 1]
+        more than one mode (another device when no CPU release is); None when there is none. ``among``: the
+        framework's measured environments, report order (default: those with observations here)."""
+        columns = self.columns.get(framework, []) if among is None else among
+        several = [e for e in columns if len(self.env_modes.get(e.id, ())) > 1]
         cpu = [e for e in several if e.place == "cpu"]
         return (cpu or several or [None])[-1]
 
@@ -325,13 +327,21 @@ def report_json(report: Report, observations_file: str | None = None) -> bytes:
 _DECODER = msgspec.json.Decoder(Report)
 
 
+class _HeadEnvironment(Environment, kw_only=True):
+    """An environment as a reader of some observations decodes it: its ``history`` (how each part of a merged
+    shard was measured: three quarters of the environments' JSON, read by no face) kept as its JSON text: it encodes
+    back as written (``msgspec.json.encode``), ``msgspec.to_builtins`` refuses it."""
+
+    history: msgspec.Raw = msgspec.Raw(b"null")  # type: ignore[assignment]
+
+
 class _Head(_S, kw_only=True):
     """What a reader of some observations needs of the report: its identity, environments, cases and summary
     (the derived sections are skipped unparsed into types: a sixth of the decoding)."""
 
     schema: Literal["kinkcheck/conventions/v2"]
     provenance: Provenance
-    environments: list[Environment]
+    environments: list[_HeadEnvironment]
     cases: list[Case]
     observations: list[Observation]
     observations_file: str | None = None
@@ -380,6 +390,11 @@ def decode_report(data: bytes | str, name: str = "report", head: bool = False) -
     except RecursionError:
         raise ReportError(f"{name}: cannot read (JSON nested too deeply)") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        if isinstance(data, bytes):  # bytes that are not UTF-8 read as "not JSON": say which
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise ReportError(f"{name}: cannot read (not UTF-8 text: byte {bad.start})") from None
         raise ReportError(f"{name}: not JSON ({_one_line(err)})") from None
     problem = report_problem(report)
     if problem:
@@ -401,7 +416,8 @@ def report_path(path: str | Path) -> Path:
 
 def load_report(path: str | Path, missing: str | None = None,
                 select: Callable[[Report], Iterable[str]] | None = None,
-                environments: Sequence[str] | None = None) -> Report:
+                environments: Sequence[str] | None = None,
+                where: Callable[[Report], Mapping[str, Sequence[str]]] | None = None) -> Report:
     """Read ``path`` (``reports/conventions.json``, or its gzipped ``.json.gz``: :func:`report_path`) as a
     :class:`Report` (:func:`decode_report`).
 
@@ -412,7 +428,9 @@ def load_report(path: str | Path, missing: str | None = None,
     Parquet file's row groups of other programs are not read: ``kinkcheck cite`` answers in a fraction of a
     second); the report then holds only those, and none of the derived sections (disagreements, changed in,
     conformance …: they describe every observation). Not kept as the last report. ``environments`` (with
-    ``select``): only their observations too (``kinkcheck diff REPORT#ENV`` reads one environment's).
+    ``select``): only their observations too (``kinkcheck diff REPORT#ENV`` reads one environment's); ``where``
+    (with ``select``): given the same report, more columns' kept values (``{"case": [...], "mode": [...]}``:
+    ``kinkcheck cite`` reads the rows of the one case, mode and dtype it states).
 
     Raises
     ------
@@ -430,15 +448,19 @@ def load_report(path: str | Path, missing: str | None = None,
         key = None
     if select is None and key is not None and _LAST[0] == key:  # `diff R#a R#b` reads one report twice
         return _LAST[1]  # type: ignore[no-any-return]
-    data = read_text(p, ReportError, missing or f"no report at {p}")  # a folder, FIFO, not UTF-8: one line
+    # a folder, a FIFO: one line; UTF-8 is checked by the decoder, in the strings it reads (decode_report)
+    data = read_text(p, ReportError, missing or f"no report at {p}", utf8=False)
     report = decode_report(data, str(p), head=select is not None)
     if report.observations_file is not None:
         attach_observations(report, p.parent, str(p), None if select is None else list(select(report)),
-                            None if select is None else environments)
+                            None if select is None else environments,
+                            None if select is None or where is None else where(report))
     elif select is not None:
         wanted = set(select(report))
+        kept = {} if where is None else {column: set(values) for column, values in where(report).items()}
         report.observations = [o for o in report.observations if o.program in wanted
-                               and (environments is None or o.environment in environments)]
+                               and (environments is None or o.environment in environments)
+                               and all(getattr(o, column) in values for column, values in kept.items())]
     if select is None:
         _LAST[:] = [key, report]
     return report
@@ -483,11 +505,13 @@ def differs(old: Observation, new: Observation, dtype: str,
 
 
 def read_observations(path: str | Path, programs: Sequence[str] | None = None,
-                      environments: Sequence[str] | None = None) -> list[Observation]:
+                      environments: Sequence[str] | None = None,
+                      where: Mapping[str, Sequence[str]] | None = None) -> list[Observation]:
     """The rows of ``observations.parquet`` (:mod:`kinkcheck.report.dataset`) as :class:`Observation` objects,
     exactly, in the file's order (case, program, environments, modes, dtypes); ``programs``: only theirs (the
-    other row groups are not read); ``environments``: only theirs. Equal values are one shared object: treat the observations as read-only, as
-    every reader of a report does.
+    other row groups are not read); ``environments``: only theirs; ``where``: only the
+    rows whose column holds one of its values (``{"case": ["relu@0"]}``). Equal values are one shared object: treat
+    the observations as read-only, as every reader of a report does.
 
     Raises
     ------
@@ -498,7 +522,8 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
     from kinkcheck.query import decode_cell, read_table
 
     filters = [(column, "in", list(names) or [""])  # none: no row (pyarrow refuses an empty "in" list)
-               for column, names in (("program", programs), ("environment", environments)) if names is not None]
+               for column, names in (*(where or {}).items(), ("program", programs), ("environment", environments))
+               if names is not None]
     table = read_table(path, filters or None)
     col = {name: table.column(name).to_pylist() for name in (
         "case", "program", "framework", "environment", "mode", "dtype", "status", "value", "labels", "error",
@@ -526,11 +551,12 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
 
 
 def attach_observations(report: Report, folder: Path, name: str, programs: Sequence[str] | None = None,
-                        environments: Sequence[str] | None = None) -> None:
+                        environments: Sequence[str] | None = None,
+                        where: Mapping[str, Sequence[str]] | None = None) -> None:
     """Fill ``report.observations`` from ``folder / report.observations_file`` (the Parquet file the render
     wrote beside the JSON), in the report's order (:func:`observation_order`), after checking the file is the
-    one the JSON was written with (``provenance.observations_sha256``); ``programs``, ``environments``: only
-    theirs.
+    one the JSON was written with (``provenance.observations_sha256``); ``programs``, ``environments``,
+    ``where``: only theirs (:func:`read_observations`).
 
     Raises
     ------
@@ -555,7 +581,7 @@ def attach_observations(report: Report, folder: Path, name: str, programs: Seque
                           f"expected {(report.provenance.observations_sha256 or 'none')[:12]}…): take both files "
                           "from one render")
     try:
-        obs = read_observations(path, programs, environments)
+        obs = read_observations(path, programs, environments, where)
     except DatasetError as err:
         raise ReportError(f"{name}: {err}") from None
     obs.sort(key=observation_order(report))
