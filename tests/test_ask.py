@@ -195,6 +195,8 @@ def test_a_catalog_program_is_answered_from_the_reports_cells(ask_home, capsys, 
     assert "the catalog's case relu@0 (the report's cases/relu-at-0.md)\nthe report's cells: torch 2.13.0, 2.14.1 (" \
         in out, out
     assert "\n  2.13.0: 1 right\n  2.14.1: 0 left\n" in out, out
+    assert "\n  RL  (R right, L left)\n" in out and "🔵" not in out and "🟦" not in out, \
+        f"the strip in the site's letters, spelled out (a terminal may have no emoji font): {out}"
     assert "changed in torch 2.14.1 (from 2.13.0): 1 → 0 [reverse, functional, forward, forward-ad, inductor" in out, out
     assert not ask_home.exists(), "nothing kept: the report holds the answer"
     assert main(["ask", "torch.clamp(x, min=0)", "--at", "x=0", "--all", "--mode", "inductor", "--dtype", "float32",

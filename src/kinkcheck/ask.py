@@ -746,7 +746,8 @@ def render(answer: Answer) -> str:
     for table in cv.tables if any(o.mode == "reverse" for o in answer.report.observations) else ():
         for row in table.rows:
             out.append(f"\n{table.framework}, reverse mode, {len(table.columns)} release(s) ({table.span}); {shown}:")
-            out.append("  " + "".join(_mark(sq.cell.label) for sq in row.strip))
+            labels = [sq.cell.label for sq in row.strip]
+            out.append("  " + "".join(_mark(label) for label in labels) + f"  ({_key(labels)})")
             for _device, runs in row.runs:
                 for run in runs:
                     out.append(f"  {run.releases}: {_cell_text(run.cell)}")
@@ -787,9 +788,16 @@ def _ranges(answer: Answer, versions: Sequence[str]) -> str:
 
 
 def _mark(label: str | None) -> str:
-    from kinkcheck.report.text import mark
+    """A strip's letter for ``label`` (:data:`kinkcheck.report.text.LABEL_LETTER`, as the site draws it): a terminal
+    may have no colour-emoji font, and the emoji tell left from right by shape alone."""
+    from kinkcheck.report.text import LABEL_LETTER, NO_OBSERVATION_LETTER
 
-    return mark(label).emoji if label else "·"
+    return LABEL_LETTER.get(label, "?") if label else NO_OBSERVATION_LETTER
+
+
+def _key(labels: Sequence[str | None]) -> str:
+    """The strip's letters spelled out, in the order they first appear: ``L left, R right``."""
+    return ", ".join(f"{_mark(label)} {label or 'no observation'}" for label in dict.fromkeys(labels))
 
 
 def _cell_text(cell: Any) -> str:

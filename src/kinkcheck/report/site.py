@@ -42,6 +42,7 @@ import msgspec
 from kinkcheck.anchors import slug
 from kinkcheck.report.model import Case, ChangedIn, Report
 from kinkcheck.report.view import ProgramRow, fmt_value, report_view
+from kinkcheck.report.text import LABEL_LETTER, NO_OBSERVATION_LETTER
 
 __all__ = ["LABEL_LETTER", "LAZY_INDEX", "PAGE_BUDGET", "OperationPage", "SiteError", "build_site", "main",
            "loaded_sizes", "operation_pages", "page_sizes", "search_boost", "site_css", "strip_marks", "write_source"]
@@ -244,16 +245,6 @@ _CSS = """.md-grid { max-width: 100rem; }
   font: bold .7rem/1.2 monospace; text-align: center; text-decoration: none; vertical-align: middle; }
 """
 
-#: A strip's letter per label (:data:`kinkcheck.report.text.LABEL_MARK`): the Markdown's emoji need a colour-emoji
-#: font and tell left from right by shape alone; the site draws each as its letter in a box.
-LABEL_LETTER: dict[str, str] = {
-    "derivative": "D", "min-norm": "m", "left": "L", "right": "R", "left-piece": "l", "right-piece": "r",
-    "mean": "M", "split-even": "S", "first": "F", "last": "Z", "one-index": "I", "in-clarke": "C",
-    "outside-clarke": "X", "not-lipschitz": "J", "outside-domain": "O", "nan": "N", "+inf": "+", "-inf": "-",
-    "error": "E", "unavailable": "U", "not-judged": "?", "own-constants": "K",
-}
-#: The letter of a release with no observation (:data:`kinkcheck.report.text.NO_OBSERVATION`).
-NO_OBSERVATION_LETTER = "·"
 #: Each family's colour, the hue the report's legend names (Okabe & Ito's colour-blind-safe palette; a brown and
 #: greys beside it): its first label is drawn filled, its second outlined, its third dashed, each with its letter, so
 #: no two labels differ by hue alone.

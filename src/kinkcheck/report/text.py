@@ -93,6 +93,18 @@ LABEL_MARK: dict[str, Mark] = {
 #: The strip square of a release with no observation of the program.
 NO_OBSERVATION = Mark("➖", "#ffffff", "no observation")
 
+#: A strip's letter per label (:data:`LABEL_MARK`), for where an emoji may not show: the site draws each in a box
+#: (:mod:`kinkcheck.report.site`), ``kinkcheck ask`` prints them in a terminal. The emoji need a colour-emoji font
+#: and tell left from right by shape alone; a letter reads anywhere.
+LABEL_LETTER: dict[str, str] = {
+    "derivative": "D", "min-norm": "m", "left": "L", "right": "R", "left-piece": "l", "right-piece": "r",
+    "mean": "M", "split-even": "S", "first": "F", "last": "Z", "one-index": "I", "in-clarke": "C",
+    "outside-clarke": "X", "not-lipschitz": "J", "outside-domain": "O", "nan": "N", "+inf": "+", "-inf": "-",
+    "error": "E", "unavailable": "U", "not-judged": "?", "own-constants": "K",
+}
+#: The letter of a release with no observation (:data:`NO_OBSERVATION`).
+NO_OBSERVATION_LETTER = "·"
+
 
 DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
