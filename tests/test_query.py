@@ -351,6 +351,18 @@ def test_filters_on_the_groups_read_are_pyarrow_s_own(shards_report_files):
         read_table(table, [("case", "==", "relu@0"), ("program", "like", "torch%")])
 
 
+def test_another_framework_s_program_says_whose_it_is_not_that_the_case_is_missing():
+    """Issue 46: torch's program asked of jax at relu@0 has no jax row anywhere: the message names the framework
+    (whose program it is, and how to find jax's), not "no case 'relu@0' (there are: none)", which was false."""
+    for kw in ({"case": "relu@0", "framework": "jax"}, {"framework": "jax"}):
+        with pytest.raises(LookupFailed) as err:
+            lookup(CLAMP, **kw)
+        assert str(err.value) == (f"no framework 'jax' for this query: {CLAMP} is measured in torch only; "
+                                  "kinkcheck.search('clamp', framework='jax') finds jax's programs that call it"), kw
+    with pytest.raises(LookupFailed, match=r"no case 'relu@9' for this query \(there are: relu@-0.0, relu@-1e-45, "):
+        lookup(CLAMP, case="relu@9", framework="torch")
+
+
 def test_a_program_s_rows_are_kept_as_runs_of_the_groups_read(shards_report_files, monkeypatch):
     """Issue 46: the rows of a program (of a case), and of its releases, modes and dtypes among them, are kept as
     slices of each row group (a run per release: the file is sorted by case, then program), without importing

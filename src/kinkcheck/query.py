@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -727,7 +728,8 @@ def _row(r: dict[str, Any], path: Path) -> Row:
 def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None, case: str | None,
                framework: str | None, platform: str | None = None) -> str:
     """Which of ``release``, ``case``, ``framework``, ``platform`` has no row among the others' (one line, the ones
-    there are)."""
+    there are). A column with no row at all among the others' is not the one: another one is (a torch program asked
+    of jax at relu@0 has no case there, because it has no jax row anywhere)."""
     asked = [("framework_version", release), ("case", case), ("framework", framework), ("platform_tag", platform)]
     if platform not in (None, _PLATFORM):  # another platform first: the other columns' rows are its rows
         asked.insert(0, asked.pop())
@@ -736,6 +738,8 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
             continue
         others = [f for f in filters if f[0] != column]
         seen = read_table(p, filters=others or None, columns=[column]).column(column).unique().to_pylist()
+        if not seen:  # the other columns leave no row: one of them is why
+            continue
         if given not in seen:
             name = {"framework_version": "release", "platform_tag": "platform"}.get(column, column)
             if column == "case" and len(seen) > 12:  # many: the nearest ones
@@ -745,6 +749,13 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
             from kinkcheck.vocabulary import release_key
 
             there = ", ".join(sorted(map(str, seen), key=release_key)) or "none"
+            programs = [f[2] for f in filters if f[0] == "program"]
+            if column == "framework" and programs:  # another framework's program: say whose, and how to find theirs
+                spelled = programs[0] if isinstance(programs[0], str) else ", ".join(programs[0])
+                called = re.match(r"\s*[\w.]*?(\w+)\(", spelled)  # the operation it calls first: clamp
+                name = repr(called.group(1)) if called else "NAME"
+                return (f"no framework {given!r} for this query: {spelled} is measured in {there} only; "
+                        f"kinkcheck.search({name}, framework={given!r}) finds {given}'s programs that call it")
             return f"no {name} {given!r} for this query (there are: {there})"
     return "no row for this query"
 
