@@ -351,6 +351,27 @@ def test_filters_on_the_groups_read_are_pyarrow_s_own(shards_report_files):
         read_table(table, [("case", "==", "relu@0"), ("program", "like", "torch%")])
 
 
+def test_a_table_rewritten_in_place_is_read_anew(shards_report_files, tmp_path):
+    """The footer a reader parsed is kept for the process (cite reads the index, then the rows, of one file), but
+    only while the file is unchanged: a table written again at the same path is read with its own footer."""
+    import pyarrow.parquet as pq
+
+    from kinkcheck.query import ROW_GROUPS, file_metadata, read_table
+
+    src = shards_report_files.parent / "observations.parquet"
+    path = tmp_path / "observations.parquet"
+    path.write_bytes(src.read_bytes())  # alone: a set of one
+    before = read_table(path, [("program", "==", CLAMP)]).num_rows
+    t = pq.read_table(src)
+    meta = {k: v for k, v in file_metadata(src).items() if k != ROW_GROUPS}  # no index: statistics prune
+    pq.write_table(t.filter(pq.ParquetFile(src).read().column("framework").to_numpy(zero_copy_only=False) == "torch")
+                   .replace_schema_metadata(meta), path, row_group_size=1000)
+    after = read_table(path, [("program", "==", CLAMP)])
+    assert before > 0 and after.num_rows == before, "torch's rows of a torch program: the same count"
+    assert pq.ParquetFile(path).metadata.num_row_groups != pq.ParquetFile(src).metadata.num_row_groups
+    assert read_table(path, [("program", "==", "jax.nn.relu(x)")]).num_rows == 0, "the new file's rows, not the old"
+
+
 def test_another_framework_s_program_says_whose_it_is_not_that_the_case_is_missing():
     """Issue 46: torch's program asked of jax at relu@0 has no jax row anywhere: the message names the framework
     (whose program it is, and how to find jax's), not "no case 'relu@0' (there are: none)", which was false."""

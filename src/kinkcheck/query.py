@@ -84,7 +84,7 @@ def read_table(path: str | Path, filters: list[tuple[str, str, Any]] | None = No
         groups = row_groups(meta, filters or [], p)
         if groups is None:
             return pq.read_table(p, filters=filters or None, columns=columns)
-        with pq.ParquetFile(p) as file:
+        with pq.ParquetFile(p, metadata=_footer(p)) as file:
             if groups and groups[-1] >= file.metadata.num_row_groups:
                 raise DatasetError(f"{p}: its row-group index names row group {groups[-1]}, the file has "
                                    f"{file.metadata.num_row_groups}: damaged; render it again with `kinkcheck report`")
@@ -242,7 +242,8 @@ def table_metadata(path: str | Path) -> dict[bytes, bytes]:
     try:
         with pq.ParquetFile(p) as file:  # one read of the footer: the columns' types and the key-value metadata
             schema = file.schema_arrow
-            meta = _own(file.metadata.metadata)
+            footer = file.metadata
+            meta = _own(footer.metadata)
     except FileNotFoundError:
         raise DatasetError(f"no observations at {p}") from None
     except (OSError, ValueError, pa.ArrowException) as err:  # pyarrow.ArrowInvalid is a ValueError
@@ -259,12 +260,24 @@ def table_metadata(path: str | Path) -> dict[bytes, bytes]:
             raise DatasetError(f"{p}: column {name!r} holds {got}, not {kind}: damaged; render it again with "
                                "`kinkcheck report`")
     check_one_render(p)
-    _METADATA[:] = [seen, meta]
+    _METADATA[:] = [seen, meta, footer]
     return dict(meta)
 
 
-#: The last table :func:`table_metadata` checked: ``[(path, size, mtime, inode), its metadata]``.
-_METADATA: list[Any] = [None, None]
+def _footer(path: Path) -> Any:
+    """The parsed footer (``pyarrow.parquet.FileMetaData``) :func:`table_metadata` last read, when it was of the
+    file at ``path`` as it is now, else None: a reader opens the file with it instead of parsing the footer again
+    (1.8 MB at ×10 data, 847 row groups: 0.03 s)."""
+    try:
+        st = path.stat()
+        seen = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        return None
+    return _METADATA[2] if _METADATA[0] == seen else None
+
+
+#: The last table :func:`table_metadata` checked: ``[(path, size, mtime, inode), its metadata, its footer]``.
+_METADATA: list[Any] = [None, None, None]
 
 
 def file_metadata(path: str | Path) -> dict[bytes, bytes]:
