@@ -186,9 +186,11 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
         report.observations = [o for o in report.observations if o.framework in frameworks]
     if program is not None and report.observations_file is not None:
         from kinkcheck.report.dataset import DatasetError, table_index
+        from kinkcheck.validate import _no_gc
 
         try:
-            modes = table_index(report_path(path).parent / report.observations_file).get("modes")
+            with _no_gc():  # the index of every environment's modes: many objects, no cycle
+                modes = table_index(report_path(path).parent / report.observations_file).get("modes")
         except DatasetError as err:
             raise CiteError(str(err)) from None
         if modes is not None:

@@ -438,6 +438,15 @@ def load_report(path: str | Path, missing: str | None = None,
         Missing (``missing`` when given, else "no report at PATH"), not a regular file, unreadable, or
         anything :func:`decode_report` refuses.
     """
+    from kinkcheck.validate import _no_gc
+
+    with _no_gc():  # decoding makes 100,000s of objects and no cycle: the collector would walk them again and again
+        return _load_report(path, missing, select, environments, where)
+
+
+def _load_report(path: str | Path, missing: str | None, select: Callable[[Report], Iterable[str]] | None,
+                 environments: Sequence[str] | None,
+                 where: Callable[[Report], Mapping[str, Sequence[str]]] | None) -> Report:
     from kinkcheck.validate import read_text
 
     p = report_path(path)
