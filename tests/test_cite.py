@@ -357,6 +357,39 @@ def test_cite_of_one_cell_s_rows_says_what_the_whole_report_says(program, kwargs
     assert bibtex(full) == bibtex(part), "the entry names the whole report"
 
 
+def test_a_report_with_its_observations_inline_is_read_whole_for_one_cell(report, shards_report_path):
+    """A report that holds its observations in the JSON (no Parquet file, no table index of modes) is not narrowed
+    to one cell: the releases and the modes table's anchor come from the rows, so all the program's are read, and
+    cite says what the whole report says (issue 46 review: a narrowed read linked the program's row, not the modes
+    table, and said a measured place had no release)."""
+    for program, kwargs in (("F.relu(x)", {"mode": "inductor"}), ("jnp.maximum(x, y)", {"mode": "jit"}),
+                            ("jax.nn.relu(x)", {"device": "cpu-linux_x86_64_v2", "mode": "vmap"})):
+        cell = {k: v for k, v in kwargs.items() if k != "device"}
+        part = load_report(shards_report_path, program=program, one_cell=True, **cell)
+        assert {o.mode for o in part.observations} != {kwargs["mode"]}, "the program's rows, every mode"
+
+        def answer(r):
+            try:
+                c = cite(r, program, **kwargs)
+            except CiteError as err:
+                return str(err)
+            return c.sentence, c.anchor, c.others
+
+        assert answer(part) == answer(report), (program, kwargs)
+
+
+def test_a_report_read_for_one_cell_refuses_another():
+    """`load_report(..., one_cell=True)` holds one cell's rows: cite of another mode, dtype or case of it is refused
+    as such, not answered "no observation" (the rows are in the file, not read)."""
+    from conftest import ROOT
+
+    part = load_report(ROOT / "reports", program="torch.relu(x)", one_cell=True)
+    assert cite(part, "torch.relu(x)").case == "relu@0"
+    for kwargs in ({"mode": "inductor"}, {"dtype": "float32"}, {"case": "relu@-0.0"}):
+        with pytest.raises(CiteError, match=r"this report was read for the cell relu@0, reverse mode, float64 "):
+            cite(part, "torch.relu(x)", **kwargs)
+
+
 def test_a_method_form_shared_by_frameworks_cites_each_framework_s_spelling(report):
     """Issue 44: x.clamp(min=0.0) is MindSpore's own text and torch's x.clamp(min=0): with --framework torch it is
     torch's program, as on every face."""

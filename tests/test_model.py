@@ -125,6 +125,42 @@ def test_bytes_that_are_not_utf8_are_named_and_a_head_keeps_the_history_as_writt
         "the history kept as written encodes as the full report's"
 
 
+def test_the_gzipped_report_holds_its_head_alone_in_its_first_member(tmp_path):
+    """Issue 46: a render gzips the report as two members, the head (schema … summary: what cite, ask and diff
+    decode) then the derived sections, so a reader of the head inflates a tenth of the file; any gunzip reads the
+    two as the one JSON; a report gzipped whole (by hand, or by an older render) is read as before."""
+    import gzip
+    import zlib
+
+    from kinkcheck.report import gzip_bytes
+
+    report = _report([_ob("torch-1.13.1-cpu", 0.0)])
+    data = m.report_json(report)
+    end = m.head_end(data)
+    assert end is not None and data[end:].startswith(b',\n"networks":'), "the head ends after the summary"
+    head = json.loads(data[:end] + m.HEAD_CLOSE)
+    assert list(head) == ["schema", "provenance", "environments", "cases", "observations", "observations_file",
+                          "summary"], list(head)
+    for name, blob in (("two.json.gz", gzip_bytes(data, end)), ("one.json.gz", gzip.compress(data, mtime=0))):
+        (tmp_path / name).write_bytes(blob)
+        assert gzip.decompress(blob) == data, f"{name}: any gunzip reads the whole JSON"
+        assert m.load_report(tmp_path / name) == report, f"{name}: the whole report"
+        part = m.load_report(tmp_path / name, select=lambda r: ["torch.relu(x)"])
+        assert msgspec.json.encode(part.environments) == msgspec.json.encode(report.environments), name
+        assert (part.cases, part.summary, part.observations) == (report.cases, report.summary, report.observations), \
+            f"{name}: the head and the rows asked"
+    first = zlib.decompressobj(wbits=31)
+    assert first.decompress(gzip_bytes(data, end)) == data[:end] and first.unused_data, "the head alone, first"
+    assert m.head_end(json.dumps(json.loads(data)).encode()) is None, "JSON of another layout: no head to cut"
+    report.environments[0].history = [{"measured_at": "2026-11-29T19:44:45+00:00"}]  # kept undecoded by a head
+    data = m.report_json(report)
+    bad = data.replace(b'"2026-11-29T19', b'"\xe9026-11-29T19', 1)
+    assert bad != data and m.head_end(bad) is not None
+    (tmp_path / "bad.json.gz").write_bytes(gzip_bytes(bad, m.head_end(bad)))
+    with pytest.raises(m.ReportError, match=r"bad.json.gz: cannot read \(not UTF-8 text: byte \d+\)"):
+        m.load_report(tmp_path / "bad.json.gz", select=lambda r: ())
+
+
 def test_load_report_says_what_is_missing(tmp_path):
     with pytest.raises(m.ReportError, match="no report at"):
         m.load_report(tmp_path / "absent.json")

@@ -428,3 +428,28 @@ def test_the_quick_value_check_vouches_only_for_what_the_detailed_one_passes(cat
     quick = [shard_problem(s, catalog), shard_problem(s)]
     monkeypatch.setattr(validate, "_value_fast", lambda *a: False)
     assert [shard_problem(s, catalog), shard_problem(s)] == quick, f"{words}: the quick check changed a verdict"
+
+
+def test_gunzip_reads_every_member_and_names_a_damaged_one(tmp_path, monkeypatch):
+    """A render's report is two gzip members (issue 46: the head alone first): gunzip reads them one after the
+    other, as gzip.decompress does; read_first_member reads the first and says more follow; a truncated second
+    member, bytes after the members, or a second member that would inflate past the limit are one line each."""
+    import gzip
+
+    from kinkcheck import validate
+    from kinkcheck.validate import gunzip, read_first_member
+
+    one, two = b'{"a": 1,\n', b'"b": 2}\n'
+    blob = gzip.compress(one, mtime=0) + gzip.compress(two, mtime=0)
+    assert gunzip(blob, tmp_path / "r.json.gz", ValueError) == one + two == gzip.decompress(blob)
+    (tmp_path / "r.json.gz").write_bytes(blob)
+    assert read_first_member(tmp_path / "r.json.gz", ValueError) == (one, True)
+    (tmp_path / "s.json.gz").write_bytes(gzip.compress(one + two, mtime=0))
+    assert read_first_member(tmp_path / "s.json.gz", ValueError) == (one + two, False), "one member: all of it"
+    for damaged, says in ((blob[:-5], "truncated gzip file"), (blob + b"junk!", "not a gzip file")):
+        with pytest.raises(ValueError, match=says) as err:
+            gunzip(damaged, tmp_path / "r.json.gz", ValueError)
+        assert "r.json.gz: cannot read" in str(err.value) and "\n" not in str(err.value), err.value
+    monkeypatch.setattr(validate, "MAX_INFLATED", len(one) + 3)  # the second member passes the limit
+    with pytest.raises(ValueError, match="inflates past"):
+        gunzip(blob, tmp_path / "r.json.gz", ValueError)

@@ -162,8 +162,25 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
     def cell_programs(report: Report) -> list[str]:  # the programs cite may state: the framework's spelling
         return sorted({pid for _, pid, _ in _cells(report, program or "", framework)})
 
-    def stated(report: Report) -> dict[str, list[str]]:  # the cell cite states; no row when it will refuse
+    index: dict[str, Any] = {}  # the table's modes per environment, read once
+
+    def table_modes(report: Report) -> Any:
+        if "modes" not in index:
+            from kinkcheck.report.dataset import DatasetError, table_index
+            from kinkcheck.validate import _no_gc
+
+            try:
+                with _no_gc():  # the index of every environment's modes: many objects, no cycle
+                    index["modes"] = table_index(report_path(path).parent / str(report.observations_file)).get("modes")
+            except DatasetError as err:
+                raise CiteError(str(err)) from None
+        return index["modes"]
+
+    def stated(report: Report) -> dict[str, list[str]] | None:  # the cell cite states; no row when it will refuse
+        if report.observations_file is None or table_modes(report) is None:
+            return None  # the releases and anchors then come from the rows: read the program's, every cell
         chosen = _stated_case(_cells(report, program or "", framework), case)
+        index["cell"] = (chosen, mode, dtype)
         return {"case": [] if chosen is None else [chosen], "mode": [mode], "dtype": [dtype]}
 
     def of_frameworks(report: Report) -> list[str]:
@@ -185,16 +202,11 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
     if frameworks is not None and program is None:  # another framework's program of the same text: not asked for
         report.observations = [o for o in report.observations if o.framework in frameworks]
     if program is not None and report.observations_file is not None:
-        from kinkcheck.report.dataset import DatasetError, table_index
-        from kinkcheck.validate import _no_gc
-
-        try:
-            with _no_gc():  # the index of every environment's modes: many objects, no cycle
-                modes = table_index(report_path(path).parent / report.observations_file).get("modes")
-        except DatasetError as err:
-            raise CiteError(str(err)) from None
+        modes = table_modes(report)
         if modes is not None:
             report.index.env_modes = modes
+    if "cell" in index:  # not a field: cite() refuses a cell this report was not read for
+        report.read_for_cell = index["cell"]
     return report
 
 
@@ -345,6 +357,10 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     c, pid, framework = chosen[0]
     others = tuple(dict.fromkeys(cc.id for cc, _, fw in cells if cc.id != c.id and fw == framework))
     check_cell(framework, mode, dtype)
+    read_for = getattr(report, "read_for_cell", None)  # load_report(..., one_cell=True): that cell's rows only
+    if read_for is not None and read_for != (c.id, mode, dtype):
+        raise CiteError(f"this report was read for the cell {read_for[0]}, {read_for[1]} mode, {read_for[2]} (load_report"
+                        f"(..., one_cell=True)): read it for {c.id}, {mode} mode, {dtype}, or whole")
     # the framework's releases measured at all, oldest first: the environments the table's index names (the
     # report holds only the stated cell's rows), so the answer and the anchor are the full report's
     held = [e for e in report.environments if e.framework == framework and e.id in ix.env_modes]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -743,6 +743,11 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
     """Which of ``release``, ``case``, ``framework``, ``platform`` has no row among the others' (one line, the ones
     there are). A column with no row at all among the others' is not the one: another one is (a torch program asked
     of jax at relu@0 has no case there, because it has no jax row anywhere)."""
+    programs = [f for f in filters if f[0] == "program"]
+    if framework is not None and programs:  # another framework's program has no row of this one, whatever else
+        measured = read_table(p, filters=programs, columns=["framework"]).column("framework").unique().to_pylist()
+        if measured and framework not in measured:
+            return _not_measured_in(programs[0][2], framework, sorted(map(str, measured)))
     asked = [("framework_version", release), ("case", case), ("framework", framework), ("platform_tag", platform)]
     if platform not in (None, _PLATFORM):  # another platform first: the other columns' rows are its rows
         asked.insert(0, asked.pop())
@@ -762,15 +767,41 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
             from kinkcheck.vocabulary import release_key
 
             there = ", ".join(sorted(map(str, seen), key=release_key)) or "none"
-            programs = [f[2] for f in filters if f[0] == "program"]
-            if column == "framework" and programs:  # another framework's program: say whose, and how to find theirs
-                spelled = programs[0] if isinstance(programs[0], str) else ", ".join(programs[0])
-                called = re.match(r"\s*[\w.]*?(\w+)\(", spelled)  # the operation it calls first: clamp
-                name = repr(called.group(1)) if called else "NAME"
-                return (f"no framework {given!r} for this query: {spelled} is measured in {there} only; "
-                        f"kinkcheck.search({name}, framework={given!r}) finds {given}'s programs that call it")
             return f"no {name} {given!r} for this query (there are: {there})"
     return "no row for this query"
+
+
+def _not_measured_in(program: str | Sequence[str], framework: str, measured: Sequence[str]) -> str:
+    """Why a program has no row of ``framework``: the frameworks that measure it, and where ``framework``'s own
+    programs calling the same operation are (:func:`search`), or that it has none."""
+    texts = [program] if isinstance(program, str) else list(program)
+    said = " and ".join(texts) if len(texts) <= 2 else ", ".join(texts)
+    where = " and ".join(measured) if len(measured) <= 2 else ", ".join(measured)
+    out = f"no framework {framework!r} for this query: {said} {'is' if len(texts) == 1 else 'are'} measured in {where} only"
+    called = _first_operation(texts[0])
+    if called is None:
+        return f"{out}; kinkcheck.search(NAME, framework={framework!r}) finds {framework}'s programs that call NAME"
+    if search(called, framework):
+        return f"{out}; kinkcheck.search({called!r}, framework={framework!r}) lists {framework}'s programs that call it"
+    return (f"{out}; no {framework} program of the catalog calls an operation named {called!r} "
+            f"(kinkcheck.search({called!r}) lists every framework's)")
+
+
+def _first_operation(text: str) -> str | None:
+    """The bare name of the outermost operation ``text`` calls (``-torch.max(-v)``: ``max``), None for none."""
+    import ast
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):  # breadth first: the outermost call first
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute):
+                return node.func.attr
+            if isinstance(node.func, ast.Name):
+                return node.func.id
+    return None
 
 
 def search(name: str, framework: str | None = None) -> list[Operation]:

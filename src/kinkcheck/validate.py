@@ -72,16 +72,27 @@ def read_json(path: str | Path, error: type[Exception], missing: str | None = No
     return parse_json(text, p, error), text
 
 
-def read_text(path: Path, error: type[Exception], missing: str | None = None, utf8: bool = True) -> bytes:
-    """The bytes of the file at ``path``, checked to be UTF-8 text (``utf8=False``: not checked here, for a reader
-    whose JSON decoder checks the strings it decodes: :func:`kinkcheck.report.model.load_report`); failures are
-    ``error`` as in :func:`read_json`."""
+def read_text(path: Path, error: type[Exception], missing: str | None = None) -> bytes:
+    """The bytes of the file at ``path``, checked to be UTF-8 text; failures are ``error`` as in :func:`read_json`.
+    A gzip file (``.gz``) is inflated, every member of it."""
+    return _read(path, error, missing, utf8=True, first=False)[0]
+
+
+def read_first_member(path: Path, error: type[Exception], missing: str | None = None) -> tuple[bytes, bool]:
+    """The first member of the gzip file at ``path`` (``.gz``; another file: all of it), checked to be UTF-8 text,
+    and whether more members follow, unread: a report's head is its first member
+    (:func:`kinkcheck.report.model.head_end`). Failures as :func:`read_text`."""
+    return _read(path, error, missing, utf8=True, first=True)
+
+
+def _read(path: Path, error: type[Exception], missing: str | None, utf8: bool, first: bool) -> tuple[bytes, bool]:
+    more = False
     try:
         if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO or device would block or never end
             raise error(f"{path}: not a regular file")
         raw = path.read_bytes()
         if path.suffix == ".gz":  # the committed report is gzipped (reports/conventions.json.gz)
-            raw = gunzip(raw, path, error)
+            raw, more = _inflate(raw, path, error, first)
         if utf8:
             raw.decode("utf-8")
     except FileNotFoundError:
@@ -92,7 +103,7 @@ def read_text(path: Path, error: type[Exception], missing: str | None = None, ut
         raise error(f"{path}: cannot read (not UTF-8 text: byte {err.start})") from None
     except OSError as err:
         raise error(f"{path}: cannot read ({err.strerror or type(err).__name__})") from None
-    return raw
+    return raw, more
 
 
 #: The most a gzipped file may inflate to (a 50 MB gzip bomb would otherwise fill the memory).
@@ -100,20 +111,36 @@ MAX_INFLATED = 2 * 2**30
 
 
 def gunzip(raw: bytes, path: Path, error: type[Exception]) -> bytes:
-    """The inflated bytes of the gzip file ``raw`` (read from ``path``); ``error`` (one line) when it is not gzip,
-    is truncated or would inflate past :data:`MAX_INFLATED`."""
+    """The inflated bytes of the gzip file ``raw`` (read from ``path``), its members one after another as
+    ``gzip.decompress`` reads them (a report is two: :func:`kinkcheck.report.model.head_end`); ``error`` (one
+    line) when it is not gzip, is truncated or would inflate past :data:`MAX_INFLATED`."""
+    return _inflate(raw, path, error, first=False)[0]
+
+
+def _inflate(raw: bytes, path: Path, error: type[Exception], first: bool) -> tuple[bytes, bool]:
+    """Every member of ``raw`` inflated (``first``: the first one only), and whether members were left unread."""
     import zlib
 
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(raw, MAX_INFLATED)
-    except zlib.error as err:
-        raise error(f"{path}: cannot read (not a gzip file: {err})") from None
-    if inflater.unconsumed_tail:
-        raise error(f"{path}: cannot read (inflates past {MAX_INFLATED // 2**30} GiB)")
-    if not inflater.eof:
-        raise error(f"{path}: cannot read (truncated gzip file)")
-    return out
+    parts: list[bytes] = []
+    size = 0
+    rest = raw
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out = inflater.decompress(rest, MAX_INFLATED - size)
+        except zlib.error as err:
+            raise error(f"{path}: cannot read (not a gzip file: {err})") from None
+        size += len(out)
+        if inflater.unconsumed_tail or (size >= MAX_INFLATED and not inflater.eof):
+            raise error(f"{path}: cannot read (inflates past {MAX_INFLATED // 2**30} GiB)")
+        if not inflater.eof:
+            raise error(f"{path}: cannot read (truncated gzip file)")
+        parts.append(out)
+        rest = inflater.unused_data
+        if not rest or first:
+            return b"".join(parts) if len(parts) > 1 else out, bool(rest)
+        if size >= MAX_INFLATED:
+            raise error(f"{path}: cannot read (inflates past {MAX_INFLATED // 2**30} GiB)")
 
 
 @contextmanager

@@ -51,7 +51,8 @@ __all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_P
 KINK_HITS_PLOT = "kinkhits.svg"
 #: The report files, in the order they are renamed into place (the case pages, ``CASES/<slug>.md``, go
 #: before the index). ``conventions.json.gz`` is the report JSON gzipped (level 9, no name, mtime 0: the same
-#: bytes for the same JSON with the same zlib); the JSON itself (162 MB at 169 cases, growing with cases ×
+#: bytes for the same JSON with the same zlib), its head and its derived sections as two members (:func:`gzip_bytes`,
+#: :func:`kinkcheck.report.model.head_end`); the JSON itself (162 MB at 169 cases, growing with cases ×
 #: programs × environments) is not written: readers take the gzip (:func:`kinkcheck.report.model.report_path`),
 #: and ``observations.parquet`` (1 MB) is the data in a form pandas, polars and DuckDB read directly.
 FILES: tuple[str, ...] = ("observations.parquet", "conventions.json.gz", "conventions.md")
@@ -169,7 +170,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
     from kinkcheck.report.build import build
     from kinkcheck.report.dataset import write_parquet
     from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
-    from kinkcheck.report.model import report_json
+    from kinkcheck.report.model import head_end, report_json
 
     report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
     report.index  # built here, once, before a second thread reads it  # noqa: B018
@@ -196,7 +197,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
 
     rules = render_rules(parquet, catalog, _rules_sources(report))  # the rules inferred, and their validation
     blobs = {"observations.parquet": parquet, **pages, **sections, **plots, **rules,
-             "conventions.json.gz": gzip_bytes(json_bytes),
+             "conventions.json.gz": gzip_bytes(json_bytes, head_end(json_bytes)),  # the head alone first
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
     from kinkcheck.cache import prune_cached
@@ -519,11 +520,15 @@ def _fsync_folder(folder: Path) -> None:
         pass
 
 
-def gzip_bytes(data: bytes) -> bytes:
-    """``data`` gzipped deterministically (level 9, no file name, mtime 0), for ``conventions.json.gz``."""
+def gzip_bytes(data: bytes, split: int | None = None) -> bytes:
+    """``data`` gzipped deterministically (level 9, no file name, mtime 0), for ``conventions.json.gz``; with
+    ``split``, as two gzip members, ``data[:split]`` then the rest (the report's head, then its derived sections:
+    :func:`kinkcheck.report.model.head_end`), which any gunzip reads as one file."""
     import gzip
 
-    return gzip.compress(data, compresslevel=9, mtime=0)
+    if split is None:
+        return gzip.compress(data, compresslevel=9, mtime=0)
+    return gzip.compress(data[:split], compresslevel=9, mtime=0) + gzip.compress(data[split:], compresslevel=9, mtime=0)
 
 
 def set_problems(out: str | Path) -> list[str]:

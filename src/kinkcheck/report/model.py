@@ -131,6 +131,9 @@ class Report(_S, kw_only=True, omit_defaults=False, dict=True):
     #: Where the observations are when ``observations`` is empty: a file name beside the JSON (the committed
     #: report keeps them only in ``observations.parquet``: :mod:`kinkcheck.report.dataset`); ``None``: inline.
     observations_file: str | None = None
+    #: The counts: last of the head (the fields above: what a reader of some observations decodes, :class:`_Head`;
+    #: the gzipped report holds them in its first member, :func:`head_end`); the derived sections follow.
+    summary: Summary
     networks: list[Network]
     p0: P0
     disagreements: Disagreements
@@ -140,7 +143,6 @@ class Report(_S, kw_only=True, omit_defaults=False, dict=True):
     version_span: list[VersionSpan]
     coverage: Coverage
     network_summary: list[NetworkSummary]
-    summary: Summary
     kink_hits: list[KinkHits] = []
 
     @cached_property
@@ -349,6 +351,22 @@ class _Head(_S, kw_only=True):
 
 
 _HEAD_DECODER = msgspec.json.Decoder(_Head)
+#: What closes a head cut from a report's JSON (:func:`head_end`) into a JSON document of its own.
+HEAD_CLOSE = b"\n}\n"
+
+
+def head_end(data: bytes) -> int | None:
+    """Where the head ends in ``data``, a report's JSON as :func:`report_json` writes it: the offset of the comma
+    after the last head field (``summary``; :class:`_Head` lists them, first in :class:`Report`), so that
+    ``data[:end] + HEAD_CLOSE`` is the head alone as JSON; None for JSON of another layout. The render gzips the
+    head and the rest as two members (:func:`kinkcheck.report.gzip_bytes`): ``cite``, ``ask`` and ``diff`` inflate
+    only the first; any gunzip reads the file as one."""
+    head = _Head.__struct_fields__
+    fields = Report.__struct_fields__
+    if fields[:len(head)] != head or len(fields) == len(head):
+        return None
+    at = data.find(b",\n" + _ENCODER.encode(fields[len(head)]) + b":")  # the first field after the head, at a
+    return None if at < 0 else at  # line's start: a string value never holds a bare newline
 
 
 def _report_of_head(head: _Head) -> Report:
@@ -381,7 +399,10 @@ def decode_report(data: bytes | str, name: str = "report", head: bool = False) -
     """
     try:
         report = _report_of_head(_HEAD_DECODER.decode(data)) if head else _DECODER.decode(data)
-    except msgspec.ValidationError as err:
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
+        _refuse_not_utf8(data, name)  # a byte that is not UTF-8 reads as "not JSON" or a key missing: say which
+        if not isinstance(err, msgspec.ValidationError):
+            raise ReportError(f"{name}: not JSON ({_one_line(err)})") from None
         head = data[:4000] if isinstance(data, str) else data[:4000].decode("utf-8", "replace")
         if '"schema"' in head and SCHEMA_ID not in head:
             raise ReportError(f"{name}: not a {SCHEMA_ID} report (an older or foreign document: re-render it "
@@ -389,17 +410,19 @@ def decode_report(data: bytes | str, name: str = "report", head: bool = False) -
         raise ReportError(f"{name}: malformed kinkcheck report ({_one_line(err)})") from None
     except RecursionError:
         raise ReportError(f"{name}: cannot read (JSON nested too deeply)") from None
-    except (msgspec.DecodeError, UnicodeDecodeError) as err:
-        if isinstance(data, bytes):  # bytes that are not UTF-8 read as "not JSON": say which
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                raise ReportError(f"{name}: cannot read (not UTF-8 text: byte {bad.start})") from None
-        raise ReportError(f"{name}: not JSON ({_one_line(err)})") from None
     problem = report_problem(report)
     if problem:
         raise ReportError(f"{name}: malformed kinkcheck report ({problem})")
     return report
+
+
+def _refuse_not_utf8(data: bytes | str, name: str) -> None:
+    """ReportError "not UTF-8 text" for bytes that are not: the decoder calls them "not JSON", or misses a key."""
+    if isinstance(data, bytes):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise ReportError(f"{name}: cannot read (not UTF-8 text: byte {bad.start})") from None
 
 
 def report_path(path: str | Path) -> Path:
@@ -417,7 +440,7 @@ def report_path(path: str | Path) -> Path:
 def load_report(path: str | Path, missing: str | None = None,
                 select: Callable[[Report], Iterable[str]] | None = None,
                 environments: Sequence[str] | None = None,
-                where: Callable[[Report], Mapping[str, Sequence[str]]] | None = None) -> Report:
+                where: Callable[[Report], Mapping[str, Sequence[str]] | None] | None = None) -> Report:
     """Read ``path`` (``reports/conventions.json``, or its gzipped ``.json.gz``: :func:`report_path`) as a
     :class:`Report` (:func:`decode_report`).
 
@@ -430,7 +453,7 @@ def load_report(path: str | Path, missing: str | None = None,
     conformance …: they describe every observation). Not kept as the last report. ``environments`` (with
     ``select``): only their observations too (``kinkcheck diff REPORT#ENV`` reads one environment's); ``where``
     (with ``select``): given the same report, more columns' kept values (``{"case": [...], "mode": [...]}``:
-    ``kinkcheck cite`` reads the rows of the one case, mode and dtype it states).
+    ``kinkcheck cite`` reads the rows of the one case, mode and dtype it states; None: no more).
 
     Raises
     ------
@@ -446,8 +469,8 @@ def load_report(path: str | Path, missing: str | None = None,
 
 def _load_report(path: str | Path, missing: str | None, select: Callable[[Report], Iterable[str]] | None,
                  environments: Sequence[str] | None,
-                 where: Callable[[Report], Mapping[str, Sequence[str]]] | None) -> Report:
-    from kinkcheck.validate import read_text
+                 where: Callable[[Report], Mapping[str, Sequence[str]] | None] | None) -> Report:
+    from kinkcheck.validate import read_first_member, read_text
 
     p = report_path(path)
     try:
@@ -457,8 +480,11 @@ def _load_report(path: str | Path, missing: str | None, select: Callable[[Report
         key = None
     if select is None and key is not None and _LAST[0] == key:  # `diff R#a R#b` reads one report twice
         return _LAST[1]  # type: ignore[no-any-return]
-    # a folder, a FIFO: one line; UTF-8 is checked by the decoder, in the strings it reads (decode_report)
-    data = read_text(p, ReportError, missing or f"no report at {p}", utf8=False)
+    if select is None:  # a folder, a FIFO, bytes that are not UTF-8: one line
+        data = read_text(p, ReportError, missing or f"no report at {p}")
+    else:  # the head: a render's gzip holds it in its first member, the derived sections in the next (head_end)
+        data, more = read_first_member(p, ReportError, missing or f"no report at {p}")
+        data = data + HEAD_CLOSE if more else data
     report = decode_report(data, str(p), head=select is not None)
     if report.observations_file is not None:
         attach_observations(report, p.parent, str(p), None if select is None else list(select(report)),
@@ -466,7 +492,7 @@ def _load_report(path: str | Path, missing: str | None, select: Callable[[Report
                             None if select is None or where is None else where(report))
     elif select is not None:
         wanted = set(select(report))
-        kept = {} if where is None else {column: set(values) for column, values in where(report).items()}
+        kept = {column: set(values) for column, values in ((where and where(report)) or {}).items()}
         report.observations = [o for o in report.observations if o.program in wanted
                                and (environments is None or o.environment in environments)
                                and all(getattr(o, column) in values for column, values in kept.items())]
