@@ -55,8 +55,6 @@ def site_url() -> str | None:
     """The published site's root URL, ending in ``/``: the ``Documentation`` URL of ``[project.urls]``, read from
     ``pyproject.toml`` in a source tree (a clone, an editable install) and from the installed distribution's
     metadata (``Project-URL: Documentation, …``) otherwise; None when neither names one."""
-    from importlib import metadata
-
     from kinkcheck.query import source_tree
 
     url = None
@@ -69,6 +67,8 @@ def site_url() -> str | None:
         except (OSError, tomllib.TOMLDecodeError):
             url = None
     if url is None:
+        from importlib import metadata  # 0.03 s to import: only where pyproject.toml is not beside the package
+
         try:
             entries = metadata.metadata("kinkcheck").get_all("Project-URL") or []
         except metadata.PackageNotFoundError:
