@@ -325,6 +325,15 @@ def test_cite_of_one_programs_rows_says_what_the_whole_report_says():
     assert bibtex(full) == bibtex(part) and cff(full) == cff(part), "the entries name the whole report"
 
 
+def _answer(report, program, kwargs):
+    """What cite says of ``program`` in ``report``: the sentence, anchor and other cases, or its refusal's words."""
+    try:
+        c = cite(report, program, **kwargs)
+    except CiteError as err:
+        return str(err)
+    return c.sentence, c.anchor, c.others
+
+
 @pytest.mark.parametrize(("program", "kwargs"), [
     ("x.clamp(min=0)", {}), ("x.clamp(min=0)", {"mode": "inductor"}), ("x.clamp(min=0)", {"mode": "functional"}),
     ("x.clamp(min=0)", {"framework_version": "2.13.0"}), ("x.clamp(min=0)", {"dtype": "float16"}),
@@ -345,15 +354,7 @@ def test_cite_of_one_cell_s_rows_says_what_the_whole_report_says(program, kwargs
     said = {(o.case, o.mode, o.dtype) for o in part.observations}
     assert len(said) <= 1 and all(m == kwargs.get("mode", "reverse") and d == kwargs.get("dtype", "float64")
                                   for _, m, d in said), said
-
-    def answer(report):
-        try:
-            c = cite(report, program, **kwargs)
-        except CiteError as err:
-            return str(err)
-        return c.sentence, c.anchor, c.others
-
-    assert answer(part) == answer(full), (program, kwargs)
+    assert _answer(part, program, kwargs) == _answer(full, program, kwargs), (program, kwargs)
     assert bibtex(full) == bibtex(part), "the entry names the whole report"
 
 
@@ -367,15 +368,7 @@ def test_a_report_with_its_observations_inline_is_read_whole_for_one_cell(report
         cell = {k: v for k, v in kwargs.items() if k != "device"}
         part = load_report(shards_report_path, program=program, one_cell=True, **cell)
         assert {o.mode for o in part.observations} != {kwargs["mode"]}, "the program's rows, every mode"
-
-        def answer(r):
-            try:
-                c = cite(r, program, **kwargs)
-            except CiteError as err:
-                return str(err)
-            return c.sentence, c.anchor, c.others
-
-        assert answer(part) == answer(report), (program, kwargs)
+        assert _answer(part, program, kwargs) == _answer(report, program, kwargs), (program, kwargs)
 
 
 def test_a_report_read_for_one_cell_refuses_another():
