@@ -144,8 +144,9 @@ def load_report(path: str | Path, program: str | None = None, frameworks: Collec
     ``program``, only the observations of the catalog programs it spells (the report's index then takes the
     modes each environment measured from the Parquet file's index, so the anchors are those of the full report),
     and with ``one_cell`` only those of the case :func:`cite` states for ``program``, ``case`` and ``framework``, in
-    ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release: ``kinkcheck cite``); with ``frameworks``, only those frameworks' programs
-    (what ``kinkcheck migrate`` compares). Either way the derived sections are left out.
+    ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release: ``kinkcheck cite``; a report
+    without a table index of modes is read for the program whole); with ``frameworks``, only those frameworks'
+    programs (what ``kinkcheck migrate`` compares). Either way the derived sections are left out.
 
     Raises
     ------
@@ -325,10 +326,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         raise CiteError("cite which program? give one, e.g. \"torch.clamp(x, min=0)\"")
     ix = report.index
     cells = _cells(report, program, framework)
-    if framework is not None:
-        if framework not in FRAMEWORKS:
-            raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")
-        cells = [cell for cell in cells if cell[2] == framework]
+    if framework is not None and framework not in FRAMEWORKS:
+        raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")
     if case is not None:
         if case not in ix.case:
             import difflib
@@ -359,8 +358,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     check_cell(framework, mode, dtype)
     read_for = getattr(report, "read_for_cell", None)  # load_report(..., one_cell=True): that cell's rows only
     if read_for is not None and read_for != (c.id, mode, dtype):
-        raise CiteError(f"this report was read for the cell {read_for[0]}, {read_for[1]} mode, {read_for[2]} (load_report"
-                        f"(..., one_cell=True)): read it for {c.id}, {mode} mode, {dtype}, or whole")
+        raise CiteError(f"this report was read for the cell {read_for[0]}, {read_for[1]} mode, {read_for[2]} "
+                        f"(load_report(..., one_cell=True)): read it for {c.id}, {mode} mode, {dtype}, or whole")
     # the framework's releases measured at all, oldest first: the environments the table's index names (the
     # report holds only the stated cell's rows), so the answer and the anchor are the full report's
     held = [e for e in report.environments if e.framework == framework and e.id in ix.env_modes]

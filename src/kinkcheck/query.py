@@ -109,8 +109,8 @@ def _kept(table: Any, filters: list[tuple[str, str, Any]]) -> Any:
     sorted by case, then program): no ``pyarrow.compute`` to import, a tenth of a second of a cold ``cite``."""
     import pyarrow as pa
 
-    def sliced(runs: list[tuple[int, int]]) -> Any:
-        return pa.concat_tables([table.slice(a, b - a) for a, b in runs]) if runs else table.slice(0, 0)
+    def sliced(of: Any, runs: list[tuple[int, int]]) -> Any:
+        return pa.concat_tables([of.slice(a, b - a) for a, b in runs]) if runs else of.slice(0, 0)
 
     keys = [f for f in filters if f[0] in _INDEXED]  # the file's sort keys: a case's, a program's rows are runs
     rest = [f for f in filters if f[0] not in _INDEXED]
@@ -119,12 +119,12 @@ def _kept(table: Any, filters: list[tuple[str, str, Any]]) -> Any:
     if keys and (not rest or any(f[0] == "program" for f in keys)):
         runs = _runs(table, keys)
         if runs is not None:
-            kept = sliced(runs)
+            kept = sliced(table, runs)
             if not rest:
                 return kept
             inner = _runs(kept, rest) if kept.num_rows <= _FEW_ROWS else None
             if inner is not None:
-                return pa.concat_tables([kept.slice(a, b - a) for a, b in inner]) if inner else kept.slice(0, 0)
+                return sliced(kept, inner)
     import pyarrow.compute as pc
 
     tests = {"==": pc.equal, "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
@@ -231,11 +231,7 @@ def table_metadata(path: str | Path) -> dict[bytes, bytes]:
     import pyarrow.parquet as pq
 
     p = Path(path)
-    try:  # kept for the process while the file is unchanged: `cite` reads the index, then the rows
-        st = p.stat()
-        seen: Any = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    except OSError:
-        seen = None
+    seen = _file_key(p)  # kept for the process while the file is unchanged: `cite` reads the index, then the rows
     if seen is not None and _METADATA[0] == seen:
         check_one_render(p)
         return dict(_METADATA[1])
@@ -268,12 +264,17 @@ def _footer(path: Path) -> Any:
     """The parsed footer (``pyarrow.parquet.FileMetaData``) :func:`table_metadata` last read, when it was of the
     file at ``path`` as it is now, else None: a reader opens the file with it instead of parsing the footer again
     (1.8 MB at ×10 data, 847 row groups: 0.03 s)."""
+    seen = _file_key(path)
+    return _METADATA[2] if seen is not None and _METADATA[0] == seen else None
+
+
+def _file_key(path: Path) -> tuple[Any, ...] | None:
+    """The file at ``path`` as it is now: (resolved path, size, mtime, inode); None when it cannot be stat'ed."""
     try:
         st = path.stat()
-        seen = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
     except OSError:
         return None
-    return _METADATA[2] if _METADATA[0] == seen else None
 
 
 #: The last table :func:`table_metadata` checked: ``[(path, size, mtime, inode), its metadata, its footer]``.
@@ -777,7 +778,8 @@ def _not_measured_in(program: str | Sequence[str], framework: str, measured: Seq
     texts = [program] if isinstance(program, str) else list(program)
     said = " and ".join(texts) if len(texts) <= 2 else ", ".join(texts)
     where = " and ".join(measured) if len(measured) <= 2 else ", ".join(measured)
-    out = f"no framework {framework!r} for this query: {said} {'is' if len(texts) == 1 else 'are'} measured in {where} only"
+    verb = "is" if len(texts) == 1 else "are"
+    out = f"no framework {framework!r} for this query: {said} {verb} measured in {where} only"
     called = _first_operation(texts[0])
     if called is None:
         return f"{out}; kinkcheck.search(NAME, framework={framework!r}) finds {framework}'s programs that call NAME"
