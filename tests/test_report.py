@@ -1052,6 +1052,19 @@ def test_a_render_from_shard_files_reads_kept_parts_and_equals_one_from_whole_sh
     assert report_json(lazy) == report_json(plain), "lazy shard files and kept parts: the same report"
     assert write_parquet(lazy, lazy.fragments) == write_parquet(plain), \
         "the Parquet file joined from the judged columns is the one built from the observations"
+    import io
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from kinkcheck.report.dataset import sorted_rows
+
+    file_rows = pq.read_table(io.BytesIO(write_parquet(plain))).replace_schema_metadata(None)
+    for fw in ("torch", "jax"):  # what the rules inferred ahead read (kinkcheck.rules.ahead): the file's rows
+        mine = file_rows.filter(pc.equal(file_rows["framework"], fw)).combine_chunks()
+        assert mine.num_rows and sorted_rows(lazy, lazy.fragments, framework=fw).equals(mine), \
+            f"{fw}'s rows from the judged columns are the file's rows of {fw}, in its order"
+        assert sorted_rows(plain, framework=fw).equals(mine), f"and from the observations: {fw}"
     monkeypatch.setattr(sec, "_kept", spy)
     files, _ = load_shards(folder, small, lazy=True)
     assert report_json(build(files, small)) == report_json(plain) and computed == [], \
@@ -1073,3 +1086,40 @@ def test_a_render_from_shard_files_reads_kept_parts_and_equals_one_from_whole_sh
     shutil.rmtree(tmp_path / "cache" / "derived")  # no part to fall back on: each computed from what is taken
     assert report_json(build(load_shards(folder, small, lazy=True)[0], small)) == report_json(plain), \
         "an edited environment entry is not taken: the report is the one of whole shards"
+
+
+def test_a_judged_shard_holds_one_object_per_distinct_value_and_keeps_signed_zeros_apart(tmp_path, monkeypatch,
+                                                                                       catalog):
+    """Equal values of a shard's observations are one object (and their flats), so the kept entry pickles each once
+    and a render reads it back fast; values that are equal as numbers but not as measurements (0.0 and -0.0) stay
+    apart, and what each observation says is what its shard said."""
+    import dataclasses
+    import math
+    import pickle
+
+    from kinkcheck.report.build import judged_shard, judging_context
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id == "relu@0"))
+    s = unpack(json.loads((OBS / "torch-2.13.0-cpu.json").read_text()))
+    s["observations"] = [o for o in s["observations"] if o["case"] == "relu@0" and o["status"] == "ok"]
+    assert len(s["observations"]) >= 4, "relu@0 measured in several modes and dtypes"
+    s["observations"][0]["value"] = {"x": -0.0}
+    s["observations"][1]["value"] = {"x": 0.0}
+    s["observations"][2]["value"] = {"x": float("nan")}
+    said = {(o["program"], o["mode"], o["dtype"]): o["value"] for o in s["observations"]}
+    j = judged_shard(s, judging_context(small))
+    for o, flat in zip(j.observations, j.flats):
+        want = said[(o.program, o.mode, o.dtype)]
+        assert repr(o.value) == repr(want), f"{o.program} {o.mode} {o.dtype}: {o.value!r}, the shard said {want!r}"
+        x = o.value["x"]
+        assert flat[0] == x or (math.isnan(x) and math.isnan(flat[0])), (o.value, flat)
+        if x == 0:
+            assert math.copysign(1, flat[0]) == math.copysign(1, x), f"a signed zero keeps its sign: {flat}"
+    by_repr: dict[str, list[int]] = {}
+    for o in j.observations:
+        by_repr.setdefault(repr(o.value), []).append(id(o.value))
+    assert max(len(ids) for ids in by_repr.values()) >= 2, f"some value repeats across modes and dtypes: {by_repr}"
+    assert all(len(set(ids)) == 1 for ids in by_repr.values()), "one object per distinct value"
+    back = pickle.loads(pickle.dumps(j))
+    assert [repr(o.value) for o in back.observations] == [repr(o.value) for o in j.observations], "kept as judged"

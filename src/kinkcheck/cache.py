@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UNUSED_DAYS", "cache_dir", "prune_cached", "read_cached", "read_pickled", "read_signed", "write_cached",
+__all__ = ["UNUSED_DAYS", "cache_dir", "is_cached", "prune_cached", "read_cached", "read_pickled", "read_signed", "write_cached",
            "write_pickled", "write_signed"]
 
 
@@ -51,6 +51,15 @@ def read_cached(kind: str, key: str, touch: bool = False) -> bytes | None:
         except OSError:
             pass
     return data
+
+
+def is_cached(kind: str, key: str) -> bool:
+    """Whether ``<cache>/<kind>/<key>`` is there (a regular file), without reading it: what is read next may still be
+    damaged, and its reader computes it again then."""
+    try:
+        return (cache_dir() / kind / key).is_file()
+    except OSError:
+        return False
 
 
 def read_pickled(kind: str, key: str, touch: bool = False) -> Any:

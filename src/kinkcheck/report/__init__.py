@@ -165,15 +165,26 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
 
 
 def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str]) -> list[Path]:
+    from kinkcheck.report.build import build
+
+    report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
+    report.index  # built here, once, before a second thread reads it  # noqa: B018
+    sources = _rules_sources(report)
+    ahead = _rules_ahead(report, catalog, sources)  # a framework's rules to infer again: in a child, meanwhile
+    try:
+        return _write_set(report, catalog, out, sources, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _write_set(report: Any, catalog: Catalog, out: Path, sources: dict[str, str] | None, ahead: Any) -> list[Path]:
     from concurrent.futures import ThreadPoolExecutor
 
-    from kinkcheck.report.build import build
     from kinkcheck.report.dataset import write_parquet
     from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
     from kinkcheck.report.model import head_end, report_json
 
-    report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
-    report.index  # built here, once, before a second thread reads it  # noqa: B018
     # The Parquet file is written (Arrow's sort, take and zstd, outside the GIL) in a thread while this one renders
     # the pages (Python); the pages name the JSON's digest, which follows from the file's: they are rendered with a
     # placeholder of its length, put in its place after (each page names it once, in its footer).
@@ -195,7 +206,7 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
         plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
     from kinkcheck.rules import render as render_rules
 
-    rules = render_rules(parquet, catalog, _rules_sources(report))  # the rules inferred, and their validation
+    rules = render_rules(parquet, catalog, sources, ahead)  # the rules inferred, and their validation
     blobs = {"observations.parquet": parquet, **pages, **sections, **plots, **rules,
              "conventions.json.gz": gzip_bytes(json_bytes, head_end(json_bytes)),  # the head alone first
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
@@ -219,6 +230,22 @@ def _fill_digest(name: str, text: str, digest: str) -> bytes:
     if text.count(_DIGEST_HOLE) != 1:  # a page that names it otherwise (or not) is the renderer's error
         raise AssertionError(f"{name}: the JSON digest's place is named {text.count(_DIGEST_HOLE)} times, not once")
     return text.replace(_DIGEST_HOLE, digest).encode("utf-8")
+
+
+def _rules_ahead(report: Any, catalog: Catalog, sources: dict[str, str] | None) -> Any:
+    """The largest framework whose rules are not kept, inferred in a child process from its rows while the pages are
+    rendered (:func:`kinkcheck.rules.ahead.start`); None where the report has no kept columns or sources."""
+    fragments = getattr(report, "fragments", None)
+    if sources is None or fragments is None:
+        return None
+    from kinkcheck.report.dataset import sorted_rows
+    from kinkcheck.rules.ahead import start
+
+    sizes: dict[str, int] = {}
+    for e in report.environments:
+        f = fragments.get(e.id)
+        sizes[e.framework] = sizes.get(e.framework, 0) + (f.num_rows if f is not None else 0)
+    return start(lambda fw: sorted_rows(report, fragments, framework=fw), catalog, sources, sizes)
 
 
 def _rules_sources(report: Any) -> dict[str, str] | None:

@@ -281,6 +281,7 @@ class _Context:
         self.verdicts: dict[tuple[Any, ...], str | None] = {}
         self.predictions: dict[tuple[str, str, str], conf.Prediction] = {}
         self.checked: dict[bytes, Any] = {}  # network cross-checks: releases often measure the same weights
+        self.words: dict[str, str] = {}  # one object per program, mode, dtype and status text, as case ids are
         # the report's order of observations (m.observation_order: case, program, mode, dtype within a shard) as
         # one integer per observation
         self.case_rank = {c.id: i for i, c in enumerate(catalog)}
@@ -368,6 +369,8 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
     unknown: set[str] = set()
     staged: set[str] = set()
     scalar_derivative: dict[tuple[str, str, str, str, str], float] = {}
+    shared: dict[str, tuple[dict[str, Any], tuple[float, ...]]] = {}  # repr of a value → the value, its flat
+    words = ctx.words.setdefault
     for ob in s["observations"]:
         if ob["case"] in changed:  # judged against today's oracle, an old point's value could be mislabelled
             continue
@@ -385,7 +388,13 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
         if value is not None:
             if list(value) != ctx.inputs[case.id]:
                 value = {k: value[k] for k in ctx.inputs[case.id]}
-            flat = _fast_flat(value)
+            # one object per distinct value and its flat (repr keeps -0.0, 0.0 and nan apart): the kept entry
+            # pickles each once
+            rkey = repr(value)
+            hit = shared.get(rkey)
+            if hit is None:
+                hit = shared[rkey] = (value, _fast_flat(value))
+            value, flat = hit
         order = 2 if ob["mode"] == "second-order" else 1
         own_key = (case.id, fw, ob["program"]) if order == 1 and (case.id, fw, ob["program"]) in own else None
         memo_key = (case.id, order, ob["dtype"], ob["status"], flat, own_key)
@@ -408,9 +417,10 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
             if vkey not in verdicts:
                 verdicts[vkey] = conf.verdict(predictions[pkey], vkey[1], ob["dtype"])
             verdict = verdicts[vkey]
-        observations.append(m.Observation(  # labels: one list shared by equal labellings (read-only)
-            case=case.id, program=ob["program"], framework=fw, environment=env["id"], mode=ob["mode"],
-            dtype=ob["dtype"], status=ob["status"], value=value, labels=labels_memo[memo_key],
+        observations.append(m.Observation(  # labels, values and names: one object per distinct one (read-only)
+            case=case.id, program=words(ob["program"], ob["program"]), framework=fw, environment=env["id"],
+            mode=words(ob["mode"], ob["mode"]), dtype=words(ob["dtype"], ob["dtype"]),
+            status=words(ob["status"], ob["status"]), value=value, labels=labels_memo[memo_key],
             error=ob["error"], conformance=verdict, input=ob.get("input")))
         order_keys.append(
             ((case_rank[case.id] * n_programs + program_rank[(case.id, fw, ob["program"])]) * n_modes

@@ -40,7 +40,7 @@ from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_obse
 
 __all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "fragment",
            "read_observations", "read_table", "report_index",
-           "row_group_index", "schema", "table_index", "write_parquet", "write_table"]
+           "row_group_index", "schema", "sorted_rows", "table_index", "write_parquet", "write_table"]
 #: Rows per row group: small enough that one case's rows (a few thousand) span one or two groups and one program's
 #: rows within a case (a few hundred) one, large enough that the file is not mostly group headers.
 ROW_GROUP = 8192
@@ -116,14 +116,33 @@ def fragment(observations: Sequence[Observation]) -> Any:
 
 
 def write_parquet(report: Report, fragments: Mapping[str, Any] | None = None) -> bytes:
-    """The Parquet file of ``report.observations`` (see the module docstring), as bytes.
+    """The Parquet file of ``report.observations`` (see the module docstring), as bytes: :func:`sorted_rows` with
+    the report's metadata, written by :func:`write_table`. The same report gives the same bytes with ``fragments``
+    and without.
+
+    Raises
+    ------
+    ValueError
+        ``fragments`` lacks an environment of the report, or its rows are not the report's count.
+    """
+    table = sorted_rows(report, fragments)
+    prov = report.provenance
+    table = table.replace_schema_metadata({
+        "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,
+        "kinkcheck.generated_at": prov.generated_at, "kinkcheck.kinkcheck_version": prov.kinkcheck_version,
+        "kinkcheck.index": msgspec.json.encode(report_index(report))})
+    return write_table(table)
+
+
+def sorted_rows(report: Report, fragments: Mapping[str, Any] | None = None, framework: str | None = None) -> Any:
+    """The rows of the observations table (:func:`schema`'s columns, no metadata) in the file's order, or those of
+    one ``framework``: the same rows, in the same order, as the file's filtered to it.
 
     Built from one :func:`fragment` per environment: ``fragments`` (environment id → its fragment, as the render
     keeps them with each shard's judgement) where given, else each environment's observations in
     ``report.observations`` made into one. The fragments are joined in the report's order of environments, the
     environment's columns taken from one row per environment, and the rows put in Arrow's sort of (case,
-    program, then the ranks of environment, mode and dtype in the report). The same report gives the same bytes
-    either way.
+    program, then the ranks of environment, mode and dtype in the report): one row per cell, so no two rows tie.
 
     Raises
     ------
@@ -140,7 +159,8 @@ def write_parquet(report: Report, fragments: Mapping[str, Any] | None = None) ->
     if fragments is None:
         by_env: dict[str, list[Observation]] = {}
         for o in report.observations:
-            by_env.setdefault(o.environment, []).append(o)
+            if framework is None or o.framework == framework:
+                by_env.setdefault(o.environment, []).append(o)
         fragments = {eid: fragment(obs) for eid, obs in by_env.items()}
     missing = sorted(set(fragments) - {e.id for e in envs})
     if missing:
@@ -148,10 +168,10 @@ def write_parquet(report: Report, fragments: Mapping[str, Any] | None = None) ->
     parts, env_of = [], []
     for rank, e in enumerate(envs):
         f = fragments.get(e.id)
-        if f is not None and f.num_rows:
+        if f is not None and f.num_rows and (framework is None or e.framework == framework):
             parts.append(f)
             env_of.append(np.full(f.num_rows, rank, dtype=np.int32))
-    if sum(f.num_rows for f in parts) != len(report.observations):
+    if framework is None and sum(f.num_rows for f in parts) != len(report.observations):
         raise ValueError(f"the fragments hold {sum(f.num_rows for f in parts):,} rows, the report "
                          f"{len(report.observations):,} observations")
     empty = fragment([])
@@ -169,13 +189,7 @@ def write_parquet(report: Report, fragments: Mapping[str, Any] | None = None) ->
                                                 for e in envs], text), env_rank)
         else:
             columns[f.name] = table.column(f.name).combine_chunks()
-    table = pa.Table.from_arrays([columns[f.name] for f in sch], schema=sch)
-    prov = report.provenance
-    table = table.replace_schema_metadata({
-        "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,
-        "kinkcheck.generated_at": prov.generated_at, "kinkcheck.kinkcheck_version": prov.kinkcheck_version,
-        "kinkcheck.index": msgspec.json.encode(report_index(report))})
-    return write_table(table)
+    return pa.Table.from_arrays([columns[f.name] for f in sch], schema=sch)
 
 
 def write_table(table: Any) -> bytes:

@@ -9,6 +9,7 @@ any program by the chain rule AD applies.
   counter-examples; :mod:`kinkcheck.rules.predict` predicts a program from them;
 * :mod:`kinkcheck.rules.validate` leaves one case out and compares every prediction with the measured cell;
 * :mod:`kinkcheck.rules.store` writes and reads ``rules.json.gz`` beside the report.
+* :mod:`kinkcheck.rules.ahead` infers a framework's part in a child process while the render writes its pages.
 
 Sources of the approach: Bolte & Pauwels, "A mathematical model for automatic differentiation in machine
 learning", NeurIPS 2020 (conservative fields: what AD's chain rule returns is the composition of its
@@ -52,7 +53,8 @@ def environments(table: Any) -> Mapping[str, Mapping[str, str]]:
             for r in t.to_pylist()}
 
 
-def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = None) -> dict[str, bytes]:
+def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = None,
+           ahead: Any = None) -> dict[str, bytes]:
     """The rules' files of a report set, from its observations table's bytes: ``rules.json.gz`` (the rules, their
     evidence and the leave-one-case-out validation) and ``rules.md`` (the page).
 
@@ -61,7 +63,8 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
     its rows alone and the parts merged (:func:`kinkcheck.rules.store.merge`, the same bytes as all rows at once).
     ``sources``: framework → a digest of what its rows come from (the render passes its shards' judged keys); a
     framework's part is then kept on disk under it (:mod:`kinkcheck.cache`, kind ``rules-part``), so a render
-    after one new shard infers only that shard's framework again."""
+    after one new shard infers only that shard's framework again. ``ahead``: the parts being inferred in child
+    processes meanwhile (:func:`kinkcheck.rules.ahead.start`), waited for and read kept."""
     import io
     import time
 
@@ -91,6 +94,8 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
         out = []
         for fw in frameworks:
             pkey = _part_key(fw, sources[fw], code) if sources is not None else None
+            if ahead is not None and pkey is not None:
+                ahead.wait(fw, pkey)  # its child keeps the part under pkey (or leaves it to be inferred here)
             got = _cached_part(pkey) if pkey is not None and read else None
             if got is None:
                 if table is None:
