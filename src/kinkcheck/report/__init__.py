@@ -165,34 +165,38 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
 
 
 def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str]) -> list[Path]:
-    from kinkcheck.report.build import build
+    from concurrent.futures import ThreadPoolExecutor
 
-    report = build(shards, catalog, gaps)  # conformance to the schema is checked by the tests, not per render
-    report.index  # built here, once, before a second thread reads it  # noqa: B018
+    from kinkcheck.report.build import derive, judged_report
+    from kinkcheck.report.dataset import write_parquet
+
+    # conformance to the schema is checked by the tests, not per render
+    report, predictions = judged_report(shards, catalog, gaps)  # its index built, once, before a thread reads it
     sources = _rules_sources(report)
     ahead = _rules_ahead(report, catalog, sources)  # a framework's rules to infer again: in a child, meanwhile
     try:
-        return _write_set(report, catalog, out, sources, ahead)
+        # The Parquet file is written (Arrow's sort, take and zstd, outside the GIL) in a thread while this one
+        # derives the sections and renders the pages (Python): it reads what the judged report holds, which the
+        # sections do not change. The pages name the JSON's digest, which follows from the file's: they are
+        # rendered with a placeholder of its length, put in its place after (each page names it once, in its
+        # footer).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kinkcheck-parquet") as pool:
+            written = pool.submit(write_parquet, report, getattr(report, "fragments", None))  # kept columns joined
+            derive(report, catalog, predictions)
+            return _write_set(report, catalog, out, sources, ahead, written)
     finally:
         if ahead is not None:
             ahead.close()
 
 
-def _write_set(report: Any, catalog: Catalog, out: Path, sources: dict[str, str] | None, ahead: Any) -> list[Path]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from kinkcheck.report.dataset import write_parquet
+def _write_set(report: Any, catalog: Catalog, out: Path, sources: dict[str, str] | None, ahead: Any,
+               written: Any) -> list[Path]:
     from kinkcheck.report.markdown import render_case_pages, render_markdown, render_section_pages
     from kinkcheck.report.model import head_end, report_json
 
-    # The Parquet file is written (Arrow's sort, take and zstd, outside the GIL) in a thread while this one renders
-    # the pages (Python); the pages name the JSON's digest, which follows from the file's: they are rendered with a
-    # placeholder of its length, put in its place after (each page names it once, in its footer).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kinkcheck-parquet") as pool:
-        written = pool.submit(write_parquet, report, getattr(report, "fragments", None))  # kept columns joined
-        pages = {f"{CASES}/{name}": text for name, text in render_case_pages(report, json_sha256=_DIGEST_HOLE).items()}
-        sections = render_section_pages(report, json_sha256=_DIGEST_HOLE)
-        parquet = written.result()
+    pages = {f"{CASES}/{name}": text for name, text in render_case_pages(report, json_sha256=_DIGEST_HOLE).items()}
+    sections = render_section_pages(report, json_sha256=_DIGEST_HOLE)
+    parquet = written.result()
     report.provenance.observations_sha256 = hashlib.sha256(parquet).hexdigest()
     json_bytes = report_json(report, observations_file="observations.parquet")  # the observations once, there
     digest = hashlib.sha256(json_bytes).hexdigest()

@@ -43,6 +43,7 @@ from kinkcheck.report import model as m
 from kinkcheck.report.dataset import fragment
 from kinkcheck.report.sections import (
     COMPARISONS,
+    COUNTED,
     _conformance,
     _coverage,
     _frac_num,
@@ -58,7 +59,7 @@ from kinkcheck.report.sections import (
 from kinkcheck.shards import ShardFile
 from kinkcheck.vocabulary import flat_value
 
-__all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "report_date"]
+__all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "derive", "judged_report", "report_date"]
 
 #: Programs shown in the P0 worked example, in order (case relu@0); the first three programs of relu@0 of each
 #: other framework (its catalog order: the activation, then the spellings users write most) follow them.
@@ -115,6 +116,18 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
     ValueError
         The oracle table lacks a second-order entry for a case a shard measured in ``second-order`` mode.
     """
+    report, predictions = judged_report(shards, catalog, gaps)
+    derive(report, catalog, predictions)
+    return report
+
+
+def judged_report(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: Sequence[str] = ()
+                  ) -> tuple[m.Report, dict[tuple[str, str, str], conf.Prediction]]:
+    """The first stage of :func:`build`: every shard judged (:func:`judged_shard`) and the report made of them, its
+    environments, cases, observations, network runs, provenance, index (``report.index``) and the Parquet
+    columns of each environment (``report.fragments``), its derived sections still empty; with the conformance
+    predictions :func:`derive` reads. What the observations table is written from: a render starts writing it
+    here, while :func:`derive` computes the sections."""
     shards = sorted(shards, key=lambda s: _env_sort_key(_environment(s)))
     # case_hashes (per-case freshness, 16 hex digits a case) stay in the shards: bookkeeping, not provenance
     environments = [msgspec.convert({k: v for k, v in _environment(s).items() if k != "case_hashes"},
@@ -129,9 +142,10 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
 
     predictions: dict[tuple[str, str, str], conf.Prediction] = {}
     fragments: dict[str, Any] = {}  # environment -> its observations' Parquet columns (dataset.fragment)
+    counts: list[dict[str, int]] = []  # each shard's observation counts (observation_counts), for the summary
     judged_keys: dict[str, str] = {}  # environment -> its judged key: the parts of sections kept per shard
     observations: list[m.Observation] = []
-    flats: list[tuple[float, ...] | None] = []
+    flats: list[tuple[dict[str, Any], tuple[float, ...]]] = []  # each shard's distinct values and their flats
     networks: list[m.Network] = []
     stale: list[str] = []
     unknown: dict[str, set[str]] = {}
@@ -152,6 +166,7 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
         networks += j.networks
         predictions.update(j.predictions)
         fragments[j.environment] = j.fragment
+        counts.append(j.counts)
         if j.key is not None:  # with the environment as the report shows it: the kept parts print its fields
             record = records.get(j.environment, b"")
             judged_keys[j.environment] = hashlib.sha256(j.key.encode() + record).hexdigest()[:40]
@@ -175,9 +190,16 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
     # each shard's observations come in the report's order (:func:`judged_shard`), the shards in theirs
     report.judged_keys = judged_keys  # not a field either: sections.py keeps per-shard parts under these keys
     ix = report.index
-    flat_cache = ix._flat
-    for ob, flat in zip(observations, flats):  # the builder knows every flat value: seed the cache
-        flat_cache[id(ob)] = flat
+    ix.seed_flats(flats)  # the builder knows every value's flat
+    report.fragments = fragments  # not a field of the document: what write_parquet joins (not in the JSON)
+    report.counts = counts  # nor this: what the summary adds up
+    return report, predictions
+
+
+def derive(report: m.Report, catalog: Catalog, predictions: dict[tuple[str, str, str], conf.Prediction]) -> None:
+    """The second stage of :func:`build`: the derived sections of a report :func:`judged_report` made (P0,
+    disagreements, mode disagreements, *Changed in*, conformance, version spans, coverage, network summary, summary,
+    kink hits), filled in; reads the report and writes none of what the observations table is made of."""
     report.p0 = _p0(report)
     report.disagreements = disagreements(report)
     report.mode_disagreements = mode_disagreements(report)
@@ -186,12 +208,14 @@ def build(shards: Sequence[dict[str, Any] | ShardFile], catalog: Catalog, gaps: 
     report.version_span = _version_span(report)
     report.coverage = _coverage(report, catalog)
     report.network_summary = _network_summary(report.networks)
-    report.summary = _summary(report)
+    counts = dict.fromkeys(COUNTED, 0)
+    for c in report.counts:  # each shard's, as it was judged (judged_report)
+        for k in COUNTED:
+            counts[k] += c[k]
+    report.summary = _summary(report, counts)
     report.kink_hits = kink_hits(Path(catalog.path).parent / "kinkhits")
     for kind in ("judged", "derived", "shard-environments"):  # what no render has read for a week
         prune_cached(kind)
-    report.fragments = fragments  # not a field of the document: what write_parquet joins (not in the JSON)
-    return report
 
 
 #: The judging code: a change to any of these files judges every shard again (:func:`judge_digest`).
@@ -217,8 +241,9 @@ class JudgedShard:
         ``case / program`` pairs not in the catalog, and staged cases the shard measured (left out, said).
     observations : list of Observation
         The judged observations, in the report's order (case, program, mode, dtype in catalog order).
-    flats : list of tuple of float or None
-        Each observation's value flat (:func:`kinkcheck.vocabulary.flat_value`), None where it has none.
+    flats : list of (dict, tuple of float)
+        Each distinct value of its observations (one object, which every observation of that value holds) and its
+        flat (:func:`kinkcheck.vocabulary.flat_value`).
     networks : list of Network
         The shard's network runs, cross-checked against the NumPy oracle.
     predictions : dict
@@ -233,10 +258,12 @@ class JudgedShard:
     unknown: set[str]
     staged: set[str]
     observations: list[m.Observation]
-    flats: list[tuple[float, ...] | None]
+    flats: list[tuple[dict[str, Any], tuple[float, ...]]]
     networks: list[m.Network]
     predictions: dict[tuple[str, str, str], conf.Prediction]
     fragment: Any = None
+    #: What the summary counts of its observations (:func:`observation_counts`).
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The cache key this judgement is kept under (:func:`judged_shard`), None where it is not kept.
     key: str | None = None
 
@@ -296,7 +323,7 @@ class _Context:
         h.update(json.dumps([catalog.hash, sorted(self.staged_ids), [
             (c.id, c.sympy, c.tie, c.activation, list(c.modes), [[k, v] for k, v in c.at.items()],
              [(p.framework, p.id) for p in c.programs], sorted(f"{k}" for k in c.own_functions)) for c in catalog],
-            table, sorted(own_table.items())], default=str, sort_keys=True).encode())
+            table, sorted(own_table.items()), COUNTED], default=str, sort_keys=True).encode())
         self.digest = h.hexdigest()[:32]
 
 
@@ -363,7 +390,6 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
     case_rank, program_rank, mode_rank, dtype_rank = ctx.case_rank, ctx.program_rank, ctx.mode_rank, ctx.dtype_rank
     n_programs, n_modes, n_dtypes = ctx.n_programs, ctx.n_modes, ctx.n_dtypes
     observations: list[m.Observation] = []
-    flats: list[tuple[float, ...] | None] = []
     order_keys: list[int] = []
     used: dict[tuple[str, str, str], conf.Prediction] = {}
     unknown: set[str] = set()
@@ -425,7 +451,6 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
         order_keys.append(
             ((case_rank[case.id] * n_programs + program_rank[(case.id, fw, ob["program"])]) * n_modes
              + mode_rank.get(ob["mode"], n_modes - 1)) * n_dtypes + dtype_rank.get(ob["dtype"], n_dtypes - 1))
-        flats.append(flat)
         if flat is not None and len(flat) == 1:
             scalar_derivative[(env["id"], case.id, ob["program"], ob["dtype"], ob["mode"])] = flat[0]
     # shards list their observations in probing order: the report's order (a stable sort: equal keys, which one
@@ -433,9 +458,26 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
     ordered = sorted(range(len(observations)), key=order_keys.__getitem__)
     observations = [observations[i] for i in ordered]
     return JudgedShard(environment=env["id"], changed=tuple(changed), unknown=unknown, staged=staged,
-                       observations=observations, flats=[flats[i] for i in ordered],
+                       observations=observations, flats=list(shared.values()),
                        networks=_networks(s, catalog, set(changed), scalar_derivative, ctx.checked),
-                       predictions=used, fragment=fragment(observations))
+                       predictions=used, fragment=fragment(observations), counts=observation_counts(observations))
+
+
+def observation_counts(observations: Sequence[m.Observation]) -> dict[str, int]:
+    """What the summary counts of ``observations`` (:data:`kinkcheck.report.sections.COUNTED`): errors and
+    unavailable ones, those with each counted label, each conformance verdict (``verdict:<name>``). Kept with a
+    shard's judgement; counts of disjoint lists add up."""
+    out = dict.fromkeys(COUNTED, 0)
+    labels = [k for k in COUNTED if k not in ("error", "unavailable") and not k.startswith("verdict:")]
+    for o in observations:
+        if o.status in ("error", "unavailable"):
+            out[o.status] += 1
+        for lb in labels:
+            if lb in o.labels:
+                out[lb] += 1
+        if o.conformance is not None:
+            out[f"verdict:{o.conformance}"] += 1
+    return out
 
 
 def kink_hits(folder: Path) -> list[m.KinkHits]:

@@ -245,19 +245,26 @@ class ReportIndex:
         self.columns: dict[str, list[Environment]] = {}
         for e in self.measured:
             self.columns.setdefault(e.framework, []).append(e)
-        self._flat: dict[int, tuple[float, ...] | None] = {}
+        #: id of a value → (the value, its flat): the value held, so that its id is never another's
+        self._flat: dict[int, tuple[Any, tuple[float, ...]]] = {}
 
     def flat(self, ob: Observation | Brief) -> tuple[float, ...] | None:
         """``ob.value`` as flat floats in the case's component order (non-finite strings decoded); None
-        when there is no value. Cached per observation object."""
-        key = id(ob)
-        try:
-            return self._flat[key]
-        except KeyError:
-            pass
-        out = None if ob.value is None else tuple(flat_value(ob.value))
-        self._flat[key] = out
+        when there is no value. Cached per value object (equal values of a shard are one object: the builder
+        seeds the cache with each once, :meth:`seed_flats`)."""
+        value = ob.value
+        if value is None:
+            return None
+        hit = self._flat.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        out = tuple(flat_value(value))
+        self._flat[id(value)] = (value, out)
         return out
+
+    def seed_flats(self, pairs: Iterable[tuple[Any, tuple[float, ...]]]) -> None:
+        """Take each value's flat as known (``(value, flat)`` pairs: what judging computed)."""
+        self._flat.update((id(v), (v, f)) for v, f in pairs)
 
     def releases(self, ids: Iterable[str], framework: str | None = None, device: str | None = None) -> str:
         """:func:`release_ranges` of ``ids`` among the measured releases of their framework (that of the first

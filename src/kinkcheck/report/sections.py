@@ -674,19 +674,18 @@ def _operations(catalog: Catalog) -> list[m.OperationCoverage]:
     return out
 
 
-def _summary(report: m.Report) -> m.Summary:
+#: What the summary counts of the observations (:func:`kinkcheck.report.build.observation_counts`, per shard as it is
+#: judged): errors and unavailable ones, those with each of these labels, and each conformance verdict.
+_COUNTED_LABELS = ("outside-clarke", "not-lipschitz", "not-judged", "nan")
+COUNTED = ("error", "unavailable", *_COUNTED_LABELS, *(f"verdict:{v}" for v in conf.VERDICTS))
+
+
+def _summary(report: m.Report, counts: dict[str, int]) -> m.Summary:
+    """The summary; ``counts``: the observations' (:data:`COUNTED`), summed over the shards."""
     obs = report.observations
-    status = {"error": 0, "unavailable": 0}
-    labels = {"outside-clarke": 0, "not-lipschitz": 0, "not-judged": 0, "nan": 0}
-    verdicts = {v: 0 for v in conf.VERDICTS}
-    for o in obs:
-        if o.status in status:
-            status[o.status] += 1
-        for lb in labels:
-            if lb in o.labels:
-                labels[lb] += 1
-        if o.conformance is not None:
-            verdicts[o.conformance] += 1
+    status = {k: counts[k] for k in ("error", "unavailable")}
+    labels = {k: counts[k] for k in _COUNTED_LABELS}
+    verdicts = {v: counts[f"verdict:{v}"] for v in conf.VERDICTS}
     return m.Summary(
         cases=len(report.cases), programs=sum(len(c.programs) for c in report.cases),
         environments=len(report.environments), observations=len(obs), errors=status["error"],
