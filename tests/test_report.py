@@ -14,6 +14,8 @@ from pathlib import Path
 
 import fastjsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import ROOT
 
 from kinkcheck import cli
@@ -1126,3 +1128,26 @@ def test_a_judged_shard_holds_one_object_per_distinct_value_and_keeps_signed_zer
     assert all(len(set(ids)) == 1 for ids in by_repr.values()), "one object per distinct value"
     back = pickle.loads(pickle.dumps(j))
     assert [repr(o.value) for o in back.observations] == [repr(o.value) for o in j.observations], "kept as judged"
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["relu@0", "clamp@1", "clamp@-1", "é@0", "Z@0", "a", "a\x00", "ab", ""]),
+                               st.text(max_size=4), st.integers(0, 5), st.integers(0, 3), st.integers(0, 2)),
+                     unique=True, max_size=60))
+def test_the_tables_integer_sort_key_is_arrows_sort_of_the_columns(rows):
+    """The observations table's order (case, program, environment, mode, dtype; texts in byte order) computed as one
+    integer per row is Arrow's sort of the columns themselves, whatever the texts (non-ASCII, prefixes, NUL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from kinkcheck.report.dataset import _sort_order
+
+    table = pa.table({"case": pa.array([r[0] for r in rows], pa.string()),
+                      "program": pa.array([r[1] for r in rows], pa.string()),
+                      "mode_rank": pa.array([r[3] for r in rows], pa.int32()),
+                      "dtype_rank": pa.array([r[4] for r in rows], pa.int32())})
+    env = pa.array([r[2] for r in rows], pa.int32())
+    keys = pa.table({"case": table["case"], "program": table["program"], "environment": env,
+                     "mode": table["mode_rank"], "dtype": table["dtype_rank"]})
+    want = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names]).to_pylist()
+    assert _sort_order(table, env).to_pylist() == want, rows

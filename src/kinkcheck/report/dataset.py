@@ -131,7 +131,7 @@ def write_parquet(report: Report, fragments: Mapping[str, Any] | None = None) ->
         "kinkcheck.schema": SCHEMA_ID, "kinkcheck.catalog_hash": prov.catalog_hash,
         "kinkcheck.generated_at": prov.generated_at, "kinkcheck.kinkcheck_version": prov.kinkcheck_version,
         "kinkcheck.index": msgspec.json.encode(report_index(report))})
-    return write_table(table)
+    return write_table(table, in_order=True)
 
 
 def sorted_rows(report: Report, fragments: Mapping[str, Any] | None = None, framework: str | None = None) -> Any:
@@ -175,11 +175,9 @@ def sorted_rows(report: Report, fragments: Mapping[str, Any] | None = None, fram
         raise ValueError(f"the fragments hold {sum(f.num_rows for f in parts):,} rows, the report "
                          f"{len(report.observations):,} observations")
     empty = fragment([])
-    table = pa.concat_tables(parts) if parts else empty
+    table = (pa.concat_tables(parts) if parts else empty).combine_chunks()  # one chunk: take is faster on it
     env_rank = pa.array(np.concatenate(env_of) if env_of else np.zeros(0, dtype=np.int32), pa.int32())
-    keys = pa.table({"case": table.column("case"), "program": table.column("program"), "environment": env_rank,
-                     "mode": table.column("mode_rank"), "dtype": table.column("dtype_rank")})
-    order = pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names])
+    order = _sort_order(table, env_rank)
     table = table.take(order)
     env_rank = env_rank.take(order)
     columns = {}
@@ -192,20 +190,51 @@ def sorted_rows(report: Report, fragments: Mapping[str, Any] | None = None, fram
     return pa.Table.from_arrays([columns[f.name] for f in sch], schema=sch)
 
 
-def write_table(table: Any) -> bytes:
+def _sort_order(table: Any, env_rank: Any) -> Any:
+    """The indices that sort a joined table's rows by (case, program, environment rank, mode rank, dtype rank),
+    case and program in byte order (Arrow's and Python's order of text): one integer key per row, the case's and
+    the program's ranks among the distinct ones, sorted by NumPy; Arrow's multi-column sort where the key would not
+    fit 62 bits. No two rows tie (one row per cell), so both give the same order."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def ranks(name: str) -> tuple[Any, int]:  # each row's rank of its text among the column's distinct texts
+        enc = pc.dictionary_encode(table.column(name).combine_chunks())
+        rank = pc.rank(enc.dictionary, sort_keys="ascending", tiebreaker="first").to_numpy().astype(np.int64) - 1
+        return rank[enc.indices.to_numpy(zero_copy_only=False)], max(len(enc.dictionary), 1)
+
+    if table.num_rows:
+        case, n_case = ranks("case")
+        program, n_program = ranks("program")
+        mode = table.column("mode_rank").to_numpy().astype(np.int64)
+        dtype = table.column("dtype_rank").to_numpy().astype(np.int64)
+        env = env_rank.to_numpy().astype(np.int64)
+        sizes = (n_case, n_program, int(env.max()) + 1, int(mode.max()) + 1, int(dtype.max()) + 1)
+        if int(np.prod([float(n) for n in sizes])) < 2 ** 62:
+            key = (((case * sizes[1] + program) * sizes[2] + env) * sizes[3] + mode) * sizes[4] + dtype
+            return pa.array(np.argsort(key, kind="stable"))
+    keys = pa.table({"case": table.column("case"), "program": table.column("program"), "environment": env_rank,
+                     "mode": table.column("mode_rank"), "dtype": table.column("dtype_rank")})
+    return pc.sort_indices(keys, sort_keys=[(k, "ascending") for k in keys.column_names])
+
+
+def write_table(table: Any, in_order: bool = False) -> bytes:
     """The Parquet file of ``table`` (a ``pyarrow.Table`` of :func:`schema`'s columns, its metadata kept) laid out
     for readers of one case or program: rows stably sorted by case and program (a table already in that order
     keeps its own order within a program: :func:`write_parquet`'s environments, modes and dtypes), row
     groups of :data:`ROW_GROUP` rows, statistics but for :data:`NO_STATISTICS`, and the row groups of each case and
     program (:func:`row_group_index`) under ``kinkcheck.row_groups`` in the metadata. The same table gives the
-    same bytes. The benchmark writes its grown tables through here, so that they are laid out as a render's."""
+    same bytes. The benchmark writes its grown tables through here, so that they are laid out as a render's.
+    ``in_order``: the rows are in that order already (:func:`sorted_rows`' table), not sorted again."""
     import numpy as np
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    order = pc.sort_indices(table, sort_keys=[("case", "ascending"), ("program", "ascending")])  # stable
-    if not np.array_equal(order.to_numpy(), np.arange(table.num_rows)):
-        table = table.take(order)
+    if not in_order:
+        order = pc.sort_indices(table, sort_keys=[("case", "ascending"), ("program", "ascending")])  # stable
+        if not np.array_equal(order.to_numpy(), np.arange(table.num_rows)):
+            table = table.take(order)
     meta = {**(table.schema.metadata or {}), ROW_GROUPS: msgspec.json.encode(row_group_index(table))}
     footer = {k: v for k, v in meta.items() if k in FOOTER_ONLY}
     table = table.replace_schema_metadata({k: v for k, v in meta.items() if k not in FOOTER_ONLY})

@@ -282,6 +282,8 @@ class ReportView:
     _values: dict[bytes, str] = field(default_factory=dict)
     #: Framework → case → its parts of the pages, rendered or kept (:func:`kinkcheck.report.markdown.framework_parts`).
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The report's rows a case page lists, by case (:meth:`_by_case`).
+    _rows_by_case: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
     # ---- faces and cells
 
@@ -567,21 +569,41 @@ class ReportView:
                 tables.append(table)
             if modes is not None:
                 mode_tables.append(modes)
-        # a program's cells withdrawn (whole modes not reached are on devices.md: they concern every case)
-        withheld = [(e, part) for e in rep.environments for part in e.not_measured_parts if part.case == case.id]
+        by_case = self._by_case()
         unmeasured = [(fw, [(p, row_anchor(case.id, fw, p)) for p in case.programs_of(fw)])
                       for fw in dict.fromkeys(p.framework for p in case.programs) if fw not in idx.columns]
         p0 = list(rep.p0.measured) if "P0" in case.sources else []  # the worked example is P0's case
+        rows = by_case["mode_rows"].get(case.id, [])
         return CaseView(
             case=case, slug=slug(case.id), anchor=case_anchor(case.id), file=case_file(case.id), tables=tables,
-            mode_tables=mode_tables, changed_in=[c for c in rep.changed_in if case.id in c.cases], unmeasured=unmeasured,
-            networks=[n for n in rep.network_summary if n.case == case.id], p0=p0,
+            mode_tables=mode_tables, changed_in=list(by_case["changed_in"].get(case.id, [])), unmeasured=unmeasured,
+            networks=list(by_case["networks"].get(case.id, [])), p0=p0,
             problems=self.problems.get(case.id, []),
-            mode_rows=[r for r in rep.mode_disagreements.rows if r.case == case.id
-                       and not is_isa_comparison(r.comparison)], not_measured=withheld,
-            isa_rows=[r for r in rep.mode_disagreements.rows
-                      if r.case == case.id and is_isa_comparison(r.comparison)],
+            mode_rows=[r for r in rows if not is_isa_comparison(r.comparison)],
+            not_measured=list(by_case["withheld"].get(case.id, [])),
+            isa_rows=[r for r in rows if is_isa_comparison(r.comparison)],
         )
+
+    def _by_case(self) -> dict[str, dict[str, list[Any]]]:
+        """The report's rows a case page lists, by case, in the report's order (built once, not once per case):
+        *Changed in* rows, network summaries, mode-disagreement rows and a program's cells withdrawn (whole modes
+        not reached are on devices.md: they concern every case)."""
+        if self._rows_by_case:
+            return self._rows_by_case
+        rep = self.report
+        out: dict[str, dict[str, list[Any]]] = {k: {} for k in ("changed_in", "networks", "mode_rows", "withheld")}
+        for c in rep.changed_in:
+            for cid in dict.fromkeys(c.cases):
+                out["changed_in"].setdefault(cid, []).append(c)
+        for n in rep.network_summary:
+            out["networks"].setdefault(n.case, []).append(n)
+        for r in rep.mode_disagreements.rows:
+            out["mode_rows"].setdefault(r.case, []).append(r)
+        for e in rep.environments:
+            for part in e.not_measured_parts:
+                out["withheld"].setdefault(part.case, []).append((e, part))
+        self._rows_by_case.update(out)
+        return self._rows_by_case
 
     def framework_tables(self, case: Case, fw: str) -> tuple[FrameworkTable | None, ModeTable | None]:
         """A case's table of one framework's programs over its releases, and of the modes of its newest release
