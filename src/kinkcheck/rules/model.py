@@ -52,6 +52,37 @@ class ProgramModel:
     #: the disk cache key of its case's models (:func:`case_models`): what else is cached of it is keyed on it
     source: str = ""
 
+    # Kept on disk with its graph pickled on its own and read back when first asked for: most readers (the
+    # inference, and predictions kept on disk) never ask, and the graphs' sympy forms are most of a case's entry.
+    def __getstate__(self) -> dict[str, Any]:
+        import pickle
+
+        state = dict(self.__dict__)
+        if "graph" in state:
+            graph = state.pop("graph")
+            state["_graph_blob"] = None if graph is None else pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.__dict__.get("_graph_blob") is None:
+            self.__dict__.pop("_graph_blob", None)
+            self.__dict__.setdefault("graph", None)
+
+    def __getattr__(self, name: str) -> Any:  # only what the instance lacks: a graph not read back yet
+        blob = self.__dict__.get("_graph_blob") if name == "graph" else None
+        if blob is None:
+            raise AttributeError(name)
+        import pickle
+
+        from sympy.core.parameters import evaluate
+
+        with evaluate(False):  # pickled evaluated (see kinkcheck.rules.cached.unpickle)
+            graph = pickle.loads(blob)
+        self.__dict__["graph"] = graph
+        del self.__dict__["_graph_blob"]
+        return graph
+
 
 def case_models(case: Any) -> list[ProgramModel]:
     """Every program of a catalog case, modelled (:func:`model_program`); cached on disk per case
