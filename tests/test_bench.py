@@ -92,6 +92,19 @@ def test_a_new_shard_is_the_largest_as_another_release_the_render_reads_without_
     assert is_fresh(new, catalog), "fresh: the render judges it, skips none of it"
 
 
+def test_each_new_release_of_the_benchmark_is_one_no_earlier_run_rendered() -> None:
+    """The render after one new shard is timed after a release the cache has never seen: a fixed tag (``+new``) was
+    the same shard run after run, its judgement, rules and pages kept from the first run."""
+    from packaging.version import Version
+
+    from kinkcheck.bench import new_release_tag
+
+    tags = [new_release_tag(k) for k in range(2) for _ in range(20)]
+    assert len(set(tags)) == len(tags), f"no tag twice: {tags[:4]}"
+    for tag in tags[:3]:
+        assert Version(f"2.14.1+{tag}").local == tag, f"{tag}: a PEP 440 local version"
+
+
 def test_the_new_shard_figure_says_missed_past_either_target() -> None:
     from kinkcheck.bench import new_shard_lines
 

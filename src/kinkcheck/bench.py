@@ -680,17 +680,27 @@ def add_new_shard(shards: Path, tag: str = "new") -> Path:
     return new
 
 
+def new_release_tag(k: int) -> str:
+    """The local version of the ``k``-th new release of a run (``new1.<8 hex digits>``): never one an earlier run
+    rendered, whose judgement, rules and page parts this machine's cache would still hold (a fixed ``+new`` timed a
+    render of a shard the cache knew)."""
+    import secrets
+
+    return f"new{k + 1}.{secrets.token_hex(4)}"
+
+
 def new_shard_speed(shards: Path, out: Path, env: dict[str, str], repeat: int = 1) -> dict[str, float]:
     """A render after one new shard (:func:`add_new_shard` into ``shards``; ``out`` rendered from ``shards`` with
     this cache before, so every other shard's judgement is in the cache) in a fresh process, beside judging that
     shard alone in another (:data:`_JUDGE_SCRIPT`: ``judge``, the seconds :func:`kinkcheck.report.build._judge`
     takes; not counted: reading the shard, and ``context``, reading the oracle table from the cache). The best of
     ``repeat`` such renders, each after another new release (``+new``, ``+new2``, …: a render is never after the
-    same new shard twice, whose judgement the first one kept). Returns the best render's figures
+    same new shard twice, whose judgement the first one kept; nor after a release this cache has seen in an earlier
+    run: :func:`new_release_tag`). Returns the best render's figures
     (:func:`_report_run`) with ``judge``, ``context`` (seconds) and ``observations`` (of its new shard) added."""
     best: dict[str, float] | None = None
     for k in range(max(1, repeat)):
-        new = add_new_shard(shards, "new" if k == 0 else f"new{k + 1}")
+        new = add_new_shard(shards, new_release_tag(k))
         done = subprocess.run([sys.executable, "-c", _JUDGE_SCRIPT, str(new)], env=env, capture_output=True,
                               text=True, check=False)
         if done.returncode != 0:
