@@ -18,7 +18,10 @@ def test_a_kept_model_reads_its_graph_back_when_first_asked_for_and_equals_the_o
     unmapped = type(built[0])(case.id, "torch", "not a program", 0, None, reason="not mapped: test")
     back = unpickle(pickle.dumps([*built, unmapped], protocol=pickle.HIGHEST_PROTOCOL))
     assert all("graph" not in m.__dict__ for m in back[:-1]), "read back without their graphs"
-    assert back[-1].graph is None and back[-1].__dict__["graph"] is None, "no graph is None at once"
+    assert all(m.has_graph for m in back[:-1]) and all("graph" not in m.__dict__ for m in back[:-1]), \
+        "has_graph answers without reading the graph back"
+    assert not back[-1].has_graph and back[-1].graph is None and back[-1].__dict__["graph"] is None, \
+        "no graph is None at once"
     for a, b in zip(built, back):
         assert b.key == a.key and b.by_label == a.by_label and b.seen == a.seen, f"{a.program}: the same model"
         assert repr(b.graph) == repr(a.graph) and "graph" in b.__dict__, f"{a.program}: its graph, read once asked"

@@ -52,6 +52,11 @@ class ProgramModel:
     #: the disk cache key of its case's models (:func:`case_models`): what else is cached of it is keyed on it
     source: str = ""
 
+    @property
+    def has_graph(self) -> bool:
+        """Whether the program has a graph (``graph`` is not None), without reading back one kept on disk."""
+        return self.__dict__.get("_graph_blob") is not None or self.__dict__.get("graph") is not None
+
     # Kept on disk with its graph pickled on its own and read back when first asked for: most readers (the
     # inference, and predictions kept on disk) never ask, and the graphs' sympy forms are most of a case's entry.
     def __getstate__(self) -> dict[str, Any]:

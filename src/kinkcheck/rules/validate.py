@@ -201,7 +201,7 @@ def _predictions(model: ProgramModel, book: RuleBook, enc: Any, cells: list[Cell
     program's signature did not hold, the signature widens and the program is predicted again."""
     import numpy as np
 
-    if model.graph is None:
+    if not model.has_graph:  # its graph is read back only where a prediction is not kept
         return [Prediction(None, model.reason)], np.zeros(len(mine), dtype=np.int64)
     fw = model.framework
     relevant = set(model.seen)
