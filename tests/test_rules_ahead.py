@@ -80,11 +80,13 @@ def test_a_child_that_fails_leaves_the_part_to_the_render(table, parquet, monkey
     _no_render_cache(monkeypatch, tmp_path, "here")
     here = rules.render(parquet, catalog, sources)
 
-    class Edited:  # the catalog as the render read it, and the file changed since: the child refuses it
-        path, hash = catalog.path, "another catalog"
+    import dataclasses
 
+    # the catalog without its last case, as one with staged cases or some frameworks only keeps the file's path and
+    # hash: not the child's catalog, which it refuses
+    edited = dataclasses.replace(catalog, cases=catalog.cases[:-1])
     _no_render_cache(monkeypatch, tmp_path, "failed")
-    started = ahead.start(_rows_of(table), Edited(), sources, _sizes(table))
+    started = ahead.start(_rows_of(table), edited, sources, _sizes(table))
     (fw, (key, child, rows)), = started.children.items()
     started.children[fw] = (rules._part_key(fw, sources[fw], rules._code_key(catalog)), child, rows)  # read as ours
     try:
@@ -94,7 +96,8 @@ def test_a_child_that_fails_leaves_the_part_to_the_render(table, parquet, monkey
     assert child.returncode == 2, f"the child refuses a catalog that is not the render's: exit {child.returncode}"
     assert got == here, "the part a child failed to infer is inferred here: the same files, no error"
     err = capfd.readouterr().err
-    assert f"inferring {fw}'s rules ahead failed" in err and "changed since the render read it" in err, err
+    assert f"inferring {fw}'s rules ahead failed (exit 2)" in err and "not the catalog the render read" in err, err
+    assert not rows.exists(), "the child removes its rows' file once read"
 
 
 def test_close_stops_a_child_still_running_and_removes_its_rows(tmp_path) -> None:
@@ -107,3 +110,41 @@ def test_close_stops_a_child_still_running_and_removes_its_rows(tmp_path) -> Non
     assert child.returncode is not None and child.returncode != 0, "a render that failed leaves no child running"
     assert not rows.exists() and not started.children, "nor its rows' file"
     assert started.wait("torch", "k") is False, "a framework with no child: nothing to wait for"
+
+
+def test_a_wait_interrupted_leaves_the_child_to_close(tmp_path) -> None:
+    rows = tmp_path / "rows.arrow"
+    rows.write_bytes(b"")
+    started = ahead.Ahead()
+    child = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    real = child.communicate
+    calls = []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    child.communicate = interrupted
+    started.children["torch"] = ("k", child, rows)
+    with pytest.raises(KeyboardInterrupt):
+        started.wait("torch", "k")
+    assert "torch" in started.children, "a child whose wait was interrupted stays listed"
+    started.close()
+    assert child.returncode is not None and not rows.exists(), "and close stops it and removes its rows"
+
+
+def test_a_child_that_cannot_be_set_up_leaves_the_part_to_the_render(table, monkeypatch, tmp_path) -> None:
+    """No room for the rows' file (or no process to start): no child, no error; the render infers the part."""
+    import tempfile
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    sources = {fw: f"rows of {fw}" for fw in sorted(set(table["framework"].to_pylist()))}
+    started = ahead.start(_rows_of(table), load_catalog(), sources, _sizes(table))
+    assert started.children == {}, "nothing started"

@@ -30,3 +30,18 @@ def test_a_kept_model_reads_its_graph_back_when_first_asked_for_and_equals_the_o
     assert repr(again.graph) == repr(built[0].graph), "a model read back and kept again keeps its graph"
     with pytest.raises(AttributeError):  # another missing attribute is an AttributeError, not a graph
         back[0].no_such_field  # noqa: B018
+
+
+def test_a_kept_graph_damaged_inside_is_found_when_its_case_is_read() -> None:
+    """A graph pickled on its own and damaged inside its entry would load with the entry and fail only when first
+    asked for: its digest says so at once (:meth:`ProgramModel.intact`), so its case is modelled again."""
+    case = next(c for c in load_catalog() if c.id == "clamp@1")
+    built = [model_program(case, p) for p in case.programs if p.framework == "torch"][:2]
+    raw = pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL)
+    clean = unpickle(raw)
+    assert all(m.intact() for m in clean), "as written: intact"
+    blob = clean[0].__dict__["_graph_blob"]
+    at = raw.index(blob) + len(blob) // 2
+    damaged = unpickle(raw[:at] + bytes([raw[at] ^ 0x55]) + raw[at + 1:])
+    assert damaged is not None and not damaged[0].intact() and damaged[1].intact(), \
+        "the damaged graph is found by its digest, before anyone asks for it"

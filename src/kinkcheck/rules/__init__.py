@@ -122,6 +122,10 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
     doc = json.loads(gzip.decompress(blob))
     out = {store.FILE: blob, PAGE: render_page(doc, list(REGISTRY)).encode("utf-8")}
     _keep_render(key, out)
+    from kinkcheck.cache import prune_cached
+
+    for kind in ("rules-part", "rules-render"):  # what no render has read for a week (releases since removed)
+        prune_cached(kind)
     SPENT.append(time.perf_counter() - start)
     return out
 
@@ -200,7 +204,7 @@ def _cached_render(key: str) -> dict[str, bytes] | None:
     from kinkcheck.cache import read_cached
     from kinkcheck.rules import store
 
-    raw = read_cached("rules-render", key)
+    raw = read_cached("rules-render", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
     if raw is None:
         return None
     try:

@@ -13,6 +13,7 @@ that failed or kept nothing leaves the part to the render itself, never an error
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -32,28 +33,39 @@ class Ahead:
 
     def wait(self, framework: str, key: str) -> bool:
         """Wait for ``framework``'s child if it infers the part kept under ``key``: True when it ended well (its
-        part is then kept), False when there was none for that key or it failed (its stderr goes to ours)."""
-        got = self.children.pop(framework, None)
+        part is then kept), False when there was none for that key or it failed (its stderr goes to ours). The
+        child stays listed until it has ended, so that :meth:`close` stops one whose wait was interrupted."""
+        got = self.children.get(framework)
         if got is None:
             return False
         child_key, child, rows = got
-        try:
-            _, err = child.communicate()
-        finally:
-            rows.unlink(missing_ok=True)
-        if child.returncode != 0 and err:
-            sys.stderr.write(f"kinkcheck: inferring {framework}'s rules ahead failed; inferred here instead: "
-                             f"{err.decode(errors='replace').strip().splitlines()[-1]}\n")
+        _, err = child.communicate()
+        del self.children[framework]
+        rows.unlink(missing_ok=True)
+        said = err.decode(errors="replace").strip().splitlines() if err else []
+        if child.returncode != 0:
+            sys.stderr.write(f"kinkcheck: inferring {framework}'s rules ahead failed (exit {child.returncode}); "
+                             f"inferred here instead{': ' + said[-1] if said else ''}\n")
         return child_key == key and child.returncode == 0
 
     def close(self) -> None:
-        """Stop every child still running (a render that failed on the way) and remove their rows' files."""
+        """Stop every child still running (a render that failed on the way, or whose rules were read from the
+        cache whole) and remove their rows' files."""
         for _, child, rows in self.children.values():
             if child.poll() is None:
                 child.kill()
             child.communicate()
             rows.unlink(missing_ok=True)
         self.children.clear()
+
+
+def fingerprint(catalog: Any) -> str:
+    """What the child checks its catalog against: the file's hash and every case and program the parent's catalog
+    holds (a catalog with its staged cases, or loaded for some frameworks only, keeps the file's hash)."""
+    import hashlib
+
+    cases = [(c.id, [(p.framework, p.id) for p in c.programs]) for c in catalog]
+    return hashlib.sha256(repr((str(catalog.hash), cases)).encode()).hexdigest()
 
 
 def start(rows_of: Callable[[str], Any], catalog: Any, sources: Mapping[str, str], sizes: Mapping[str, int]) -> Ahead:
@@ -77,32 +89,40 @@ def start(rows_of: Callable[[str], Any], catalog: Any, sources: Mapping[str, str
     if not stale:
         return ahead
     fw = max(stale, key=lambda f: (sizes.get(f, 0), f))
-    table = rows_of(fw).select(list(COLUMNS))
-    fd, name = tempfile.mkstemp(prefix=f"kinkcheck-rules-{fw}-", suffix=".arrow")
-    rows = Path(name)
-    try:
+    rows: Path | None = None
+    try:  # an optional speed-up: anything that fails here leaves the part to the render, never fails the render
+        table = rows_of(fw).select(list(COLUMNS))
+        fd, name = tempfile.mkstemp(prefix=f"kinkcheck-rules-{fw}-", suffix=".arrow")
+        rows = Path(name)
         with os.fdopen(fd, "wb") as fh, pa.ipc.new_file(fh, table.schema) as writer:
             writer.write_table(table)
-        child = subprocess.Popen(  # this very kinkcheck: its folder first on the child's path
-            [sys.executable, "-c", _CHILD, str(Path(__file__).resolve().parents[2]), str(rows), str(catalog.path),
-             str(catalog.hash), fw, keys[fw]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
+        child = subprocess.Popen(  # isolated (-I), then given this process's own module path: the same kinkcheck
+            [sys.executable, "-I", "-c", _CHILD, json.dumps(sys.path), str(rows), str(catalog.path),
+             fingerprint(catalog), fw, keys[fw]],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except (OSError, pa.ArrowException, ValueError):
+        if rows is not None:
+            rows.unlink(missing_ok=True)
+        return ahead
     except BaseException:
-        rows.unlink(missing_ok=True)
+        if rows is not None:
+            rows.unlink(missing_ok=True)
         raise
     ahead.children[fw] = (keys[fw], child, rows)
     return ahead
 
 
-#: The child's program: the folder that holds this kinkcheck put first on its path, then :func:`main`.
-_CHILD = ("import sys; sys.path.insert(0, sys.argv[1]); from kinkcheck.rules.ahead import main; "
+#: The child's program: this process's module path as its own (it runs with ``-I``: no working folder, no
+#: environment's paths of its own), then :func:`main`.
+_CHILD = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from kinkcheck.rules.ahead import main; "
           "raise SystemExit(main(sys.argv[2:]))")
 
 
 def main(argv: list[str]) -> int:
-    """The child: ``ROWS CATALOG CATALOG_HASH FRAMEWORK KEY``; infers the framework's part from the rows and keeps
-    it under ``KEY``. Exit 0 when kept; 2 with a line on stderr when the catalog is not the render's."""
-    rows, catalog_path, catalog_hash, framework, key = argv
+    """The child: ``ROWS CATALOG FINGERPRINT FRAMEWORK KEY``; infers the framework's part from the rows (a file it
+    removes once read) and keeps it under ``KEY``. Exit 0 when kept; 2 with a line on stderr when the catalog is
+    not the render's (:func:`fingerprint`)."""
+    rows, catalog_path, wanted, framework, key = argv
     import pyarrow as pa
 
     from kinkcheck.catalog import load_catalog
@@ -110,9 +130,11 @@ def main(argv: list[str]) -> int:
 
     with pa.OSFile(rows, "rb") as fh:
         table = pa.ipc.open_file(fh).read_all()
+    Path(rows).unlink(missing_ok=True)  # read: nothing left behind should the render be killed meanwhile
     catalog = load_catalog(catalog_path)
-    if str(catalog.hash) != catalog_hash:  # changed since the render read it: the render infers the part itself
-        print(f"{catalog_path}: changed since the render read it", file=sys.stderr)
+    if fingerprint(catalog) != wanted:  # edited since the render read it, or not the catalog the render holds
+        print(f"{catalog_path}: not the catalog the render read (changed since, or with staged cases or some "
+              "frameworks only)", file=sys.stderr)
         return 2
     _keep_part(key, _part(table, framework, catalog))
     return 0

@@ -62,11 +62,23 @@ class ProgramModel:
     def __getstate__(self) -> dict[str, Any]:
         import pickle
 
+        import hashlib
+
         state = dict(self.__dict__)
         if "graph" in state:
             graph = state.pop("graph")
-            state["_graph_blob"] = None if graph is None else pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL)
+            blob = None if graph is None else pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL)
+            state["_graph_blob"] = blob
+            state["_graph_sha"] = None if blob is None else hashlib.sha256(blob).hexdigest()
         return state
+
+    def intact(self) -> bool:
+        """Whether a graph kept on disk and not read back yet is the one written (its digest matches): a damaged one
+        would fail only when first asked for, far from the cache's reader, which computes a damaged entry again."""
+        import hashlib
+
+        blob = self.__dict__.get("_graph_blob")
+        return blob is None or hashlib.sha256(blob).hexdigest() == self.__dict__.get("_graph_sha")
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -85,7 +97,7 @@ class ProgramModel:
         with evaluate(False):  # pickled evaluated (see kinkcheck.rules.cached.unpickle)
             graph = pickle.loads(blob)
         self.__dict__["graph"] = graph
-        del self.__dict__["_graph_blob"]
+        self.__dict__.pop("_graph_blob", None)
         return graph
 
 
@@ -104,7 +116,7 @@ def case_models(case: Any) -> list[ProgramModel]:
     raw = read_cached("rules", key)
     if raw is not None:
         got = unpickle(raw)
-        if isinstance(got, list):
+        if isinstance(got, list) and all(isinstance(m, ProgramModel) and m.intact() for m in got):
             _MODELS[key] = got
             return got
     from dataclasses import replace
