@@ -44,6 +44,7 @@ from kinkcheck.report.dataset import fragment
 from kinkcheck.report.sections import (
     COMPARISONS,
     COUNTED,
+    COUNTED_LABELS,
     _conformance,
     _coverage,
     _frac_num,
@@ -468,11 +469,10 @@ def observation_counts(observations: Sequence[m.Observation]) -> dict[str, int]:
     unavailable ones, those with each counted label, each conformance verdict (``verdict:<name>``). Kept with a
     shard's judgement; counts of disjoint lists add up."""
     out = dict.fromkeys(COUNTED, 0)
-    labels = [k for k in COUNTED if k not in ("error", "unavailable") and not k.startswith("verdict:")]
     for o in observations:
         if o.status in ("error", "unavailable"):
             out[o.status] += 1
-        for lb in labels:
+        for lb in COUNTED_LABELS:
             if lb in o.labels:
                 out[lb] += 1
         if o.conformance is not None:

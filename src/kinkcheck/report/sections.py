@@ -676,15 +676,15 @@ def _operations(catalog: Catalog) -> list[m.OperationCoverage]:
 
 #: What the summary counts of the observations (:func:`kinkcheck.report.build.observation_counts`, per shard as it is
 #: judged): errors and unavailable ones, those with each of these labels, and each conformance verdict.
-_COUNTED_LABELS = ("outside-clarke", "not-lipschitz", "not-judged", "nan")
-COUNTED = ("error", "unavailable", *_COUNTED_LABELS, *(f"verdict:{v}" for v in conf.VERDICTS))
+COUNTED_LABELS = ("outside-clarke", "not-lipschitz", "not-judged", "nan")
+COUNTED = ("error", "unavailable", *COUNTED_LABELS, *(f"verdict:{v}" for v in conf.VERDICTS))
 
 
 def _summary(report: m.Report, counts: dict[str, int]) -> m.Summary:
     """The summary; ``counts``: the observations' (:data:`COUNTED`), summed over the shards."""
     obs = report.observations
     status = {k: counts[k] for k in ("error", "unavailable")}
-    labels = {k: counts[k] for k in _COUNTED_LABELS}
+    labels = {k: counts[k] for k in COUNTED_LABELS}
     verdicts = {v: counts[f"verdict:{v}"] for v in conf.VERDICTS}
     return m.Summary(
         cases=len(report.cases), programs=sum(len(c.programs) for c in report.cases),
