@@ -62,3 +62,21 @@ def test_a_signed_entry_reads_back_only_under_its_own_key_and_unedited(tmp_path,
     assert read_signed("parts", "a") is None, "an entry without its signature line is not read"
     write_signed("parts", "a", b"not json")
     assert read_signed("parts", "a") is None, "a signed entry that is not JSON is not read"
+
+
+def test_a_signed_entry_copied_under_another_key_is_signed_for_it(tmp_path, monkeypatch) -> None:
+    """copy_signed: an entry kept under one key kept under another (the rules' parts when the judge's keys change and
+    the rows do not); nothing is written from an absent or edited entry."""
+    from kinkcheck.cache import copy_signed, read_cached, read_signed, write_cached, write_signed
+
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    write_signed("parts", "old", b'{"x": [1, 2]}')
+    assert copy_signed("parts", "old", "new") is True, "a signed entry is copied"
+    assert read_signed("parts", "new") == {"x": [1, 2]}, "and reads back under its new key"
+    assert read_signed("parts", "old") == {"x": [1, 2]}, "the old entry stays"
+    assert copy_signed("parts", "none", "other") is False and read_cached("parts", "other") is None, (
+        "nothing under the old key: nothing written")
+    head, _, body = read_cached("parts", "old").partition(b"\n")
+    write_cached("parts", "old", head + b"\n" + body.replace(b"1", b"3"))
+    assert copy_signed("parts", "old", "edited") is False and read_cached("parts", "edited") is None, (
+        "an entry edited after it was written is not copied")

@@ -12,6 +12,7 @@ from conftest import ROOT
 from damage import FAULTS
 
 from kinkcheck import cli
+from kinkcheck.faces import report as report_face, shared
 from kinkcheck import expr as ex
 from kinkcheck import points as pt
 
@@ -537,23 +538,23 @@ def test_report_renders_a_checkouts_shards_with_that_checkouts_catalog(tmp_path,
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert cli.checkout_catalog(tree / "references" / "observations") == tree / "references" / "catalog.toml"
-    assert cli.checkout_catalog(tree / "references") == tree / "references" / "catalog.toml"
-    assert cli.checkout_catalog(elsewhere) is None, "no checkout above the shards or here"
-    assert cli.checkout_catalog(elsewhere, cwd=tree) == tree / "references" / "catalog.toml", "the current checkout"
+    assert report_face.checkout_catalog(tree / "references" / "observations") == tree / "references" / "catalog.toml"
+    assert report_face.checkout_catalog(tree / "references") == tree / "references" / "catalog.toml"
+    assert report_face.checkout_catalog(elsewhere) is None, "no checkout above the shards or here"
+    assert report_face.checkout_catalog(elsewhere, cwd=tree) == tree / "references" / "catalog.toml", "the current checkout"
     args = argparse.Namespace(catalog=None, shards=str(tree / "references" / "observations"))
-    assert cli._render_catalog(args) == tree / "references" / "catalog.toml" and capsys.readouterr().err == ""
+    assert report_face._render_catalog(args) == tree / "references" / "catalog.toml" and capsys.readouterr().err == ""
     package = tmp_path / "site" / "kinkcheck" / "data" / "catalog.toml"
     package.parent.mkdir(parents=True)
     package.write_text("")
     monkeypatch.setattr(kinkcheck.catalog, "default_catalog_path", lambda: package)
     args = argparse.Namespace(catalog=None, shards=str(elsewhere))
-    assert cli._render_catalog(args) == package
+    assert report_face._render_catalog(args) == package
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the report's kink-hit census is left out" in err[0] and \
         err[0].startswith(f"kinkcheck report: no references/kinkhits/ beside the catalog {package}"), err
     args = argparse.Namespace(catalog=str(package), shards=str(elsewhere))
-    assert cli._render_catalog(args) == package and capsys.readouterr().err == "", "--catalog: the user's choice"
+    assert report_face._render_catalog(args) == package and capsys.readouterr().err == "", "--catalog: the user's choice"
 
 
 def test_a_report_the_console_script_exits_after_leaves_the_collector_off(tmp_path, monkeypatch):
@@ -570,7 +571,7 @@ def test_a_report_the_console_script_exits_after_leaves_the_collector_off(tmp_pa
     assert gc.isenabled(), "the tests run with the collector on"
     assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "a")]) == 0
     assert gc.isenabled(), "main from Python: the collector is on again after the render"
-    monkeypatch.setattr(cli, "_EXITS_AFTER", True)
+    monkeypatch.setattr(shared, "EXITS_AFTER", True)
     try:
         assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "b"), "--force"]) == 0
         assert not gc.isenabled(), "before the console script's exit: the collector stays off"

@@ -227,7 +227,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("rules", ["kinkcheck.rules"]),
     ("probe", ["kinkcheck.probe", "kinkcheck.lanes", "kinkcheck.staging"]),
     ("report", ["kinkcheck.report", "kinkcheck.query"]),
-    ("faces", ["kinkcheck.cli", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
+    ("faces", ["kinkcheck.cli", "kinkcheck.faces", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
                "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.figures", "kinkcheck.bench",
                "kinkcheck.ci",
                "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.askhome", "kinkcheck.lock",

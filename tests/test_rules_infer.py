@@ -106,7 +106,7 @@ def test_the_rules_of_each_framework_merged_are_the_rules_of_all_rows(book, tabl
     made: list[str] = []
     real_part = rules._part
     monkeypatch.setattr(rules, "_cached_render", lambda key: None)
-    monkeypatch.setattr(rules, "_keep_render", lambda key, out: None)
+    monkeypatch.setattr(rules, "_keep_render", lambda key, out, parts: None)
     monkeypatch.setattr(rules, "_cached_part", kept.get)
     monkeypatch.setattr(rules, "_keep_part", kept.__setitem__)
     monkeypatch.setattr(rules, "_part", lambda t, fw, cat: made.append(fw) or real_part(t, fw, cat))
@@ -128,6 +128,32 @@ def test_the_rules_of_each_framework_merged_are_the_rules_of_all_rows(book, tabl
     made.clear()
     assert rules.render(parquet, catalog, sources) == merged, "a part damaged inside: the same files, no error"
     assert sorted(made) == frameworks, f"a part that does not merge: every part inferred again: {made}"
+
+
+def test_kept_files_carry_their_parts_to_new_sources(table, monkeypatch, tmp_path) -> None:
+    """The judge's code changes (every shard's judged key with it) and its output does not: the render finds the
+    rules' files kept, and keeps each framework's part under its new key too, so that the next render after one new
+    shard infers that framework's part alone, not every framework's."""
+    monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
+    catalog, parquet = load_catalog(), _parquet(table)
+    frameworks = sorted(set(table["framework"].to_pylist()))
+    made: list[str] = []
+    real_part = rules._part
+    monkeypatch.setattr(rules, "_part", lambda t, fw, cat: made.append(fw) or real_part(t, fw, cat))
+    first = rules.render(parquet, catalog, {fw: f"judged {fw} by the old code" for fw in frameworks})
+    assert sorted(made) == frameworks, f"a first render infers every part: {made}"
+    made.clear()
+    sources = {fw: f"judged {fw} by the new code" for fw in frameworks}
+    assert rules.render(parquet, catalog, sources) == first, "the same rows: the kept files"
+    assert made == [], f"the kept files: nothing inferred ({made})"
+    code = rules._code_key(catalog)
+    for fw in frameworks:
+        assert rules._cached_part(rules._part_key(fw, sources[fw], code)) is not None, (
+            f"{fw}'s part is kept under its new key as well")
+    sources["torch"] = "judged torch, one release more"
+    monkeypatch.setattr(rules, "_cached_render", lambda key: None)  # as after one new shard: new rows, new file
+    assert rules.render(parquet, catalog, sources) == first
+    assert made == ["torch"], f"after one new shard only its framework's part is inferred again: {made}"
 
 
 def test_a_damaged_rules_part_is_inferred_again(monkeypatch, tmp_path) -> None:

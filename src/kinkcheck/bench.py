@@ -1017,7 +1017,7 @@ def _render_in_child(fresh_rules: bool) -> tuple[float, float]:
         "from kinkcheck.report import write_reports\n"
         "from kinkcheck.shards import load_shards\n"
         "if sys.argv[1] == 'fresh':\n"
-        "    rules._cached_render, rules._keep_render = (lambda key: None), (lambda key, out: None)\n"
+        "    rules._cached_render, rules._keep_render = (lambda key: None), (lambda key, out, parts: None)\n"
         "    rules._cached_part, rules._keep_part = (lambda key: None), (lambda key, part: None)\n"
         "catalog = load_catalog()\n"
         "shards, _ = load_shards('references/observations', catalog)\n"

@@ -162,6 +162,19 @@ def write_signed(kind: str, key: str, body: bytes) -> None:
     write_cached(kind, key, _signature(key, body) + b"\n" + body)
 
 
+def copy_signed(kind: str, old: str, new: str) -> bool:
+    """Keep the entry :func:`write_signed` kept under ``old`` under ``new`` as well, signed for ``new``; False (and
+    nothing written) when ``old`` has none or it is not the one written under ``old``. The body is not decoded."""
+    raw = read_cached(kind, old, touch=True)
+    if raw is None:
+        return False
+    head, _, body = raw.partition(b"\n")
+    if head != _signature(old, body):
+        return False
+    write_signed(kind, new, body)
+    return True
+
+
 def _signature(key: str, body: bytes) -> bytes:
     import hashlib
 

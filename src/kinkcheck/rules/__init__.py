@@ -80,8 +80,10 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
     key = _render_key(parquet, code)
     cached = _cached_render(key)
     if cached is not None:
+        if sources is not None:  # the same rows under other sources (the judge's code changed, not its output)
+            _carry_parts(cached[_PARTS], {fw: _part_key(fw, sources[fw], code) for fw in sources})
         SPENT.append(time.perf_counter() - start)
-        return cached
+        return {name: blob for name, blob in cached.items() if name != _PARTS}
     table = None
     if sources is None:
         table = pq.read_table(io.BytesIO(parquet), columns=list(COLUMNS))
@@ -121,7 +123,7 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
 
     doc = json.loads(gzip.decompress(blob))
     out = {store.FILE: blob, PAGE: render_page(doc, list(REGISTRY)).encode("utf-8")}
-    _keep_render(key, out)
+    _keep_render(key, out, {} if sources is None else {fw: _part_key(fw, sources[fw], code) for fw in frameworks})
     from kinkcheck.cache import prune_cached
 
     for kind in ("rules-part", "rules-render"):  # what no render has read for a week (releases since removed)
@@ -196,9 +198,14 @@ def _code_key(catalog: Any) -> str:
     return h.hexdigest()
 
 
-def _cached_render(key: str) -> dict[str, bytes] | None:
-    """The rules' files of an earlier render of the same inputs (:mod:`kinkcheck.cache`, kind ``rules-render``);
-    None when there is none or it is damaged."""
+#: The name under which :func:`_cached_render` returns the part keys its entry was written with (not a file).
+_PARTS = ""
+
+
+def _cached_render(key: str) -> dict[str, Any] | None:
+    """The rules' files of an earlier render of the same inputs (:mod:`kinkcheck.cache`, kind ``rules-render``),
+    with, under :data:`_PARTS`, framework → the key its part was kept under by that render (empty for an entry
+    written without sources); None when there is none or it is damaged."""
     import json
 
     from kinkcheck.cache import read_cached
@@ -213,19 +220,37 @@ def _cached_render(key: str) -> dict[str, bytes] | None:
         blob, page = rest[:sizes[0]], rest[sizes[0]:sizes[0] + sizes[1]]
         if len(blob) != sizes[0] or len(page) != sizes[1] or len(rest) != sizes[0] + sizes[1]:
             return None
-    except (ValueError, TypeError, IndexError):
+        parts = sizes[2] if len(sizes) > 2 else {}
+        if not isinstance(parts, dict) or not all(isinstance(v, str) for v in parts.values()):
+            return None
+    except (ValueError, TypeError, IndexError, KeyError):
         return None
-    return {store.FILE: blob, PAGE: page}
+    return {store.FILE: blob, PAGE: page, _PARTS: parts}
 
 
-def _keep_render(key: str, out: dict[str, bytes]) -> None:
+def _keep_render(key: str, out: dict[str, bytes], parts: dict[str, str]) -> None:
+    """Keep the rules' files ``out`` under ``key``, with ``parts`` (framework → the key its part is kept under)."""
     import json
 
     from kinkcheck.cache import write_cached
     from kinkcheck.rules import store
 
     blob, page = out[store.FILE], out[PAGE]
-    write_cached("rules-render", key, json.dumps([len(blob), len(page)]).encode() + b"\n" + blob + page)
+    write_cached("rules-render", key, json.dumps([len(blob), len(page), parts]).encode() + b"\n" + blob + page)
+
+
+def _carry_parts(kept: dict[str, str], wanted: dict[str, str]) -> None:
+    """A render whose rules' files were kept (the same observations, catalog and code) keeps each framework's part
+    under its own key (``wanted``) too, copied from the key an earlier render kept it under (``kept``): the rows are
+    the same, so the part is. Without this, a render after the judge's code changed (its keys with it, not its
+    output) would find the files kept and keep no part, and the next render after one new shard would infer every
+    framework's part again. A part not kept, or damaged, is left to be inferred when next needed."""
+    from kinkcheck.cache import copy_signed, is_cached
+
+    for fw, new in sorted(wanted.items()):
+        old = kept.get(fw)
+        if old is not None and old != new and not is_cached("rules-part", new):
+            copy_signed("rules-part", old, new)
 
 
 #: Seconds each :func:`render` of this process took (the benchmark reads the last one: the rules' share of a
