@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from kinkcheck import ask, askhome
+from kinkcheck import ask
+from kinkcheck.probe import ondemand
 from kinkcheck.catalog import load_catalog
 from kinkcheck.cli import main
 from kinkcheck.errors import UsageError
@@ -146,8 +147,8 @@ def test_the_least_recently_used_environments_go_first(tmp_path):
     envs = tmp_path / "envs"
     for name, age in (("torch-2.0.1", 0), ("torch-2.1.2", 100), ("torch-2.2.2", 50)):
         _env(envs, name, 100_000, age)
-    assert 3 * 100_000 <= askhome.disk_use(envs) < 3 * 110_000, "the files' blocks"
-    askhome.make_room(envs, 250_000, {envs / "torch-2.1.2"}, askhome.Log(quiet=True))
+    assert 3 * 100_000 <= ondemand.disk_use(envs) < 3 * 110_000, "the files' blocks"
+    ondemand.make_room(envs, 250_000, {envs / "torch-2.1.2"}, ondemand.Log(quiet=True))
     left = sorted(p.name for p in envs.iterdir())
     assert left == ["torch-2.0.1", "torch-2.1.2"], f"the oldest use not kept by this question goes: {left}"
 
@@ -164,17 +165,17 @@ def test_linked_files_count_once_and_the_cache_goes_first(tmp_path):
     _env(envs, "torch-2.1.2", 20_000, 50)
     for name in ("torch-2.0.1", "torch-2.1.2"):
         os.link(shared, envs / name / "libtorch.so")
-    total = askhome.disk_use(envs)
+    total = ondemand.disk_use(envs)
     assert 290_000 <= total < 310_000, f"the shared file once, not three times: {total}"
-    askhome.make_room(envs, total, set(), askhome.Log(quiet=True))
+    ondemand.make_room(envs, total, set(), ondemand.Log(quiet=True))
     assert sorted(p.name for p in envs.iterdir()) == [".cache", "torch-2.0.1", "torch-2.1.2"], "within budget"
-    askhome.make_room(envs, total - 10_000, set(), askhome.Log(quiet=True))
+    ondemand.make_room(envs, total - 10_000, set(), ondemand.Log(quiet=True))
     left = sorted(p.name for p in envs.iterdir())
     assert left == ["torch-2.0.1", "torch-2.1.2"], f"the cache goes first, and that is enough: {left}"
-    askhome.make_room(envs, 225_000, set(), askhome.Log(quiet=True))
+    ondemand.make_room(envs, 225_000, set(), ondemand.Log(quiet=True))
     left = sorted(p.name for p in envs.iterdir())
     assert left == ["torch-2.1.2"], f"then the least recently used; the shared file lives on in the other: {left}"
-    assert askhome.disk_use(envs) > 200_000, "still there: the other virtualenv links it"
+    assert ondemand.disk_use(envs) > 200_000, "still there: the other virtualenv links it"
 
 
 # --------------------------------------------------------------------------- the report's cells

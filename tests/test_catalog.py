@@ -355,3 +355,20 @@ def test_a_program_s_own_function_is_read_with_its_constants(catalog, tmp_path):
     ]:
         with pytest.raises(CatalogError, match=message):
             catalog_with(name, entry)
+
+
+def test_find_is_the_one_lookup_of_a_program_at_a_point() -> None:
+    """catalog.find (issue 47): the case holding a framework's program at a point, in any spelling of the program,
+    the sign of zero counting; what every face (ask, lock) asks of the catalog."""
+    from kinkcheck.catalog import find, point_key
+
+    case, text = find("torch", "torch.clamp(x, min=0.0)", {"x": 0.0})
+    assert (case.id, text) == ("relu@0", "torch.clamp(x, min=0)"), "the catalog's text, from another spelling"
+    case, _ = find("torch", "torch.relu(x)", {"x": -0.0})
+    assert case.id == "relu@-0.0", "-0.0 is its own point, not 0"
+    assert find("torch", "torch.relu(x)", {"x": 0.5}) is None, "no case at that point"
+    assert find("jax", "torch.relu(x)", {"x": 0.0}) is None, "another framework's program is not jax's"
+    assert find("torch", "torch.maximum(x, y)", {"x": 1.0, "y": 1.0})[0].id == "maximum@tie"
+    assert point_key({"y": 1, "x": -0.0}) == [["x", "-0.0"], ["y", "1.0"]], "names sorted, 1 is 1.0, -0.0 kept"
+    assert point_key({"v": [1, 3, 3]}) == [["v", ["1.0", "3.0", "3.0"]]]
+    assert find("torch", "torch.relu(x)", {"x": 0.0}, cases=[]) is None, "cases given: only those searched"

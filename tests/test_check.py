@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kinkcheck import check
-from kinkcheck.check import BOUNDS, CheckError, check_pair, count_variants, load_function, variants
+from kinkcheck.check import BOUNDS, CheckError, check_pair, count_variants, variants
+from kinkcheck.usercode import UserCodeError, load_function
 from kinkcheck.cli import main
 
 MODULE = textwrap.dedent('''
@@ -107,11 +108,11 @@ def test_tie_of_a_vector_maximum(mod):
 
 
 def test_load_errors(mod):
-    with pytest.raises(CheckError, match="has no function"):
+    with pytest.raises(UserCodeError, match="has no function"):
         load_function("userpair:nope")
-    with pytest.raises(CheckError, match="cannot import"):
+    with pytest.raises(UserCodeError, match="cannot import"):
         load_function("no_such_module_here:f")
-    with pytest.raises(CheckError, match="MODULE:FUNCTION"):
+    with pytest.raises(UserCodeError, match="MODULE:FUNCTION"):
         load_function("userpair")
     with pytest.raises(CheckError, match="fails at the given input"):
         check_pair(load_function("userpair:broken"), load_function("userpair:jax_layer"), {"x": 1.0, "w": 1.0})
@@ -242,7 +243,7 @@ def test_file_form_in_a_fresh_interpreter(tmp_path, torch_adapter, jax_adapter):
     pairs = tmp_path / "sub" / "mypairs.py"
     pairs.parent.mkdir()
     pairs.write_text(MODULE)
-    code = "import sys; from kinkcheck.check import load_function; print(load_function(sys.argv[1]).__name__)"
+    code = "import sys; from kinkcheck.usercode import load_function; print(load_function(sys.argv[1]).__name__)"
     fresh = subprocess.run([sys.executable, "-c", code, f"{pairs}:torch_layer"], capture_output=True, text=True,
                            timeout=300, check=False)
     assert fresh.returncode == 0 and fresh.stdout.strip() == "torch_layer", fresh.stderr
@@ -263,7 +264,7 @@ def test_file_form_errors_are_one_line(tmp_path, capsys, torch_adapter, jax_adap
              (f"{tmp_path}/bad.py:f", "SyntaxError"), (f"{tmp_path}/notes.txt:f", "is not a Python file"),
              (f"{tmp_path}:f", "no file")]
     for spec, words in cases:
-        with pytest.raises(CheckError, match=words):
+        with pytest.raises(UserCodeError, match=words):
             load_function(spec)
         line = _one_line_exit_2(["check", spec, f"{good}:jax_layer", "--at", "x=1,w=1", "--no-isolate"], capsys)
         assert words in line, (spec, line)

@@ -12,7 +12,8 @@ import msgspec
 import pytest
 from packaging.version import Version
 
-from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report, principal_case
+from kinkcheck.cite import CiteError, bibtex, cff, cite
+from kinkcheck.report.cells import load_report_for, principal_case
 from kinkcheck.cli import main
 from kinkcheck.decimals import decimal_value
 from kinkcheck.report.model import Case, Oracle, report_json
@@ -277,10 +278,10 @@ def test_cli_without_case_lists_the_other_cases(shards_report_path, capsys):
 def test_load_report_wraps_the_model_error(tmp_path):
     with pytest.raises(CiteError, match=r"no report at .*nope.json \(--report takes a report folder or its "
                                         r"conventions.json.gz; a clone renders one with `nox -s render`\)"):
-        load_report(tmp_path / "nope.json")
+        load_report_for(tmp_path / "nope.json")
     (tmp_path / "dir.json").mkdir()
     with pytest.raises(CiteError, match=r"no report at .*dir\.json/conventions\.json "):
-        load_report(tmp_path / "dir.json")  # a folder stands for the report in it: none there
+        load_report_for(tmp_path / "dir.json")  # a folder stands for the report in it: none there
 
 
 def test_a_cell_recorded_as_not_measured_says_why(report, not_measured_report):
@@ -314,8 +315,8 @@ def test_cite_of_one_programs_rows_says_what_the_whole_report_says():
     from conftest import ROOT
 
     path = ROOT / "reports" / "conventions.json.gz"
-    full = load_report(path)
-    part = load_report(path, program="x.clamp(min=0)")
+    full = load_report_for(path)
+    part = load_report_for(path, program="x.clamp(min=0)")
     assert {o.program for o in part.observations} == {"x.clamp(min=0)"} and len(part.observations) > 100
     assert part.changed_in == [] and part.conformance.rows == [], "no derived section from a part of the rows"
     for kwargs in ({}, {"mode": "inductor"}, {"mode": "functional"}, {"framework_version": "2.13.0"},
@@ -348,9 +349,9 @@ def test_cite_of_one_cell_s_rows_says_what_the_whole_report_says(program, kwargs
     from conftest import ROOT
 
     path = ROOT / "reports" / "conventions.json.gz"
-    full = load_report(path)
+    full = load_report_for(path)
     cell = {k: kwargs[k] for k in ("case", "framework", "mode", "dtype") if k in kwargs}
-    part = load_report(path, program=program, one_cell=True, **cell)
+    part = load_report_for(path, program=program, one_cell=True, **cell)
     said = {(o.case, o.mode, o.dtype) for o in part.observations}
     assert len(said) <= 1 and all(m == kwargs.get("mode", "reverse") and d == kwargs.get("dtype", "float64")
                                   for _, m, d in said), said
@@ -366,17 +367,17 @@ def test_a_report_with_its_observations_inline_is_read_whole_for_one_cell(report
     for program, kwargs in (("F.relu(x)", {"mode": "inductor"}), ("jnp.maximum(x, y)", {"mode": "jit"}),
                             ("jax.nn.relu(x)", {"device": "cpu-linux_x86_64_v2", "mode": "vmap"})):
         cell = {k: v for k, v in kwargs.items() if k != "device"}
-        part = load_report(shards_report_path, program=program, one_cell=True, **cell)
+        part = load_report_for(shards_report_path, program=program, one_cell=True, **cell)
         assert {o.mode for o in part.observations} != {kwargs["mode"]}, "the program's rows, every mode"
         assert _answer(part, program, kwargs) == _answer(report, program, kwargs), (program, kwargs)
 
 
 def test_a_report_read_for_one_cell_refuses_another():
-    """`load_report(..., one_cell=True)` holds one cell's rows: cite of another mode, dtype or case of it is refused
+    """`load_report_for(..., one_cell=True)` holds one cell's rows: cite of another mode, dtype or case of it is refused
     as such, not answered "no observation" (the rows are in the file, not read)."""
     from conftest import ROOT
 
-    part = load_report(ROOT / "reports", program="torch.relu(x)", one_cell=True)
+    part = load_report_for(ROOT / "reports", program="torch.relu(x)", one_cell=True)
     assert cite(part, "torch.relu(x)").case == "relu@0"
     for kwargs in ({"mode": "inductor"}, {"dtype": "float32"}, {"case": "relu@-0.0"}):
         with pytest.raises(CiteError, match=r"this report was read for the cell relu@0, reverse mode, float64 "):
@@ -616,7 +617,7 @@ def test_rule_entry_is_the_whole_report_s():
     from conftest import ROOT
 
     path = ROOT / "reports" / "conventions.json.gz"
-    head, part = load_report(path, frameworks=()), load_report(path, program="x.clamp(min=0)")
+    head, part = load_report_for(path, frameworks=()), load_report_for(path, program="x.clamp(min=0)")
     assert bibtex(head) == bibtex(part) and cff(head) == cff(part), "cite --rule reads no row for its entry"
 
 
@@ -642,7 +643,7 @@ def test_the_site_url_is_the_documentation_url_and_its_pages_are_the_reports(mon
     assert site_url() == "https://example.org/docs/", "the metadata's Documentation entry, not another URL"
     monkeypatch.setattr(metadata, "metadata", lambda name: _Meta([]))
     assert site_url() is None and site_base(None) == "reports", "no URL known: the reports folder, as before"
-    c = cite(load_report(ROOT / "reports", program="torch.relu(x)"), "torch.relu(x)")
+    c = cite(load_report_for(ROOT / "reports", program="torch.relu(x)"), "torch.relu(x)")
     page, _, anchor = c.link(SITE + "report/conventions.html").removeprefix(SITE).partition("#")
     assert page == f"report/{c.page[:-3]}.html", page
     md = (ROOT / "reports" / c.page).read_text(encoding="utf-8")

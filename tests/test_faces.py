@@ -91,3 +91,17 @@ def test_a_new_command_is_one_new_module(tmp_path, monkeypatch, capsys) -> None:
 def test_every_face_says_what_it_is(name) -> None:
     module = getattr(__import__(f"kinkcheck.faces.{name}").faces, name)
     assert module.__doc__ and f"``kinkcheck {name}``" in module.__doc__, f"{name}'s docstring names its command"
+
+
+def test_mode_and_dtype_help_come_from_the_registry() -> None:
+    """Issue 47: the CLI's --mode and --dtype help is read from the registry's records, not written by hand."""
+    from kinkcheck.faces.shared import dtypes_help, modes_help
+    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
+
+    text = modes_help()
+    for fw, modes in FRAMEWORK_MODES.items():
+        part = text.split(f"{fw}: ", 1)
+        assert len(part) == 2, f"{fw} is in --mode's help: {text}"
+        for mode in modes:
+            assert mode == "reverse" or mode in part[1].split(";")[0], f"{fw}'s {mode} is in --mode's help"
+    assert dtypes_help().split(" | ") == [f"{DTYPES[0]} (default)", *DTYPES[1:]]

@@ -13,6 +13,7 @@ pytest.importorskip("sklearn", reason="scikit-learn is not installed in this Pyt
 
 from kinkcheck import hitcensus as hc  # noqa: E402
 from kinkcheck.cli import main  # noqa: E402
+from kinkcheck.probe.userhits import user_census  # noqa: E402
 
 
 @pytest.mark.parametrize("s", [0.0, 0.5, 1.0])
@@ -145,7 +146,7 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_user_model_census_counts_hits_per_layer(user_module, capsys):
-    framework, sites, _ = hc.user_census("usermodel:make", "usermodel:data", batches=2)
+    framework, sites, _ = user_census("usermodel:make", "usermodel:data", batches=2)
     assert framework == "torch"
     assert [(s.program, s.calls, s.elements, s.hits) for s in sites] == [
         ("torch.nn.functional.relu", 2, 24, 16)], "two batches of 4 rows, two of three biases at 0"
@@ -220,7 +221,7 @@ def test_an_unreadable_measurement_is_one_line_in_the_report(tmp_path):
 
 def test_a_jax_model_is_counted_by_its_jaxpr(user_module):
     pytest.importorskip("jax", reason="JAX is not installed in this Python")
-    framework, sites, _ = hc.user_census("usermodel:jax_model", "usermodel:jax_data", batches=5)
+    framework, sites, _ = user_census("usermodel:jax_model", "usermodel:jax_data", batches=5)
     assert framework == "jax"
     # x @ w: ones give [[1, 0], [1, 0]] (2 zeros), zeros give all 0 (4); the max over axis 1 ties in both zero rows
     assert [(s.program, s.calls, s.elements, s.hits) for s in sites] == [("relu: max", 2, 8, 6),
@@ -229,10 +230,10 @@ def test_a_jax_model_is_counted_by_its_jaxpr(user_module):
 
 def test_the_mode_a_module_runs_in_is_said_and_eval_can_be_asked(user_module, capsys):
     """In training mode dropout's zeros reach the ReLU as hits; ``--eval`` runs the module without them."""
-    _, sites, mode = hc.user_census("usermodel:dropping", "usermodel:data", batches=1)
+    _, sites, mode = user_census("usermodel:dropping", "usermodel:data", batches=1)
     relu = next(s for s in sites if s.program == "torch.relu")
     assert "training mode" in mode and relu.hits > 0, (mode, sites)
-    _, sites, mode = hc.user_census("usermodel:dropping", "usermodel:data", batches=1, eval_mode=True)
+    _, sites, mode = user_census("usermodel:dropping", "usermodel:data", batches=1, eval_mode=True)
     relu = next(s for s in sites if s.program == "torch.relu")
     assert mode == "the module in eval mode" and relu.hits == 0, (mode, sites)
     assert main(["census", "--model", "usermodel:dropping", "--data", "usermodel:data", "--report", "none",

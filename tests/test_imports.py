@@ -219,7 +219,7 @@ def test_the_vocabulary_is_a_leaf_and_read_from_there() -> None:
 LAYERS: list[tuple[str, list[str]]] = [
     ("vocabulary", ["kinkcheck", "kinkcheck.kinkhits", "kinkcheck.registry", "kinkcheck.dtypes", "kinkcheck.vocabulary", "kinkcheck.platforms",
                     "kinkcheck.errors", "kinkcheck.cache", "kinkcheck.anchors", "kinkcheck.oracles.p0"]),
-    ("language", ["kinkcheck.expr", "kinkcheck.points", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.geometry",
+    ("language", ["kinkcheck.expr", "kinkcheck.points", "kinkcheck.catalog", "kinkcheck.usercode", "kinkcheck.census", "kinkcheck.geometry",
                   "kinkcheck.oracles.rows"]),
     ("storage", ["kinkcheck.validate", "kinkcheck.shards"]),
     ("frameworks", ["kinkcheck.frameworks"]),
@@ -230,8 +230,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("faces", ["kinkcheck.cli", "kinkcheck.faces", "kinkcheck.__main__", "kinkcheck.explain", "kinkcheck.cite", "kinkcheck.migrate",
                "kinkcheck.diff", "kinkcheck.check", "kinkcheck.readme", "kinkcheck.figures", "kinkcheck.bench",
                "kinkcheck.ci",
-               "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.askhome", "kinkcheck.lock",
-               "kinkcheck.pytest_plugin", "kinkcheck.rules.face", "kinkcheck.rules.answer"]),
+               "kinkcheck.releases", "kinkcheck.hitcensus", "kinkcheck.ask", "kinkcheck.lock",
+               "kinkcheck.pytest_plugin", "kinkcheck.rules.answer"]),
 ]
 #: Imports that go up a layer, each for a reason.
 UPWARD = {
@@ -282,6 +282,7 @@ def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
 FRAMEWORK_IMPORTS_ELSEWHERE = {
     "kinkcheck.hitcensus": "the kink-hit census of a trained network",
     "kinkcheck.check": "kinkcheck check counts the kinks a user's function hits (kinks_hit)",
+    "kinkcheck.probe.userhits": "the kink hits of a user's model (census --model, lock), under torch's counter",
 }
 
 

@@ -214,7 +214,7 @@ def models(tmp_path, monkeypatch):
 
 
 def _installed_2_13_0() -> None:
-    from kinkcheck.ask import installed_release
+    from kinkcheck.probe.ondemand import installed_release
 
     if installed_release("torch") != "2.13.0":
         pytest.skip(f"the report's change of x.clamp(min=0) is from torch 2.13.0; installed: "
@@ -408,7 +408,7 @@ def test_a_jax_mlp_is_locked_and_checked_against_an_older_release(tmp_path, monk
     (the catalog's relu@0: the report's cell), the reduction as ``jax.numpy.max(v)`` at a tie; checked against
     0.4.30 from the report's cells, nothing changes."""
     pytest.importorskip("jax", reason="a JAX model")
-    from kinkcheck.ask import installed_release
+    from kinkcheck.probe.ondemand import installed_release
 
     _user_module(tmp_path, monkeypatch, "jaxmodel", JAX_MODEL)
     assert main(["lock", "--model", "jaxmodel:mlp", "--data", "jaxmodel:rows", "--quiet"]) == 0
@@ -823,7 +823,7 @@ def test_a_site_no_catalog_case_holds_is_compared_with_the_rules_prediction(mode
     """Issue 45: `torch.clamp(x, 0.0, 1.0) * 2.0` at 0 is no catalog case, so the report has no cell of it in any
     release; checked against a release that is not installed it is compared with the rules' prediction for that
     release (2 up to 2.13.0, 0 from 2.14.1), marked predicted, and no environment is made."""
-    from kinkcheck.ask import installed_release
+    from kinkcheck.probe.ondemand import installed_release
 
     if installed_release("torch") == release:
         pytest.skip(f"torch {release} is installed here: it is measured live, not predicted")

@@ -301,14 +301,14 @@ def test_the_cli_reads_only_the_two_frameworks_rows_and_answers_as_the_whole_rep
     990 MB for torch → torch here); the migration is the one the whole report gives."""
     from conftest import ROOT
 
-    from kinkcheck.cite import load_report
+    from kinkcheck.report.cells import load_report_for
     from kinkcheck.migrate import side_frameworks
 
     path = ROOT / "reports" / "conventions.json.gz"
-    full = load_report(path)
+    full = load_report_for(path)
     for source, target in (("torch==2.13.0", "jax"), ("torch==2.11.0@cpu", "torch==2.11.0@cuda")):
         fws = side_frameworks(source, target)
-        part = load_report(path, frameworks=fws)
+        part = load_report_for(path, frameworks=fws)
         assert {o.framework for o in part.observations} == fws, fws
         assert render(migrate(part, source, target)) == render(migrate(full, source, target)), (source, target)
     with pytest.raises(MigrateError, match="unknown framework 'nope'"):

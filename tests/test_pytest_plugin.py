@@ -34,7 +34,7 @@ def _lock(release: str) -> lock.Lock:
 
 @pytest.fixture()
 def installed_2_13_0(monkeypatch, tmp_path):
-    from kinkcheck.ask import installed_release
+    from kinkcheck.probe.ondemand import installed_release
 
     if installed_release("torch") != "2.13.0":
         pytest.skip(f"the report's change of x.clamp(min=0) is from torch 2.13.0; installed: "

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kinkcheck import expr as ex
-from kinkcheck.ask import catalog_program
-from kinkcheck.askhome import installed_release
+from kinkcheck.catalog import find
+from kinkcheck.probe.ondemand import installed_release
 from kinkcheck.rules import answer, store
 from kinkcheck.vocabulary import flat_value
 
@@ -40,7 +40,7 @@ JAX = [
 
 
 def _check(adapter, framework: str, program: str, at: dict, what: str) -> None:
-    assert catalog_program(framework, ex.unparse(ex.parse(program, at, {framework})), at) is None, \
+    assert find(framework, ex.unparse(ex.parse(program, at, {framework})), at) is None, \
         f"{program} at {at} is a catalog program: the test must ask about one the catalog lacks"
     release = installed_release(framework)
     got = answer.predictions(program, at, framework, releases=[release], report=RULES.parent)
@@ -98,11 +98,12 @@ def test_rules_command_prints_an_operations_changes(tmp_path) -> None:
 def test_rules_reads_the_spellings_a_lock_or_a_program_uses(spelling, operation) -> None:
     """`kinkcheck rules` takes what `cite --rule` takes and what a lock line prints (torch.relu, torch.Tensor.clamp,
     the jnp and F aliases): the census's operation they are, never "no rule" (a fresh reader, stop 53)."""
-    from kinkcheck.rules.face import load, resolve_operation
+    from kinkcheck.query import load_rules
+    from kinkcheck.rules.names import resolve_operation
 
     if not RULES.is_file():
         pytest.skip("no reports/rules.json.gz")
-    rules = load(RULES.parent)["rules"]
+    rules = load_rules(RULES.parent)["rules"]
     assert resolve_operation(rules, spelling)[1] == {operation}, spelling
 
 

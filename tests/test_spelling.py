@@ -114,10 +114,11 @@ def test_lookup_finds_the_catalog_program(spelling, at, case, program):
 
 @pytest.mark.parametrize("spelling, at, case, program", SPELLINGS)
 def test_cite_finds_the_catalog_program(spelling, at, case, program):
-    from kinkcheck.cite import cite, load_report
+    from kinkcheck.cite import cite
+    from kinkcheck.report.cells import load_report_for
     from kinkcheck.query import default_report
 
-    c = cite(load_report(default_report(), program=spelling), spelling, case=case)
+    c = cite(load_report_for(default_report(), program=spelling), spelling, case=case)
     assert f"`{program}` at" in c.sentence and c.case == case, f"cite {spelling!r}: {c.sentence}"
 
 

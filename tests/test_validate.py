@@ -15,7 +15,8 @@ from conftest import ROOT
 
 from kinkcheck import cli
 from kinkcheck.catalog import load_catalog
-from kinkcheck.cite import CiteError, load_report
+from kinkcheck.cite import CiteError
+from kinkcheck.report.cells import load_report_for
 from kinkcheck.diff import DiffError, load_side
 from kinkcheck.report.model import report_json, report_problem
 from kinkcheck.shards import ShardError, load_shards, read_shard
@@ -138,7 +139,7 @@ def test_huge_finite_float64_is_a_measurement(catalog, tmp_path):
     shards.mkdir()
     (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(s))
     assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
-    doc = load_report(tmp_path / "out" / "conventions.json")
+    doc = load_report_for(tmp_path / "out" / "conventions.json")
     assert {"x": 1.7e308} in [o.value for o in doc.observations], "the huge value is in the report"
 
 
@@ -150,7 +151,7 @@ def test_unknown_case_is_skipped_with_a_note_not_rejected(catalog, tmp_path):
     shards.mkdir()
     (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(s))
     assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
-    gaps = load_report(tmp_path / "out" / "conventions.json").provenance.gaps
+    gaps = load_report_for(tmp_path / "out" / "conventions.json").provenance.gaps
     assert any("gone@0" in g for g in gaps), f"the report names the ignored observation: {gaps}"
 
 
@@ -180,7 +181,7 @@ def test_report_skips_a_semantically_bad_shard_and_renders_the_good(tmp_path, ca
     err = capsys.readouterr().err
     assert "torch-2.13.0-cpu.json: observation #1" in err and "is ok but has no value" in err, err
     assert "deep.json: cannot read (JSON nested too deeply)" in err, err
-    doc = load_report(tmp_path / "out" / "conventions.json")
+    doc = load_report_for(tmp_path / "out" / "conventions.json")
     assert [e.id for e in doc.environments] == ["jax-0.10.2-cpu"], "the good shard is rendered"
     assert sum("torch-2.13.0-cpu.json" in g for g in doc.provenance.gaps) == 1, doc.provenance.gaps
 
@@ -347,7 +348,7 @@ def test_load_report_and_side_name_the_file(tmp_path):
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"schema": "kinkcheck/conventions/v1", "environments": []}))
     with pytest.raises(CiteError, match="r.json: not a kinkcheck/conventions/v2 report .*re-render it"):
-        load_report(p)
+        load_report_for(p)
     with pytest.raises(DiffError, match="r.json: a kinkcheck/conventions/v1 report; .*re-render it"):
         load_side(f"{p}#torch-2.13.0-cpu")
 
@@ -360,7 +361,7 @@ def test_huge_kink_derivative_leaves_the_network_unchecked_not_crashed(tmp_path)
     shards.mkdir()
     (shards / "torch-2.13.0-cpu.json").write_text(json.dumps(s))
     assert cli.main(["report", "--shards", str(shards), "--out", str(tmp_path / "out")]) == 0
-    nets = load_report(tmp_path / "out" / "conventions.json").networks
+    nets = load_report_for(tmp_path / "out" / "conventions.json").networks
     assert len(nets) == 1 and nets[0].ok is None and "overflows float64" in nets[0].detail, nets
 
 

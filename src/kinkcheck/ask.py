@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.askhome import (
+from kinkcheck.catalog import find, point_key
+from kinkcheck.errors import UsageError
+from kinkcheck.probe.ondemand import (
     DEFAULT_DISK_BUDGET_GB,
     ENV_DISK,
     ENV_HOME,
@@ -42,11 +44,11 @@ from kinkcheck.askhome import (
     home,
     installed_release,
     make_room,
+    releases_asked,
 )
-from kinkcheck.errors import UsageError
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "MAX_PAGE_NAME_BYTES", "MAX_STAGE_ID_BYTES",
-           "Answer", "Question", "ask", "catalog_match", "catalog_program", "device_releases", "disk_budget",
+           "Answer", "Question", "ask", "device_releases", "disk_budget",
            "from_report", "home", "installed_release", "measure", "question", "releases_asked", "render", "stage",
            "stage_id_problem", "write_catalog"]
 
@@ -78,7 +80,7 @@ class Question:
     def digest(self) -> str:
         """Names the question's folder: the program, the point (``0`` and ``0.0`` alike, ``-0.0`` apart), the
         framework, the function, the case and the tie flag."""
-        raw = json.dumps([self.expr, _point_key(self.at), self.framework, self.sympy, self.case, self.tie]
+        raw = json.dumps([self.expr, point_key(self.at), self.framework, self.sympy, self.case, self.tie]
                          + ([list(self.own)] if self.own else []))
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
@@ -160,7 +162,7 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
     except ex.ExprError as err:
         raise UsageError(str(err)) from None
     text = ex.unparse(tree)
-    found = catalog_program(fw, text, point)
+    found = find(fw, text, point)
     case = found[0] if found is not None else None
     if found is not None and not live:  # the catalog's spelling: its cells answer (--live measures the one typed)
         text = found[1]
@@ -194,45 +196,6 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
 
     components = len(flat_value(point))  # a kink of one number against a constant is no tie
     return Question(text, point, fw, sympy_text, None, bool(tie) and components > 1)
-
-
-def _point_key(value: Any) -> Any:
-    """A point's numbers compared as the catalog tells them apart: ``-0.0`` is not ``0``, ``0`` is ``0.0``."""
-    if isinstance(value, dict):
-        return [[k, _point_key(v)] for k, v in sorted(value.items())]
-    if isinstance(value, list):
-        return [_point_key(v) for v in value]
-    return repr(float(value))
-
-
-def catalog_match(framework: str, program: str, at: dict[str, Any]) -> Any:
-    """The case of the installed catalog that holds ``program`` of ``framework`` at the point ``at`` (sign of zero
-    included), or None; the program in any spelling of it (:func:`catalog_program`)."""
-    found = catalog_program(framework, program, at)
-    return found[0] if found is not None else None
-
-
-def catalog_program(framework: str, program: str, at: dict[str, Any]) -> tuple[Any, str] | None:
-    """The case of the installed catalog that holds ``program`` of ``framework`` at the point ``at`` (sign of zero
-    included) and the catalog's text of it, or None. ``program`` in any spelling of the catalog's
-    (:func:`kinkcheck.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the catalog's ``torch.clamp(x, min=0)``);
-    the closest spelling the cases at this point hold, the first in catalog order."""
-    from kinkcheck import expr as ex
-    from kinkcheck.catalog import CatalogError, load_catalog
-
-    try:
-        cases = load_catalog(frameworks=[framework])
-    except (CatalogError, OSError):
-        return None
-    key = _point_key(at)
-    here = [case for case in cases if _point_key(case.at) == key]
-    texts = [p.id for case in here for p in case.programs if p.framework == framework]
-    spelled = ex.same_program(program, texts, at.keys())
-    for text in spelled:
-        for case in here:
-            if any(p.framework == framework and p.id == text for p in case.programs):
-                return case, text
-    return None
 
 
 def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
@@ -378,52 +341,6 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     return list(texts)
 
 
-# --------------------------------------------------------------------------- which releases
-
-
-def releases_asked(framework: str, release: Sequence[str] = (), releases: str | None = None,
-                   every: bool = False) -> list[str]:
-    """The releases a question is asked of, oldest first: ``release`` (each one of the matrix or the installed
-    one), the matrix's releases in the specifier ``releases`` (``">=2.0"``), or ``every`` one of the matrix; by
-    default the installed release. Raises UsageError for a release kinkcheck does not know or an empty choice."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    from kinkcheck.registry import REGISTRY
-
-    matrix = list(REGISTRY[framework].versions)
-    installed = installed_release(framework)
-    known = matrix + ([installed] if installed and installed not in matrix else [])
-    chosen: list[str] = []
-    for r in release:
-        if r not in known:
-            raise UsageError(f"unknown release {r!r} of {framework}: kinkcheck asks the releases of its matrix "
-                             f"({', '.join(matrix)}) and the installed one ({installed or 'none'})")
-        chosen.append(r)
-    if releases is not None:
-        if not releases.strip():
-            raise UsageError("--releases is empty: give a version specifier (e.g. '>=2.0'), or --all")
-        try:
-            spec = SpecifierSet(releases)
-        except InvalidSpecifier:
-            raise UsageError(f"--releases {releases!r} is not a version specifier (e.g. '>=2.0,<2.14')") from None
-        inside = [v for v in known if Version(v) in spec]
-        if not inside:
-            raise UsageError(f"--releases {releases!r} holds none of {framework}'s releases ({', '.join(known)})")
-        chosen += inside
-    if every:
-        chosen += matrix
-    if not (release or releases is not None or every):
-        if installed is None:
-            raise UsageError(f"{framework} is not installed here: name the releases to ask (--release, --releases, "
-                             "--all)")
-        chosen = [installed]
-    try:
-        return sorted(dict.fromkeys(chosen), key=Version)
-    except InvalidVersion as err:  # an installed development build
-        raise UsageError(str(err)) from None
-
-
 # --------------------------------------------------------------------------- the report's cells
 
 
@@ -435,12 +352,12 @@ def device_releases(framework: str, device: str, path: str | Path | None = None)
     """The releases of ``framework`` the report (``path``, default :func:`kinkcheck.query.default_report`) measured
     on ``device`` (an environment's place: ``cuda``), oldest first as the report lists them; read from the report's
     head, no row. Raises UsageError when the report cannot be read."""
-    from kinkcheck.cite import CiteError, load_report
+    from kinkcheck.report.cells import CellError, load_report_for
     from kinkcheck.query import default_report
 
     try:
-        report = load_report(path if path is not None else default_report(), frameworks=())
-    except CiteError as err:
+        report = load_report_for(path if path is not None else default_report(), frameworks=())
+    except CellError as err:
         raise UsageError(str(err)) from None
     return [e.framework_version for e in report.environments if e.framework == framework and e.place == device
             and e.not_measured is None]
@@ -462,7 +379,8 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
     """
     import msgspec
 
-    from kinkcheck.cite import DATA_ENV, CiteError, load_report
+    from kinkcheck.query import DATA_ENV
+    from kinkcheck.report.cells import CellError, load_report_for
     from kinkcheck.query import default_report
 
     if q.case is None:
@@ -470,13 +388,13 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
     named = path is not None
     path = Path(path) if path is not None else default_report()
     try:
-        report = load_report(path, program=q.expr)
-    except CiteError as err:
+        report = load_report_for(path, program=q.expr)
+    except CellError as err:
         if named or os.environ.get(DATA_ENV) or _report_exists(path):
             raise UsageError(f"{err} (or --live: measure every release here)") from None
         return None
     case = next((c for c in report.cases if c.id == q.case), None)
-    if case is None or (_point_key(case.at), case.sympy, case.tie) != (_point_key(q.at), q.sympy, q.tie):
+    if case is None or (point_key(case.at), case.sympy, case.tie) != (point_key(q.at), q.sympy, q.tie):
         return None  # a report of another catalog, whose case is not this one: its cells do not answer
     wanted = set(releases)
     envs = [e for e in report.environments if e.framework == q.framework and e.place == device
@@ -709,7 +627,7 @@ def render(answer: Answer) -> str:
     for version, source in answer.sources.items():
         by_source.setdefault(source, []).append(version)
     if q.case is not None:
-        from kinkcheck.cite import case_page
+        from kinkcheck.report.text import case_page
 
         out.append(f"the catalog's case {q.case} (the report's {case_page(q.case)})")
     if "report" in by_source and answer.device != "cpu":

@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -595,3 +595,36 @@ def load_catalog(path: str | Path | None = None, frameworks: Sequence[str] | Non
     """
     return _load(str(Path(path).resolve()) if path is not None else str(default_catalog_path()),
                  frozenset(frameworks) if frameworks is not None else None)
+
+
+def point_key(value: Any) -> Any:
+    """A point's numbers compared as the catalog tells them apart: ``-0.0`` is not ``0``, ``0`` is ``0.0``
+    (``{"x": -0.0}`` → ``[["x", "-0.0"]]``); a mapping's names sorted, a vector's order kept."""
+    if isinstance(value, Mapping):
+        return [[k, point_key(v)] for k, v in sorted(value.items())]
+    if isinstance(value, list | tuple):
+        return [point_key(v) for v in value]
+    return repr(float(value))
+
+
+def find(framework: str, program: str, at: Mapping[str, Any], cases: Iterable[Case] | None = None
+         ) -> tuple[Case, str] | None:
+    """The case that holds ``program`` of ``framework`` at the point ``at`` (:func:`point_key`: the sign of zero
+    counts) and the catalog's text of it, or None: the one lookup every face makes (``ask``, ``lock``). ``program``
+    in any spelling of the catalog's (:func:`kinkcheck.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
+    catalog's ``torch.clamp(x, min=0)``); the closest spelling the cases at this point hold, the first case in
+    catalog order. ``cases``: default the installed catalog's (:func:`load_catalog` of ``framework`` alone; none
+    when it cannot be read)."""
+    if cases is None:
+        try:
+            cases = load_catalog(frameworks=[framework])
+        except (CatalogError, OSError):
+            return None
+    key = point_key(at)
+    here = [case for case in cases if point_key(case.at) == key]
+    texts = [p.id for case in here for p in case.programs if p.framework == framework]
+    for text in ex.same_program(program, texts, at.keys()):
+        for case in here:
+            if any(p.framework == framework and p.id == text for p in case.programs):
+                return case, text
+    return None

@@ -20,16 +20,13 @@ Python API: :func:`check_pair`. Command line: ``kinkcheck check MODULE:FN path/t
 
 from __future__ import annotations
 
-import importlib
-import importlib.util  # a submodule: `import importlib` alone does not load it
 import math
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kinkcheck.classify import same_value
+from kinkcheck.usercode import UserCodeError, load_function
 from kinkcheck.vocabulary import flat_value
 
 if TYPE_CHECKING:
@@ -42,7 +39,6 @@ __all__ = [
     "Point",
     "check_pair",
     "count_variants",
-    "load_function",
     "pair_modes",
     "variants",
 ]
@@ -222,50 +218,6 @@ def variants(at: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], str, int]]
         else:
             name, idx = entries[j]
             yield _set(at, name, idx, value), why, 1
-
-
-def load_function(spec: str) -> Callable[..., Any]:
-    """``"module:function"`` or ``"path/to/file.py:function"`` → the function (the module is imported).
-
-    A module is imported from ``sys.path`` with the current folder first, as ``python -m`` does; a file is
-    executed as a module of its own (its folder joins ``sys.path``, so it can import the modules beside it).
-
-    Raises
-    ------
-    CheckError
-        Malformed spec, no such file, module or file not importable (syntax error, failing import: the
-        first line of its error), no such callable.
-    """
-    module, sep, name = spec.rpartition(":")
-    if not sep or not module or not name:
-        raise CheckError(f"expected MODULE:FUNCTION or path/to/file.py:FUNCTION, got {spec!r}")
-    try:
-        if module.endswith(".py") or "/" in module:
-            path = Path(module)
-            if not path.is_file():
-                raise CheckError(f"no file {module}")
-            spec_ = importlib.util.spec_from_file_location(path.stem, path)
-            if spec_ is None or spec_.loader is None:
-                raise CheckError(f"{module} is not a Python file (expected path/to/file.py:FUNCTION)")
-            folder = str(path.resolve().parent)
-            if folder not in sys.path:
-                sys.path.insert(0, folder)  # its own imports find the modules beside it, as `python file.py` would
-            mod = importlib.util.module_from_spec(spec_)
-            spec_.loader.exec_module(mod)
-        else:
-            if "" not in sys.path:
-                sys.path.insert(0, "")  # the current folder, as `python -m` would
-            mod = importlib.import_module(module)
-    except CheckError:
-        raise
-    except SystemExit as err:  # sys.exit() at the module's top level: kinkcheck would exit with its status
-        raise CheckError(f"cannot import {module}: it called sys.exit({err.code!r}) on import") from None
-    except Exception as err:  # noqa: BLE001 - the user's module failed to import: one line
-        raise CheckError(f"cannot import {module}: {type(err).__name__}: {err}") from None
-    fn = getattr(mod, name, None)
-    if not callable(fn):
-        raise CheckError(f"{module} has no function {name!r}")
-    return fn
 
 
 def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[str, str]:
@@ -466,7 +418,7 @@ def check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
         fns = [load_function(payload["first"]), load_function(payload["second"])]
         result = check_pair(fns[0], fns[1], payload["at"], frameworks=tuple(payload["frameworks"]),
                             dtype=payload["dtype"], mode=tuple(payload.get("modes") or ("reverse", "reverse")))
-    except (ex.ExprError, CheckError, FrameworkUnavailable) as err:
+    except (ex.ExprError, CheckError, UserCodeError, FrameworkUnavailable) as err:
         if _is_oom(err):
             raise BoundExceeded(f"{limits.memory_message()}: {err}") from None
         raise TaskError(str(err)) from None

@@ -16,34 +16,29 @@ from ``observations.parquet``) and every counter-example; a summary of measured 
 from __future__ import annotations
 
 import json
-import math
-import os
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
 from kinkcheck.anchors import slug
 from kinkcheck.catalog import FRAMEWORKS
 from kinkcheck.decimals import decimal_value
-from kinkcheck.vocabulary import flatten
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM, place_title
-from kinkcheck.query import DATA_ENV
 from kinkcheck.registry import view
-from kinkcheck.report.model import Case, Environment, Observation, Report, ReportError, report_path
-from kinkcheck.report.text import CASES_DIR, LABEL_HELP, case_file, mode_anchor, release_anchor, row_anchor
+from kinkcheck.report.cells import CellError, cells_of, check_cell, stated_case
+from kinkcheck.report.model import Case, Environment, Observation, Report
+from kinkcheck.report.text import CASES_DIR, LABEL_HELP, case_page, mode_anchor, release_anchor, row_anchor
 
-__all__ = ["Citation", "CiteError", "RuleCitation", "bibtex", "case_page", "cff", "cite", "cite_rule", "find_rule",
-           "load_report", "principal_case", "site_base", "site_url"]
+__all__ = ["Citation", "CiteError", "RuleCitation", "bibtex", "cff", "cite", "cite_rule", "find_rule", "site_base",
+           "site_url"]
+
+#: cite's errors are the report cells' (:class:`kinkcheck.report.cells.CellError`): one class for a face to catch.
+CiteError = CellError
 
 FRAMEWORK_NAMES = view(lambda f: f.display)
 REPORT_MD = "reports/conventions.md"
-
-
-class CiteError(ValueError):
-    """The report cannot be read, or the program, case or environment is not in it (one-line reason)."""
 
 
 #: The site's page of the report's index, relative to the site's root (:mod:`kinkcheck.report.site` writes the
@@ -104,10 +99,6 @@ def _base_folder(base: str) -> tuple[str, str]:
     return folder, suffix
 
 
-def case_page(case_id: str) -> str:
-    """The case's own page, relative to the reports folder: ``"cases/relu-at-0.md"`` for ``relu@0``
-    (:func:`kinkcheck.report.view.case_file`)."""
-    return f"{CASES_DIR}/{case_file(case_id)}"
 
 
 @dataclass(frozen=True)
@@ -135,164 +126,6 @@ class Citation:
         ``…/report/cases/<case>.html#anchor`` (:func:`_base_folder`)."""
         base, suffix = _base_folder(base)
         return f"{base}/{self.page[:-3]}{suffix}#{self.anchor}"
-
-
-def load_report(path: str | Path, program: str | None = None, frameworks: Collection[str] | None = None, *,
-                one_cell: bool = False, case: str | None = None, framework: str | None = None,
-                mode: str = "reverse", dtype: str = "float64") -> Report:
-    """The report at ``path``, decoded and checked (:func:`kinkcheck.report.model.load_report`); with
-    ``program``, only the observations of the catalog programs it spells (the report's index then takes the
-    modes each environment measured from the Parquet file's index, so the anchors are those of the full report),
-    and with ``one_cell`` only those of the case :func:`cite` states for ``program``, ``case`` and ``framework``, in
-    ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release: ``kinkcheck cite``; a report
-    without a table index of modes is read for the program whole); with ``frameworks``, only those frameworks'
-    programs (what ``kinkcheck migrate`` compares). Either way the derived sections are left out.
-
-    Raises
-    ------
-    CiteError
-        The file is missing, not a regular file, unreadable, not JSON or too deeply nested, not a
-        ``kinkcheck/conventions/v2`` report (a v1 report is refused: re-render it), or a report with missing,
-        mistyped or dangling parts (the first one named, e.g. a hand-made or truncated report).
-    """
-    from kinkcheck.report.model import load_report as load
-
-    def spelled(report: Report) -> list[str]:
-        return sorted({pid for c in report.cases if (pid := _matches(program or "", c)) is not None})
-
-    def cell_programs(report: Report) -> list[str]:  # the programs cite may state: the framework's spelling
-        return sorted({pid for _, pid, _ in _cells(report, program or "", framework)})
-
-    index: dict[str, Any] = {}  # the table's modes per environment, read once
-
-    def table_modes(report: Report) -> Any:
-        if "modes" not in index:
-            from kinkcheck.report.dataset import DatasetError, table_index
-            from kinkcheck.validate import _no_gc
-
-            try:
-                with _no_gc():  # the index of every environment's modes: many objects, no cycle
-                    index["modes"] = table_index(report_path(path).parent / str(report.observations_file)).get("modes")
-            except DatasetError as err:
-                raise CiteError(str(err)) from None
-        return index["modes"]
-
-    def stated(report: Report) -> dict[str, list[str]] | None:  # the cell cite states; no row when it will refuse
-        if report.observations_file is None or table_modes(report) is None:
-            return None  # the releases and anchors then come from the rows: read the program's, every cell
-        chosen = _stated_case(_cells(report, program or "", framework), case)
-        index["cell"] = (chosen, mode, dtype)
-        return {"case": [] if chosen is None else [chosen], "mode": [mode], "dtype": [dtype]}
-
-    def of_frameworks(report: Report) -> list[str]:
-        return sorted({q.program for c in report.cases for q in c.programs if q.framework in (frameworks or ())})
-
-    folder = os.environ.get(DATA_ENV)
-    if folder and Path(path).parent == Path(folder):
-        missing = f"no report in {folder} (${DATA_ENV}: a folder holding conventions.json.gz and observations.parquet)"
-    else:
-        missing = (f"no report at {report_path(path)} (--report takes a report folder or its conventions.json.gz; "
-                   "a clone renders one with `nox -s render`)")
-    try:
-        report = load(path, missing=missing,
-                      select=(cell_programs if one_cell else spelled) if program is not None
-                      else of_frameworks if frameworks is not None else None,
-                      where=stated if program is not None and one_cell else None)
-    except ReportError as err:
-        raise CiteError(str(err)) from None
-    if frameworks is not None and program is None:  # another framework's program of the same text: not asked for
-        report.observations = [o for o in report.observations if o.framework in frameworks]
-    if program is not None and report.observations_file is not None:
-        modes = table_modes(report)
-        if modes is not None:
-            report.index.env_modes = modes
-    if "cell" in index:  # not a field: cite() refuses a cell this report was not read for
-        report.read_for_cell = index["cell"]
-    return report
-
-
-def check_cell(framework: str | None, mode: str, dtype: str) -> None:
-    """Raises CiteError for a dtype or mode no framework (or not ``framework``) has."""
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-    from kinkcheck.frameworks.base import check_dtype, check_mode
-
-    try:
-        check_dtype(dtype)
-        check_mode(mode)
-    except ex.ExprError as err:
-        raise CiteError(str(err)) from None
-    if framework is not None and mode not in FRAMEWORK_MODES.get(framework, (mode,)):
-        raise CiteError(f"{framework} has no {mode} mode (its modes: {', '.join(FRAMEWORK_MODES[framework])})")
-
-
-def _matches(program: str, case: Case, framework: str | None = None) -> str | None:
-    """The case's program id that ``program`` spells (:func:`kinkcheck.expr.same_program`: aliases, spacing, the
-    spelling of numbers, positional or keyword arguments), the closest spelling first, or None; among
-    ``framework``'s programs when given (``x.clamp(min=0.0)`` is MindSpore's own text and torch's ``x.clamp(min=0)``).
-    Kept per case object: :func:`load_report` and :func:`cite` ask the same questions of one report."""
-    key = (program, framework, id(case))
-    hit = _MATCHED.get(key)
-    if hit is not None and hit[0] is case:
-        return hit[1]
-    spelled = ex.same_program(program, [p.program for p in case.programs
-                                        if framework is None or p.framework == framework], case.at.keys())
-    if len(_MATCHED) >= 4096:
-        _MATCHED.clear()
-    _MATCHED[key] = (case, spelled[0] if spelled else None)
-    return _MATCHED[key][1]
-
-
-#: (program, framework, id of a case) → (the case, :func:`_matches`' answer): the case kept, so its id is its own.
-_MATCHED: dict[tuple[str, str | None, int], tuple[Case, str | None]] = {}
-
-
-def _cells(report: Report, program: str, framework: str | None) -> list[tuple[Case, str, str]]:
-    """(case, program id, framework) of every case holding a program ``program`` spells: the closest spelling in
-    the whole case (torch's exact ``x.clamp(min=0)`` over MindSpore's), or the closest one ``framework`` holds."""
-    if framework is None:
-        return [(c, pid, p.framework) for c in report.cases if (pid := _matches(program, c)) is not None
-                for p in c.programs if p.program == pid]
-    return [(c, pid, framework) for c in report.cases if (pid := _matches(program, c, framework)) is not None]
-
-
-def _stated_case(cells: Sequence[tuple[Case, str, str]], case: str | None) -> str | None:
-    """The id of the case :func:`cite` states among ``cells``: ``case`` when given and held, else the principal
-    case (:func:`principal_case`); None when there is none."""
-    if case is not None:
-        return case if any(c.id == case for c, _, _ in cells) else None
-    return principal_case(list({c.id: c for c, _, _ in cells}.values())).id if cells else None
-
-
-#: The smallest positive normal float32; a nonzero coordinate below it makes a case a floating-point edge.
-_TINY = 2.0 ** -126
-
-
-def _ordinary_kink(case: Case) -> bool:
-    """Whether a case is the function's kink at ordinary numbers: the sympy oracle finds it non-differentiable
-    (kind kink, jump, undefined, ...) and no coordinate is a negative zero or a float32 subnormal."""
-    xs = [float(x) for v in case.at.values() for x in flatten(v)]
-    edge = any((x == 0 and math.copysign(1.0, x) < 0) or 0 < abs(x) < _TINY for x in xs)
-    return case.oracle.kind != "differentiable" and not edge
-
-
-def principal_case(cases: Sequence[Case]) -> Case:
-    """The case ``kinkcheck cite`` states when none is named, among the cases that measure one program.
-
-    The rule: the first case, in catalog order, whose point is the function's kink at ordinary numbers —
-    one where the sympy oracle (``case.oracle.kind``) finds the function not differentiable, held without a
-    negative zero or a float32 subnormal (cases such as ``relu@-0.0``, ``relu@1e-45`` or ``maximum@-0.0``
-    probe a floating-point edge of a kink that another case states plainly). When no case qualifies, the
-    first case in catalog order. So ``torch.relu(x)`` → ``relu@0``, ``torch.maximum(x, y)`` →
-    ``maximum@tie``, ``torch.abs(x)`` → ``abs@0``, ``torch.clamp(x, -1, 1)`` → ``clamp@-1``.
-
-    Raises
-    ------
-    ValueError
-        ``cases`` is empty.
-    """
-    if not cases:
-        raise ValueError("no case to choose from")
-    return next((c for c in cases if _ordinary_kink(c)), cases[0])
 
 
 def cite(report: Report, program: str, case: str | None = None, framework_version: str | None = None,
@@ -325,14 +158,14 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     if not program.strip():
         raise CiteError("cite which program? give one, e.g. \"torch.clamp(x, min=0)\"")
     ix = report.index
-    cells = _cells(report, program, framework)
+    cells = cells_of(report, program, framework)
     if framework is not None and framework not in FRAMEWORKS:
         raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")
     if case is not None:
         if case not in ix.case:
             import difflib
 
-            near = difflib.get_close_matches(case, list(ix.case), n=5, cutoff=0.3)
+            near = difflib.get_closeprogram_in_case(case, list(ix.case), n=5, cutoff=0.3)
             raise CiteError(f"unknown case {case!r}" + (f" (nearest: {', '.join(near)})" if near else ""))
         chosen = [cell for cell in cells if cell[0].id == case]
         if not chosen:
@@ -347,7 +180,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
                         + (f" for {framework}" if framework is not None else "")
                         + (f"; nearest: {'; '.join(near)}" if near else ""))
     else:
-        first = _stated_case(cells, None)
+        first = stated_case(cells, None)
         chosen = [cell for cell in cells if cell[0].id == first]
     if len({fw for _, _, fw in chosen}) > 1:
         fws = list(dict.fromkeys(fw for _, _, fw in chosen))
@@ -532,7 +365,7 @@ def find_rule(doc: Mapping[str, Any], spec: str, framework: str | None = None) -
     op_text = _squeezed(op_text)
     if not op_text:
         raise CiteError(f"cite which rule? --rule OPERATION[@KIND], e.g. torch.clamp@max (not {spec!r})")
-    from kinkcheck.rules.face import resolve_operation
+    from kinkcheck.rules.names import resolve_operation
 
     rules = [r for r in doc["rules"] if framework is None or r["framework"] == framework]
     op_text, found = resolve_operation(rules, op_text)
@@ -546,8 +379,8 @@ def find_rule(doc: Mapping[str, Any], spec: str, framework: str | None = None) -
         if elsewhere:
             raise CiteError(f"no rule for {op_text!r}{where} (it has rules in {', '.join(elsewhere)})")
         names = sorted(set(ops.values()))
-        close = difflib.get_close_matches(op_text, names, n=5, cutoff=0.6) or \
-            difflib.get_close_matches(op_text, sorted({n.partition("(")[0].rsplit(".", 1)[-1] for n in names}),
+        close = difflib.get_closeprogram_in_case(op_text, names, n=5, cutoff=0.6) or \
+            difflib.get_closeprogram_in_case(op_text, sorted({n.partition("(")[0].rsplit(".", 1)[-1] for n in names}),
                                       n=5, cutoff=0.6)
         hint = f"; close: {', '.join(close)}" if close else "; `kinkcheck rules` lists every operation"
         raise CiteError(f"no rule for operation {op_text!r}{where}{hint}")

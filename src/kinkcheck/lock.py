@@ -1,7 +1,7 @@
 """``kinkcheck lock``: the gradient conventions a model relies on, written down and checked on an upgrade.
 
 ``kinkcheck lock --model MODULE:FUNCTION --data MODULE:FUNCTION`` runs the model's forward passes under the
-kink-hit counter (:func:`kinkcheck.hitcensus.user_census`, as ``kinkcheck census --model`` does) and writes
+kink-hit counter (:func:`kinkcheck.probe.userhits.user_census`, as ``kinkcheck census --model`` does) and writes
 ``kinkcheck.lock``: for each kinked call the model makes (its operation, the user's call site ``file:line``, the
 kind of kink, the hits), the question that asks its convention (the call as spelled, with its scalar arguments, at
 its kink: :func:`kinkcheck.frameworks.torch.kinkhits.torch_question`), the catalog case that holds that program at
@@ -294,10 +294,10 @@ def write_lock(lock: Lock, path: str | Path) -> None:
 def _catalog_case(framework: str, program: str, at: dict[str, Any]) -> str | None:
     """The catalog case holding ``program`` (canonical text) of ``framework`` at the point ``at`` (the sign of zero
     included: ``maximum@-0.0`` is not a tie at +0), if any."""
-    from kinkcheck.ask import catalog_match
+    from kinkcheck.catalog import find
 
-    case = catalog_match(framework, program, at)
-    return case.id if case is not None else None
+    found = find(framework, program, at)
+    return found[0].id if found is not None else None
 
 
 def report_table() -> Path:
@@ -423,8 +423,8 @@ def rules_text(rules: Sequence[UsedRule]) -> str:
 def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, quiet: bool = False) -> Lock:
     """Run the model under the kink-hit counter and lock the convention of each kinked call it makes."""
     from kinkcheck import __version__
-    from kinkcheck.ask import installed_release
-    from kinkcheck.hitcensus import CensusError, user_census
+    from kinkcheck.probe.ondemand import installed_release
+    from kinkcheck.probe.userhits import CensusError, user_census
 
     report_table()  # a report that cannot be read: one line before the model runs
     try:
@@ -542,7 +542,7 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False, report_on
     ``measure``, is measured live (:func:`conventions`: in that release's environment, made the first time), or is
     not compared with ``report_only``. The installed release is measured live (seconds), not predicted.
     ``sources``: filled with each compared site's index → ``report``, ``predicted`` or ``measured``."""
-    from kinkcheck.ask import installed_release, releases_asked
+    from kinkcheck.probe.ondemand import installed_release, releases_asked
 
     if report_only and measure:
         raise UsageError("--report-only or --measure, not both (--report-only measures nothing)")
@@ -657,7 +657,7 @@ def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
     reference level (is it the device's or the level's doing, or the release's?). The changes (one per program
     that returns another value or status), and a line for each site that cannot be compared (no catalog case, no
     cell)."""
-    from kinkcheck.ask import releases_asked
+    from kinkcheck.probe.ondemand import releases_asked
     from kinkcheck.isa import split_tag
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
     from kinkcheck.query import LookupFailed, ReportUnreadable, lookup
@@ -736,14 +736,14 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
     if not after:
         return "its size on your batch is not measured for these sites (3-d pools, errors)"
     from kinkcheck.frameworks.torch.kinkhits import first_layer_shift
-    from kinkcheck.hitcensus import CensusError, _call, _load
+    from kinkcheck.probe.userhits import CensusError, call_user, load_user_function
 
     added = str(where.resolve()) if where is not None else None
     if added is not None:
         sys.path.insert(0, added)
     try:
-        model = _call(_load(lock.model, "--model"), f"--model {lock.model}")
-        batch = next(iter(_call(_load(lock.data, "--data"), f"--data {lock.data}")))
+        model = call_user(load_user_function(lock.model, "--model"), f"--model {lock.model}")
+        batch = next(iter(call_user(load_user_function(lock.data, "--data"), f"--data {lock.data}")))
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         if lock.eval:
             model.eval()

@@ -97,7 +97,7 @@ def split_place(text: str, device: str) -> tuple[str, str]:
 
 def side_frameworks(source: str, target: str, device: str = "cpu") -> set[str]:
     """The frameworks of a migration's two sides (``torch==2.11.0@cuda`` → ``torch``): the programs a migration
-    reads (``kinkcheck.cite.load_report(..., frameworks=...)``).
+    reads (``kinkcheck.report.cells.load_report_for(..., frameworks=...)``).
 
     Raises
     ------
@@ -157,7 +157,7 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     Parameters
     ----------
     report : Report
-        The report (:func:`kinkcheck.cite.load_report` of ``reports/conventions.json``).
+        The report (:func:`kinkcheck.report.cells.load_report_for` of ``reports/conventions.json``).
     source, target : str
         ``"torch"``, ``"torch==2.13.0"``, ``"jax"``, ``"jax==0.10.2"``; the same framework twice compares releases;
         ``@<device>`` after a side puts it on that device instead of ``device`` (``"torch==2.11.0@cuda"``).
@@ -167,7 +167,7 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     MigrateError
         Unknown framework or case, a release not in the report, the same environment on both sides.
     """
-    from kinkcheck.cite import CiteError, check_cell
+    from kinkcheck.report.cells import CellError, check_cell
 
     source, sdev = split_place(source, device)
     target, tdev = split_place(target, device)
@@ -176,7 +176,7 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     try:
         check_cell(sfw, mode, dtype)
         check_cell(tfw, mode, dtype)
-    except CiteError as err:
+    except CellError as err:
         raise MigrateError(str(err)) from None
     senv, tenv = _environment(report, sfw, sver, sdev), _environment(report, tfw, tver, tdev)
     if senv.id == tenv.id:
@@ -187,9 +187,9 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
         raise MigrateError(f"unknown case {case!r}")
     spelled: dict[str, str] = {}  # case → the source program ``program`` spells there (aliases canonicalised)
     if program is not None:
-        from kinkcheck.cite import _matches
+        from kinkcheck.report.cells import program_in_case
 
-        spelled = {c.id: pid for c in report.cases if (pid := _matches(program, c)) in c.programs_of(sfw)}
+        spelled = {c.id: pid for c in report.cases if (pid := program_in_case(program, c)) in c.programs_of(sfw)}
         if not spelled:
             from kinkcheck.query import nearest_programs
 

@@ -29,9 +29,12 @@ from typing import Any
 
 import msgspec
 
+from kinkcheck.errors import UsageError
+
 __all__ = ["COLUMNS", "DATA_ENV", "SCHEMA_ID", "DatasetError", "LookupFailed", "Operation", "ReportUnreadable", "Row",
-           "Rows", "calls_of", "check_one_render", "data_path", "decode_cell", "default_report", "file_metadata", "lookup",
-           "nearest_programs", "operations", "read_table", "row_groups", "search", "source_tree", "table_metadata"]
+           "Rows", "calls_of", "check_one_render", "data_path", "decode_cell", "default_report", "file_metadata",
+           "load_rules", "lookup", "nearest_programs", "operations", "read_table", "row_groups", "rules_path", "search",
+           "source_tree", "table_metadata"]
 
 #: The environment variable naming a folder of report data to read instead of the package's.
 DATA_ENV = "KINKCHECK_REPORTS"
@@ -526,6 +529,40 @@ def default_report() -> Path:
         return data_path("conventions.json.gz")
     except LookupFailed:
         return local if not os.environ.get(DATA_ENV) else Path(os.environ[DATA_ENV]) / "conventions.json"
+
+
+
+def rules_path(report: str | Path | None = None) -> Path:
+    """``rules.json.gz`` (:mod:`kinkcheck.rules.doc`) beside the report the faces read (``--report``,
+    ``$KINKCHECK_REPORTS``, ``./reports``, the package's data); ``--report`` naming nothing: a UsageError."""
+    from kinkcheck.rules.doc import FILE  # here: the rules package is read by the faces that predict, not by lookup
+
+    if report is not None:
+        p = Path(report)
+        if p.is_dir():
+            return p / FILE
+        if not p.is_file():
+            raise UsageError(f"--report {report}: no such folder or file (a report folder, or its "
+                             "conventions.json.gz)")
+        return p.with_name(FILE)
+    local = default_report()
+    if local.parent.joinpath(FILE).is_file() or os.environ.get("KINKCHECK_REPORTS"):
+        return local.parent / FILE
+    try:
+        return data_path(FILE)
+    except LookupFailed:
+        return local.parent / FILE
+
+
+def load_rules(report: str | Path | None = None) -> dict[str, Any]:
+    """The rules document beside the report (:func:`rules_path`), or a :class:`~kinkcheck.errors.UsageError` in one
+    line."""
+    from kinkcheck.rules.doc import RulesUnreadable, load  # as in rules_path
+
+    try:
+        return load(rules_path(report))
+    except RulesUnreadable as err:
+        raise UsageError(str(err)) from None
 
 
 def _squeeze(text: str) -> str:

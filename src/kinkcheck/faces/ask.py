@@ -61,7 +61,6 @@ def add_parser(sub: Any) -> None:
     a.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     from kinkcheck.ask import command
 

@@ -50,7 +50,6 @@ def add_parser(sub: Any) -> None:
     cs.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -135,9 +134,11 @@ def _census_of_model(args: argparse.Namespace, hc: Any) -> int:
             report = load_report(args.report)
         except (OSError, ReportError) as err:
             raise UsageError(f"census: --report {args.report}: {getattr(err, 'strerror', None) or err}") from None
+    from kinkcheck.probe.userhits import CensusError, user_census
+
     try:
-        framework, sites, mode = hc.user_census(args.model, args.data, args.batches, args.eval)
-    except hc.CensusError as err:
+        framework, sites, mode = user_census(args.model, args.data, args.batches, args.eval)
+    except CensusError as err:
         raise UsageError(f"census: {err}") from None
     from importlib.metadata import PackageNotFoundError, version
 

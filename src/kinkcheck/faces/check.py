@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from kinkcheck.errors import UsageError
-from kinkcheck.faces.shared import bound_options, evaluate
+from kinkcheck.faces.shared import bound_options, dtypes_help, evaluate, modes_help
 from kinkcheck.registry import FRAMEWORKS
 
 #: Where the command stands in ``kinkcheck --help``.
@@ -24,16 +24,13 @@ def add_parser(sub: Any) -> None:
     ck.add_argument("--at", required=True, help="the input: x=0.5,y=2 | 'v=[1,2,3]'; passed positionally in this order")
     ck.add_argument("--frameworks", default="torch,jax", help="framework of each function, two of the registered ones (default torch,jax)")
     ck.add_argument("--dtype", default="float64",
-                    help="the inputs' dtype and the comparison's tolerance: float64 (default), float32, float16, "
-                         "bfloat16")
+                    help=f"the inputs' dtype and the comparison's tolerance: {dtypes_help()}")
     ck.add_argument("--mode", default="reverse",
-                    help="how both functions are differentiated (default reverse): any mode both frameworks have "
-                         "(forward, vmap, second-order), or one per function: inductor,jit (torch: functional, "
-                         "forward-ad, inductor, aot_eager; jax: jit, jacfwd, jacrev)")
+                    help="how both functions are differentiated: a mode both frameworks have, or one per function "
+                         f"(inductor,jit); {modes_help()}")
     ck.add_argument("--all", action="store_true", help="list every differing input (default: the first 20)")
     bound_options(ck)
     ck.set_defaults(func=run)
-
 
 
 def run(args: argparse.Namespace) -> int:

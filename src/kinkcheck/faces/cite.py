@@ -46,7 +46,6 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(func=run)
 
 
-
 def _print_local_page(args: argparse.Namespace, page: str, anchor: str) -> None:
     """``cite``'s second link, to the page in the reports folder read, when that page is there (a checkout, a render
     of one's own; an installed package holds the report's data, not its pages) and no ``--link-base`` was given."""
@@ -58,7 +57,8 @@ def _print_local_page(args: argparse.Namespace, page: str, anchor: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.cite import CiteError, bibtex, cff, cite, load_report, site_base
+    from kinkcheck.cite import CiteError, bibtex, cff, cite, site_base
+    from kinkcheck.report.cells import load_report_for
 
     if args.framework_version and "==" in args.framework_version:  # torch==2.13.0, as lock and migrate take it
         fw, _, version = args.framework_version.partition("==")
@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.program is None:
         raise UsageError('cite what? a catalog program ("torch.clamp(x, min=0)") or a rule (--rule torch.clamp@max)')
     try:
-        report = load_report(args.report or default_report(), program=args.program, one_cell=True, case=args.case,
-                             framework=args.framework, mode=args.mode, dtype=args.dtype)  # the cell it states only
+        report = load_report_for(args.report or default_report(), program=args.program, one_cell=True,
+                                 case=args.case, framework=args.framework, mode=args.mode,
+                                 dtype=args.dtype)  # the cell it states only
         c = cite(report, args.program, case=args.case, framework_version=args.framework_version, mode=args.mode,
                  dtype=args.dtype, device=args.device, framework=args.framework)
     except CiteError as err:
@@ -94,9 +95,10 @@ def _cite_rule(args: argparse.Namespace) -> int:
     evidence and counter-examples, then the dataset entry (:func:`kinkcheck.cite.cite_rule`)."""
     import shlex
 
-    from kinkcheck.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, load_report, site_base
+    from kinkcheck.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, site_base
+    from kinkcheck.report.cells import load_report_for
     from kinkcheck.rules import PAGE
-    from kinkcheck.rules.face import load as load_rules, rules_path
+    from kinkcheck.query import load_rules, rules_path
 
     if args.program is not None or args.case is not None:
         raise UsageError("--rule cites a rule: give no program or --case with it")
@@ -105,7 +107,7 @@ def _cite_rule(args: argparse.Namespace) -> int:
         r = cite_rule(doc, args.rule, observations=rules_path(args.report).with_name("observations.parquet"),
                       framework=args.framework, framework_version=args.framework_version, mode=args.mode,
                       dtype=args.dtype, device=args.device)
-        report = load_report(args.report or default_report(), frameworks=())  # the entry's head, no row
+        report = load_report_for(args.report or default_report(), frameworks=())  # the entry's head, no row
     except CiteError as err:
         raise UsageError(str(err)) from None
     print(r.sentence)

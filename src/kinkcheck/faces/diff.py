@@ -34,7 +34,6 @@ def add_parser(sub: Any) -> None:
     d.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     from kinkcheck.diff import DiffError, compare, group_changes, load_side
     from kinkcheck.vocabulary import DTYPES, MODES

@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from kinkcheck.errors import UsageError
-from kinkcheck.faces.shared import (REPORT_HELP, NoDevice, bound_options, evaluate, framework_name,
-                                    worker_limits)
+from kinkcheck.faces.shared import (REPORT_HELP, NoDevice, bound_options, dtypes_help, evaluate, framework_name,
+                                    modes_help, worker_limits)
 from kinkcheck.platforms import DEVICES
 from kinkcheck.registry import FRAMEWORKS
 
@@ -30,12 +30,10 @@ def add_parser(sub: Any) -> None:
                    "k=int:0 (an integer input, never differentiated)")
     g.add_argument("--wrt", metavar="NAMES", help="differentiate only these inputs, e.g. x or x,y (default: every "
                    "input not written int:); the others are constants")
-    g.add_argument("--dtype", default="float64", help="float64 (default) | float32 | float16 | bfloat16")
+    g.add_argument("--dtype", default="float64", help=dtypes_help())
     g.add_argument("--device", default="cpu", choices=tuple(DEVICES),
                    help="cpu (default) | cuda | metal (Apple silicon's GPU: torch's MPS backend, MLX's mx.gpu)")
-    g.add_argument("--mode", default="reverse",
-                   help="reverse (default) | functional | forward | forward-ad | inductor | aot_eager | vmap | "
-                        "second-order (torch); reverse | jit | forward | jacfwd | jacrev | vmap | second-order (jax)")
+    g.add_argument("--mode", default="reverse", help=modes_help())
     g.add_argument("--framework", choices=FRAMEWORKS, type=framework_name, help="only for a bare method chain like x.abs()")
     g.add_argument("--sympy", metavar="FORM", help="the function in the oracle's sympy language over the inputs, "
                    "e.g. 'Max(x, 0)' or 'Abs(v[0]) + Abs(v[1])' (default: mapped from the program)")
@@ -47,7 +45,6 @@ def add_parser(sub: Any) -> None:
                    "$KINKCHECK_ORACLE_TIMEOUT, else 60); past it: not judged")
     bound_options(g)
     g.set_defaults(func=run)
-
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +104,7 @@ def _grad_from_report(args: argparse.Namespace, tree: Any, inputs: Any, framewor
     at the point on D (the installed release's where the report measured it there, else the newest), judged and
     shown as grad shows a value, with the rules' prediction for that release, every part marked "from the report;
     not measured here" (:class:`kinkcheck.explain.ReportAnswer`); no such cell: one line, exit 2."""
-    from kinkcheck.askhome import installed_release
+    from kinkcheck.probe.ondemand import installed_release
     from kinkcheck.explain import ReportUnavailable, render
     from kinkcheck.rules import answer as rules_answer
 
@@ -143,7 +140,7 @@ def _grad_from_report(args: argparse.Namespace, tree: Any, inputs: Any, framewor
 
 def _grad_prediction(args: argparse.Namespace, at: dict[str, Any], framework: str, wrt: list[str]) -> dict[str, Any]:
     """What the rules of the installed release predict for the program (:mod:`kinkcheck.rules.answer`)."""
-    from kinkcheck.askhome import installed_release
+    from kinkcheck.probe.ondemand import installed_release
     from kinkcheck.rules import answer
 
     release = installed_release(framework)

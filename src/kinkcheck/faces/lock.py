@@ -54,7 +54,6 @@ def add_parser(sub: Any) -> None:
     lk.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     from kinkcheck.lock import command
 

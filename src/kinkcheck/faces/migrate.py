@@ -34,17 +34,16 @@ def add_parser(sub: Any) -> None:
     mg.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.cite import CiteError, load_report
     from kinkcheck.migrate import MigrateError, migrate, render, side_frameworks
+    from kinkcheck.report.cells import CellError, load_report_for
 
     try:  # only the two sides' frameworks' rows
-        report = load_report(args.report or default_report(), frameworks=side_frameworks(args.source, args.target,
-                                                                                          args.device))
+        sides = side_frameworks(args.source, args.target, args.device)
+        report = load_report_for(args.report or default_report(), frameworks=sides)
         m = migrate(report, args.source, args.target, mode=args.mode, dtype=args.dtype, device=args.device,
                     case=args.case, program=args.program)
-    except (CiteError, MigrateError) as err:
+    except (CellError, MigrateError) as err:
         raise UsageError(str(err)) from None
     sys.stdout.write(render(m, only_differences=args.only_differences))
     return 0

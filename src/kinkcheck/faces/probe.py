@@ -70,7 +70,6 @@ def add_parser(sub: Any) -> None:
     pr.set_defaults(func=run)
 
 
-
 def run(args: argparse.Namespace) -> int:
     from kinkcheck.probe.command import probe_command
 

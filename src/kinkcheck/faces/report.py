@@ -31,7 +31,6 @@ def add_parser(sub: Any) -> None:
     r.set_defaults(func=run)
 
 
-
 def checkout_catalog(shards: str | Path, cwd: Path | None = None) -> Path | None:
     """The catalog of the checkout the shards sit in (``references/catalog.toml`` in a folder above ``shards``,
     or ``catalog.toml`` in ``references/`` itself), else of the current folder's checkout; None outside one. A

@@ -11,6 +11,22 @@ from typing import Any
 from kinkcheck.errors import UsageError
 from kinkcheck.registry import FRAMEWORKS
 
+def modes_help() -> str:
+    """``--mode``'s help: each framework's modes, read from the registry (:data:`kinkcheck.vocabulary.FRAMEWORK_MODES`),
+    so a framework or mode added there is listed here."""
+    from kinkcheck.vocabulary import FRAMEWORK_MODES
+
+    return "reverse (default); " + "; ".join(f"{fw}: {', '.join(m for m in modes if m != 'reverse') or 'no other'}"
+                                            for fw, modes in FRAMEWORK_MODES.items())
+
+
+def dtypes_help() -> str:
+    """``--dtype``'s help, from the dtypes' record (:data:`kinkcheck.vocabulary.DTYPES`)."""
+    from kinkcheck.vocabulary import DTYPES
+
+    return f"{DTYPES[0]} (default) | " + " | ".join(DTYPES[1:])
+
+
 #: Set by :func:`kinkcheck.cli.run`: the process exits after this command (:func:`kinkcheck.cli.main` called from
 #: Python keeps the collector).
 EXITS_AFTER = False

@@ -167,6 +167,12 @@ def case_file(case_id: str) -> str:
     return f"{slug(case_id)}.md"
 
 
+def case_page(case_id: str) -> str:
+    """The case's own page, relative to the reports folder: ``"cases/relu-at-0.md"`` for ``relu@0``
+    (:func:`case_file` under :data:`CASES_DIR`)."""
+    return f"{CASES_DIR}/{case_file(case_id)}"
+
+
 def row_anchor(case_id: str, framework: str, program: str) -> str:
     """``case-<slug>--<framework>-<program slug>``: the anchor of a program's row
     (:func:`kinkcheck.anchors.program_slug`: ``>=``, ``<=``, ``==``, ``!=`` read as words, so ``x > 0`` and

@@ -48,7 +48,7 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
     from kinkcheck.oracles.mapping import Unmapped
     from kinkcheck.rules import graph as gr
     from kinkcheck.rules import store
-    from kinkcheck.rules.face import rules_path
+    from kinkcheck.query import rules_path
     from kinkcheck.rules.infer import Cell
     from kinkcheck.rules.predict import predict
 

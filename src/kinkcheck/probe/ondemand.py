@@ -1,4 +1,5 @@
-"""What ``kinkcheck ask`` keeps between questions: its folder, the releases' virtualenvs, and their disk budget.
+"""Environments made on demand for a question (``kinkcheck ask``, ``kinkcheck lock --check``): which releases it is
+asked of, its folder, the releases' virtualenvs, and their disk budget.
 
 ``$KINKCHECK_ASK_HOME``, else the user cache folder (``platformdirs``) ``…/kinkcheck/ask``, holds
 ``questions/<digest>/`` (a question's one-case catalog and its shards, written by :mod:`kinkcheck.ask`) and
@@ -17,13 +18,14 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kinkcheck.errors import UsageError
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "Log", "disk_budget", "disk_use", "environment",
-           "environment_path", "home", "installed_release", "make_room"]
+           "environment_path", "home", "installed_release", "make_room", "releases_asked"]
 
 #: The folder questions and their environments are kept in (default: the user cache folder's ``kinkcheck/ask``).
 ENV_HOME = "KINKCHECK_ASK_HOME"
@@ -210,3 +212,46 @@ def environment(framework: str, version: str, root: Path, log: Log) -> tuple[str
         return reason
     (venv / ".last-used").touch()
     return str(envs.venv_python(venv)), {"PYTHONPATH": str(_source_copy(root / "envs"))}
+
+
+def releases_asked(framework: str, release: Sequence[str] = (), releases: str | None = None,
+                   every: bool = False) -> list[str]:
+    """The releases a question is asked of, oldest first: ``release`` (each one of the matrix or the installed
+    one), the matrix's releases in the specifier ``releases`` (``">=2.0"``), or ``every`` one of the matrix; by
+    default the installed release. Raises UsageError for a release kinkcheck does not know or an empty choice."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from kinkcheck.registry import REGISTRY
+
+    matrix = list(REGISTRY[framework].versions)
+    installed = installed_release(framework)
+    known = matrix + ([installed] if installed and installed not in matrix else [])
+    chosen: list[str] = []
+    for r in release:
+        if r not in known:
+            raise UsageError(f"unknown release {r!r} of {framework}: kinkcheck asks the releases of its matrix "
+                             f"({', '.join(matrix)}) and the installed one ({installed or 'none'})")
+        chosen.append(r)
+    if releases is not None:
+        if not releases.strip():
+            raise UsageError("--releases is empty: give a version specifier (e.g. '>=2.0'), or --all")
+        try:
+            spec = SpecifierSet(releases)
+        except InvalidSpecifier:
+            raise UsageError(f"--releases {releases!r} is not a version specifier (e.g. '>=2.0,<2.14')") from None
+        inside = [v for v in known if Version(v) in spec]
+        if not inside:
+            raise UsageError(f"--releases {releases!r} holds none of {framework}'s releases ({', '.join(known)})")
+        chosen += inside
+    if every:
+        chosen += matrix
+    if not (release or releases is not None or every):
+        if installed is None:
+            raise UsageError(f"{framework} is not installed here: name the releases to ask (--release, --releases, "
+                             "--all)")
+        chosen = [installed]
+    try:
+        return sorted(dict.fromkeys(chosen), key=Version)
+    except InvalidVersion as err:  # an installed development build
+        raise UsageError(str(err)) from None
