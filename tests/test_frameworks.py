@@ -14,6 +14,7 @@ from kinkcheck import expr as ex
 from kinkcheck import points as pt
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop
+from network import network_grads
 
 FRAMEWORKS = [pytest.param("torch", marks=pytest.mark.torch), pytest.param("jax", marks=pytest.mark.jax)]
 
@@ -72,7 +73,7 @@ def test_missing_name_is_unavailable_before_anything_runs(request, monkeypatch, 
             adapter.gradient(tree(framework, "missing"), at, "float64", mode=mode)
         assert "does not exist" in str(info.value), f"{where} ({mode}): reason {info.value!r} does not say why"
     with pytest.raises(Unavailable, match="no_such_activation_in_this_version"):
-        adapter.network_grads(tree(framework, "missing"), "x", backprop.P0, "float32")
+        network_grads(adapter, tree(framework, "missing"), "float32")
     assert calls == [], f"{where}: the program was evaluated {len(calls)} time(s) before the missing name was found"
 
 
@@ -168,7 +169,7 @@ def test_cuda_without_a_gpu_is_framework_unavailable(request, framework):
     with pytest.raises(FrameworkUnavailable, match="no CUDA device"):
         adapter.gradient(tree(framework, "relu", ("x",)), {"x": 0.0}, "float64", device="cuda")
     with pytest.raises(FrameworkUnavailable, match="no CUDA device"):
-        adapter.network_grads(tree(framework, "relu", ("x",)), "x", backprop.P0, "float32", device="cuda")
+        network_grads(adapter, tree(framework, "relu", ("x",)), "float32", device="cuda")
     assert adapter.devices() == ["cpu"], f"{where}: devices() is {adapter.devices()}"
 
 
@@ -184,7 +185,7 @@ def test_metal_without_apple_silicon_is_framework_unavailable_and_never_runs_flo
     with pytest.raises(FrameworkUnavailable, match="no Metal device"):
         torch_adapter.gradient(relu, {"x": 0.0}, "float32", device="metal")
     with pytest.raises(FrameworkUnavailable, match="no Metal device"):
-        torch_adapter.network_grads(relu, "x", backprop.P0, "float32", device="metal")
+        network_grads(torch_adapter, relu, "float32", device="metal")
     monkeypatch.setattr(adapter_module, "_mps_available", lambda: True)
     assert torch_adapter.devices() == ["cpu", "metal"]
     for mode in ("reverse", "inductor"):
@@ -203,7 +204,7 @@ def test_unknown_device_is_rejected(request, framework):
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_network_grads_relu_matches_the_numpy_oracle(request, framework):
     adapter = adapter_for(request, framework)
-    w1, w2 = adapter.network_grads(tree(framework, "relu", ("x",)), "x", backprop.P0, "float32")
+    w1, w2 = network_grads(adapter, tree(framework, "relu", ("x",)), "float32")
     where = f"{PROGRAMS[framework]['relu']} on the P0 net (float32, {adapter.name} {adapter.version})"
     oracle = backprop.two_layer_grads(backprop.P0, "relu", 0, dtype=object)
     assert w1 == [[float(v) for v in row] for row in oracle.dW1], f"{where}: W1 {w1}, NumPy oracle (relu'(0)=0) {oracle.dW1.tolist()}"

@@ -27,6 +27,7 @@ from conftest import require_pinned
 
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.symbolic import analyze
+from network import network_grads
 
 THIRD = 1 / 3
 
@@ -65,8 +66,8 @@ def test_p0_relu_minus_clamp_on_the_two_layer_net(torch_adapter, catalog):
     case = catalog.case("relu@0")
     relu, clamp = "torch.nn.functional.relu(x)", "x.clamp(min=0)"
     where = f"P0 net, float32, torch {torch_adapter.version}"
-    w1_relu, w2_relu = torch_adapter.network_grads(case.program("torch", relu).tree, "x", backprop.P0, "float32")
-    w1_clamp, w2_clamp = torch_adapter.network_grads(case.program("torch", clamp).tree, "x", backprop.P0, "float32")
+    w1_relu, w2_relu = network_grads(torch_adapter, case.program("torch", relu).tree, "float32")
+    w1_clamp, w2_clamp = network_grads(torch_adapter, case.program("torch", clamp).tree, "float32")
     d1 = (np.array(w1_relu) - np.array(w1_clamp)).tolist()
     d2 = (np.array(w2_relu) - np.array(w2_clamp)).tolist()
     assert d1 == P0_W1_DIFF, f"{where}: W1.grad({relu}) - W1.grad({clamp}) is {d1}, reported {P0_W1_DIFF}"
@@ -90,7 +91,7 @@ def test_p0_oracle_for_half_and_the_programs_that_give_it(torch_adapter, catalog
     assert o2_half == o2_zero, f"NumPy oracle relu'(0)=1/2: W2 {o2_half} should not depend on relu'(0)"
     case = catalog.case("relu@0")
     for pid in ("torch.maximum(x, torch.zeros_like(x))", "(torch.relu(x) + torch.relu(-x) + x) / 2"):
-        w1, w2 = torch_adapter.network_grads(case.program("torch", pid).tree, "x", backprop.P0, "float32")
+        w1, w2 = network_grads(torch_adapter, case.program("torch", pid).tree, "float32")
         assert (w1, w2) == (o1_half, o2_half), (
             f"{pid} on the P0 net (float32, torch {torch_adapter.version}): W1 {w1}, W2 {w2}; "
             f"NumPy oracle relu'(0)=1/2 gives {o1_half}, {o2_half}"

@@ -14,6 +14,7 @@ from kinkcheck.isa import cpuinfo as _cpuinfo
 from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
                                   encode, flat_value, flatten)
 
+
 __all__ = [
     "COMPILED_MODES",
     "DTYPES",
@@ -232,12 +233,6 @@ class Adapter(abc.ABC):
 
         self._has_dtype(dtype)
         return lambda v: np.asarray(v, dtype=np.float64).astype(dtype).astype(np.float64).tolist()
-
-    @abc.abstractmethod
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """W1 and W2 gradients of P0's two-layer net with the program as the activation (see oracles.backprop)."""
 
 
 def adapter_loader(package: str) -> Any:

@@ -41,9 +41,5 @@ class FakeAdapter(Adapter):
                           mode: str = "reverse") -> dict[str, Any]:
         raise Unavailable("fakefw runs catalog programs only")
 
-    def network_grads(self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32",
-                      device: str = "cpu") -> tuple[list[list[float]], list[list[float]]]:
-        raise Unavailable("fakefw has no matrix product")
-
 
 load = FakeAdapter.load

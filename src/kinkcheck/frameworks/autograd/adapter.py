@@ -36,6 +36,7 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, of_differentiated, resolve, returned
 
+
 GUARD = ImportGuard()
 with GUARD:
     import autograd
@@ -201,21 +202,6 @@ class AutogradAdapter(Adapter):
             returned(fn(*args), (np.ndarray, np.generic), "a NumPy array")
             grads = _derivatives(fn, args, list(range(len(args))), mode)
         return {k: _floats(g) for k, g in zip(at, grads)}
-
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """W1 and W2 gradients of P0's two-layer net (``((act(X @ W1) @ W2 - T) ** 2).sum()``), reverse mode."""
-        names = self._resolve(tree)
-        X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype, device)
-
-        def loss(w1: Any, w2: Any) -> Any:
-            H = self._check_output(ex.evaluate(tree, names, {input_name: anp.dot(X, w1)}))
-            return anp.sum((anp.dot(H, w2) - T) ** 2)
-
-        with _quiet():
-            g1, g2 = autograd.grad(loss, (0, 1))(W1, W2)
-        return _floats(g1), _floats(g2)
 
 
 load = AutogradAdapter.load

@@ -21,6 +21,7 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
+
 GUARD = ImportGuard()
 with GUARD:
     import jax
@@ -206,26 +207,6 @@ class JaxAdapter(Adapter):
         with _x64(dtype == "float64"):
             return rounded_point(at, lambda v: np.asarray(jnp.asarray(np.asarray(v, dtype=np.float64), dtype=dtype),
                                                           dtype=np.float64).tolist())
-
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        check_dtype(dtype)
-        with _x64(dtype == "float64"), self._placed(device):
-            return self._network_grads(tree, input_name, net, dtype, device)
-
-    def _network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str, device: str
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        names = self._resolve(tree)
-        X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype, device)
-
-        def loss(w1: Any, w2: Any) -> Any:
-            H = self._check_output(ex.evaluate(tree, names, {input_name: X @ w1}))
-            return ((H @ w2 - T) ** 2).sum()
-
-        g1, g2 = jax.grad(loss, argnums=(0, 1))(W1, W2)
-        return np.asarray(g1, dtype=np.float64).tolist(), np.asarray(g2, dtype=np.float64).tolist()
 
 
 load = JaxAdapter.load

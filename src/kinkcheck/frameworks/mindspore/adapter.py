@@ -10,10 +10,13 @@ modes MindSpore has do not take a parsed program:
 
 * forward: ``mindspore.ops.jvp`` always compiles its function with ``@jit`` (``_wrap_container`` in
   ``mindspore/ops/function/grad/grad_func.py``), and graph mode compiles from Python source;
+
+
 * graph: ``mindspore.jit`` in its default AST mode parses the function's source, and kinkcheck's evaluator
   is no graph-mode program ("Unsupported exception type: ExprError"); the bytecode capture
   (``capture_mode="bytecode"``) with ``fullgraph=True`` fails to trace it ("Trace function call failed"), and
   without ``fullgraph`` it falls back to PyNative silently, so a value from it could be an eager value.
+
 
 dtypes: float64, float32, float16, bfloat16; an op without a CPU kernel for the dtype ("Select CPU
 operator[ReLU] fail! Unsupported data type!", "The kernel Hardtanh unregistered", a primitive's dtype check)
@@ -30,6 +33,7 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, returned
+
 
 GUARD = ImportGuard()
 with GUARD:
@@ -226,21 +230,6 @@ class MindSporeAdapter(Adapter):
 
     def _round_trip(self, dtype: str) -> Any:
         return lambda v: self._tensors({"v": v}, dtype)[0].astype(mindspore.float64).asnumpy().tolist()
-
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        self._cpu_only(device)
-        self._check_pynative()
-        names = self._resolve(tree)
-        X, W1, W2, T = self._tensors({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype)
-
-        def loss(w1: Any, w2: Any) -> Any:
-            H = self._check_output(ex.evaluate(tree, names, {input_name: X @ w1}))
-            return ((H @ w2 - T) ** 2).sum()
-
-        g1, g2 = mindspore.grad(loss, grad_position=(0, 1))(W1, W2)
-        return (g1.astype(mindspore.float64).asnumpy().tolist(), g2.astype(mindspore.float64).asnumpy().tolist())
 
 
 load = MindSporeAdapter.load

@@ -26,6 +26,7 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 
+
 GUARD = ImportGuard()
 with GUARD:
     import mlx.core as mx
@@ -302,17 +303,3 @@ class MlxAdapter(Adapter):
         dt = self._dtype(dtype)
         return lambda v: _lists(["v"], [_from_float64(v, dt)])["v"]
 
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """W1 and W2 gradients of P0's net (``mx.grad`` of the squared error) with the program as the activation."""
-        names = self._resolve(tree)
-        with _on_device(device, dtype):
-            X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype)
-
-            def loss(w1: Any, w2: Any) -> Any:
-                H = self._check_output(ex.evaluate(tree, names, {input_name: X @ w1}))
-                return ((H @ w2 - T) ** 2).sum()
-
-            g1, g2 = mx.grad(loss, argnums=[0, 1])(W1, W2)
-            return _lists(["W1"], [g1])["W1"], _lists(["W2"], [g2])["W2"]

@@ -10,14 +10,19 @@ Python). So each mode names both the derivative graph and how it is compiled
   ``Mode(linker="py", optimizer="fast_compile")``: the derivative graph as PyTensor's ``L_op`` rules build it,
   only the few rewrites FAST_COMPILE applies, each op's Python ``perform`` (no C or Numba compilation, so every
   dtype runs and nothing is compiled per program);
+
+
 * ``forward``: the push-forward along each input component's unit tangent, output summed, from the ops' own
   forward rules (``R_op``: ``pytensor.gradient.pushforward(..., use_op_pushforward=True)`` where it exists,
   else ``pytensor.gradient.Rop(..., use_op_rop_implementation=True)``, else ``Rop``), compiled as ``reverse``.
   PyTensor's default ``Rop`` since 2.2x transposes the pull-back twice, which is reverse mode again;
+
+
 * ``second-order``: ``pytensor.grad`` of the sum of the gradient's components (``H @ 1``), compiled as ``reverse``;
 * ``jit``: the ``reverse`` graph compiled with ``pytensor.function``'s default mode, what a user's
   ``pytensor.function(inputs, pytensor.grad(cost, wrt))`` runs: FAST_RUN rewrites linked to C (2.x, a C
   compiler present) or Numba (3.x). Neither backend compiles float16 (such a cell is ``unavailable``).
+
 
 :meth:`PytensorAdapter.settings` records the default mode, its linker and the C compiler found. PyTensor has
 float64, float32 and float16; no bfloat16 (``unavailable``). CPU only.
@@ -45,6 +50,7 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, returned, short_error
+
 
 GUARD = ImportGuard()
 with GUARD:
@@ -179,20 +185,6 @@ class PytensorAdapter(Adapter):
             out = returned(fn(*symbols), Variable, "a PyTensor variable")
             grads = _derivatives(self._check_output(out), symbols, values, list(range(len(symbols))), mode, dtype)
         return {k: _floats(g) for k, g in zip(at, grads)}
-
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """W1 and W2 gradients of P0's two-layer net (``((act(X @ W1) @ W2 - T) ** 2).sum()``), ``reverse`` mode."""
-        names = self._resolve(tree)
-        self._cpu_only(device)
-        point = {"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}
-        (X, W1, W2, T), values = self._symbols(point, self._has_dtype(dtype), ())
-        with _quiet():
-            H = self._check_output(ex.evaluate(tree, names, {input_name: pt.dot(X, W1)}))
-            loss = ((pt.dot(H, W2) - T) ** 2).sum()
-            g1, g2 = _derivatives(loss, [X, W1, W2, T], values, [1, 2], "reverse", dtype)
-        return _floats(g1), _floats(g2)
 
 
 def _compiled(inputs: list[Any], outputs: list[Any], mode: str, dtype: str) -> Callable[..., list[Any]]:

@@ -4,12 +4,17 @@ Modes (:data:`kinkcheck.vocabulary.MODE_INFO`):
 
 * ``reverse`` — ``tf.GradientTape``: ``tape.gradient(y, inputs)``, which sends ones into every output
   component (the gradient of the output's sum);
+
+
 * ``forward`` — ``tf.autodiff.ForwardAccumulator`` along each input component's unit tangent, the JVP of
   the output's sum;
+
+
 * ``graph`` — the reverse-mode computation (tape and program) traced by ``tf.function`` and run as a graph;
 * ``jit`` — the same with ``tf.function(jit_compile=True)``: compiled by XLA;
 * ``second-order`` — nested tapes: the gradient of the sum of the gradient, the Hessian times ones
   (``H @ 1``).
+
 
 ``tf.function`` is called with ``autograph=False``: a call expression has no Python control flow for
 AutoGraph to convert, and so the traced graph is the same one a user's ``@tf.function`` records.
@@ -250,20 +255,6 @@ class TensorFlowAdapter(Adapter):
     def _round_trip(self, dtype: str) -> Any:
         tdtype = self._dtype(dtype)
         return lambda v: tf.cast(tf.constant(np.asarray(v, dtype=np.float64), dtype=tdtype), tf.float64).numpy().tolist()
-
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """W1 and W2 gradients of P0's two-layer net with the program as the activation (reverse mode)."""
-        names = self._resolve(tree)
-        with tf.device(self._device(device)):
-            X, W1, W2, T = self._inputs({"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}, dtype)
-            with tf.GradientTape() as tape:
-                tape.watch([W1, W2])
-                H = self._check_output(ex.evaluate(tree, names, {input_name: X @ W1}))
-                loss = tf.reduce_sum((H @ W2 - T) ** 2)
-            g1, g2 = tape.gradient(loss, [W1, W2], unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        return tuple(_lists(("W1", "W2"), (g1, g2)).values())  # type: ignore[return-value]
 
 
 def _modes(f: Callable[..., Any], keys: Sequence[str], args: Sequence[Any], diff: Sequence[str],

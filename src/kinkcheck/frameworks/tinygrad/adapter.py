@@ -29,6 +29,7 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, flatten, returned, short_error
 
+
 GUARD = ImportGuard()
 with GUARD:
     from tinygrad import Device, Tensor, dtypes
@@ -267,19 +268,3 @@ class TinygradAdapter(Adapter):
         dt = self._dtype(dtype)
         return lambda v: Tensor(flatten(v), device=self._dev, dtype=dt).reshape(_shape(v)).cast(dtypes.float64).tolist()
 
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        """W1 and W2 gradients of P0's net (``backward`` of the squared error) with the program as the activation."""
-        self._cpu_only(device)
-        names = self._resolve(tree)
-        at = {k: v.tolist() if hasattr(v, "tolist") else v  # NumPy arrays (P0) -> nested lists
-              for k, v in {"X": net.X, "W1": net.W1, "W2": net.W2, "T": net.target}.items()}
-        X, W1, W2, T = self._views(at, self._buffers(at, dtype), ("W1", "W2"))
-
-        def loss(x: Any, w1: Any, w2: Any, t: Any) -> Any:
-            H = self._check_output(ex.evaluate(tree, names, {input_name: x @ w1}))
-            return (H @ w2 - t) ** 2
-
-        g1, g2 = self._reverse(loss, [X, W1, W2, T], list(at), ("W1", "W2"))
-        return _to_list(g1), _to_list(g2)

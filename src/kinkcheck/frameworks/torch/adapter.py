@@ -21,6 +21,7 @@ from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, DeviceAbsent, Fra
     ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
     short_error, split_inputs
 
+
 GUARD = ImportGuard()
 with GUARD:
     import torch
@@ -588,28 +589,6 @@ class TorchAdapter(Adapter):
             keys, diff = prepared[i][2], prepared[i][4]
             results[i] = _to_lists(diff, [lf.grad for k, lf in zip(keys, ls) if k in diff],
                                    [b for k, b in zip(keys, bs) if k in diff])
-
-    def network_grads(
-        self, tree: ex.Node, input_name: str, net: Any, dtype: str = "float32", device: str = "cpu"
-    ) -> tuple[list[list[float]], list[list[float]]]:
-        tdtype, tdev = self._dtype(dtype), self._device(device, dtype)
-        with _placed(tdev):
-            return self._network_grads(tree, input_name, net, tdtype, tdev)
-
-    def _network_grads(self, tree: ex.Node, input_name: str, net: Any, tdtype: Any,
-                       tdev: Any) -> tuple[list[list[float]], list[list[float]]]:
-        names = self._resolve(tree)
-        X = torch.tensor(net.X, dtype=tdtype, device=tdev)
-        W1 = torch.tensor(net.W1, dtype=tdtype, device=tdev, requires_grad=True)
-        W2 = torch.tensor(net.W2, dtype=tdtype, device=tdev, requires_grad=True)
-        T = torch.tensor(net.target, dtype=tdtype, device=tdev)
-        H = self._check_output(ex.evaluate(tree, names, {input_name: X @ W1}))
-        loss = ((H @ W2 - T) ** 2).sum()
-        loss.backward()
-        return (
-            W1.grad.detach().to("cpu", torch.float64).clone().tolist(),
-            W2.grad.detach().to("cpu", torch.float64).clone().tolist(),
-        )
 
 
 load = TorchAdapter.load
