@@ -96,7 +96,7 @@ def site(session: nox.Session) -> None:
     """Build the report's static site (MkDocs, Material theme) from reports/ and docs/ into build/site-src/site:
     one page per operation and per case, search; the CI workflow's Pages job publishes it."""
     _install(session, "-e", ".[site]", MATPLOTLIB, PYARROW)
-    session.run("python", "-m", "kinkcheck.report.site", *session.posargs)
+    session.run("python", "-m", "kinkcheck.render.site", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -84,7 +84,7 @@ def shards_report_path(tmp_path_factory, catalog):
     """``conventions.json`` (``kinkcheck/conventions/v2``) built from the committed shards now, in a temporary
     folder: the report tests of cite, migrate, diff, explain and validate read this one, so they do not depend
     on the committed ``reports/conventions.json`` being re-rendered (tests/test_report.py checks that it is)."""
-    from kinkcheck.report.build import build
+    from kinkcheck.judge.build import build
     from kinkcheck.report.model import report_json
     from kinkcheck.shards import load_shards
 
@@ -192,7 +192,7 @@ def not_measured_shards(tmp_path_factory):
 @pytest.fixture(scope="session")
 def not_measured_report(not_measured_shards, catalog):
     """The report (:class:`kinkcheck.report.model.Report`) of :func:`not_measured_shards`."""
-    from kinkcheck.report.build import build
+    from kinkcheck.judge.build import build
     from kinkcheck.report.model import load_report, report_json
     from kinkcheck.shards import load_shards
 

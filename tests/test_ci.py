@@ -120,7 +120,7 @@ def test_parallel_probes_into_one_folder_lose_nothing_and_report_as_sequential_o
     report; the same probes one after another give the same report cells."""
     import importlib.util
 
-    from kinkcheck.report.build import build
+    from kinkcheck.judge.build import build
     from kinkcheck.shards import load_shards
 
     frameworks = [f for f in ("autograd", "tinygrad", "torch") if importlib.util.find_spec(f) is not None]

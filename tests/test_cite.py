@@ -81,7 +81,7 @@ def test_anchor_is_a_row_of_the_case_page(report, tmp_path_factory, catalog):
     """The rendered per-case page holds the cited row's anchor (the site's copy of it: tests/test_site.py)."""
     from conftest import ROOT
 
-    from kinkcheck.report import write_reports
+    from kinkcheck.render import write_reports
     from kinkcheck.shards import load_shards
 
     out = tmp_path_factory.mktemp("rendered")
@@ -632,7 +632,7 @@ def test_the_site_url_is_the_documentation_url_and_its_pages_are_the_reports(mon
 
     import kinkcheck.query
     from kinkcheck.cite import site_base, site_url
-    from kinkcheck.report import site
+    from kinkcheck.render import site
 
     documented = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Documentation"]
     assert site_url() == documented.rstrip("/") + "/" == SITE, (site_url(), documented)

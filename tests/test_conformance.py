@@ -10,7 +10,7 @@ from conftest import ROOT
 from kinkcheck import conformance as conf
 from kinkcheck.classify import OracleNumbers
 from kinkcheck.oracles.symbolic import analyze
-from kinkcheck.report.build import build
+from kinkcheck.judge.build import build
 from kinkcheck.shards import read_shard
 
 OBS = ROOT / "references" / "observations"

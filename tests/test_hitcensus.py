@@ -193,7 +193,7 @@ def test_the_committed_measurement_shows_the_papers_trend():
     more often than float32 at every depth, and float16's proportion does not fall with depth."""
     from pathlib import Path
 
-    from kinkcheck.report.build import kink_hits
+    from kinkcheck.judge.build import kink_hits
 
     (k,) = [k for k in kink_hits(Path(__file__).resolve().parent.parent / "references" / "kinkhits")
             if k.file == "torch-2.13.0-cpu.json"]
@@ -208,7 +208,7 @@ def test_the_committed_measurement_shows_the_papers_trend():
 
 
 def test_an_unreadable_measurement_is_one_line_in_the_report(tmp_path):
-    from kinkcheck.report.build import kink_hits
+    from kinkcheck.judge.build import kink_hits
 
     (tmp_path / "a.json").write_text('{"schema": "kinkcheck/kinkhits/v1", "cells": [{"dtype": 1}]}')
     (tmp_path / "b.json").write_text("{not json")

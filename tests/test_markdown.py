@@ -1,4 +1,4 @@
-"""The Markdown report (kinkcheck.report.markdown, .view): the index page and one page per case, rendered
+"""The Markdown report (kinkcheck.render.markdown, .view): the index page and one page per case, rendered
 from the report built from the committed shards (``shards_report``, tests/conftest.py). Expectations are
 computed here from the observations themselves, not from the view, so a renderer that merges, drops or
 mislabels a release fails."""
@@ -15,9 +15,9 @@ from conftest import torch_2_15_elsewhere
 from kinkcheck.classify import same_value
 from kinkcheck.vocabulary import flat_value
 from kinkcheck.registry import FRAMEWORKS
-from kinkcheck.report.markdown import SECTION_PAGES, render_case_pages, render_markdown, render_section_pages
+from kinkcheck.render.markdown import SECTION_PAGES, render_case_pages, render_markdown, render_section_pages
 from kinkcheck.report.model import release_ranges
-from kinkcheck.report.view import DTYPE_SHORT, LABEL_MARK, NO_OBSERVATION, case_file, fmt_value, row_anchor, slug
+from kinkcheck.render.view import DTYPE_SHORT, LABEL_MARK, NO_OBSERVATION, case_file, fmt_value, row_anchor, slug
 
 SHA = "ab" * 32
 LIMIT = 200_000  # bytes a code host renders comfortably (issue 12)
@@ -281,7 +281,7 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
     with its platform, on a line of its own, its id ending in the platform tag; the difference from the Linux
     x86-64 shard is a "Linux x86-64 vs macOS arm64" row, and `cite` finds it at ``cpu-macos_arm64``."""
     from kinkcheck.cite import cite
-    from kinkcheck.report.build import mode_disagreements
+    from kinkcheck.judge.build import mode_disagreements
 
     report, cpu, mac = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64",
                                              platform_tag="macos_arm64")
@@ -296,7 +296,7 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
     index = render_markdown(report)
     assert "torch 2.15.0: " in index and "torch 2.15.0 macOS arm64: " not in index, \
         "the cases index shows the newest Linux x86-64 release"
-    from kinkcheck.report.build import changed_in
+    from kinkcheck.judge.build import changed_in
     assert not [r for r in changed_in(report) if mac.id in (r.from_environment, r.to_environment)], \
         "no *Changed in* pair steps between platforms: releases are compared within one place"
     c = cite(report, "torch.relu(x)", case="relu@0", device="cpu-macos_arm64")
@@ -309,7 +309,7 @@ def test_metal_is_compared_with_the_cpu_of_its_own_platform(shards_report):
     its place and title name device and platform; with no macOS CPU shard it is compared with Linux x86-64's
     CPU (both differences named), with one, with macOS's CPU (one difference); the coverage lines name the
     Metal device for torch and MLX, whose matrices have it, and say why JAX has no Metal environment."""
-    from kinkcheck.report.build import mode_disagreements
+    from kinkcheck.judge.build import mode_disagreements
 
     report, _, metal = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-metal-macos_arm64", device="metal",
                                             platform_tag="macos_arm64")
@@ -333,7 +333,7 @@ def test_a_lower_instruction_set_level_is_compared_with_the_reference_on_its_own
     """Issue 49: a shard probed under an x86-64-v2 cap (made here from torch 2.15.0's, relu@0 only, one value
     changed) is its own environment, titled with its level, compared with the reference machine's level
     ("x86-64-v4 vs x86-64-v2", the Xeon's vector_isa), on isa-levels.md, never on the mode or devices pages."""
-    from kinkcheck.report.build import mode_disagreements
+    from kinkcheck.judge.build import mode_disagreements
 
     capped = {e.id for e in shards_report.environments if e.isa_cap}  # the committed ones: made again here
     bare = msgspec.structs.replace(shards_report, environments=[e for e in shards_report.environments
@@ -435,7 +435,7 @@ def test_an_error_message_is_shown_as_text(shards_report):
 def test_different_values_never_print_alike_in_the_across_table(index):
     """selu'(0) from the left, 1.7580993408473766, beside a value one ulp away printed "1.7581" twice in one
     row; fmt_distinct adds digits (9, 12, 17) until different values print differently."""
-    from kinkcheck.report.view import fmt_distinct
+    from kinkcheck.render.view import fmt_distinct
 
     left = 1.0507009873554805 * 1.6732632423543772
     assert fmt_distinct([[left], [left + 2.220446049250313e-16]]) == ["1.7580993408473766", "1.7580993408473768"]
@@ -519,7 +519,7 @@ def test_no_case_page_says_one_kind_and_then_another(shards_report, pages):
     another kind, no "not locally Lipschitz" under a Lipschitz finding, no half-made phrase ("the some side")."""
     import re
 
-    from kinkcheck.report.view import ORACLE_KINDS, case_file, oracle_finding
+    from kinkcheck.render.view import ORACLE_KINDS, case_file, oracle_finding
 
     seen = set()
     for case in shards_report.cases:
@@ -566,9 +566,9 @@ def test_each_frameworks_page_parts_are_kept_and_only_a_changed_frameworks_are_r
 
     from kinkcheck.bench import add_new_shard
     from kinkcheck.catalog import load_catalog
-    from kinkcheck.report import markdown
-    from kinkcheck.report.build import build
-    from kinkcheck.report.view import ReportView
+    from kinkcheck.render import markdown
+    from kinkcheck.judge.build import build
+    from kinkcheck.render.view import ReportView
     from kinkcheck.shards import load_shards
 
     shards = tmp_path / "shards"
@@ -611,7 +611,7 @@ def test_a_damaged_or_foreign_parts_entry_is_not_read(monkeypatch, tmp_path):
     import json
 
     from kinkcheck.cache import read_cached, write_cached
-    from kinkcheck.report import markdown
+    from kinkcheck.render import markdown
 
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
     parts = {"a@0": ["\n## torch\n", None, "torch 2.15.0: 🟦"], "b@0": [None, None, None]}
@@ -640,9 +640,9 @@ def test_the_page_parts_key_covers_every_module_a_page_is_rendered_with():
     import subprocess
     import sys
 
-    from kinkcheck.report import markdown
+    from kinkcheck.render import markdown
 
-    listed = subprocess.run([sys.executable, "-c", "import sys, kinkcheck.report.markdown, kinkcheck.report.view\n"
+    listed = subprocess.run([sys.executable, "-c", "import sys, kinkcheck.render.markdown, kinkcheck.render.view\n"
                              "print('\\n'.join(m.__file__ for n, m in sys.modules.items() if n.startswith('kinkcheck') "
                              "and getattr(m, '__file__', None)))"], capture_output=True, text=True, check=True)
     imported = {Path(line).resolve() for line in listed.stdout.split()}

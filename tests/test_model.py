@@ -132,7 +132,7 @@ def test_the_gzipped_report_holds_its_head_alone_in_its_first_member(tmp_path):
     import gzip
     import zlib
 
-    from kinkcheck.report import gzip_bytes
+    from kinkcheck.report.model import gzip_bytes
 
     report = _report([_ob("torch-1.13.1-cpu", 0.0)])
     data = m.report_json(report)

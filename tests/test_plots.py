@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from kinkcheck.report.plots import DECIMALS, case_svg, round_numbers
+from kinkcheck.render.plots import DECIMALS, case_svg, round_numbers
 
 #: Cases whose numpy lambdification takes sqrt of negatives: Piecewise branches that numpy.select evaluates
 #: everywhere, and a curve undefined left of the kink.
@@ -66,9 +66,9 @@ SEQUENCE = (("relu@0", [("torch", 0.0, 3), ("jax", 0.5, 1)], 0.0, 1.0),
 
 
 def test_the_reused_figure_draws_what_a_new_figure_draws(catalog, fresh_cache):
-    """Each plot is drawn on one figure cleared again (kinkcheck.report.plots._figure); nothing of the plot
+    """Each plot is drawn on one figure cleared again (kinkcheck.render.plots._figure); nothing of the plot
     before (subplot parameters set by tight_layout, ticks, legend) may reach the next one's SVG."""
-    from kinkcheck.report.plots import _render
+    from kinkcheck.render.plots import _render
 
     reused = [_render(catalog.case(c), marks, left, right) for c, marks, left, right in SEQUENCE]
     fresh = [_render(catalog.case(c), marks, left, right, fresh=True) for c, marks, left, right in SEQUENCE]
@@ -78,7 +78,7 @@ def test_the_reused_figure_draws_what_a_new_figure_draws(catalog, fresh_cache):
 
 
 def test_plots_drawn_in_child_processes_are_the_ones_drawn_here(catalog, fresh_cache, monkeypatch, tmp_path):
-    from kinkcheck.report import plots
+    from kinkcheck.render import plots
 
     requests = [(catalog.case(c), marks, left, right) for c, marks, left, right in SEQUENCE]
     here = plots.case_svgs(requests, workers=1)
@@ -96,7 +96,7 @@ def test_plots_drawn_in_child_processes_are_the_ones_drawn_here(catalog, fresh_c
 def test_plots_are_drawn_here_when_child_processes_fail(catalog, fresh_cache, monkeypatch):
     import sys
 
-    from kinkcheck.report import plots
+    from kinkcheck.render import plots
 
     requests = [(catalog.case(c), marks, left, right) for c, marks, left, right in SEQUENCE[:2]]
     monkeypatch.setattr(plots, "PARALLEL_MIN", 2)

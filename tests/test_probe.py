@@ -1032,7 +1032,7 @@ def test_a_staged_case_is_measured_ahead_kept_and_not_reported(torch_adapter, tm
 
     from kinkcheck.catalog import with_staged
     from kinkcheck.probe import environment_id
-    from kinkcheck.report.build import build
+    from kinkcheck.judge.build import build
     from kinkcheck.probe.plan import missing_work
 
     (tmp_path / "staged").mkdir()

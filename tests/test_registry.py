@@ -15,7 +15,7 @@ from kinkcheck.cite import FRAMEWORK_NAMES
 from kinkcheck.frameworks import KNOWN
 from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 from kinkcheck.probe import DISTRIBUTIONS
-from kinkcheck.report import plots
+from kinkcheck.render import plots
 from kinkcheck.shards import shard_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +160,7 @@ def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys, fake):
     """Registered alone from its folder (no file of kinkcheck names it), a framework's programs load from its program
     file, its probe writes a shard that the schema accepts, and the report, ``grad`` and ``cite`` show it."""
     from kinkcheck import cite, probe, shards
-    from kinkcheck.report import write_reports
+    from kinkcheck.render import write_reports
     from kinkcheck.report.model import load_report
 
     (tmp_path / "catalog.toml").write_text(CATALOG)

@@ -20,7 +20,7 @@ from conftest import ROOT
 
 from kinkcheck import cli
 from kinkcheck.classify import same_value
-from kinkcheck.report import (
+from kinkcheck.render import (
     CASES,
     FILES,
     KINK_HITS_PLOT,
@@ -31,7 +31,7 @@ from kinkcheck.report import (
     validate_report,
     write_reports,
 )
-from kinkcheck.report.build import build, report_date
+from kinkcheck.judge.build import build, report_date
 from kinkcheck.report.dataset import DatasetError, read_observations, write_parquet
 from kinkcheck.report.model import decode_report, report_json
 from kinkcheck.shards import load_shards, unpack
@@ -231,7 +231,7 @@ _SMALL_RENDER = """
 import dataclasses, json, sys
 from pathlib import Path
 from kinkcheck.catalog import load_catalog
-from kinkcheck.report import write_reports
+from kinkcheck.render import write_reports
 from kinkcheck.shards import unpack
 cases, shards = json.loads(sys.argv[1]), [unpack(json.loads(Path(p).read_text())) for p in json.loads(sys.argv[2])]
 catalog = load_catalog()
@@ -271,7 +271,7 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
     digest = hashlib.sha256(gzip.decompress((tmp_path / "a" / "conventions.json.gz").read_bytes())).hexdigest()
     assert digest in (tmp_path / "a" / "conventions.md").read_text(), "the Markdown names its JSON's digest"
     assert digest in (tmp_path / "a" / CASES / "relu-at-0.md").read_text(), "so does each case page"
-    from kinkcheck.report import _DIGEST_HOLE
+    from kinkcheck.render import _DIGEST_HOLE
 
     for page in [*(tmp_path / "a").glob("*.md"), *(tmp_path / "a" / CASES).glob("*.md")]:
         text = page.read_text()
@@ -283,7 +283,7 @@ def test_two_processes_render_byte_identical_sets(tmp_path):
 def test_a_page_whose_digest_place_is_not_named_once_is_the_renderers_error():
     """The pages are rendered while the Parquet file is written, with a place for the JSON's digest filled in after;
     a page that names that place twice or not at all is refused, not written with a placeholder or half filled."""
-    from kinkcheck.report import _DIGEST_HOLE, _fill_digest
+    from kinkcheck.render import _DIGEST_HOLE, _fill_digest
 
     digest = "ab" * 32
     assert _fill_digest("p.md", f"head\nsha256 `{_DIGEST_HOLE}`\n", digest) == f"head\nsha256 `{digest}`\n".encode()
@@ -460,7 +460,7 @@ def test_a_render_killed_at_the_switch_leaves_one_whole_set_and_the_next_removes
     import select
 
     from kinkcheck.query import lookup
-    from kinkcheck.report import PAUSE_ENV
+    from kinkcheck.render import PAUSE_ENV
 
     out, new = tmp_path / "out", tmp_path / "new"
     _render_small(out, tmp_path / "cache")
@@ -511,7 +511,7 @@ def _render_small_from(shards: Path, out: Path, cache: Path) -> None:
 
 
 def _judged_entries(cache: Path) -> dict[str, int]:
-    """The judged shards kept in ``cache`` (:func:`kinkcheck.report.build.judged_shard`): name → inode (an entry is
+    """The judged shards kept in ``cache`` (:func:`kinkcheck.judge.build.judged_shard`): name → inode (an entry is
     written by a rename, so a new inode; reading it touches its time, for pruning, not its inode)."""
     folder = cache / "judged"
     return {p.name: p.stat().st_ino for p in folder.iterdir() if not p.name.startswith(".")} \
@@ -558,7 +558,7 @@ def test_a_shard_is_judged_once_per_content_and_judging_code(tmp_path, monkeypat
     changed observation or another judging code judges again, and the report is the same as judged afresh."""
     import dataclasses
 
-    import kinkcheck.report.build as b
+    import kinkcheck.judge.build as b
 
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
     small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in SMALL_CASES))
@@ -935,7 +935,7 @@ def test_a_case_the_oracle_cannot_judge_renders_marked(unjudged, tmp_path, capsy
 
 def test_an_old_oracle_table_without_lipschitz_still_builds(unjudged, monkeypatch):
     """A cached oracle entry written before ``lipschitz``/``reason`` existed: labels come out the same."""
-    from kinkcheck.report import build as build_module
+    from kinkcheck.judge import build as build_module
 
     root, cat = unjudged
     real = build_module.oracle_table
@@ -1020,11 +1020,11 @@ def test_a_render_from_shard_files_reads_kept_parts_and_equals_one_from_whole_sh
     """Issue 46, item 5: a render reads its shards lazily (:class:`kinkcheck.shards.ShardFile`), the Parquet file
     from the judged shards' columns (:func:`kinkcheck.report.dataset.fragment`) and the parts of *Changed in*,
     the mode and the within-framework disagreements kept per shard or pair of shards
-    (:func:`kinkcheck.report.sections._kept`). Each way gives the same report and file as whole shards and every
+    (:func:`kinkcheck.judge.sections._kept`). Each way gives the same report and file as whole shards and every
     part computed; a second build computes no part; a damaged part is computed again, the same."""
     import dataclasses
 
-    import kinkcheck.report.sections as sec
+    import kinkcheck.judge.sections as sec
 
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
     small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id in SMALL_CASES))
@@ -1099,7 +1099,7 @@ def test_a_judged_shard_holds_one_object_per_distinct_value_and_keeps_signed_zer
     import math
     import pickle
 
-    from kinkcheck.report.build import judged_shard, judging_context
+    from kinkcheck.judge.build import judged_shard, judging_context
 
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path))
     small = dataclasses.replace(catalog, cases=tuple(c for c in catalog if c.id == "relu@0"))

@@ -352,7 +352,7 @@ def test_a_shard_from_another_platform_sits_beside_the_linux_one(tmp_path, catal
     a shard whose platform tag and id disagree is refused in one line naming the file."""
     import shutil
 
-    from kinkcheck.report.build import build, mode_disagreements
+    from kinkcheck.judge.build import build, mode_disagreements
 
     linux = read_shard(OBS / "autograd-1.9.1-cpu.json")
     mac = json.loads(json.dumps(linux))

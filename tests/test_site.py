@@ -1,4 +1,4 @@
-"""The static site (:mod:`kinkcheck.report.site`): built by MkDocs (Material) from the committed report, one page per
+"""The static site (:mod:`kinkcheck.render.site`): built by MkDocs (Material) from the committed report, one page per
 operation with the values over releases and *Changed in*, the case pages with their cited anchors, the search index
 small and fetched on the first use of search, an operation's own page first for its exact name, the strips drawn as
 letters (no emoji font), every page's Markdown free of stray list markers under MkDocs's parser, and in headless
@@ -18,7 +18,7 @@ import threading
 import pytest
 from conftest import ROOT
 
-from kinkcheck.report.site import (
+from kinkcheck.render.site import (
     EXTENDED_BOOST,
     LABEL_LETTER,
     OPERATION_BOOST,
@@ -126,7 +126,7 @@ def test_no_page_shows_stray_list_markers_under_mkdocs_markdown(shards_report, t
     import yaml
     from mkdocs.utils.meta import get_data
 
-    from kinkcheck.report.markdown import (
+    from kinkcheck.render.markdown import (
         render_case_pages,
         render_markdown,
         render_operation_pages,

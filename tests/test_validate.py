@@ -369,7 +369,7 @@ def test_a_case_measured_against_an_old_definition_is_left_out_not_the_shard(cat
     """A catalog edit that changes relu@0's point makes that case stale in every shard: the shard still loads
     (its other cases are current), and the report leaves the stale case out instead of judging an old point's
     value against today's oracle."""
-    from kinkcheck.report.build import build
+    from kinkcheck.judge.build import build
 
     s = _shard()
     fw = s["environment"]["framework"]

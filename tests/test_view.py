@@ -1,4 +1,4 @@
-"""The report's view (kinkcheck.report.view): how rows are grouped for the pages."""
+"""The report's view (kinkcheck.render.view): how rows are grouped for the pages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from kinkcheck.platforms import DEFAULT, environment_id
 from kinkcheck.report.model import ChangedIn
-from kinkcheck.report.view import ReportView
+from kinkcheck.render.view import ReportView
 
 
 def _row(program: str, tag: str, kind: str = "raises") -> ChangedIn:
@@ -31,7 +31,7 @@ def test_rows_of_two_platforms_are_not_merged_and_rows_of_one_are() -> None:
 
 
 def test_what_the_oracle_finds_is_one_phrase_for_grad_and_the_case_pages() -> None:
-    from kinkcheck.report.view import oracle_finding
+    from kinkcheck.render.view import oracle_finding
 
     assert oracle_finding("kink", True) == "a kink: continuous, not differentiable; locally Lipschitz"
     assert oracle_finding("differentiable", True) == "differentiable here; locally Lipschitz", "as docs/grad.md shows"

@@ -8,7 +8,7 @@ with its limits, the provenance in the shard. The installed release is measured 
 release in a virtualenv of its own (the environments of :mod:`kinkcheck.probe.environments`: the Python it has
 wheels for, its requirements from the registry, kinkcheck's dependencies), kept between questions within a disk
 budget, the least recently used removed first. The shards are then judged as the report judges a case
-(:func:`kinkcheck.report.build.build`) and printed as a case page shows a program: the values over releases with
+(:func:`kinkcheck.judge.build.build`) and printed as a case page shows a program: the values over releases with
 their labels, what changed where, the modes of the newest release, the errors.
 
 A question asked before is answered from its shards: only the cells a release lacks are measured again.
@@ -468,12 +468,12 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
     """Answer ``questions`` (one framework's) in each of ``releases`` (on ``device``: see :func:`ask`). One question
     that is a catalog program at its case's point takes the report's cells for the releases the report measured (:func:`from_report`; not with
     ``live``); every other release is measured here, one probe of the questions' catalog per release (only what its
-    shard lacks). Both are judged together, as the report judges its cases (:func:`kinkcheck.report.build.build`
+    shard lacks). Both are judged together, as the report judges its cases (:func:`kinkcheck.judge.build.build`
     over the questions' catalog)."""
     import tempfile
 
     from kinkcheck.catalog import load_catalog
-    from kinkcheck.report.build import build
+    from kinkcheck.judge.build import build
 
     frameworks = {q.framework for q in questions}
     if len(frameworks) != 1:
@@ -619,7 +619,7 @@ def render(answer: Answer) -> str:
     labels (other dtypes where they differ), what changed where, the modes of the newest release, errors."""
     from kinkcheck.decimals import decimal_clarke, decimal_exact, decimal_text
     from kinkcheck.report.text import oracle_finding
-    from kinkcheck.report.view import report_view
+    from kinkcheck.render.view import report_view
 
     q = answer.question
     out = [f"{q.expr} at {', '.join(f'{k} = {v}' for k, v in q.at.items())}"]

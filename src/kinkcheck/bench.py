@@ -380,7 +380,7 @@ REPORT_WARM_TARGET, REPORT_RATIO_TARGET, REPORT_COLD_TARGET = 5.0, 1.2, 30.0
 _REPORT_SCRIPT = """
 import json, os, sys, time
 t0 = time.perf_counter()
-import kinkcheck.oracles.table, kinkcheck.report, kinkcheck.report.build, kinkcheck.report.plots, kinkcheck.shards
+import kinkcheck.oracles.table, kinkcheck.report, kinkcheck.judge.build, kinkcheck.render.plots, kinkcheck.shards
 from kinkcheck import cli
 spent = {}
 def timed(module, name):  # wrap module.name, adding the seconds spent in it to spent[name]
@@ -397,8 +397,8 @@ def timed(module, name):  # wrap module.name, adding the seconds spent in it to 
 timed(kinkcheck.shards, "load_shards")
 timed(kinkcheck.report, "write_reports")
 timed(kinkcheck.oracles.table, "oracle_table")
-timed(kinkcheck.report.plots, "case_svgs")
-timed(kinkcheck.report.build, "judged_shard")
+timed(kinkcheck.render.plots, "case_svgs")
+timed(kinkcheck.judge.build, "judged_shard")
 if os.environ.get("KINKCHECK_BENCH_JUDGE_AFRESH"):  # every shard judged anew: the judged shards' cache not read
     import kinkcheck.cache
     read = kinkcheck.cache.read_cached
@@ -430,7 +430,7 @@ print(json.dumps({"rc": rc, "rows": rows}))
 
 
 def _where(row: dict[str, Any], root: str) -> str:
-    """A profile row's function, its path cut to the package (``kinkcheck/report/build.py:75(build)``)."""
+    """A profile row's function, its path cut to the package (``kinkcheck/judge/build.py:75(build)``)."""
     text = str(row["where"])
     for cut in (root + "/", "site-packages/"):
         if cut in text:
@@ -459,13 +459,13 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
 
     Every run is ``kinkcheck report --shards <shards> --out <temporary folder>`` in a fresh process (the CLI's
     own ``main``, called from ``python -c``), with timers wrapped around :func:`kinkcheck.shards.load_shards`,
-    :func:`kinkcheck.report.write_reports`, :func:`kinkcheck.oracles.table.oracle_table` and
-    :func:`kinkcheck.report.plots.case_svgs` (a part the code no longer calls shows as 0):
+    :func:`kinkcheck.render.write_reports`, :func:`kinkcheck.oracles.table.oracle_table` and
+    :func:`kinkcheck.render.plots.case_svgs` (a part the code no longer calls shows as 0):
 
     * **warm report**: the run's wall time (interpreter start, imports, catalog, reading and checking the
       shards, rendering, writing), after one untimed run that warms the cache (oracle results, shard markers,
       plots); the best of ``repeat`` runs.
-    * **rendering alone**: in that same run, the time spent inside :func:`kinkcheck.report.write_reports`:
+    * **rendering alone**: in that same run, the time spent inside :func:`kinkcheck.render.write_reports`:
       building the document (oracle table read from the cache, classification, disagreements), rendering
       the files (JSON, Markdown, CSV, HTML with its plots from the cache) and writing them. Not counted:
       interpreter start, imports, the catalog and :func:`kinkcheck.shards.load_shards`. The ratio warm /
@@ -566,7 +566,7 @@ def grow_shards(shards: Path, out: Path, scale: int) -> int:
 def report_scale(shards: Path, scale: int) -> int:
     """A full render (``kinkcheck report --force``, a fresh process, warm cache) of ``shards`` beside one of the
     same shards grown ``scale`` times (:func:`grow_shards`), in one run: the wall time, the time inside
-    :func:`kinkcheck.report.write_reports`, the peak memory and their ratios to the growth. Rendering is linear
+    :func:`kinkcheck.render.write_reports`, the peak memory and their ratios to the growth. Rendering is linear
     in observations when the time ratio is about ``scale`` (a quadratic step would show ``scale ** 2``). Then
     ``kinkcheck report`` again without ``--force`` on each, what a warm ``nox -s report`` runs: the folder is
     current, so it hashes its inputs and renders nothing."""
@@ -648,7 +648,7 @@ NEW_SHARD_TARGET, NEW_SHARD_RATIO = 5.0, 1.2
 _JUDGE_SCRIPT = """
 import json, sys, time
 from kinkcheck.catalog import load_catalog
-from kinkcheck.report import build
+from kinkcheck.judge import build
 from kinkcheck.shards import read_shard
 catalog = load_catalog()
 shard = read_shard(sys.argv[1], catalog)
@@ -692,7 +692,7 @@ def new_release_tag(k: int) -> str:
 def new_shard_speed(shards: Path, out: Path, env: dict[str, str], repeat: int = 1) -> dict[str, float]:
     """A render after one new shard (:func:`add_new_shard` into ``shards``; ``out`` rendered from ``shards`` with
     this cache before, so every other shard's judgement is in the cache) in a fresh process, beside judging that
-    shard alone in another (:data:`_JUDGE_SCRIPT`: ``judge``, the seconds :func:`kinkcheck.report.build._judge`
+    shard alone in another (:data:`_JUDGE_SCRIPT`: ``judge``, the seconds :func:`kinkcheck.judge.build._judge`
     takes; not counted: reading the shard, and ``context``, reading the oracle table from the cache). The best of
     ``repeat`` such renders, each after another new release (``+new``, ``+new2``, …: a render is never after the
     same new shard twice, whose judgement the first one kept; nor after a release this cache has seen in an earlier
@@ -847,7 +847,7 @@ def grow_report(src: Path, out: Path, scale: int) -> int:
     # readers of the head (cite) read at x10 what they read at x1
     import msgspec
 
-    from kinkcheck.report import gzip_bytes
+    from kinkcheck.report.model import gzip_bytes
     from kinkcheck.report.model import Report, head_end, report_json
 
     data = report_json(msgspec.convert(doc, Report))
@@ -1014,7 +1014,7 @@ def _render_in_child(fresh_rules: bool) -> tuple[float, float]:
         "from pathlib import Path\n"
         "from kinkcheck import rules\n"
         "from kinkcheck.catalog import load_catalog\n"
-        "from kinkcheck.report import write_reports\n"
+        "from kinkcheck.render import write_reports\n"
         "from kinkcheck.shards import load_shards\n"
         "if sys.argv[1] == 'fresh':\n"
         "    rules._cached_render, rules._keep_render = (lambda key: None), (lambda key, out, parts: None)\n"

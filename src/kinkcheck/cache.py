@@ -2,7 +2,7 @@
 
 ``$KINKCHECK_CACHE_DIR`` or ``platformdirs.user_cache_dir("kinkcheck")``. Holds the sympy oracle's results
 (:mod:`kinkcheck.oracles.table`), parsed catalogs (:func:`kinkcheck.catalog.load_catalog`), the shard schema's
-compiled validator (:mod:`kinkcheck.shards`), the report's plots (:mod:`kinkcheck.report.plots`) and markers of
+compiled validator (:mod:`kinkcheck.shards`), the report's plots (:mod:`kinkcheck.render.plots`) and markers of
 shard files that passed the strict JSON parse and the schema (:func:`kinkcheck.shards.read_shard`), and what a
 render keeps per shard (its environment, its judged observations, the parts of sections that read it alone:
 ``shard-environments/``, ``judged/``, ``derived/``; removed when no render has read them for :data:`UNUSED_DAYS`

@@ -353,7 +353,7 @@ def render(result: CheckResult, names: Sequence[str], shown: int | None = SHOWN)
     """Plain-text summary: each differing input (the first ``shown``; None: all) with both gradients and the
     kinked operations each function hits there, then the smallest differing input. Long vectors are elided."""
     from kinkcheck.vocabulary import flatten
-    from kinkcheck.report.view import fmt_number, fmt_vector
+    from kinkcheck.render.view import fmt_number, fmt_vector
 
     def g(v: Any) -> str:
         return v if isinstance(v, str) else named(v)

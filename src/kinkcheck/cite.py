@@ -3,7 +3,7 @@
 The sentence names the value, its label, the framework release, device, dtype and mode, whether the value
 follows the framework's documented rule, and where the report shows it: the program's row on the case's own
 page, ``reports/cases/<case>.md#case-<case>--<framework>-<program>`` (the same anchor names the row on the
-site's page of the case, ``report/cases/<case>.html``: :mod:`kinkcheck.report.site`). The entry cites the report as a dataset (BibTeX ``@misc`` or a
+site's page of the case, ``report/cases/<case>.html``: :mod:`kinkcheck.render.site`). The entry cites the report as a dataset (BibTeX ``@misc`` or a
 CITATION.cff ``references`` item), with its generation date and catalog hash. Everything comes from the
 typed report (:class:`kinkcheck.report.model.Report`); nothing is measured here.
 
@@ -41,7 +41,7 @@ FRAMEWORK_NAMES = view(lambda f: f.display)
 REPORT_MD = "reports/conventions.md"
 
 
-#: The site's page of the report's index, relative to the site's root (:mod:`kinkcheck.report.site` writes the
+#: The site's page of the report's index, relative to the site's root (:mod:`kinkcheck.render.site` writes the
 #: report under ``report/``): a link base of the site is ``SITE/report/conventions.html``.
 SITE_REPORT_PAGE = "report/conventions.html"
 

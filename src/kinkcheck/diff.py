@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError, differs
-from kinkcheck.report.view import describe_observation  # the report's words for a value, not diff's own
+from kinkcheck.render.view import describe_observation  # the report's words for a value, not diff's own
 
 __all__ = ["Change", "ChangeRow", "DiffError", "Side", "compare", "describe_observation", "differs", "group_changes",
            "load_side", "nearest_environments", "side_from_report", "side_from_shard"]

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kinkcheck.kinkhits import Site
-from kinkcheck.report.census import PAPER_PREACTIVATIONS, PRECISION, render_run
+from kinkcheck.render.census import PAPER_PREACTIVATIONS, PRECISION, render_run
 
 __all__ = ["PAPER", "PAPER_PREACTIVATIONS", "PAPER_SOURCE", "Scale", "render_run", "render_sites", "run"]
 
@@ -441,7 +441,7 @@ def convention(framework: str, program: str, report: Any, dtype: str = "float32"
     from kinkcheck import expr as ex
     from kinkcheck.catalog import load_catalog
     from kinkcheck.census import coverage, load_census
-    from kinkcheck.report.view import fmt_value
+    from kinkcheck.render.view import fmt_value
 
     op = _census_op(framework, program)
     if op is None:

@@ -403,7 +403,7 @@ def read_shard(path: str | Path, catalog: Catalog | None = None, raw: bytes | No
 
 class ShardFile:
     """A shard file read for a render (:func:`load_shards` with ``lazy=True``): its environment and the digest of
-    its content at once, its observations only when :meth:`load` asks (:func:`kinkcheck.report.build.judged_shard`
+    its content at once, its observations only when :meth:`load` asks (:func:`kinkcheck.judge.build.judged_shard`
     asks only for a shard it has not judged before: the other shards of a render after one new shard are hashed,
     never parsed). Made only for a file that passed every check before (both cache markers of
     :func:`read_shard`), its environment then read from the cache (``shard-environments/``, by digest); a file

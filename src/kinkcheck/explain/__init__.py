@@ -405,7 +405,7 @@ def _rule_lines(e: Explanation, oracle: Mapping[str, Any] | None) -> list[str]:
 def render(e: Explanation) -> str:
     """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
     from kinkcheck.decimals import decimal_text, decimal_value
-    from kinkcheck.report.view import oracle_finding
+    from kinkcheck.render.view import oracle_finding
 
     j = e.judgement
     lines: list[str] = []

@@ -1,4 +1,4 @@
-"""``kinkcheck report``: the report rendered from shards (:func:`kinkcheck.report.write_reports`), against the
+"""``kinkcheck report``: the report rendered from shards (:func:`kinkcheck.render.write_reports`), against the
 catalog of the checkout the shards sit in."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _render_catalog(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.report import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
+    from kinkcheck.render import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
     from kinkcheck.shards import ShardError, load_shards
 
     try:

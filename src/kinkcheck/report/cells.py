@@ -15,7 +15,7 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.query import DATA_ENV
 from kinkcheck.report.model import Case, Report, ReportError, report_path
-from kinkcheck.vocabulary import flatten
+from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES, flatten
 
 __all__ = ["CellError", "cells_of", "check_cell", "load_report_for", "principal_case", "program_in_case",
            "stated_case"]
@@ -100,15 +100,12 @@ def load_report_for(path: str | Path, program: str | None = None, frameworks: Co
 
 
 def check_cell(framework: str | None, mode: str, dtype: str) -> None:
-    """Raises CellError for a dtype or mode no framework (or not ``framework``) has."""
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-    from kinkcheck.frameworks.base import check_dtype, check_mode
-
-    try:
-        check_dtype(dtype)
-        check_mode(mode)
-    except ex.ExprError as err:
-        raise CellError(str(err)) from None
+    """Raises CellError for a dtype or mode no framework (or not ``framework``) has (the vocabulary's names, as the
+    adapters check them: :func:`kinkcheck.frameworks.base.check_dtype`)."""
+    if dtype not in DTYPES:
+        raise CellError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+    if mode not in MODES:
+        raise CellError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
     if framework is not None and mode not in FRAMEWORK_MODES.get(framework, (mode,)):
         raise CellError(f"{framework} has no {mode} mode (its modes: {', '.join(FRAMEWORK_MODES[framework])})")
 

@@ -83,7 +83,7 @@ ENVIRONMENT_COLUMNS = ("framework_version", "device", "platform_tag", "environme
 
 
 def fragment(observations: Sequence[Observation]) -> Any:
-    """The rows of ``observations`` (one shard's, judged: :class:`kinkcheck.report.build.JudgedShard`) as an Arrow
+    """The rows of ``observations`` (one shard's, judged: :class:`kinkcheck.judge.build.JudgedShard`) as an Arrow
     table of :data:`OWN_COLUMNS` and the ranks of their mode and dtype (``mode_rank``, ``dtype_rank``), in their
     order: what :func:`write_parquet` joins, so that a render after one new shard builds one shard's columns, not
     every shard's. The labels are built from one list per distinct labelling (an observation's labels are one of

@@ -1,7 +1,7 @@
 """The report's derived sections, as :class:`msgspec.Struct` types: disagreements within and across frameworks,
 mode disagreements, *Changed in*, conformance to documented rules, version spans, coverage of the census, kink
-hits of real models, the network summary and the headline counts. :mod:`kinkcheck.report.sections` and
-:mod:`kinkcheck.report.build` fill them; :mod:`kinkcheck.report.model` re-exports them.
+hits of real models, the network summary and the headline counts. :mod:`kinkcheck.judge.sections` and
+:mod:`kinkcheck.judge.build` fill them; :mod:`kinkcheck.report.model` re-exports them.
 """
 
 from __future__ import annotations

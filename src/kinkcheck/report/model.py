@@ -366,7 +366,7 @@ def head_end(data: bytes) -> int | None:
     """Where the head ends in ``data``, a report's JSON as :func:`report_json` writes it: the offset of the comma
     after the last head field (``summary``; :class:`_Head` lists them, first in :class:`Report`), so that
     ``data[:end] + HEAD_CLOSE`` is the head alone as JSON; None for JSON of another layout. The render gzips the
-    head and the rest as two members (:func:`kinkcheck.report.gzip_bytes`): ``cite``, ``ask`` and ``diff`` inflate
+    head and the rest as two members (:func:`kinkcheck.report.model.gzip_bytes`): ``cite``, ``ask`` and ``diff`` inflate
     only the first; any gunzip reads the file as one."""
     head = _Head.__struct_fields__
     fields = Report.__struct_fields__
@@ -374,6 +374,17 @@ def head_end(data: bytes) -> int | None:
         return None
     at = data.find(b",\n" + _ENCODER.encode(fields[len(head)]) + b":")  # the first field after the head, at a
     return None if at < 0 else at  # line's start: a string value never holds a bare newline
+
+
+def gzip_bytes(data: bytes, split: int | None = None) -> bytes:
+    """``data`` gzipped deterministically (level 9, no file name, mtime 0), for ``conventions.json.gz``; with
+    ``split``, as two gzip members, ``data[:split]`` then the rest (the report's head, then its derived sections:
+    :func:`kinkcheck.report.model.head_end`), which any gunzip reads as one file."""
+    import gzip
+
+    if split is None:
+        return gzip.compress(data, compresslevel=9, mtime=0)
+    return gzip.compress(data[:split], compresslevel=9, mtime=0) + gzip.compress(data[split:], compresslevel=9, mtime=0)
 
 
 def _report_of_head(head: _Head) -> Report:

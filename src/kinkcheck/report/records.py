@@ -1,7 +1,7 @@
 """The report's measured records: provenance, environments, cases with their oracle, observations, network runs
 and P0, as :class:`msgspec.Struct` types (:mod:`kinkcheck.report.model` is the read API that re-exports them).
 
-:class:`~kinkcheck.report.model.Report` holds lists of these; the builder (:mod:`kinkcheck.report.build`) fills
+:class:`~kinkcheck.report.model.Report` holds lists of these; the builder (:mod:`kinkcheck.judge.build`) fills
 them, the decoder type-checks them, and the JSON Schema is generated from them. The sections derived from them
 (disagreements, *Changed in*, conformance, coverage, summary) are in :mod:`kinkcheck.report.derived`.
 """

@@ -1,6 +1,6 @@
 """The report's words and marks, shared by every page and face: the label legend and its marks and colours,
 anchors and page names, and the formatting of numbers, values, exact values, Clarke sets and oracle findings
-(:mod:`kinkcheck.report.view` builds the pages' views with them; ``cite``, ``migrate``, ``check``, ``explain``
+(:mod:`kinkcheck.render.view` builds the pages' views with them; ``cite``, ``migrate``, ``check``, ``explain``
 and the plots use them too)."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ LABEL_MARK: dict[str, Mark] = {
 NO_OBSERVATION = Mark("➖", "#ffffff", "no observation")
 
 #: A strip's letter per label (:data:`LABEL_MARK`), for where an emoji may not show: the site draws each in a box
-#: (:mod:`kinkcheck.report.site`), ``kinkcheck ask`` prints them in a terminal. The emoji need a colour-emoji font
+#: (:mod:`kinkcheck.render.site`), ``kinkcheck ask`` prints them in a terminal. The emoji need a colour-emoji font
 #: and tell left from right by shape alone; a letter reads anywhere.
 LABEL_LETTER: dict[str, str] = {
     "derivative": "D", "min-norm": "m", "left": "L", "right": "R", "left-piece": "l", "right-piece": "r",
@@ -141,7 +141,7 @@ def mode_page(comparison: str) -> str:
 
 def is_isa_comparison(comparison: str) -> bool:
     """Whether a comparison is one x86-64 instruction-set level against another (``"x86-64-v4 vs x86-64-v2"``:
-    :func:`kinkcheck.report.sections.place_comparison`), shown on ``isa-levels.md``."""
+    :func:`kinkcheck.judge.sections.place_comparison`), shown on ``isa-levels.md``."""
     return comparison.startswith("x86-64")
 
 

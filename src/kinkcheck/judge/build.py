@@ -6,14 +6,14 @@ report is a function of the shards and the catalog alone, with no wall clock: ``
 ``measured_at`` of its environments (:func:`report_date`), so the same shards give the same bytes on any machine.
 The derived sections (disagreements, mode disagreements, *Changed in*, conformance, coverage, summary) are
 computed once, from the observations through :class:`kinkcheck.report.model.ReportIndex`
-(:mod:`kinkcheck.report.sections`).
+(:mod:`kinkcheck.judge.sections`).
 
 Each shard is judged once per content (:func:`judged_shard`): its judged observations, in the report's order, their
 Parquet columns (:func:`kinkcheck.report.dataset.fragment`) and its cross-checked network runs are kept in the cache
 folder, keyed on the shard's content, the judging code (:data:`JUDGE_MODULES`) and what the judging reads of the
 catalog and the oracle table; a render after one new or changed shard judges that shard alone and reads the others'
 judgements, without unpacking their files (:class:`kinkcheck.shards.ShardFile`). The parts of the derived sections
-that read one shard or a pair of shards are kept under those keys too (:func:`kinkcheck.report.sections._kept`).
+that read one shard or a pair of shards are kept under those keys too (:func:`kinkcheck.judge.sections._kept`).
 The report is the same, byte for byte, as one judged afresh.
 """
 
@@ -41,7 +41,7 @@ from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.probe.plan import missing_work
 from kinkcheck.report import model as m
 from kinkcheck.report.dataset import fragment
-from kinkcheck.report.sections import (
+from kinkcheck.judge.sections import (
     COMPARISONS,
     COUNTED,
     COUNTED_LABELS,
@@ -222,7 +222,7 @@ def derive(report: m.Report, catalog: Catalog, predictions: dict[tuple[str, str,
 #: The judging code: a change to any of these files judges every shard again (:func:`judge_digest`).
 JUDGE_MODULES: tuple[str, ...] = (
     "classify.py", "geometry.py", "conformance.py", "expr.py", "registry.py", "dtypes.py", "vocabulary.py",
-    "catalog.py", "probe/plan.py", "report/build.py", "report/dataset.py",
+    "catalog.py", "probe/plan.py", "judge/build.py", "report/dataset.py",
     "report/records.py", "oracles/*.py", "frameworks/*/record.py")
 
 
@@ -465,7 +465,7 @@ def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
 
 
 def observation_counts(observations: Sequence[m.Observation]) -> dict[str, int]:
-    """What the summary counts of ``observations`` (:data:`kinkcheck.report.sections.COUNTED`): errors and
+    """What the summary counts of ``observations`` (:data:`kinkcheck.judge.sections.COUNTED`): errors and
     unavailable ones, those with each counted label, each conformance verdict (``verdict:<name>``). Kept with a
     shard's judgement; counts of disjoint lists add up."""
     out = dict.fromkeys(COUNTED, 0)

@@ -280,7 +280,7 @@ class ReportView:
     _case_views: dict[str, CaseView] = field(default_factory=dict)
     _faces: dict[int, Face] = field(default_factory=dict)
     _values: dict[bytes, str] = field(default_factory=dict)
-    #: Framework → case → its parts of the pages, rendered or kept (:func:`kinkcheck.report.markdown.framework_parts`).
+    #: Framework → case → its parts of the pages, rendered or kept (:func:`kinkcheck.render.markdown.framework_parts`).
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The report's rows a case page lists, by case (:meth:`_by_case`).
     _rows_by_case: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
@@ -559,7 +559,7 @@ class ReportView:
 
     def _build_case(self, case: Case, tables_too: bool = True) -> CaseView:
         """The case's view; without ``tables_too`` its framework tables and modes tables left empty (a case page
-        renders those per framework: :func:`kinkcheck.report.markdown.framework_parts`)."""
+        renders those per framework: :func:`kinkcheck.render.markdown.framework_parts`)."""
         rep, idx = self.report, self.report.index
         tables: list[FrameworkTable] = []
         mode_tables: list[ModeTable] = []
@@ -750,7 +750,7 @@ def jinja_environment(autoescape: bool) -> Any:
 
     import jinja2
 
-    folder = resources.files("kinkcheck.report").joinpath("templates")
+    folder = resources.files("kinkcheck.render").joinpath("templates")
     sources = {t.name: t.read_text() for t in folder.iterdir() if t.name.endswith(".j2")}
     env = jinja2.Environment(loader=jinja2.DictLoader(sources), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=autoescape,

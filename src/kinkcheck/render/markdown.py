@@ -5,7 +5,7 @@ Templates: ``templates/conventions.md.j2`` (the index: summary, headline finding
 what is covered, the legend, the list of cases) and ``templates/case.md.j2`` (a case: its function, point,
 sources and oracle, per framework one row per program with its values over the releases as ranges and a strip
 of squares coloured by label, the modes of the newest release, its network runs, *Changed in* rows, errors).
-Both read the typed report through :mod:`kinkcheck.report.view`; anchors are those listed there. Each page
+Both read the typed report through :mod:`kinkcheck.render.view`; anchors are those listed there. Each page
 names the SHA-256 of the ``conventions.json`` it belongs to in its footer, and is a function of the report
 alone (byte-identical for the same report). What a page shows of one framework (its table, its modes table, its
 cell of the index's list of cases: ``case-table.md.j2``, ``case-modes.md.j2``, ``case-newest.md.j2``) is rendered
@@ -21,7 +21,7 @@ from typing import Any
 
 from kinkcheck.report.model import Brief, Report
 from kinkcheck.report.text import MODE_PAGES, md_prose, md_text
-from kinkcheck.report.view import (
+from kinkcheck.render.view import (
     CASES_DIR,
     DTYPE_SHORT,
     LABEL_HELP,
@@ -134,10 +134,10 @@ def _kink_hits_summary(measurements: Any) -> str:
 
 
 def _kink_hits_md(k: Any) -> str:
-    """A kink-hit census measurement's tables (:func:`kinkcheck.report.census.render_run`)."""
+    """A kink-hit census measurement's tables (:func:`kinkcheck.render.census.render_run`)."""
     import msgspec
 
-    from kinkcheck.report.census import render_run
+    from kinkcheck.render.census import render_run
 
     return render_run(msgspec.to_builtins(k)).rstrip("\n")
 
@@ -189,7 +189,7 @@ def framework_parts(report: Report, framework: str) -> dict[str, list[str | None
     table there (``case-modes.md.j2``) and its cell of the index's list of cases (``case-newest.md.j2``), each
     None where the framework has none; for every case of the report.
 
-    Each is read from that framework's observations alone (:meth:`kinkcheck.report.view.ReportView.framework_tables`),
+    Each is read from that framework's observations alone (:meth:`kinkcheck.render.view.ReportView.framework_tables`),
     so they are kept in the cache (kind ``case-parts``) under the judged keys of its shards (the shard's content,
     the judging code, the catalog and oracles, its environment record: ``report.judged_keys``), the report's dtypes
     and modes, its cases and the rendering code (:func:`_parts_key`): a render after one new shard renders its
@@ -278,7 +278,7 @@ def _ended(text: str) -> str:
 
 
 def render_operation_pages(report: Report, pages: Sequence[Any]) -> dict[str, str]:
-    """Each operation's page of the site (:class:`kinkcheck.report.site.OperationPage`): its ``file`` (under the
+    """Each operation's page of the site (:class:`kinkcheck.render.site.OperationPage`): its ``file`` (under the
     site's root) → text. Links to cases are ``../../report/cases/<slug>.md#<row anchor>``."""
     g = _globals(report, None)
     template = _template("operation.md.j2")

@@ -30,7 +30,7 @@ from kinkcheck import expr as ex
 from kinkcheck.cache import read_cached, write_cached
 from kinkcheck.registry import FRAMEWORKS, view
 from kinkcheck.report.model import Case
-from kinkcheck.report.view import slug
+from kinkcheck.render.view import slug
 
 __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs", "kink_hits_svg"]
 
@@ -131,7 +131,7 @@ def _draw_in_workers(requests: list[Request], workers: int) -> list[str] | None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # where this process found kinkcheck
     chunks = [requests[k::workers] for k in range(workers)]
     try:
-        procs = [subprocess.Popen([sys.executable, "-c", "from kinkcheck.report.plots import _worker; _worker()"],
+        procs = [subprocess.Popen([sys.executable, "-c", "from kinkcheck.render.plots import _worker; _worker()"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
                  for _ in chunks]
     except OSError:  # no processes here (a sandbox, a limit): draw them in this one

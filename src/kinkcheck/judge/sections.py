@@ -1,7 +1,7 @@
 """The report's derived sections, computed once from the judged observations
 (:class:`kinkcheck.report.model.ReportIndex`): disagreements between programs, frameworks and releases, mode
 disagreements, *Changed in*, conformance to the documented rules, the network cross-check's summary, version
-spans, coverage and the summary (:func:`kinkcheck.report.build.build` fills them in)."""
+spans, coverage and the summary (:func:`kinkcheck.judge.build.build` fills them in)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from kinkcheck.platforms import DEVICES, PLATFORMS, device_title
 from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.report.model import differs
-from kinkcheck.report.view import describe_observation
+from kinkcheck.report.text import describe_observation
 from kinkcheck.vocabulary import DTYPES, MODES, encode
 
 #: Shown as the program of a *Changed in* row when a mode appeared or went for every program.
@@ -76,9 +76,9 @@ def _shape(groups: Sequence[m.Group]) -> tuple[Any, ...]:
 # --------------------------------------------------------------------------- kept per shard or pair of shards
 
 #: The code the parts kept per shard (:func:`_kept`) are computed by, besides the judging code
-#: (:data:`kinkcheck.report.build.JUDGE_MODULES`, in each shard's judged key): a change to any of them computes
+#: (:data:`kinkcheck.judge.build.JUDGE_MODULES`, in each shard's judged key): a change to any of them computes
 #: every part again.
-DERIVED_MODULES: tuple[str, ...] = ("report/sections.py", "report/model.py", "report/view.py", "report/text.py",
+DERIVED_MODULES: tuple[str, ...] = ("judge/sections.py", "report/model.py", "render/view.py", "report/text.py",
                                     "isa.py", "platforms.py", "platforms.toml")
 _DERIVED_DIGEST: list[str] = []
 
@@ -100,7 +100,7 @@ def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any
     """``compute()``, a part of a section that reads the observations of ``environments`` alone (a boundary of
     *Changed in*, one environment's mode comparisons), kept in the cache folder (``derived/``) under ``kind``,
     :func:`derived_digest` and each environment's judged key (``report.judged_keys``: its shard's content, the
-    judging code, the catalog and its oracles; :func:`kinkcheck.report.build.judged_shard`). A render after one
+    judging code, the catalog and its oracles; :func:`kinkcheck.judge.build.judged_shard`). A render after one
     new shard computes the parts that read it, and reads the others. A report built without judged keys (by hand,
     in a test) computes every part; an entry that cannot be read, or is not a list of ``item``, is computed again,
     never an error."""
@@ -674,7 +674,7 @@ def _operations(catalog: Catalog) -> list[m.OperationCoverage]:
     return out
 
 
-#: What the summary counts of the observations (:func:`kinkcheck.report.build.observation_counts`, per shard as it is
+#: What the summary counts of the observations (:func:`kinkcheck.judge.build.observation_counts`, per shard as it is
 #: judged): errors and unavailable ones, those with each of these labels, and each conformance verdict.
 COUNTED_LABELS = ("outside-clarke", "not-lipschitz", "not-judged", "nan")
 COUNTED = ("error", "unavailable", *COUNTED_LABELS, *(f"verdict:{v}" for v in conf.VERDICTS))
