@@ -140,8 +140,8 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     program : str
         A program of the catalog, e.g. ``"torch.clamp(x, min=0)"`` (``jnp``/``F``/``lax`` aliases accepted).
     case : str, optional
-        Case id. Default: the program's principal case (:func:`principal_case`); the others are in
-        :attr:`Citation.others`.
+        Case id. Default: the program's principal case (:func:`kinkcheck.report.cells.principal_case`); the others
+        are in :attr:`Citation.others`.
     framework_version : str, optional
         Release; default the newest release measured on ``device`` (an ``Environment.place``: the device, then
         ``-<platform tag>`` off Linux x86-64, e.g. ``cpu-macos_arm64``).
@@ -165,7 +165,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         if case not in ix.case:
             import difflib
 
-            near = difflib.get_closeprogram_in_case(case, list(ix.case), n=5, cutoff=0.3)
+            near = difflib.get_close_matches(case, list(ix.case), n=5, cutoff=0.3)
             raise CiteError(f"unknown case {case!r}" + (f" (nearest: {', '.join(near)})" if near else ""))
         chosen = [cell for cell in cells if cell[0].id == case]
         if not chosen:
@@ -379,8 +379,8 @@ def find_rule(doc: Mapping[str, Any], spec: str, framework: str | None = None) -
         if elsewhere:
             raise CiteError(f"no rule for {op_text!r}{where} (it has rules in {', '.join(elsewhere)})")
         names = sorted(set(ops.values()))
-        close = difflib.get_closeprogram_in_case(op_text, names, n=5, cutoff=0.6) or \
-            difflib.get_closeprogram_in_case(op_text, sorted({n.partition("(")[0].rsplit(".", 1)[-1] for n in names}),
+        close = difflib.get_close_matches(op_text, names, n=5, cutoff=0.6) or \
+            difflib.get_close_matches(op_text, sorted({n.partition("(")[0].rsplit(".", 1)[-1] for n in names}),
                                       n=5, cutoff=0.6)
         hint = f"; close: {', '.join(close)}" if close else "; `kinkcheck rules` lists every operation"
         raise CiteError(f"no rule for operation {op_text!r}{where}{hint}")

@@ -32,8 +32,8 @@ def load_report_for(path: str | Path, program: str | None = None, frameworks: Co
     ``program``, only the observations of the catalog programs it spells (the report's index then takes the
     modes each environment measured from the Parquet file's index, so the anchors are those of the full report),
     and with ``one_cell`` only those of the case :func:`kinkcheck.cite.cite` states for ``program``, ``case`` and
-    ``framework``, in ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release: ``kinkcheck cite``; a report
-    without a table index of modes is read for the program whole); with ``frameworks``, only those frameworks'
+    ``framework``, in ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release:
+    ``kinkcheck cite``; a report without a table index of modes is read for the program whole); with ``frameworks``, only those frameworks'
     programs (what ``kinkcheck migrate`` compares). Either way the derived sections are left out.
 
     Raises
@@ -127,7 +127,8 @@ def program_in_case(program: str, case: Case, framework: str | None = None) -> s
     return _MATCHED[key][1]
 
 
-#: (program, framework, id of a case) → (the case, :func:`_matches`' answer): the case kept, so its id is its own.
+#: (program, framework, id of a case) → (the case, :func:`program_in_case`' answer): the case kept, so its id is
+#: its own.
 _MATCHED: dict[tuple[str, str | None, int], tuple[Case, str | None]] = {}
 
 
@@ -141,8 +142,8 @@ def cells_of(report: Report, program: str, framework: str | None) -> list[tuple[
 
 
 def stated_case(cells: Sequence[tuple[Case, str, str]], case: str | None) -> str | None:
-    """The id of the case :func:`kinkcheck.cite.cite` states among ``cells``: ``case`` when given and held, else the principal
-    case (:func:`principal_case`); None when there is none."""
+    """The id of the case :func:`kinkcheck.cite.cite` states among ``cells``: ``case`` when given and held, else the
+    principal case (:func:`principal_case`); None when there is none."""
     if case is not None:
         return case if any(c.id == case for c, _, _ in cells) else None
     return principal_case(list({c.id: c for c, _, _ in cells}.values())).id if cells else None
