@@ -10,20 +10,21 @@ a folder beside it (``.<name>.render-<pid>-<random>.tmp``, in the same parent), 
 are hard-linked into it (anything that is not the report's: the set's files, an earlier render's
 ``conventions.json``/``.csv``/``.html``, a generated page of a case no longer in the catalog, an earlier kinkcheck's
 ``.*.tmp`` are the report's), and the two folders are exchanged in **one rename** (Linux
-``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``); the old set, now beside, is then removed.
-A ``kill -9`` at any moment leaves the folder wholly old or wholly new; what it leaves beside (a new set never switched in, an
-old one never removed) the next render removes, unless a live render holds it (each holds its folder with ``flock``,
-and two renders into one folder switch one after the other, each set whole). Where the file system has no atomic
-exchange, two renames stand in for it: a kill between them leaves no folder (readers say "no report"), and the next
-render first renames the old set back. The folder stays a plain folder of plain files (``reports/`` is committed as
-one); a link to it is followed and the folder it names is switched. A folder's files of two renders (copied by hand)
-are still told apart: the files are chained by digests, the JSON records the Parquet file's SHA-256 and the Markdown
-pages name the JSON's SHA-256; :func:`set_problems` checks a whole folder, and every reader of the table checks it is
-the one its JSON records (:func:`kinkcheck.query.check_one_render`). ``$KINKCHECK_TEST_PAUSE_SWITCH`` (``before``,
-``after``; tests only) pauses a render at the switch so a test can kill it there. The files are a function of the
-shards and catalog alone (no clock), so the same shards render byte-identical files on any machine with the same
-matplotlib and pyarrow releases (``noxfile.MATPLOTLIB``, ``noxfile.PYARROW``). :func:`validate_report` checks a JSON
-document against ``schemas/conventions.v2.json`` (generated from the model; the tests run it on the committed report).
+``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``); the old set, now beside, is then removed. A
+``kill -9`` at any moment leaves the folder wholly old or wholly new; what it leaves beside (a new set never switched
+in, an old one never removed) the next render removes, unless a live render holds it (each holds its folder with
+``flock``, and two renders into one folder switch one after the other, each set whole). Where the file system has no
+atomic exchange, two renames stand in for it: a kill between them leaves no folder (readers say "no report"), and the
+next render first renames the old set back. The folder stays a plain folder of plain files (``reports/`` is committed
+as one); a link to it is followed and the folder it names is switched. A folder's files of two renders (copied by
+hand) are still told apart: the files are chained by digests, the JSON records the Parquet file's SHA-256 and the
+Markdown pages name the JSON's SHA-256; :func:`set_problems` checks a whole folder, and every reader of the table
+checks it is the one its JSON records (:func:`kinkcheck.query.check_one_render`). ``$KINKCHECK_TEST_PAUSE_SWITCH``
+(``before``, ``after``; tests only) pauses a render at the switch so a test can kill it there. The files are a
+function of the shards and catalog alone (no clock), so the same shards render byte-identical files on any machine
+with the same matplotlib and pyarrow releases (``noxfile.MATPLOTLIB``, ``noxfile.PYARROW``). :func:`validate_report`
+checks a JSON document against ``schemas/conventions.v2.json`` (generated from the model; the tests run it on the
+committed report).
 """
 
 from __future__ import annotations
