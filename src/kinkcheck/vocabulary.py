@@ -10,47 +10,93 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kinkcheck import dtypes
 from kinkcheck.registry import view
 
-__all__ = ["COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODES", "MODE_INFO", "decode", "encode", "release_key",
-           "flat_value", "flatten"]
+__all__ = ["COMPARISONS", "COMPARISON_RECORDS", "COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODES",
+           "MODE_INFO", "MODE_RECORDS", "NETWORK_MODES", "Comparison", "Mode", "decode", "encode", "flat_value", "flatten",
+           "release_key"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
 DTYPES: tuple[str, ...] = dtypes.DTYPES
 
-#: Differentiation modes, in report order, with what each computes. Every mode returns a value of the
-#: inputs' shapes that is comparable with the reverse-mode gradient of ``f(x).sum()``, except
-#: ``second-order`` (the Hessian times a vector of ones, ``H @ 1``: the gradient of the gradient's sum).
-MODE_INFO: dict[str, str] = {
-    "reverse": "reverse mode: torch `y.backward(ones)`; JAX `jax.grad` of the sum; autograd `make_vjp` with ones; "
-               "PyTensor `pytensor.grad` of the sum, compiled without C or Numba (FAST_COMPILE, Python linker)",
-    "functional": "torch.func.grad of the sum",
-    "forward": "forward mode: `torch.func.jvp` / `jax.jvp` (autograd `make_jvp`, PyTensor the ops' `R_op`) along "
-               "each input component's unit tangent",
-    "forward-ad": "forward mode with dual numbers: `torch.autograd.forward_ad`",
-    "jacfwd": "`jax.jacfwd`, summed over the output",
-    "jacrev": "`jax.jacrev`, summed over the output",
-    "jit": "compiled by the framework's compiler: `jax.jit(jax.grad(...))`; TensorFlow `tf.function(jit_compile=True)` "
-           "(XLA); MLX `mx.compile`; tinygrad `TinyJit`; PyTensor `pytensor.function` in its default mode (C or Numba)",
-    "graph": "a traced graph run without a compiler: TensorFlow `tf.function`; PaddlePaddle a static program "
-             "(`paddle.static`, what `paddle.jit.to_static` builds) and `paddle.static.gradients`; "
-             "MindSpore GRAPH_MODE (`mindspore.jit`)",
-    "inductor": "`torch.compile(backend=\"inductor\")`, backward through the compiled graph",
-    "aot_eager": "`torch.compile(backend=\"aot_eager\")`: AOTAutograd's traced backward, no code generation",
-    "vmap": "`torch.func.vmap(torch.func.grad(...))` / `jax.vmap(jax.grad(...))` over a batch of two copies of the point",
-    "second-order": "the Hessian times ones, `H @ 1`: torch double backward, `jax.hessian`; autograd and PyTensor "
-                    "the gradient of the gradient's sum",
+@dataclass(frozen=True)
+class Comparison:
+    """A comparison of a mode with reverse mode (``"reverse vs forward"``), and the section page that shows its
+    disagreements (``report/text.MODE_PAGES``)."""
+
+    name: str
+    page: str
+
+
+#: The comparisons of a mode with reverse mode, in the order the report lists them.
+COMPARISON_RECORDS: tuple[Comparison, ...] = (
+    Comparison("reverse vs functional", "mode-disagreements"),
+    Comparison("reverse vs forward", "mode-disagreements"),
+    Comparison("eager vs compiled", "compiled-disagreements"),
+    Comparison("grad vs jit", "compiled-disagreements"),
+    Comparison("unbatched vs vmap", "compiled-disagreements"),
+)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One differentiation mode: what it computes (the report's words), the comparison its cells are judged in
+    against reverse mode (None: reverse itself; second-order is judged on its own; graph is not compared), whether
+    the probe runs it as one compiled batch per dtype, and whether P0's network runs in it too."""
+
+    computes: str
+    compared_as: str | None = None
+    compiled: bool = False
+    network: bool = False
+
+
+#: Differentiation modes, in report order: one record each (:class:`Mode`), read by the probe, the judge, the pages
+#: and the command line's help. Every mode returns a value of the inputs' shapes that is comparable with the
+#: reverse-mode gradient of ``f(x).sum()``, except ``second-order`` (the Hessian times a vector of ones, ``H @ 1``:
+#: the gradient of the gradient's sum).
+MODE_RECORDS: dict[str, Mode] = {
+    "reverse": Mode("reverse mode: torch `y.backward(ones)`; JAX `jax.grad` of the sum; autograd `make_vjp` with "
+                    "ones; PyTensor `pytensor.grad` of the sum, compiled without C or Numba (FAST_COMPILE, Python "
+                    "linker)", network=True),
+    "functional": Mode("torch.func.grad of the sum", "reverse vs functional"),
+    "forward": Mode("forward mode: `torch.func.jvp` / `jax.jvp` (autograd `make_jvp`, PyTensor the ops' `R_op`) along "
+                    "each input component's unit tangent", "reverse vs forward", network=True),
+    "forward-ad": Mode("forward mode with dual numbers: `torch.autograd.forward_ad`", "reverse vs forward"),
+    "jacfwd": Mode("`jax.jacfwd`, summed over the output", "reverse vs forward"),
+    "jacrev": Mode("`jax.jacrev`, summed over the output", "reverse vs functional"),
+    "jit": Mode("compiled by the framework's compiler: `jax.jit(jax.grad(...))`; TensorFlow "
+                "`tf.function(jit_compile=True)` (XLA); MLX `mx.compile`; tinygrad `TinyJit`; PyTensor "
+                "`pytensor.function` in its default mode (C or Numba)", "grad vs jit", network=True),
+    "graph": Mode("a traced graph run without a compiler: TensorFlow `tf.function`; PaddlePaddle a static program "
+                  "(`paddle.static`, what `paddle.jit.to_static` builds) and `paddle.static.gradients`; "
+                  "MindSpore GRAPH_MODE (`mindspore.jit`)"),
+    "inductor": Mode("`torch.compile(backend=\"inductor\")`, backward through the compiled graph", "eager vs compiled",
+                     compiled=True, network=True),
+    "aot_eager": Mode("`torch.compile(backend=\"aot_eager\")`: AOTAutograd's traced backward, no code generation",
+                      "eager vs compiled", compiled=True, network=True),
+    "vmap": Mode("`torch.func.vmap(torch.func.grad(...))` / `jax.vmap(jax.grad(...))` over a batch of two copies of "
+                 "the point", "unbatched vs vmap"),
+    "second-order": Mode("the Hessian times ones, `H @ 1`: torch double backward, `jax.hessian`; autograd and "
+                         "PyTensor the gradient of the gradient's sum"),
 }
-MODES: tuple[str, ...] = tuple(MODE_INFO)
+#: What each mode computes (:attr:`Mode.computes`).
+MODE_INFO: dict[str, str] = {name: mode.computes for name, mode in MODE_RECORDS.items()}
+MODES: tuple[str, ...] = tuple(MODE_RECORDS)
 #: The modes each adapter implements (``Adapter.modes``).
 FRAMEWORK_MODES: Mapping[str, tuple[str, ...]] = view(lambda f: f.modes)
 #: Modes whose value is a gradient (comparable with ``reverse``); second-order is judged on its own.
 GRADIENT_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "second-order")
 #: Compiled modes: the probe batches every program of the catalog into one compiled call per dtype.
-COMPILED_MODES: frozenset[str] = frozenset(("inductor", "aot_eager"))
+COMPILED_MODES: frozenset[str] = frozenset(m for m, r in MODE_RECORDS.items() if r.compiled)
+#: Modes in which activation programs also run on P0's network (where the adapter has them): the end-to-end
+#: cross-check of reverse, forward and compiled gradients against the NumPy oracle.
+NETWORK_MODES: tuple[str, ...] = tuple(m for m, r in MODE_RECORDS.items() if r.network)
+#: Mode → the comparison its disagreements with reverse mode are listed under (:attr:`Mode.compared_as`).
+COMPARISONS: dict[str, str] = {m: r.compared_as for m, r in MODE_RECORDS.items() if r.compared_as is not None}
 
 
 def encode(value: Any) -> Any:

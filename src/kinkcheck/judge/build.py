@@ -42,7 +42,6 @@ from kinkcheck.probe.plan import missing_work
 from kinkcheck.report import model as m
 from kinkcheck.report.dataset import fragment
 from kinkcheck.judge.sections import (
-    COMPARISONS,
     COUNTED,
     COUNTED_LABELS,
     _conformance,
@@ -60,7 +59,7 @@ from kinkcheck.judge.sections import (
 from kinkcheck.shards import ShardFile
 from kinkcheck.vocabulary import flat_value
 
-__all__ = ["COMPARISONS", "P0_PROGRAMS", "build", "derive", "judged_report", "report_date"]
+__all__ = ["P0_PROGRAMS", "build", "derive", "judged_report", "report_date"]
 
 #: Programs shown in the P0 worked example, in order (case relu@0); the first three programs of relu@0 of each
 #: other framework (its catalog order: the activation, then the spellings users write most) follow them.

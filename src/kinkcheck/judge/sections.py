@@ -24,7 +24,7 @@ from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.report.model import differs
 from kinkcheck.report.text import describe_observation
-from kinkcheck.vocabulary import DTYPES, MODES, encode
+from kinkcheck.vocabulary import COMPARISON_RECORDS, COMPARISONS, DTYPES, MODES, encode
 
 #: Shown as the program of a *Changed in* row when a mode appeared or went for every program.
 EVERY_PROGRAM = "(every program in this mode)"
@@ -196,20 +196,6 @@ def disagreements(report: m.Report) -> m.Disagreements:
     return m.Disagreements(within=rows, across=across)
 
 
-#: How a mode is compared with its reference, and the heading of the comparison in the report.
-COMPARISONS: dict[str, str] = {
-    "functional": "reverse vs functional",
-    "jacrev": "reverse vs functional",
-    "forward": "reverse vs forward",
-    "forward-ad": "reverse vs forward",
-    "jacfwd": "reverse vs forward",
-    "inductor": "eager vs compiled",
-    "aot_eager": "eager vs compiled",
-    "jit": "grad vs jit",
-    "vmap": "unbatched vs vmap",
-}
-
-
 def _differs(a: m.Observation, b: m.Observation, ix: m.ReportIndex, dtype: str) -> bool:
     """Whether two observations of one program disagree: status, value beyond ``dtype``'s tolerance, or label.
 
@@ -379,7 +365,7 @@ def mode_disagreements(report: m.Report) -> m.ModeDisagreements:
         else:
             merged[mkey] = row
     rows = list(merged.values())
-    fams = list(dict.fromkeys([*COMPARISONS.values(), *(f"float64 vs {d}" for d in DTYPES[1:])]))
+    fams = [*(c.name for c in COMPARISON_RECORDS), *(f"float64 vs {d}" for d in DTYPES[1:])]
     for row in rows:
         row.environments.sort(key=ix.env_rank.__getitem__)
         row.releases = ix.releases(row.environments)

@@ -18,7 +18,7 @@ from kinkcheck.catalog import Catalog
 from kinkcheck.frameworks import Adapter, DeviceAbsent, FrameworkUnavailable, Unavailable, data_limit
 from kinkcheck.frameworks.base import short_error
 from kinkcheck.probe.worker import ENV_PROBE_MEMORY, BoundExceeded, Limits, NoDevice, TaskError, _is_oom
-from kinkcheck.vocabulary import COMPILED_MODES, DTYPES, encode
+from kinkcheck.vocabulary import COMPILED_MODES, DTYPES, NETWORK_MODES, encode
 
 
 #: dtypes of a probe: all four.
@@ -79,11 +79,6 @@ def network_point() -> dict[str, Any]:
     from kinkcheck.oracles import p0
 
     return p0.point()
-
-
-#: Modes in which activation programs also run on P0's network (where the adapter has them): the
-#: end-to-end cross-check of reverse, forward and compiled gradients against the NumPy oracle.
-NETWORK_MODES: tuple[str, ...] = ("reverse", "forward", "jit", "inductor", "aot_eager")
 
 
 #: dtypes of the network runs: P0's exact gradients (e.g. 932) are not representable in float16/bfloat16.

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import msgspec
 
 from kinkcheck.classify import LABELS, same_value
-from kinkcheck.vocabulary import DTYPES, MODE_INFO, MODES, flat_value, flatten
+from kinkcheck.vocabulary import COMPARISON_RECORDS, DTYPES, MODE_INFO, MODES, flat_value, flatten
 from kinkcheck.report.derived import (
     Across, Brief, ChangedIn, Conformance, ConformanceRow, Coverage, Disagreements, Group, KinkHitCell,
     KinkHits, ModeDisagreements, ModeRow, NetworkSummary, Newest, OperationCoverage, Rule, Summary, TrainingRun,
@@ -84,6 +84,7 @@ __all__ = [
     "TrainingRun",
     "VersionSpan",
     "Within",
+    "COMPARISON_RECORDS",
     "DTYPES",
     "LABELS",
     "MODES",

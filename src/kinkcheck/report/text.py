@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from kinkcheck.anchors import program_slug, slug
 from kinkcheck.report.model import (
+    COMPARISON_RECORDS,
     Exact,
     Observation,
     Oracle,
@@ -130,8 +131,9 @@ def mode_page(comparison: str) -> str:
         return "bfloat16-disagreements"
     if comparison.startswith("float64 vs"):
         return "dtype-disagreements"
-    if comparison in ("eager vs compiled", "grad vs jit", "unbatched vs vmap"):
-        return "compiled-disagreements"
+    page = next((c.page for c in COMPARISON_RECORDS if c.name == comparison), None)
+    if page is not None:  # a mode against reverse mode: the page its record names
+        return page
     if comparison.startswith("CPU vs "):  # an accelerator: devices.md, one row per program with its modes
         return "devices"
     if is_isa_comparison(comparison):  # an x86-64 level against another: isa-levels.md, laid out as devices.md
