@@ -389,7 +389,7 @@ def _beside(folder: Path) -> list[str]:
 
 
 def test_a_failed_write_keeps_the_old_set_whole_and_cleans_up(tmp_path, monkeypatch):
-    import kinkcheck.report as rep
+    import kinkcheck.render as rep
 
     out = tmp_path / "out"
     old = _old_set(out)
@@ -602,7 +602,7 @@ def test_without_an_atomic_exchange_two_renames_stand_in_and_a_kill_between_them
     """A file system without RENAME_EXCHANGE: the old folder is renamed aside, the new one into its place. A kill
     between the two leaves no folder (readers say there is no report); the next render renames the old set back
     first (the user's files with it), then switches its own in."""
-    import kinkcheck.report as rep
+    import kinkcheck.render as rep
     from kinkcheck.query import LookupFailed, lookup
 
     monkeypatch.setattr(rep, "_exchange", lambda a, b: False)

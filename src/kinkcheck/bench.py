@@ -380,7 +380,7 @@ REPORT_WARM_TARGET, REPORT_RATIO_TARGET, REPORT_COLD_TARGET = 5.0, 1.2, 30.0
 _REPORT_SCRIPT = """
 import json, os, sys, time
 t0 = time.perf_counter()
-import kinkcheck.oracles.table, kinkcheck.report, kinkcheck.judge.build, kinkcheck.render.plots, kinkcheck.shards
+import kinkcheck.oracles.table, kinkcheck.render, kinkcheck.judge.build, kinkcheck.render.plots, kinkcheck.shards
 from kinkcheck import cli
 spent = {}
 def timed(module, name):  # wrap module.name, adding the seconds spent in it to spent[name]
@@ -395,7 +395,7 @@ def timed(module, name):  # wrap module.name, adding the seconds spent in it to 
         if getattr(m, "__name__", "").startswith("kinkcheck") and getattr(m, name, None) is real:
             setattr(m, name, wrapper)
 timed(kinkcheck.shards, "load_shards")
-timed(kinkcheck.report, "write_reports")
+timed(kinkcheck.render, "write_reports")
 timed(kinkcheck.oracles.table, "oracle_table")
 timed(kinkcheck.render.plots, "case_svgs")
 timed(kinkcheck.judge.build, "judged_shard")
