@@ -803,7 +803,7 @@ def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0"
 
 
 def command(args: Any) -> int:
-    """``kinkcheck ask`` (:mod:`kinkcheck.cli` parses its arguments)."""
+    """``kinkcheck ask`` (:mod:`kinkcheck.faces.ask` parses its arguments)."""
     import sys
 
     from kinkcheck import ask

@@ -99,8 +99,6 @@ def _base_folder(base: str) -> tuple[str, str]:
     return folder, suffix
 
 
-
-
 @dataclass(frozen=True)
 class Citation:
     """One cited cell: the sentence, the anchor of the program's row (on the case's page, :attr:`page`, and on
@@ -136,7 +134,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
     Parameters
     ----------
     report : Report
-        The report (:func:`load_report` of ``reports/conventions.json``).
+        The report (:func:`kinkcheck.report.cells.load_report_for` of ``reports/conventions.json``).
     program : str
         A program of the catalog, e.g. ``"torch.clamp(x, min=0)"`` (``jnp``/``F``/``lax`` aliases accepted).
     case : str, optional

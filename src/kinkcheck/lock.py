@@ -795,7 +795,7 @@ def default_lock_path() -> Path:
 
 
 def command(args: Any) -> int:
-    """``kinkcheck lock`` (:mod:`kinkcheck.cli` parses its arguments)."""
+    """``kinkcheck lock`` (:mod:`kinkcheck.faces.lock` parses its arguments)."""
     from kinkcheck import lock
     from kinkcheck.isa import capped_tag
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM

@@ -11,9 +11,10 @@ from typing import Any
 from kinkcheck.errors import UsageError
 from kinkcheck.registry import FRAMEWORKS
 
+
 def modes_help() -> str:
-    """``--mode``'s help: each framework's modes, read from the registry (:data:`kinkcheck.vocabulary.FRAMEWORK_MODES`),
-    so a framework or mode added there is listed here."""
+    """``--mode``'s help: each framework's modes, read from the registry
+    (:data:`kinkcheck.vocabulary.FRAMEWORK_MODES`), so a framework or mode added there is listed here."""
     from kinkcheck.vocabulary import FRAMEWORK_MODES
 
     return "reverse (default); " + "; ".join(f"{fw}: {', '.join(m for m in modes if m != 'reverse') or 'no other'}"

@@ -14,7 +14,6 @@ from kinkcheck.isa import cpuinfo as _cpuinfo
 from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
                                   encode, flat_value, flatten)
 
-
 __all__ = [
     "COMPILED_MODES",
     "DTYPES",

@@ -78,8 +78,8 @@ def _shape(groups: Sequence[m.Group]) -> tuple[Any, ...]:
 #: The code the parts kept per shard (:func:`_kept`) are computed by, besides the judging code
 #: (:data:`kinkcheck.judge.build.JUDGE_MODULES`, in each shard's judged key): a change to any of them computes
 #: every part again.
-DERIVED_MODULES: tuple[str, ...] = ("judge/sections.py", "report/model.py", "render/view.py", "report/text.py",
-                                    "isa.py", "platforms.py", "platforms.toml")
+DERIVED_MODULES: tuple[str, ...] = ("judge/sections.py", "report/model.py", "report/text.py", "isa.py", "platforms.py",
+                                    "platforms.toml")
 _DERIVED_DIGEST: list[str] = []
 
 

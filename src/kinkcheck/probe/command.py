@@ -1,4 +1,4 @@
-"""The ``kinkcheck probe`` command once its arguments are parsed (:mod:`kinkcheck.cli` parses and calls
+"""The ``kinkcheck probe`` command once its arguments are parsed (:mod:`kinkcheck.faces.probe` parses and calls
 :func:`probe_command`): check the request, hold the environment's lock, probe in a bounded worker
 (:func:`kinkcheck.probe.isolated.probe_isolated`) or in this process, merge into the shard
 (:func:`kinkcheck.probe.plan.write_merged`) and say what was written. :func:`probe_worker` is the worker's half.

@@ -114,7 +114,8 @@ def program_in_case(program: str, case: Case, framework: str | None = None) -> s
     """The case's program id that ``program`` spells (:func:`kinkcheck.expr.same_program`: aliases, spacing, the
     spelling of numbers, positional or keyword arguments), the closest spelling first, or None; among
     ``framework``'s programs when given (``x.clamp(min=0.0)`` is MindSpore's own text and torch's ``x.clamp(min=0)``).
-    Kept per case object: :func:`load_report` and :func:`kinkcheck.cite.cite` ask the same questions of one report."""
+    Kept per case object: :func:`load_report_for` and :func:`kinkcheck.cite.cite` ask the same questions of one
+    report."""
     key = (program, framework, id(case))
     hit = _MATCHED.get(key)
     if hit is not None and hit[0] is case:

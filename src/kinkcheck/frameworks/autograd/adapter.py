@@ -36,7 +36,6 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, of_differentiated, resolve, returned
 
-
 GUARD = ImportGuard()
 with GUARD:
     import autograd

@@ -21,7 +21,6 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
-
 GUARD = ImportGuard()
 with GUARD:
     import jax

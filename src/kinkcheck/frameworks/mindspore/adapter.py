@@ -10,13 +10,10 @@ modes MindSpore has do not take a parsed program:
 
 * forward: ``mindspore.ops.jvp`` always compiles its function with ``@jit`` (``_wrap_container`` in
   ``mindspore/ops/function/grad/grad_func.py``), and graph mode compiles from Python source;
-
-
 * graph: ``mindspore.jit`` in its default AST mode parses the function's source, and kinkcheck's evaluator
   is no graph-mode program ("Unsupported exception type: ExprError"); the bytecode capture
   (``capture_mode="bytecode"``) with ``fullgraph=True`` fails to trace it ("Trace function call failed"), and
   without ``fullgraph`` it falls back to PyNative silently, so a value from it could be an eager value.
-
 
 dtypes: float64, float32, float16, bfloat16; an op without a CPU kernel for the dtype ("Select CPU
 operator[ReLU] fail! Unsupported data type!", "The kernel Hardtanh unregistered", a primitive's dtype check)
@@ -33,7 +30,6 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, returned
-
 
 GUARD = ImportGuard()
 with GUARD:

@@ -26,7 +26,6 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 
-
 GUARD = ImportGuard()
 with GUARD:
     import mlx.core as mx
@@ -302,4 +301,3 @@ class MlxAdapter(Adapter):
     def _round_trip(self, dtype: str) -> Any:
         dt = self._dtype(dtype)
         return lambda v: _lists(["v"], [_from_float64(v, dt)])["v"]
-

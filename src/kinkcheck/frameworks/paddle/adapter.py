@@ -4,15 +4,11 @@ Modes (:data:`kinkcheck.vocabulary.MODE_INFO`):
 
 * reverse: ``paddle.grad(y, inputs, grad_outputs=ones_like(y))`` (the VJP with ones, what
   ``y.sum().backward()`` gives), through the eager backward nodes (``paddle/phi/kernels/*_grad_kernel``);
-
-
 * forward: ``paddle.incubate.autograd.jvp`` along each input component's unit tangent, output summed. In
   dynamic mode Paddle has no forward-mode AD: that function computes the JVP by the *double backward trick*
   (``_double_backward_trick`` in ``python/paddle/incubate/autograd/functional.py``: the VJP as a function
   of its cotangent, differentiated again with ``create_graph=True``), so it runs the ops' double-grad
   kernels, and raises where one has no grad op of its own (``relu_double_grad``, ``clip_double_grad``);
-
-
 * graph: the program built as a static graph (``paddle.static.program_guard`` under ``paddle.enable_static()``,
   inputs ``paddle.static.data``), differentiated by ``paddle.static.gradients`` with a cotangent of ones (the
   static autodiff: ``paddle.autograd.ir_backward`` on PIR programs from 3.0, ``paddle.base.backward``
@@ -21,7 +17,6 @@ Modes (:data:`kinkcheck.vocabulary.MODE_INFO`):
   needs the function's source code, and its bytecode translator (SOT, ``full_graph=False``) cannot
   translate kinkcheck's evaluator ("Break graph in closure is not support") and then runs it eagerly,
   silently (with ``STRICT_MODE=1`` it raises instead).
-
 
 dtypes: float64, float32, float16, bfloat16; a CPU kernel Paddle lacks for a dtype (``The kernel with key
 (CPU, ..., float16) of kernel `relu` is not registered``) is :class:`Unavailable`, naming the kernel. Paddle
@@ -42,8 +37,6 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_dtype, check_mode, native_stderr, of_differentiated
-
-
 from kinkcheck.isa import this_cpu
 
 GUARD = ImportGuard()
@@ -271,6 +264,7 @@ class PaddleAdapter(Adapter):
 
     def _round_trip(self, dtype: str) -> Any:
         return lambda v: paddle.to_tensor(v, dtype=dtype).astype("float64").tolist()
+
 
 
 load = PaddleAdapter.load

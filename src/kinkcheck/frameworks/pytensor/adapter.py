@@ -10,19 +10,14 @@ Python). So each mode names both the derivative graph and how it is compiled
   ``Mode(linker="py", optimizer="fast_compile")``: the derivative graph as PyTensor's ``L_op`` rules build it,
   only the few rewrites FAST_COMPILE applies, each op's Python ``perform`` (no C or Numba compilation, so every
   dtype runs and nothing is compiled per program);
-
-
 * ``forward``: the push-forward along each input component's unit tangent, output summed, from the ops' own
   forward rules (``R_op``: ``pytensor.gradient.pushforward(..., use_op_pushforward=True)`` where it exists,
   else ``pytensor.gradient.Rop(..., use_op_rop_implementation=True)``, else ``Rop``), compiled as ``reverse``.
   PyTensor's default ``Rop`` since 2.2x transposes the pull-back twice, which is reverse mode again;
-
-
 * ``second-order``: ``pytensor.grad`` of the sum of the gradient's components (``H @ 1``), compiled as ``reverse``;
 * ``jit``: the ``reverse`` graph compiled with ``pytensor.function``'s default mode, what a user's
   ``pytensor.function(inputs, pytensor.grad(cost, wrt))`` runs: FAST_RUN rewrites linked to C (2.x, a C
   compiler present) or Numba (3.x). Neither backend compiles float16 (such a cell is ``unavailable``).
-
 
 :meth:`PytensorAdapter.settings` records the default mode, its linker and the C compiler found. PyTensor has
 float64, float32 and float16; no bfloat16 (``unavailable``). CPU only.
@@ -50,7 +45,6 @@ from typing import Any
 from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, returned, short_error
-
 
 GUARD = ImportGuard()
 with GUARD:

@@ -4,17 +4,12 @@ Modes (:data:`kinkcheck.vocabulary.MODE_INFO`):
 
 * ``reverse`` — ``tf.GradientTape``: ``tape.gradient(y, inputs)``, which sends ones into every output
   component (the gradient of the output's sum);
-
-
 * ``forward`` — ``tf.autodiff.ForwardAccumulator`` along each input component's unit tangent, the JVP of
   the output's sum;
-
-
 * ``graph`` — the reverse-mode computation (tape and program) traced by ``tf.function`` and run as a graph;
 * ``jit`` — the same with ``tf.function(jit_compile=True)``: compiled by XLA;
 * ``second-order`` — nested tapes: the gradient of the sum of the gradient, the Hessian times ones
   (``H @ 1``).
-
 
 ``tf.function`` is called with ``autograph=False``: a call expression has no Python control flow for
 AutoGraph to convert, and so the traced graph is the same one a user's ``@tf.function`` records.

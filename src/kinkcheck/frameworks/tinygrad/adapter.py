@@ -29,7 +29,6 @@ from kinkcheck import expr as ex
 from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, flatten, returned, short_error
 
-
 GUARD = ImportGuard()
 with GUARD:
     from tinygrad import Device, Tensor, dtypes
@@ -267,4 +266,3 @@ class TinygradAdapter(Adapter):
     def _round_trip(self, dtype: str) -> Any:
         dt = self._dtype(dtype)
         return lambda v: Tensor(flatten(v), device=self._dev, dtype=dt).reshape(_shape(v)).cast(dtypes.float64).tolist()
-

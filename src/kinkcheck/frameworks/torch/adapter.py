@@ -21,7 +21,6 @@ from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, DeviceAbsent, Fra
     ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
     short_error, split_inputs
 
-
 GUARD = ImportGuard()
 with GUARD:
     import torch
