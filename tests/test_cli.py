@@ -543,18 +543,21 @@ def test_report_renders_a_checkouts_shards_with_that_checkouts_catalog(tmp_path,
     assert report_face.checkout_catalog(elsewhere) is None, "no checkout above the shards or here"
     assert report_face.checkout_catalog(elsewhere, cwd=tree) == tree / "references" / "catalog.toml", "the current checkout"
     args = argparse.Namespace(catalog=None, shards=str(tree / "references" / "observations"))
-    assert report_face._render_catalog(args) == tree / "references" / "catalog.toml" and capsys.readouterr().err == ""
+    assert report_face._render_catalog(args) == (tree / "references" / "catalog.toml", None), "a checkout's"
     package = tmp_path / "site" / "kinkcheck" / "data" / "catalog.toml"
     package.parent.mkdir(parents=True)
     package.write_text("")
     monkeypatch.setattr(kinkcheck.catalog, "default_catalog_path", lambda: package)
     args = argparse.Namespace(catalog=None, shards=str(elsewhere))
-    assert report_face._render_catalog(args) == package
+    found, left_out = report_face._render_catalog(args)
+    assert found == package and "the report's kink-hit census is left out" in left_out and \
+        left_out.startswith(f"kinkcheck report: no references/kinkhits/ beside the catalog {package}"), left_out
+    assert cli.main(["report", "--shards", str(elsewhere), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "the report's kink-hit census is left out" in err[0] and \
-        err[0].startswith(f"kinkcheck report: no references/kinkhits/ beside the catalog {package}"), err
+    assert len(err) == 1 and err[0].startswith("kinkcheck: error: ") and "kinkhits" not in err[0], (
+        f"bad input (here an empty catalog) says only why, not first what a render would leave out: {err}")
     args = argparse.Namespace(catalog=str(package), shards=str(elsewhere))
-    assert report_face._render_catalog(args) == package and capsys.readouterr().err == "", "--catalog: the user's choice"
+    assert report_face._render_catalog(args) == (package, None), "--catalog: the user's choice, nothing said"
 
 
 def test_a_report_the_console_script_exits_after_leaves_the_collector_off(tmp_path, monkeypatch):

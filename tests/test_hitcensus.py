@@ -261,3 +261,15 @@ def test_the_jax_census_runs_the_same_networks_and_finds_the_same_kink(zero_firs
     cell = hc.bifurcation_jax(hc.Scale(depths=(1,), dtypes=("float64",), inits=2, width=8, batch=16), 1, "float64",
                               X, Y)
     assert cell.differ == 0 and sum(cell.hits) == 0, cell
+
+
+def test_a_missing_library_is_one_line_before_any_progress(monkeypatch, capsys) -> None:
+    """A newcomer without scikit-learn (or torch) gets the one line that says so, not a progress bar first."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    assert main(["census", "--inits", "1", "--depths", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kinkcheck: error: census needs PyTorch and scikit-learn") and \
+        "sklearn" in err[0], f"one line, naming what is missing: {err}"

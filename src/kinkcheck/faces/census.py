@@ -83,7 +83,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"census: --out {out}: {parent} is not a folder this user can write into")
     scale = hc.Scale(depths=depths, dtypes=dtypes, inits=args.inits, width=args.width, batch=args.batch,
                      passes=args.passes, train_epochs=args.train_epochs, seed=args.seed)
+    import importlib.util
+
+    missing = [m for m in ("torch", "sklearn", *(("jax",) if args.framework == "jax" else ())) if
+               importlib.util.find_spec(m) is None]  # before the progress bar: the one line says only what is missing
     try:
+        if missing:
+            raise ImportError(f"No module named {missing[0]!r}")
         record = _census_run(hc, scale, args.quiet, args.framework)
     except ImportError as err:
         raise UsageError(f"census needs PyTorch and scikit-learn (pip install torch scikit-learn; jax for --framework "

@@ -44,19 +44,20 @@ def checkout_catalog(shards: str | Path, cwd: Path | None = None) -> Path | None
     return None
 
 
-def _render_catalog(args: argparse.Namespace) -> Path:
-    """``--catalog``, else the checkout's (:func:`checkout_catalog`), else the package's, with one line on stderr
-    saying what a render against a catalog without ``kinkhits/`` beside it leaves out."""
+def _render_catalog(args: argparse.Namespace) -> tuple[Path, str | None]:
+    """``--catalog``, else the checkout's (:func:`checkout_catalog`), else the package's; with, for a catalog found
+    without ``kinkhits/`` beside it, the line saying what a render against it leaves out (printed by :func:`run`
+    once the shards are read: a render that stops on bad input says only why), else None."""
     from kinkcheck.catalog import default_catalog_path
 
     if args.catalog:  # the user's choice, with whatever lies beside it
-        return Path(args.catalog)
+        return Path(args.catalog), None
     catalog = checkout_catalog(args.shards) or default_catalog_path()
-    if not (catalog.parent / "kinkhits").is_dir():
-        print(f"kinkcheck report: no references/kinkhits/ beside the catalog {catalog} (outside a checkout, the "
-              "installed package's copy): the report's kink-hit census is left out; render in a checkout, or give "
-              "--catalog CHECKOUT/references/catalog.toml", file=sys.stderr)
-    return catalog
+    if (catalog.parent / "kinkhits").is_dir():
+        return catalog, None
+    return catalog, (f"kinkcheck report: no references/kinkhits/ beside the catalog {catalog} (outside a checkout, "
+                     "the installed package's copy): the report's kink-hit census is left out; render in a checkout, "
+                     "or give --catalog CHECKOUT/references/catalog.toml")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from kinkcheck.shards import ShardError, load_shards
 
     try:
-        args.catalog = str(_render_catalog(args))
+        found, left_out = _render_catalog(args)
+        args.catalog = str(found)
     except CatalogError as err:
         raise UsageError(str(err)) from None
     try:
@@ -90,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kinkcheck report: skipped {e}", file=sys.stderr)
     if not shards:
         raise UsageError(f"no readable shard in {args.shards}")
+    if left_out is not None:
+        print(left_out, file=sys.stderr)
     if shared.EXITS_AFTER:  # the console script exits next (run): the collector stays off, not walking the render again
         import gc
 
