@@ -16,7 +16,7 @@ from kinkcheck import rules
 from kinkcheck.catalog import load_catalog
 from kinkcheck.rules import store
 from kinkcheck.rules.infer import Cell, infer
-from kinkcheck.rules.page import history, render_page
+from kinkcheck.rules.page import history, releases_by_framework, render_page, rule_rows
 from kinkcheck.rules.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,6 +230,18 @@ def test_clamps_history_in_the_committed_rules(committed) -> None:
     h = history(committed, rule)
     assert h.since == "2.14.1", f"torch.clamp at its upper bound last changed in 2.14.1, not {h.since}"
     assert h.changes()[0][1][0] == "left", h.changes()
+
+
+def test_rule_rows_share_one_release_order_and_agree_with_each_history(committed) -> None:
+    """rule_rows sorts each framework's releases once (a render after one new shard sorted them once per rule, 1,376
+    times); every row is what history() gives for its rule alone, and releases are in PEP 440 order."""
+    order = releases_by_framework(committed)
+    assert order["torch"].index("2.9.1") < order["torch"].index("2.10.0"), order["torch"]
+    rows = {(h.framework, h.operation, h.kind): h for h in rule_rows(committed)}
+    for rule in committed["rules"][::37]:
+        alone = history(committed, rule)
+        assert rows[(rule["framework"], rule["operation"], rule["kind"])] == alone, rule["operation"]
+        assert [v for v, _ in alone.releases] == order[rule["framework"]], rule["operation"]
 
 
 def test_evidence_that_contradicts_itself_gives_no_rule() -> None:

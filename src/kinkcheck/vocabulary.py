@@ -8,6 +8,7 @@ report, the read API and the command line name a mode or decode a value without 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -114,6 +115,7 @@ def encode(value: Any) -> Any:
     return v
 
 
+@functools.lru_cache(maxsize=4096)  # a render sorts the same few hundred releases some hundred thousand times
 def release_key(text: str) -> Any:
     """A sort key of release numbers in PEP 440 order (``2.9.1`` before ``2.10.0``), any text that is no version
     after them, in text order."""

@@ -14,7 +14,8 @@ from typing import Any
 from kinkcheck.anchors import program_slug, slug
 from kinkcheck.vocabulary import release_key
 
-__all__ = ["LABEL_WORDS", "History", "front_table", "history", "render_page", "rule_anchor", "rule_id", "rule_rows"]
+__all__ = ["LABEL_WORDS", "History", "front_table", "history", "releases_by_framework", "render_page", "rule_anchor",
+           "rule_id", "rule_rows"]
 
 #: The slice a rule's headline is stated for.
 HEADLINE = ("reverse", "float64", "cpu")
@@ -100,8 +101,10 @@ def plain(env: str, e: Mapping[str, Any]) -> bool:
 
 
 def history(doc: Mapping[str, Any], rule: Mapping[str, Any], mode: str = "reverse", dtype: str = "float64",
-            device: str = "cpu") -> History:
-    """The labels of one rule (a ``rules`` entry of the document) over its framework's releases."""
+            device: str = "cpu", versions: Mapping[str, Sequence[str]] | None = None) -> History:
+    """The labels of one rule (a ``rules`` entry of the document) over its framework's releases. ``versions``:
+    :func:`releases_by_framework` of the document at ``device``, when the caller has it (one sort for every rule,
+    not one per rule)."""
     cells = doc["cells"]
     envs = doc["environments"]
     per_release: dict[str, tuple[str, ...]] = {}
@@ -111,22 +114,33 @@ def history(doc: Mapping[str, Any], rule: Mapping[str, Any], mode: str = "revers
             e = envs.get(env, {})
             if m == mode and d == dtype and e.get("device") == device and plain(env, e):
                 per_release[e.get("version", env)] = tuple(labels.split()) if labels != "-" else ()
-    versions = sorted({e["version"] for e in envs.values() if e.get("framework") == rule["framework"]
-                       and e.get("device") == device}, key=release_key)
+    if versions is None:
+        versions = releases_by_framework(doc, device)
     return History(rule["framework"], rule["operation"], rule["kind"], rule["family"],
-                   tuple((v, per_release.get(v, ())) for v in versions), len(rule["counterexamples"]))
+                   tuple((v, per_release.get(v, ())) for v in versions.get(rule["framework"], ())),
+                   len(rule["counterexamples"]))
+
+
+def releases_by_framework(doc: Mapping[str, Any], device: str = "cpu") -> dict[str, list[str]]:
+    """Framework → the releases of the document's environments at ``device``, oldest first (PEP 440 order)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for e in doc["environments"].values():
+        if e.get("device") == device:
+            out[e.get("framework")].add(e["version"])
+    return {fw: sorted(vs, key=release_key) for fw, vs in out.items()}
 
 
 def rule_rows(doc: Mapping[str, Any], *, framework: str | None = None, operation: str | None = None) -> list[History]:
     """Every rule's history, filtered, in (family, kind, framework, operation) order."""
     out = []
+    versions = releases_by_framework(doc)
     for r in doc["rules"]:
         if framework is not None and r["framework"] != framework:
             continue
         if operation is not None and operation not in (r["operation"], r["family"]) and \
                 not r["operation"].endswith("." + operation):
             continue
-        out.append(history(doc, r))
+        out.append(history(doc, r, versions=versions))
     return sorted(out, key=lambda h: (h.family, h.kind, h.framework, h.operation))
 
 
