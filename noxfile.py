@@ -124,14 +124,14 @@ def ci_workflow(session: nox.Session) -> None:
 def releases(session: nox.Session) -> None:
     """List release lines published on PyPI since the matrix's newest (-- --write appends them to matrix.toml)."""
     ENVIRONMENTS.install_once(session, ROOT, "-e", ".")
-    session.run("python", "-m", "kinkcheck.releases", *session.posargs)
+    session.run("python", "-m", "kinkcheck.dev.releases", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def promote(session: nox.Session) -> None:
     """Move the staged cases into the catalog once every shard holds them (-- --check: which shards lack them)."""
     ENVIRONMENTS.install_once(session, ROOT, "-e", ".")
-    session.run("python", "-m", "kinkcheck.staging", *session.posargs)
+    session.run("python", "-m", "kinkcheck.probe.staging", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -160,11 +160,11 @@ def bench(session: nox.Session) -> None:
     warm, rendering-alone and cold times with its hot spots; -- --help: the other benchmarks)."""
     if "--report" in session.posargs:  # the report needs no framework, and the plots their pinned matplotlib
         ENVIRONMENTS.install_once(session, ROOT, "-e", ".", MATPLOTLIB, PYARROW)
-        session.run("python", "-m", "kinkcheck.bench", *session.posargs)
+        session.run("python", "-m", "kinkcheck.dev.bench", *session.posargs)
         return
     _install(session, *ENVIRONMENTS.tested_requirements())
     _install(session, "-e", ".[census]")  # scikit-learn's digits for -- --census
-    session.run("python", "-m", "kinkcheck.bench", *session.posargs)
+    session.run("python", "-m", "kinkcheck.dev.bench", *session.posargs)
 
 
 @nox.session(python=PYTHON)

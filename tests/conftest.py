@@ -221,7 +221,7 @@ def faulty_report(tmp_path_factory):
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--record-figures", action="store_true",
                      help="after a whole run, write what the suite cost (minutes, passed and skipped, the test "
-                          "virtualenv's size) into references/figures.json for README (python -m kinkcheck.readme)")
+                          "virtualenv's size) into references/figures.json for README (python -m kinkcheck.dev.readme)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -232,14 +232,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
     """With --record-figures, on the controlling process of a run of the whole suite: the figures README quotes
-    of what the tests cost (kinkcheck.figures), failures and errors named in the figure where there were any."""
+    of what the tests cost (kinkcheck.dev.figures), failures and errors named in the figure where there were any."""
     if not config.getoption("--record-figures") or hasattr(config, "workerinput"):
         return
     import os
     import sys
     import time
 
-    from kinkcheck import figures
+    from kinkcheck.dev import figures
 
     stats = terminalreporter.stats  # type: ignore[attr-defined]
     passed, skipped, failed = (len([r for r in stats.get(k, ()) if getattr(r, "when", "call") == "call"

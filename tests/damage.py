@@ -32,7 +32,7 @@ def damaged_report(folder: Path, kind: str, restamp: bool = True) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import file_metadata
+    from kinkcheck.report.query import file_metadata
 
     folder.mkdir(parents=True, exist_ok=True)
     src = ROOT / "reports" / "observations.parquet"

@@ -1,10 +1,10 @@
 """A second derivation of the labels, from numbers alone: the helpers of ``tests/test_labels_numeric.py``.
 
-:mod:`kinkcheck.classify` labels a gradient against the sympy oracle's exact limits (:mod:`kinkcheck.oracles`:
+:mod:`kinkcheck.oracles.classify` labels a gradient against the sympy oracle's exact limits (:mod:`kinkcheck.oracles`:
 piece selection, cones, the exact Clarke set). This module derives the same facts a second way and shares
 none of that machinery: only the parser of the case's ``sympy`` field
-(:func:`kinkcheck.oracles.translate.to_sympy`), :func:`kinkcheck.classify.tolerance` (a dtype's tolerance, a
-fact with one home) and the convex-hull geometry of :mod:`kinkcheck.geometry` (NumPy, no oracle) are reused.
+(:func:`kinkcheck.oracles.translate.to_sympy`), :func:`kinkcheck.oracles.classify.tolerance` (a dtype's tolerance, a
+fact with one home) and the convex-hull geometry of :mod:`kinkcheck.language.geometry` (NumPy, no oracle) are reused.
 
 1. The expression is compiled here to an mpmath evaluator (:func:`_compile`): real semantics, so a complex
    or non-finite intermediate (``log`` of a negative, ``0**-1``, ``acos(1 + h)``) means "no real value";
@@ -31,7 +31,7 @@ fact with one home) and the convex-hull geometry of :mod:`kinkcheck.geometry` (N
    up to the boundary of a region, finds gradients that grow without bound there (``sqrt(Max(q, 0))`` for a
    quadratic ``q``): ``f`` is then not locally Lipschitz.
 
-The label rules (:func:`numeric_labels`) are the ones the :mod:`kinkcheck.classify` docstring states, written
+The label rules (:func:`numeric_labels`) are the ones the :mod:`kinkcheck.oracles.classify` docstring states, written
 again here from that text, over these numbers. The tie labels ``first``/``last``/``one-index`` are not derived:
 which tied input is earlier is structure, not a number of the field; the test checks what numbers can say
 about them (:meth:`Field.is_limiting`).
@@ -50,8 +50,8 @@ import mpmath
 import numpy as np
 import sympy
 
-from kinkcheck.classify import tolerance
-from kinkcheck.geometry import hull_distance, min_norm_point
+from kinkcheck.oracles.classify import tolerance
+from kinkcheck.language.geometry import hull_distance, min_norm_point
 from kinkcheck.oracles.translate import to_sympy
 
 __all__ = ["CONTINUUM", "TIE_LABELS", "Field", "Uncovered", "derive", "flat_value", "numeric_labels"]
@@ -258,7 +258,7 @@ class Uncovered:
 
 @dataclass
 class Field:
-    """What finite differences say about ``f`` at the point, in the terms :mod:`kinkcheck.classify` reads.
+    """What finite differences say about ``f`` at the point, in the terms :mod:`kinkcheck.oracles.classify` reads.
 
     ``kind`` is ``"differentiable"``, ``"kink"``, ``"jump"`` or ``"undefined"``; ``left``/``right`` (one input)
     are the one-sided derivatives (``+-inf`` allowed, None where that side has no real value); ``left_piece``/
@@ -704,7 +704,7 @@ TIE_LABELS = frozenset({"first", "last", "one-index"})
 
 def numeric_labels(value: Sequence[float], fd: Field, dtype: str, *, tie: bool,
                    tie_labelled: bool) -> tuple[set[str], Uncovered | None]:
-    """The labels of ``value`` (flat, component order) by the :mod:`kinkcheck.classify` rules over ``fd``,
+    """The labels of ``value`` (flat, component order) by the :mod:`kinkcheck.oracles.classify` rules over ``fd``,
     without ``first``/``last``/``one-index``; ``tie_labelled`` says whether the cell carries one of those (they
     keep ``outside-clarke``/``not-lipschitz`` away). The second item says why a label could not be decided."""
     tol = tolerance(dtype)

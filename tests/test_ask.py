@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kinkcheck import ask
+from kinkcheck.answers import ask
 from kinkcheck.probe import ondemand
 from kinkcheck.catalog import load_catalog
 from kinkcheck.cli import main
@@ -366,7 +366,7 @@ def checkout(tmp_path):
 
 def test_stage_writes_a_draft_case_the_catalog_reads_and_promote_waits_for(checkout):
     from kinkcheck.catalog import CatalogError, DRAFT_REASON, forget_loaded, with_staged
-    from kinkcheck.staging import promote
+    from kinkcheck.probe.staging import promote
 
     q = ask.question("tf.nn.relu6(x)", "x=6")
     written = ask.stage(q, "relu6-tf@6", checkout, title="relu6 at its upper kink")
@@ -519,7 +519,7 @@ def test_the_heading_names_the_dtype_shown(ask_home, capsys):
 def test_a_program_with_its_own_constants_is_asked_with_them(tmp_path):
     """tinygrad's x.selu() rounds λ (issue 44): the question carries its own function, and the question's catalog
     gives it to the report's judgement, so ask reads as the report does."""
-    from kinkcheck.ask import question
+    from kinkcheck.answers.ask import question
     from kinkcheck.catalog import load_catalog
 
     q = question("x.selu()", "x=0", "tinygrad")

@@ -1,10 +1,10 @@
-"""The benchmarks' choices (kinkcheck.bench): which cases the add-case benchmark adds."""
+"""The benchmarks' choices (kinkcheck.dev.bench): which cases the add-case benchmark adds."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kinkcheck.bench import _added_cases
+from kinkcheck.dev.bench import _added_cases
 
 
 def _case(case_id: str, n: int) -> SimpleNamespace:
@@ -22,7 +22,7 @@ def test_the_typical_case_is_the_median_and_the_heaviest_the_largest_last_in_fil
 def test_grown_shards_are_fresh_other_releases_the_render_reads_without_a_gap(tmp_path, catalog) -> None:
     from pathlib import Path
 
-    from kinkcheck.bench import grow_shards
+    from kinkcheck.dev.bench import grow_shards
     from kinkcheck.probe.plan import is_fresh
     from kinkcheck.shards import load_shards
 
@@ -50,7 +50,7 @@ def test_a_report_run_that_fails_inside_is_one_line_and_exit_2(tmp_path, capsys)
 
     import pytest
 
-    from kinkcheck.bench import _report_run
+    from kinkcheck.dev.bench import _report_run
 
     with pytest.raises(SystemExit) as exit_:
         _report_run(tmp_path / "none", tmp_path / "out", os.environ.copy())
@@ -59,8 +59,8 @@ def test_a_report_run_that_fails_inside_is_one_line_and_exit_2(tmp_path, capsys)
 
 
 def test_bench_ask_refuses_a_bad_specifier_in_one_line(capsys):
-    """``python -m kinkcheck.bench --ask SPEC``: a specifier that is none is one line and exit 2, nothing made."""
-    from kinkcheck.bench import main
+    """``python -m kinkcheck.dev.bench --ask SPEC``: a specifier that is none is one line and exit 2, nothing made."""
+    from kinkcheck.dev.bench import main
 
     assert main(["--ask", "~~"]) == 2
     err = capsys.readouterr().err
@@ -74,7 +74,7 @@ def test_a_new_shard_is_the_largest_as_another_release_the_render_reads_without_
     import shutil
     from pathlib import Path
 
-    from kinkcheck.bench import add_new_shard
+    from kinkcheck.dev.bench import add_new_shard
     from kinkcheck.probe.plan import is_fresh
     from kinkcheck.shards import load_shards
 
@@ -97,7 +97,7 @@ def test_each_new_release_of_the_benchmark_is_one_no_earlier_run_rendered() -> N
     the same shard run after run, its judgement, rules and pages kept from the first run."""
     from packaging.version import Version
 
-    from kinkcheck.bench import new_release_tag
+    from kinkcheck.dev.bench import new_release_tag
 
     tags = [new_release_tag(k) for k in range(2) for _ in range(20)]
     assert len(set(tags)) == len(tags), f"no tag twice: {tags[:4]}"
@@ -106,7 +106,7 @@ def test_each_new_release_of_the_benchmark_is_one_no_earlier_run_rendered() -> N
 
 
 def test_the_new_shard_figure_says_missed_past_either_target() -> None:
-    from kinkcheck.bench import new_shard_lines
+    from kinkcheck.dev.bench import new_shard_lines
 
     full = {"wall": 30.0, "judged_shard": 2.0}
     ok = new_shard_lines(1, full, {"wall": 4.0, "judge": 3.5, "observations": 9000, "judged_shard": 3.4,
@@ -123,7 +123,7 @@ def test_the_lookup_table_marks_each_figure_against_both_targets() -> None:
     200 MB, MISSED past either."""
     from pathlib import Path
 
-    from kinkcheck.bench import lookup_lines
+    from kinkcheck.dev.bench import lookup_lines
 
     rows = [("lookup", 0.31, 104.0), ("cite, data x10", 0.62, 150.0), ("grad's report rows, data x10", 0.2, 201.0)]
     lines = lookup_lines(rows, 3, Path("r/observations.parquet"), (0.25, 70.0))
@@ -142,9 +142,11 @@ def test_grown_report_data_is_ten_times_the_releases_laid_out_as_a_render_lays_i
 
     import pyarrow.parquet as pq
 
-    from kinkcheck import explain, lookup
-    from kinkcheck.bench import grow_report
-    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck import lookup
+
+    from kinkcheck.answers import explain
+    from kinkcheck.dev.bench import grow_report
+    from kinkcheck.report.query import ROW_GROUPS
 
     src = shards_report_files.parent
     rows = grow_report(src, tmp_path, 3)
@@ -170,7 +172,7 @@ def test_the_table_write_floor_times_the_rendered_table_and_it_grown(tmp_path, m
     import pyarrow.parquet as pq
 
     from conftest import ROOT
-    from kinkcheck import bench
+    from kinkcheck.dev import bench
     from kinkcheck.report import dataset
 
     table = pq.read_table(ROOT / "reports" / "observations.parquet").slice(0, 3000)

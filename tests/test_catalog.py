@@ -296,7 +296,7 @@ def test_with_staged_appends_the_staged_cases_and_keeps_the_catalogs_hash(tmp_pa
 
 def test_comparisons_of_two_characters_name_their_own_rows():
     """x > 0 and x >= 0 are two programs (the case cond@0 has both): their row anchors differ."""
-    from kinkcheck.anchors import program_slug
+    from kinkcheck.language.anchors import program_slug
 
     gt, ge = (program_slug(f"jax.lax.cond(x {op} 0, jax.numpy.positive, jax.numpy.zeros_like, x)") for op in (">", ">="))
     assert gt != ge and ge == "jax-lax-cond-x-ge-0-jax-numpy-positive-jax-numpy-zeros-like-x", (gt, ge)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinkcheck import check
-from kinkcheck.check import BOUNDS, CheckError, check_pair, count_variants, variants
-from kinkcheck.usercode import UserCodeError, load_function
+from kinkcheck.answers import check
+from kinkcheck.answers.check import BOUNDS, CheckError, check_pair, count_variants, variants
+from kinkcheck.probe.usercode import UserCodeError, load_function
 from kinkcheck.cli import main
 
 MODULE = textwrap.dedent('''
@@ -243,7 +243,7 @@ def test_file_form_in_a_fresh_interpreter(tmp_path, torch_adapter, jax_adapter):
     pairs = tmp_path / "sub" / "mypairs.py"
     pairs.parent.mkdir()
     pairs.write_text(MODULE)
-    code = "import sys; from kinkcheck.usercode import load_function; print(load_function(sys.argv[1]).__name__)"
+    code = "import sys; from kinkcheck.probe.usercode import load_function; print(load_function(sys.argv[1]).__name__)"
     fresh = subprocess.run([sys.executable, "-c", code, f"{pairs}:torch_layer"], capture_output=True, text=True,
                            timeout=300, check=False)
     assert fresh.returncode == 0 and fresh.stdout.strip() == "torch_layer", fresh.stderr

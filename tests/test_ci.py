@@ -1,4 +1,4 @@
-"""The CI workflow (kinkcheck.ci, `nox -s ci_workflow`): generated from the noxfile's probe sessions, current,
+"""The CI workflow (kinkcheck.dev.ci, `nox -s ci_workflow`): generated from the noxfile's probe sessions, current,
 accepted by actionlint; and the probe → merge → report steps it runs on many machines, run here as parallel
 local processes writing into one folder, give the report a sequential run gives."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from kinkcheck.ci import MAX_MATRIX, RUNNERS, jobs, lint, render, workflow
+from kinkcheck.dev.ci import MAX_MATRIX, RUNNERS, jobs, lint, render, workflow
 
 WORKFLOW = ROOT / ".github" / "workflows" / "matrix.yml"
 
@@ -35,7 +35,7 @@ def test_the_committed_workflow_is_the_noxfiles(sessions):
 def test_one_job_per_probe_session_and_runner(sessions):
     from kinkcheck.platforms import DEFAULT
     from kinkcheck.registry import REGISTRY
-    from kinkcheck.releases import read_platforms
+    from kinkcheck.dev.releases import read_platforms
 
     include = jobs(sessions)
     probes = {(s["call_spec"]["framework"], s["call_spec"]["version"]) for s in sessions}
@@ -171,13 +171,13 @@ def test_parallel_probes_into_one_folder_lose_nothing_and_report_as_sequential_o
      "torch 2.13.0 listed twice"),
 ])
 def test_bad_session_listings_are_one_line(tmp_path, capsys, content, why):
-    from kinkcheck.ci import main
+    from kinkcheck.dev.ci import main
 
     listing = tmp_path / "sessions.json"
     listing.write_text(content)
     assert main(["--sessions", str(listing), "--out", str(tmp_path / "w.yml")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("kinkcheck.ci: ") and why in err and len(err.splitlines()) == 1, err
+    assert err.startswith("kinkcheck.dev.ci: ") and why in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "w.yml").exists(), "nothing written"
 
 

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from packaging.version import Version
 
-from kinkcheck.cite import CiteError, bibtex, cff, cite
+from kinkcheck.answers.cite import CiteError, bibtex, cff, cite
 from kinkcheck.report.cells import load_report_for, principal_case
 from kinkcheck.cli import main
-from kinkcheck.decimals import decimal_value
+from kinkcheck.language.decimals import decimal_value
 from kinkcheck.report.model import Case, Oracle, report_json
 
 #: The published site's root: pyproject.toml's [project.urls] Documentation (issue 46: an installed user has no
@@ -68,7 +68,7 @@ def test_link_base_is_the_reports_folder_or_a_page_of_the_site(report, base, lin
 def test_link_base_of_the_site_root_links_the_sites_pages():
     """`--link-base` with the site's own root (the Documentation URL, with or without its slash) links the site's
     report pages, as without --link-base, not a `cases/<case>.md` that the site does not have."""
-    from kinkcheck.cite import site_base, site_url
+    from kinkcheck.answers.cite import site_base, site_url
 
     assert site_url() == SITE
     for given in (SITE, SITE.rstrip("/")):
@@ -287,7 +287,7 @@ def test_load_report_wraps_the_model_error(tmp_path):
 def test_a_cell_recorded_as_not_measured_says_why(report, not_measured_report):
     """Issue 30: a program whose CUDA cells were withdrawn (the probe's own error) is cited with that reason; once
     measured (the committed shards), with its value."""
-    from kinkcheck.cite import CiteError, cite
+    from kinkcheck.answers.cite import CiteError, cite
 
     program = "torch.nn.functional.multi_margin_loss(v.reshape(1, 3), torch.tensor([0]))"
     with pytest.raises(CiteError, match=r"on cuda \(not measured: the probe of kinkcheck 2d3abce built"):
@@ -428,8 +428,8 @@ def _headline(doc, rule):
 
 
 def test_rule_sentence_states_the_label_and_the_releases_it_holds_in(rules_doc, parquet):
-    from kinkcheck.cite import cite_rule
-    from kinkcheck.query import read_table
+    from kinkcheck.answers.cite import cite_rule
+    from kinkcheck.report.query import read_table
     from kinkcheck.rules.page import LABEL_WORDS
 
     rule = _rule(rules_doc, "torch.clamp", "max at a bound")
@@ -467,7 +467,7 @@ def test_rule_sentence_states_the_label_and_the_releases_it_holds_in(rules_doc, 
 
 
 def test_rule_spellings_and_abbreviations(rules_doc):
-    from kinkcheck.cite import find_rule
+    from kinkcheck.answers.cite import find_rule
 
     for spec in ("torch.clamp@max", "torch.clamp@max at a bound", "torch.clamp@max-at-a-bound",
                  "torch.Tensor.clamp@max", "clamp@max"):
@@ -486,7 +486,7 @@ def test_rule_spellings_and_abbreviations(rules_doc):
 
 
 def test_rule_counterexamples_are_never_dropped(rules_doc, parquet):
-    from kinkcheck.cite import cite_rule
+    from kinkcheck.answers.cite import cite_rule
 
     rule = _rule(rules_doc, "torch.abs", "abs at 0")
     assert rule["counterexamples"], "torch.abs at 0 has counter-examples in the committed file"
@@ -499,7 +499,7 @@ def test_rule_counterexamples_are_never_dropped(rules_doc, parquet):
 
 
 def test_rule_evidence_is_capped_with_a_way_to_see_all(rules_doc, parquet):
-    from kinkcheck.cite import MAX_EVIDENCE, CiteError as Err, cite_rule
+    from kinkcheck.answers.cite import MAX_EVIDENCE, CiteError as Err, cite_rule
     from kinkcheck.rules.page import rule_id
 
     for r in sorted(rules_doc["rules"], key=lambda r: -len(r["programs"])):
@@ -598,7 +598,7 @@ def test_rule_anchor_is_on_the_rules_page_and_survives_the_site(rules_doc, parqu
     """The rules page carries every rule's anchor, once; MkDocs's Markdown (the site's extensions) keeps it."""
     import markdown
 
-    from kinkcheck.cite import cite_rule
+    from kinkcheck.answers.cite import cite_rule
     from kinkcheck.rules.page import render_page, rule_anchor
 
     c = cite_rule(rules_doc, "torch.clamp@max", observations=parquet)
@@ -630,14 +630,14 @@ def test_the_site_url_is_the_documentation_url_and_its_pages_are_the_reports(mon
 
     from conftest import ROOT
 
-    import kinkcheck.query
-    from kinkcheck.cite import site_base, site_url
+    import kinkcheck.report.query
+    from kinkcheck.answers.cite import site_base, site_url
     from kinkcheck.render import site
 
     documented = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Documentation"]
     assert site_url() == documented.rstrip("/") + "/" == SITE, (site_url(), documented)
     assert site_base(None) == SITE + "report/conventions.html" and site_base("x/") == "x/", site_base(None)
-    monkeypatch.setattr(kinkcheck.query, "source_tree", lambda: False)  # as an installed copy reads it
+    monkeypatch.setattr(kinkcheck.report.query, "source_tree", lambda: False)  # as an installed copy reads it
     monkeypatch.setattr(metadata, "metadata", lambda name: _Meta(
         ["Source, https://example.org/src", "Documentation, https://example.org/docs"]))
     assert site_url() == "https://example.org/docs/", "the metadata's Documentation entry, not another URL"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kinkcheck.catalog import load_catalog
-from kinkcheck.classify import LABELS, OracleNumbers, classify, tolerance
+from kinkcheck.oracles.classify import LABELS, OracleNumbers, classify, tolerance
 from kinkcheck.oracles.symbolic import OracleResult, analyze, analyze_expression, sympy_namespace
 
 CATALOG = load_catalog()

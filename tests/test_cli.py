@@ -13,8 +13,8 @@ from damage import FAULTS
 
 from kinkcheck import cli
 from kinkcheck.faces import report as report_face, shared
-from kinkcheck import expr as ex
-from kinkcheck import points as pt
+from kinkcheck.language import expr as ex
+from kinkcheck.language import points as pt
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -387,7 +387,7 @@ def test_grad_with_a_missing_report_says_no_report_or_refuses_a_named_one(capsys
                                                                           monkeypatch):
     """No report anywhere (neither here nor in the package): the value and "no report". A report named by --report
     or by $KINKCHECK_REPORTS that is not there: bad input, one line, exit 2 (as cite and migrate)."""
-    from kinkcheck import explain
+    from kinkcheck.answers import explain
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
@@ -447,7 +447,7 @@ def test_grad_from_any_folder_reads_the_committed_gzipped_report(capsys, torch_a
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KINKCHECK_REPORTS", raising=False)
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
-    from kinkcheck.query import default_report
+    from kinkcheck.report.query import default_report
 
     assert default_report() == ROOT / "reports" / "conventions.json.gz", "the source tree's committed gzip"
     code, lines, err = _grad(capsys, "torch.clamp(x, min=0)", "--at", "x=0")

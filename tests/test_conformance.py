@@ -7,8 +7,8 @@ import math
 import pytest
 from conftest import ROOT
 
-from kinkcheck import conformance as conf
-from kinkcheck.classify import OracleNumbers
+from kinkcheck.judge import conformance as conf
+from kinkcheck.oracles.classify import OracleNumbers
 from kinkcheck.oracles.symbolic import analyze
 from kinkcheck.judge.build import build
 from kinkcheck.shards import read_shard

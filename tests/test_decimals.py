@@ -1,5 +1,5 @@
 """Numbers a person reads (issue 44, item 3): every text face prints the shortest decimal of a float
-(:mod:`kinkcheck.decimals`: at most 17 significant digits), never selu's 60-digit rationals; ``--json`` keeps the
+(:mod:`kinkcheck.language.decimals`: at most 17 significant digits), never selu's 60-digit rationals; ``--json`` keeps the
 exact form under its own key (``{"exact": "…/…", "float": …}``)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import pytest
 
 from kinkcheck import cli
-from kinkcheck.decimals import MAX_DIGITS, decimal, decimal_clarke, decimal_exact, decimal_text, decimal_value
+from kinkcheck.language.decimals import MAX_DIGITS, decimal, decimal_clarke, decimal_exact, decimal_text, decimal_value
 
 #: selu at 0: its one-sided derivatives and Clarke set are 60-digit rationals (the catalog's constants exactly).
 SELU = ("torch.nn.functional.selu(x)", "x=0", "selu@0")
@@ -76,7 +76,7 @@ def test_an_oracle_value_prints_its_float_and_a_text_its_long_numbers_short():
 
 @pytest.fixture()
 def ask_home(tmp_path, monkeypatch):
-    from kinkcheck import ask
+    from kinkcheck.answers import ask
 
     monkeypatch.setenv(ask.ENV_HOME, str(tmp_path / "ask"))
     return tmp_path / "ask"
@@ -90,7 +90,7 @@ def _run(capsys, argv: list[str]) -> str:
 
 
 def _lock_line(program: str, at: str, value: dict) -> str:
-    from kinkcheck.lock import Change, LockedSite
+    from kinkcheck.answers.lock import Change, LockedSite
 
     site = LockedSite(index=0, operation=program.split("(")[0], call="model.py:1", kink="x at a kink", dtype="float64",
                       hits=1, elements=1, program=program, at=at, status="ok", value={k: 0.5 for k in value},

@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import load_catalog
 from kinkcheck.vocabulary import COMPILED_MODES, FRAMEWORK_MODES
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from kinkcheck import cli
-from kinkcheck.diff import (DiffError, compare, describe_observation, group_changes, load_side, side_from_report,
+from kinkcheck.answers.diff import (DiffError, compare, describe_observation, group_changes, load_side, side_from_report,
                             side_from_shard)
 from kinkcheck.report.model import report_json
 from kinkcheck.shards import write_shard
@@ -283,7 +283,7 @@ def test_diff_groups_one_change_over_its_modes_and_dtypes_and_filters(shards_rep
 
 @pytest.mark.parametrize("spelling", ["torch.clamp(x, min=0.0)", "torch.clamp(x, 0)", "torch.clamp(x,min=0e0)"])
 def test_diff_finds_the_catalog_program_in_any_spelling(shards_report_path, capsys, spelling):
-    """Issue 44, item 4: --program matches as every face does (kinkcheck.expr.same_program)."""
+    """Issue 44, item 4: --program matches as every face does (kinkcheck.language.expr.same_program)."""
     sides = [f"{shards_report_path}#torch-2.13.0-cpu", f"{shards_report_path}#torch-2.14.1-cpu"]
     assert cli.main(["diff", *sides, "--case", "relu@0", "--program", spelling, "--mode", "reverse",
                      "--dtype", "float64"]) == 1, f"{spelling}: torch.clamp(x, min=0)'s change"

@@ -1,4 +1,4 @@
-"""kinkcheck.explain: grad's judgement (sympy form, oracle, labels) and what the report holds at the point.
+"""kinkcheck.answers.explain: grad's judgement (sympy form, oracle, labels) and what the report holds at the point.
 
 The judgement runs without a framework: each test hands it the value a framework returned (from the
 report of the committed shards, or measured and quoted in ../shared/cases/public-cases-2.md, Q1-Q10).
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from kinkcheck import explain
-from kinkcheck import expr as ex
+from kinkcheck.answers import explain
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
 
 
@@ -203,7 +203,7 @@ def test_a_missing_report_says_so(tmp_path):
 
 
 def test_a_warm_judgement_imports_no_sympy(tmp_path):
-    code = ("import sys, json; from kinkcheck import explain, expr as ex; from kinkcheck.catalog import FRAMEWORKS; "
+    code = ("import sys, json; from kinkcheck.answers import explain; from kinkcheck.language import expr as ex; from kinkcheck.catalog import FRAMEWORKS; "
             "at = {'x': 0}; t = ex.parse('torch.clamp(x, min=0)', at, FRAMEWORKS); "
             "j = explain.judge(ex.unparse(t), at, 'torch', tree=t); "
             "print(json.dumps([j.sympy, 'sympy' in sys.modules]))")
@@ -244,7 +244,7 @@ def test_a_failing_judgement_is_said_not_raised(monkeypatch, tmp_path):
 
 
 def test_the_judgement_worker_answers_as_judge_does(monkeypatch, tmp_path):
-    """A cache miss runs judge() in python -m kinkcheck.explain; a --sympy text that does not evaluate there
+    """A cache miss runs judge() in python -m kinkcheck.answers.explain; a --sympy text that does not evaluate there
     comes back as bad input."""
     monkeypatch.setenv("KINKCHECK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -280,7 +280,7 @@ def test_grad_reads_only_the_row_groups_of_the_cases_it_shows(index, monkeypatch
 
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck.report.query import ROW_GROUPS
 
     asked: list[int] = []
     real = pq.ParquetFile.read_row_group

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 
 ROOTS = {"torch", "jax"}
 

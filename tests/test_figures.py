@@ -1,4 +1,4 @@
-"""kinkcheck.figures: every figure README.md and docs/ quote is generated (from the report, or recorded by the
+"""kinkcheck.dev.figures: every figure README.md and docs/ quote is generated (from the report, or recorded by the
 benchmark that measures it on the report's data), and a stale one fails here (issue 46, item 6)."""
 
 from __future__ import annotations
@@ -11,18 +11,20 @@ import sys
 import pytest
 from conftest import ROOT
 
-from kinkcheck import figures, readme
+from kinkcheck.dev import figures
+
+from kinkcheck.dev import readme
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def test_every_figure_of_readme_and_docs_is_current():
-    """python -m kinkcheck.readme --check: each marker's text is its source's, and each measured figure was
+    """python -m kinkcheck.dev.readme --check: each marker's text is its source's, and each measured figure was
     measured on the report's data (one more shard, and the benchmark has to run again)."""
     late = figures.stale(PAGES)
-    assert not late, "stale figures (python -m kinkcheck.readme; a measured one: its bench with --record):\n" + \
+    assert not late, "stale figures (python -m kinkcheck.dev.readme; a measured one: its bench with --record):\n" + \
         "\n".join(late)
-    assert readme.main(["--check"]) == 0, "python -m kinkcheck.readme --check finds README.md or docs/ stale"
+    assert readme.main(["--check"]) == 0, "python -m kinkcheck.dev.readme --check finds README.md or docs/ stale"
 
 
 def test_readme_quotes_no_figure_that_nothing_generates():

@@ -10,9 +10,9 @@ import pytest
 
 autograd = pytest.importorskip("autograd", reason="HIPS autograd is not installed in this Python (pip install autograd)")
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
-from kinkcheck.migrate import snippet
+from kinkcheck.answers.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
 from network import network_grads
@@ -219,7 +219,7 @@ TIES = [((1.0, 1.0), None), ((3.0, 3.0), None), ((-0.0, 0.0), None), ((1.0, 2.0)
 @pytest.mark.parametrize("target, values", [("autograd.numpy.minimum(x, y)", (1.0, 0.0)),
                                             ("autograd.numpy.minimum(x, y)", (0.5, 0.5))])
 def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(target, values):
-    from kinkcheck.migrate import tie_snippet
+    from kinkcheck.answers.migrate import tie_snippet
 
     ns: dict = {}
     code = tie_snippet("autograd", target, ("x", "y"), values, note="the source's value")

@@ -11,7 +11,7 @@ mindspore = pytest.importorskip(
     "mindspore", reason="MindSpore is not installed in this Python: it needs numpy<2, so `nox -s tests` leaves it out; "
     "run `nox -s \"framework_tests(mindspore)\"` (its own virtualenv)")
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import load_catalog
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop

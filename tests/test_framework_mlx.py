@@ -8,9 +8,9 @@ import pytest
 
 mx = pytest.importorskip("mlx.core", reason="MLX is not installed in this Python (pip install 'mlx[cpu]')")
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
-from kinkcheck.migrate import snippet
+from kinkcheck.answers.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
 from network import network_grads
@@ -211,7 +211,7 @@ def test_float64_computations_a_release_lacks_are_unavailable_not_run(adapter, m
 def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(values):
     """P10 → MLX: at every tie x == y of mlx.core.minimum the source's (dx, dy), in reverse, forward and
     compiled mode; off it the target's own derivative."""
-    from kinkcheck.migrate import tie_snippet
+    from kinkcheck.answers.migrate import tie_snippet
 
     ns: dict = {}
     code = compile(tie_snippet("mlx", "mlx.core.minimum(x, y)", ("x", "y"), values, note="the source's value"),

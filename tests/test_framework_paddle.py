@@ -11,10 +11,10 @@ import pytest
 
 paddle = pytest.importorskip("paddle", reason="PaddlePaddle is not installed in this Python (pip install paddlepaddle)")
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import load_catalog
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
-from kinkcheck.migrate import snippet
+from kinkcheck.answers.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
 from network import network_grads
@@ -260,7 +260,7 @@ def test_migration_snippet_keeps_the_source_value_at_the_kink(target, point, val
 @pytest.mark.parametrize("values", [(1.0, 0.0), (0.5, 0.5)])
 def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(values):
     """P10 → PaddlePaddle: at every tie x == y of paddle.minimum the source's (dx, dy); off it the target's."""
-    from kinkcheck.migrate import tie_snippet
+    from kinkcheck.answers.migrate import tie_snippet
 
     ns: dict = {}
     code = tie_snippet("paddle", "paddle.minimum(x, y)", ("x", "y"), values, note="the source's value")

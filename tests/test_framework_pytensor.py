@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pytensor", reason="PyTensor is not installed in this Python (pip install pytensor)")
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework

@@ -12,10 +12,10 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed in this Python (pip install tensorflow-cpu)")
 
 from kinkcheck import cli
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import FRAMEWORKS, load_catalog
 from kinkcheck.frameworks import ProgramError, Unavailable, get_adapter
-from kinkcheck.migrate import snippet
+from kinkcheck.answers.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
 from network import network_grads
@@ -209,8 +209,8 @@ def test_migration_snippet_keeps_the_source_value_at_the_kink(target, point, val
     ("relu@0", "tf.maximum(x, 0.0)", [0.5], "departs"),
 ])
 def test_the_documented_rule_judges_the_measured_values(catalog, case_id, program, measured, verdict):
-    from kinkcheck import conformance as conf
-    from kinkcheck.classify import OracleNumbers
+    from kinkcheck.judge import conformance as conf
+    from kinkcheck.oracles.classify import OracleNumbers
     from kinkcheck.oracles.symbolic import analyze
 
     case = catalog.case(case_id)
@@ -225,7 +225,7 @@ def test_the_documented_rule_judges_the_measured_values(catalog, case_id, progra
 def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(values):
     """jax/torch → TensorFlow at P10's tie: tf.minimum's own (1, 0) is replaced by the source's (dx, dy) at every
     tie x == y, eager and traced; off it tf.minimum's own derivative."""
-    from kinkcheck.migrate import tie_snippet
+    from kinkcheck.answers.migrate import tie_snippet
 
     ns: dict = {}
     code = tie_snippet("tensorflow", "tensorflow.minimum(x, y)", ("x", "y"), values, note="the source's value")

@@ -8,7 +8,7 @@ import pytest
 
 tinygrad = pytest.importorskip("tinygrad", reason="tinygrad is not installed in this Python (pip install tinygrad)")
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
@@ -161,8 +161,8 @@ def test_a_method_this_release_lacks_is_unavailable(adapter):
 
 def test_there_is_no_snippet_generator_for_tinygrad():
     """tinygrad has no custom-gradient API kinkcheck writes code for: snippet() refuses it, and migrate records
-    a differing target without an equivalent program as "no replacement" (kinkcheck.migrate._pair)."""
-    from kinkcheck.migrate import MigrateError, snippet
+    a differing target without an equivalent program as "no replacement" (kinkcheck.answers.migrate._pair)."""
+    from kinkcheck.answers.migrate import MigrateError, snippet
 
     with pytest.raises(MigrateError, match="no snippet generator for 'tinygrad'"):
         snippet("tinygrad", "x.abs()", "x", 0.0, 1.0)

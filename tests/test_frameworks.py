@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from kinkcheck import expr as ex
-from kinkcheck import points as pt
+from kinkcheck.language import expr as ex
+from kinkcheck.language import points as pt
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop
 from network import network_grads

@@ -15,7 +15,7 @@ The oracle must never raise (``not-judged`` is allowed), and its result must be 
 * a Clarke set holds its minimum-norm element, which is the one computed here (NumPy, over subsets of the
   vertices, for up to three components), and every vertex is finite;
 * ``lipschitz`` False means no Clarke set, True means one, and a jump is never Lipschitz;
-* the JSON form round-trips through :class:`kinkcheck.classify.OracleNumbers` and :func:`~kinkcheck.classify.classify`
+* the JSON form round-trips through :class:`kinkcheck.oracles.classify.OracleNumbers` and :func:`~kinkcheck.oracles.classify.classify`
   labels the oracle's own values as they are (``left``, ``min-norm``, ``in-clarke``), never ``outside-clarke``.
 
 Examples: ``KINKCHECK_FUZZ_EXAMPLES`` (default 300; ``nox -s fuzz`` runs 10,000). Each example runs under a
@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from test_oracle_independent import min_norm
 
 from kinkcheck.catalog import Case
-from kinkcheck.classify import OracleNumbers, classify
+from kinkcheck.oracles.classify import OracleNumbers, classify
 from kinkcheck.oracles.symbolic import analyze
 
 EXAMPLES = int(os.environ.get("KINKCHECK_FUZZ_EXAMPLES", "300"))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinkcheck.geometry import hull_distance, min_norm_point
+from kinkcheck.language.geometry import hull_distance, min_norm_point
 
 
 def _brute_distance(p: np.ndarray, V: np.ndarray) -> float:

@@ -1,4 +1,4 @@
-"""``kinkcheck census`` (kinkcheck.hitcensus): the reference experiment's logic on networks built to hit the
+"""``kinkcheck census`` (kinkcheck.answers.hitcensus): the reference experiment's logic on networks built to hit the
 kink, the user-model census and its one-line errors, and the rendered tables."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed in this Python")
 pytest.importorskip("sklearn", reason="scikit-learn is not installed in this Python (pip install scikit-learn)")
 
-from kinkcheck import hitcensus as hc  # noqa: E402
+from kinkcheck.answers import hitcensus as hc  # noqa: E402
 from kinkcheck.cli import main  # noqa: E402
 from kinkcheck.probe.userhits import user_census  # noqa: E402
 

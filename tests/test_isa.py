@@ -1,4 +1,4 @@
-"""x86-64 instruction-set levels (:mod:`kinkcheck.isa`): the CPU's level from ``/proc/cpuinfo``, the caps a probe sets,
+"""x86-64 instruction-set levels (:mod:`kinkcheck.platforms.isa`): the CPU's level from ``/proc/cpuinfo``, the caps a probe sets,
 and a probe under the lowest cap, which takes on any CPU the path a CPU without AVX2 or AVX-512 takes (issue 49)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kinkcheck import isa
+from kinkcheck.platforms import isa
 from kinkcheck.platforms import environment_id, host_tag, title
 
 #: /proc/cpuinfo's first processor, trimmed to the flags that matter, of three real machines: an AVX-512 Xeon VM

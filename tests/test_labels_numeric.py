@@ -1,6 +1,6 @@
 """Every label of the newest release of each framework (float64, reverse mode), derived a second time.
 
-The committed report's labels come from one classifier (:mod:`kinkcheck.classify`) reading the sympy oracle's
+The committed report's labels come from one classifier (:mod:`kinkcheck.oracles.classify`) reading the sympy oracle's
 exact limits. Here each cell's labels are derived again from numbers alone (:mod:`numeric_labels`: one-sided
 difference quotients and limiting gradients of the case's field in mpmath, the label rules written again from
 the classifier's docstring) and compared, cell by cell (issue 44, item 5). Two implementations that agree are
@@ -36,8 +36,8 @@ from packaging.version import Version
 
 from numeric_labels import TIE_LABELS, Field, Uncovered, derive, flat_value, numeric_labels
 
-from kinkcheck.classify import tolerance
-from kinkcheck.query import file_metadata
+from kinkcheck.oracles.classify import tolerance
+from kinkcheck.report.query import file_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "observations.parquet"

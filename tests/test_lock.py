@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from damage import FAULTS
 
-from kinkcheck import lock
+from kinkcheck.answers import lock
 from kinkcheck.cli import main
 
 torch = pytest.importorskip("torch", reason="the models locked here are PyTorch modules")
@@ -553,7 +553,7 @@ def test_a_convention_the_gpu_changes_is_a_change_and_says_whose_doing(models, c
     """A site of ``torch.kthvalue(v, 2).values`` at the tie [1, 0, 1, 0], locked with the report's CPU cell of
     torch 2.13.0: on CUDA (torch 2.11.0, the report's H200 shard) the gradient goes to the first tied element,
     on the CPU of 2.11.0 to the last, as in the lock: the device changes it."""
-    from kinkcheck.query import lookup
+    from kinkcheck.report.query import lookup
 
     program, case = "torch.kthvalue(v, 2).values", "kthvalue@[1,0,1,0]"
     (cell,) = lookup(program, case=case, release="2.13.0", dtype="float32", device="cpu")
@@ -719,7 +719,7 @@ def _write(folder, *sites, unlocked=()):
 
 
 def _nothing_measured(monkeypatch):
-    from kinkcheck import ask
+    from kinkcheck.answers import ask
 
     def measure(*args, **kwargs):
         raise AssertionError(f"nothing is measured in place of a report that cannot be read: {args}")
@@ -795,7 +795,7 @@ def test_a_check_that_compared_nothing_exits_2_and_says_why(models, capsys, monk
 
 def _measured_live(monkeypatch):
     """Record what is measured live and stop there (a release's environment would be made next): one line, exit 2."""
-    from kinkcheck import ask
+    from kinkcheck.answers import ask
     from kinkcheck.errors import UsageError
 
     calls = []

@@ -21,7 +21,7 @@ import pytest
 import sympy
 from sympy import Max, Min, Piecewise, Rational, Symbol, oo, sqrt
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import load_catalog
 from kinkcheck.oracles import mapping as mp
 from kinkcheck.oracles import values
@@ -321,7 +321,7 @@ def _slope(f: SympyForm, i: int) -> sympy.Expr | str:
 
 def _table_against(adapter, framework: str) -> list[str]:
     """Every term's sympy derivative against the framework's gradient, the terms summed into programs of at
-    most :data:`kinkcheck.expr.MAX_LENGTH` characters (one compilation each in JAX, not one per function)."""
+    most :data:`kinkcheck.language.expr.MAX_LENGTH` characters (one compilation each in JAX, not one per function)."""
     def summed(term: str) -> str:
         return f"{term}.sum()" if framework == "torch" else f"jax.numpy.sum({term})"
 

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from conftest import torch_2_15_elsewhere
 
-from kinkcheck.classify import same_value
+from kinkcheck.oracles.classify import same_value
 from kinkcheck.vocabulary import flat_value
 from kinkcheck.registry import FRAMEWORKS
 from kinkcheck.render.markdown import SECTION_PAGES, render_case_pages, render_markdown, render_section_pages
@@ -280,7 +280,7 @@ def test_another_platform_is_its_own_release_line_and_compared_with_linux(shards
     """A macOS arm64 shard of torch 2.15.0 (made here from the Linux one, relu@0 only, one value changed): named
     with its platform, on a line of its own, its id ending in the platform tag; the difference from the Linux
     x86-64 shard is a "Linux x86-64 vs macOS arm64" row, and `cite` finds it at ``cpu-macos_arm64``."""
-    from kinkcheck.cite import cite
+    from kinkcheck.answers.cite import cite
     from kinkcheck.judge.build import mode_disagreements
 
     report, cpu, mac = torch_2_15_elsewhere(shards_report, id="torch-2.15.0-cpu-macos_arm64",
@@ -564,7 +564,7 @@ def test_each_frameworks_page_parts_are_kept_and_only_a_changed_frameworks_are_r
 
     from conftest import ROOT
 
-    from kinkcheck.bench import add_new_shard
+    from kinkcheck.dev.bench import add_new_shard
     from kinkcheck.catalog import load_catalog
     from kinkcheck.render import markdown
     from kinkcheck.judge.build import build

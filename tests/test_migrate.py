@@ -9,9 +9,9 @@ import msgspec
 import pytest
 import sympy
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.cli import main
-from kinkcheck.migrate import MigrateError, migrate, render
+from kinkcheck.answers.migrate import MigrateError, migrate, render
 from kinkcheck.oracles.symbolic import to_sympy
 
 
@@ -302,7 +302,7 @@ def test_the_cli_reads_only_the_two_frameworks_rows_and_answers_as_the_whole_rep
     from conftest import ROOT
 
     from kinkcheck.report.cells import load_report_for
-    from kinkcheck.migrate import side_frameworks
+    from kinkcheck.answers.migrate import side_frameworks
 
     path = ROOT / "reports" / "conventions.json.gz"
     full = load_report_for(path)

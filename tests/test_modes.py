@@ -13,7 +13,7 @@ import math
 import pytest
 from conftest import ROOT, require_pinned
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks import FrameworkUnavailable, Unavailable
 from kinkcheck.shards import unpack
 

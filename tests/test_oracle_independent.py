@@ -15,7 +15,7 @@ absolute value of an affine function that vanishes there (``conv{a, -a}``), sums
 separate inputs (a box: the product of the intervals), positive scalings, and nested ``Max``/``Min``/``Abs``/
 sums of one-input affine functions through the point, whose one-sided slopes follow from the directional
 derivative ``f'(p; d)`` computed on the tree. The hull's vertices and its minimum-norm element are computed
-here with NumPy (barycentric solves over small subsets), not with :mod:`kinkcheck.geometry`.
+here with NumPy (barycentric solves over small subsets), not with :mod:`kinkcheck.language.geometry`.
 """
 
 from __future__ import annotations

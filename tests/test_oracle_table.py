@@ -7,7 +7,7 @@ import json
 from catalogs import MAXIMUM_AT_TIE
 
 from kinkcheck.catalog import load_catalog
-from kinkcheck.classify import OracleNumbers, classify
+from kinkcheck.oracles.classify import OracleNumbers, classify
 from kinkcheck.oracles.symbolic import analyze
 from kinkcheck.oracles.table import case_key, oracle_table
 

@@ -1,4 +1,4 @@
-"""Points (``--at``): what :func:`kinkcheck.points.parse_point` and :func:`~kinkcheck.points.parse_inputs` accept
+"""Points (``--at``): what :func:`kinkcheck.language.points.parse_point` and :func:`~kinkcheck.language.points.parse_inputs` accept
 and what they refuse (one line naming the input)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from kinkcheck import expr as ex
-from kinkcheck import points as pt
+from kinkcheck.language import expr as ex
+from kinkcheck.language import points as pt
 
 
 @pytest.mark.parametrize(

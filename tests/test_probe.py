@@ -9,7 +9,7 @@ import pytest
 from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
 
 from kinkcheck.catalog import load_catalog
-from kinkcheck.classify import same_value
+from kinkcheck.oracles.classify import same_value
 from kinkcheck.vocabulary import flat_value
 from kinkcheck.frameworks.base import VECTOR_ISA
 from kinkcheck.probe import probe

@@ -365,7 +365,7 @@ def test_a_capped_probe_session_writes_its_own_shard_and_passes_the_cap(sandbox)
     """Issue 49: `nox -s "probe(paddle-3.3.1)" -- --isa x86-64-v2` probes a shard of its own, named with the level
     (paddle-3.3.1-cpu-linux_x86_64_v2.json), and hands the cap to `kinkcheck probe --isa`; the reference shard is
     left as it is. A level above this CPU's own is refused before anything is made."""
-    from kinkcheck import isa
+    from kinkcheck.platforms import isa
     from kinkcheck.platforms import host_tag
 
     if not isa.cpu_level() or host_tag() != "linux_x86_64":

@@ -386,7 +386,7 @@ def _fault(o):
 
 def test_withdrawn_cells_leave_the_shard_and_say_why(tmp_path):
     from kinkcheck.probe.plan import missing_work, withdraw
-    from kinkcheck.validate import shard_problem
+    from kinkcheck.shards.validate import shard_problem
 
     cat = _catalog(tmp_path)
     shard = _shard(cat, status="error")
@@ -424,7 +424,7 @@ def test_withdraw_refuses_nothing_to_withdraw_and_an_empty_reason_and_takes_ragg
 
 def test_a_probe_that_measures_the_withdrawn_cells_closes_the_part(tmp_path):
     from kinkcheck.probe.plan import merge_shard, withdraw
-    from kinkcheck.validate import shard_problem
+    from kinkcheck.shards.validate import shard_problem
 
     cat = _catalog(tmp_path)
     old = withdraw(_shard(cat), _fault, PROBE_FAULT)
@@ -454,7 +454,7 @@ def test_a_probe_that_measures_the_withdrawn_cells_closes_the_part(tmp_path):
 
 def test_modes_not_reached_are_recorded_until_probed(tmp_path):
     from kinkcheck.probe.plan import merge_shard, not_measured_modes
-    from kinkcheck.validate import shard_problem
+    from kinkcheck.shards.validate import shard_problem
 
     cat = _catalog(tmp_path)
     shard = _shard(cat, modes=("reverse", "functional"))

@@ -25,7 +25,7 @@ def test_the_cells_compared_are_the_inductor_cells_and_network_runs():
 
 
 def test_the_bench_offers_the_chunks_benchmark():
-    out = subprocess.run([sys.executable, "-m", "kinkcheck.bench", "--help"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "kinkcheck.dev.bench", "--help"], capture_output=True, text=True,
                          check=True).stdout
     assert "--compiled-chunks" in out and "1.25" in out, out
     assert speed.CHUNKS_RATIO_TARGET == 1.25 and speed.COMPILED_TARGET == 120.0, "the issue's targets"

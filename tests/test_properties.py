@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
 
 from kinkcheck.catalog import load_catalog
-from kinkcheck.classify import tolerance
+from kinkcheck.oracles.classify import tolerance
 from kinkcheck.vocabulary import flatten
 from kinkcheck.oracles.symbolic import to_sympy
 

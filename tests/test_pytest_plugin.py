@@ -8,7 +8,7 @@ from importlib import metadata
 import pytest
 from damage import FAULTS
 
-from kinkcheck import lock
+from kinkcheck.answers import lock
 
 pytest_plugins = ["pytester"]
 
@@ -80,7 +80,7 @@ def test_a_lock_that_cannot_be_read_stops_pytest_in_one_line(pytester):
 
 
 def test_without_the_option_the_plugin_does_nothing(pytester):
-    pytester.makepyfile("import sys\ndef test_quiet():\n    assert 'kinkcheck.lock' not in sys.modules\n")
+    pytester.makepyfile("import sys\ndef test_quiet():\n    assert 'kinkcheck.answers.lock' not in sys.modules\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()
     assert "kinkcheck lock" not in result.stdout.str()

@@ -1,4 +1,4 @@
-"""``kinkcheck.lookup`` and ``kinkcheck.search`` (src/kinkcheck/query.py): the report's rows from the committed
+"""``kinkcheck.lookup`` and ``kinkcheck.search`` (src/kinkcheck/report/query.py): the report's rows from the committed
 ``reports/observations.parquet``, from any folder, in a clone and from an installed wheel outside the repository."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from conftest import ROOT
 from damage import FAULTS
 
 import kinkcheck
-from kinkcheck.query import (
+from kinkcheck.report.query import (
     LookupFailed,
     ReportUnreadable,
     Row,
@@ -111,13 +111,13 @@ _KNOWN = "(known: torch, jax, tensorflow"
     (lambda: search("clamp", framework="nope"), f"unknown framework 'nope' {_KNOWN}"),
     (lambda: search("clamp", framework=1), "framework must be a string, not int 1"),
     (lambda: search(b"clamp"), "search for a name (a string), not bytes"),
-    (lambda: kinkcheck.query.operations("nope"), f"unknown framework 'nope' {_KNOWN}"),
+    (lambda: kinkcheck.report.query.operations("nope"), f"unknown framework 'nope' {_KNOWN}"),
     (lambda: data_path(3), "name must be a file name of the report data"),
     (lambda: data_path("../observations.parquet"), "name must be a file name of the report data"),
     (lambda: nearest_programs(CLAMP, "torch.relu(x)"), "programs must be a list of strings, not str"),
     (lambda: nearest_programs(CLAMP, [CLAMP], n=-1), "n must be a count (an int >= 0), not int -1"),
     (lambda: nearest_programs(None, [CLAMP]), "program must be a string, not NoneType"),
-    (lambda: kinkcheck.query.calls_of(3), "program must be a string, not int 3"),
+    (lambda: kinkcheck.report.query.calls_of(3), "program must be a string, not int 3"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_every_bad_argument_of_the_api_is_lookup_failed_in_one_line(call, message):
     """Issue 44, item 8: the API's errors are its own: a TypeError or an empty answer was a bad argument."""
@@ -247,7 +247,7 @@ def test_an_installed_wheel_outside_the_repository_answers_from_its_own_data(tmp
     (tmp_path / "reports" / "observations.parquet").write_text("not the package's data")
     (tmp_path / "references").mkdir()
     (tmp_path / "references" / "catalog.toml").write_text("not the package's catalog")
-    probe = _run(["-c", "import kinkcheck, kinkcheck.query as q; print(kinkcheck.__file__); print(q.data_path()); "
+    probe = _run(["-c", "import kinkcheck, kinkcheck.report.query as q; print(kinkcheck.__file__); print(q.data_path()); "
                   f"print(kinkcheck.lookup({CLAMP!r}, case='relu@0', release='2.14.1'))"], outside, site)
     assert probe.returncode == 0, probe.stderr[-2000:]
     where, data, row = probe.stdout.splitlines()[:3]
@@ -300,7 +300,7 @@ def _index_of(table: Path) -> dict:
 
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck.report.query import ROW_GROUPS
 
     return json.loads(pq.ParquetFile(table).metadata.metadata[ROW_GROUPS])
 
@@ -311,7 +311,7 @@ def test_read_table_asks_pyarrow_only_for_the_row_groups_of_the_cases_and_progra
     pyarrow's own filtered read of the whole file gives, in the same order."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import read_table
+    from kinkcheck.report.query import read_table
 
     table = shards_report_files.parent / "observations.parquet"
     total = pq.ParquetFile(table).metadata.num_row_groups
@@ -338,7 +338,7 @@ def test_filters_on_the_groups_read_are_pyarrow_s_own(shards_report_files):
     not in, ordering, and a null (an error row's value) passes no comparison."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import read_table
+    from kinkcheck.report.query import read_table
 
     table = shards_report_files.parent / "observations.parquet"
     for extra in ([("dtype", "!=", "float64")], [("mode", "not in", ["reverse", "vmap"])],
@@ -347,7 +347,7 @@ def test_filters_on_the_groups_read_are_pyarrow_s_own(shards_report_files):
         filters = [("case", "in", ["relu@0", "abs@0"]), *extra]
         got = read_table(table, filters).to_pylist()
         assert got == pq.read_table(table, filters=filters).to_pylist(), f"{extra}: as pyarrow filters"
-    with pytest.raises(kinkcheck.query.DatasetError, match="filter operator 'like'"):
+    with pytest.raises(kinkcheck.report.query.DatasetError, match="filter operator 'like'"):
         read_table(table, [("case", "==", "relu@0"), ("program", "like", "torch%")])
 
 
@@ -356,7 +356,7 @@ def test_a_table_rewritten_in_place_is_read_anew(shards_report_files, tmp_path):
     only while the file is unchanged: a table written again at the same path is read with its own footer."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS, file_metadata, read_table
+    from kinkcheck.report.query import ROW_GROUPS, file_metadata, read_table
 
     src = shards_report_files.parent / "observations.parquet"
     path = tmp_path / "observations.parquet"
@@ -405,7 +405,7 @@ def test_a_program_s_rows_are_kept_as_runs_of_the_groups_read(shards_report_file
 
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import read_table
+    from kinkcheck.report.query import read_table
 
     table = shards_report_files.parent / "observations.parquet"
     cases = [("program", "==", CLAMP)]
@@ -415,10 +415,10 @@ def test_a_program_s_rows_are_kept_as_runs_of_the_groups_read(shards_report_file
                     [*cases, ("mode", "==", "no-such-mode")]):
         want = pq.read_table(table, filters=filters).to_pylist()
         assert read_table(table, filters).to_pylist() == want, f"{filters}: as pyarrow filters"
-        monkeypatch.setattr(kinkcheck.query, "_MAX_RUNS", 0)  # every run past the most: a computed mask
+        monkeypatch.setattr(kinkcheck.report.query, "_MAX_RUNS", 0)  # every run past the most: a computed mask
         assert read_table(table, filters).to_pylist() == want, f"{filters}: the mask's rows are the runs' rows"
         monkeypatch.undo()
-    probe = ("import sys\nfrom kinkcheck.query import read_table\n"
+    probe = ("import sys\nfrom kinkcheck.report.query import read_table\n"
              f"t = read_table({str(table)!r}, [('program', '==', {CLAMP!r}), ('case', '==', 'relu@0'), "
              "('mode', '==', 'reverse'), ('dtype', '==', 'float64')])\n"
              "print(t.num_rows, 'pyarrow.compute' in sys.modules)\n")
@@ -433,7 +433,7 @@ def test_lookup_reads_a_table_with_its_index_as_one_without(shards_report_files,
     groups."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS, file_metadata
+    from kinkcheck.report.query import ROW_GROUPS, file_metadata
 
     new = tmp_path / "new"
     old = tmp_path / "old"
@@ -467,7 +467,7 @@ def test_a_damaged_row_group_index_is_one_line(shards_report_files, tmp_path, in
     """An index naming a group the file lacks, or not a mapping: ReportUnreadable, one line naming it."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS, file_metadata
+    from kinkcheck.report.query import ROW_GROUPS, file_metadata
 
     src = shards_report_files.parent / "observations.parquet"
     t = pq.read_table(src)

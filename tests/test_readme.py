@@ -1,5 +1,5 @@
 """README.md for a newcomer (issue 31): short, the quick start on its first screen, the test command CI runs, and
-the "At a glance" table generated from the data (src/kinkcheck/readme.py), never typed."""
+the "At a glance" table generated from the data (src/kinkcheck/dev/readme.py), never typed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from kinkcheck import readme
+from kinkcheck.dev import readme
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -33,9 +33,9 @@ def test_readme_links_resolve():
 
 
 def test_the_at_a_glance_table_is_the_generated_one():
-    """python -m kinkcheck.readme writes it; a README whose table differs from the data is stale."""
+    """python -m kinkcheck.dev.readme writes it; a README whose table differs from the data is stale."""
     table = readme.at_a_glance()
-    assert readme.update(README, table) == README, "README's At a glance is stale: python -m kinkcheck.readme"
+    assert readme.update(README, table) == README, "README's At a glance is stale: python -m kinkcheck.dev.readme"
     row = next(ln for ln in table.splitlines() if ln.startswith("| PyTorch "))
     assert "0 `torch.relu(x)`" in row and "(0.5, 0.5) `torch.maximum(x, y)`" in row, row
     assert re.search(r"\| JAX \d", table) and "| PyTensor " in table, table
@@ -77,10 +77,10 @@ def test_the_frameworks_the_first_paragraph_names_are_the_measured_ones():
     the README says ten, with its name."""
     import msgspec
 
-    from kinkcheck.query import data_path, table_metadata
+    from kinkcheck.report.query import data_path, table_metadata
 
     phrase = readme.frameworks_phrase()
     assert readme.FRAMEWORKS_BEGIN + phrase + readme.FRAMEWORKS_END in README, "README's frameworks are stale"
     measured = msgspec.json.decode(table_metadata(data_path())[b"kinkcheck.index"])["releases"]
     assert phrase.count(", ") + 1 == len(measured) and "PyTorch" in phrase and "MindSpore" in phrase, phrase
-    assert readme.update_all(README) == README, "python -m kinkcheck.readme leaves a current README as it is"
+    assert readme.update_all(README) == README, "python -m kinkcheck.dev.readme leaves a current README as it is"

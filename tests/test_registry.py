@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kinkcheck import catalog, cli, conformance, expr, registry
-from kinkcheck.cite import FRAMEWORK_NAMES
+from kinkcheck import catalog, cli, registry
+
+from kinkcheck.judge import conformance
+
+from kinkcheck.language import expr
+from kinkcheck.answers.cite import FRAMEWORK_NAMES
 from kinkcheck.frameworks import KNOWN
 from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 from kinkcheck.probe import DISTRIBUTIONS
@@ -159,7 +163,8 @@ note = "the tie goes to the second argument"
 def test_a_fake_framework_flows_from_catalog_to_report(tmp_path, capsys, fake):
     """Registered alone from its folder (no file of kinkcheck names it), a framework's programs load from its program
     file, its probe writes a shard that the schema accepts, and the report, ``grad`` and ``cite`` show it."""
-    from kinkcheck import cite, probe, shards
+    from kinkcheck import probe, shards
+    from kinkcheck.answers import cite
     from kinkcheck.render import write_reports
     from kinkcheck.report.model import load_report
 
@@ -216,7 +221,11 @@ def test_a_fake_framework_reaches_migrate_bench_and_the_ci_workflow(tmp_path, fa
 
     import fakefw
 
-    from kinkcheck import bench, ci, migrate
+    from kinkcheck.dev import bench
+
+    from kinkcheck.dev import ci
+
+    from kinkcheck.answers import migrate
 
     (tmp_path / "catalog.toml").write_text(CATALOG)
     (tmp_path / "programs").mkdir()

@@ -1,10 +1,10 @@
-"""New release lines (kinkcheck.releases, `nox -s releases`): read from an index JSON shaped like PyPI's, offline."""
+"""New release lines (kinkcheck.dev.releases, `nox -s releases`): read from an index JSON shaped like PyPI's, offline."""
 
 from __future__ import annotations
 
 import pytest
 
-from kinkcheck.releases import (installable, lines, main, new_lines, platforms_of, read_platforms, write_matrix,
+from kinkcheck.dev.releases import (installable, lines, main, new_lines, platforms_of, read_platforms, write_matrix,
                                 write_platforms)
 
 
@@ -153,7 +153,7 @@ def test_a_companion_with_a_marker_is_needed_only_where_the_marker_holds():
     """mlx-cpu is named for Windows only (``; platform_system == "Windows"``): it has no macOS wheel, and macOS
     still gets the release; on Windows it is needed like any companion."""
     from kinkcheck.registry import REGISTRY
-    from kinkcheck.releases import marker_environment, pinned_requirements
+    from kinkcheck.dev.releases import marker_environment, pinned_requirements
 
     reqs = pinned_requirements(REGISTRY["mlx"].requirements("0.32.4"), "0.32.4")
     assert [r.name for r in reqs] == ["mlx", "mlx-cpu"] and reqs[0].marker is None

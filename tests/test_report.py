@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from conftest import ROOT
 
 from kinkcheck import cli
-from kinkcheck.classify import same_value
+from kinkcheck.oracles.classify import same_value
 from kinkcheck.render import (
     CASES,
     FILES,
@@ -140,7 +140,7 @@ def test_the_row_group_index_names_exactly_the_groups_that_hold_each_case_and_pr
     no fewer; groups of ROW_GROUP rows; a program's rows within a case are neighbours (one or two groups)."""
     import pyarrow.parquet as pq
 
-    from kinkcheck.query import ROW_GROUPS
+    from kinkcheck.report.query import ROW_GROUPS
     from kinkcheck.report.dataset import ROW_GROUP
 
     path = tmp_path / "observations.parquet"
@@ -459,7 +459,7 @@ def test_a_render_killed_at_the_switch_leaves_one_whole_set_and_the_next_removes
     import signal
     import select
 
-    from kinkcheck.query import lookup
+    from kinkcheck.report.query import lookup
     from kinkcheck.render import PAUSE_ENV
 
     out, new = tmp_path / "out", tmp_path / "new"
@@ -603,7 +603,7 @@ def test_without_an_atomic_exchange_two_renames_stand_in_and_a_kill_between_them
     between the two leaves no folder (readers say there is no report); the next render renames the old set back
     first (the user's files with it), then switches its own in."""
     import kinkcheck.render as rep
-    from kinkcheck.query import LookupFailed, lookup
+    from kinkcheck.report.query import LookupFailed, lookup
 
     monkeypatch.setattr(rep, "_exchange", lambda a, b: False)
     out = tmp_path / "out"

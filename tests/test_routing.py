@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kinkcheck.catalog import Case
-from kinkcheck.classify import OracleNumbers, classify
+from kinkcheck.oracles.classify import OracleNumbers, classify
 from kinkcheck.oracles.routing import NotRoutable, routing, routing_of
 from kinkcheck.oracles.symbolic import analyze
 
@@ -182,7 +182,7 @@ def test_every_tie_label_of_the_committed_report_follows_input_position() -> Non
     import pyarrow.parquet as pq
 
     from kinkcheck.catalog import load_catalog
-    from kinkcheck.classify import same_value
+    from kinkcheck.oracles.classify import same_value
     from kinkcheck.oracles.table import oracle_table
 
     catalog = load_catalog()

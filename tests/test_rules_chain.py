@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.oracles.mapping import Unmapped
 from kinkcheck.rules import chain, graph, local
 

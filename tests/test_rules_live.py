@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import find
 from kinkcheck.probe.ondemand import installed_release
 from kinkcheck.rules import answer, store
@@ -98,7 +98,7 @@ def test_rules_command_prints_an_operations_changes(tmp_path) -> None:
 def test_rules_reads_the_spellings_a_lock_or_a_program_uses(spelling, operation) -> None:
     """`kinkcheck rules` takes what `cite --rule` takes and what a lock line prints (torch.relu, torch.Tensor.clamp,
     the jnp and F aliases): the census's operation they are, never "no rule" (a fresh reader, stop 53)."""
-    from kinkcheck.query import load_rules
+    from kinkcheck.report.query import load_rules
     from kinkcheck.rules.names import resolve_operation
 
     if not RULES.is_file():

@@ -193,7 +193,7 @@ def test_a_checked_shard_reads_the_same_from_the_cache_marker(catalog, tmp_path,
         assert len(set(markers.iterdir()) - before) == 1, f"{path.name}: the checked shard leaves a marker"
         again = read_shard(path, catalog)
         assert json.dumps(again) == json.dumps(first), f"{path.name}: the second read gives the same document"
-    from kinkcheck.validate import parse_checked_json
+    from kinkcheck.shards.validate import parse_checked_json
 
     assert parse_checked_json(p.read_bytes()) is None, "orjson refuses the bare NaN: json parses it again"
     nan = read_shard(p, catalog)["observations"][1]
@@ -389,7 +389,7 @@ def test_a_shard_from_another_platform_sits_beside_the_linux_one(tmp_path, catal
      "unknown mode or dtype"),
 ])
 def test_a_part_that_contradicts_the_shard_is_refused(tmp_path, part, problem):
-    from kinkcheck.validate import shard_problem
+    from kinkcheck.shards.validate import shard_problem
 
     cat = _catalog(tmp_path)
     shard = _shard(cat, modes=("reverse",))

@@ -1,7 +1,7 @@
 """One program, one spelling (issue 44, item 4): every face that matches a user's program to the catalog's
 (``lookup``, ``cite``, ``grad``, ``ask``, ``lock``) finds the same catalog program for ``min=0.0``, ``min=0``,
-``min=0.``, ``min= 0``, a positional bound and ``1e0``, through one function, :func:`kinkcheck.expr.program_key`
-(:func:`kinkcheck.expr.same_program`)."""
+``min=0.``, ``min= 0``, a positional bound and ``1e0``, through one function, :func:`kinkcheck.language.expr.program_key`
+(:func:`kinkcheck.language.expr.same_program`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tokenize
 
 import pytest
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 
 #: (spelling, point, case, the catalog's program it spells)
 SPELLINGS = [
@@ -98,7 +98,7 @@ def test_every_catalog_program_keeps_its_key_when_its_integers_are_floats(catalo
 
 @pytest.fixture()
 def ask_home(tmp_path, monkeypatch):
-    from kinkcheck import ask
+    from kinkcheck.answers import ask
 
     monkeypatch.setenv(ask.ENV_HOME, str(tmp_path / "ask"))
     return tmp_path / "ask"
@@ -114,9 +114,9 @@ def test_lookup_finds_the_catalog_program(spelling, at, case, program):
 
 @pytest.mark.parametrize("spelling, at, case, program", SPELLINGS)
 def test_cite_finds_the_catalog_program(spelling, at, case, program):
-    from kinkcheck.cite import cite
+    from kinkcheck.answers.cite import cite
     from kinkcheck.report.cells import load_report_for
-    from kinkcheck.query import default_report
+    from kinkcheck.report.query import default_report
 
     c = cite(load_report_for(default_report(), program=spelling), spelling, case=case)
     assert f"`{program}` at" in c.sentence and c.case == case, f"cite {spelling!r}: {c.sentence}"
@@ -124,7 +124,7 @@ def test_cite_finds_the_catalog_program(spelling, at, case, program):
 
 @pytest.mark.parametrize("spelling, at, case, program", SPELLINGS)
 def test_ask_finds_the_catalog_program(spelling, at, case, program, ask_home):
-    from kinkcheck import ask
+    from kinkcheck.answers import ask
 
     q = ask.question(spelling, at)
     assert (q.case, q.expr) == (case, program), f"ask {spelling!r} --at {at}: {q}"
@@ -136,7 +136,7 @@ def test_ask_finds_the_catalog_program(spelling, at, case, program, ask_home):
 
 @pytest.mark.parametrize("spelling, at, case, program", SPELLINGS)
 def test_lock_finds_the_catalog_program(spelling, at, case, program):
-    from kinkcheck import lock
+    from kinkcheck.answers import lock
 
     got = lock.conventions("torch", "2.14.1", [(spelling, at, "float64")], quiet=True, report_only=True)
     status, value, labels, source, found = got[(spelling, at, "float64")]

@@ -1,4 +1,4 @@
-"""Moving the staged cases into the catalog (kinkcheck.staging): only when every shard holds them, unchanged, and
+"""Moving the staged cases into the catalog (kinkcheck.probe.staging): only when every shard holds them, unchanged, and
 then every shard is fresh for the larger catalog with no re-probe."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from kinkcheck.catalog import CatalogError, load_catalog, with_staged
 from kinkcheck.probe.plan import missing_work, not_measured_cases
 from kinkcheck.shards import ShardError, read_shard, write_shard
 from kinkcheck.vocabulary import DTYPES
-from kinkcheck.staging import main, pending, promote
+from kinkcheck.probe.staging import main, pending, promote
 
 TF_TABLE = '["maximum@tie"]\nprograms = ["tf.maximum(x, y)"]\n'
 STAGED_TABLE = '# staged header\n\n["relu-written@0"]\nprograms = ["tf.maximum(x, 0.0)"]\n'
@@ -61,7 +61,7 @@ def test_promotion_without_staged_cases_or_with_a_broken_shard_is_one_line(tree,
     (tree / "obs" / "torch-2.13.0-cpu.json").write_text("{")
     assert main(["--catalog", str(tree / "catalog.toml"), "--shards", str(tree / "obs")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("kinkcheck.staging: ") and len(err.splitlines()) == 1 and "torch-2.13.0-cpu" in err, err
+    assert err.startswith("kinkcheck.probe.staging: ") and len(err.splitlines()) == 1 and "torch-2.13.0-cpu" in err, err
     (tree / "obs" / "torch-2.13.0-cpu.json").unlink()
     (tree / "staged" / "catalog.toml").unlink()
     assert main(["--catalog", str(tree / "catalog.toml"), "--shards", str(tree / "obs")]) == 2

@@ -329,7 +329,7 @@ def test_second_order_json_keeps_its_layout(catalog):
 
 
 def test_second_order_oracle_classifies(catalog):
-    from kinkcheck.classify import OracleNumbers, classify
+    from kinkcheck.oracles.classify import OracleNumbers, classify
 
     exact = analyze(catalog.case("hardswish@3")).second_order
     for so in (exact, OracleNumbers.from_json(exact.to_json())):
@@ -590,7 +590,7 @@ def test_at_every_jump_of_the_catalog_the_jumping_side_has_no_finite_derivative(
 
 
 def test_a_value_at_a_jump_is_labelled_by_the_piece_not_as_a_derivative():
-    from kinkcheck.classify import OracleNumbers, classify
+    from kinkcheck.oracles.classify import OracleNumbers, classify
     from kinkcheck.oracles.table import oracle_table
 
     table = oracle_table(load_catalog())

@@ -1,4 +1,4 @@
-"""kinkcheck.validate: JSON files a user hands in, and the semantics of shards and reports beyond the schema.
+"""kinkcheck.shards.validate: JSON files a user hands in, and the semantics of shards and reports beyond the schema.
 
 Each example of issue 10 ("shards that pass the schema but break the code", "a hand-made report with the
 right schema id but missing or mistyped parts", deeply nested JSON) is here with its outcome: a one-line
@@ -15,12 +15,12 @@ from conftest import ROOT
 
 from kinkcheck import cli
 from kinkcheck.catalog import load_catalog
-from kinkcheck.cite import CiteError
+from kinkcheck.answers.cite import CiteError
 from kinkcheck.report.cells import load_report_for
-from kinkcheck.diff import DiffError, load_side
+from kinkcheck.answers.diff import DiffError, load_side
 from kinkcheck.report.model import report_json, report_problem
 from kinkcheck.shards import ShardError, load_shards, read_shard
-from kinkcheck.validate import read_json, shape_of, shard_problem
+from kinkcheck.shards.validate import read_json, shape_of, shard_problem
 
 OBS = ROOT / "references" / "observations"
 
@@ -421,7 +421,7 @@ def test_a_fifo_or_duplicate_keys_are_refused_not_waited_on(tmp_path, capsys):
 def test_the_quick_value_check_vouches_only_for_what_the_detailed_one_passes(catalog, monkeypatch, mutate, words):
     """shard_problem checks the common values quickly and sends the rest to the detailed checks: with the quick
     check switched off, every shard gets the same verdict, with and without a catalog."""
-    from kinkcheck import validate
+    from kinkcheck.shards import validate
 
     s = _shard()
     mutate(s)
@@ -437,8 +437,8 @@ def test_gunzip_reads_every_member_and_names_a_damaged_one(tmp_path, monkeypatch
     member, bytes after the members, or a second member that would inflate past the limit are one line each."""
     import gzip
 
-    from kinkcheck import validate
-    from kinkcheck.validate import gunzip, read_first_member
+    from kinkcheck.shards import validate
+    from kinkcheck.shards.validate import gunzip, read_first_member
 
     one, two = b'{"a": 1,\n', b'"b": 2}\n'
     blob = gzip.compress(one, mtime=0) + gzip.compress(two, mtime=0)

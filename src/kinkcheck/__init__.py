@@ -15,11 +15,11 @@ __all__ = ["LookupFailed", "__version__", "lookup", "search"]
 
 
 def __getattr__(name: str) -> object:
-    """``kinkcheck.lookup``, ``kinkcheck.search`` and ``kinkcheck.LookupFailed`` (:mod:`kinkcheck.query`), imported
+    """``kinkcheck.lookup``, ``kinkcheck.search`` and ``kinkcheck.LookupFailed`` (:mod:`kinkcheck.report.query`), imported
     on first use: ``import kinkcheck`` needs nothing beyond the standard library (the noxfile imports the
     registry under nox's own Python)."""
     if name in ("lookup", "search", "LookupFailed"):
-        from kinkcheck import query
+        from kinkcheck.report import query
 
         return getattr(query, name)
     raise AttributeError(f"module 'kinkcheck' has no attribute {name!r}")

@@ -7,7 +7,7 @@ shard files that passed the strict JSON parse and the schema (:func:`kinkcheck.s
 render keeps per shard (its environment, its judged observations, the parts of sections that read it alone:
 ``shard-environments/``, ``judged/``, ``derived/``; removed when no render has read them for :data:`UNUSED_DAYS`
 days, :func:`prune_cached`), all keyed on content hashes. An empty folder is what a fresh clone sees:
-``python -m kinkcheck.bench --report`` times a first render with ``$KINKCHECK_CACHE_DIR`` pointed at one.
+``python -m kinkcheck.dev.bench --report`` times a first render with ``$KINKCHECK_CACHE_DIR`` pointed at one.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A :class:`Case` is a function (a sympy expression in the call-expression language) at a kink point; a
 :class:`Program` is one framework's call expression for it. Ids are stable: a case id is
 ``"<function>@<point>"``; a program id is its canonical expression text (aliases expanded), unique within
-its case and framework. Loading validates every expression with :mod:`kinkcheck.expr` (no framework is imported).
+its case and framework. Loading validates every expression with :mod:`kinkcheck.language.expr` (no framework is imported).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
-from kinkcheck import points
+from kinkcheck.language import expr as ex
+from kinkcheck.language import points
 from kinkcheck import registry
-from kinkcheck.anchors import program_slug, slug
+from kinkcheck.language.anchors import program_slug, slug
 
 __all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "STAGED_DIR", "Case", "Catalog", "CatalogError", "Program", "default_catalog_path",
            "forget_loaded", "load_catalog", "staged_case_ids", "staged_path", "with_staged"]
@@ -53,7 +53,7 @@ class Program:
         framework (a method chain such as ``v.max()`` may appear under both frameworks).
     framework : str
         ``"torch"`` or ``"jax"`` (the expression's root name).
-    tree : kinkcheck.expr.Node
+    tree : kinkcheck.language.expr.Node
         The parsed expression.
     """
 
@@ -430,7 +430,7 @@ def _load(path: str, only: frozenset[str] | None = None) -> Catalog:
 
 
 #: Modules whose code decides what a parse of the catalog gives (their source is part of the cache key).
-_PARSER_MODULES = ("catalog", "expr", "registry", "anchors", "dtypes")
+_PARSER_MODULES = ("catalog", "language/expr", "registry", "language/anchors", "dtypes")
 
 
 def _cache_key(path: str, only: frozenset[str] | None) -> str | None:
@@ -445,7 +445,7 @@ def _cache_key(path: str, only: frozenset[str] | None) -> str | None:
     folder = p.parent / PROGRAMS_DIR
     try:
         files = [p, *(sorted(folder.glob("*.toml")) if folder.is_dir() else ())]
-        files += [Path(__file__).with_name(f"{m}.py") for m in _PARSER_MODULES]
+        files += [Path(__file__).parent / f"{m}.py" for m in _PARSER_MODULES]
         if not p.is_file():
             return None
         for f in files:
@@ -511,7 +511,7 @@ def _parse(path: str, only: frozenset[str] | None = None) -> Catalog:
 
 def forget_loaded() -> None:
     """Forget the catalogs :func:`load_catalog` memoized in this process (by path): after a catalog file is
-    rewritten in place (:func:`kinkcheck.staging.promote`), the next load reads it again."""
+    rewritten in place (:func:`kinkcheck.probe.staging.promote`), the next load reads it again."""
     _load.cache_clear()
 
 
@@ -522,7 +522,7 @@ STAGED_DIR = "staged"
 
 #: How a staged case's ``no_equivalent`` reason begins while a framework's program is still to be written
 #: (``kinkcheck ask --stage`` writes one framework's program and this for the others): the case is measured, and
-#: moving it into the catalog (:func:`kinkcheck.staging.promote`) waits until each reason is written.
+#: moving it into the catalog (:func:`kinkcheck.probe.staging.promote`) waits until each reason is written.
 DRAFT_REASON = "not written yet"
 
 
@@ -590,7 +590,7 @@ def load_catalog(path: str | Path | None = None, frameworks: Sequence[str] | Non
     ------
     CatalogError
         Missing file, invalid TOML, a malformed expression, a duplicate id, two case ids or two programs of a
-        case and framework with one anchor (:func:`kinkcheck.anchors.slug`, :func:`~kinkcheck.anchors.program_slug`),
+        case and framework with one anchor (:func:`kinkcheck.language.anchors.slug`, :func:`~kinkcheck.language.anchors.program_slug`),
         or a framework without programs and without a ``no_equivalent`` reason.
     """
     return _load(str(Path(path).resolve()) if path is not None else str(default_catalog_path()),
@@ -611,7 +611,7 @@ def find(framework: str, program: str, at: Mapping[str, Any], cases: Iterable[Ca
          ) -> tuple[Case, str] | None:
     """The case that holds ``program`` of ``framework`` at the point ``at`` (:func:`point_key`: the sign of zero
     counts) and the catalog's text of it, or None: the one lookup every face makes (``ask``, ``lock``). ``program``
-    in any spelling of the catalog's (:func:`kinkcheck.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
+    in any spelling of the catalog's (:func:`kinkcheck.language.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
     catalog's ``torch.clamp(x, min=0)``); the closest spelling the cases at this point hold, the first case in
     catalog order. ``cases``: default the installed catalog's (:func:`load_catalog` of ``framework`` alone; none
     when it cannot be read)."""

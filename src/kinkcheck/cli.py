@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return rc
     except UsageError as err:
-        from kinkcheck.validate import one_line
+        from kinkcheck.shards.validate import one_line
 
         msg = one_line(str(err), limit=2000)  # names read from a user's file may hold line breaks
         print(f"kinkcheck: error: {msg}" if not msg.startswith("kinkcheck") else msg, file=sys.stderr)

@@ -2,7 +2,7 @@
 
 Two comparisons use a dtype's precision, on purpose with different tolerances:
 
-* ``value`` — a measured gradient against an exact oracle value (:func:`kinkcheck.classify.same_value`,
+* ``value`` — a measured gradient against an exact oracle value (:func:`kinkcheck.oracles.classify.same_value`,
   labels, conformance, the report's "beyond its tolerance"): one operation's rounding, a few ulp;
 * ``network`` — P0's two-layer network's W1/W2 gradients against the NumPy backprop oracle
   (:mod:`kinkcheck.oracles.backprop`): sums of products accumulate rounding over every summand, so the

@@ -1,5 +1,5 @@
 """A pytest plugin: ``pytest --kinkcheck-lock kinkcheck.lock`` fails the run when the installed framework returns
-another convention at a kinked call the lock holds (:mod:`kinkcheck.lock`).
+another convention at a kinked call the lock holds (:mod:`kinkcheck.answers.lock`).
 
 Registered through the ``pytest11`` entry point, so installing kinkcheck is enough. Without the option it does
 nothing (and imports nothing of kinkcheck's). With it, the lock's questions are asked of the installed release once,
@@ -35,7 +35,7 @@ def pytest_configure(config: Any) -> None:
     if not path.strip():  # `--kinkcheck-lock "$LOCK"` with $LOCK unset: refused, never a check turned off
         raise pytest.UsageError("--kinkcheck-lock is empty: name the lock file (kinkcheck.lock), or leave the option "
                                 "out")
-    from kinkcheck import lock
+    from kinkcheck.answers import lock
     from kinkcheck.errors import UsageError
 
     try:

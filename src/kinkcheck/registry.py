@@ -109,7 +109,7 @@ class Framework:
         Dotted function name (or ``".method"`` for a method of an input) → one of
         :data:`DOCUMENTED_FAMILIES`: the per-function choices the rule names.
     exempt : tuple of tuple of str
-        Public namespaces whose dotted path carries a word :mod:`kinkcheck.expr` refuses but that hold only array
+        Public namespaces whose dotted path carries a word :mod:`kinkcheck.language.expr` refuses but that hold only array
         functions (``("tensorflow", "experimental", "numpy")``): only the segments of the exact prefix are exempt.
     pure_setters : frozenset of str
         Names of a refused kind that are pure functions here (PyTensor's ``set_subtensor`` builds a new symbolic

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import Catalog, default_catalog_path
 
 __all__ = ["STATUSES", "Census", "CensusError", "Coverage", "Op", "census_dir", "census_path", "coverage",

@@ -1,4 +1,4 @@
-"""``kinkcheck ask``: any program at a point across releases (:mod:`kinkcheck.ask` answers it)."""
+"""``kinkcheck ask``: any program at a point across releases (:mod:`kinkcheck.answers.ask` answers it)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.ask import command
+    from kinkcheck.answers.ask import command
 
     return command(args)

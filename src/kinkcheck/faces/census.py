@@ -1,5 +1,5 @@
 """``kinkcheck census``: kink hits in training, of the reference MLP or of a user's model
-(:mod:`kinkcheck.hitcensus`)."""
+(:mod:`kinkcheck.answers.hitcensus`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from kinkcheck.errors import UsageError
 from kinkcheck.faces.shared import REPORT_HELP
-from kinkcheck.query import default_report
+from kinkcheck.report.query import default_report
 
 #: Where the command stands in ``kinkcheck --help``.
 POSITION = 110
@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from kinkcheck import hitcensus as hc
+    from kinkcheck.answers import hitcensus as hc
 
     if (args.model is None) != (args.data is None):
         raise UsageError("census: --model and --data go together (a model factory and its batches)")

@@ -1,5 +1,5 @@
 """``kinkcheck check``: two implementations of one function compared at an input and its kink-hitting variants
-(:mod:`kinkcheck.check`)."""
+(:mod:`kinkcheck.answers.check`)."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck import expr as ex
-    from kinkcheck import points as pt
-    from kinkcheck.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render
+    from kinkcheck.language import expr as ex
+    from kinkcheck.language import points as pt
+    from kinkcheck.answers.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render
     from kinkcheck.vocabulary import DTYPES
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))

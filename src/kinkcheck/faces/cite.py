@@ -1,5 +1,5 @@
 """``kinkcheck cite``: one sentence stating a measured convention or a rule, and the report's citation entry
-(:mod:`kinkcheck.cite`)."""
+(:mod:`kinkcheck.answers.cite`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from kinkcheck.errors import UsageError
 from kinkcheck.faces.shared import REPORT_HELP, framework_name
-from kinkcheck.query import default_report
+from kinkcheck.report.query import default_report
 from kinkcheck.registry import FRAMEWORKS
 
 #: Where the command stands in ``kinkcheck --help``.
@@ -57,7 +57,7 @@ def _print_local_page(args: argparse.Namespace, page: str, anchor: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.cite import CiteError, bibtex, cff, cite, site_base
+    from kinkcheck.answers.cite import CiteError, bibtex, cff, cite, site_base
     from kinkcheck.report.cells import load_report_for
 
     if args.framework_version and "==" in args.framework_version:  # torch==2.13.0, as lock and migrate take it
@@ -92,13 +92,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _cite_rule(args: argparse.Namespace) -> int:
     """``kinkcheck cite --rule OPERATION[@KIND]``: the rule's sentence, its place on the rules page, its history,
-    evidence and counter-examples, then the dataset entry (:func:`kinkcheck.cite.cite_rule`)."""
+    evidence and counter-examples, then the dataset entry (:func:`kinkcheck.answers.cite.cite_rule`)."""
     import shlex
 
-    from kinkcheck.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, site_base
+    from kinkcheck.answers.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, site_base
     from kinkcheck.report.cells import load_report_for
     from kinkcheck.rules import PAGE
-    from kinkcheck.query import load_rules, rules_path
+    from kinkcheck.report.query import load_rules, rules_path
 
     if args.program is not None or args.case is not None:
         raise UsageError("--rule cites a rule: give no program or --case with it")

@@ -1,4 +1,4 @@
-"""``kinkcheck diff``: the conventions that changed between two environments (:mod:`kinkcheck.diff`)."""
+"""``kinkcheck diff``: the conventions that changed between two environments (:mod:`kinkcheck.answers.diff`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.diff import DiffError, compare, group_changes, load_side
+    from kinkcheck.answers.diff import DiffError, compare, group_changes, load_side
     from kinkcheck.vocabulary import DTYPES, MODES
 
     for what, given, known in (("mode", args.mode, MODES), ("dtype", args.dtype, DTYPES)):
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     wanted: dict[int, Any] = {i: {v} for i, v in enumerate((args.case, args.program, args.mode, args.dtype))
                               if v is not None}
     if args.program is not None:  # any spelling of the catalog's program (min=0.0 is min=0), as on every face
-        from kinkcheck.expr import same_program
+        from kinkcheck.language.expr import same_program
 
         wanted[1] = set(same_program(args.program, sorted({k[1] for k in (*old.observations, *new.observations)})))
         wanted[1] = wanted[1] or {args.program}

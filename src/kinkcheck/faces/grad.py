@@ -48,8 +48,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck import expr as ex
-    from kinkcheck import points as pt
+    from kinkcheck.language import expr as ex
+    from kinkcheck.language import points as pt
     from kinkcheck.catalog import FRAMEWORKS
     from kinkcheck.vocabulary import DTYPES, MODES
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if pending is None:
         print(json.dumps(grad))
         return 0
-    from kinkcheck.explain import ReportUnavailable, render
+    from kinkcheck.answers.explain import ReportUnavailable, render
 
     try:
         explanation = pending.finish(grad)
@@ -103,9 +103,9 @@ def _grad_from_report(args: argparse.Namespace, tree: Any, inputs: Any, framewor
     """``grad --device D`` on a machine without D (``--device cuda`` without a GPU): the report's cell of the program
     at the point on D (the installed release's where the report measured it there, else the newest), judged and
     shown as grad shows a value, with the rules' prediction for that release, every part marked "from the report;
-    not measured here" (:class:`kinkcheck.explain.ReportAnswer`); no such cell: one line, exit 2."""
+    not measured here" (:class:`kinkcheck.answers.explain.ReportAnswer`); no such cell: one line, exit 2."""
     from kinkcheck.probe.ondemand import installed_release
-    from kinkcheck.explain import ReportUnavailable, render
+    from kinkcheck.answers.explain import ReportUnavailable, render
     from kinkcheck.rules import answer as rules_answer
 
     if pending is None:  # --no-judge: the report's index still answers
@@ -149,8 +149,8 @@ def _grad_prediction(args: argparse.Namespace, at: dict[str, Any], framework: st
 
 
 def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
-    from kinkcheck.classify import same_value
-    from kinkcheck.decimals import decimal_value
+    from kinkcheck.oracles.classify import same_value
+    from kinkcheck.language.decimals import decimal_value
     from kinkcheck.vocabulary import flat_value
 
     p = forecast["predicted"][0] if forecast["predicted"] else None
@@ -172,11 +172,11 @@ def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
 
 
 def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: str) -> Any:
-    """Start ``grad``'s judgement and report lookup (:class:`kinkcheck.explain.Pending`) beside the evaluation;
+    """Start ``grad``'s judgement and report lookup (:class:`kinkcheck.answers.explain.Pending`) beside the evaluation;
     a ``--sympy`` text that does not parse is bad input before anything runs."""
-    from kinkcheck import expr as ex
+    from kinkcheck.language import expr as ex
     from kinkcheck.catalog import SYMPY_NAMES
-    from kinkcheck.explain import Pending, oracle_timeout_from_env
+    from kinkcheck.answers.explain import Pending, oracle_timeout_from_env
 
     try:
         bound = oracle_timeout_from_env(args.oracle_timeout)

@@ -1,11 +1,11 @@
-"""``kinkcheck lock``: the conventions a model relies on, written and checked (:mod:`kinkcheck.lock`)."""
+"""``kinkcheck lock``: the conventions a model relies on, written and checked (:mod:`kinkcheck.answers.lock`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from kinkcheck.isa import LEVELS
+from kinkcheck.platforms.isa import LEVELS
 
 #: Where the command stands in ``kinkcheck --help``.
 POSITION = 30
@@ -55,6 +55,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.lock import command
+    from kinkcheck.answers.lock import command
 
     return command(args)

@@ -1,4 +1,4 @@
-"""``kinkcheck migrate``: per case, the source's and the target's programs side by side (:mod:`kinkcheck.migrate`)."""
+"""``kinkcheck migrate``: per case, the source's and the target's programs side by side (:mod:`kinkcheck.answers.migrate`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from kinkcheck.errors import UsageError
 from kinkcheck.faces.shared import REPORT_HELP
-from kinkcheck.query import default_report
+from kinkcheck.report.query import default_report
 
 #: Where the command stands in ``kinkcheck --help``.
 POSITION = 90
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.migrate import MigrateError, migrate, render, side_frameworks
+    from kinkcheck.answers.migrate import MigrateError, migrate, render, side_frameworks
     from kinkcheck.report.cells import CellError, load_report_for
 
     try:  # only the two sides' frameworks' rows

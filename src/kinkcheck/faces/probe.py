@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from kinkcheck.faces.shared import framework_name
-from kinkcheck.isa import LEVELS
+from kinkcheck.platforms.isa import LEVELS
 from kinkcheck.platforms import DEVICES
 from kinkcheck.registry import FRAMEWORKS
 

@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.query import load_rules
+    from kinkcheck.report.query import load_rules
     from kinkcheck.rules.names import resolve_operation  # the rules' modules, on first use
     from kinkcheck.rules.page import cell_text, rule_rows
 

@@ -3,7 +3,7 @@ imports the framework; beside it its registry record and the text the faces read
 templates).
 
 Each adapter (on :class:`kinkcheck.frameworks.base.Adapter`) evaluates a parsed call expression
-(:mod:`kinkcheck.expr`) at a point and returns the gradient per named input. :func:`get_adapter` imports the adapter
+(:mod:`kinkcheck.language.expr`) at a point and returns the gradient per named input. :func:`get_adapter` imports the adapter
 (and so the framework) lazily.
 """
 

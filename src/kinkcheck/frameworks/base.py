@@ -9,8 +9,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
-from kinkcheck.isa import cpuinfo as _cpuinfo
+from kinkcheck.language import expr as ex
+from kinkcheck.platforms.isa import cpuinfo as _cpuinfo
 from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
                                   encode, flat_value, flatten)
 
@@ -144,7 +144,7 @@ class Adapter(abc.ABC):
         return {}
 
     def namespace(self) -> dict[str, Any]:
-        """Root names for :func:`kinkcheck.expr.resolve_names`: the framework's package under its name."""
+        """Root names for :func:`kinkcheck.language.expr.resolve_names`: the framework's package under its name."""
         import importlib
 
         return {self.name: importlib.import_module(self.name)}
@@ -187,8 +187,8 @@ class Adapter(abc.ABC):
 
         ``wrt``: the inputs differentiated, and the only keys of the result (None: every input not in
         ``ints``); the others are constants, float tensors of ``dtype``. ``ints``: inputs passed as integer
-        tensors (int64; JAX without x64: int32), never differentiated (:class:`kinkcheck.points.Inputs`).
-        ``at`` may hold ``inf``/``nan``. Raises :class:`kinkcheck.expr.ExprError` or :class:`Unavailable`
+        tensors (int64; JAX without x64: int32), never differentiated (:class:`kinkcheck.language.points.Inputs`).
+        ``at`` may hold ``inf``/``nan``. Raises :class:`kinkcheck.language.expr.ExprError` or :class:`Unavailable`
         before running anything when a name does not resolve or ``wrt``/``ints`` do not fit ``at``;
         anything the framework raises while running propagates. The checks run in this order: the mode, the
         dtype's name, the inputs, the names (:meth:`_resolve`); then :meth:`_run` places and runs the program.
@@ -212,7 +212,7 @@ class Adapter(abc.ABC):
 
         ``fn`` takes the inputs positionally, in the order of ``at``, as the framework's arrays of ``dtype``;
         returns input name → float or nested list. ``mode``: one of the adapter's :attr:`modes`, defined as
-        in :data:`MODE_INFO` (an unknown one raises :class:`kinkcheck.expr.ExprError`; one this release
+        in :data:`MODE_INFO` (an unknown one raises :class:`kinkcheck.language.expr.ExprError`; one this release
         lacks, :class:`Unavailable`). Whatever ``fn`` or the framework raises propagates.
         """
 
@@ -298,9 +298,9 @@ def by_unit_tangents(shapes: Sequence[tuple[str, Sequence[int]]], jvp: Any) -> d
 
 
 def resolve(tree: ex.Node, namespace: Mapping[str, Any], modules: Iterable[str], origins: Iterable[str]) -> dict[str, Any]:
-    """:func:`kinkcheck.expr.resolve_names`, with a name missing in this version as :class:`Unavailable`.
+    """:func:`kinkcheck.language.expr.resolve_names`, with a name missing in this version as :class:`Unavailable`.
 
-    Refusals (a name outside the allowed modules) stay :class:`kinkcheck.expr.ExprError`.
+    Refusals (a name outside the allowed modules) stay :class:`kinkcheck.language.expr.ExprError`.
     """
     try:
         return ex.resolve_names(tree, namespace, modules, origins)

@@ -1,6 +1,6 @@
 """Shards + oracles → the typed report (:class:`kinkcheck.report.model.Report`, ``kinkcheck/conventions/v2``).
 
-Every observation cell comes from a shard; labels come from :func:`kinkcheck.classify.classify` against
+Every observation cell comes from a shard; labels come from :func:`kinkcheck.oracles.classify.classify` against
 the sympy oracle; network cross-checks from :mod:`kinkcheck.oracles.backprop`. Nothing is typed in. The
 report is a function of the shards and the catalog alone, with no wall clock: ``generated_at`` is the newest
 ``measured_at`` of its environments (:func:`report_date`), so the same shards give the same bytes on any machine.
@@ -31,10 +31,10 @@ from typing import Any
 import msgspec
 
 from kinkcheck import __version__
-from kinkcheck import conformance as conf
+from kinkcheck.judge import conformance as conf
 from kinkcheck.cache import prune_cached
 from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
-from kinkcheck.classify import OracleNumbers, classify
+from kinkcheck.oracles.classify import OracleNumbers, classify
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.table import oracle_table, own_function_table
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
@@ -220,7 +220,8 @@ def derive(report: m.Report, catalog: Catalog, predictions: dict[tuple[str, str,
 
 #: The judging code: a change to any of these files judges every shard again (:func:`judge_digest`).
 JUDGE_MODULES: tuple[str, ...] = (
-    "classify.py", "geometry.py", "conformance.py", "expr.py", "registry.py", "dtypes.py", "vocabulary.py",
+    "oracles/classify.py", "language/geometry.py", "judge/conformance.py", "language/expr.py", "registry.py",
+    "dtypes.py", "vocabulary.py",
     "catalog.py", "probe/plan.py", "judge/build.py", "report/dataset.py",
     "report/records.py", "oracles/*.py", "frameworks/*/record.py")
 
@@ -380,7 +381,7 @@ def judged_shard(shard: dict[str, Any] | ShardFile, ctx: _Context) -> JudgedShar
 
 
 def _judge(s: dict[str, Any], ctx: _Context) -> JudgedShard:
-    """Judge every observation of shard ``s``: labels (:func:`kinkcheck.classify.classify` against the case's
+    """Judge every observation of shard ``s``: labels (:func:`kinkcheck.oracles.classify.classify` against the case's
     oracle, or the program's own function's), the conformance verdict, the value flat; then its network runs."""
     env = s["environment"]
     catalog, oracles, second, own = ctx.catalog, ctx.oracles, ctx.second, ctx.own

@@ -13,11 +13,11 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck import conformance as conf
+from kinkcheck.judge import conformance as conf
 from kinkcheck import registry
 from kinkcheck.catalog import FRAMEWORKS, Catalog
-from kinkcheck.classify import same_value
-from kinkcheck.isa import split_tag
+from kinkcheck.oracles.classify import same_value
+from kinkcheck.platforms.isa import split_tag
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import DEVICES, PLATFORMS, device_title
 from kinkcheck.platforms import title as platform_title
@@ -78,8 +78,8 @@ def _shape(groups: Sequence[m.Group]) -> tuple[Any, ...]:
 #: The code the parts kept per shard (:func:`_kept`) are computed by, besides the judging code
 #: (:data:`kinkcheck.judge.build.JUDGE_MODULES`, in each shard's judged key): a change to any of them computes
 #: every part again.
-DERIVED_MODULES: tuple[str, ...] = ("judge/sections.py", "report/model.py", "report/text.py", "isa.py", "platforms.py",
-                                    "platforms.toml")
+DERIVED_MODULES: tuple[str, ...] = ("judge/sections.py", "report/model.py", "report/text.py", "platforms/isa.py",
+                                    "platforms/__init__.py", "platforms.toml")
 _DERIVED_DIGEST: list[str] = []
 
 

@@ -3,9 +3,9 @@ hull (the Clarke generalized gradient), its exact minimum-norm element and midpo
 (convex, concave) of the kink.
 
 Comparisons are exact, or to the working precision of the probe scale (:func:`_eq`); the hull's support is
-found in float64 (:mod:`kinkcheck.geometry`) and the minimum-norm point then solved exactly.
+found in float64 (:mod:`kinkcheck.language.geometry`) and the minimum-norm point then solved exactly.
 
-Imports :mod:`kinkcheck.oracles.pieces` and :mod:`kinkcheck.geometry` only
+Imports :mod:`kinkcheck.oracles.pieces` and :mod:`kinkcheck.language.geometry` only
 (``translate <- pieces <- cones <- clarke <- symbolic``); underscored names are internal to the package.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from kinkcheck.geometry import hull_distance, min_norm_point
+from kinkcheck.language.geometry import hull_distance, min_norm_point
 from kinkcheck.oracles.pieces import OracleError, _Probe, _Scale
 
 

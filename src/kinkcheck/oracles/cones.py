@@ -5,7 +5,7 @@ The fixed directions of :func:`kinkcheck.oracles.pieces.probe_directions` miss a
 cone that holds none of them; :func:`_refine` finds the tie hyperplanes through the point (:class:`_Ties`)
 and probes an interior direction of every cell of their arrangement that no probe covers.
 
-Imports :mod:`kinkcheck.oracles.pieces` and :mod:`kinkcheck.geometry` only
+Imports :mod:`kinkcheck.oracles.pieces` and :mod:`kinkcheck.language.geometry` only
 (``translate <- pieces <- cones <- clarke <- symbolic``); underscored names are internal to the package.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import sympy
 
-from kinkcheck.geometry import min_norm_point
+from kinkcheck.language.geometry import min_norm_point
 from kinkcheck.oracles.pieces import _finite_real, _Probe, _probe, _Scale
 from kinkcheck.oracles.translate import _SYMPY_FAILURES
 
@@ -118,7 +118,7 @@ def _interior(a: np.ndarray, candidates: Sequence[np.ndarray]) -> np.ndarray | N
     A candidate is tried first. Otherwise, by Gordan's theorem the cone is empty exactly when 0 lies in the
     convex hull of the rows; when it does not, the hull's minimum-norm point ``x`` has ``a_i . x >= |x|**2``
     for every i (its optimality condition), so ``x`` is an interior direction
-    (:func:`kinkcheck.geometry.min_norm_point`).
+    (:func:`kinkcheck.language.geometry.min_norm_point`).
     """
     for c in candidates:
         if np.all(a @ c > 1e-9 * np.linalg.norm(c)):

@@ -1,6 +1,6 @@
 """Programs map to their mathematics: a framework call expression as a sympy expression.
 
-:func:`sympy_form` walks a parsed program (:func:`kinkcheck.expr.parse`) over numpy object arrays of sympy
+:func:`sympy_form` walks a parsed program (:func:`kinkcheck.language.expr.parse`) over numpy object arrays of sympy
 expressions, one element per tensor element, and returns the sum of the output's elements: the framework's
 gradient of a non-scalar output is the vector-Jacobian product with ones, which is the gradient of that
 sum. The oracle (:func:`kinkcheck.oracles.symbolic.analyze_expression`) then judges the result, so any
@@ -40,7 +40,7 @@ import sympy
 from sympy.printing.precedence import precedence
 from sympy.printing.str import StrPrinter
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.oracles.handlers import _HANDLERS
 from kinkcheck.oracles.rows import Entry
 from kinkcheck.oracles.values import (
@@ -143,8 +143,8 @@ def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Seq
 
     Parameters
     ----------
-    tree : kinkcheck.expr.Node
-        A parsed program (``kinkcheck.expr.parse(text, at, {framework})``; a catalog program's ``.tree``).
+    tree : kinkcheck.language.expr.Node
+        A parsed program (``kinkcheck.language.expr.parse(text, at, {framework})``; a catalog program's ``.tree``).
     at : mapping
         Input name → number or nested list of numbers (``inf``/``-inf``/``nan`` allowed).
     framework : str
@@ -165,7 +165,7 @@ def sympy_form(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Seq
     Unmapped
         A function, method, argument value or construct without a symbolic form here (one-line reason naming
         it canonically, e.g. ``no symbolic form for torch.nn.functional.glu (pass one with --sympy '…')``).
-    kinkcheck.expr.ExprError
+    kinkcheck.language.expr.ExprError
         When ``wrt`` names an input that is not in ``at``.
     """
     names = tuple(at) if wrt is None else tuple(wrt)

@@ -35,7 +35,7 @@ are the same function with the same limiting gradients ``(2, 0)`` and ``(3, -1)`
 routings differ (the max credits ``v0``: ``(2, 0)``; the min credits ``v0``: ``(3, -1)``). The catalog's
 expression is the spelling a case is judged in.
 
-Only the standard library and sympy; the catalog expression is parsed by :mod:`kinkcheck.expr`.
+Only the standard library and sympy; the catalog expression is parsed by :mod:`kinkcheck.language.expr`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import Any
 
 import sympy
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import Case
 from kinkcheck.oracles import translate as tr
 
@@ -362,7 +362,7 @@ def routing_of(case: Case, rule: str, *, nested: bool = True) -> tuple[sympy.Exp
     ------
     NotRoutable
         When the input position does not decide the value (the message says why).
-    kinkcheck.expr.ExprError
+    kinkcheck.language.expr.ExprError
         When the case's expression does not parse or evaluate.
     """
     if rule not in ("first", "last"):

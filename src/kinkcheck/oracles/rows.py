@@ -140,7 +140,7 @@ _OWN_SOURCES = ("mapping.py", "values.py", "handlers.py", "rows.py")
 def source_files() -> tuple[Path, ...]:
     """The files the mapping's meaning is read from: its own modules and every registered framework's rows
     (``frameworks/<name>/mapping.py``). A cache of what the mapping gave keys on their bytes
-    (:mod:`kinkcheck.explain.judgement`), so a changed row recomputes it. Here, beside the rows' form, so that
+    (:mod:`kinkcheck.answers.explain.judgement`), so a changed row recomputes it. Here, beside the rows' form, so that
     reading the key imports neither the mapping nor sympy."""
     import importlib.util
 

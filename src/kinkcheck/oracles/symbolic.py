@@ -1,6 +1,6 @@
 """The sympy oracle: one-sided derivatives, limiting gradients, the Clarke set and its minimum-norm element.
 
-A case's ``sympy`` field is parsed with :mod:`kinkcheck.expr` and evaluated over real sympy symbols
+A case's ``sympy`` field is parsed with :mod:`kinkcheck.language.expr` and evaluated over real sympy symbols
 (:func:`to_sympy`); a mapped program gives the same kind of expression (:mod:`kinkcheck.oracles.mapping`).
 :func:`analyze_expression` then probes the function along curves ``p + t d + t**2 w`` (``t -> 0+``):
 
@@ -77,7 +77,7 @@ from typing import Any
 
 import sympy
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import Case
 from kinkcheck.oracles.clarke import _continuum, _distinct, _eq, _hull_summary, _local_shape
 from kinkcheck.oracles.cones import _refine
@@ -165,7 +165,7 @@ class OracleResult:
     tie : bool
         Copied from the case: the kink is a tie, so tie labels apply.
     shape : str or None
-        First-order shape of the kink, for PyTorch's documented rule (see :mod:`kinkcheck.conformance`):
+        First-order shape of the kink, for PyTorch's documented rule (see :mod:`kinkcheck.judge.conformance`):
         ``"convex"`` when along every probe direction ``d`` the directional derivative ``f'(p; d)`` is the
         largest of ``g . d`` over the limiting gradients ``g`` (f is locally a max of its pieces, so the
         Clarke set is the subdifferential), ``"concave"`` when it is the smallest (a min of its pieces: the
@@ -185,7 +185,7 @@ class OracleResult:
         The oracle of the ``second-order`` mode (``H @ 1``), of the same type with ``order == 2``: its
         ``derivative``, ``left``, ``right``, ``limiting_gradients``, ``clarke``, ``min_norm`` and ``midpoint``
         hold one-sided ``H @ 1`` values where the fields above hold gradients (see :func:`_second_order`), so
-        :func:`kinkcheck.classify.classify` reads it as it reads this one. None on a second-order result
+        :func:`kinkcheck.oracles.classify.classify` reads it as it reads this one. None on a second-order result
         and on a not-judged one.
     order : int
         1 for the gradient oracle, 2 for the second-order one.
@@ -641,7 +641,7 @@ def _second_order(case_id: str, components: tuple[str, ...], probes: dict[tuple[
     ``right``, ``mean``, ``in-clarke`` read as for gradients). No probe direction with a finite real
     ``H @ 1``: ``"undefined"`` (e.g. sqrt at 0, where the second derivative is infinite). ``tie`` is False,
     ``sympy_diff`` all None, ``shape`` and ``reason`` None; ``lipschitz`` is True where the hull stands in
-    (as :func:`kinkcheck.classify.lipschitz_of_json` reads the JSON), None when undefined.
+    (as :func:`kinkcheck.oracles.classify.lipschitz_of_json` reads the JSON), None when undefined.
     """
     n = len(components)
     sides = [p.hessian_sum for p in probes.values() if p is not None and p.hessian_sum is not None]

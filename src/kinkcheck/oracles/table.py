@@ -27,8 +27,9 @@ __all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table", "own_funct
 #: folders' records, which :mod:`kinkcheck.registry` reads from their files, are hashed beside them.
 ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
     ("kinkcheck.oracles", "translate.py"), ("kinkcheck.oracles", "pieces.py"), ("kinkcheck.oracles", "cones.py"),
-    ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck.oracles", "routing.py"), ("kinkcheck", "geometry.py"),
-    ("kinkcheck", "expr.py"), ("kinkcheck", "points.py"), ("kinkcheck", "catalog.py"), ("kinkcheck", "anchors.py"),
+    ("kinkcheck.oracles", "clarke.py"), ("kinkcheck.oracles", "symbolic.py"), ("kinkcheck.oracles", "routing.py"),
+    ("kinkcheck.language", "geometry.py"), ("kinkcheck.language", "expr.py"), ("kinkcheck.language", "points.py"),
+    ("kinkcheck", "catalog.py"), ("kinkcheck.language", "anchors.py"),
     ("kinkcheck", "registry.py"), ("kinkcheck", "cache.py"),
 )
 

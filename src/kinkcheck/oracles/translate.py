@@ -1,7 +1,7 @@
 """The sympy oracle's input side: a case's ``sympy`` field as an exact sympy expression, and that expression
 prepared for piece selection.
 
-:func:`to_sympy` parses the field with :mod:`kinkcheck.expr`, resolves its names in :func:`sympy_namespace`
+:func:`to_sympy` parses the field with :mod:`kinkcheck.language.expr`, resolves its names in :func:`sympy_namespace`
 (sympy's functions plus :func:`kth_smallest`, :func:`xlogy` … defined here) and evaluates it over real
 symbols at the exact point (float literals from their decimal text). :func:`_prepare` then rewrites what
 :mod:`kinkcheck.oracles.pieces` cannot select into what it can: binary floats into exact decimals, ``atan2``
@@ -23,7 +23,7 @@ from typing import Any
 import sympy
 
 from kinkcheck import catalog as cat
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import Case
 
 __all__ = ["kth_smallest", "sympy_namespace", "to_sympy", "xlog1py", "xlogy"]
@@ -119,7 +119,7 @@ def frac(x: Any) -> sympy.Expr:
 
 def sympy_namespace() -> dict[str, Any]:
     """Names a case's ``sympy`` field (or a mapped program's form) may use, for
-    :func:`kinkcheck.expr.resolve_names`.
+    :func:`kinkcheck.language.expr.resolve_names`.
 
     ``Max``/``Min`` accept (nested) lists and flatten them (``Max(v)``, ``Max(m)``); ``kth_smallest(v, k)``
     is :func:`kth_smallest`; ``xlogy``, ``xlog1py``, ``log1p``, ``expm1``, ``log2``, ``log10``, ``sigmoid``,
@@ -220,7 +220,7 @@ def _exact_literal(v: float, text: str | None) -> sympy.Expr:
 def _exact_consts(node: ex.Node, texts: Iterator[str | None]) -> ex.Node:
     """Rebuild the tree with every numeric ``Const`` replaced by an exact sympy number (bools kept).
 
-    ``texts`` yields the literals' source text in :func:`kinkcheck.expr.walk` order, which is source order.
+    ``texts`` yields the literals' source text in :func:`kinkcheck.language.expr.walk` order, which is source order.
     """
 
     def rec(n: ex.Node) -> ex.Node:
@@ -285,7 +285,7 @@ def to_sympy(case: Case) -> tuple[sympy.Expr, tuple[sympy.Symbol, ...], tuple[sy
 
     Raises
     ------
-    kinkcheck.expr.ExprError
+    kinkcheck.language.expr.ExprError
         When the field does not parse, names something outside the namespace, or does not evaluate.
     """
     parsed, tree = _exact_tree(case)

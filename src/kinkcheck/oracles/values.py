@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import sympy
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.oracles import symbolic as sym
 from kinkcheck.oracles import translate
 from kinkcheck.oracles.rows import Entry
@@ -74,7 +74,7 @@ _FORM_NS = _form_namespace()
 
 @cache
 def _compile(form: str, params: tuple[str, ...]) -> tuple[ex.Node, dict[str, Any]]:
-    """A table form parsed with :mod:`kinkcheck.expr` (never eval-ed), its literals exact from their text."""
+    """A table form parsed with :mod:`kinkcheck.language.expr` (never eval-ed), its literals exact from their text."""
     parsed = ex.parse(form, params, _FORM_NS)
     texts = translate._literal_texts(form)
     n_consts = sum(1 for n in ex.walk(parsed) if isinstance(n, ex.Const) and not isinstance(n.value, bool))

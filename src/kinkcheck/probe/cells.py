@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import Catalog
 from kinkcheck.frameworks import Adapter, DeviceAbsent, FrameworkUnavailable, Unavailable, data_limit
 from kinkcheck.frameworks.base import short_error
@@ -136,7 +136,7 @@ def grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     """``kinkcheck grad``'s evaluation, a task of the worker (:data:`kinkcheck.probe.worker.TASKS`): one program
     in one framework, mode, dtype and device, as a cell is measured. The payload: ``expr``, ``at``, ``framework``,
     ``dtype``, ``device``, ``mode``, and optionally ``wrt`` (differentiated input names; absent or None: all but
-    ``ints``) and ``ints`` (names of integer inputs), as in :class:`kinkcheck.points.Inputs`. ``at`` may hold
+    ``ints``) and ``ints`` (names of integer inputs), as in :class:`kinkcheck.language.points.Inputs`. ``at`` may hold
     inf/nan (JSON's Infinity/NaN).
 
     Returns input name → encoded gradient, for the differentiated inputs only.

@@ -30,7 +30,7 @@ def probe_command(args: argparse.Namespace) -> int:
     from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 
     if getattr(args, "isa", None):  # before anything imports a framework: the libraries read the cap when they load
-        from kinkcheck.isa import IsaError, apply_cap
+        from kinkcheck.platforms.isa import IsaError, apply_cap
 
         try:
             apply_cap(args.isa)
@@ -332,7 +332,7 @@ def _forked_worker(args: argparse.Namespace, catalog: Any, journal: Path) -> int
     try:
         return probe_worker(ns, catalog)
     except UsageError as err:
-        from kinkcheck.validate import one_line
+        from kinkcheck.shards.validate import one_line
 
         print(f"kinkcheck: error: {one_line(str(err), limit=2000)}", file=sys.stderr)
         return EXIT_BAD_INPUT

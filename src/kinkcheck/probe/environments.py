@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.isa import IsaError, capped_tag, check_cap
+from kinkcheck.platforms.isa import IsaError, capped_tag, check_cap
 from kinkcheck.registry import REGISTRY
 
 __all__ = ["DEVICE_DEADLINE_ENV", "FALLBACK_PYTHON", "Places", "install_env", "install_once", "probe_release",
@@ -156,8 +156,8 @@ def _plan(shard: Path, framework: str, catalog: Any) -> Any:
 
 #: The sources that decide whether a shard is fresh (beside the shard and the catalog), with every framework's
 #: record (``frameworks/*/record.py``: its modes and dtypes): a change to any of them misses every remembered verdict.
-FRESHNESS_SOURCES = ("probe/plan.py", "shards.py", "catalog.py", "expr.py", "points.py", "vocabulary.py", "dtypes.py",
-                     "registry.py")
+FRESHNESS_SOURCES = ("probe/plan.py", "shards/__init__.py", "catalog.py", "language/expr.py", "language/points.py",
+                     "vocabulary.py", "dtypes.py", "registry.py")
 
 
 def fresh_marker(places: Places, shard: Path, framework: str) -> Path | None:
@@ -328,7 +328,7 @@ def device_of(posargs: Sequence[str]) -> str:
 def not_measured_environment(places: Places, framework: str, version: str, reason: str, python: str,
                              device: str = "cpu", isa: str | None = None) -> dict[str, Any]:
     """The environment of a record that says why ``framework`` ``version`` was not measured on ``device`` here
-    (capped at the x86-64 level ``isa``, :mod:`kinkcheck.isa`, where the session asked for one)."""
+    (capped at the x86-64 level ``isa``, :mod:`kinkcheck.platforms.isa`, where the session asked for one)."""
     from kinkcheck import __version__, platforms
     from kinkcheck.probe.run import runner
 
@@ -406,7 +406,7 @@ def probe_release(session: Any, framework: str, version: str, places: Places) ->
 
 
 #: What a probe session takes after ``--``: ``--device D`` (or ``--device=D``), ``--isa LEVEL`` (or ``--isa=LEVEL``:
-#: the CPU's kernels capped at an x86-64 level, :mod:`kinkcheck.isa`), ``--remeasure``, ``--keep``.
+#: the CPU's kernels capped at an x86-64 level, :mod:`kinkcheck.platforms.isa`), ``--remeasure``, ``--keep``.
 POSARGS = ("--device", "--isa", "--remeasure", "--keep")
 
 
@@ -568,7 +568,7 @@ def bench_warm_report(session: Any, places: Places) -> None:
 
 def write_ci_workflow(session: Any, places: Places) -> None:
     """``nox -s ci_workflow``: list the probe sessions (``nox -l --json -t probe``) and write
-    ``.github/workflows/matrix.yml`` from them (``python -m kinkcheck.ci``)."""
+    ``.github/workflows/matrix.yml`` from them (``python -m kinkcheck.dev.ci``)."""
     import tempfile
 
     listing = subprocess.run([sys.executable, "-m", "nox", "-f", str(places.root / "noxfile.py"), "-l", "--json", "-t",
@@ -576,7 +576,7 @@ def write_ci_workflow(session: Any, places: Places) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write(listing)
     try:
-        session.run("python", "-m", "kinkcheck.ci", "--sessions", f.name, "--out",
+        session.run("python", "-m", "kinkcheck.dev.ci", "--sessions", f.name, "--out",
                     str(places.root / ".github" / "workflows" / "matrix.yml"))
     finally:
         os.unlink(f.name)

@@ -2,7 +2,7 @@
 asked of, its folder, the releases' virtualenvs, and their disk budget.
 
 ``$KINKCHECK_ASK_HOME``, else the user cache folder (``platformdirs``) ``…/kinkcheck/ask``, holds
-``questions/<digest>/`` (a question's one-case catalog and its shards, written by :mod:`kinkcheck.ask`) and
+``questions/<digest>/`` (a question's one-case catalog and its shards, written by :mod:`kinkcheck.answers.ask`) and
 ``envs/``: one virtualenv per release (``envs/<framework>-<version>/``, made by the probe sessions' helpers,
 :mod:`kinkcheck.probe.environments`), the installer's cache (``envs/.cache``) and a copy of the running package
 (``envs/src-<digest>/``). The virtualenvs and the cache together stay within a disk budget; uv links files from

@@ -90,13 +90,13 @@ def runner(adapter: Adapter | None, device: str) -> dict[str, str]:
     processor and its vector instruction sets (``vector_isa``, :func:`kinkcheck.frameworks.base.vector_isa`:
     LAPACK's rounding, and with it a value, can follow them), its x86-64 level, the features kernels dispatch
     on, the probe's cap and the cap variables in force (``isa_level``, ``cpu_features``, ``isa_cap``,
-    ``isa_settings``: :func:`kinkcheck.isa.cpu_record`); on an accelerator what the adapter tells of it
+    ``isa_settings``: :func:`kinkcheck.platforms.isa.cpu_record`); on an accelerator what the adapter tells of it
     (``accelerator``, ``driver``, ``cuda``, ``hip``,
     ``metal``: :meth:`accelerator` where the adapter has one); on a GitHub Actions runner the ``ci_*`` fields
     (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out. ``adapter`` None:
     the machine alone (the record of an attempt that imported no framework)."""
     from kinkcheck.frameworks.base import processor_name, vector_isa
-    from kinkcheck.isa import cpu_record
+    from kinkcheck.platforms.isa import cpu_record
 
     info = {"os": platform.system(), "os_release": platform.release(), "arch": platform.machine(),
             "processor": processor_name(), "vector_isa": vector_isa(), **cpu_record()}
@@ -173,7 +173,7 @@ def probe(
         See :data:`kinkcheck.frameworks.DTYPES`; default all four.
     modes : sequence of str, optional
         Default: every mode the adapter knows (``adapter.modes``). A mode the adapter does not know raises
-        :class:`kinkcheck.expr.ExprError`.
+        :class:`kinkcheck.language.expr.ExprError`.
     on_step : callable, optional
         Called with a short description before each program and each compiled batch (progress display).
     journal : path, optional

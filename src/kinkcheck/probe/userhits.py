@@ -20,9 +20,9 @@ class CensusError(ValueError):
 
 
 def load_user_function(spec: str, what: str) -> Callable[..., Any]:
-    """``module:function`` or ``path/to/file.py:function`` → the function (:func:`kinkcheck.usercode.load_function`,
+    """``module:function`` or ``path/to/file.py:function`` → the function (:func:`kinkcheck.probe.usercode.load_function`,
     as ``kinkcheck check`` loads its two functions)."""
-    from kinkcheck.usercode import UserCodeError, load_function
+    from kinkcheck.probe.usercode import UserCodeError, load_function
 
     try:
         return load_function(spec)

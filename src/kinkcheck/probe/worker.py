@@ -171,7 +171,7 @@ def _is_oom(err: BaseException) -> bool:
 #: The tasks a worker runs, by name: ``module:function`` of the face that defines it, each called with the JSON
 #: payload and the :class:`Limits` and returning a JSON-ready result (raising :class:`TaskError` or
 #: :class:`BoundExceeded`). Named, not imported: the worker sits below the faces it serves.
-TASKS: dict[str, str] = {"grad": "kinkcheck.probe.cells:grad_task", "check": "kinkcheck.check:check_task"}
+TASKS: dict[str, str] = {"grad": "kinkcheck.probe.cells:grad_task", "check": "kinkcheck.answers.check:check_task"}
 
 
 def _task(name: str) -> Callable[[Mapping[str, Any], Limits], Any]:
@@ -198,7 +198,7 @@ def run(task: str, payload: Mapping[str, Any], limits: Limits) -> Any:
     -------
     object
         The task's JSON-ready result (``grad``: input name → encoded gradient; ``check``: a
-        :class:`kinkcheck.check.CheckResult` as a dict).
+        :class:`kinkcheck.answers.check.CheckResult` as a dict).
 
     Raises
     ------

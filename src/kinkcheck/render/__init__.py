@@ -19,7 +19,7 @@ next render first renames the old set back. The folder stays a plain folder of p
 as one); a link to it is followed and the folder it names is switched. A folder's files of two renders (copied by
 hand) are still told apart: the files are chained by digests, the JSON records the Parquet file's SHA-256 and the
 Markdown pages name the JSON's SHA-256; :func:`set_problems` checks a whole folder, and every reader of the table
-checks it is the one its JSON records (:func:`kinkcheck.query.check_one_render`). ``$KINKCHECK_TEST_PAUSE_SWITCH``
+checks it is the one its JSON records (:func:`kinkcheck.report.query.check_one_render`). ``$KINKCHECK_TEST_PAUSE_SWITCH``
 (``before``, ``after``; tests only) pauses a render at the switch so a test can kill it there. The files are a
 function of the shards and catalog alone (no clock), so the same shards render byte-identical files on any machine
 with the same matplotlib and pyarrow releases (``noxfile.MATPLOTLIB``, ``noxfile.PYARROW``). :func:`validate_report`
@@ -42,7 +42,7 @@ from typing import Any
 
 from kinkcheck.catalog import Catalog
 from kinkcheck.report.text import CASES_DIR, SECTION_PAGES  # not the view: it imports the classifier, NumPy
-from kinkcheck.validate import _no_gc
+from kinkcheck.shards.validate import _no_gc
 
 __all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_PAGES", "OutputError",
            "check_output", "inputs_digest", "is_current", "record_render", "set_problems", "validate_report",
@@ -560,7 +560,7 @@ def set_problems(out: str | Path) -> list[str]:
     import msgspec
 
     from kinkcheck.report.model import Provenance
-    from kinkcheck.validate import gunzip
+    from kinkcheck.shards.validate import gunzip
 
     head = msgspec.defstruct("Head", [("provenance", Provenance)])  # the rest of the JSON is skipped
     out = Path(out)

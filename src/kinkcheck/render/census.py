@@ -1,6 +1,6 @@
 """The kink-hit census measurement as Markdown (``kinkcheck census``'s output and the report's census page).
 
-Rendering only: it reads a ``kinkcheck/kinkhits/v1`` record (:func:`kinkcheck.hitcensus.run`), the paper's
+Rendering only: it reads a ``kinkcheck/kinkhits/v1`` record (:func:`kinkcheck.answers.hitcensus.run`), the paper's
 figures included, and imports nothing of kinkcheck.
 """
 

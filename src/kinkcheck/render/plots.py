@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.cache import read_cached, write_cached
 from kinkcheck.registry import FRAMEWORKS, view
 from kinkcheck.report.model import Case

@@ -4,7 +4,7 @@
 it into ``build/site/``, which the Pages job of the CI workflow publishes:
 
 - ``index.md`` — the counts, how to search, and every kinked operation the catalog's programs call (from the
-  census, :func:`kinkcheck.query.operations`) with its kink and the releases where a program calling it changed
+  census, :func:`kinkcheck.report.query.operations`) with its kink and the releases where a program calling it changed
   convention: the first screen answers "what does X return at its kink, and when did that change";
 - ``operations/<framework>/<operation>.md`` — one page per operation: every case and program that calls it, the
   values over releases (runs of equal releases, as the case pages show them), the rule's verdict, and the
@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 
 import msgspec
 
-from kinkcheck.anchors import slug
+from kinkcheck.language.anchors import slug
 from kinkcheck.report.model import Case, ChangedIn, Report
 from kinkcheck.render.view import ProgramRow, fmt_value, report_view
 from kinkcheck.report.text import LABEL_LETTER, NO_OBSERVATION_LETTER
@@ -99,8 +99,8 @@ def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> 
     framework's census lists as kinked, every spelling of it together (``clamp``: ``x.clamp``,
     ``mindspore.ops.clamp``, ``mindspore.mint.clamp``).
 
-    ``operations``: :func:`kinkcheck.query.operations` (the default), for a test to pass its own."""
-    from kinkcheck.query import operations as all_operations
+    ``operations``: :func:`kinkcheck.report.query.operations` (the default), for a test to pass its own."""
+    from kinkcheck.report.query import operations as all_operations
 
     ops = list(all_operations() if operations is None else operations)
     kinked = {s.rsplit(".", 1)[-1].lower() for o in ops if o.census for s in (o.name, o.census)}

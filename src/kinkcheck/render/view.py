@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from kinkcheck.anchors import slug
+from kinkcheck.language.anchors import slug
 from kinkcheck.report.model import (
     DTYPES,
     LABELS,
@@ -119,7 +119,7 @@ class Face(NamedTuple):
 class Cell:
     """One release (or mode) of a program: ``face`` of the first dtype measured (float64 when it is),
     ``others`` the (dtype, face) of each other dtype that differs (another status or first label, or a value
-    beyond that dtype's tolerance, :func:`kinkcheck.classify.same_value`), and the observations behind it
+    beyond that dtype's tolerance, :func:`kinkcheck.oracles.classify.same_value`), and the observations behind it
     (first dtype first) for hover titles; ``face`` None when nothing was observed."""
 
     face: Face | None
@@ -762,9 +762,9 @@ def jinja_environment(autoescape: bool) -> Any:
 
 
 def _decimal_text(text: str) -> str:
-    """A sympy form as a person reads it (:func:`kinkcheck.decimals.decimal_text`: selu's 32-digit constants
+    """A sympy form as a person reads it (:func:`kinkcheck.language.decimals.decimal_text`: selu's 32-digit constants
     as their float64 decimals); the JSON and the Parquet keep the exact text."""
-    from kinkcheck.decimals import decimal_text
+    from kinkcheck.language.decimals import decimal_text
 
     return decimal_text(text)
 

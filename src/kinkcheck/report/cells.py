@@ -12,8 +12,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
-from kinkcheck.query import DATA_ENV
+from kinkcheck.language import expr as ex
+from kinkcheck.report.query import DATA_ENV
 from kinkcheck.report.model import Case, Report, ReportError, report_path
 from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES, flatten
 
@@ -31,7 +31,7 @@ def load_report_for(path: str | Path, program: str | None = None, frameworks: Co
     """The report at ``path``, decoded and checked (:func:`kinkcheck.report.model.load_report`); with
     ``program``, only the observations of the catalog programs it spells (the report's index then takes the
     modes each environment measured from the Parquet file's index, so the anchors are those of the full report),
-    and with ``one_cell`` only those of the case :func:`kinkcheck.cite.cite` states for ``program``, ``case`` and
+    and with ``one_cell`` only those of the case :func:`kinkcheck.answers.cite.cite` states for ``program``, ``case`` and
     ``framework``, in ``mode`` and ``dtype`` (that case's row groups alone, a run of rows per release:
     ``kinkcheck cite``; a report without a table index of modes is read for the program whole); with ``frameworks``, only those frameworks'
     programs (what ``kinkcheck migrate`` compares). Either way the derived sections are left out.
@@ -56,7 +56,7 @@ def load_report_for(path: str | Path, program: str | None = None, frameworks: Co
     def table_modes(report: Report) -> Any:
         if "modes" not in index:
             from kinkcheck.report.dataset import DatasetError, table_index
-            from kinkcheck.validate import _no_gc
+            from kinkcheck.shards.validate import _no_gc
 
             try:
                 with _no_gc():  # the index of every environment's modes: many objects, no cycle
@@ -111,10 +111,10 @@ def check_cell(framework: str | None, mode: str, dtype: str) -> None:
 
 
 def program_in_case(program: str, case: Case, framework: str | None = None) -> str | None:
-    """The case's program id that ``program`` spells (:func:`kinkcheck.expr.same_program`: aliases, spacing, the
+    """The case's program id that ``program`` spells (:func:`kinkcheck.language.expr.same_program`: aliases, spacing, the
     spelling of numbers, positional or keyword arguments), the closest spelling first, or None; among
     ``framework``'s programs when given (``x.clamp(min=0.0)`` is MindSpore's own text and torch's ``x.clamp(min=0)``).
-    Kept per case object: :func:`load_report_for` and :func:`kinkcheck.cite.cite` ask the same questions of one
+    Kept per case object: :func:`load_report_for` and :func:`kinkcheck.answers.cite.cite` ask the same questions of one
     report."""
     key = (program, framework, id(case))
     hit = _MATCHED.get(key)
@@ -143,7 +143,7 @@ def cells_of(report: Report, program: str, framework: str | None) -> list[tuple[
 
 
 def stated_case(cells: Sequence[tuple[Case, str, str]], case: str | None) -> str | None:
-    """The id of the case :func:`kinkcheck.cite.cite` states among ``cells``: ``case`` when given and held, else the
+    """The id of the case :func:`kinkcheck.answers.cite.cite` states among ``cells``: ``case`` when given and held, else the
     principal case (:func:`principal_case`); None when there is none."""
     if case is not None:
         return case if any(c.id == case for c, _, _ in cells) else None

@@ -20,9 +20,9 @@ generation time and kinkcheck version (``kinkcheck.catalog_hash``, ``kinkcheck.g
 ``kinkcheck.kinkcheck_version``), ``kinkcheck.index`` (:func:`report_index`: the cases and the releases
 measured per framework and place, what ``kinkcheck grad`` needs besides the rows) and ``kinkcheck.row_groups``
 (:func:`row_group_index`: case and program → the row groups that hold their rows, what
-:func:`kinkcheck.query.read_table` reads instead of the whole file). These two, the large ones, are written once, in
+:func:`kinkcheck.report.query.read_table` reads instead of the whole file). These two, the large ones, are written once, in
 the file's key-value metadata only (:data:`FOOTER_ONLY`; read them with ``pyarrow.parquet.read_metadata(path)
-.metadata`` or :func:`kinkcheck.query.file_metadata`); the Arrow schema the file stores for its readers
+.metadata`` or :func:`kinkcheck.report.query.file_metadata`); the Arrow schema the file stores for its readers
 (``ARROW:schema``) carries the small ones, so a table read with pyarrow has those in ``table.schema.metadata``.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.query import ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
+from kinkcheck.report.query import ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
 from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
 
 __all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "fragment",
@@ -49,10 +49,10 @@ NO_STATISTICS = ("value", "labels", "error", "input")
 
 def schema() -> Any:
     """The Arrow schema of the table (a function: pyarrow is imported only where the dataset is used), built from
-    :data:`kinkcheck.query.COLUMNS`, the list every reader checks a file against."""
+    :data:`kinkcheck.report.query.COLUMNS`, the list every reader checks a file against."""
     import pyarrow as pa
 
-    from kinkcheck.query import COLUMNS
+    from kinkcheck.report.query import COLUMNS
 
     types = {"string": pa.string(), "list<string>": pa.list_(pa.string())}
     return pa.schema([(name, types[kind]) for name, kind in COLUMNS])
@@ -249,7 +249,7 @@ def write_table(table: Any, in_order: bool = False) -> bytes:
     return buf.getvalue().to_pybytes()
 
 
-#: The metadata written once, in the file's key-value metadata only (:func:`kinkcheck.query.file_metadata`), not
+#: The metadata written once, in the file's key-value metadata only (:func:`kinkcheck.report.query.file_metadata`), not
 #: also in the Arrow schema the file stores (``ARROW:schema``, base64: it held them a second time, half the file).
 FOOTER_ONLY = (b"kinkcheck.index", ROW_GROUPS)
 
@@ -258,7 +258,7 @@ def row_group_index(table: Any) -> dict[str, dict[str, list[int]]]:
     """``{"case": {case: [row group, ...]}, "program": {program: [row group, ...]}}`` of ``table`` written in row
     groups of :data:`ROW_GROUP` rows in its order (row ``i`` in group ``i // ROW_GROUP``): every group that holds a
     row of the case or program, ascending; names in sorted order, so the same table gives the same index.
-    :func:`kinkcheck.query.read_table` reads these groups alone for a filter on ``case`` or ``program``."""
+    :func:`kinkcheck.report.query.read_table` reads these groups alone for a filter on ``case`` or ``program``."""
     import numpy as np
     import pyarrow as pa
 

@@ -174,7 +174,7 @@ class OperationCoverage(_S, omit_defaults=False):
 
 
 class KinkHitCell(_S, omit_defaults=False):
-    """One (dtype, depth) of the kink-hit census (:mod:`kinkcheck.hitcensus`): of ``inits`` initialisations,
+    """One (dtype, depth) of the kink-hit census (:mod:`kinkcheck.answers.hitcensus`): of ``inits`` initialisations,
     ``differ`` whose first-layer gradient differs between ReLU'(0) = 0 and 1 on some minibatch; the minibatches
     run and those with a pre-activation exactly 0; the hits and elements per hidden layer; per convention the
     minibatches where it differs from ReLU'(0) = 0; the seconds it took."""

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from kinkcheck.classify import LABELS, same_value
+from kinkcheck.oracles.classify import LABELS, same_value
 from kinkcheck.vocabulary import COMPARISON_RECORDS, DTYPES, MODE_INFO, MODES, flat_value, flatten
 from kinkcheck.report.derived import (
     Across, Brief, ChangedIn, Conformance, ConformanceRow, Coverage, Disagreements, Group, KinkHitCell,
@@ -480,7 +480,7 @@ def load_report(path: str | Path, missing: str | None = None,
         Missing (``missing`` when given, else "no report at PATH"), not a regular file, unreadable, or
         anything :func:`decode_report` refuses.
     """
-    from kinkcheck.validate import _no_gc
+    from kinkcheck.shards.validate import _no_gc
 
     with _no_gc():  # decoding makes 100,000s of objects and no cycle: the collector would walk them again and again
         return _load_report(path, missing, select, environments, where)
@@ -489,7 +489,7 @@ def load_report(path: str | Path, missing: str | None = None,
 def _load_report(path: str | Path, missing: str | None, select: Callable[[Report], Iterable[str]] | None,
                  environments: Sequence[str] | None,
                  where: Callable[[Report], Mapping[str, Sequence[str]] | None] | None) -> Report:
-    from kinkcheck.validate import read_first_member, read_text
+    from kinkcheck.shards.validate import read_first_member, read_text
 
     p = report_path(path)
     try:
@@ -545,7 +545,7 @@ def _flat(ob: Observation) -> Sequence[float]:
 def differs(old: Observation, new: Observation, dtype: str,
             flat: Callable[[Observation], Sequence[float] | None] = _flat) -> bool:
     """Whether two observations of the same key show different conventions: another status, or values that
-    differ beyond ``dtype``'s tolerance (:func:`kinkcheck.classify.same_value`; NaN equals NaN): the one
+    differ beyond ``dtype``'s tolerance (:func:`kinkcheck.oracles.classify.same_value`; NaN equals NaN): the one
     comparison the builder, the views and ``kinkcheck diff`` share. ``flat``
     gives an observation's flat value (the report's builder passes its cached :meth:`ReportIndex.flat`)."""
     if old.status != new.status:
@@ -570,10 +570,10 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
     Raises
     ------
     DatasetError
-        As :func:`kinkcheck.query.read_table`, or a ``value`` or ``input`` cell that is not a JSON object
-        (:func:`kinkcheck.query.decode_cell`).
+        As :func:`kinkcheck.report.query.read_table`, or a ``value`` or ``input`` cell that is not a JSON object
+        (:func:`kinkcheck.report.query.decode_cell`).
     """
-    from kinkcheck.query import decode_cell, read_table
+    from kinkcheck.report.query import decode_cell, read_table
 
     filters = [(column, "in", list(names) or [""])  # none: no row (pyarrow refuses an empty "in" list)
                for column, names in (*(where or {}).items(), ("program", programs), ("environment", environments))
@@ -619,7 +619,7 @@ def attach_observations(report: Report, folder: Path, name: str, programs: Seque
     """
     import hashlib
 
-    from kinkcheck.query import DatasetError
+    from kinkcheck.report.query import DatasetError
 
     file = Path(report.observations_file or "")
     if file.name != str(file) or file.name in ("", ".", ".."):
@@ -662,9 +662,9 @@ def report_problem(report: Report) -> str | None:
     again for a :class:`Report` built in Python, where nothing did): an id
     listed twice, an observation of an unknown environment, case or program, a framework that is not its
     environment's, an unknown mode, dtype or label, a value naming other inputs than its case or not of the
-    shape of its point (numbers or ``"nan"``/``"inf"``/``"-inf"``, :func:`kinkcheck.validate.shape_of`);
+    shape of its point (numbers or ``"nan"``/``"inf"``/``"-inf"``, :func:`kinkcheck.shards.validate.shape_of`);
     None when the report is usable."""
-    from kinkcheck.validate import shape_of
+    from kinkcheck.shards.validate import shape_of
 
     envs: dict[str, str] = {}
     for i, e in enumerate(report.environments):

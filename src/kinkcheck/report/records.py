@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from kinkcheck.classify import LABELS
+from kinkcheck.oracles.classify import LABELS
 from kinkcheck.vocabulary import DTYPES, MODES
-from kinkcheck.isa import level_of_runner, level_title, split_tag
+from kinkcheck.platforms.isa import level_of_runner, level_title, split_tag
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import title as platform_title
 
@@ -32,7 +32,7 @@ Status = Literal["ok", "error", "unavailable"]
 
 
 #: The modes, dtypes and labels a report knows (:data:`kinkcheck.vocabulary.MODES`, ``DTYPES``,
-#: :data:`kinkcheck.classify.LABELS`): enums in the decoder and the schema. Re-exported with ``MODE_INFO`` and
+#: :data:`kinkcheck.oracles.classify.LABELS`): enums in the decoder and the schema. Re-exported with ``MODE_INFO`` and
 #: the value codec's readers, so that rendering (view, markdown, site, plots) imports the model and nothing below.
 Mode = Literal[MODES]  # type: ignore[valid-type]
 
@@ -128,7 +128,7 @@ class Environment(_S):
     @property
     def isa_level(self) -> str | None:
         """The x86-64 instruction-set level its CPU kernels could use (``"x86-64-v4"``): the level its platform tag
-        is capped at (``linux_x86_64_v2``), else the one its runner records (:func:`kinkcheck.isa.level_of_runner`);
+        is capped at (``linux_x86_64_v2``), else the one its runner records (:func:`kinkcheck.platforms.isa.level_of_runner`);
         None off x86-64 or where the shard records neither."""
         return self.isa_cap or level_of_runner(self.runner)
 
@@ -141,7 +141,7 @@ class Environment(_S):
     def isa_summary(self) -> str:
         """How ``isa-levels.md`` names its level: ``"x86-64-v4 (AVX-512), the CPU's own"``, or ``"x86-64-v2 (SSE4.2),
         capped (the CPU: x86-64-v3; ONEDNN_MAX_CPU_ISA=SSE41 …)"`` (the cap variables in force,
-        :func:`kinkcheck.isa.cpu_record`)."""
+        :func:`kinkcheck.platforms.isa.cpu_record`)."""
         level = self.isa_level
         if level is None:
             return "level not recorded"
@@ -242,7 +242,7 @@ class Case(_S, kw_only=True):
 class Observation(_S, gc=False):
     """One measured cell: the gradient ``program`` returned for ``case`` in ``environment``, ``mode`` and
     ``dtype``. ``labels`` judge it against the case's oracle (first label shown; precedence
-    :data:`kinkcheck.classify.LABELS`); ``conformance`` is the verdict of the framework's own documented
+    :data:`kinkcheck.oracles.classify.LABELS`); ``conformance`` is the verdict of the framework's own documented
     rule (reverse-like modes, float64/float32 only); ``input`` is the point as the dtype holds it, when
     rounding moved it."""
 

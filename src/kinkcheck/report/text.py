@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from kinkcheck.anchors import program_slug, slug
+from kinkcheck.language.anchors import program_slug, slug
 from kinkcheck.report.model import (
     COMPARISON_RECORDS,
     Exact,
@@ -18,7 +18,7 @@ from kinkcheck.report.model import (
     flatten,
 )
 
-#: One line per label, for the legend (the order of :data:`kinkcheck.classify.LABELS` is the precedence).
+#: One line per label, for the legend (the order of :data:`kinkcheck.oracles.classify.LABELS` is the precedence).
 LABEL_HELP: dict[str, str] = {
     "error": "the program raised; the message is listed under the case's errors and unavailable cells",
     "unavailable": "a name, dtype or mode the program needs does not exist in that version",
@@ -177,7 +177,7 @@ def case_page(case_id: str) -> str:
 
 def row_anchor(case_id: str, framework: str, program: str) -> str:
     """``case-<slug>--<framework>-<program slug>``: the anchor of a program's row
-    (:func:`kinkcheck.anchors.program_slug`: ``>=``, ``<=``, ``==``, ``!=`` read as words, so ``x > 0`` and
+    (:func:`kinkcheck.language.anchors.program_slug`: ``>=``, ``<=``, ``==``, ``!=`` read as words, so ``x > 0`` and
     ``x >= 0`` name two rows)."""
     return f"case-{slug(case_id)}--{framework}-{program_slug(program)}"
 
@@ -266,7 +266,7 @@ def fmt_exact(entry: Exact | Sequence[Exact | None] | None) -> str:
     if isinstance(entry, Exact):
         if len(entry.exact) <= 24 and not _LONG_DIGITS.search(entry.exact):
             return entry.exact
-        from kinkcheck.decimals import decimal
+        from kinkcheck.language.decimals import decimal
 
         return f"≈{decimal(entry.float_)}"
     entries = list(entry)

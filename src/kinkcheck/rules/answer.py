@@ -43,12 +43,12 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
         "rules": [{"operation", "kind", "labels"}]}]}``; ``reason`` is set (and ``predicted`` empty) when nothing
         can be predicted at all (no rules file, no symbolic form).
     """
-    from kinkcheck import expr as ex
+    from kinkcheck.language import expr as ex
     from kinkcheck.catalog import FRAMEWORKS
     from kinkcheck.oracles.mapping import Unmapped
     from kinkcheck.rules import graph as gr
     from kinkcheck.rules import store
-    from kinkcheck.query import rules_path
+    from kinkcheck.report.query import rules_path
     from kinkcheck.rules.infer import Cell
     from kinkcheck.rules.predict import predict
 
@@ -95,7 +95,7 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
 
 def render(answer: Mapping[str, Any]) -> str:
     """The predictions as text: runs of releases with the same predicted value and rules, one line each."""
-    from kinkcheck.decimals import decimal_value
+    from kinkcheck.language.decimals import decimal_value
 
     lines = [f"predicted from the rules (not measured: each operation's rule at its kink, composed by the chain "
              f"rule; docs/rules.md) — {answer['framework']}:"]

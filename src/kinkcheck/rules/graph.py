@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.oracles import mapping as mp
 from kinkcheck.oracles import values as va
 
@@ -231,8 +231,8 @@ def build(tree: ex.Node, at: Mapping[str, Any], framework: str, *, wrt: Sequence
 
     Parameters
     ----------
-    tree : kinkcheck.expr.Node
-        A parsed program (a catalog program's ``.tree``; ``kinkcheck.expr.parse``).
+    tree : kinkcheck.language.expr.Node
+        A parsed program (a catalog program's ``.tree``; ``kinkcheck.language.expr.parse``).
     at : mapping
         Input name → number or nested list.
     framework : str

@@ -7,7 +7,7 @@ evidence for ``torch.clamp`` at ``min at a bound``; ``torch.relu(x) + torch.abs(
 neither (two operations at their kinks: :mod:`kinkcheck.rules.validate` predicts it instead). For each rule label
 (:data:`kinkcheck.rules.local.LABELS`) the program's value is computed by the chain rule with that label at the
 kink (:func:`kinkcheck.rules.chain.backward`), and the cell **fits** every label whose value it equals within the
-dtype's tolerance (:func:`kinkcheck.classify.tolerance`).
+dtype's tolerance (:func:`kinkcheck.oracles.classify.tolerance`).
 
 The **rule** of an operation and kind in one environment, mode and dtype is the set of labels that fit the most
 of its evidence cells, in :data:`LABELS` order (labels its evidence does not tell apart stay together:
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 
-from kinkcheck import classify
+from kinkcheck.oracles import classify
 from kinkcheck.rules.local import LABELS
 from kinkcheck.rules.model import ProgramModel, case_models
 from kinkcheck.rules.names import operation

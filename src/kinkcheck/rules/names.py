@@ -61,7 +61,7 @@ def resolve_operation(rules: Sequence[Mapping[str, Any]], text: str) -> tuple[st
     census maps to it (``torch.relu`` → ``torch.nn.functional.relu``, ``torch.Tensor.clamp`` → ``torch.clamp``), the
     name without its overload when only one overload has rules, or its last name(s) (``clamp``); among overloads a
     short name is the one without an overload. Empty when none fits; several when the text is ambiguous."""
-    from kinkcheck import expr as ex  # the language's aliases: this module is read by the rules' graph too
+    from kinkcheck.language import expr as ex  # the language's aliases: this module is read by the rules' graph too
 
     op_text = "".join(text.split())
     head, dot, tail = op_text.partition(".")

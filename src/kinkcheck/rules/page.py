@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kinkcheck.anchors import program_slug, slug
+from kinkcheck.language.anchors import program_slug, slug
 from kinkcheck.vocabulary import release_key
 
 __all__ = ["LABEL_WORDS", "History", "front_table", "history", "releases_by_framework", "render_page", "rule_anchor",
@@ -41,7 +41,7 @@ LABEL_WORDS: dict[str, str] = {
 
 def rule_id(operation: str, kind: str) -> str:
     """A rule's stable id, what ``kinkcheck cite --rule`` takes and prints: the operation as the census names it,
-    ``@`` and the :func:`~kinkcheck.anchors.slug` of its kind of kink (``torch.clamp@max-at-a-bound``)."""
+    ``@`` and the :func:`~kinkcheck.language.anchors.slug` of its kind of kink (``torch.clamp@max-at-a-bound``)."""
     return f"{operation}@{slug(kind)}"
 
 
@@ -268,6 +268,6 @@ def _cell(text: str) -> str:
 
 
 def _vec(v: Sequence[Any]) -> str:
-    from kinkcheck.decimals import decimal, decimal_vector
+    from kinkcheck.language.decimals import decimal, decimal_vector
 
     return decimal_vector(v) if len(v) != 1 else decimal(v[0])

@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinkcheck import classify
+from kinkcheck.oracles import classify
 from kinkcheck.vocabulary import encode, release_key
 from kinkcheck.rules.infer import Cell, ProgramModel, RuleBook
 from kinkcheck.rules.predict import Prediction, predict

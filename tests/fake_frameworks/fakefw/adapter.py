@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable
 
 GUARD = ImportGuard()

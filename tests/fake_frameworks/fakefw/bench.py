@@ -1,4 +1,4 @@
-"""The fake framework's hand-written baseline for ``python -m kinkcheck.bench``: each input's tangent seeded in turn."""
+"""The fake framework's hand-written baseline for ``python -m kinkcheck.dev.bench``: each input's tangent seeded in turn."""
 
 IMPORT = "import fakefw"
 

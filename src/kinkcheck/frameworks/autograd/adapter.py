@@ -20,7 +20,7 @@ NumPy 1; :meth:`AutogradAdapter.settings` records its version).
 
 Expressions reach ``autograd``, ``autograd.numpy`` (with ``linalg`` and ``fft``) and ``autograd.scipy.special``
 (when SciPy is installed). ``autograd.numpy`` wraps every NumPy function as an autograd primitive, so besides
-the names :mod:`kinkcheck.expr` refuses everywhere, this adapter refuses the wrapped NumPy functions that read
+the names :mod:`kinkcheck.language.expr` refuses everywhere, this adapter refuses the wrapped NumPy functions that read
 files, print, run code or change NumPy's or autograd's global state (:data:`REFUSED`).
 """
 
@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, of_differentiated, resolve, returned
 
@@ -44,12 +44,12 @@ with GUARD:
     from autograd.tracer import getval
 
 #: Modules an expression may reach (``autograd.numpy.random`` and autograd's internals are out of reach);
-#: see :func:`kinkcheck.expr.resolve_names`.
+#: see :func:`kinkcheck.language.expr.resolve_names`.
 MODULES = frozenset(("autograd", "autograd.numpy", "autograd.numpy.linalg", "autograd.numpy.fft", "autograd.scipy",
                      "autograd.scipy.special"))
 #: Packages a resolved function or constant may come from (autograd's wrappers of NumPy say ``autograd.tracer``).
 ORIGINS = frozenset(("autograd",))
-#: Names refused in an autograd expression beyond :mod:`kinkcheck.expr`'s refusals, with the reason:
+#: Names refused in an autograd expression beyond :mod:`kinkcheck.language.expr`'s refusals, with the reason:
 #: ``autograd.numpy`` wraps every NumPy function like any other, including these.
 REFUSED: dict[str, str] = {
     **dict.fromkeys(("genfromtxt", "fromregex"), "it reads files"),
@@ -183,7 +183,7 @@ class AutogradAdapter(Adapter):
              diff: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
         """See :meth:`kinkcheck.frameworks.base.Adapter.gradient`. Raises :class:`Unavailable` for bfloat16 (NumPy
         has none), a name this autograd lacks, ``autograd.scipy`` without SciPy; ExprError for a refused name
-        (:data:`REFUSED` and :mod:`kinkcheck.expr`'s)."""
+        (:data:`REFUSED` and :mod:`kinkcheck.language.expr`'s)."""
         keys = list(at)
         args = self._inputs(at, dtype, device, ints)
         with _quiet():

@@ -1,4 +1,4 @@
-"""HIPS autograd's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.migrate.snippet`, ``string.Template``
+"""HIPS autograd's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.answers.migrate.snippet`, ``string.Template``
 text): an ``autograd.extend.primitive`` with ``defvjp`` (reverse) and ``defjvp`` (forward)."""
 
 # autograd.extend.primitive + defvjp (reverse) and defjvp (forward): autograd/extend.py

@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
@@ -52,7 +52,7 @@ def _x64(enabled: bool) -> Iterator[None]:
 
 
 #: Modules an expression may reach; everything else a framework module re-exports (os, sys, builtins,
-#: serialization) is out of reach. See kinkcheck.expr.resolve_names.
+#: serialization) is out of reach. See kinkcheck.language.expr.resolve_names.
 MODULES = frozenset(("jax", "jax.numpy", "jax.numpy.linalg", "jax.numpy.fft", "jax.nn", "jax.lax", "jax.scipy", "jax.scipy.special"))
 #: Packages a resolved function or constant may come from.
 ORIGINS = frozenset(("jax", "jaxlib"))

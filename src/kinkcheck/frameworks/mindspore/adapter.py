@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, returned
 
@@ -38,8 +38,8 @@ with GUARD:
 
 #: Modules an expression may reach: the functional ops, mint (the torch-like API) and mindspore.numpy.
 #: mindspore.nn (Cells), mindspore.train, mindspore.dataset, mindspore.communication and the rest are out of
-#: reach. See kinkcheck.expr.resolve_names; ``mindspore.ops`` passes expr's refusal of "ops" by
-#: its record's ``exempt`` (kinkcheck.expr.exempt_prefixes).
+#: reach. See kinkcheck.language.expr.resolve_names; ``mindspore.ops`` passes expr's refusal of "ops" by
+#: its record's ``exempt`` (kinkcheck.language.expr.exempt_prefixes).
 MODULES = frozenset(("mindspore", "mindspore.ops", "mindspore.mint", "mindspore.mint.nn",
                      "mindspore.mint.nn.functional", "mindspore.mint.linalg", "mindspore.numpy"))
 #: Packages a resolved function or constant may come from.

@@ -2,7 +2,7 @@
 
 ``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.mlx.adapter.MlxAdapter`), the only module here that imports
 mlx; ``record.py``: its registry record (standard library only, read by :mod:`kinkcheck.registry`); ``snippets.py``: its
-code templates for ``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m kinkcheck.bench``.
+code templates for ``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m kinkcheck.dev.bench``.
 Importing this package imports none of them; :func:`load` imports the adapter.
 """
 

@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 

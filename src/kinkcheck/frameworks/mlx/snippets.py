@@ -1,4 +1,4 @@
-"""MLX's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.migrate.snippet`, ``string.Template``
+"""MLX's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.answers.migrate.snippet`, ``string.Template``
 text): an ``mlx.core.custom_function`` with a ``vjp`` and a ``jvp``."""
 
 # mlx.core.custom_function with a vjp and a jvp (python/src/transforms.cpp); a one-input function's

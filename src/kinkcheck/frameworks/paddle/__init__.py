@@ -3,7 +3,7 @@
 ``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.paddle.adapter.PaddleAdapter`), the only module here that
 imports paddle; ``record.py``: its registry record (standard library only, read by :mod:`kinkcheck.registry`);
 ``snippets.py``: its code templates for ``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m
-kinkcheck.bench``. Importing this package imports none of them; :func:`load` imports the adapter.
+kinkcheck.dev.bench``. Importing this package imports none of them; :func:`load` imports the adapter.
 """
 
 from kinkcheck.frameworks.base import adapter_loader

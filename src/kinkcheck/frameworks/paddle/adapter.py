@@ -34,10 +34,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_dtype, check_mode, native_stderr, of_differentiated
-from kinkcheck.isa import this_cpu
+from kinkcheck.platforms.isa import this_cpu
 
 GUARD = ImportGuard()
 with GUARD:
@@ -48,7 +48,7 @@ with GUARD:
         import paddle
 
 #: Modules an expression may reach (everything else paddle re-exports, such as paddle.io, paddle.static,
-#: paddle.jit, paddle.utils or paddle.device, is out of reach). See kinkcheck.expr.resolve_names.
+#: paddle.jit, paddle.utils or paddle.device, is out of reach). See kinkcheck.language.expr.resolve_names.
 MODULES = frozenset(("paddle", "paddle.nn", "paddle.nn.functional", "paddle.tensor", "paddle.linalg"))
 #: Packages a resolved function or constant may come from.
 ORIGINS = frozenset(("paddle",))

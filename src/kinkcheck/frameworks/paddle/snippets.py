@@ -1,4 +1,4 @@
-"""PaddlePaddle's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.migrate.snippet`, ``string.Template``
+"""PaddlePaddle's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.answers.migrate.snippet`, ``string.Template``
 text): a ``paddle.autograd.PyLayer`` (reverse mode only)."""
 
 # paddle.autograd.PyLayer (python/paddle/autograd/py_layer.py). The target's derivative is taken in

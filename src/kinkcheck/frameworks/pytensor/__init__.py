@@ -2,7 +2,7 @@
 
 ``adapter.py``: the adapter (:class:`~kinkcheck.frameworks.pytensor.adapter.PytensorAdapter`), the only module here that
 imports pytensor; ``record.py``: its registry record (standard library only, read by :mod:`kinkcheck.registry`);
-``bench.py``: its hand-written baseline for ``python -m kinkcheck.bench``. Importing this package imports none of them;
+``bench.py``: its hand-written baseline for ``python -m kinkcheck.dev.bench``. Importing this package imports none of them;
 :func:`load` imports the adapter.
 """
 

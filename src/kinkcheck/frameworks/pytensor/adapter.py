@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, ImportGuard, ProgramError, Unavailable, \
     by_unit_tangents, check_mode, returned, short_error
 
@@ -55,12 +55,12 @@ with GUARD:
     from pytensor.compile.mode import Mode, get_default_mode
     from pytensor.graph.basic import Variable
 
-#: Modules an expression may pass through (see :func:`kinkcheck.expr.resolve_names`).
+#: Modules an expression may pass through (see :func:`kinkcheck.language.expr.resolve_names`).
 MODULES = frozenset(("pytensor.tensor", "pytensor.tensor.math", "pytensor.tensor.special", "pytensor.tensor.basic",
                      "pytensor.tensor.extra_ops", "pytensor.tensor.linalg", "pytensor.tensor.nlinalg"))
 #: Packages a resolved function or constant may come from.
 ORIGINS = frozenset(("pytensor",))
-#: Names refused wherever they appear (a dotted name or a method of a value), beyond :mod:`kinkcheck.expr`'s:
+#: Names refused wherever they appear (a dotted name or a method of a value), beyond :mod:`kinkcheck.language.expr`'s:
 #: compiling functions, shared variables and their updates, printing, wrapping Python or JAX code as ops.
 REFUSED: dict[str, str] = {
     **dict.fromkeys(("function", "Mode", "FunctionMaker", "shared", "updates", "OrderedUpdates"),

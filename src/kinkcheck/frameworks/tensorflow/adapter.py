@@ -35,7 +35,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
     by_unit_tangents, check_dtype, check_mode, processor_name, resolve, returned, start_up_notices_dropped
 
@@ -180,7 +180,7 @@ class TensorFlowAdapter(Adapter):
         return frozenset(mods)
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
-        """Names → objects; a name outside TensorFlow's pure ops raises :class:`kinkcheck.expr.ExprError`."""
+        """Names → objects; a name outside TensorFlow's pure ops raises :class:`kinkcheck.language.expr.ExprError`."""
         names = resolve(tree, self.namespace(), self._modules(), ORIGINS)
         for dotted, obj in names.items():
             why = _refusal(dotted, obj)
@@ -224,7 +224,7 @@ class TensorFlowAdapter(Adapter):
 
         Raises
         ------
-        kinkcheck.expr.ExprError
+        kinkcheck.language.expr.ExprError
             Unknown mode, dtype or device; a refused name (``tf.print``, ``tf.py_function``, ``tf.Variable``,
             ``tf.random.*``, ``tf.function``, anything from Keras).
         Unavailable

@@ -41,6 +41,6 @@ RECORD = Framework(
                 **dict.fromkeys(("2.16.2", "2.17.1", "2.18.1", "2.19.1"), (3, 12)),
                 "2.20.0": (3, 13), "2.21.0": (3, 13)},
     tested="2.21.0", rule=RULE, documented=DOCUMENTED,
-    # tnp: array functions under a refused word (experimental), kinkcheck.expr.exempt_prefixes
+    # tnp: array functions under a refused word (experimental), kinkcheck.language.expr.exempt_prefixes
     exempt=(("tensorflow", "experimental", "numpy"),),
 )

@@ -1,4 +1,4 @@
-"""TensorFlow's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.migrate.snippet`, ``string.Template``
+"""TensorFlow's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.answers.migrate.snippet`, ``string.Template``
 text): a ``tf.custom_gradient`` (reverse mode, eager and ``tf.function``)."""
 
 # tf.custom_gradient (tensorflow/python/ops/custom_gradient.py): the target's own gradient is taken

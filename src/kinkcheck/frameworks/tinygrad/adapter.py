@@ -25,7 +25,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import Adapter, FrameworkUnavailable, ImportGuard, ProgramError, \
     Unavailable, check_dtype, check_mode, flatten, returned, short_error
 

@@ -5,7 +5,7 @@ kink-hit counter (a ``TorchFunctionMode``); ``census.py``: the census of its kin
 (``references/census/torch.toml``, from ``derivatives.yaml``) — the three modules here that import torch; ``record.py``: its registry record
 (standard library only, read by :mod:`kinkcheck.registry`); ``mapping.py``: its functions' rows to sympy;
 ``snippets.py``: its code templates for ``kinkcheck migrate``; ``bench.py``: its hand-written baseline for ``python -m
-kinkcheck.bench``. Importing this package imports none of them; :func:`load` imports the adapter.
+kinkcheck.dev.bench``. Importing this package imports none of them; :func:`load` imports the adapter.
 """
 
 from kinkcheck.frameworks.base import adapter_loader

@@ -16,7 +16,7 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, \
     ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
     short_error, split_inputs
@@ -27,7 +27,7 @@ with GUARD:
 
 
 #: Modules an expression may reach; everything else a framework module re-exports (os, sys, builtins,
-#: serialization) is out of reach. See kinkcheck.expr.resolve_names.
+#: serialization) is out of reach. See kinkcheck.language.expr.resolve_names.
 MODULES = frozenset(("torch", "torch.nn", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"))
 #: Packages a resolved function or constant may come from.
 ORIGINS = frozenset(("torch",))
@@ -228,7 +228,7 @@ class TorchAdapter(Adapter):
 
     def settings(self) -> dict[str, str]:
         """The CPU kernels ATen dispatches to (``torch.backends.cpu.get_cpu_capability()``: ``DEFAULT``, ``AVX2``,
-        ``AVX512``; capped by ``ATEN_CPU_CAPABILITY``, :mod:`kinkcheck.isa`), where the release can say (2.1 on)."""
+        ``AVX512``; capped by ``ATEN_CPU_CAPABILITY``, :mod:`kinkcheck.platforms.isa`), where the release can say (2.1 on)."""
         capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
         return {"aten_cpu_capability": str(capability())} if callable(capability) else {}
 
@@ -399,7 +399,7 @@ class TorchAdapter(Adapter):
         split in halves until the failing programs are alone, and a program alone is compiled as users
         compile it (``fullgraph=False``: graph breaks run eagerly). Exceptions are returned in their places.
         Each program is first evaluated once eagerly with the expression guard on (see
-        :func:`kinkcheck.expr.evaluate`); the traced evaluation skips that check, and dynamo traces the program's
+        :func:`kinkcheck.language.expr.evaluate`); the traced evaluation skips that check, and dynamo traces the program's
         ``torch.fx`` graph where that computes the same (:meth:`_program`): the same captured graph, traced faster.
 
         Returns
@@ -516,7 +516,7 @@ class TorchAdapter(Adapter):
     def _program(self, item: Any, tdtype: Any, tdev: Any) -> Any:
         """The function ``torch.compile`` traces for a prepared program: its ``torch.fx`` graph where one exists
         and computes bit for bit what the program computes eagerly (output and reverse pass, in this dtype);
-        else the expression interpreter (:func:`kinkcheck.expr.evaluate`).
+        else the expression interpreter (:func:`kinkcheck.language.expr.evaluate`).
 
         Both hand dynamo the same torch calls, so it captures the same graph; the straight-line code of an FX
         graph it traces about twice as fast as the interpreter's recursion (tracing was about a third of a cold

@@ -1,4 +1,4 @@
-"""PyTorch's hand-written baseline for ``python -m kinkcheck.bench`` (:func:`kinkcheck.bench.hand_written_loop`)."""
+"""PyTorch's hand-written baseline for ``python -m kinkcheck.dev.bench`` (:func:`kinkcheck.dev.bench.hand_written_loop`)."""
 
 IMPORT = "import torch"
 

@@ -1,4 +1,4 @@
-"""PyTorch's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.migrate.snippet`, ``string.Template``
+"""PyTorch's code templates for ``kinkcheck migrate`` (:func:`kinkcheck.answers.migrate.snippet`, ``string.Template``
 text): a ``torch.autograd.Function``."""
 
 #: ``f``: ``$target`` (an expression in ``$name``) with derivative ``$v`` at ``$name == $p``; the ``# $note`` line is

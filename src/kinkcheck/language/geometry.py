@@ -3,7 +3,7 @@ distance from a point to a hull.
 
 Shared by the sympy oracle (:mod:`kinkcheck.oracles.clarke`: the hull vertices among the limiting gradients
 and the support of the Clarke set's minimum-norm element; :mod:`kinkcheck.oracles.cones`: a direction inside
-an open cone) and the classifier (:mod:`kinkcheck.classify`: ``in-clarke`` / ``outside-clarke``), so neither
+an open cone) and the classifier (:mod:`kinkcheck.oracles.classify`: ``in-clarke`` / ``outside-clarke``), so neither
 imports the other. Imports nothing of kinkcheck.
 """
 

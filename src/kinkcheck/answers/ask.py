@@ -148,8 +148,8 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
     function and tie flag are the case's. Otherwise the function is ``sympy_text``, else the mapping's sympy form,
     and ``tie`` says whether the kink is a tie (default no). Raises UsageError (one line) on bad input, and for a
     ``sympy_text`` that is not the catalog case's function (unless ``live``: then it is the user's own question)."""
-    from kinkcheck import expr as ex
-    from kinkcheck import points as pt
+    from kinkcheck.language import expr as ex
+    from kinkcheck.language import points as pt
     from kinkcheck.catalog import FRAMEWORKS, SYMPY_NAMES
 
     try:
@@ -202,7 +202,7 @@ def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
     """Whether two texts of the catalog's sympy language are one function of the point's inputs."""
     from types import SimpleNamespace
 
-    from kinkcheck import expr as ex
+    from kinkcheck.language import expr as ex
     from kinkcheck.oracles.translate import to_sympy
 
     try:
@@ -225,7 +225,7 @@ def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
 
 
 #: The longest case id ``--stage`` takes, in UTF-8 bytes, and the longest page name it may give (the report names
-#: a case's pages ``cases/<slug>.md`` and ``.html``: :func:`kinkcheck.anchors.slug`); file systems stop at 255.
+#: a case's pages ``cases/<slug>.md`` and ``.html``: :func:`kinkcheck.language.anchors.slug`); file systems stop at 255.
 MAX_STAGE_ID_BYTES, MAX_PAGE_NAME_BYTES = 100, 128
 
 #: Names Windows reserves for devices: no file may be called so, with any extension.
@@ -240,7 +240,7 @@ def stage_id_problem(case_id: object) -> str | None:
     ``<function>@<point>`` without spaces or quotes."""
     import re
 
-    from kinkcheck.anchors import slug
+    from kinkcheck.language.anchors import slug
 
     if not isinstance(case_id, str) or not case_id:
         return "a case id is <function>@<point>, e.g. relu6@6"
@@ -292,7 +292,7 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
         catalog = load_catalog(catalog_path)
     except CatalogError as err:
         raise UsageError(str(err)) from None
-    from kinkcheck.anchors import slug
+    from kinkcheck.language.anchors import slug
 
     if any(c.id == case_id for c in catalog):
         raise UsageError(f"--stage {case_id}: the catalog has a case {case_id}; choose another id")
@@ -316,7 +316,7 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     case += ("[case.programs]\n" + "\n".join(programs) + "\n" if programs else "")
     case += ("[case.no_equivalent]\n" + "\n".join(missing) + "\n" if missing else "")
     texts = {staged: (staged.read_text() + "\n" if staged.is_file() else
-                      "# Staged cases: measured into the shards, reported once moved (python -m kinkcheck.staging).\n\n")
+                      "# Staged cases: measured into the shards, reported once moved (python -m kinkcheck.probe.staging).\n\n")
              + case}
     for fw in program_files:
         path = staged.parent / PROGRAMS_DIR / f"{fw}.toml"
@@ -349,11 +349,11 @@ def _report_exists(path: Path) -> bool:
 
 
 def device_releases(framework: str, device: str, path: str | Path | None = None) -> list[str]:
-    """The releases of ``framework`` the report (``path``, default :func:`kinkcheck.query.default_report`) measured
+    """The releases of ``framework`` the report (``path``, default :func:`kinkcheck.report.query.default_report`) measured
     on ``device`` (an environment's place: ``cuda``), oldest first as the report lists them; read from the report's
     head, no row. Raises UsageError when the report cannot be read."""
     from kinkcheck.report.cells import CellError, load_report_for
-    from kinkcheck.query import default_report
+    from kinkcheck.report.query import default_report
 
     try:
         report = load_report_for(path if path is not None else default_report(), frameworks=())
@@ -370,7 +370,7 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
     x86-64, or ``cuda``), its environment record (the provenance) and the cells of that program in that case, in the
     modes and dtypes asked. None where there are none: ``q`` is
     no catalog case, there is no report, or the report lacks the case or the releases. The report is ``path``,
-    default :func:`kinkcheck.query.default_report`.
+    default :func:`kinkcheck.report.query.default_report`.
 
     Raises
     ------
@@ -379,9 +379,9 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
     """
     import msgspec
 
-    from kinkcheck.query import DATA_ENV
+    from kinkcheck.report.query import DATA_ENV
     from kinkcheck.report.cells import CellError, load_report_for
-    from kinkcheck.query import default_report
+    from kinkcheck.report.query import default_report
 
     if q.case is None:
         return None
@@ -454,7 +454,7 @@ def ask(q: Question, releases: Sequence[str], *, modes: Sequence[str] = (), dtyp
         disk_budget_gb: float | None = None, quiet: bool = False, timeout_s: float | None = None,
         live: bool = False, report: str | Path | None = None, device: str = "cpu") -> Answer:
     """Answer ``q`` in each of ``releases``: from the report's cells (``report``, default
-    :func:`kinkcheck.query.default_report`) where the catalog holds the program at the point (unless ``live``), the
+    :func:`kinkcheck.report.query.default_report`) where the catalog holds the program at the point (unless ``live``), the
     other releases measured (only what their shards lack), judged. On a ``device`` other than ``cpu``, the report's
     cells on that device only: a release it lacks there is not measured (ask measures on the CPU)."""
     return measure([q], releases, modes=modes, dtypes=dtypes, disk_budget_gb=disk_budget_gb, quiet=quiet,
@@ -506,7 +506,7 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
         not_measured = {**elsewhere, **not_measured}
         every = [*(reported or ()), *shards]
         judged = build(every, catalog) if every else None
-    from kinkcheck.query import default_report
+    from kinkcheck.report.query import default_report
 
     return Answer(questions[0], list(releases), judged, not_measured,
                   {v: sources[v] for v in releases if v in sources},
@@ -617,7 +617,7 @@ def _probe(got: tuple[str, dict[str, str]], framework: str, catalog_path: Path, 
 def render(answer: Answer) -> str:
     """The answer as a case page shows a program, in text: the oracle, the values over releases with their
     labels (other dtypes where they differ), what changed where, the modes of the newest release, errors."""
-    from kinkcheck.decimals import decimal_clarke, decimal_exact, decimal_text
+    from kinkcheck.language.decimals import decimal_clarke, decimal_exact, decimal_text
     from kinkcheck.report.text import oracle_finding
     from kinkcheck.render.view import report_view
 
@@ -719,9 +719,9 @@ def _key(labels: Sequence[str | None]) -> str:
 
 
 def _cell_text(cell: Any) -> str:
-    """A cell's value and label (its numbers as :func:`kinkcheck.decimals.decimal` prints them), then each other
+    """A cell's value and label (its numbers as :func:`kinkcheck.language.decimals.decimal` prints them), then each other
     dtype that differs."""
-    from kinkcheck.decimals import decimal_value
+    from kinkcheck.language.decimals import decimal_value
 
     face = cell.face
     if face is None:
@@ -806,7 +806,7 @@ def command(args: Any) -> int:
     """``kinkcheck ask`` (:mod:`kinkcheck.faces.ask` parses its arguments)."""
     import sys
 
-    from kinkcheck import ask
+    from kinkcheck.answers import ask
     from kinkcheck.errors import EXIT_BAD_INPUT
     from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
 
@@ -894,7 +894,7 @@ def command(args: Any) -> int:
 def _prediction_differs(answer: Any, forecast: dict[str, Any], installed: str | None) -> list[str]:
     """Where the installed release was measured and predicted, in the same mode and dtype, with different values:
     one line each (the prediction is wrong there, or the program does something its operations' rules do not)."""
-    from kinkcheck.classify import same_value
+    from kinkcheck.oracles.classify import same_value
     from kinkcheck.vocabulary import flat_value
 
     if answer is None or answer.report is None or installed is None:
@@ -910,7 +910,7 @@ def _prediction_differs(answer: Any, forecast: dict[str, Any], installed: str | 
                 continue
             got, want = flat_value(o.value), flat_value(p["value"])
             if not same_value(got, want, o.dtype):
-                from kinkcheck.decimals import decimal_value
+                from kinkcheck.language.decimals import decimal_value
 
                 out.append(f"{installed} {o.mode} {o.dtype}: measured {decimal_value(o.value)} but the rules predict "
                            f"{decimal_value(p['value'])} (the point may not be a kink in floating point, or the "

@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kinkcheck.dtypes import DTYPE_INFO, canonical
-from kinkcheck.geometry import hull_distance
+from kinkcheck.language.geometry import hull_distance
 
 if TYPE_CHECKING:
     from kinkcheck.oracles.symbolic import OracleResult

@@ -12,7 +12,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.cache import cache_dir
 
 #: Version of the cached entries' layout: bump to orphan old entries.
@@ -71,7 +71,7 @@ def _source_hash() -> str:
     from kinkcheck.oracles.table import ORACLE_SOURCES
 
     h = hashlib.sha256()
-    explain = [("kinkcheck.explain", f) for f in ("__init__.py", "judgement.py", "rows.py")]
+    explain = [("kinkcheck.answers.explain", f) for f in ("__init__.py", "judgement.py", "rows.py")]
     for pkg, name in (*explain, *ORACLE_SOURCES):
         h.update(resources.files(pkg).joinpath(name).read_bytes())
     for path in source_files():  # the mapping: its modules and every framework's rows
@@ -145,12 +145,12 @@ def judge(program: str, at: Mapping[str, Any], framework: str, *, tree: ex.Node 
     Parameters
     ----------
     program : str
-        The program's canonical text (:func:`kinkcheck.expr.unparse`, as catalog program ids).
+        The program's canonical text (:func:`kinkcheck.language.expr.unparse`, as catalog program ids).
     at : mapping
         Input name → number or nested list (``inf``/``nan`` allowed; ``int:`` inputs as ints).
     framework : str
         ``"torch"`` or ``"jax"``.
-    tree : kinkcheck.expr.Node, optional
+    tree : kinkcheck.language.expr.Node, optional
         The parsed program (parsed from ``program`` when omitted).
     wrt : sequence of str, optional
         The differentiated inputs (default: every input); the others are exact constants.
@@ -172,7 +172,7 @@ def judge(program: str, at: Mapping[str, Any], framework: str, *, tree: ex.Node 
 
     Raises
     ------
-    kinkcheck.expr.ExprError
+    kinkcheck.language.expr.ExprError
         ``sympy_text`` does not parse or evaluate (bad input, one line).
     """
     wrt_t = tuple(at) if wrt is None else tuple(wrt)
@@ -395,10 +395,10 @@ def flat_value(value: Mapping[str, Any], wrt: Sequence[str] | None = None) -> li
 
 def labels(value: Mapping[str, Any], judgement: Judgement, dtype: str, mode: str = "reverse") -> list[str] | None:
     """The labels of a measured gradient (``grad``'s answer) under ``judgement``, in the report's precedence
-    (:func:`kinkcheck.classify.classify`, tolerance of ``dtype``); ``second-order`` is judged against the
+    (:func:`kinkcheck.oracles.classify.classify`, tolerance of ``dtype``); ``second-order`` is judged against the
     oracle's ``H @ 1``. An oracle that could not decide gives ``["not-judged"]`` (as the report's cells);
     None when there is no oracle at all (no symbolic form, the bound exceeded)."""
-    from kinkcheck.classify import OracleNumbers, classify
+    from kinkcheck.oracles.classify import OracleNumbers, classify
 
     oracle = judgement.oracle
     if oracle is None:

@@ -3,7 +3,7 @@
 Used by ``kinkcheck diff OLD NEW`` (exit 0: nothing changed, 1: some convention changed, 2: bad input).
 A side is a shard file (``kinkcheck/shard/v2``, or v1) or one environment of a report (``kinkcheck/conventions/v2``,
 ``REPORT.json#ENV``; ``#ENV`` or a bare ``ENV`` such as ``torch-2.13.0-cpu`` is an environment of the report ``grad``
-reads, :func:`kinkcheck.query.default_report`, or of ``--report``: the installed package's own report outside a
+reads, :func:`kinkcheck.report.query.default_report`, or of ``--report``: the installed package's own report outside a
 checkout); both are read into the report's types (:class:`kinkcheck.report.model.Environment`,
 :class:`kinkcheck.report.model.Observation`; a shard's observations carry no labels).
 
@@ -175,7 +175,7 @@ class _Head(msgspec.Struct):
 def load_side(spec: str, report: str | Path | None = None) -> Side:
     """``FILE`` (a shard) or ``FILE#ENV`` (an environment inside a report, e.g. ``reports/conventions.json#torch-2.13.0-cpu``),
     or ``#ENV`` or a bare ``ENV`` (no such file here): that environment of ``report`` (a folder or its
-    ``conventions.json(.gz)``), default the report ``grad`` reads (:func:`kinkcheck.query.default_report`: the
+    ``conventions.json(.gz)``), default the report ``grad`` reads (:func:`kinkcheck.report.query.default_report`: the
     installed package's outside a checkout).
 
     Raises
@@ -187,7 +187,7 @@ def load_side(spec: str, report: str | Path | None = None) -> Side:
         report without ``#ENV``; an unknown environment.
     """
     from kinkcheck.report.model import load_report, report_path
-    from kinkcheck.validate import read_text
+    from kinkcheck.shards.validate import read_text
 
     path, _, env_id = spec.partition("#")
     if not path and not env_id:
@@ -196,7 +196,7 @@ def load_side(spec: str, report: str | Path | None = None) -> Side:
         env_id = env_id or path  # "#ENV", or "ENV": an environment of the report, not a file
         import os
 
-        from kinkcheck.query import DATA_ENV, default_report
+        from kinkcheck.report.query import DATA_ENV, default_report
 
         path = str(report if report is not None else default_report())
         if report is None and os.environ.get(DATA_ENV) and not report_path(path).exists():  # say where it looked

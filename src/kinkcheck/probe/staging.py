@@ -1,4 +1,4 @@
-"""Moving the staged cases into the catalog once every shard holds them: ``python -m kinkcheck.staging``.
+"""Moving the staged cases into the catalog once every shard holds them: ``python -m kinkcheck.probe.staging``.
 
 Staged cases (``references/staged/``, :func:`kinkcheck.catalog.staged_path`) are written and checked, and
 ``nox -s report`` measures them into every environment's shard (``kinkcheck probe --staged``) while the report
@@ -177,7 +177,7 @@ def record_not_measured(catalog_path: str | Path, shard_path: str | Path, reason
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kinkcheck.staging", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m kinkcheck.probe.staging", description=__doc__.splitlines()[0])
     ap.add_argument("--catalog", default="references/catalog.toml")
     ap.add_argument("--shards", default="references/observations")
     ap.add_argument("--check", action="store_true", help="only say which shards lack staged cases (exit 1 if any)")
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if lacking else 0
         moved = promote(args.catalog, args.shards)
     except (CatalogError, ShardError, OSError) as err:
-        print(f"kinkcheck.staging: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"kinkcheck.probe.staging: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(f"moved {moved} staged case(s) into {args.catalog}; render the report to show them")
     return 0

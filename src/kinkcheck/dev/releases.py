@@ -1,4 +1,4 @@
-"""New release lines on PyPI: ``nox -s releases`` (``python -m kinkcheck.releases``).
+"""New release lines on PyPI: ``nox -s releases`` (``python -m kinkcheck.dev.releases``).
 
 For each framework of the matrix (:data:`kinkcheck.registry.MATRIX`, ``matrix.toml``) it reads the package
 index's JSON API (``https://pypi.org/pypi/<distribution>/json``), keeps the final, not-yanked releases with a
@@ -31,9 +31,9 @@ __all__ = ["GLIBC", "INDEX", "MACOS", "MATRIX_FILE", "PLATFORMS_FILE", "installa
 #: The package index's JSON API (PEP 691's predecessor, the one PyPI serves for a project's every release).
 INDEX = "https://pypi.org/pypi/{distribution}/json"
 #: The matrix file :mod:`kinkcheck.registry` reads.
-MATRIX_FILE = Path(__file__).with_name("matrix.toml")
-#: Per platform other than Linux x86-64, the releases of the matrix with wheels there (:mod:`kinkcheck.ci` reads it).
-PLATFORMS_FILE = Path(__file__).with_name("platforms.toml")
+MATRIX_FILE = Path(__file__).resolve().parents[1] / "matrix.toml"
+#: Per platform other than Linux x86-64, the releases of the matrix with wheels there (:mod:`kinkcheck.dev.ci` reads it).
+PLATFORMS_FILE = Path(__file__).resolve().parents[1] / "platforms.toml"
 
 
 #: The glibc of the matrix's Linux runners (ubuntu-22.04: 2.35): the newest manylinux tag a wheel may carry.
@@ -293,7 +293,7 @@ def write_platforms(table: Mapping[str, Mapping[str, Sequence[str]]], path: Path
 
     lines_ = ["# Per platform other than Linux x86-64 (kinkcheck.platforms): the releases of the matrix (matrix.toml)",
               "# with a wheel there for the environment's Python, framework and companions alike (jaxlib for jax).",
-              "# Written by `nox -s releases -- --write` from PyPI's JSON API; the CI workflow (kinkcheck.ci) runs a",
+              "# Written by `nox -s releases -- --write` from PyPI's JSON API; the CI workflow (kinkcheck.dev.ci) runs a",
               "# probe job on a platform's runner for each release listed here. A release missing from a platform",
               "# has no wheel for it there.", ""]
     for tag, frameworks in table.items():
@@ -345,7 +345,7 @@ def read_platforms(path: Path = PLATFORMS_FILE) -> dict[str, dict[str, tuple[str
 def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = fetch) -> int:
     from kinkcheck.registry import MATRIX, REGISTRY
 
-    ap = argparse.ArgumentParser(prog="python -m kinkcheck.releases", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m kinkcheck.dev.releases", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"append the new release lines to {MATRIX_FILE.name}")
     ap.add_argument("--framework", action="append", choices=tuple(MATRIX), help="default: every framework")
     args = ap.parse_args(argv)
@@ -383,14 +383,14 @@ def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = f
         try:
             write_matrix(additions)
         except (OSError, ValueError) as err:
-            print(f"kinkcheck.releases: cannot write {MATRIX_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
+            print(f"kinkcheck.dev.releases: cannot write {MATRIX_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
             return 2
         print(f"appended to {MATRIX_FILE}: " + "; ".join(f"{fw} {', '.join(v)}" for fw, v in additions.items() if v))
     if args.write and not failed and not args.framework:  # the whole table, or none: a partial one would drop jobs
         try:
             write_platforms(elsewhere)
         except OSError as err:
-            print(f"kinkcheck.releases: cannot write {PLATFORMS_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
+            print(f"kinkcheck.dev.releases: cannot write {PLATFORMS_FILE}: {' '.join(str(err).split())}", file=sys.stderr)
             return 2
         print(f"wrote {PLATFORMS_FILE}: " + "; ".join(f"{tag} {sum(map(len, t.values()))} releases"
                                                       for tag, t in elsewhere.items()))

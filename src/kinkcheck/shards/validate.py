@@ -5,7 +5,7 @@ cannot say and the code relies on: an ``ok`` observation has a value with the ca
 of its point, a P0 network run has P0's weight shapes, an environment's id is
 ``<framework>-<framework_version>-<device>``, a shard measured something or says why not. Each check
 returns the *first* problem as one line (or None), so a caller raises its own error naming the file
-(:class:`kinkcheck.shards.ShardError`, :class:`kinkcheck.diff.DiffError`).
+(:class:`kinkcheck.shards.ShardError`, :class:`kinkcheck.answers.diff.DiffError`).
 
 A report (``kinkcheck/conventions/v2``) is checked where it is decoded, by its types and cross-references:
 :func:`kinkcheck.report.model.load_report`.
@@ -340,7 +340,7 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     environment id ``<framework>-<framework_version>-<device>``, then ``-<platform_tag>`` off Linux x86-64
     (:func:`kinkcheck.platforms.environment_id`; a shard without ``platform_tag`` was measured there), and the
     tag the runner's ``os`` and ``arch`` make where it records them, with the level of its ``isa_cap``
-    (:func:`kinkcheck.isa.capped_tag`); a device of
+    (:func:`kinkcheck.platforms.isa.capped_tag`); a device of
     :data:`kinkcheck.platforms.DEVICES` on a platform it exists on (Metal on macOS arm64); ``not_measured`` a
     non-empty string; observations present unless ``not_measured`` says why; no (case, program, mode, dtype)
     twice; an ``ok`` observation has a value within its dtype's finite range, an ``error`` or ``unavailable``
@@ -348,7 +348,7 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     W1 and W2 of P0's shapes (3x2, 2x2).
     """
     env = shard["environment"]
-    from kinkcheck.isa import LEVELS, capped_tag, split_tag
+    from kinkcheck.platforms.isa import LEVELS, capped_tag, split_tag
     from kinkcheck.platforms import DEFAULT, DEVICES, environment_id, tag_of, title
 
     tag = env.get("platform_tag", DEFAULT)

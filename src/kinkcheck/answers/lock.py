@@ -6,7 +6,7 @@ kink-hit counter (:func:`kinkcheck.probe.userhits.user_census`, as ``kinkcheck c
 kind of kink, the hits), the question that asks its convention (the call as spelled, with its scalar arguments, at
 its kink: :func:`kinkcheck.frameworks.torch.kinkhits.torch_question`), the catalog case that holds that program at
 that point when there is one, and the convention in the installed release on the CPU in the model's dtype, reverse
-mode: the report's cell where the report has it, else measured live (:func:`kinkcheck.ask.measure`), with the
+mode: the report's cell where the report has it, else measured live (:func:`kinkcheck.answers.ask.measure`), with the
 convention the rules predict for that release beside it (``predicted``: :func:`kinkcheck.rules.answer.predictions`;
 marked, never the site's value).
 
@@ -164,9 +164,9 @@ def _nonsense(lock: Lock) -> str | None:
     """What in a lock that decoded kinkcheck would never have written, or None."""
     from packaging.version import InvalidVersion, Version
 
-    from kinkcheck import expr as ex
-    from kinkcheck import points as pt
-    from kinkcheck.classify import LABELS
+    from kinkcheck.language import expr as ex
+    from kinkcheck.language import points as pt
+    from kinkcheck.oracles.classify import LABELS
     from kinkcheck.registry import REGISTRY
     from kinkcheck.vocabulary import DTYPES
 
@@ -301,9 +301,9 @@ def _catalog_case(framework: str, program: str, at: dict[str, Any]) -> str | Non
 
 
 def report_table() -> Path:
-    """The report's ``observations.parquet`` the lock is compared with (:func:`kinkcheck.query.data_path`), checked
+    """The report's ``observations.parquet`` the lock is compared with (:func:`kinkcheck.report.query.data_path`), checked
     before anything is compared or measured: kinkcheck's, undamaged, one render with the report beside it
-    (:func:`kinkcheck.query.table_metadata`).
+    (:func:`kinkcheck.report.query.table_metadata`).
 
     Raises
     ------
@@ -311,7 +311,7 @@ def report_table() -> Path:
         No report data, or data that cannot be used: one line naming the file (a guard never reads past it, nor
         measures in its place).
     """
-    from kinkcheck.query import DatasetError, LookupFailed, data_path, table_metadata
+    from kinkcheck.report.query import DatasetError, LookupFailed, data_path, table_metadata
 
     try:
         path = data_path()
@@ -323,10 +323,10 @@ def report_table() -> Path:
 
 def _report_cell(case: str | None, program: str, release: str, dtype: str) -> Any:
     """The report's reverse-mode CPU cell of ``program`` in ``case`` at ``release`` and ``dtype``, or None (no such
-    cell). UsageError for report data that cannot be read (:class:`kinkcheck.query.ReportUnreadable`)."""
+    cell). UsageError for report data that cannot be read (:class:`kinkcheck.report.query.ReportUnreadable`)."""
     if case is None:
         return None
-    from kinkcheck.query import LookupFailed, ReportUnreadable, lookup
+    from kinkcheck.report.query import LookupFailed, ReportUnreadable, lookup
 
     try:
         rows = lookup(program, case=case, release=release, mode="reverse", dtype=dtype, device="cpu")
@@ -342,10 +342,10 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
                 ) -> dict[tuple[str, str, str], tuple[str, dict[str, Any] | None, list[str], str, str | None]]:
     """The convention of each (program, at, dtype) in ``release``: (status, value, labels, source, case), from the
     report's cell where the catalog holds the program at that point and the report measured it, else measured live
-    (:func:`kinkcheck.ask.measure`, reverse mode, those dtypes; not with ``report_only``: those are left out).
+    (:func:`kinkcheck.answers.ask.measure`, reverse mode, those dtypes; not with ``report_only``: those are left out).
     ``ties``: the (program, at) whose kink is a tie (the tie labels apply; a catalog case's own flag wins)."""
-    from kinkcheck import ask
-    from kinkcheck import points as pt
+    from kinkcheck.answers import ask
+    from kinkcheck.language import points as pt
 
     report_table()  # unreadable: one line before anything is looked up or measured (5.5 GB for a torch release)
     out: dict[tuple[str, str, str], Any] = {}
@@ -389,7 +389,7 @@ def predicted(framework: str, release: str, wanted: Sequence[tuple[str, str, str
     (:func:`kinkcheck.rules.answer.predictions`; nothing is measured or installed): a value with the rules it
     composed, or the reason it is not predicted (no rules file, no rule for an operation there, a release the rules
     file does not hold)."""
-    from kinkcheck import points as pt
+    from kinkcheck.language import points as pt
     from kinkcheck.rules.answer import predictions
 
     out: dict[tuple[str, str, str], Predicted] = {}
@@ -447,7 +447,7 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
         locked.append(LockedSite(index=s.index, operation=s.program, call=s.call, kink=s.kink, dtype=s.dtype,
                                  hits=s.hits, elements=s.elements, program=s.question, at=s.at, case=case,
                                  status=status, value=value, labels=labels, source=source, predicted=forecast.get(key)))
-    from kinkcheck.decimals import decimal_value
+    from kinkcheck.language.decimals import decimal_value
 
     for site in locked:  # a finding: the program is not what its operations' rules compose to (or a rule is wrong)
         f = site.predicted
@@ -472,7 +472,7 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
 def case_page(case: str) -> str:
     """Where to read a case: its page in the report folder the data comes from (``reports/cases/relu-at-0.md``,
     relative to here when it is below), else the case and where the repository keeps its page."""
-    from kinkcheck.query import LookupFailed, data_path
+    from kinkcheck.report.query import LookupFailed, data_path
     from kinkcheck.report.text import case_file
 
     try:
@@ -503,7 +503,7 @@ class Change(msgspec.Struct, kw_only=True):
         new = _face(self.status, self.value, self.labels)
         note = self.note
         if self.source == "predicted":  # never shown as a measurement
-            from kinkcheck.decimals import decimal_value
+            from kinkcheck.language.decimals import decimal_value
 
             new = decimal_value(self.value)
             note = f" (predicted from the rules, not measured: {rules_text(self.rules)}){note}"
@@ -522,7 +522,7 @@ class Change(msgspec.Struct, kw_only=True):
 
 
 def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
-    from kinkcheck.classify import same_value
+    from kinkcheck.oracles.classify import same_value
     from kinkcheck.vocabulary import flat_value
 
     if a is None or b is None:
@@ -596,7 +596,7 @@ def _unconfirmed(lock: Lock, guess: Mapping[tuple[str, str, str], Predicted]) ->
     lock's own release is not the value the lock holds (the program is not what its operations' rules compose to:
     comparing a measurement with a prediction would report a change that is only the rules' miss), or the rules hold
     no prediction there to check it with."""
-    from kinkcheck.decimals import decimal_value
+    from kinkcheck.language.decimals import decimal_value
 
     own = predicted(lock.framework, lock.release, list(guess))
     out: dict[tuple[str, str, str], str] = {}
@@ -631,7 +631,7 @@ def nothing_compared(lock: Lock, unknown: Sequence[str], target: str, hint: str 
 
 
 def _face(status: str, value: Any, labels: Sequence[str]) -> str:
-    from kinkcheck.decimals import decimal_value
+    from kinkcheck.language.decimals import decimal_value
 
     return f"{decimal_value(value)} ({labels[0] if labels else 'not judged'})" if status == "ok" else status
 
@@ -651,16 +651,16 @@ def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
                  tag: str | None = None) -> tuple[list[Change], list[str]]:
     """Compare the lock with the report's cells of ``framework`` ``release`` on ``device`` (reverse mode, the
     site's dtype, on the platform ``tag``: Linux x86-64 by default, ``linux_x86_64_v2`` for a CPU of that x86-64
-    level, :mod:`kinkcheck.isa`): each site whose question is a catalog case. Another framework is paired as
+    level, :mod:`kinkcheck.platforms.isa`): each site whose question is a catalog case. Another framework is paired as
     ``kinkcheck migrate`` pairs programs (every program it has for the case); the lock's own framework on another
     device or level is compared program for program, each change beside the same release's CPU cell at the
     reference level (is it the device's or the level's doing, or the release's?). The changes (one per program
     that returns another value or status), and a line for each site that cannot be compared (no catalog case, no
     cell)."""
     from kinkcheck.probe.ondemand import releases_asked
-    from kinkcheck.isa import split_tag
+    from kinkcheck.platforms.isa import split_tag
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-    from kinkcheck.query import LookupFailed, ReportUnreadable, lookup
+    from kinkcheck.report.query import LookupFailed, ReportUnreadable, lookup
 
     releases_asked(framework, [release])  # an unknown release: UsageError before anything runs
     report_table()  # unreadable: one line before anything is compared
@@ -720,7 +720,7 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
     ``where``: the lock's folder, where its model's module is looked for first."""
     import sys
 
-    from kinkcheck import points as pt
+    from kinkcheck.language import points as pt
 
     if lock.framework != "torch":
         return "its size on your batch is measured for PyTorch models only so far"
@@ -796,8 +796,8 @@ def default_lock_path() -> Path:
 
 def command(args: Any) -> int:
     """``kinkcheck lock`` (:mod:`kinkcheck.faces.lock` parses its arguments)."""
-    from kinkcheck import lock
-    from kinkcheck.isa import capped_tag
+    from kinkcheck.answers import lock
+    from kinkcheck.platforms.isa import capped_tag
     from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 
     path = Path(args.lock) if args.lock else lock.default_lock_path()

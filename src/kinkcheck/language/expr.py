@@ -40,7 +40,7 @@ A callable passed as a value (``jax.lax.reduce_window(v, -jnp.inf, lax.max, ...)
 other: ``kinkcheck grad`` runs every evaluation in :mod:`kinkcheck.probe.worker`'s worker, under a time and a
 memory limit, so such a loop ends with a one-line error.
 
-Points (``--at``) are read by :mod:`kinkcheck.points`.
+Points (``--at``) are read by :mod:`kinkcheck.language.points`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each framework's rule is its registry record's ``rule`` (text and source) and ``
 ``min-norm``); a framework that documents nothing is open everywhere at a kink. The rule is turned into a
 prediction from the sympy oracle (:mod:`kinkcheck.oracles.symbolic`):
 the set of gradient values the rule admits at the case's point. A measured value then **conforms** (it is
-one of them, within the dtype tolerance of :func:`kinkcheck.classify.same_value`), **departs** (it is not),
+one of them, within the dtype tolerance of :func:`kinkcheck.oracles.classify.same_value`), **departs** (it is not),
 or the rule leaves the value **open** (no documented choice for this program, the rule itself says
 "arbitrary", the oracle did not judge the case, or ``f`` is not locally Lipschitz at a point of several
 components, where the limits of the gradient depend on the path). Error and unavailable cells, and second-order cells (the rules are about gradients), get no
@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck import registry
-from kinkcheck.classify import OracleNumbers, same_value
+from kinkcheck.oracles.classify import OracleNumbers, same_value
 
 __all__ = ["JUDGED_DTYPES", "RULES", "VERDICTS", "Prediction", "Rule", "predict", "single_operation", "verdict"]
 
@@ -148,7 +148,7 @@ def predict(framework: str, tree: ex.Node, oracle: OracleNumbers) -> Prediction:
     ----------
     framework : str
         ``"torch"`` or ``"jax"``; any other framework has no rule here (open).
-    tree : kinkcheck.expr.Node
+    tree : kinkcheck.language.expr.Node
         The parsed program (``Program.tree``); PyTorch's rule does not depend on it, JAX's does.
     oracle : OracleNumbers
         The first-order sympy oracle of the case.

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.explain.judgement import _key, _same_point
-from kinkcheck.query import DATA_ENV
+from kinkcheck.answers.explain.judgement import _key, _same_point
+from kinkcheck.report.query import DATA_ENV
 
 
 class ReportUnavailable(Exception):
@@ -21,7 +21,7 @@ class ReportUnavailable(Exception):
 
 class ReportDamaged(ReportUnavailable):
     """The report's table is there but cannot be used (damaged, not kinkcheck's, or not one render with the report
-    beside it: :func:`kinkcheck.query.table_metadata`): ``grad`` stops with this line (exit 2) even when the report
+    beside it: :func:`kinkcheck.report.query.table_metadata`): ``grad`` stops with this line (exit 2) even when the report
     was not named, where a missing report is only said beside the value."""
 
 
@@ -86,7 +86,7 @@ def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, d
     """The cells of ``case_ids`` in one mode, dtype and place from the table, as :func:`report_index`'s cache
     holds them: ``"case\tframework\tprogram"`` → release → ``{status, value, label, labels, error}``."""
     from kinkcheck.platforms import DEFAULT
-    from kinkcheck.query import DatasetError, decode_cell, read_table
+    from kinkcheck.report.query import DatasetError, decode_cell, read_table
 
     if not case_ids:  # no report case at this point: nothing to read
         return {}
@@ -179,7 +179,7 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
     view = _rows_of(index, program, framework, case_ids, mode, dtype, device)
     if view.rows or at is None:
         return view
-    from kinkcheck.query import calls_of
+    from kinkcheck.report.query import calls_of
 
     ops = calls_of(program)
     if not ops:

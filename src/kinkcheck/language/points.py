@@ -5,7 +5,7 @@ matrices); :func:`parse_inputs` reads ``kinkcheck grad``'s, which may also hold 
 inputs (``k=int:0``, ``idx=int:[2,0]``: never differentiated) and the differentiated names (``--wrt``). Values are
 written as Python literals and parsed with :mod:`ast`, never evaluated; a value beyond float64, an input of more
 than :data:`MAX_POINT_SIZE` components, a ragged list or an integer beyond int64 is refused with
-:class:`~kinkcheck.expr.ExprError` and a one-line reason that names the input.
+:class:`~kinkcheck.language.expr.ExprError` and a one-line reason that names the input.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kinkcheck.expr import ExprError, _check_text, _finite_float, _short
+from kinkcheck.language.expr import ExprError, _check_text, _finite_float, _short
 
 __all__ = ["MAX_INT_INPUT", "MAX_POINT_SIZE", "Inputs", "parse_inputs", "parse_point"]
 

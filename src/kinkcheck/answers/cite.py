@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.anchors import slug
+from kinkcheck.language.anchors import slug
 from kinkcheck.catalog import FRAMEWORKS
-from kinkcheck.decimals import decimal_value
+from kinkcheck.language.decimals import decimal_value
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM, place_title
 from kinkcheck.registry import view
 from kinkcheck.report.cells import CellError, cells_of, check_cell, stated_case
@@ -50,14 +50,14 @@ def site_url() -> str | None:
     """The published site's root URL, ending in ``/``: the ``Documentation`` URL of ``[project.urls]``, read from
     ``pyproject.toml`` in a source tree (a clone, an editable install) and from the installed distribution's
     metadata (``Project-URL: Documentation, …``) otherwise; None when neither names one."""
-    from kinkcheck.query import source_tree
+    from kinkcheck.report.query import source_tree
 
     url = None
     if source_tree():
         import tomllib
 
         try:
-            with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as fh:
+            with open(Path(__file__).resolve().parents[3] / "pyproject.toml", "rb") as fh:
                 url = tomllib.load(fh).get("project", {}).get("urls", {}).get("Documentation")
         except (OSError, tomllib.TOMLDecodeError):
             url = None
@@ -170,7 +170,7 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
             raise CiteError(f"case {case!r} has no program {program!r}"
                             + (f" in {framework}" if framework is not None else ""))
     elif not cells:
-        from kinkcheck.query import nearest_programs
+        from kinkcheck.report.query import nearest_programs
 
         near = nearest_programs(program, sorted({p.program for c in report.cases for p in c.programs
                                                  if framework is None or p.framework == framework}))
@@ -552,7 +552,7 @@ def _evidence(rule: Mapping[str, Any], doc: Mapping[str, Any], observations: str
     """One line per program of the rule's evidence measured in ``run_envs`` (environment → release), its values
     over the releases of ``run`` (runs grouped), read from the Parquet file; and the number of cells. A program's
     cell that is a counter-example (one of ``counter_cells``) is not evidence: it is listed with the others."""
-    from kinkcheck.query import DatasetError, read_table
+    from kinkcheck.report.query import DatasetError, read_table
 
     cells = doc["cells"]
     counter_at = {(cells[c[0]][0], c[1], c[2]) for c in rule["counterexamples"] if c[0] in counter_cells}
@@ -578,7 +578,7 @@ def _counterexamples(rule: Mapping[str, Any], doc: Mapping[str, Any]) -> list[st
     """Every counter-example cell of the rule, in any mode, dtype and place: one line per case, program, value and
     run of releases, the places with the same modes and dtypes together (``… [0, 0] in 2.15.0 on
     cpu-linux_x86_64_v2, cpu-linux_x86_64_v3 (forward, forward-ad mode × float64, float32)``)."""
-    from kinkcheck.decimals import decimal, decimal_vector
+    from kinkcheck.language.decimals import decimal, decimal_vector
     from kinkcheck.vocabulary import release_key
 
     cells, envs, fw = doc["cells"], doc["environments"], rule["framework"]

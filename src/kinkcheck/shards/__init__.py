@@ -350,13 +350,13 @@ def _validate(data: Any, name: str) -> None:
 
 def read_shard(path: str | Path, catalog: Catalog | None = None, raw: bytes | None = None) -> dict[str, Any]:
     """Read and validate one shard: the JSON (strictly: no key twice in one object), the schema, then the
-    semantics (:func:`kinkcheck.validate.shard_problem`); ``raw``: the file's bytes, read already.
+    semantics (:func:`kinkcheck.shards.validate.shard_problem`); ``raw``: the file's bytes, read already.
 
     Each check is done once per content: markers in the cache (:func:`kinkcheck.cache.cache_dir`) record
     that the content-only checks passed (strict JSON and schema; keyed on the SHA-256 of the schema and the
     file's bytes), and that the semantic checks passed (keyed on that, the catalog's hash and the source of
     the checks, :func:`_checks_hash`). A shard with the first marker is parsed by orjson
-    (:func:`kinkcheck.validate.parse_checked_json`) and not validated again; with the second, not checked
+    (:func:`kinkcheck.shards.validate.parse_checked_json`) and not validated again; with the second, not checked
     again. Only passes are recorded: a broken shard is checked, and named, on every read.
 
     Parameters
@@ -372,7 +372,7 @@ def read_shard(path: str | Path, catalog: Catalog | None = None, raw: bytes | No
         naming the file and the first problem.
     """
     from kinkcheck.cache import cache_dir
-    from kinkcheck.validate import parse_checked_json, parse_json, read_text, shard_problem
+    from kinkcheck.shards.validate import parse_checked_json, parse_json, read_text, shard_problem
 
     p = Path(path)
     if raw is None:
@@ -435,7 +435,7 @@ class ShardFile:
             other bytes than the ones its caches are keyed on.
         """
         if self._shard is None:
-            from kinkcheck.validate import read_text
+            from kinkcheck.shards.validate import read_text
 
             raw = read_text(self.path, ShardError, missing=f"{self.path}: shard not found")
             if _validated_marker(raw).name != self.digest:
@@ -457,7 +457,7 @@ def read_shard_file(path: str | Path, catalog: Catalog | None = None) -> ShardFi
         As :func:`read_shard`.
     """
     from kinkcheck.cache import cache_dir, read_cached, write_cached
-    from kinkcheck.validate import read_text
+    from kinkcheck.shards.validate import read_text
 
     p = Path(path)
     raw = read_text(p, ShardError, missing=f"{p}: shard not found")
@@ -539,11 +539,11 @@ def _text(_key: int) -> bytes:
 @cache
 def _checks_hash() -> str:
     """What the semantic checks of a shard depend on besides the shard and the catalog's content: the source
-    of :mod:`kinkcheck.validate` and of :mod:`kinkcheck.catalog` (the measurement hashes), and P0's shapes."""
-    from kinkcheck.validate import _p0_shapes
+    of :mod:`kinkcheck.shards.validate` and of :mod:`kinkcheck.catalog` (the measurement hashes), and P0's shapes."""
+    from kinkcheck.shards.validate import _p0_shapes
 
     h = hashlib.sha256(repr(_p0_shapes()).encode())
-    for name in ("validate.py", "catalog.py"):
+    for name in ("shards/validate.py", "catalog.py"):
         h.update(resources.files("kinkcheck").joinpath(name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -561,7 +561,7 @@ def load_shards(folder: str | Path, catalog: Catalog | None = None,
     ShardError
         When ``folder`` does not exist or is not a folder.
     """
-    from kinkcheck.validate import _no_gc, one_line
+    from kinkcheck.shards.validate import _no_gc, one_line
 
     d = Path(folder)
     if not d.is_dir():
@@ -630,6 +630,6 @@ def _loads_loose(raw: bytes) -> Any:
 
 
 if __name__ == "__main__":  # python -m kinkcheck.shards: write schemas/shard.v2.json
-    _out = Path(__file__).with_name("schemas") / "shard.v2.json"
+    _out = Path(__file__).resolve().parents[1] / "schemas" / "shard.v2.json"
     _out.write_text(json.dumps(file_schema(), indent=1) + "\n", encoding="utf-8")
     print(f"{_out}: written")

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinkcheck.catalog import FRAMEWORKS
-from kinkcheck.classify import same_value
-from kinkcheck.decimals import decimal, decimal_value
+from kinkcheck.oracles.classify import same_value
+from kinkcheck.language.decimals import decimal, decimal_value
 from kinkcheck.registry import framework as framework_record
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex, parts_by_reason
 
@@ -191,7 +191,7 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
 
         spelled = {c.id: pid for c in report.cases if (pid := program_in_case(program, c)) in c.programs_of(sfw)}
         if not spelled:
-            from kinkcheck.query import nearest_programs
+            from kinkcheck.report.query import nearest_programs
 
             near = nearest_programs(program, sorted({p for c in report.cases for p in c.programs_of(sfw)}))
             raise MigrateError(f"{program!r} is not a {sfw} program of the report's catalog"

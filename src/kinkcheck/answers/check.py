@@ -6,7 +6,7 @@ functions: an entry set to 0 (relu, abs, sign at 0), two entries tied (max, min,
 a usual bound (clamp/hardtanh at ±1, relu6 at 6, hardswish/hardsigmoid at ±3, hardshrink/softshrink at
 ±0.5). The gradients of ``sum(f(*inputs))`` — reverse mode by default, or any mode of each framework
 (:data:`kinkcheck.vocabulary.MODE_INFO`: forward, jit, vmap, inductor, …) — in float64 or a lower dtype
-are compared within the dtype tolerance of :func:`kinkcheck.classify.same_value`; the result lists every
+are compared within the dtype tolerance of :func:`kinkcheck.oracles.classify.same_value`; the result lists every
 differing input, and the smallest one (least Euclidean norm, then fewest changed entries).
 
 Cost: at most :data:`MAX_VARIANTS` inputs are tried, and the variants are generated lazily, so a check
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kinkcheck.classify import same_value
-from kinkcheck.usercode import UserCodeError, load_function
+from kinkcheck.oracles.classify import same_value
+from kinkcheck.probe.usercode import UserCodeError, load_function
 from kinkcheck.vocabulary import flat_value
 
 if TYPE_CHECKING:
@@ -410,7 +410,7 @@ def check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     """``kinkcheck check``'s evaluation, a task of the worker (:data:`kinkcheck.probe.worker.TASKS`): payload
     ``first``, ``second``, ``at``, ``frameworks``, ``dtype``, and optionally ``modes`` (one per function; default
     reverse)."""
-    from kinkcheck import expr as ex
+    from kinkcheck.language import expr as ex
     from kinkcheck.frameworks import FrameworkUnavailable
     from kinkcheck.probe.worker import BoundExceeded, TaskError, _is_oom
 

@@ -5,12 +5,12 @@ Three parts, each usable alone:
 
 * :func:`judge` — a program (or a ``--sympy`` text) at a point → :class:`Judgement`: the sympy form
   (:func:`kinkcheck.oracles.mapping.sympy_form`, or the user's text in the catalog's sympy language, parsed
-  with :mod:`kinkcheck.expr`, never ``eval``-ed) and the oracle's answer
+  with :mod:`kinkcheck.language.expr`, never ``eval``-ed) and the oracle's answer
   (:func:`kinkcheck.oracles.symbolic.analyze_expression`: one-sided derivatives, Clarke set, min-norm
   element, local Lipschitz continuity). Cached on disk (:func:`kinkcheck.cache.cache_dir`) at two levels:
   per program and point (a warm ``grad`` imports no sympy) and per sympy form and point (programs that
   map to the same form share one oracle run).
-* :func:`labels` — a measured gradient + a judgement → the labels of :func:`kinkcheck.classify.classify`,
+* :func:`labels` — a measured gradient + a judgement → the labels of :func:`kinkcheck.oracles.classify.classify`,
   with the dtype's tolerance, exactly as the report labels its cells.
 * :func:`report_rows` — what the report (``reports/conventions.json``) holds at the same point: the
   program's own row first, then the case's other programs, per framework, with each value over the
@@ -19,7 +19,7 @@ Three parts, each usable alone:
 
 :class:`Pending` runs the report lookup and the cache lookup in a thread of the ``grad`` process while the
 framework evaluates in its worker, so they overlap; on a cache miss :func:`judge` runs in a second worker
-process (``python -m kinkcheck.explain``, memory capped like the evaluation's), killed at the bound: a
+process (``python -m kinkcheck.answers.explain``, memory capped like the evaluation's), killed at the bound: a
 judgement that takes longer is "not judged: the oracle exceeded N s" and never holds ``grad`` up (sympy can
 spend minutes inside one C call, which no thread could interrupt).
 """
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import expr as ex
-from kinkcheck.explain.judgement import Judgement, _components, flat_value, judge, labels
-from kinkcheck.explain.rows import (
+from kinkcheck.language import expr as ex
+from kinkcheck.answers.explain.judgement import Judgement, _components, flat_value, judge, labels
+from kinkcheck.answers.explain.rows import (
     RULE_LABELS,
     ReportDamaged,
     ReportUnavailable,
@@ -47,7 +47,7 @@ from kinkcheck.explain.rows import (
     report_index,
     report_rows,
 )
-from kinkcheck.query import DATA_ENV, default_report
+from kinkcheck.report.query import DATA_ENV, default_report
 
 __all__ = [
     "DEFAULT_ORACLE_TIMEOUT_S",
@@ -73,7 +73,7 @@ __all__ = [
 DEFAULT_ORACLE_TIMEOUT_S = 60.0
 
 
-#: The report a face reads when none is named, in the current folder (:func:`kinkcheck.query.default_report`
+#: The report a face reads when none is named, in the current folder (:func:`kinkcheck.report.query.default_report`
 #: falls back to the package's data when it is not there).
 DEFAULT_REPORT = "reports/conventions.json"
 
@@ -119,7 +119,7 @@ class Pending:
     """The judgement and report lookup of one ``grad`` call, running in a daemon thread from construction.
 
     The report index is read in the thread; the judgement comes from the cache (no sympy) or, on a miss, from
-    :func:`judge` in a worker process (``python -m kinkcheck.explain``, memory capped at ``memory_gib``).
+    :func:`judge` in a worker process (``python -m kinkcheck.answers.explain``, memory capped at ``memory_gib``).
     :meth:`finish` waits for it at most ``bound_s`` seconds after the start; past that the worker is killed
     and the judgement is "not judged: the oracle exceeded N s".
     """
@@ -167,7 +167,7 @@ class Pending:
             self.error = err
 
     def _in_worker(self, cases: Sequence[Mapping[str, Any]]) -> Judgement | None:
-        """Run :func:`judge` in ``python -m kinkcheck.explain`` within the bound (time, memory): sympy can spend
+        """Run :func:`judge` in ``python -m kinkcheck.answers.explain`` within the bound (time, memory): sympy can spend
         minutes in one C call (``10 ** 10 ** 10``) that no thread could interrupt; a process can be killed."""
         import subprocess
         import sys
@@ -184,7 +184,7 @@ class Pending:
         with self._lock:
             if self._cancelled:
                 return None
-            self._proc = subprocess.Popen(_WORKER or [sys.executable, "-m", "kinkcheck.explain"],
+            self._proc = subprocess.Popen(_WORKER or [sys.executable, "-m", "kinkcheck.answers.explain"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           start_new_session=True, env=env)
         try:
@@ -239,7 +239,7 @@ class Pending:
         if index is None:
             raise ReportUnavailable(f"{no_device}, and {self.report_problem or 'the report was not read in time'}")
         program = catalog_spelling(r.program, r.framework, r.at, index["cases"])
-        from kinkcheck.explain.judgement import _same_point
+        from kinkcheck.answers.explain.judgement import _same_point
 
         cases = [c["id"] for c in index["cases"] if _same_point(c["at"], r.at) and [r.framework, program] in
                  [list(fp) for fp in c["programs"]]]
@@ -267,7 +267,7 @@ class Pending:
 
         Raises
         ------
-        kinkcheck.expr.ExprError
+        kinkcheck.language.expr.ExprError
             A ``--sympy`` text that does not evaluate over the inputs.
         ReportUnavailable
             ``--report`` was given and the file is missing or not a report; or, named or not, the report's table
@@ -345,10 +345,10 @@ def _point_text(at: Mapping[str, Any]) -> str:
 
 
 def catalog_spelling(program: str, framework: str, at: Mapping[str, Any], cases: Sequence[Mapping[str, Any]]) -> str:
-    """The report's text of ``program`` (:func:`kinkcheck.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
+    """The report's text of ``program`` (:func:`kinkcheck.language.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
     catalog's ``torch.clamp(x, min=0)``), the closest spelling among the cases at ``at`` first, then among all
     cases; ``program`` itself when the report has none."""
-    from kinkcheck.explain.judgement import _same_point
+    from kinkcheck.answers.explain.judgement import _same_point
 
     mine = [(c, p) for c in cases for fw, p in c["programs"] if fw == framework]
     spelled = (ex.same_program(program, [p for c, p in mine if _same_point(c["at"], at)], at.keys())
@@ -358,7 +358,7 @@ def catalog_spelling(program: str, framework: str, at: Mapping[str, Any], cases:
 
 def _exact(entry: Any) -> str:
     """An oracle value as a person reads it: its float's shortest decimal (``--json`` keeps the exact text)."""
-    from kinkcheck.decimals import decimal_exact
+    from kinkcheck.language.decimals import decimal_exact
 
     if isinstance(entry, list) and len(entry) == 1:
         return "(" + decimal_exact(entry[0]) + ")"
@@ -404,7 +404,7 @@ def _rule_lines(e: Explanation, oracle: Mapping[str, Any] | None) -> list[str]:
 
 def render(e: Explanation) -> str:
     """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
-    from kinkcheck.decimals import decimal_text, decimal_value
+    from kinkcheck.language.decimals import decimal_text, decimal_value
     from kinkcheck.render.view import oracle_finding
 
     j = e.judgement
@@ -479,12 +479,12 @@ def oracle_timeout_from_env(value: str | float | None) -> float:
     return _positive(value, "KINKCHECK_ORACLE_TIMEOUT", "--oracle-timeout", os.environ, DEFAULT_ORACLE_TIMEOUT_S)
 
 
-#: The judgement worker's command when not the default ``python -m kinkcheck.explain`` (tests point it elsewhere).
+#: The judgement worker's command when not the default ``python -m kinkcheck.answers.explain`` (tests point it elsewhere).
 _WORKER: list[str] | None = None
 
 
 def _worker() -> int:
-    """``python -m kinkcheck.explain``: one request (JSON on stdin) → ``{"ok": judgement}``, ``{"error": …,
+    """``python -m kinkcheck.answers.explain``: one request (JSON on stdin) → ``{"ok": judgement}``, ``{"error": …,
     "bad_input": true}`` for a ``--sympy`` text that does not evaluate, or ``{"error": …}``."""
     import sys
 

@@ -2,7 +2,7 @@
 
 A figure sits in the Markdown between two markers, ``<!-- fig NAME -->TEXT<!-- /fig -->`` (inline, invisible
 once rendered on GitHub or the site), or, for an example's output, ``<!-- out NAME -->`` … ``<!-- /out -->``
-around a fenced block. ``python -m kinkcheck.readme`` rewrites every marker of README.md and docs/*.md from its
+around a fenced block. ``python -m kinkcheck.dev.readme`` rewrites every marker of README.md and docs/*.md from its
 source; ``--check`` exits 1 naming each stale one (the tests run it). A figure has one of two sources:
 
 - **the report** (:data:`REPORT_FIGURES`): counts, sizes and example outputs computed from ``reports/`` — the
@@ -32,7 +32,7 @@ FIG = re.compile(r"<!-- fig (?P<name>[a-z0-9_.-]+) -->(?P<text>.*?)<!-- /fig -->
 OUT = re.compile(r"<!-- out (?P<name>[a-z0-9_.-]+) -->\n(?P<text>.*?)\n<!-- /out -->", re.S)
 #: The measured figures, beside the shards they were measured on (``KINKCHECK_FIGURES`` names another file).
 RECORD = Path(os.environ.get("KINKCHECK_FIGURES")
-              or Path(__file__).resolve().parents[2] / "references" / "figures.json")
+              or Path(__file__).resolve().parents[3] / "references" / "figures.json")
 
 
 class FigureError(ValueError):
@@ -40,7 +40,7 @@ class FigureError(ValueError):
 
 
 def _reports() -> Path:
-    from kinkcheck.query import data_path
+    from kinkcheck.report.query import data_path
 
     return data_path().parent
 
@@ -50,7 +50,7 @@ def _index(reports: Path) -> dict[str, Any]:
     file's metadata without its rows."""
     import msgspec
 
-    from kinkcheck.query import table_metadata
+    from kinkcheck.report.query import table_metadata
 
     return msgspec.json.decode(table_metadata(reports / "observations.parquet")[b"kinkcheck.index"])
 
@@ -118,7 +118,7 @@ def _lookup_example(reports: Path) -> str:
 
 def _diff_example(reports: Path) -> str:
     """The summary line ``kinkcheck diff torch-2.13.0-cpu torch-2.14.1-cpu`` prints (its count of rows too)."""
-    from kinkcheck.diff import compare, group_changes, load_side
+    from kinkcheck.answers.diff import compare, group_changes, load_side
 
     old, new = (load_side(env, reports) for env in ("torch-2.13.0-cpu", "torch-2.14.1-cpu"))
     changes = compare(old, new)

@@ -438,7 +438,7 @@ def convention(framework: str, program: str, report: Any, dtype: str = "float32"
     directly, and its reverse-mode value in ``dtype`` on the CPU (Linux x86-64) in release ``version`` (the one
     the model ran in) where the report has it, else the newest. A sentence saying why not where the census or
     the catalog has nothing."""
-    from kinkcheck import expr as ex
+    from kinkcheck.language import expr as ex
     from kinkcheck.catalog import load_catalog
     from kinkcheck.census import coverage, load_census
     from kinkcheck.render.view import fmt_value

@@ -8,7 +8,7 @@ shard measured before platforms had a place in the id was measured there, and an
 
 The tags follow the wheel platform tags' spelling (PEP 425: ``linux_x86_64``, ``win_amd64``), shortened to the
 operating system and architecture a runner class stands for: :data:`PLATFORMS`. A probe capped at an x86-64
-instruction-set level below the CPU's own (:mod:`kinkcheck.isa`) adds the level to the tag (``linux_x86_64_v2``,
+instruction-set level below the CPU's own (:mod:`kinkcheck.platforms.isa`) adds the level to the tag (``linux_x86_64_v2``,
 "Linux x86-64-v2"): a lower CPU is another environment, compared with the reference machine's like a platform.
 """
 
@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kinkcheck.isa import active_cap, capped_tag, split_tag
+from kinkcheck.platforms.isa import active_cap, capped_tag, split_tag
 
 __all__ = ["DEFAULT", "DEVICES", "PLATFORMS", "Device", "Platform", "device_title", "environment_id", "host_tag",
            "place_title", "tag_of", "title"]
@@ -39,7 +39,7 @@ class Platform:
 #: Linux x86-64: the platform of every shard committed before platforms entered the id; its ids carry no tag.
 DEFAULT = "linux_x86_64"
 
-#: The platforms of the matrix's runner classes (:data:`kinkcheck.ci.RUNNERS`), by tag.
+#: The platforms of the matrix's runner classes (:data:`kinkcheck.dev.ci.RUNNERS`), by tag.
 PLATFORMS: Mapping[str, Platform] = {p.tag: p for p in (
     Platform("linux_x86_64", "Linux x86-64", "Linux", ("x86_64", "amd64")),
     Platform("linux_aarch64", "Linux arm64", "Linux", ("aarch64", "arm64")),
@@ -104,7 +104,7 @@ def tag_of(system: str | None, machine: str | None) -> str:
 def host_tag() -> str:
     """The platform tag a probe on this machine gives its shard: :func:`tag_of` of ``platform.system()`` and
     ``platform.machine()``, followed by the instruction-set level where the probe is capped at one
-    (``linux_x86_64_v2``: :func:`kinkcheck.isa.capped_tag`, :func:`kinkcheck.isa.active_cap`)."""
+    (``linux_x86_64_v2``: :func:`kinkcheck.platforms.isa.capped_tag`, :func:`kinkcheck.platforms.isa.active_cap`)."""
     return capped_tag(tag_of(_platform.system(), _platform.machine()), active_cap())
 
 
@@ -117,7 +117,7 @@ def environment_id(framework: str, version: str, device: str, tag: str = DEFAULT
 
 def title(tag: str) -> str:
     """How a report names a platform: ``"macOS arm64"``, ``"Linux x86-64-v2"`` for a tag capped at an
-    instruction-set level (:func:`kinkcheck.isa.split_tag`); a tag outside :data:`PLATFORMS` as it is."""
+    instruction-set level (:func:`kinkcheck.platforms.isa.split_tag`); a tag outside :data:`PLATFORMS` as it is."""
     base, level = split_tag(tag)
     if level is not None:
         return f"{title(base)}-{level.rsplit('-', 1)[1]}"

@@ -484,8 +484,8 @@ def _num(v: Any) -> str:
 def source_tree() -> bool:
     """Whether the package runs from a source tree (``<root>/src/kinkcheck`` beside ``<root>/pyproject.toml``: a
     clone, an editable install), not from an installed copy, whose parent folders hold other people's files."""
-    here = Path(__file__).resolve()
-    return here.parents[1].name == "src" and (here.parents[2] / "pyproject.toml").is_file()
+    package = Path(__file__).resolve().parents[1]  # this module is kinkcheck/report/query.py
+    return package.parent.name == "src" and (package.parents[1] / "pyproject.toml").is_file()
 
 
 def data_path(name: str = "observations.parquet") -> Path:
@@ -500,7 +500,7 @@ def data_path(name: str = "observations.parquet") -> Path:
     if not isinstance(name, str) or not name.strip() or name in (".", "..") or any(c in name for c in "/\\\0"):
         raise LookupFailed(f"name must be a file name of the report data (e.g. 'observations.parquet'), not "
                            f"{type(name).__name__} {_shown(name)}")
-    here = Path(__file__).resolve()
+    package = Path(__file__).resolve().parents[1]  # kinkcheck/, this module being kinkcheck/report/query.py
     tried = []
     folder = os.environ.get(DATA_ENV)
     if folder:
@@ -508,8 +508,8 @@ def data_path(name: str = "observations.parquet") -> Path:
         if cand.is_file():
             return cand
         raise LookupFailed(f"no {name} in {folder} (${DATA_ENV})")
-    tree = [here.parents[2] / "reports" / name] if source_tree() else []  # an installed package: its own data
-    for cand in (*tree, here.parent / "data" / "reports" / name):
+    tree = [package.parents[1] / "reports" / name] if source_tree() else []  # an installed package: its own data
+    for cand in (*tree, package / "data" / "reports" / name):
         tried.append(str(cand.parent))
         if cand.is_file():
             return cand
@@ -684,7 +684,7 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
            release: str | None = None, mode: str | None = "reverse", dtype: str | None = "float64",
            device: str | None = "cpu", path: str | Path | None = None,
            platform: str | None = _PLATFORM) -> Rows:
-    """The report's rows for a program (in any spelling of the catalog's: :func:`kinkcheck.expr.same_program`, so
+    """The report's rows for a program (in any spelling of the catalog's: :func:`kinkcheck.language.expr.same_program`, so
     ``torch.clamp(x, min=0.0)`` finds ``torch.clamp(x, min=0)``), narrowed by case,
     framework, release (``"2.14.1"``), mode, dtype, device and platform (``None``: any); in report order: program,
     case, then environments oldest release first. ``path``: an ``observations.parquet`` or the folder that holds it
@@ -716,7 +716,7 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     filters: list[tuple[str, str, Any]] = []
     try:
         if program is not None:
-            from kinkcheck.expr import same_program
+            from kinkcheck.language.expr import same_program
 
             programs = _programs(p)
             # min=0.0 is min=0, as on every face; the closest spelling per framework (a method form such as
@@ -880,7 +880,7 @@ def operations(framework: str | None = None) -> list[Operation]:
     LookupFailed
         ``framework`` is not one kinkcheck knows (the message names them).
     """
-    from kinkcheck import expr as ex
+    from kinkcheck.language import expr as ex
     from kinkcheck.catalog import FRAMEWORKS, load_catalog
 
     _framework_argument(framework)

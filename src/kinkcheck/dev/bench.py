@@ -1,4 +1,4 @@
-"""Benchmark: ``python -m kinkcheck.bench`` (``nox -s bench``) prints, measured side by side in one run,
+"""Benchmark: ``python -m kinkcheck.dev.bench`` (``nox -s bench``) prints, measured side by side in one run,
 
 * the bare import time of each framework (``python -c "import torch"``),
 * the time of ``kinkcheck probe`` over the whole catalog (float64 and float32, reverse mode, P0 networks),
@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kinkcheck import figures
+from kinkcheck.dev import figures
 from kinkcheck.catalog import FRAMEWORKS, load_catalog
 from kinkcheck.registry import framework as framework_record
 from kinkcheck.oracles.backprop import P0
@@ -276,7 +276,7 @@ _ORACLE_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
 import sympy
-from kinkcheck import figures
+from kinkcheck.dev import figures
 from kinkcheck.catalog import FRAMEWORKS, load_catalog
 from kinkcheck.registry import framework as framework_record
 from kinkcheck.oracles.symbolic import analyze
@@ -307,9 +307,9 @@ def oracle_cold() -> int:
 _EXPLAIN_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
-from kinkcheck import expr as ex
+from kinkcheck.language import expr as ex
 from kinkcheck.catalog import FRAMEWORKS
-from kinkcheck.explain import Pending, render
+from kinkcheck.answers.explain import Pending, render
 at = json.loads(sys.argv[2])
 tree = ex.parse(sys.argv[1], at, FRAMEWORKS)
 fw = next(iter(ex.roots_of(tree)), None) or sys.argv[3]
@@ -529,7 +529,7 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
         done = subprocess.run([sys.executable, "-c", _PROFILE_SCRIPT, str(shards), str(out)], check=True, env=env,
                               capture_output=True, text=True)
     rows = json.loads(done.stdout.splitlines()[-1])["rows"]
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     for key, title in (("cum", "cumulative"), ("own", "own")):
         print(f"  hot spots of a warm report (cProfile, in-process, by {title} time):")
         for row in sorted(rows, key=lambda r: -r[key])[:top]:
@@ -738,7 +738,7 @@ def new_shard_lines(scale: int, full: dict[str, float], new: dict[str, float]) -
 def census_speed() -> int:
     """``kinkcheck census`` at its default scale, timed (one run: it is minutes long), with the minibatches and
     pre-activations it looks at per second, per dtype and in all."""
-    from kinkcheck import hitcensus as hc
+    from kinkcheck.answers import hitcensus as hc
 
     scale = hc.Scale()
     t0 = time.perf_counter()
@@ -821,7 +821,7 @@ def grow_report(src: Path, out: Path, scale: int) -> int:
             part = part.set_column(part.schema.get_field_index(column), column,
                                    pc.binary_join_element_wise(part[column], pa.scalar(f"+copy{k}"), ""))
         parts.append(part)
-    from kinkcheck.query import file_metadata
+    from kinkcheck.report.query import file_metadata
 
     meta = file_metadata(src / "observations.parquet")  # the index is in the footer alone (dataset.FOOTER_ONLY)
     index = json.loads(meta[b"kinkcheck.index"])
@@ -897,9 +897,9 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
     """A cold ``kinkcheck.lookup`` of one program (reads observations.parquet's row groups that hold it), a cold
     ``kinkcheck cite`` of it (the report's JSON, without observations, and the rows of the cell it states) and the report rows
     ``kinkcheck grad`` shows for it at x=0 (:data:`GRAD_CASES`: the row groups of those cases), on the data
-    (:func:`kinkcheck.query.data_path`: ``$KINKCHECK_REPORTS`` if set) and on it grown ``scale`` times
+    (:func:`kinkcheck.report.query.data_path`: ``$KINKCHECK_REPORTS`` if set) and on it grown ``scale`` times
     (:func:`grow_report`: ten times the releases); targets: each <= 0.5 s and <= 200 MB, at both sizes."""
-    from kinkcheck.query import data_path
+    from kinkcheck.report.query import data_path
 
     program = "torch.clamp(x, min=0)"
     look = ("import kinkcheck\n"
@@ -909,18 +909,18 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
             "try:\n    runpy.run_module('kinkcheck', run_name='__main__')\nexcept SystemExit:\n    pass\n")
     grad = ("import time\n"
             "import pyarrow.compute, pyarrow.parquet, kinkcheck.report.model, kinkcheck.report.dataset\n"
-            "from kinkcheck.explain.rows import report_index, report_rows\n"
-            "from kinkcheck.query import default_report\n"
+            "from kinkcheck.answers.explain.rows import report_index, report_rows\n"
+            "from kinkcheck.report.query import default_report\n"
             "t0 = time.perf_counter()\n"
             f"view = report_rows(report_index(default_report()), {program!r}, 'torch', {list(GRAD_CASES)!r})\n"
             "assert view.rows and view.rows[0]['this'] and view.rows[0]['ranges'], view\n"
             "print(f'inner-s {time.perf_counter() - t0:.4f}')\n")
     src = data_path()
-    floor = _cold("import pyarrow.compute, pyarrow.parquet, kinkcheck.query, kinkcheck.explain.rows\n", repeat)
+    floor = _cold("import pyarrow.compute, pyarrow.parquet, kinkcheck.report.query, kinkcheck.answers.explain.rows\n", repeat)
     rows = [("lookup", *_cold(look, repeat)), ("cite", *_cold(cite, repeat)),
             ("grad's report rows", *_cold_timed(grad, repeat))]
     with tempfile.TemporaryDirectory() as tmp:  # grown in another process: a child's peak RSS starts at its parent's
-        grow = (f"from pathlib import Path\nfrom kinkcheck.bench import grow_report\n"
+        grow = (f"from pathlib import Path\nfrom kinkcheck.dev.bench import grow_report\n"
                 f"print(grow_report(Path({str(src.parent)!r}), Path({tmp!r}), {scale}))\n")
         grown = int(subprocess.run([sys.executable, "-c", grow], check=True, capture_output=True, text=True).stdout)
         env = {**os.environ, "KINKCHECK_REPORTS": tmp}
@@ -960,7 +960,7 @@ def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.c
 
     import pyarrow.parquet as pq
 
-    from kinkcheck import points as pt
+    from kinkcheck.language import points as pt
     from kinkcheck import rules
     from kinkcheck.rules import answer
 
@@ -1039,11 +1039,11 @@ def _timed_s(fn: Any) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m kinkcheck.bench",
+        prog="python -m kinkcheck.dev.bench",
         description="kinkcheck's benchmarks (nox -s bench): each prints its figures side by side, measured in one "
                     "run, with its target. Without an option: the probe of the whole catalog vs a hand-written loop "
                     "of the same gradients (target <= 1.5 x).",
-        epilog="The module's docstring (python -m pydoc kinkcheck.bench) says what each one measures and how.")
+        epilog="The module's docstring (python -m pydoc kinkcheck.dev.bench) says what each one measures and how.")
     ap.add_argument("--framework", action="append", choices=tuple(heads()),
                     help="default: every framework with a hand-written loop that is installed here")
     ap.add_argument("--repeat", type=int, default=2, help="best of how many runs of each figure (default: 2)")
@@ -1081,7 +1081,7 @@ def main(argv: list[str] | None = None) -> int:
                          "min) and the forward passes and pre-activations it counts per second")
     ap.add_argument("--record", action="store_true",
                     help="write the figures README and docs/ quote into references/figures.json (then python -m "
-                         "kinkcheck.readme puts them in the pages)")
+                         "kinkcheck.dev.readme puts them in the pages)")
     args = ap.parse_args(argv)
     rc = _run(args)
     if args.record and rc == 0:
@@ -1096,7 +1096,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.rules:
         return rules_speed(args.repeat)
     if args.ask:
-        from kinkcheck.ask import speed
+        from kinkcheck.answers.ask import speed
 
         return speed(args.ask)
     if args.lookup:

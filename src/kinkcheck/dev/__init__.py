@@ -1,0 +1,1 @@
+"""Development tools: the benchmark, CI's plan, README's figures, the release matrix."""

@@ -1,0 +1,1 @@
+"""The catalog's language: expressions, points, geometry, anchors, decimals."""
