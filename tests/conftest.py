@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 #: whole files to its pytest-xdist workers in collection order (``--dist loadfile --no-loadscope-reorder``;
 #: xdist's own order is by number of tests); last, one of them would keep a worker busy minutes after the
 #: other ran out of files.
-LONG_FILES = ("test_report.py", "test_properties.py", "test_probe.py", "test_cli.py", "test_mapping.py",
-              "test_validate.py", "test_probe_worker.py", "test_markdown.py", "test_explain.py", "test_symbolic.py",
-              "test_cite.py", "test_check.py", "test_fuzz.py", "test_html.py", "test_migrate.py")
+LONG_FILES = ("test_render.py", "test_report.py", "test_properties.py", "test_probe_resume.py", "test_probe.py",
+              "test_probe_bounds.py", "test_judge.py", "test_cli.py", "test_mapping.py", "test_validate.py",
+              "test_probe_worker.py", "test_markdown.py", "test_explain.py", "test_symbolic.py", "test_cite.py",
+              "test_check.py", "test_fuzz.py", "test_html.py", "test_migrate.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -257,3 +258,23 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
                                f"({workers} workers, {os.cpu_count()} CPUs)", command, data=False)
     figures.note("tests.venv", f"{size / 1e9:.1f} GB", command, data=False)
     print(f"--record-figures: {figures.write_record()}")
+
+
+@pytest.fixture
+def small(tmp_path):
+    """The probe tests' small catalog (tests/probing.py's ``SMALL``: relu@0 and a tie of maximum; torch and jax
+    programs, some failing on purpose), written into ``tmp_path`` and loaded."""
+    from probing import small_catalog
+
+    return small_catalog(tmp_path)
+
+
+@pytest.fixture()
+def models(tmp_path, monkeypatch):
+    """The lock tests' user models (tests/locking.py's ``MODELS``, a module ``usermodels``) importable in ``tmp_path``,
+    the current folder, with its own ask home."""
+    from locking import MODELS, user_module
+
+    user_module(tmp_path, monkeypatch, "usermodels", MODELS)
+    return tmp_path
+

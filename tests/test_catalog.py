@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
+from catalogs import MAXIMUM_AT_TIE, RELU_AT_0, STAGED_RELU
 
 from kinkcheck.catalog import FRAMEWORKS, CatalogError, load_catalog, staged_case_ids, with_staged
 
@@ -103,13 +102,7 @@ def test_missing_catalog(tmp_path):
         load_catalog(tmp_path / "nope.toml")
 
 
-ONE = """[[case]]
-id = "relu@0"
-title = "relu at 0"
-sympy = "Max(x, 0)"
-at = { x = 0 }
-activation = "relu"
-sources = ["P0"]
+ONE = RELU_AT_0 + """sources = ["P0"]
 [case.programs]
 torch = ["torch.relu(x)"]
 jax = ["jax.nn.relu(x)"]

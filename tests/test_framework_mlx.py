@@ -5,11 +5,12 @@ while Reduce::jvp takes the argmax), modes, dtypes, refusals, and the mx.custom_
 from __future__ import annotations
 
 import pytest
+from gradients import grad
 
 mx = pytest.importorskip("mlx.core", reason="MLX is not installed in this Python (pip install 'mlx[cpu]')")
 
 from kinkcheck.language import expr as ex
-from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
+from kinkcheck.frameworks import FrameworkUnavailable, Unavailable, get_adapter
 from kinkcheck.answers.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
@@ -22,10 +23,6 @@ FIRST_ORDER = ("reverse", "jit", "forward", "vmap")
 @pytest.fixture(scope="module")
 def adapter():
     return get_adapter("mlx")
-
-
-def grad(adapter, text, at, dtype="float64", mode="reverse", **kw):
-    return adapter.gradient(ex.parse(text, list(at), {"mlx"}), at, dtype, "cpu", mode, **kw)
 
 
 def test_adapter_matches_its_registry_record(adapter):
@@ -111,32 +108,11 @@ def test_network_grads_match_the_numpy_oracle(adapter, text, kink):
     assert check.ok, f"{text} on the P0 net, relu'(0) = {kink}: {check.detail}"
 
 
-@pytest.mark.parametrize("text", ["mx.argmax(v)", "v > 0"])
-def test_non_float_output_is_a_program_error(adapter, text):
-    with pytest.raises(ProgramError, match="no gradient"):
-        grad(adapter, text, {"v": [1.0, 2.0]})
-
-
 def test_missing_name_or_method_is_unavailable(adapter):
     with pytest.raises(Unavailable, match="does not exist"):
         grad(adapter, "mx.no_such_function_in_mlx(x)", {"x": 0.0})
     with pytest.raises(Unavailable, match="'mlx.core.array.no_such_method' does not exist"):
         grad(adapter, "x.no_such_method()", {"x": 0.0})
-
-
-@pytest.mark.parametrize("text", [
-    "mx.save(x, x)", "mx.load(x)", "mx.savez(x)", "mx.random.uniform(x)", "x * mx.set_default_device(mx.cpu)",
-    "mx.compile(mlx.nn.relu)(x)", "x * mx.export_to_dot(x)", "x * mx.metal.is_available()",
-    "x * mx.distributed.init()", "x * mx.set_memory_limit(1)", "x * mx.clear_cache()", "mlx.nn.ReLU()(x)",
-    "mlx.nn.Linear(1, 1)(x)", "mlx.nn.losses.l1_loss(x, x)", "mlx.nn.init.normal()(x)", "x * mx.eval(x)",
-    "mx.fast.rms_norm(x, x, 0.1)", "x * mx.import_function(x)",
-])
-def test_refused_names_raise_before_anything_runs(adapter, monkeypatch, text):
-    calls = []
-    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a))
-    with pytest.raises(ex.ExprError, match="refused|outside the expression namespace|not allowed"):
-        grad(adapter, text, {"x": 0.0})
-    assert not calls, f"{text}: evaluated before being refused"
 
 
 def test_callable_gradient_in_every_mode(adapter):
@@ -162,20 +138,6 @@ def test_migration_snippet_keeps_the_source_value_at_the_kink(target, value):
         fwd = mx.jvp(f, [a], [mx.ones_like(a)])[1][0].item()
         jit = mx.compile(mx.grad(f))(a).item()
         assert rev == fwd == jit == want, f"snippet for {target} at {x}: reverse {rev}, forward {fwd}, jit {jit}, want {want}"
-
-
-def test_every_catalog_program_resolves(adapter):
-    from kinkcheck.catalog import load_catalog
-
-    refused = []
-    for case, program in load_catalog().programs("mlx"):
-        try:
-            adapter._resolve(program.tree)
-        except Unavailable:
-            pass  # a name this release lacks is an unavailable cell, not a refusal
-        except ex.ExprError as err:
-            refused.append(f"{case.id}: {program.id}: {err}")
-    assert refused == [], "the deny rules must not refuse a catalog program:\n" + "\n".join(refused)
 
 
 def test_mlx_core_reads_jax_numpy_rows_of_the_mapping_and_methods_stay_unmapped():
@@ -222,9 +184,9 @@ def test_migration_tie_snippet_keeps_the_source_values_on_the_whole_tie_line(val
     y = mx.array([1.0, 3.0, 0.0, 2.0, 1.0], dtype=mx.float64)
     vx, vy = values
     want = ([vx, vx, vx, 1.0, 0.0], [vy, vy, vy, 0.0, 1.0])
-    for how, grad in (("reverse", mx.grad(lambda a, b: f(a, b).sum(), argnums=[0, 1])),
-                      ("compiled", mx.compile(mx.grad(lambda a, b: f(a, b).sum(), argnums=[0, 1])))):
-        gx, gy = grad(x, y)
+    for how, vjp in (("reverse", mx.grad(lambda a, b: f(a, b).sum(), argnums=[0, 1])),
+                     ("compiled", mx.compile(mx.grad(lambda a, b: f(a, b).sum(), argnums=[0, 1])))):
+        gx, gy = vjp(x, y)
         assert (gx.tolist(), gy.tolist()) == want, f"{how}: dx {gx.tolist()}, dy {gy.tolist()}, want {want}"
     fwd = mx.jvp(f, [x, y], [mx.ones_like(x), mx.zeros_like(y)])[1][0]
     assert fwd.tolist() == want[0], f"forward along x: {fwd.tolist()}, want {want[0]}"

@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from gradients import grad
 
 paddle = pytest.importorskip("paddle", reason="PaddlePaddle is not installed in this Python (pip install paddlepaddle)")
 
 from kinkcheck.language import expr as ex
 from kinkcheck.catalog import load_catalog
-from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
+from kinkcheck.frameworks import Unavailable, get_adapter
 from kinkcheck.answers.migrate import snippet
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
@@ -43,10 +44,6 @@ def paddle31(adapter):
 def paddle3(adapter):
     """True for 3.x: paddle.incubate.autograd.jvp differentiates maximum_grad (2.6: "no grad op")."""
     return _release(adapter) >= (3, 0)
-
-
-def grad(adapter, text, at, dtype="float64", mode="reverse", **kw):
-    return adapter.gradient(ex.parse(text, list(at), {"paddle"}), at, dtype, "cpu", mode, **kw)
 
 
 def test_adapter_matches_its_registry_record(adapter):
@@ -165,35 +162,11 @@ def test_integer_inputs_and_wrt(adapter, paddle31):
     assert only == {"y": 0.5 if paddle31 else 1.0}, f"--wrt y (graph, paddle {adapter.version}): {only}"
 
 
-@pytest.mark.parametrize("text", ["paddle.argmax(v)", "v > 0"])
-def test_non_float_output_is_a_program_error(adapter, text):
-    for mode in ("reverse", "graph"):
-        with pytest.raises(ProgramError, match="no gradient"):
-            grad(adapter, text, {"v": [1.0, 2.0]}, mode=mode)
-
-
 def test_missing_name_and_keyword_are_unavailable(adapter):
     with pytest.raises(Unavailable, match="does not exist"):
         grad(adapter, "paddle.nn.functional.no_such_activation_in_paddle(x)", {"x": 0.0})
     with pytest.raises(Unavailable, match=r"relu\(\) has no keyword .no_such_keyword."):
         grad(adapter, "paddle.nn.functional.relu(x, no_such_keyword=1)", {"x": 0.0})
-
-
-@pytest.mark.parametrize("text", [
-    "paddle.save(x, 'f')", "paddle.load('f')", "x * paddle.seed(1)", "x * paddle.set_device('cpu')",
-    "x * paddle.set_flags(x)", "x * paddle.set_default_dtype('float32')", "x + paddle.rand([1])",
-    "x + paddle.uniform([1])", "x + paddle.standard_normal([1])", "paddle.nn.functional.dropout(x)",
-    "paddle.jit.to_static(x)", "paddle.static.data('x', [1])", "x * paddle.enable_static()",
-    "x * paddle.disable_static()", "paddle.utils.run_check()", "paddle.io.DataLoader(x)",
-    "paddle.nn.functional.relu_(x)", "x.set_value(x)", "x * x.register_hook(x)", "paddle.assign(x, output=x)",
-    "paddle.device.set_device('cpu')", "paddle.incubate.autograd.enable_prim()",
-])
-def test_refused_names_raise_before_anything_runs(adapter, monkeypatch, text):
-    calls = []
-    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a))
-    with pytest.raises(ex.ExprError, match="refused|outside|not allowed"):
-        grad(adapter, text, {"x": 0.0})
-    assert not calls, f"{text}: evaluated before being refused"
 
 
 def test_every_catalog_program_resolves_or_is_missing(adapter):
@@ -222,11 +195,6 @@ def test_callable_gradient_in_every_mode(adapter, paddle31):
         assert got == want, f"maximum(x, y) ** 2 at a tie ({mode}, paddle {adapter.version}): {got}, want {want}"
     with pytest.raises(TypeError, match="not a paddle.Tensor"):
         adapter.callable_gradient(lambda x: 1.0, {"x": 0.0})
-
-
-def test_cuda_is_not_measured(adapter):
-    with pytest.raises(FrameworkUnavailable, match="CPU only"):
-        adapter.gradient(ex.parse("paddle.abs(x)", ["x"], {"paddle"}), {"x": 0.0}, device="cuda")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

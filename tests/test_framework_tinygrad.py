@@ -5,11 +5,12 @@ relu and clamp are written with where), the device it picks, modes, dtypes and r
 from __future__ import annotations
 
 import pytest
+from gradients import grad
 
 tinygrad = pytest.importorskip("tinygrad", reason="tinygrad is not installed in this Python (pip install tinygrad)")
 
 from kinkcheck.language import expr as ex
-from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
+from kinkcheck.frameworks import Unavailable, get_adapter
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import framework
 from network import network_grads
@@ -20,10 +21,6 @@ MODES = ("reverse", "jit")
 @pytest.fixture(scope="module")
 def adapter():
     return get_adapter("tinygrad")
-
-
-def grad(adapter, text, at, dtype="float64", mode="reverse", **kw):
-    return adapter.gradient(ex.parse(text, list(at), {"tinygrad"}), at, dtype, "cpu", mode, **kw)
 
 
 def test_adapter_matches_its_registry_record_and_names_its_device(adapter):
@@ -65,16 +62,6 @@ def test_abs_at_0_is_0(adapter, mode):
     assert grad(adapter, "x.abs()", {"x": -0.5}, mode=mode) == {"x": -1.0}, f"x.abs() at -0.5 ({mode})"
 
 
-def test_modes_agree_on_a_smooth_program(adapter):
-    at = {"x": 0.5, "y": -2.0, "v": [0.25, -1.5]}
-    text = "x ** 3 * y ** 2 + (v.abs() * v).sum()"
-    want = {"x": 3 * 0.25 * 4, "y": 0.125 * 2 * -2.0, "v": [0.5, 3.0]}
-    for mode in MODES:
-        got = grad(adapter, text, at, mode=mode)
-        for k, w in want.items():
-            assert got[k] == pytest.approx(w, rel=1e-12), f"{text} ({mode}) d/d{k}: {got[k]}, want {w}"
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_narrow_dtypes_run_or_say_why_not(adapter, dtype):
     try:
@@ -100,58 +87,12 @@ def test_network_grads_match_the_numpy_oracle(adapter):
     assert check.ok, f"x.maximum(0.0) on the P0 net, relu'(0) = 1/2: {check.detail}"
 
 
-@pytest.mark.parametrize("text", ["v.argmax()", "v > 0"])
-def test_non_float_output_is_a_program_error(adapter, text):
-    with pytest.raises(ProgramError, match="no gradient"):
-        grad(adapter, text, {"v": [1.0, 2.0]})
-
-
-def test_missing_name_is_unavailable(adapter):
-    with pytest.raises(Unavailable, match="does not exist"):
-        grad(adapter, "tinygrad.Tensor.no_such_method_in_tinygrad(x)", {"x": 0.0})
-
-
-@pytest.mark.parametrize("text", [
-    "tinygrad.Tensor.from_url(x)", "tinygrad.Tensor(x)", "x.to('DISK:f')", "x.clone(device='DISK:f')",
-    "x.zeros_like(device='DISK:f')", "tinygrad.Tensor.empty(2)", "tinygrad.Tensor.rand(2)",
-    "tinygrad.Tensor.manual_seed(0)", "tinygrad.Tensor.uniform(2)", "tinygrad.Tensor.kaiming_normal(2)",
-    "x.assign(x)", "x * x.backward()", "x.numpy()", "x * x.item()", "tinygrad.Tensor.from_blob(0, (1,))",
-    "x * tinygrad.Device.DEFAULT", "tinygrad.TinyJit(x)", "tinygrad.nn.state.safe_load(x)",
-    "x * tinygrad.helpers.getenv(x)", "x.dropout()", "x.shard(x)", "x.realize()",
-])
-def test_refused_names_raise_before_anything_runs(adapter, monkeypatch, text):
-    calls = []
-    monkeypatch.setattr(ex, "evaluate", lambda *a, **k: calls.append(a))
-    with pytest.raises(ex.ExprError, match="refused|outside the expression namespace|not allowed"):
-        grad(adapter, text, {"x": 0.0})
-    assert not calls, f"{text}: evaluated before being refused"
-
-
 def test_callable_gradient_in_every_mode(adapter):
     for mode in MODES:
         got = adapter.callable_gradient(lambda x, y: x.maximum(y) ** 2, {"x": 1.0, "y": 1.0}, mode=mode)
         assert got == {"x": 1.0, "y": 1.0}, f"callable max(x, y)**2 at the tie ({mode}): {got}, want 2 * 1 * 1/2 each"
     with pytest.raises(TypeError, match="not a tinygrad.Tensor"):
         adapter.callable_gradient(lambda x: 1.0, {"x": 0.0})
-
-
-def test_cuda_is_not_measured(adapter):
-    with pytest.raises(FrameworkUnavailable, match="not measured"):
-        adapter.gradient(ex.parse("x.abs()", ["x"], {"tinygrad"}), {"x": 0.0}, device="cuda")
-
-
-def test_every_catalog_program_resolves(adapter):
-    from kinkcheck.catalog import load_catalog
-
-    refused = []
-    for case, program in load_catalog().programs("tinygrad"):
-        try:
-            adapter._resolve(program.tree)
-        except Unavailable:
-            pass  # a name this release lacks is an unavailable cell, not a refusal
-        except ex.ExprError as err:
-            refused.append(f"{case.id}: {program.id}: {err}")
-    assert refused == [], "the deny rules must not refuse a catalog program:\n" + "\n".join(refused)
 
 
 def test_a_method_this_release_lacks_is_unavailable(adapter):

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from catalogs import MAXIMUM_AT_TIE
+from catalogs import MAXIMUM_AT_TIE, RELU_AT_0
 from conftest import ROOT
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -37,14 +37,7 @@ from kinkcheck.shards import shard_schema, unpack
 hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema", reason="pip install hypothesis-jsonschema "
                                             "(the test extra) for the schema-driven half of the fuzz")
 
-CATALOG = """\
-[[case]]
-id = "relu@0"
-title = "relu at 0"
-sympy = "Max(x, 0)"
-at = { x = 0 }
-activation = "relu"
-sources = ["P0"]
+CATALOG = RELU_AT_0 + """sources = ["P0"]
 [case.programs]
 torch = ["torch.relu(x)", "torch.nn.functional.relu(x)"]
 jax = ["jax.nn.relu(x)", "jax.numpy.maximum(x, 0.0)"]

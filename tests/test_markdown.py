@@ -635,7 +635,7 @@ def test_a_damaged_or_foreign_parts_entry_is_not_read(monkeypatch, tmp_path):
 
 def test_the_page_parts_key_covers_every_module_a_page_is_rendered_with():
     """A kept page part is keyed on the code that renders it (markdown._parts_code): every kinkcheck module the
-    renderer imports is among the files it hashes, so an edit to any of them (isa.py's levels, a template, a
+    renderer imports is among the files it hashes, so an edit to any of them (platforms/isa.py's levels, a template, a
     number format) renders the parts again instead of showing a kept one."""
     import subprocess
     import sys

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 import pytest
-from catalogs import MAXIMUM_AT_TIE
+from catalogs import MAXIMUM_AT_TIE, RELU_AT_0
 from conftest import ROOT
 
 from kinkcheck.shards import ShardError, load_shards, read_shard, write_shard
@@ -13,14 +13,7 @@ from kinkcheck.shards import ShardError, load_shards, read_shard, write_shard
 OBS = ROOT / "references" / "observations"
 
 
-TINY = """
-[[case]]
-id = "relu@0"
-title = "relu at 0"
-sympy = "Max(x, 0)"
-at = { x = 0 }
-activation = "relu"
-sources = ["P0"]
+TINY = "\n" + RELU_AT_0 + """sources = ["P0"]
 [case.programs]
 torch = ["torch.relu(x)", "torch.clamp(x, min=0)"]
 jax = ["jax.nn.relu(x)"]

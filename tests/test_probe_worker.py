@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
+from probing import by_program, linux_only, run_cli
 
 from kinkcheck.probe import worker as bounded
 from kinkcheck.probe.worker import BoundExceeded, Limits, TaskError
 from kinkcheck.cli import main
+from kinkcheck.shards import read_shard
 
 
 def _one_error_line(capsys) -> str:
@@ -202,3 +205,127 @@ def test_the_worker_entry_refuses_what_is_not_a_request_in_one_line(stdin, why):
     assert res.returncode == 2, (res.returncode, err)
     assert err.count("\n") == 1 and why in err and "Traceback" not in err, err
     assert res.stdout == b"", "no answer on stdout"
+
+
+# --- A worker forked from the probe instead of a new interpreter (issue 13: a light framework's fixed cost) ----
+
+
+@linux_only
+def test_a_forked_worker_reports_its_status_like_popen(tmp_path):
+    """ForkedWorker is the part of Popen the probe uses: the status (negative for a signal), wait with a
+    time limit, kill; the child leads its own session and never runs this process's atexit handlers."""
+    import os
+    import signal
+    import subprocess
+
+    from kinkcheck.probe import ForkedWorker
+
+    marker = tmp_path / "sid"
+
+    def work():
+        marker.write_text(f"{os.getsid(0)} {os.getpid()} {os.environ['KINKCHECK_TEST_VALUE']}")
+        return 3
+
+    w = ForkedWorker(work, {"KINKCHECK_TEST_VALUE": "seen"})
+    assert w.wait(timeout=60) == 3 and w.poll() == 3 and w.returncode == 3
+    sid, pid, value = marker.read_text().split()
+    assert sid == pid == str(w.pid) and value == "seen", "its own session, the environment given"
+    assert "KINKCHECK_TEST_VALUE" not in os.environ, "the environment is the child's only"
+
+    def boom():
+        raise RuntimeError("inside the worker")
+
+    assert ForkedWorker(boom, {}).wait(timeout=60) == 1, "an exception exits 1, as an interpreter would"
+    assert ForkedWorker(lambda: (_ for _ in ()).throw(SystemExit(130)), {}).wait(timeout=60) == 130
+
+    def sleep():
+        import time
+
+        time.sleep(600)
+        return 0
+
+    slow = ForkedWorker(sleep, {})
+    with pytest.raises(subprocess.TimeoutExpired):
+        slow.wait(timeout=0.2)
+    assert slow.poll() is None
+    slow.kill()
+    assert slow.wait(timeout=60) == -signal.SIGKILL, "a signal is a negative status, as Popen says it"
+
+
+def test_a_worker_is_forked_only_from_a_clean_process(monkeypatch):
+    """Not where a framework is imported (its threads and device context do not survive fork), not where
+    more threads run, not with KINKCHECK_PROBE_START=spawn, not off Linux."""
+    import threading
+
+    from kinkcheck import registry
+    from kinkcheck.probe import worker as pr
+
+    monkeypatch.setattr(registry, "FRAMEWORKS", ("kinkcheck_nofw",))  # none imported here (the tests import all)
+    monkeypatch.delenv("KINKCHECK_PROBE_START", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert pr.fork_safe() == (threading.active_count() == 1)
+    monkeypatch.setitem(sys.modules, "kinkcheck_nofw", object())
+    assert not pr.fork_safe(), "a framework imported here"
+    monkeypatch.delitem(sys.modules, "kinkcheck_nofw")
+    monkeypatch.setenv("KINKCHECK_PROBE_START", "spawn")
+    assert not pr.fork_safe(), "spawn asked for"
+    monkeypatch.delenv("KINKCHECK_PROBE_START")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert not pr.fork_safe(), "macOS: no fork without exec"
+
+
+@linux_only
+def test_forked_and_spawned_workers_measure_the_same(torch_adapter, small, tmp_path):
+    """The default probe forks its worker from the CLI process; KINKCHECK_PROBE_START=spawn starts a new
+    interpreter. Both give the same cells, and both survive a crashing case."""
+    import os
+    import subprocess
+
+    from kinkcheck.probe import environment_id
+
+    shards = {}
+    for start in ("fork", "spawn"):
+        out = tmp_path / start / f"{environment_id('torch')}.json"
+        out.parent.mkdir()
+        env = {**os.environ, "KINKCHECK_PROBE_START": start, "KINKCHECK_CRASH_CASE": "maximum@tie"}
+        res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog",
+                              small.path, "--out", str(out), "--quiet", "--mode", "reverse", "--dtype", "float64"],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        shards[start] = read_shard(out)
+    fork, spawn = (by_program(shards[s]) for s in ("fork", "spawn"))
+    assert fork == spawn, "the same cells from a forked and a spawned worker"
+    assert fork["torch.relu(x)"]["value"] == {"x": 0.0}
+    assert fork["torch.maximum(x, y)"]["error"].startswith("interpreter crashed: signal 6 (SIGABRT)"), fork
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_an_unreadable_shard_stops_the_probe_before_it_measures(torch_adapter, small, tmp_path, start):
+    """The shard a probe merges into is read while the worker starts; unreadable, the probe stops then (one line,
+    exit 2), not after measuring the whole catalog, and leaves the file and no journal behind."""
+    import os
+    import subprocess
+    import time
+
+    from kinkcheck.probe import environment_id
+
+    out = tmp_path / f"{environment_id('torch')}.json"
+    out.write_text('{"schema": "kinkcheck/shard/v2", "environment": {')
+    env = {**os.environ, "KINKCHECK_PROBE_START": start}
+    began = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "kinkcheck", "probe", "--framework", "torch", "--catalog", small.path,
+                          "--out", str(out), "--quiet"], env=env, capture_output=True, text=True, timeout=600,
+                         check=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "cannot write shard" in lines[0] and \
+        "left as it is" in lines[0], res.stderr
+    assert out.read_text() == '{"schema": "kinkcheck/shard/v2", "environment": {', "the file is left as it is"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.toml", out.name], "no journal, nothing else"
+    assert time.monotonic() - began < 120
+
+
+def test_an_unknown_start_method_is_one_line(small, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KINKCHECK_PROBE_START", "forkserver")
+    rc = run_cli("probe", "--framework", "torch", "--catalog", small.path, "--out-dir", str(tmp_path), "--quiet")
+    err = capsys.readouterr().err
+    assert rc == 2 and "KINKCHECK_PROBE_START must be fork or spawn" in err and len(err.strip().splitlines()) == 1, err

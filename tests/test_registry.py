@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from catalogs import MAXIMUM_TIE_HEAD, RELU_AT_0
 
 from kinkcheck import catalog, cli, registry
 
@@ -134,21 +135,7 @@ def fake(monkeypatch):
     return registry.read_record(FAKE_FOLDER / "record.py")
 
 
-CATALOG = """
-[[case]]
-id = "relu@0"
-title = "relu at 0"
-sympy = "Max(x, 0)"
-at = { x = 0 }
-activation = "relu"
-
-[[case]]
-id = "maximum@tie"
-title = "maximum at a tie"
-sympy = "Max(x, y)"
-at = { x = 1, y = 1 }
-tie = true
-"""
+CATALOG = "\n" + RELU_AT_0 + "\n" + MAXIMUM_TIE_HEAD
 
 PROGRAMS = """
 ["relu@0"]
