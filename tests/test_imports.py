@@ -214,24 +214,63 @@ def test_the_vocabulary_is_a_leaf_and_read_from_there() -> None:
         "the report never imports frameworks/ (the design's rule)"
 
 
-#: The layers of src/kinkcheck, bottom first (docs/architecture.md draws them): a module imports its own layer and
-#: those below, never one above. A module belongs to the layer of its longest prefix listed here.
-LAYERS: list[tuple[str, list[str]]] = [
-    ("vocabulary", ["kinkcheck", "kinkcheck.kinkhits", "kinkcheck.registry", "kinkcheck.dtypes", "kinkcheck.vocabulary",
-                    "kinkcheck.platforms", "kinkcheck.errors", "kinkcheck.cache", "kinkcheck.language.anchors",
-                    "kinkcheck.language.decimals", "kinkcheck.oracles.p0"]),
-    ("language", ["kinkcheck.language", "kinkcheck.catalog", "kinkcheck.census", "kinkcheck.oracles.rows"]),
-    ("storage", ["kinkcheck.shards"]),
-    ("frameworks", ["kinkcheck.frameworks"]),
-    ("oracles", ["kinkcheck.oracles"]),
-    ("rules", ["kinkcheck.rules"]),
-    ("probe", ["kinkcheck.probe", "kinkcheck.lanes"]),
-    ("report", ["kinkcheck.report"]),
-    ("judge", ["kinkcheck.judge"]),
-    ("render", ["kinkcheck.render"]),
-    ("faces", ["kinkcheck.cli", "kinkcheck.faces", "kinkcheck.__main__", "kinkcheck.answers", "kinkcheck.dev",
-               "kinkcheck.pytest_plugin", "kinkcheck.rules.answer"]),
-]
+#: docs/architecture.md, whose table of layers is the one this test holds the code to.
+DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+
+def _outside_parentheses(text: str) -> str:
+    """``text`` without its parenthesised asides (nested too; a parenthesis inside backticks is code, not one)."""
+    out, depth, code = [], 0, False
+    for ch in text:
+        if ch == "`":
+            code = not code
+        elif not code and ch == "(":
+            depth += 1
+            continue
+        elif not code and ch == ")" and depth:
+            depth -= 1
+            continue
+        if not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def _module(path: str) -> str:
+    """``registry.py`` → ``kinkcheck.registry``, ``platforms/`` → ``kinkcheck.platforms``, ``census/__init__.py`` →
+    ``kinkcheck.census``."""
+    parts = path.rstrip("/").removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE, *parts])
+
+
+def doc_layers() -> list[tuple[str, list[str]]]:
+    """The layers of docs/architecture.md's table, bottom first: each row's name and the modules its second column
+    names outside parentheses (files ``*.py`` and folders ``*/`` of src/kinkcheck/); the package itself is the first
+    layer's."""
+    import re
+
+    rows: list[tuple[str, list[str]]] = []
+    lines = iter(DOC.read_text().splitlines())
+    for line in lines:
+        if line.startswith("| layer | modules"):
+            break
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if set(cells[0]) <= set("-: "):
+            continue
+        tokens = re.findall(r"`([^`]+)`", _outside_parentheses(cells[1]))
+        rows.append((cells[0], [_module(t) for t in tokens if t.endswith((".py", "/"))]))
+    assert rows, f"{DOC}: no table of layers"
+    rows[0][1].insert(0, PACKAGE)
+    return rows
+
+
+#: The layers of src/kinkcheck, bottom first (docs/architecture.md's table): a module imports its own layer and
+#: those below, never one above. A module belongs to the layer of its longest prefix listed there.
+LAYERS: list[tuple[str, list[str]]] = doc_layers()
 #: Imports that go up a layer, each for a reason.
 UPWARD = {
     ("kinkcheck", "kinkcheck.report.query"): "the package's `kinkcheck.lookup`/`search`, re-exported on first use",
@@ -258,6 +297,21 @@ def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
     assert not upward, "imports of a layer above: " + "; ".join(upward)
     stale = [edge for edge in UPWARD if edge[1] not in graph.get(edge[0], ())]
     assert not stale, f"listed upward imports that no longer exist: {stale}"
+
+
+def test_the_layers_are_the_docs_table() -> None:
+    """Issue 47, item 6: the layers come from docs/architecture.md's table, in its order, each naming what it holds."""
+    names = [name for name, _ in LAYERS]
+    assert names == ["vocabulary", "language", "storage", "frameworks", "oracles", "rules", "probe", "report", "judge",
+                     "render", "faces"], names
+    held = {m: name for name, prefixes in LAYERS for m in prefixes}
+    assert held["kinkcheck.registry"] == "vocabulary" and held["kinkcheck.shards"] == "storage", held
+    assert held["kinkcheck.rules.answer"] == "faces" and held["kinkcheck.census"] == "language", held
+    assert _outside_parentheses("`a.py` (`b.py` (`c.py`)), `d/` (`e(f)`)") == "`a.py` , `d/` ", "asides dropped"
+    named = [m for _, prefixes in LAYERS for m in prefixes if m != PACKAGE]
+    modules = _module_names()
+    missing = [m for m in named if m not in modules]
+    assert not missing, f"docs/architecture.md names modules src/kinkcheck lacks: {missing}"
 
 
 def test_the_layer_rule_catches_an_upward_import() -> None:
