@@ -179,6 +179,7 @@ RENDERING_LEAVES = {
     "kinkcheck.rules.page": "the rules table from the rules file's document (a dict: nothing of the rules' machinery)",
     "kinkcheck.rules": "the rules package's face (its modules import their parts on first use)",
     "kinkcheck.rules.doc": "the rules file's reader (standard library only)",
+    "kinkcheck.vocabulary": "the records the pages print in words (modes, comparisons, the oracle's kinds)",
 }
 #: plots draws the case's function near its kink: that needs the expression's meaning, which only the oracle's
 #: translation to sympy has.

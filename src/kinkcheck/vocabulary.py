@@ -17,12 +17,35 @@ from typing import Any
 from kinkcheck import dtypes
 from kinkcheck.registry import view
 
-__all__ = ["COMPARISONS", "COMPARISON_RECORDS", "COMPILED_MODES", "DTYPES", "FRAMEWORK_MODES", "GRADIENT_MODES", "MODES",
-           "MODE_INFO", "MODE_RECORDS", "NETWORK_MODES", "Comparison", "Mode", "decode", "encode", "flat_value", "flatten",
-           "release_key"]
+__all__ = ["COMPARISONS", "COMPARISON_RECORDS", "COMPILED_MODES", "DIFFERENTIABLE", "DTYPES", "FRAMEWORK_MODES",
+           "GRADIENT_MODES", "JUMP", "KINK", "MODES", "MODE_INFO", "MODE_RECORDS", "NETWORK_MODES", "NOT_JUDGED",
+           "ORACLE_KIND_RECORDS", "UNDEFINED", "Comparison", "Mode", "OracleKind", "decode", "encode", "flat_value",
+           "flatten", "release_key"]
 
 #: dtypes an adapter accepts (issue 4 adds float16 and bfloat16 to the probe).
 DTYPES: tuple[str, ...] = dtypes.DTYPES
+
+@dataclass(frozen=True)
+class OracleKind:
+    """What the sympy oracle finds at a case's point (``OracleResult.kind``): its name, as the report and the oracle's
+    cache write it, the noun the pages and ``grad`` say, and what it says of f there (empty: nothing more)."""
+
+    name: str
+    noun: str
+    says: str = ""
+
+
+#: The oracle's kinds, in the order the pages list them: one record each (:class:`OracleKind`).
+ORACLE_KIND_RECORDS: tuple[OracleKind, ...] = (
+    OracleKind("differentiable", "differentiable here"),
+    OracleKind("kink", "a kink", "continuous, not differentiable"),
+    OracleKind("jump", "a jump", "not continuous"),
+    OracleKind("undefined", "undefined", "no real value at the point, or none next to it"),
+    OracleKind("not-judged", "not judged"),
+)
+#: The kinds' names, for comparisons (``oracle.kind == KINK``).
+DIFFERENTIABLE, KINK, JUMP, UNDEFINED, NOT_JUDGED = (k.name for k in ORACLE_KIND_RECORDS)
+
 
 @dataclass(frozen=True)
 class Comparison:

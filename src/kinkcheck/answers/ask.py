@@ -46,6 +46,7 @@ from kinkcheck.probe.ondemand import (
     make_room,
     releases_asked,
 )
+from kinkcheck.vocabulary import NOT_JUDGED
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "MAX_PAGE_NAME_BYTES", "MAX_STAGE_ID_BYTES",
            "Answer", "Question", "ask", "device_releases", "disk_budget",
@@ -648,7 +649,7 @@ def render(answer: Answer) -> str:
     oracle = cv.oracle
     finding = oracle_finding(oracle.kind, oracle.lipschitz)
     out.append(f"f = {decimal_text(q.sympy)}: {finding}")  # --json keeps the function's digits
-    if oracle.kind == "not-judged":
+    if oracle.kind == NOT_JUDGED:
         out.append(f"  not judged: {oracle.reason}")
     elif oracle.left is not None or oracle.clarke is not None:
         sides = (f"one-sided f'(x0-) = {decimal_exact(oracle.left)}, f'(x0+) = {decimal_exact(oracle.right)}; "

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from kinkcheck.language import expr as ex
 from kinkcheck import registry
 from kinkcheck.oracles.classify import OracleNumbers, same_value
+from kinkcheck.vocabulary import DIFFERENTIABLE, JUMP, KINK, NOT_JUDGED, UNDEFINED
 
 __all__ = ["JUDGED_DTYPES", "RULES", "VERDICTS", "Prediction", "Rule", "predict", "single_operation", "verdict"]
 
@@ -163,11 +164,11 @@ def predict(framework: str, tree: ex.Node, oracle: OracleNumbers) -> Prediction:
         component the one-sided limits are the whole story and step 4 admits them (``sqrt`` at 0: ``inf``,
         the autograd notes' own example).
     """
-    if oracle.kind == "not-judged":
+    if oracle.kind == NOT_JUDGED:
         return Prediction(oracle.reason or "not judged: the oracle could not decide this case", ())
     if not single_operation(tree):
         return Prediction("a composite program: the documented rules are stated for single operations", ())
-    if oracle.kind == "differentiable" and oracle.derivative is not None:
+    if oracle.kind == DIFFERENTIABLE and oracle.derivative is not None:
         return Prediction("1. the gradient (f is differentiable)", (oracle.derivative,))
     rec = registry.REGISTRY.get(framework)
     family = _family(tree, rec.documented) if rec is not None else None
@@ -180,9 +181,9 @@ def predict(framework: str, tree: ex.Node, oracle: OracleNumbers) -> Prediction:
 
 
 def _predict_min_norm(o: OracleNumbers) -> Prediction:
-    if o.kind == "undefined":
+    if o.kind == UNDEFINED:
         return Prediction("5. f is not defined near the point: arbitrary", ())
-    if o.kind == "kink" and o.clarke is not None and o.min_norm is not None:
+    if o.kind == KINK and o.clarke is not None and o.min_norm is not None:
         if o.shape == "convex":
             return Prediction("2. minimum-norm subgradient (locally convex)", (o.min_norm,))
         if o.shape == "concave":
@@ -193,19 +194,19 @@ def _predict_min_norm(o: OracleNumbers) -> Prediction:
     grads = tuple(g for g in o.limiting_gradients if g is not None)
     if not grads:
         return Prediction("4. by continuity: no limiting gradient to continue", ())
-    why = {"jump": "f jumps", "kink": "neither locally convex nor concave" if o.clarke is not None
+    why = {JUMP: "f jumps", KINK: "neither locally convex nor concave" if o.clarke is not None
            else "an infinite one-sided derivative or the edge of the domain"}[o.kind]
     return Prediction(f"4. by continuity ({why}): one of the limiting gradients", grads)
 
 
 def _predict_family(family: str, tree: ex.Node, o: OracleNumbers) -> Prediction:
     n = len(o.components)
-    if family == "zero" and o.kind == "kink" and n == 1:
+    if family == "zero" and o.kind == KINK and n == 1:
         return Prediction("documented: the derivative at the kink is 0 (relu'(0) = 0)", ((0.0,),))
     # one call of max/min on inputs and constants: its only kinks are ties
-    if family == "even" and o.kind == "kink" and o.midpoint is not None:
+    if family == "even" and o.kind == KINK and o.midpoint is not None:
         return Prediction("documented: the derivative is shared evenly among tied arguments", (o.midpoint,))
-    if family == "first" and o.kind == "kink" and isinstance(tree, ex.Call) and tree.args and \
+    if family == "first" and o.kind == KINK and isinstance(tree, ex.Call) and tree.args and \
             isinstance(tree.args[0], ex.Input):
         # the tie goes to the first argument: the limiting gradient (the gradient of one active piece) that
         # gives the first argument's components the most weight, when exactly one does

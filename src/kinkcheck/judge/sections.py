@@ -24,7 +24,7 @@ from kinkcheck.platforms import title as platform_title
 from kinkcheck.report import model as m
 from kinkcheck.report.model import differs
 from kinkcheck.report.text import describe_observation
-from kinkcheck.vocabulary import COMPARISON_RECORDS, COMPARISONS, DTYPES, MODES, encode
+from kinkcheck.vocabulary import COMPARISONS, COMPARISON_RECORDS, DTYPES, MODES, NOT_JUDGED, encode
 
 #: Shown as the program of a *Changed in* row when a mode appeared or went for every program.
 EVERY_PROGRAM = "(every program in this mode)"
@@ -677,7 +677,7 @@ def _summary(report: m.Report, counts: dict[str, int]) -> m.Summary:
         environments=len(report.environments), observations=len(obs), errors=status["error"],
         unavailable=status["unavailable"], outside_clarke=labels["outside-clarke"],
         not_lipschitz=labels["not-lipschitz"], not_judged=labels["not-judged"],
-        cases_not_judged=sum(c.oracle.kind == "not-judged" for c in report.cases), nan=labels["nan"],
+        cases_not_judged=sum(c.oracle.kind == NOT_JUDGED for c in report.cases), nan=labels["nan"],
         disagreements_within=len(report.disagreements.within), disagreements_across=len(report.disagreements.across),
         network_mismatches=sum(n.ok is False for n in report.networks),
         network_agree=sum(n.ok is True for n in report.networks),

@@ -66,6 +66,7 @@ import numpy as np
 
 from kinkcheck.dtypes import DTYPE_INFO, canonical
 from kinkcheck.language.geometry import hull_distance
+from kinkcheck.vocabulary import DIFFERENTIABLE, JUMP, KINK, NOT_JUDGED, UNDEFINED
 
 if TYPE_CHECKING:
     from kinkcheck.oracles.symbolic import OracleResult
@@ -205,11 +206,11 @@ def lipschitz_of_json(d: dict[str, Any]) -> bool | None:
     one-sided derivatives, ``not-judged``).
     """
     kind = d.get("kind")
-    if kind == "differentiable" or (kind == "kink" and d.get("clarke") is not None):
+    if kind == DIFFERENTIABLE or (kind == KINK and d.get("clarke") is not None):
         return True
-    if kind == "jump":
+    if kind == JUMP:
         return False
-    if kind == "kink":
+    if kind == KINK:
         notes = " ".join(str(n) for n in d.get("notes") or ())
         infinite = any(math.isinf(float(c["float"])) for g in d.get("limiting_gradients") or () for c in g
                        if c is not None)
@@ -332,14 +333,14 @@ def classify(
             piece = num[f"{side}_piece"]
             if piece is not None and _close(v[0], piece, tol):
                 labels.add(f"{side}-piece")
-    if oracle.kind == "not-judged":  # nothing to compare with; an infinity is still said
+    if oracle.kind == NOT_JUDGED:  # nothing to compare with; an infinity is still said
         labels.add("not-judged")
         return _ordered(labels)
     if not finite:
         return _ordered(labels)
-    if oracle.kind == "undefined":
+    if oracle.kind == UNDEFINED:
         return ["outside-domain"]
-    if oracle.kind == "differentiable":
+    if oracle.kind == DIFFERENTIABLE:
         return ["derivative"] if _equals(v, num["derivative"], tol) else ["outside-clarke"]
     if scalar and num["left"] is not None and num["right"] is not None:
         lo, hi = num["left"], num["right"]
@@ -378,7 +379,7 @@ def classify(
 
 def _lipschitz(oracle: OracleResult | OracleNumbers) -> bool | None:
     """``oracle.lipschitz``; a jump is never locally Lipschitz, whatever an older result says."""
-    if oracle.kind == "jump":
+    if oracle.kind == JUMP:
         return False
     return oracle.lipschitz
 

@@ -88,6 +88,7 @@ from kinkcheck.report.text import (
     release_anchor,
     row_anchor,
 )
+from kinkcheck.vocabulary import ORACLE_KIND_RECORDS
 
 __all__ = [
     "CASES_DIR", "DTYPE_SHORT", "LABEL_HELP", "LABEL_MARK", "NO_OBSERVATION", "SECTION_PAGES", "CaseView", "Face", "ProgramRow", "ReportView",
@@ -664,7 +665,7 @@ class ReportView:
 
 _encode = msgspec.json.Encoder().encode
 
-_KIND_ORDER = {"differentiable": 0, "kink": 1, "jump": 2, "undefined": 3, "not-judged": 4}
+_KIND_ORDER = {k.name: i for i, k in enumerate(ORACLE_KIND_RECORDS)}
 
 
 def _natural(text: str) -> tuple[Any, ...]:

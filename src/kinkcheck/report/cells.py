@@ -15,7 +15,7 @@ from typing import Any
 from kinkcheck.language import expr as ex
 from kinkcheck.report.query import DATA_ENV
 from kinkcheck.report.model import Case, Report, ReportError, report_path
-from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES, flatten
+from kinkcheck.vocabulary import DIFFERENTIABLE, DTYPES, FRAMEWORK_MODES, MODES, flatten
 
 __all__ = ["CellError", "cells_of", "check_cell", "load_report_for", "principal_case", "program_in_case",
            "stated_case"]
@@ -159,7 +159,7 @@ def _ordinary_kink(case: Case) -> bool:
     (kind kink, jump, undefined, ...) and no coordinate is a negative zero or a float32 subnormal."""
     xs = [float(x) for v in case.at.values() for x in flatten(v)]
     edge = any((x == 0 and math.copysign(1.0, x) < 0) or 0 < abs(x) < _TINY for x in xs)
-    return case.oracle.kind != "differentiable" and not edge
+    return case.oracle.kind != DIFFERENTIABLE and not edge
 
 
 def principal_case(cases: Sequence[Case]) -> Case:

@@ -17,6 +17,7 @@ from kinkcheck.report.model import (
     Oracle,
     flatten,
 )
+from kinkcheck.vocabulary import NOT_JUDGED, ORACLE_KIND_RECORDS
 
 #: One line per label, for the legend (the order of :data:`kinkcheck.oracles.classify.LABELS` is the precedence).
 LABEL_HELP: dict[str, str] = {
@@ -289,14 +290,8 @@ def clarke_text(oracle: Oracle) -> str:
     return "conv{" + ", ".join(fmt_exact(v) for v in verts) + "}"
 
 
-#: What each kind the oracle finds means: the noun, then what it says of f at the point.
-ORACLE_KINDS: dict[str, tuple[str, str]] = {
-    "differentiable": ("differentiable here", ""),
-    "kink": ("a kink", "continuous, not differentiable"),
-    "jump": ("a jump", "not continuous"),
-    "undefined": ("undefined", "no real value at the point, or none next to it"),
-    "not-judged": ("not judged", ""),
-}
+#: What each kind the oracle finds means: the noun, then what it says of f at the point (the vocabulary's records).
+ORACLE_KINDS: dict[str, tuple[str, str]] = {k.name: (k.noun, k.says) for k in ORACLE_KIND_RECORDS}
 
 
 def oracle_finding(kind: str, lipschitz: bool | None, markdown: bool = False) -> str:
@@ -305,7 +300,7 @@ def oracle_finding(kind: str, lipschitz: bool | None, markdown: bool = False) ->
     say the same thing and never a kind that a later sentence contradicts. ``markdown``: the noun in bold and
     the rest in parentheses, for a case page's first sentence."""
     noun, says = ORACLE_KINDS.get(kind, (kind, ""))
-    lip = "" if kind == "not-judged" else \
+    lip = "" if kind == NOT_JUDGED else \
         {True: "locally Lipschitz", False: "not locally Lipschitz (no Clarke set)"}.get(lipschitz, "")  # type: ignore[arg-type]
     if markdown:
         detail = "; ".join(t for t in (says, lip.replace(" (no Clarke set)", ", no Clarke set")) if t)
@@ -315,7 +310,7 @@ def oracle_finding(kind: str, lipschitz: bool | None, markdown: bool = False) ->
 
 def oracle_reason(oracle: Oracle) -> str:
     """Why the oracle did not judge (``"not judged: …"``); ``""`` when it did."""
-    if oracle.kind != "not-judged":
+    if oracle.kind != NOT_JUDGED:
         return ""
     return oracle.reason or "not judged: no reason given"
 

@@ -47,6 +47,7 @@ from typing import Any
 import sympy
 
 from kinkcheck.rules.doc import LABELS  # the rule labels (a leaf: the rules file's readers need them without sympy)
+from kinkcheck.vocabulary import NOT_JUDGED
 
 __all__ = ["LABELS", "LocalKink", "kink_kind", "label_values", "local_oracle", "nonsmooth_here"]
 
@@ -183,7 +184,7 @@ def _oracle(k: LocalKink, text: str) -> Any:
     from kinkcheck.oracles.routing import routing
 
     result = sym.analyze_expression(k.phi, k.symbols, k.point, case_id="local", tie=True, sympy_diff=False)
-    if result.kind == "not-judged":
+    if result.kind == NOT_JUDGED:
         return result
     got = routing(SimpleNamespace(sympy=text, at={"b": [_plain(p) for p in k.point]}),  # type: ignore[arg-type]
                   nested=False)
@@ -200,7 +201,7 @@ def bounded(oracle: Any, kind: str) -> bool:
     pieces' slopes at a jump (its one-sided derivatives are infinite, but no backward formula returns them), the
     one-sided derivatives and limiting gradients elsewhere (``sqrt`` at 0 is not bounded: its right derivative is
     inf, and 0 × inf is nan)."""
-    if oracle.kind == "not-judged":
+    if oracle.kind == NOT_JUDGED:
         return False
     if "jump" in kind:
         vals = [oracle.left_piece, oracle.right_piece]
@@ -220,10 +221,11 @@ def label_values(oracle: Any, kind: str, kink: LocalKink | None = None) -> dict[
     (``split-even`` only at a tie; ``piece-at-point`` at a jump or piecewise boundary, when ``kink`` is given)."""
     n = len(oracle.components)
     out: dict[str, tuple[sympy.Expr, ...]] = {}
-    if oracle.kind == "not-judged":
+    if oracle.kind == NOT_JUDGED:
         return out
-    if oracle.kind == "derivative" and oracle.derivative is not None:
-        return {"derivative": tuple(oracle.derivative)}
+    # where the local form is differentiable, left = right = its derivative (and so on): every label is that one
+    # value, evidence that fits whichever rule the other cells choose (a branch that answered {"derivative": …}
+    # here never ran, and made 24 more rules contradict their evidence when it did)
 
     def finite(v: Sequence[sympy.Expr] | None) -> bool:  # IEEE numbers: ±inf allowed (sqrt at 0), not nan
         return v is not None and all(_ieee(c) for c in v)

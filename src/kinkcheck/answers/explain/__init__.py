@@ -48,6 +48,7 @@ from kinkcheck.answers.explain.rows import (
     report_rows,
 )
 from kinkcheck.report.query import DATA_ENV, default_report
+from kinkcheck.vocabulary import JUMP, KINK, NOT_JUDGED
 
 __all__ = [
     "DEFAULT_ORACLE_TIMEOUT_S",
@@ -296,7 +297,7 @@ class Pending:
         else:
             view = report_rows(self.index, self.program, r.framework, j.cases, mode=r.mode, dtype=r.dtype,
                                device=r.device, at=r.at,
-                               kink=j.oracle is not None and j.oracle.get("kind") in ("kink", "jump"))
+                               kink=j.oracle is not None and j.oracle.get("kind") in (KINK, JUMP))
         value = dict(value)
         return Explanation(value, r.program, r.framework, r.dtype, r.mode, j, labels(value, j, r.dtype, r.mode), view)
 
@@ -415,7 +416,7 @@ def render(e: Explanation) -> str:
             src = f"the sympy field of {j.cases[0]}: the mapping lacks this program; --sympy '…' to pass another"
         lines.append(f"sympy form: {decimal_text(j.sympy)}  ({src})")  # --json keeps its digits
     o = j.oracle
-    if o is not None and o.get("kind") != "not-judged":
+    if o is not None and o.get("kind") != NOT_JUDGED:
         lines.append(f"oracle: {oracle_finding(o['kind'], o.get('lipschitz'))}")  # as the case pages say it
         if len(j.components) == 1 and (o.get("left") or o.get("right")):
             lines.append(f"one-sided derivatives: left {_exact(o.get('left'))}, right {_exact(o.get('right'))}")

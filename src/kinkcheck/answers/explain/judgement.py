@@ -14,6 +14,7 @@ from typing import Any
 
 from kinkcheck.language import expr as ex
 from kinkcheck.cache import cache_dir
+from kinkcheck.vocabulary import NOT_JUDGED
 
 #: Version of the cached entries' layout: bump to orphan old entries.
 _FORMAT = 1
@@ -243,9 +244,9 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
                                      f"not judged: {type(err).__name__}: {err}").to_json()
         if use_cache:
             _write_cache(key, oracle)
-    if tie and oracle.get("kind") != "not-judged" and oracle.get("first") is None and oracle.get("last") is None:
+    if tie and oracle.get("kind") != NOT_JUDGED and oracle.get("first") is None and oracle.get("last") is None:
         oracle = {**oracle, **_routing(expr, at, wrt, matched[0] if matched else None)}
-    reason = oracle.get("reason") if oracle.get("kind") == "not-judged" else None
+    reason = oracle.get("reason") if oracle.get("kind") == NOT_JUDGED else None
     return Judgement(text, source, tuple(s.name for s in symbols), oracle, reason, tuple(c["id"] for c in matched), tie)
 
 
