@@ -151,7 +151,9 @@ def framework_tests(session: nox.Session, framework: str) -> None:
     """One framework's adapter tests in a virtualenv of its own (its pins conflict with the test virtualenv's)."""
     _install(session, *ENVIRONMENTS.requirements(framework, TESTED_ALONE[framework]))
     _install(session, "-e", ".[test]")
-    session.run("pytest", f"tests/test_framework_{framework}.py", *session.posargs)
+    # its own tests, and the framework contract's cells for it (tests/test_frameworks.py, one id per framework)
+    session.run("pytest", f"tests/test_framework_{framework}.py", "tests/test_frameworks.py", "-k", framework,
+                *session.posargs)
 
 
 @nox.session(python=PYTHON)

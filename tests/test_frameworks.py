@@ -147,7 +147,7 @@ def test_missing_name_is_unavailable_before_anything_runs(request, monkeypatch, 
 
 
 @pytest.mark.parametrize("key", ["integer", "boolean"])
-@pytest.mark.parametrize("mode", ["reverse", "forward"])
+@pytest.mark.parametrize("mode", ["reverse", "forward", "graph"])
 @pytest.mark.parametrize("framework", EVERY_FRAMEWORK)
 def test_non_float_output_is_a_program_error(request, framework, mode, key):
     adapter = adapter_for(request, framework)

@@ -312,6 +312,24 @@ def test_a_malformed_packed_file_is_one_line(tmp_path, observations, where):
         read_shard(p)
 
 
+def test_the_schema_command_writes_what_file_schema_derives(tmp_path):
+    """``python -m kinkcheck.shards`` (the command the stale-schema message names; shards is a package since issue
+    47) runs, and writes file_schema() into the package's schemas folder: run here on a copy of the package."""
+    import shutil
+    import subprocess
+    import sys
+
+    from kinkcheck.shards import file_schema
+
+    copy = tmp_path / "kinkcheck"
+    shutil.copytree(ROOT / "src" / "kinkcheck", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "schemas" / "shard.v2.json").unlink()
+    done = subprocess.run([sys.executable, "-m", "kinkcheck.shards"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)}, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((copy / "schemas" / "shard.v2.json").read_text()) == file_schema(), done.stdout
+
+
 def test_committed_shards_are_packed_files_that_match_the_file_schema():
     """Every committed shard is a v2 file, valid under schemas/shard.v2.json (jsonschema, independently of the
     reader), and the committed schema is what file_schema() derives from the v1 document's."""

@@ -627,9 +627,3 @@ def _loads_loose(raw: bytes) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw.decode("utf-8"))
-
-
-if __name__ == "__main__":  # python -m kinkcheck.shards: write schemas/shard.v2.json
-    _out = Path(__file__).resolve().parents[1] / "schemas" / "shard.v2.json"
-    _out.write_text(json.dumps(file_schema(), indent=1) + "\n", encoding="utf-8")
-    print(f"{_out}: written")
