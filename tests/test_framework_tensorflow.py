@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+from gradients import grad
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed in this Python (pip install tensorflow-cpu)")
 
@@ -27,10 +28,6 @@ FIRST_ORDER = MODES[:-1]
 @pytest.fixture(scope="module")
 def adapter():
     return get_adapter("tensorflow")
-
-
-def grad(adapter, text, at, dtype="float64", mode="reverse", **kw):
-    return adapter.gradient(ex.parse(text, list(at), FRAMEWORKS), at, dtype, "cpu", mode, **kw)
 
 
 def test_adapter_matches_its_registry_record(adapter):

@@ -25,8 +25,12 @@ from network import network_grads
 #: torch and JAX, marked so that ``-m torch`` / ``-m jax`` select them: the tests only they are held to.
 FRAMEWORKS = [pytest.param("torch", marks=pytest.mark.torch), pytest.param("jax", marks=pytest.mark.jax)]
 #: Every framework of the registry: the contract (a framework not installed here is skipped, saying so).
-EVERY_FRAMEWORK = [pytest.param(name, marks=[getattr(pytest.mark, name)] if name in ("torch", "jax") else [])
-                   for name in REGISTRY]
+def _marks(name: str) -> list:
+    """``-m torch`` / ``-m jax`` select those frameworks' cells; the others have no mark of their own."""
+    return [getattr(pytest.mark, name)] if name in ("torch", "jax") else []
+
+
+EVERY_FRAMEWORK = [pytest.param(name, marks=_marks(name)) for name in REGISTRY]
 
 
 @functools.cache
@@ -82,7 +86,7 @@ def eager(adapter, *modes: str) -> list[str]:
 
 
 #: (framework, program) for every name a framework's samples say the expression language refuses there.
-REFUSED = [pytest.param(name, text, id=f"{name}-{i}", marks=[getattr(pytest.mark, name)] if name in ("torch", "jax") else [])
+REFUSED = [pytest.param(name, text, id=f"{name}-{i}", marks=_marks(name))
            for name in REGISTRY for i, text in enumerate(samples(name).get("refused", []))]
 
 

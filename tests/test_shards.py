@@ -315,6 +315,7 @@ def test_a_malformed_packed_file_is_one_line(tmp_path, observations, where):
 def test_the_schema_command_writes_what_file_schema_derives(tmp_path):
     """``python -m kinkcheck.shards`` (the command the stale-schema message names; shards is a package since issue
     47) runs, and writes file_schema() into the package's schemas folder: run here on a copy of the package."""
+    import os
     import shutil
     import subprocess
     import sys
@@ -325,7 +326,7 @@ def test_the_schema_command_writes_what_file_schema_derives(tmp_path):
     shutil.copytree(ROOT / "src" / "kinkcheck", copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "schemas" / "shard.v2.json").unlink()
     done = subprocess.run([sys.executable, "-m", "kinkcheck.shards"], cwd=tmp_path, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)}, check=False)
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((copy / "schemas" / "shard.v2.json").read_text()) == file_schema(), done.stdout
 

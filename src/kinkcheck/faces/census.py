@@ -85,15 +85,16 @@ def run(args: argparse.Namespace) -> int:
                      passes=args.passes, train_epochs=args.train_epochs, seed=args.seed)
     import importlib.util
 
+    needs = ("census needs PyTorch and scikit-learn (pip install torch scikit-learn; jax for --framework jax): "
+             "No module named {!r}")
     missing = [m for m in ("torch", "sklearn", *(("jax",) if args.framework == "jax" else ())) if
                importlib.util.find_spec(m) is None]  # before the progress bar: the one line says only what is missing
+    if missing:
+        raise UsageError(needs.format(missing[0]))
     try:
-        if missing:
-            raise ImportError(f"No module named {missing[0]!r}")
         record = _census_run(hc, scale, args.quiet, args.framework)
-    except ImportError as err:
-        raise UsageError(f"census needs PyTorch and scikit-learn (pip install torch scikit-learn; jax for --framework "
-                         f"jax): {err}") from None
+    except ImportError as err:  # a module the census imports is there but does not load
+        raise UsageError(needs.format(err.name or str(err))) from None
     except (MemoryError, RuntimeError) as err:  # an allocation the machine cannot make: the scale is too large
         raise UsageError(f"census: the scale does not fit this machine: {' '.join(str(err).split())[:200]}") from None
     sys.stdout.write(hc.render_run(record))  # first: a write that fails still leaves the tables shown

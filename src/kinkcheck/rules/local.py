@@ -224,8 +224,8 @@ def label_values(oracle: Any, kind: str, kink: LocalKink | None = None) -> dict[
     if oracle.kind == NOT_JUDGED:
         return out
     # where the local form is differentiable, left = right = its derivative (and so on): every label is that one
-    # value, evidence that fits whichever rule the other cells choose (a branch that answered {"derivative": …}
-    # here never ran, and made 24 more rules contradict their evidence when it did)
+    # value, evidence that fits whichever rule the other cells choose (answering {"derivative": …} here, no rule
+    # label, would make such cells contradict every rule)
 
     def finite(v: Sequence[sympy.Expr] | None) -> bool:  # IEEE numbers: ±inf allowed (sqrt at 0), not nan
         return v is not None and all(_ieee(c) for c in v)
