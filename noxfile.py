@@ -151,9 +151,10 @@ def framework_tests(session: nox.Session, framework: str) -> None:
     """One framework's adapter tests in a virtualenv of its own (its pins conflict with the test virtualenv's)."""
     _install(session, *ENVIRONMENTS.requirements(framework, TESTED_ALONE[framework]))
     _install(session, "-e", ".[test]")
-    # its own tests, and the framework contract's cells for it (tests/test_frameworks.py, one id per framework)
-    session.run("pytest", f"tests/test_framework_{framework}.py", "tests/test_frameworks.py", "-k", framework,
-                *session.posargs)
+    # its own tests, and the framework contract's cells for it (tests/frameworks/test_frameworks.py, one id per
+    # framework)
+    session.run("pytest", f"tests/frameworks/test_framework_{framework}.py", "tests/frameworks/test_frameworks.py",
+                "-k", framework, *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -180,7 +181,7 @@ def bench_report(session: nox.Session) -> None:
 
 #: The fuzz tests `nox -s fuzz` runs, and how many examples each of their generators draws there (the test run
 #: draws a few hundred; issue 11 asks for at least 10,000 generated expressions).
-FUZZ_TESTS = ["tests/test_fuzz_expr.py", "tests/test_fuzz_oracle.py"]
+FUZZ_TESTS = ["tests/frameworks/test_fuzz_expr.py", "tests/oracles/test_fuzz_oracle.py"]
 FUZZ_EXAMPLES = 10_000
 
 

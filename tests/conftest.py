@@ -84,7 +84,7 @@ def require_pinned(adapter) -> None:
 def shards_report_path(tmp_path_factory, catalog):
     """``conventions.json`` (``kinkcheck/conventions/v2``) built from the committed shards now, in a temporary
     folder: the report tests of cite, migrate, diff, explain and validate read this one, so they do not depend
-    on the committed ``reports/conventions.json`` being re-rendered (tests/test_report.py checks that it is)."""
+    on the committed ``reports/conventions.json`` being re-rendered (tests/report/test_report.py checks that it is)."""
     from kinkcheck.judge.build import build
     from kinkcheck.report.model import report_json
     from kinkcheck.shards import load_shards

@@ -1,4 +1,4 @@
-"""A second derivation of the labels, from numbers alone: the helpers of ``tests/test_labels_numeric.py``.
+"""A second derivation of the labels, from numbers alone: the helpers of ``tests/oracles/test_labels_numeric.py``.
 
 :mod:`kinkcheck.oracles.classify` labels a gradient against the sympy oracle's exact limits (:mod:`kinkcheck.oracles`:
 piece selection, cones, the exact Clarke set). This module derives the same facts a second way and shares

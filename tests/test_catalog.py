@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 
 import pytest
 
-from catalogs import MAXIMUM_AT_TIE, RELU_AT_0, STAGED_RELU
+from catalogs import MAXIMUM_AT_TIE, MAXIMUM_TIE_HEAD, RELU_AT_0, STAGED_RELU
 
-from kinkcheck.catalog import FRAMEWORKS, CatalogError, load_catalog, staged_case_ids, with_staged
+from kinkcheck.catalog import FRAMEWORKS, CatalogError, forget_loaded, load_catalog, staged_case_ids, with_staged
 
 #: Cases the core issue requires by name (ids are stable: reports and citations link to them).
 REQUIRED_CASES = [
@@ -65,6 +67,44 @@ def test_hash_is_stable_and_content_based(tmp_path):
     c = tmp_path / "c.toml"
     c.write_text(text.replace('at = { x = 0 }', 'at = { x = 1 }', 1))
     assert load_catalog(c).hash != load_catalog(a).hash, "a changed point must change the hash"
+    shutil.copytree(Path(load_catalog().path).parent / "programs", tmp_path / "programs")
+    assert load_catalog(tmp_path / "c.toml").hash != load_catalog(tmp_path / "b.toml").hash, \
+        "with every framework's programs beside it too"
+
+
+_INLINE = MAXIMUM_TIE_HEAD + """[case.programs]
+torch = ["torch.maximum(x, y)"]
+jax = ["jax.numpy.maximum(x, y)"]
+[case.notes]
+jax = "a note"
+"""
+
+
+def test_the_hash_is_the_same_wherever_a_frameworks_programs_are_written(tmp_path):
+    """A case's own [case.programs] table and the framework's program file (programs/<fw>.toml) are two layouts
+    of one content: moving torch's programs from one to the other leaves the catalog hash, every case's measurement
+    hash and the notes' order alone; changing a program changes the hash."""
+    (tmp_path / "inline").mkdir()
+    (tmp_path / "inline" / "catalog.toml").write_text(_INLINE)
+    (tmp_path / "files" / "programs").mkdir(parents=True)
+    (tmp_path / "files" / "catalog.toml").write_text(MAXIMUM_TIE_HEAD + '[case.programs]\njax = ["jax.numpy.maximum(x, y)"]\n'
+                                                    '[case.notes]\njax = "a note"\n')
+    (tmp_path / "files" / "programs" / "torch.toml").write_text('["maximum@tie"]\nprograms = ["torch.maximum(x, y)"]\n')
+    inline, files = load_catalog(tmp_path / "inline" / "catalog.toml"), load_catalog(tmp_path / "files" / "catalog.toml")
+    assert inline.hash == files.hash, "where torch's programs are written must not make shards stale"
+    (a,), (b,) = inline.cases, files.cases
+    assert a.programs == b.programs and a.notes == b.notes, "one parsed case either way"
+    assert [a.measurement_hash(fw) for fw in ("torch", "jax")] == [b.measurement_hash(fw) for fw in ("torch", "jax")]
+    (tmp_path / "files" / "programs" / "torch.toml").write_text('["maximum@tie"]\nprograms = ["torch.fmax(x, y)"]\n')
+    forget_loaded()  # load_catalog keeps what it read by path
+    assert load_catalog(tmp_path / "files" / "catalog.toml").hash != inline.hash, "a changed program changes the hash"
+
+
+def test_notes_follow_the_registry_order_wherever_they_are_written(catalog):
+    order = list(FRAMEWORKS)
+    for case in catalog:
+        for table in (case.notes, case.no_equivalent):
+            assert list(table) == sorted(table, key=order.index), f"{case.id}: {list(table)} not in registry order"
 
 
 @pytest.mark.parametrize(

@@ -311,7 +311,7 @@ def test_version_is_the_package_version():
     assert kinkcheck.__version__ == version("kinkcheck"), "the package and its installed metadata agree"
 
 
-# -- issue 11 part 3: grad explains (the judgement itself: tests/test_explain.py) ----------------------------------
+# -- issue 11 part 3: grad explains (the judgement itself: tests/answers/test_explain.py) ----------------------------------
 
 
 def test_grad_explains_the_value_beside_it(torch_adapter, shards_report_files):

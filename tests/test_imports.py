@@ -332,12 +332,10 @@ def test_the_probe_package_is_a_leaf_of_its_planning() -> None:
     assert not graph["kinkcheck.probe"], f"kinkcheck.probe imports its parts lazily: {graph['kinkcheck.probe']}"
 
 
-#: Modules outside the framework folders that import a framework today, each with its reason.
-FRAMEWORK_IMPORTS_ELSEWHERE = {
-    "kinkcheck.answers.hitcensus": "the kink-hit census of a trained network",
-    "kinkcheck.answers.check": "kinkcheck check counts the kinks a user's function hits (kinks_hit)",
-    "kinkcheck.probe.userhits": "the kink hits of a user's model (census --model, lock), under torch's counter",
-}
+#: Modules outside the framework folders that import a framework today, each with its reason (none: the kink-hit
+#: counters, the census networks and check's calls are each framework folder's own, reached through
+#: kinkcheck.frameworks.kink_counter and census_network).
+FRAMEWORK_IMPORTS_ELSEWHERE: dict[str, str] = {}
 
 
 def _framework_imports(path: Path, roots: set[str]) -> set[str]:
@@ -351,9 +349,9 @@ def _framework_imports(path: Path, roots: set[str]) -> set[str]:
     return found
 
 
-#: The modules of a framework's folder that import it: its adapter, its kink-hit counter and its census generator
-#: (torch, jax).
-FRAMEWORK_CODE = ("adapter", "kinkhits", "census")
+#: The modules of a framework's folder that import it: its adapter, its kink-hit counter, its census generator and
+#: its kink-hit census network (torch, jax).
+FRAMEWORK_CODE = ("adapter", "kinkhits", "census", "hitcensus")
 
 
 def test_only_the_framework_folders_adapters_import_a_framework() -> None:
@@ -378,3 +376,29 @@ def test_only_the_framework_folders_adapters_import_a_framework() -> None:
         "every registered framework's adapter imports it (the check sees the folders)"
     stale = set(FRAMEWORK_IMPORTS_ELSEWHERE) - set(importers)
     assert not stale, f"listed as importing a framework, and no longer do: {sorted(stale)}"
+
+
+#: Framework folders' modules imported from outside their folder, each with its reason: the JAX census runs on the
+#: networks and minibatches PyTorch draws (the paper's reference network, converted).
+FOLDER_IMPORTS_ELSEWHERE = {("kinkcheck.frameworks.jax.hitcensus", "torch"): "JAX's census runs PyTorch's networks"}
+
+
+def test_a_framework_folder_is_reached_through_the_registry_not_by_name() -> None:
+    """Outside ``frameworks/<name>/`` no module imports that folder's modules by name: the adapters
+    (:func:`kinkcheck.frameworks.get_adapter`), the kink-hit counters (``kink_counter``) and the census networks
+    (``census_network``) are found from the registry, so a new framework's folder is reached without an edit
+    elsewhere (issue 47, item 3)."""
+    from kinkcheck.registry import REGISTRY
+
+    graph = _graph()
+    found = set()
+    for name, imported in graph.items():
+        parts = name.split(".")
+        own = parts[2] if parts[:2] == ["kinkcheck", "frameworks"] and len(parts) > 2 else None
+        for target in imported:
+            t = target.split(".")
+            if t[:2] == ["kinkcheck", "frameworks"] and len(t) > 2 and t[2] in REGISTRY and t[2] != own:
+                found.add((name, t[2]))
+    assert found == set(FOLDER_IMPORTS_ELSEWHERE), \
+        f"framework folders imported by name from outside: {sorted(found - set(FOLDER_IMPORTS_ELSEWHERE))}; " \
+        f"listed and no longer so: {sorted(set(FOLDER_IMPORTS_ELSEWHERE) - found)}"

@@ -4,7 +4,7 @@ checkout: ``diff`` of the shipped report's environments (bare, ``#ENV``, ``--rep
 catalog inside one; outside, one line saying what is left out), ``cite`` (a link to the published site),
 ``grad --device cuda`` and ``ask --device cuda`` (the report's CUDA cells, not measured here).
 
-tests/test_query.py builds its own wheel for lookup, grad, cite and migrate from the package's data (issue 31).
+tests/report/test_query.py builds its own wheel for lookup, grad, cite and migrate from the package's data (issue 31).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_the_rules_child_starts_from_the_installed_package(installed, tmp_path):
     """A render infers a framework's rules in a child process (kinkcheck.rules.ahead): from an installed package,
     outside the checkout, the child starts (the package's folder first on its path), reads its rows' file and the
     catalog; here the catalog is not the render's, so it stops there with exit 2 and says so, and the render
-    is left to infer the part itself (tests/test_rules_ahead.py runs the whole child from the source tree)."""
+    is left to infer the part itself (tests/rules/test_rules_ahead.py runs the whole child from the source tree)."""
     script = """
 import dataclasses, pyarrow as pa, kinkcheck
 from kinkcheck.catalog import load_catalog

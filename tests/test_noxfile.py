@@ -1,5 +1,5 @@
 """The noxfile declares sessions and calls the probe package: its menu, its Python, and the probe session's
-wiring to :func:`kinkcheck.probe.environments.probe_release` (what that does: tests/test_probe_environments.py)."""
+wiring to :func:`kinkcheck.probe.environments.probe_release` (what that does: tests/probe/test_probe_environments.py)."""
 
 from __future__ import annotations
 

@@ -342,8 +342,8 @@ def _case(entry: Any, index: int, catalogued: frozenset[str] = frozenset(),
         sources=tuple(_opt(entry, "sources", list, where, ())),
         note=_opt(entry, "note", str, where, None),
         programs=tuple(programs),
-        notes=notes,
-        no_equivalent=no_eq,
+        notes={fw: notes[fw] for fw in FRAMEWORKS if fw in notes},  # registry order, wherever each was written
+        no_equivalent={fw: no_eq[fw] for fw in FRAMEWORKS if fw in no_eq},
         modes=_modes(entry.get("modes", ()), where),
         own_functions=own_functions,
     )
@@ -502,11 +502,27 @@ def _parse(path: str, only: frozenset[str] | None = None) -> Catalog:
                 raise CatalogError(f"catalog {path}: case {c.id!r}: {prog.framework} programs {other!r} and "
                                    f"{prog.id!r} read the same in a report anchor "
                                    f"({program_slug(prog.id)!r}): rewrite one")
-    # Hash the parsed content, not the bytes: comments and layout do not make shards stale.
-    canon = json.dumps(data if not files else {**data, "programs": files}, sort_keys=True, separators=(",", ":"),
-                       default=str)
-    digest = hashlib.sha256(canon.encode()).hexdigest()[:16]
-    return Catalog(cases, digest, str(p))
+    return Catalog(cases, _content_hash(entries, files), str(p))
+
+
+#: A case's per-framework tables (``[case.programs]``, ``[case.notes]``, ``[case.no_equivalent]``) and the field
+#: of a program file (``programs/<framework>.toml``) each one is.
+_CASE_TABLES = {"programs": "programs", "notes": "note", "no_equivalent": "no_equivalent"}
+
+
+def _content_hash(entries: list[Any], files: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """16 hex digits of the catalog's parsed content, not its bytes: comments and layout do not make shards stale,
+    nor does where a framework's programs are written (a case's own tables, or the framework's program file: each
+    case table is hashed as the program file's entry it would be)."""
+    cases: list[Any] = []
+    programs: dict[str, dict[str, dict[str, Any]]] = {fw: {cid: dict(e) for cid, e in t.items()} for fw, t in files.items()}
+    for entry in entries:
+        cases.append({k: v for k, v in entry.items() if k not in _CASE_TABLES})
+        for key, named in _CASE_TABLES.items():
+            for fw, value in entry.get(key, {}).items():
+                programs.setdefault(fw, {}).setdefault(entry["id"], {})[named] = value
+    canon = json.dumps({"case": cases, "programs": programs}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
 def forget_loaded() -> None:

@@ -26,9 +26,9 @@ kink it checks (``x = 0``, ``tie``), the elements looked at and the hits among t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["Site", "ask_site", "merge_sites"]
+__all__ = ["CensusCell", "CensusScale", "Site", "ask_site", "merge_sites"]
 
 
 @dataclass
@@ -94,3 +94,63 @@ def ask_site(site: Site, question: Callable[[], tuple[str, str] | str]) -> None:
         site.unasked = asked
     else:
         site.question, site.at = asked
+
+
+# --------------------------------------------------------------------------- the census of a trained network
+
+@dataclass(frozen=True)
+class CensusScale:
+    """How much the kink-hit census measures (``kinkcheck census``, :mod:`kinkcheck.answers.hitcensus`). Defaults: 5 depths × 4 dtypes × 100 initialisations of width 128, batch 256 (7
+    minibatches of digits per pass), about 2–4 minutes on 2 cores; the paper ran 1,000 initialisations of width
+    256 over MNIST (235 minibatches of 784 inputs per pass)."""
+
+    depths: tuple[int, ...] = (1, 2, 3, 4, 5)
+    dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
+    inits: int = 100
+    width: int = 128
+    batch: int = 256
+    passes: int = 1
+    train_epochs: int = 30
+    seed: int = 0
+
+
+@dataclass
+class CensusCell:
+    """One (dtype, depth) of the kink-hit census's measurements 1 and 2 (a framework's ``hitcensus.bifurcation``)."""
+
+    dtype: str
+    depth: int
+    inits: int
+    differ: int = 0
+    minibatches: int = 0
+    minibatches_with_hits: int = 0
+    hits: list[int] = field(default_factory=list)  # per hidden layer, summed over inits and minibatches
+    elements: list[int] = field(default_factory=list)
+    convention_differs: dict[str, int] = field(default_factory=dict)  # minibatches where it differs from relu'(0)=0
+    seconds: float = 0.0
+
+    @property
+    def fraction(self) -> float:
+        return self.differ / self.inits if self.inits else 0.0
+
+    def count_minibatch(self, hits: Sequence[int], rows: int, width: int) -> bool:
+        """Add one minibatch's kink hits per hidden layer; whether any pre-activation was exactly 0 (without
+        one every convention gives the same gradient, bit for bit, and :meth:`compare` is not needed)."""
+        self.minibatches += 1
+        for j, h in enumerate(hits):
+            self.hits[j] += h
+            self.elements[j] += rows * width
+        self.minibatches_with_hits += any(hits)
+        return any(hits)
+
+    def compare(self, differs: dict[str, bool], found: bool) -> bool:
+        """Count the conventions whose first-layer gradient differs from ReLU'(0) = 0 on one minibatch; the
+        initialisation differs (counted once) from the first minibatch where ReLU'(0) = 1 does. Returns
+        whether it differs by now."""
+        for c, d in differs.items():
+            self.convention_differs[c] += d
+        if differs.get("relu'(0)=1") and not found:
+            self.differ += 1
+            return True
+        return found
+

@@ -53,10 +53,6 @@ __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "MAX_PAGE_NAME_BYTE
            "from_report", "home", "installed_release", "measure", "question", "releases_asked", "render", "stage",
            "stage_id_problem", "write_catalog"]
 
-#: Frameworks whose programs the catalog file itself holds; the others' are in ``programs/<name>.toml``.
-_INLINE = ("torch", "jax")
-
-
 # --------------------------------------------------------------------------- the question
 
 
@@ -105,8 +101,9 @@ class Question:
 
 
 def write_catalog(questions: Sequence[Question], folder: Path) -> Path:
-    """A catalog of ``questions`` (``catalog.toml``, and ``programs/<framework>.toml`` for a framework the catalog
-    file does not hold) in ``folder``; its path. Questions of one catalog case are one case with their programs."""
+    """A catalog of ``questions`` (``catalog.toml``, and ``programs/<framework>.toml`` for each framework, as the
+    shipped catalog is laid out) in ``folder``; its path. Questions of one catalog case are one case with their
+    programs."""
     folder.mkdir(parents=True, exist_ok=True)
     grouped: dict[str, list[Question]] = {}
     for q in questions:
@@ -115,14 +112,10 @@ def write_catalog(questions: Sequence[Question], folder: Path) -> Path:
     for case_id, qs in grouped.items():
         case = qs[0].case_toml(case_id)
         programs = ", ".join(_toml_str(e) for e in dict.fromkeys(q.expr for q in qs))
-        framework = qs[0].framework
-        if framework in _INLINE:
-            case += f"[case.programs]\n{framework} = [{programs}]\n"
-        else:
-            own = "".join(
-                f"own_functions = {{ {_toml_str(q.expr)} = {{ sympy = {_toml_str(q.own[0])}, "
-                f"constants = {_toml_str(q.own[1])} }} }}\n" for q in dict((q.expr, q) for q in qs).values() if q.own)
-            files.setdefault(framework, []).append(f"[{_toml_str(case_id)}]\nprograms = [{programs}]\n{own}")
+        own = "".join(
+            f"own_functions = {{ {_toml_str(q.expr)} = {{ sympy = {_toml_str(q.own[0])}, "
+            f"constants = {_toml_str(q.own[1])} }} }}\n" for q in dict((q.expr, q) for q in qs).values() if q.own)
+        files.setdefault(qs[0].framework, []).append(f"[{_toml_str(case_id)}]\nprograms = [{programs}]\n{own}")
         cases.append(case)
     for framework, tables in files.items():
         (folder / "programs").mkdir(exist_ok=True)
@@ -176,7 +169,7 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
     if case is not None:
         own = case.own_functions.get((fw, text))
         return Question(text, point, fw, case.sympy, case.id, case.tie,
-                        (own.sympy, own.constants) if own is not None and fw not in _INLINE else None)
+                        (own.sympy, own.constants) if own is not None else None)
     if sympy_text is None:
         from kinkcheck.oracles.mapping import Unmapped, sympy_form
 
@@ -280,7 +273,8 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     written) for a catalog that is not there, an id in use, or a case the catalog's checks refuse."""
     import tempfile
 
-    from kinkcheck.catalog import DRAFT_REASON, PROGRAMS_DIR, CatalogError, forget_loaded, load_catalog, staged_path
+    from kinkcheck.catalog import (DRAFT_REASON, FRAMEWORKS, PROGRAMS_DIR, CatalogError, forget_loaded, load_catalog,
+                                   staged_path)
     from kinkcheck.shards import write_text_atomic
 
     why = stage_id_problem(case_id)
@@ -311,7 +305,13 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     case = q.case_toml(case_id)
     if title:
         case = case.replace(f"title = {_toml_str(q.title)}", f"title = {_toml_str(title)}", 1)
-    inline = {fw: (f"{fw} = [{_toml_str(q.expr)}]" if fw == q.framework else None) for fw in _INLINE}
+    # A framework whose programs the catalog's cases hold themselves (a small catalog; the shipped one keeps every
+    # framework's in programs/<framework>.toml) is staged the same way.
+    held = {p.framework for c in catalog for p in c.programs} | {fw for c in catalog for fw in c.no_equivalent}
+    inline = {fw: (f"{fw} = [{_toml_str(q.expr)}]" if fw == q.framework else None)
+              for fw in FRAMEWORKS if fw in held - set(program_files)}
+    if q.framework not in inline and q.framework not in program_files:
+        program_files.append(q.framework)
     programs = [line for line in inline.values() if line]
     missing = [f"{fw} = {_toml_str(draft)}" for fw, line in inline.items() if line is None]
     case += ("[case.programs]\n" + "\n".join(programs) + "\n" if programs else "")

@@ -242,32 +242,19 @@ def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[st
 
 
 def kinks_hit(fn: Callable[..., Any], framework: str, at: Mapping[str, Any], dtype: str) -> list[str]:
-    """The kinked operations ``fn``'s forward pass reaches exactly at their kink at ``at``, by the kink-hit
-    counters (:mod:`kinkcheck.frameworks.torch.kinkhits`, :mod:`kinkcheck.frameworks.jax.kinkhits`: PyTorch's functions and methods, JAX's primitives):
-    ``["torch.clamp at x = min, x = max (1 of 1)"]``; one line saying why where the framework has no counter,
-    where the function fails, or where no kinked operation sits at its kink (then the difference comes from
+    """The kinked operations ``fn``'s forward pass reaches exactly at their kink at ``at``, by the framework's
+    kink-hit counter (:func:`kinkcheck.frameworks.kink_counter`: PyTorch's functions and methods, JAX's
+    primitives): ``["torch.clamp at x = min, x = max (1 of 1)"]``; one line saying why where the framework has no
+    counter, where the function fails, or where no kinked operation sits at its kink (then the difference comes from
     elsewhere, e.g. an operation the counters do not know)."""
+    from kinkcheck.frameworks import kink_counter
     from kinkcheck.frameworks.base import short_error
-    from kinkcheck.frameworks.jax.kinkhits import jax_hits
-    from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
 
+    counter = kink_counter(framework)
+    if counter is None:
+        return [f"no kink-hit counter for {framework}"]
     try:
-        if framework == "torch":
-            import torch
-
-            args = [torch.tensor(at[k], dtype=getattr(torch, dtype)) for k in at]
-            with TorchHitCounter() as counter:
-                fn(*args)
-            sites = counter.sites
-        elif framework == "jax":
-            import jax.numpy as jnp
-
-            from kinkcheck.frameworks.jax.adapter import _x64
-
-            with _x64(dtype == "float64"):  # as the adapter differentiates it: x64 for float64 only
-                _, sites = jax_hits(fn, *(jnp.asarray(at[k], dtype=dtype) for k in at))
-        else:
-            return [f"no kink-hit counter for {framework}"]
+        sites = counter.hits_at(fn, at, dtype)
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's function: say why, never fail the check
         return [f"kinks not counted ({short_error(err)})"]
     hit = [f"{s.program} at {s.kink} ({s.hits} of {s.elements})" for s in sites if s.hits]

@@ -1,7 +1,8 @@
 """``kinkcheck census``: does the convention at a kink matter in training? Kink hits counted in real networks.
 
 Three measurements on the CPU, the reference network a PyTorch MLP as in the paper (``framework="jax"``: the
-same initialisations and minibatches in JAX under ``jax.jit`` for 1 and 2, :func:`bifurcation_jax`):
+same initialisations and minibatches in JAX under ``jax.jit`` for 1 and 2; each framework's network is its folder's
+``hitcensus.py``, :mod:`kinkcheck.frameworks.torch.hitcensus`):
 
 1. **Bifurcation by precision and depth** — the experiment of Bertoin, Bolte, Gerchinovitz and Pauwels
    ("Numerical influence of ReLU'(0) on backpropagation", NeurIPS 2021; deel-ai/relu-prime,
@@ -27,9 +28,11 @@ from __future__ import annotations
 import platform
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
+from kinkcheck.frameworks import census_network, kink_counter
+from kinkcheck.kinkhits import CensusScale as Scale
 from kinkcheck.kinkhits import Site
 from kinkcheck.render.census import PAPER_PREACTIVATIONS, PRECISION, render_run
 
@@ -51,341 +54,46 @@ PAPER_SOURCE = ("deel-ai/relu-prime @ 6c359e0, paper_results/section_3/volume_es
 #: The dtypes of the measurement, and the paper's precision each stands beside.
 DTYPES: dict[str, str] = PRECISION  # dtype -> the paper's precision
 
-#: The conventions of measurement 2: a ReLU'(0) value, or a PyTorch program (its value at 0 is torch's own).
-CONVENTIONS: tuple[str, ...] = ("relu'(0)=0", "relu'(0)=0.5", "relu'(0)=1", "torch.relu(x)", "x.clamp(min=0)",
-                                "torch.maximum(x, torch.zeros_like(x))")
-
-
-@dataclass(frozen=True)
-class Scale:
-    """How much to measure. Defaults: 5 depths × 4 dtypes × 100 initialisations of width 128, batch 256 (7
-    minibatches of digits per pass), about 2–4 minutes on 2 cores; the paper ran 1,000 initialisations of width
-    256 over MNIST (235 minibatches of 784 inputs per pass)."""
-
-    depths: tuple[int, ...] = (1, 2, 3, 4, 5)
-    dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
-    inits: int = 100
-    width: int = 128
-    batch: int = 256
-    passes: int = 1
-    train_epochs: int = 30
-    seed: int = 0
-
-
-def _torch() -> Any:
-    import torch
-
-    return torch
-
-
-def digits() -> tuple[Any, Any]:
-    """scikit-learn's digits: ``X`` (1797 × 64, float64, pixel / 16 in [0, 1]) and ``y`` (1797, int64) tensors.
-
-    Raises ImportError without scikit-learn (``pip install scikit-learn``)."""
-    from sklearn.datasets import load_digits
-
-    torch = _torch()
-    d = load_digits()
-    return torch.tensor(d.data / 16.0, dtype=torch.float64), torch.tensor(d.target, dtype=torch.int64)
-
-
-def _relu_at0(s: float) -> Any:
-    """ReLU whose derivative at 0 is ``s`` (a ``torch.autograd.Function``; the paper's ``ReLUAlpha``, with the
-    incoming gradient multiplied in: its code sets the constant ``alpha`` there)."""
-    torch = _torch()
-
-    class ReLUAt0(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            ctx.save_for_backward(x)
-            return x.clamp_min(0)
-
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:
-            (x,) = ctx.saved_tensors
-            return g * ((x > 0).to(g.dtype) + s * (x == 0).to(g.dtype))
-
-    return ReLUAt0.apply
-
-
-def _activation(convention: str) -> Callable[[Any], Any]:
-    torch = _torch()
-    if convention.startswith("relu'(0)="):
-        return _relu_at0(float(convention.split("=", 1)[1]))
-    return {"torch.relu(x)": torch.relu, "x.clamp(min=0)": lambda x: x.clamp(min=0),
-            "torch.maximum(x, torch.zeros_like(x))": lambda x: torch.maximum(x, torch.zeros_like(x))}[convention]
-
-
-def mlp(depth: int, width: int, dtype: str, seed: int) -> list[Any]:
-    """The reference MLP's layers: ``Linear(64, width)``, ``depth - 1`` × ``Linear(width, width)``, then
-    ``Linear(width, 10)``, PyTorch's default initialisation drawn from ``seed``, cast to ``dtype``."""
-    torch = _torch()
-    gen = torch.random.fork_rng()
-    with gen:
-        torch.manual_seed(seed)
-        layers = [torch.nn.Linear(64 if i == 0 else width, width) for i in range(depth)] + [
-            torch.nn.Linear(width, 10)]
-    return [layer.to(getattr(torch, dtype)) for layer in layers]
-
-
-def _forward(layers: Sequence[Any], x: Any, act: Callable[[Any], Any]) -> tuple[Any, list[int]]:
-    """Logits and the kink hits (pre-activations exactly 0) of each hidden layer."""
-    hits, h = [], x
-    for layer in layers[:-1]:
-        z = layer(h)
-        hits.append(int((z == 0).sum()))
-        h = act(z)
-    return layers[-1](h), hits
-
-
-def _first_grad(layers: Sequence[Any], x: Any, y: Any, act: Callable[[Any], Any]) -> Any:
-    torch = _torch()
-    for layer in layers:
-        layer.zero_grad(set_to_none=True)
-    logits, _ = _forward(layers, x, act)
-    torch.nn.functional.cross_entropy(logits.float(), y).backward()  # the loss in float32: float16 overflows
-    return layers[0].weight.grad.detach().clone()
-
-
-def _minibatches(n: int, batch: int, passes: int, seed: int) -> list[Any]:
-    """Index tensors of ``passes`` shuffled passes over ``n`` samples, ``batch`` at a time (a partial last
-    minibatch dropped, as the paper's loader with batch 256 over 60,000 does not have to)."""
-    torch = _torch()
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(passes):
-        perm = torch.randperm(n, generator=gen)
-        out += [perm[i:i + batch] for i in range(0, n - batch + 1, batch)]
-    return out
-
-
-@dataclass
-class Cell:
-    """One (dtype, depth) of measurements 1 and 2."""
-
-    dtype: str
-    depth: int
-    inits: int
-    differ: int = 0
-    minibatches: int = 0
-    minibatches_with_hits: int = 0
-    hits: list[int] = field(default_factory=list)  # per hidden layer, summed over inits and minibatches
-    elements: list[int] = field(default_factory=list)
-    convention_differs: dict[str, int] = field(default_factory=dict)  # minibatches where it differs from relu'(0)=0
-    seconds: float = 0.0
-
-    @property
-    def fraction(self) -> float:
-        return self.differ / self.inits if self.inits else 0.0
-
-    def count_minibatch(self, hits: Sequence[int], rows: int, width: int) -> bool:
-        """Add one minibatch's kink hits per hidden layer; whether any pre-activation was exactly 0 (without
-        one every convention gives the same gradient, bit for bit, and :meth:`compare` is not needed)."""
-        self.minibatches += 1
-        for j, h in enumerate(hits):
-            self.hits[j] += h
-            self.elements[j] += rows * width
-        self.minibatches_with_hits += any(hits)
-        return any(hits)
-
-    def compare(self, differs: dict[str, bool], found: bool) -> bool:
-        """Count the conventions whose first-layer gradient differs from ReLU'(0) = 0 on one minibatch; the
-        initialisation differs (counted once) from the first minibatch where ReLU'(0) = 1 does. Returns
-        whether it differs by now."""
-        for c, d in differs.items():
-            self.convention_differs[c] += d
-        if differs.get("relu'(0)=1") and not found:
-            self.differ += 1
-            return True
-        return found
-
-
-def bifurcation(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
-                progress: Callable[[], None] | None = None) -> Cell:
-    """Measurements 1 and 2 for one (dtype, depth): see the module docstring."""
-    torch = _torch()
-    t0 = time.perf_counter()
-    cell = Cell(dtype, depth, scale.inits, hits=[0] * depth, elements=[0] * depth,
-                convention_differs={c: 0 for c in CONVENTIONS[1:]})
-    Xd = X.to(getattr(torch, dtype))
-    ref = _activation(CONVENTIONS[0])
-    acts = {c: _activation(c) for c in CONVENTIONS[1:]}
-    for i in range(scale.inits):
-        seed = scale.seed * 1_000_003 + i
-        layers = mlp(depth, scale.width, dtype, seed)
-        found = False
-        for idx in _minibatches(len(X), scale.batch, scale.passes, seed):
-            x, y = Xd[idx], Y[idx]
-            with torch.no_grad():
-                _, hits = _forward(layers, x, ref)
-            if not cell.count_minibatch(hits, x.shape[0], scale.width):
-                continue
-            g0 = _first_grad(layers, x, y, ref)
-            found = cell.compare({c: not torch.equal(g0, _first_grad(layers, x, y, act)) for c, act in acts.items()},
-                                 found)
-        if progress is not None:
-            progress()
-    cell.seconds = time.perf_counter() - t0
-    return cell
-
-
-#: The conventions of measurement 2 in JAX: a ReLU'(0) value (a ``jax.custom_jvp``), or a JAX program.
-JAX_CONVENTIONS: tuple[str, ...] = ("relu'(0)=0", "relu'(0)=0.5", "relu'(0)=1", "jax.nn.relu(x)",
-                                    "jax.numpy.maximum(x, 0.0)", "jax.numpy.clip(x, 0.0)")
-
-
-def _jax_activation(convention: str) -> Callable[[Any], Any]:
-    import jax
-    import jax.numpy as jnp
-
-    if convention.startswith("relu'(0)="):
-        s = float(convention.split("=", 1)[1])
-
-        @jax.custom_jvp
-        def relu(x: Any) -> Any:
-            return jnp.maximum(x, jnp.zeros_like(x))
-
-        @relu.defjvp
-        def _jvp(primals: Any, tangents: Any) -> Any:
-            (x,), (t,) = primals, tangents
-            d = jnp.where(x > 0, 1.0, jnp.where(x == 0, s, 0.0)).astype(x.dtype)
-            return relu(x), t * d
-
-        return relu
-    return {"jax.nn.relu(x)": jax.nn.relu, "jax.numpy.maximum(x, 0.0)": lambda x: jnp.maximum(x, 0.0),
-            "jax.numpy.clip(x, 0.0)": lambda x: jnp.clip(x, 0.0)}[convention]
-
-
-def bifurcation_jax(scale: Scale, depth: int, dtype: str, X: Any, Y: Any,
-                    progress: Callable[[], None] | None = None) -> Cell:
-    """Measurements 1 and 2 in JAX (``jax.jit`` of the forward pass and of ``jax.grad``), on the same
-    initialisations as :func:`bifurcation` (PyTorch's, converted) and the same minibatches; float64 with
-    ``jax_enable_x64`` on, as kinkcheck's JAX adapter does."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from kinkcheck.frameworks.jax.adapter import _x64
-
-    t0 = time.perf_counter()
-    cell = Cell(dtype, depth, scale.inits, hits=[0] * depth, elements=[0] * depth,
-                convention_differs={c: 0 for c in JAX_CONVENTIONS[1:]})
-    with _x64(dtype == "float64"):
-        dt = jnp.dtype(dtype)
-        Xd = jnp.asarray(X.numpy(), dtype=dt)
-        Yn = Y.numpy()
-
-        def forward(params: Any, x: Any, act: Callable[[Any], Any]) -> tuple[Any, list[Any]]:
-            hits, h = [], x
-            for w, b in params[:-1]:
-                z = h @ w.T + b
-                hits.append(jnp.sum(z == 0))
-                h = act(z)
-            w, b = params[-1]
-            return h @ w.T + b, hits
-
-        def loss(params: Any, x: Any, y: Any, act: Callable[[Any], Any]) -> Any:
-            logits = forward(params, x, act)[0].astype(jnp.float32)
-            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
-
-        acts = {c: _jax_activation(c) for c in JAX_CONVENTIONS}
-        count = jax.jit(lambda p, x: forward(p, x, acts[JAX_CONVENTIONS[0]])[1])
-        grads = {c: jax.jit(lambda p, x, y, a=a: jax.grad(loss)(p, x, y, a)[0][0]) for c, a in acts.items()}
-        for i in range(scale.inits):
-            seed = scale.seed * 1_000_003 + i
-            params = [(jnp.asarray(layer.weight.detach().double().numpy(), dtype=dt),
-                       jnp.asarray(layer.bias.detach().double().numpy(), dtype=dt))
-                      for layer in mlp(depth, scale.width, "float64", seed)]
-            found = False
-            for idx in _minibatches(len(X), scale.batch, scale.passes, seed):
-                x, y = Xd[idx.numpy()], jnp.asarray(Yn[idx.numpy()])
-                if not cell.count_minibatch([int(h) for h in count(params, x)], x.shape[0], scale.width):
-                    continue
-                g0 = np.asarray(grads[JAX_CONVENTIONS[0]](params, x, y))
-                found = cell.compare({c: not np.array_equal(g0, np.asarray(grads[c](params, x, y)))
-                                      for c in JAX_CONVENTIONS[1:]}, found)
-            if progress is not None:
-                progress()
-    cell.seconds = time.perf_counter() - t0
-    return cell
-
-
-def train(scale: Scale, dtype: str, convention: str, X: Any, Y: Any, depth: int = 3) -> dict[str, Any]:
-    """Measurement 3: plain SGD (learning rate 0.1) of the reference MLP in ``dtype`` with ``convention``,
-    ``scale.train_epochs`` passes over 1,500 digits; the other 297 are the test set. Returns the final training
-    loss (the last epoch's mean), test accuracy, and the kink hits met."""
-    torch = _torch()
-    dt = getattr(torch, dtype)
-    layers = mlp(depth, scale.width, dtype, scale.seed)
-    params = [p for layer in layers for p in layer.parameters()]
-    opt = torch.optim.SGD(params, lr=0.1)
-    act = _activation(convention)
-    gen = torch.Generator().manual_seed(scale.seed)
-    perm = torch.randperm(len(X), generator=gen)
-    train_idx, test_idx = perm[:1500], perm[1500:]
-    Xd = X.to(dt)
-    losses: list[float] = []
-    hits = 0
-    for epoch in range(scale.train_epochs):
-        order = train_idx[torch.randperm(len(train_idx), generator=gen)]
-        losses = []
-        for i in range(0, len(order) - 64 + 1, 64):
-            b = order[i:i + 64]
-            opt.zero_grad(set_to_none=True)
-            logits, h = _forward(layers, Xd[b], act)
-            hits += sum(h)
-            loss = torch.nn.functional.cross_entropy(logits.float(), Y[b])
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
-    with torch.no_grad():
-        logits, _ = _forward(layers, Xd[test_idx], act)
-        acc = float((logits.float().argmax(1) == Y[test_idx]).float().mean())
-    return {"dtype": dtype, "convention": convention, "depth": depth, "epochs": scale.train_epochs,
-            "final_loss": sum(losses) / len(losses) if losses else float("nan"), "test_accuracy": acc,
-            "kink_hits": hits,
-            "finite": all(v == v and abs(v) != float("inf") for v in losses)}
-
 
 def run(scale: Scale, progress: Callable[[str, int], None] | None = None, framework: str = "torch"
         ) -> dict[str, Any]:
     """All three measurements at ``scale``; a JSON-ready record with its provenance (versions, machine, scale,
     seconds). ``progress(label, total)`` is called once per initialisation done (``total``: a cell's count).
-    ``framework="jax"``: measurements 1 and 2 in JAX (:func:`bifurcation_jax`, the same initialisations and
-    minibatches), no training run.
+    The reference network's data, initialisations and minibatches are PyTorch's
+    (:mod:`kinkcheck.frameworks.torch.hitcensus`); ``framework="jax"`` runs measurements 1 and 2 in JAX on them
+    (:mod:`kinkcheck.frameworks.jax.hitcensus`), no training run: each framework's ``hitcensus.py`` in its folder.
 
     Raises
     ------
     ImportError
         Without PyTorch or scikit-learn.
+    ValueError
+        A framework without a census network in its folder.
     RuntimeError, MemoryError
         An allocation the scale needs and the machine cannot make (torch's allocator says which).
     """
-    torch = _torch()
-    import sklearn
+    reference, own = census_network("torch"), census_network(framework)
+    if reference is None or own is None:
+        raise ValueError(f"no kink-hit census network for {framework} (frameworks/{framework}/hitcensus.py)")
+    import sklearn  # optional: the census's data (scikit-learn's digits)
 
-    X, Y = digits()
+    X, Y = reference.digits()
     t0 = time.perf_counter()
     cells = []
-    measure = bifurcation if framework == "torch" else bifurcation_jax
+    measure = own.bifurcation
     for dtype in scale.dtypes:
         for depth in scale.depths:
             label = f"{dtype} depth {depth}"
             tick = (lambda lb=label: progress(lb, scale.inits)) if progress is not None else None
             cells.append(asdict(measure(scale, depth, dtype, X, Y, tick)))
+    train = getattr(own, "train", None)  # measurement 3: PyTorch's
     runs = [train(scale, dtype, c, X, Y) for dtype in ("float16", "bfloat16") if dtype in scale.dtypes
-            for c in ("relu'(0)=0", "relu'(0)=1")] if scale.train_epochs > 0 and framework == "torch" else []
-    if framework == "torch":
-        version = str(torch.__version__).split("+")[0]
-    else:
-        import jax
-
-        version = jax.__version__
+            for c in ("relu'(0)=0", "relu'(0)=1")] if scale.train_epochs > 0 and train is not None else []
     return {
         "schema": "kinkcheck/kinkhits/v1",
-        "environment": {"framework": framework, "framework_version": version,
+        "environment": {"framework": framework, "framework_version": own.version(),
                         "device": "cpu", "python": platform.python_version(), "platform": platform.platform(),
-                        "scikit_learn": sklearn.__version__, "threads": torch.get_num_threads()},
+                        "scikit_learn": sklearn.__version__, "threads": reference.threads()},
         "scale": asdict(scale),
         "data": "scikit-learn digits: 1,797 images of 8 × 8, pixel / 16; one pass = "
                 f"{len(X) // scale.batch} minibatches of {scale.batch}",
@@ -400,30 +108,17 @@ def run(scale: Scale, progress: Callable[[str, int], None] | None = None, framew
 # --------------------------------------------------------------------------- what the report says there
 
 
-#: The public JAX functions a kinked primitive met outside any named call usually comes from, in the order
-#: they are tried against the census (``jnp.max`` binds ``reduce_max``).
-_JAX_PUBLIC: dict[str, tuple[str, ...]] = {
-    "max": ("jax.numpy.maximum", "jax.lax.max"), "min": ("jax.numpy.minimum", "jax.lax.min"),
-    "abs": ("jax.numpy.abs", "jax.lax.abs"), "clamp": ("jax.lax.clamp", "jax.numpy.clip"),
-    "reduce_max": ("jax.numpy.max", "jax.numpy.amax"), "reduce_min": ("jax.numpy.min", "jax.numpy.amin"),
-    "argmax": ("jax.numpy.argmax",), "argmin": ("jax.numpy.argmin",),
-}
-
-
 def _census_op(framework: str, program: str) -> Any:
     """The census operation a site's program names: ``torch.nn.functional.relu``, ``torch.Tensor.clamp``
     (``.clamp``); for JAX the named call around a primitive (``relu: max`` → ``jax.nn.relu``) or the primitive
     itself (``max`` → ``jax.lax.max``). None when the census has no such operation."""
     from kinkcheck.census import load_census
 
+    counter = kink_counter(framework)
+    if counter is None:
+        return None
     census = load_census(framework)
-    if framework == "torch":
-        wanted = [f".{program.rsplit('.', 1)[1]}"] if program.startswith("torch.Tensor.") else [program]
-    else:
-        call, _, prim = program.rpartition(": ")
-        wanted = ([f"jax.nn.{call}", f"jax.numpy.{call}", f"jax.lax.{call}"] if call else []) + list(
-            _JAX_PUBLIC.get(prim, (f"jax.lax.{prim}",)))
-    for name in wanted:
+    for name in counter.census_names(program):
         try:
             return census.op(name)
         except KeyError:

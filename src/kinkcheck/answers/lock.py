@@ -722,7 +722,11 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
 
     from kinkcheck.language import points as pt
 
-    if lock.framework != "torch":
+    from kinkcheck.frameworks import kink_counter
+
+    counter = kink_counter(lock.framework)
+    first_layer_shift = getattr(counter, "first_layer_shift", None)  # a counter that can swap conventions: torch's
+    if first_layer_shift is None:
         return "its size on your batch is measured for PyTorch models only so far"
     before, after = {}, {}
     for c in changes:
@@ -735,7 +739,6 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
             after[c.site.index] = (at, c.value)
     if not after:
         return "its size on your batch is not measured for these sites (3-d pools, errors)"
-    from kinkcheck.frameworks.torch.kinkhits import first_layer_shift
     from kinkcheck.probe.userhits import CensusError, call_user, load_user_function
 
     added = str(where.resolve()) if where is not None else None

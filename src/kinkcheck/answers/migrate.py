@@ -15,7 +15,7 @@ replacement keeping the source convention is offered:
    ``tf.minimum``); otherwise the reason is given.
 
 Every value comes from the report JSON (measured, with provenance); the snippets are executed by the
-tests (``tests/test_migrate.py``) at the kink and beside it.
+tests (``tests/answers/test_migrate.py``) at the kink and beside it.
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ DENIED = frozenset(
 
 #: Refused kinds of names: (kind, prefixes, substrings), matched on the lower-cased segment. A kind, not a
 #: list of today's names: a framework release that adds ``torch.set_foo`` or ``jax.foo_callback`` is refused
-#: without a change here. Every catalog program still resolves (tests/test_expr.py checks it).
+#: without a change here. Every catalog program still resolves (tests/language/test_expr.py checks it).
 DENIED_KINDS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("it changes global state (a setter, seed, hook registration or cache reset)",
      ("set_", "use_", "enable_", "disable_", "clear_", "reset_", "register", "manual_seed", "seed_", "init_",

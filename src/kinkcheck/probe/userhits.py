@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kinkcheck.frameworks.jax.kinkhits import jax_hits
-from kinkcheck.frameworks.torch.kinkhits import TorchHitCounter
+from kinkcheck.frameworks import kink_counters
 from kinkcheck.kinkhits import Site, merge_sites
 
 __all__ = ["CensusError", "call_user", "load_user_function", "user_census"]
@@ -66,19 +65,12 @@ def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False
     if not isinstance(loader, Iterable):
         raise CensusError(f"--data {data!r} returned a {type(loader).__name__}, not an iterable of batches")
     passes: list[list[Site]] = []
-    kind = "torch" if hasattr(made, "forward") and hasattr(made, "parameters") else (
-        "jax" if isinstance(made, tuple) and len(made) == 2 and callable(made[0]) else None)
+    counters = kink_counters()
+    kind = next((name for name, counter in counters.items() if counter.is_model(made)), None)
     if kind is None:
-        raise CensusError(f"--model {model!r} returned a {type(made).__name__}: want a torch.nn.Module or "
-                          "(apply, params) for JAX")
-    counter = TorchHitCounter() if kind == "torch" else None
-    mode = "jax: apply(params, x) as given"
-    if counter is not None:
-        if eval_mode:
-            made.eval()
-        mode = ("the module in eval mode" if not made.training else
-                "the module in training mode, as its factory left it (dropout's zeros count as hits; --eval: "
-                "eval mode)")
+        raise CensusError(f"--model {model!r} returned a {type(made).__name__}: want "
+                          + " or ".join(f"{c.MODEL} for {name}" for name, c in counters.items()))
+    mode, one_pass = counters[kind].model_passes(made, eval_mode)
     batch_iter = iter(loader)
     for n in range(1, batches + 1):
         try:
@@ -92,15 +84,7 @@ def user_census(model: str, data: str, batches: int = 5, eval_mode: bool = False
                               f"{' '.join(str(err).split())[:300]}") from None
         x = batch[0] if isinstance(batch, (tuple, list)) else batch
         try:
-            if counter is not None:
-                import torch  # the model is torch's: torch is installed
-
-                with torch.no_grad(), counter:
-                    made(x)
-                passes.append(counter.new_pass())
-            else:
-                _, sites = jax_hits(made[0], made[1], x)
-                passes.append(sites)
+            passes.append(one_pass(x))
         except SystemExit as err:
             raise CensusError(_exited(f"the model's forward pass (batch {n})", err)) from None
         except Exception as err:  # noqa: BLE001 - the user's model failed: one line

@@ -346,7 +346,7 @@ def _replace_set(out: Path, blobs: dict[str, bytes | str]) -> None:
 
 
 #: Test-only: ``before`` or ``after`` makes a render stop 60 s just before or just after the one rename that
-#: switches the report folders, after a line on stderr, so a test can kill it there (tests/test_render.py).
+#: switches the report folders, after a line on stderr, so a test can kill it there (tests/render/test_render.py).
 PAUSE_ENV = "KINKCHECK_TEST_PAUSE_SWITCH"
 
 

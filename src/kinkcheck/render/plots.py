@@ -240,7 +240,7 @@ def _figure() -> tuple[Any, Any, Any]:
     renderer live on, and with them matplotlib's cache of text extents (tick labels and titles repeat from
     plot to plot), which tight_layout measures. The subplot parameters that tight_layout set for the last
     plot are put back to rcParams' defaults first, so each plot is laid out from the same start and its SVG is
-    byte for byte the one a new figure gives (``tests/test_plots.py`` compares the two).
+    byte for byte the one a new figure gives (``tests/render/test_plots.py`` compares the two).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

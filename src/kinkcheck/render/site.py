@@ -578,7 +578,7 @@ _LOADS = (r'<(?:script|img)\b[^>]*\bsrc="([^"]+)"', r'<link\b[^>]*\brel="(?:styl
 def loaded_sizes(site: Path) -> dict[str, int]:
     """Every HTML page of a built site (path relative to it) → the bytes it loads before interaction: its HTML and
     each file of the site it references (:data:`_LOADS`), once each: at least what Chromium fetches for the page
-    (tests/test_site.py compares them; the worker's own fetch is not the page's there)."""
+    (tests/render/test_site.py compares them; the worker's own fetch is not the page's there)."""
     import re
 
     out = {}

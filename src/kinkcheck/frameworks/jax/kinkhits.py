@@ -4,12 +4,12 @@ JAX only when it counts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kinkcheck.kinkhits import Site, ask_site
 
-__all__ = ["JAX_KINKED", "jax_hits", "jax_question"]
+__all__ = ["JAX_KINKED", "MODEL", "census_names", "hits_at", "is_model", "jax_hits", "jax_question", "model_passes"]
 
 
 #: The JAX primitives :func:`jax_hits` counts at, and the kink each checks.
@@ -260,3 +260,56 @@ def _floating(x: Any) -> bool:
     import jax.numpy as jnp
 
     return bool(jnp.issubdtype(x.dtype, jnp.floating))
+
+
+# --------------------------------------------------------------------------- the counter's hooks (kinkcheck.kinkhits)
+
+#: What a model of this framework is, for ``census --model`` and ``lock`` (:func:`kinkcheck.kinkhits.model_counter`).
+MODEL = "(apply, params) with apply(params, x)"
+
+
+def hits_at(fn: Callable[..., Any], at: Mapping[str, Any], dtype: str) -> list[Site]:
+    """The sites of ``fn``'s forward pass on the inputs ``at`` as JAX arrays of ``dtype``, in order of ``at``
+    (``kinkcheck check``'s :func:`~kinkcheck.answers.check.kinks_hit`), with x64 on for float64 only, as the adapter
+    differentiates it."""
+    import jax.numpy as jnp
+
+    from kinkcheck.frameworks.jax.adapter import _x64
+
+    with _x64(dtype == "float64"):
+        _, sites = jax_hits(fn, *(jnp.asarray(at[k], dtype=dtype) for k in at))
+    return sites
+
+
+def is_model(made: Any) -> bool:
+    """Whether a ``--model`` factory's return is a JAX model: a pair ``(apply, params)``."""
+    return isinstance(made, tuple) and len(made) == 2 and callable(made[0])
+
+
+def model_passes(made: Any, eval_mode: bool) -> tuple[str, Callable[[Any], list[Site]]]:
+    """The mode the model runs in (a sentence: ``apply`` as given; ``eval_mode`` has nothing to switch) and a
+    function counting one forward pass ``apply(params, x)`` on a batch."""
+    apply, params = made
+
+    def one(x: Any) -> list[Site]:
+        return jax_hits(apply, params, x)[1]
+
+    return "jax: apply(params, x) as given", one
+
+
+#: The public JAX functions a kinked primitive met outside any named call usually comes from, in the order
+#: they are tried against the census (``jnp.max`` binds ``reduce_max``).
+_JAX_PUBLIC: dict[str, tuple[str, ...]] = {
+    "max": ("jax.numpy.maximum", "jax.lax.max"), "min": ("jax.numpy.minimum", "jax.lax.min"),
+    "abs": ("jax.numpy.abs", "jax.lax.abs"), "clamp": ("jax.lax.clamp", "jax.numpy.clip"),
+    "reduce_max": ("jax.numpy.max", "jax.numpy.amax"), "reduce_min": ("jax.numpy.min", "jax.numpy.amin"),
+    "argmax": ("jax.numpy.argmax",), "argmin": ("jax.numpy.argmin",),
+}
+
+
+def census_names(program: str) -> list[str]:
+    """The census operations a site's program may be, in the order tried (``relu: max`` → ``jax.nn.relu``, …, then
+    the primitive's public functions, :data:`_JAX_PUBLIC`; a primitive alone → ``jax.lax.<primitive>``)."""
+    call, _, prim = program.rpartition(": ")
+    return ([f"jax.nn.{call}", f"jax.numpy.{call}", f"jax.lax.{call}"] if call else []) + list(
+        _JAX_PUBLIC.get(prim, (f"jax.lax.{prim}",)))

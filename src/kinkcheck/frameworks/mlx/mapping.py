@@ -11,7 +11,7 @@ x)``); and the ``mlx.core.array`` methods whose docs read "See :func:`<name>`" (
 Not mapped: ``mlx.nn.leaky_relu(x, negative_slope=0.01)``, documented as "mx.maximum(negative_slope * x, x)": for a
 slope above 1 that is ``negative_slope * x`` where x > 0, not the leaky ReLU of the catalog's ``leaky_relu1.5@0`` (its
 mlx programs compute another function there); ``mlx.nn.selu`` (its docs give lambda = 1.0507 and alpha = 1.67326, five
-digits: not the catalog case's function), ``array.max`` (tests/test_framework_mlx.py pins it as unmapped). Text only:
+digits: not the catalog case's function), ``array.max`` (tests/frameworks/test_framework_mlx.py pins it as unmapped). Text only:
 imports nothing of mlx."""
 
 from __future__ import annotations

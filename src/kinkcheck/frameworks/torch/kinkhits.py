@@ -5,12 +5,13 @@ the elements of each kinked call's input that sit exactly on its kink. Imports t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kinkcheck.kinkhits import Site, ask_site
 
-__all__ = ["TORCH_KINKED", "TorchHitCounter", "torch_program", "torch_question"]
+__all__ = ["MODEL", "TORCH_KINKED", "TorchHitCounter", "census_names", "first_layer_shift", "hits_at", "is_model", "model_passes",
+           "torch_program", "torch_question"]
 
 
 def _arg(args: Sequence[Any], kwargs: dict[str, Any], pos: int, name: str, default: Any = None) -> Any:
@@ -614,3 +615,50 @@ def first_layer_shift(model: Any, x: Any, before: dict[int, tuple[dict[str, Any]
 
     one, other = grad(before), grad(after)
     return float((one - other).abs().max()), float(one.abs().max()), swapped
+
+
+# --------------------------------------------------------------------------- the counter's hooks (kinkcheck.kinkhits)
+
+#: What a model of this framework is, for ``census --model`` and ``lock`` (:func:`kinkcheck.kinkhits.model_counter`).
+MODEL = "a torch.nn.Module"
+
+
+def hits_at(fn: Callable[..., Any], at: Mapping[str, Any], dtype: str) -> list[Site]:
+    """The sites of ``fn``'s forward pass on the inputs ``at`` as torch tensors of ``dtype``, in order of ``at``
+    (``kinkcheck check``'s :func:`~kinkcheck.answers.check.kinks_hit`)."""
+    import torch
+
+    args = [torch.tensor(at[k], dtype=getattr(torch, dtype)) for k in at]
+    with TorchHitCounter() as counter:
+        fn(*args)
+    return counter.sites
+
+
+def is_model(made: Any) -> bool:
+    """Whether a ``--model`` factory's return is this framework's model (a module: ``forward`` and ``parameters``)."""
+    return hasattr(made, "forward") and hasattr(made, "parameters")
+
+
+def model_passes(made: Any, eval_mode: bool) -> tuple[str, Callable[[Any], list[Site]]]:
+    """The mode the module runs in (a sentence) and a function counting one forward pass on a batch (no gradient
+    taken). The module runs in the mode its factory left it in, or in eval mode with ``eval_mode``."""
+    import torch
+
+    if eval_mode:
+        made.eval()
+    mode = ("the module in eval mode" if not made.training else
+            "the module in training mode, as its factory left it (dropout's zeros count as hits; --eval: eval mode)")
+    counter = TorchHitCounter()
+
+    def one(x: Any) -> list[Site]:
+        with torch.no_grad(), counter:
+            made(x)
+        return counter.new_pass()
+
+    return mode, one
+
+
+def census_names(program: str) -> list[str]:
+    """The census operations a site's program may be: ``torch.nn.functional.relu`` itself, a method
+    ``torch.Tensor.clamp`` as ``.clamp``."""
+    return [f".{program.rsplit('.', 1)[1]}"] if program.startswith("torch.Tensor.") else [program]

@@ -19,7 +19,7 @@ from kinkcheck.rules.infer import Cell, infer
 from kinkcheck.rules.page import history, releases_by_framework, render_page, rule_rows
 from kinkcheck.rules.validate import validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "reports"
 CASES = ("relu@0", "clamp@1", "clamp@-1", "maximum@tie", "hardtanh@1", "relu6@6")
 

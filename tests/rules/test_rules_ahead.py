@@ -15,7 +15,7 @@ from kinkcheck import rules
 from kinkcheck.catalog import load_catalog
 from kinkcheck.rules import ahead
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ("relu@0", "clamp@1", "maximum@tie", "relu6@6")
 
 

@@ -5,7 +5,7 @@
 2. The table against the frameworks themselves: each elementwise entry's derivative (sympy) against the
    framework's gradient (float64, away from kinks), so a wrong default or convention in the table fails here.
 3. Unit tests per family of entries, the Unmapped message, ``wrt`` constants and the public cases Q1-Q8:
-   tests/test_mapping_families.py.
+   tests/oracles/test_mapping_families.py.
 """
 
 from __future__ import annotations

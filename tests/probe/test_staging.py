@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from catalogs import MAXIMUM_AT_TIE, STAGED_RELU
-from test_shards import _shard
+from probing import plan_shard as _shard
 
 from kinkcheck.catalog import CatalogError, load_catalog, with_staged
 from kinkcheck.probe.plan import missing_work, not_measured_cases

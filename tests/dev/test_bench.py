@@ -29,7 +29,7 @@ def test_grown_shards_are_fresh_other_releases_the_render_reads_without_a_gap(tm
     src = tmp_path / "src"
     src.mkdir()
     name = "autograd-1.5-cpu.json"
-    (src / name).write_bytes((Path(__file__).parent.parent / "references" / "observations" / name).read_bytes())
+    (src / name).write_bytes((Path(__file__).parents[2] / "references" / "observations" / name).read_bytes())
     rows = grow_shards(src, tmp_path / "grown", 3)
     shards, errors = load_shards(tmp_path / "grown", catalog)
     assert errors == [], f"a copy the render would skip makes the x10 figure a lie: {errors[:2]}"
@@ -78,7 +78,7 @@ def test_a_new_shard_is_the_largest_as_another_release_the_render_reads_without_
     from kinkcheck.probe.plan import is_fresh
     from kinkcheck.shards import load_shards
 
-    obs = Path(__file__).parent.parent / "references" / "observations"
+    obs = Path(__file__).parents[2] / "references" / "observations"
     for name in ("autograd-1.5-cpu.json", "jax-0.10.2-cpu.json"):
         shutil.copy(obs / name, tmp_path)
     new = add_new_shard(tmp_path)

@@ -106,7 +106,7 @@ def test_the_suite_records_what_it_cost_with_record_figures(tmp_path):
     record = tmp_path / "figures.json"
     env = {**os.environ, "KINKCHECK_FIGURES": str(record)}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "--record-figures",
-                          f"{ROOT / 'tests' / 'test_figures.py'}::test_the_linter_sees_a_loose_figure_and_lets_dated_"
+                          f"{ROOT / 'tests' / 'dev' / 'test_figures.py'}::test_the_linter_sees_a_loose_figure_and_lets_dated_"
                           "history_and_settings_pass"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     doc = json.loads(record.read_text())

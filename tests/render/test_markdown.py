@@ -546,7 +546,7 @@ def test_no_case_page_says_one_kind_and_then_another(shards_report, pages):
 def test_no_committed_page_prints_a_number_past_17_significant_digits():
     """Issue 44: a person reads decimals (the shortest float64 repr), never a 60-digit rational or selu's
     32-digit constants; a long identifier in a quoted framework error is elided (the Parquet keeps it)."""
-    root = Path(__file__).resolve().parent.parent / "reports"
+    root = Path(__file__).resolve().parents[2] / "reports"
     number = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
     for page in sorted([*root.glob("*.md"), *(root / "cases").glob("*.md")]):
         text = page.read_text(encoding="utf-8")

@@ -357,7 +357,7 @@ def checkout(tmp_path):
     import shutil
     from pathlib import Path
 
-    refs = Path(__file__).resolve().parents[1] / "references"
+    refs = Path(__file__).resolve().parents[2] / "references"
     (tmp_path / "refs").mkdir()
     shutil.copy(refs / "catalog.toml", tmp_path / "refs" / "catalog.toml")
     shutil.copytree(refs / "programs", tmp_path / "refs" / "programs")

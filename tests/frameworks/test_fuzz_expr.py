@@ -18,7 +18,7 @@ well-formed expression. For every example:
 
 Each evaluation is bounded in this process too: a data-segment limit (``RLIMIT_DATA``, 3 GiB above what the
 process uses) and a 20 s alarm. Loops that only the worker's time limit stops
-(``jax.lax.while_loop``) are left to tests/test_probe_worker.py.
+(``jax.lax.while_loop``) are left to tests/probe/test_probe_worker.py.
 
 Examples: ``KINKCHECK_FUZZ_EXAMPLES`` generated expressions in all (default 300 in the test run; ``nox -s
 fuzz`` runs 10,000), derandomized so that a run is reproducible.
@@ -74,7 +74,7 @@ PATH_EVENTS = ("os.listdir", "os.scandir", "glob.glob")
 #: kinkcheck's own sources and these tests (a traceback being formatted reads its lines).
 _LIBS = tuple(sorted({str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib",
                                                                                   "platlib")}
-                     | {str(Path(kinkcheck.__file__).resolve().parent), str(Path(__file__).resolve().parent)}))
+                     | {str(Path(kinkcheck.__file__).resolve().parent), str(Path(__file__).resolve().parents[1])}))
 
 
 #: Standard-library modules that compile code they write themselves (a dataclass's ``__init__``, a namedtuple's
@@ -307,7 +307,7 @@ def _signed_call(framework: str, children: st.SearchStrategy[str]) -> st.SearchS
 
 TENSOR_METHODS = ["sum", "abs", "clamp", "max", "relu", "sqrt", "pow", "norm", "mean", "reshape", "to", "type",
                   "sort", "astype", "clip", "squeeze", "flatten", "cumsum", "prod", "min", "exp", "item", "tolist"]
-#: Names a bound in this process cannot stop: a loop that never ends in XLA's C++ (tests/test_probe_worker.py covers
+#: Names a bound in this process cannot stop: a loop that never ends in XLA's C++ (tests/probe/test_probe_worker.py covers
 #: them through the worker's time limit).
 UNBOUNDED = frozenset({"while_loop"})
 

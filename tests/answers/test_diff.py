@@ -1,5 +1,5 @@
 """kinkcheck diff: two shards, or two environments of a report (the report's *Changed in* section is built in
-kinkcheck.judge.build and tested in tests/test_report.py)."""
+kinkcheck.judge.build and tested in tests/report/test_report.py)."""
 
 from __future__ import annotations
 

@@ -145,10 +145,10 @@ id = "abs@0-again"
 title = "abs at 0, added by a test"
 sympy = "Abs(x)"
 at = { x = 0 }
-[case.programs]
-torch = ["torch.abs(x)"]
-jax = ["jax.numpy.abs(x)"]
 """
+#: The new case's programs, added to each framework's program file.
+NEW_PROGRAMS = {"torch": '\n["abs@0-again"]\nprograms = ["torch.abs(x)"]\n',
+                "jax": '\n["abs@0-again"]\nprograms = ["jax.numpy.abs(x)"]\n'}
 
 
 def test_no_command_sequence_lowers_the_measured_count(torch_adapter, tmp_path):
@@ -175,6 +175,9 @@ def test_no_command_sequence_lowers_the_measured_count(torch_adapter, tmp_path):
         shutil.copy(ROOT / "references" / "observations" / name, obs_dir)
     cat_path = tmp_path / "catalog.toml"
     shutil.copy(ROOT / "references" / "catalog.toml", cat_path)
+    (tmp_path / "programs").mkdir()
+    for fw in ("torch", "jax"):  # the frameworks this test's catalog measures, and the one its new case adds to
+        shutil.copy(ROOT / "references" / "programs" / f"{fw}.toml", tmp_path / "programs")
     catalog = load_catalog(cat_path)
     counts = [current(obs_dir, catalog)]
     shard = obs_dir / f"{eid}.json"
@@ -198,8 +201,12 @@ def test_no_command_sequence_lowers_the_measured_count(torch_adapter, tmp_path):
     assert not journal.exists()
     counts.append(current(obs_dir, catalog))
     # 3. a catalog edit (a new case), then an incremental probe of what is missing
-    edited = tmp_path / "edited.toml"  # a new path: load_catalog caches by path
+    edited = tmp_path / "edited" / "catalog.toml"  # a new path: load_catalog caches by path
+    shutil.copytree(tmp_path / "programs", edited.parent / "programs")
     edited.write_text(cat_path.read_text() + NEW_CASE)
+    for fw, entry in NEW_PROGRAMS.items():
+        with open(edited.parent / "programs" / f"{fw}.toml", "a") as fh:
+            fh.write(entry)
     catalog = load_catalog(edited)
     work = missing_work(read_shard(shard), catalog)
     assert work.absent == ("abs@0-again",) and work.cases == ("abs@0-again",), work.summary()

@@ -188,7 +188,7 @@ def test_every_tie_label_of_the_committed_report_follows_input_position() -> Non
     catalog = load_catalog()
     tie_cases = [c.id for c in catalog if c.tie]
     oracles = {cid: OracleNumbers.from_json(d) for cid, d in oracle_table(catalog).items() if cid in tie_cases}
-    path = Path(__file__).resolve().parent.parent / "reports" / "observations.parquet"
+    path = Path(__file__).resolve().parents[2] / "reports" / "observations.parquet"
     rows = pq.read_table(path, columns=["case", "environment", "program", "mode", "dtype", "status", "value", "labels"],
                          filters=[("case", "in", tie_cases), ("status", "=", "ok")]).to_pylist()
     import json

@@ -1,6 +1,6 @@
 """The report: valid against the committed JSON Schema, byte-identical for the same shards, its Parquet table
-and JSON read back, every cell traced to a shard, its sections' content (writing the set: tests/test_render.py;
-judging: tests/test_judge.py)."""
+and JSON read back, every cell traced to a shard, its sections' content (writing the set: tests/render/test_render.py;
+judging: tests/judge/test_judge.py)."""
 
 from __future__ import annotations
 

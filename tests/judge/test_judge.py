@@ -18,7 +18,7 @@ from kinkcheck.shards import load_shards, unpack
 
 
 OBS = ROOT / "references" / "observations"
-SMALL_CASES = ("relu@0", "where-sqrt@-1")  # as tests/test_render.py renders small
+SMALL_CASES = ("relu@0", "where-sqrt@-1")  # as tests/render/test_render.py renders small
 SMALL_SHARDS = ("torch-2.13.0-cpu.json", "jax-0.10.2-cpu.json")
 
 

@@ -18,7 +18,7 @@ from kinkcheck.probe.ondemand import installed_release
 from kinkcheck.rules import answer, store
 from kinkcheck.vocabulary import flat_value
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "reports" / store.FILE
 
 #: (program, point, what kink it exercises); none of them is a catalog program at its point.

@@ -47,7 +47,7 @@ def test_every_catalog_program_is_judged_as_the_report_judges_its_cell(catalog, 
     wrong, judged = [], 0
     for case, program in catalog.programs():
         if program.framework not in newest:
-            continue  # the mapping table covers torch's and jax's programs whole (tests/test_mapping.py)
+            continue  # the mapping table covers torch's and jax's programs whole (tests/oracles/test_mapping.py)
         cell = cells.get((case.id, program.framework, program.id))
         assert cell is not None, f"{case.id}: {program.id} has no {program.framework} {newest} cell in the report"
         j = explain.judge(program.id, case.at, program.framework, tree=program.tree, cases=index["cases"])

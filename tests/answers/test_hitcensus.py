@@ -1,5 +1,6 @@
-"""``kinkcheck census`` (kinkcheck.answers.hitcensus): the reference experiment's logic on networks built to hit the
-kink, the user-model census and its one-line errors, and the rendered tables."""
+"""``kinkcheck census`` (kinkcheck.answers.hitcensus; its networks in frameworks/<name>/hitcensus.py): the reference
+experiment's logic on networks built to hit the kink, the user-model census and its one-line errors, and the rendered
+tables."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed in this Py
 pytest.importorskip("sklearn", reason="scikit-learn is not installed in this Python (pip install scikit-learn)")
 
 from kinkcheck.answers import hitcensus as hc  # noqa: E402
+from kinkcheck.frameworks.torch import hitcensus as th  # noqa: E402
 from kinkcheck.cli import main  # noqa: E402
 from kinkcheck.probe.userhits import user_census  # noqa: E402
 
@@ -19,20 +21,20 @@ from kinkcheck.probe.userhits import user_census  # noqa: E402
 @pytest.mark.parametrize("s", [0.0, 0.5, 1.0])
 def test_relu_at0_has_the_chosen_derivative_at_0_only(s):
     x = torch.tensor([-1.0, 0.0, 2.0], requires_grad=True)
-    hc._relu_at0(s)(x).sum().backward()
+    th._relu_at0(s)(x).sum().backward()
     assert x.grad.tolist() == [0.0, s, 1.0]
 
 
 def test_the_digits_ship_offline():
-    X, Y = hc.digits()
+    X, Y = th.digits()
     assert tuple(X.shape) == (1797, 64) and float(X.max()) == 1.0 and set(Y.tolist()) == set(range(10))
 
 
 @pytest.fixture()
 def zero_first_layer(monkeypatch):
-    """hc.mlp with its first layer zeroed (every first-layer pre-activation exactly 0); hc.mlp itself back
+    """th.mlp with its first layer zeroed (every first-layer pre-activation exactly 0); th.mlp itself back
     with ``restore()``."""
-    real_mlp = hc.mlp
+    real_mlp = th.mlp
 
     def zeroed(depth, width, dtype, seed):
         layers = real_mlp(depth, width, dtype, seed)
@@ -41,8 +43,8 @@ def zero_first_layer(monkeypatch):
             layers[0].bias.zero_()
         return layers
 
-    monkeypatch.setattr(hc, "mlp", zeroed)
-    return lambda: monkeypatch.setattr(hc, "mlp", real_mlp)
+    monkeypatch.setattr(th, "mlp", zeroed)
+    return lambda: monkeypatch.setattr(th, "mlp", real_mlp)
 
 
 def test_an_initialisation_on_the_kink_differs_and_one_off_it_does_not(zero_first_layer):
@@ -51,14 +53,14 @@ def test_an_initialisation_on_the_kink_differs_and_one_off_it_does_not(zero_firs
     at 0: nothing differs and no backward pass is run."""
     scale = hc.Scale(depths=(2,), dtypes=("float32",), inits=3, width=8, batch=16)
     X, Y = torch.ones(32, 64, dtype=torch.float64), torch.arange(32) % 10
-    cell = hc.bifurcation(scale, 2, "float32", X, Y)
+    cell = th.bifurcation(scale, 2, "float32", X, Y)
     assert (cell.differ, cell.inits, cell.minibatches, cell.minibatches_with_hits) == (3, 3, 6, 6), cell
     assert cell.hits[0] == 6 * 16 * 8, "every first-layer pre-activation of every minibatch is 0"
     assert cell.convention_differs["torch.relu(x)"] == 0, "torch.relu'(0) = 0"
     assert cell.convention_differs["relu'(0)=1"] == 6 and cell.convention_differs["relu'(0)=0.5"] == 6
-    zero_first_layer()  # hc.mlp itself again
+    zero_first_layer()  # th.mlp itself again
     X = torch.rand(32, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
-    cell = hc.bifurcation(hc.Scale(depths=(2,), dtypes=("float64",), inits=2, width=8, batch=16), 2, "float64",
+    cell = th.bifurcation(hc.Scale(depths=(2,), dtypes=("float64",), inits=2, width=8, batch=16), 2, "float64",
                           X, Y)
     assert cell.differ == 0 and cell.minibatches_with_hits == 0 and sum(cell.hits) == 0, cell
 
@@ -66,12 +68,12 @@ def test_an_initialisation_on_the_kink_differs_and_one_off_it_does_not(zero_firs
 def test_the_skipped_backward_is_the_same_gradient():
     """Without a pre-activation at 0 the two conventions' gradients are equal bit for bit: what lets the
     experiment skip both backward passes on such a minibatch."""
-    layers = hc.mlp(3, 16, "float32", 7)
+    layers = th.mlp(3, 16, "float32", 7)
     x, y = torch.rand(8, 64, generator=torch.Generator().manual_seed(2)), torch.arange(8)
-    _, hits = hc._forward(layers, x, hc._activation("relu'(0)=0"))
+    _, hits = th._forward(layers, x, th._activation("relu'(0)=0"))
     assert not any(hits)
-    assert torch.equal(hc._first_grad(layers, x, y, hc._activation("relu'(0)=0")),
-                       hc._first_grad(layers, x, y, hc._activation("relu'(0)=1")))
+    assert torch.equal(th._first_grad(layers, x, y, th._activation("relu'(0)=0")),
+                       th._first_grad(layers, x, y, th._activation("relu'(0)=1")))
 
 
 def test_a_small_run_renders_beside_the_paper():
@@ -195,7 +197,7 @@ def test_the_committed_measurement_shows_the_papers_trend():
 
     from kinkcheck.judge.build import kink_hits
 
-    (k,) = [k for k in kink_hits(Path(__file__).resolve().parent.parent / "references" / "kinkhits")
+    (k,) = [k for k in kink_hits(Path(__file__).resolve().parents[2] / "references" / "kinkhits")
             if k.file == "torch-2.13.0-cpu.json"]
     assert k.error is None and k.scale["inits"] >= 100, k.error
     by = {(c.dtype, c.depth): c.differ / c.inits for c in k.cells}
@@ -251,14 +253,16 @@ def test_the_jax_census_runs_the_same_networks_and_finds_the_same_kink(zero_firs
     every initialisation differs, and jax.nn.relu takes 0 at 0 (as ReLU'(0) = 0) while jnp.maximum(x, 0.0)
     takes ½ (it differs)."""
     pytest.importorskip("jax", reason="JAX is not installed in this Python")
+    from kinkcheck.frameworks.jax import hitcensus as jh
+
     scale = hc.Scale(depths=(2,), dtypes=("float32",), inits=2, width=8, batch=16)
     X, Y = torch.ones(32, 64, dtype=torch.float64), torch.arange(32) % 10
-    cell = hc.bifurcation_jax(scale, 2, "float32", X, Y)
+    cell = jh.bifurcation(scale, 2, "float32", X, Y)
     assert (cell.differ, cell.minibatches, cell.minibatches_with_hits, cell.hits[0]) == (2, 4, 4, 4 * 16 * 8), cell
     assert cell.convention_differs["jax.nn.relu(x)"] == 0 and cell.convention_differs["jax.numpy.maximum(x, 0.0)"] == 4
-    zero_first_layer()  # hc.mlp itself again
+    zero_first_layer()  # th.mlp itself again
     X = torch.rand(32, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
-    cell = hc.bifurcation_jax(hc.Scale(depths=(1,), dtypes=("float64",), inits=2, width=8, batch=16), 1, "float64",
+    cell = jh.bifurcation(hc.Scale(depths=(1,), dtypes=("float64",), inits=2, width=8, batch=16), 1, "float64",
                               X, Y)
     assert cell.differ == 0 and sum(cell.hits) == 0, cell
 

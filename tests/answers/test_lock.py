@@ -162,7 +162,7 @@ def test_the_documented_ci_step_runs_and_guards(models, capsys):
     import yaml
 
     installed_2_13_0()
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "lock.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lock.md").read_text()
     (block,) = re.findall(r"```yaml\n(.*?)```", doc, re.S)
     (step,) = yaml.safe_load(block)
     commands = [shlex.split(ln) for ln in step["run"].splitlines() if ln.strip().startswith("kinkcheck ")]

@@ -39,7 +39,7 @@ from numeric_labels import TIE_LABELS, Field, Uncovered, derive, flat_value, num
 from kinkcheck.oracles.classify import tolerance
 from kinkcheck.report.query import file_metadata
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "reports" / "observations.parquet"
 DTYPE = "float64"
 MODE = "reverse"

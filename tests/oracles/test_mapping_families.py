@@ -1,7 +1,7 @@
 """kinkcheck.oracles.mapping, family by family: binding spellings, reductions with dim/keepdim, where, norms
 with ord, string arguments, order statistics, pooling, the Unmapped message, ``wrt`` constants, the public cases
 Q1-Q8 of shared/cases/public-cases-2.md with their forms pinned, expanded tensors, writes at indices and
-reconstructions (the catalog and the table against the frameworks: tests/test_mapping.py)."""
+reconstructions (the catalog and the table against the frameworks: tests/oracles/test_mapping.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 
 from kinkcheck.shards import ShardError, load_shards, read_shard, write_json_atomic, write_shard
-from test_probe_plan import _catalog, _shard
+from probing import plan_catalog as _catalog
+from probing import plan_shard as _shard
 
 OBS = ROOT / "references" / "observations"
 

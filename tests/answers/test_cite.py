@@ -78,7 +78,7 @@ def test_link_base_of_the_site_root_links_the_sites_pages():
 
 
 def test_anchor_is_a_row_of_the_case_page(report, tmp_path_factory, catalog):
-    """The rendered per-case page holds the cited row's anchor (the site's copy of it: tests/test_site.py)."""
+    """The rendered per-case page holds the cited row's anchor (the site's copy of it: tests/render/test_site.py)."""
     from conftest import ROOT
 
     from kinkcheck.render import write_reports
