@@ -402,3 +402,143 @@ def test_a_framework_folder_is_reached_through_the_registry_not_by_name() -> Non
     assert found == set(FOLDER_IMPORTS_ELSEWHERE), \
         f"framework folders imported by name from outside: {sorted(found - set(FOLDER_IMPORTS_ELSEWHERE))}; " \
         f"listed and no longer so: {sorted(set(FOLDER_IMPORTS_ELSEWHERE) - found)}"
+
+
+#: Standard-library modules slow enough to import on first use only (each 5 ms or more under ``python -X importtime``
+#: in a fresh interpreter), and those some platforms lack (``resource``, ``fcntl``: not on Windows).
+SLOW_STDLIB = ("importlib.metadata", "concurrent.futures", "tempfile", "secrets", "subprocess", "inspect", "logging",
+               "statistics")
+OPTIONAL_STDLIB = ("resource", "fcntl", "msvcrt", "winreg", "termios")
+
+
+def _third_party(root: str) -> bool:
+    import sys
+
+    return root not in sys.stdlib_module_names and root not in (PACKAGE, "__future__")
+
+
+def _targets(name: str, path: Path, node: ast.Import | ast.ImportFrom, modules: set[str]) -> list[tuple[str, str]]:
+    """(module imported, what it is: ``"kinkcheck"``, ``"stdlib"`` or ``"third-party"``) for each name ``node``
+    imports; a package module named for ``from a import b`` when ``a.b`` is one."""
+    import sys
+
+    if isinstance(node, ast.Import):
+        found = [alias.name for alias in node.names]
+    else:
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        stem = ".".join([*here[: len(here) - (node.level - 1)], *([node.module] if node.module else [])]) \
+            if node.level else (node.module or "")
+        found = [f"{stem}.{a.name}" if f"{stem}.{a.name}" in modules or stem.split(".")[0] != PACKAGE else stem
+                 for a in node.names]  # outside the package ``a.b`` may be a name, not a module: only read its start
+    out = []
+    for target in found:
+        root = target.split(".")[0]
+        if root == PACKAGE:
+            parts = target.split(".")
+            target = next(".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in modules)
+        out.append((target, PACKAGE if root == PACKAGE else "stdlib" if root in sys.stdlib_module_names else
+                    "third-party"))
+    return out
+
+
+def _top_level(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is imported: outside functions, ``if TYPE_CHECKING:`` left out."""
+    out, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (
+                isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _top_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Module → the third-party libraries its top-level imports name, and module → the package's modules they
+    import: what importing it runs."""
+    files = _module_names()
+    modules = set(files)
+    direct: dict[str, set[str]] = {}
+    edges: dict[str, set[str]] = {}
+    for name, path in files.items():
+        direct[name], edges[name] = set(), set()
+        for node in _top_level(ast.parse(path.read_text())):
+            for target, kind in _targets(name, path, node, modules):
+                if kind == "third-party":
+                    direct[name].add(target.split(".")[0])
+                elif kind == PACKAGE and target != name:
+                    edges[name].add(target)
+    return direct, edges
+
+
+def _slow_libraries(direct: dict[str, set[str]], edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Module → the third-party libraries importing it imports (followed through the package's modules)."""
+    return {name: set().union(*(direct[m] for m in _reach(edges, name))) for name in direct}
+
+
+#: What a user starts: the CLI and every face (its parser imports each one: :func:`kinkcheck.faces.faces`),
+#: ``import kinkcheck``, ``kinkcheck.lookup``'s module and the pytest plugin (loaded in every pytest run where
+#: kinkcheck is installed). A module these import at the top defers a module they do not, to its first use
+#: (``# on first use``): the start stays as light as it is.
+ENTRY_POINTS = ("kinkcheck.cli", "kinkcheck", "kinkcheck.report.query", "kinkcheck.pytest_plugin", "kinkcheck.faces.*")
+
+
+def _start(edges: dict[str, set[str]], entry: str) -> set[str]:
+    """What importing ``entry`` loads: its top-level imports, followed, and each one's parent packages."""
+    loaded = _reach(edges, entry)
+    return loaded | {".".join(m.split(".")[:k]) for m in loaded for k in range(1, m.count(".") + 1)}
+
+
+def test_a_function_body_import_is_slow_or_optional_and_says_which() -> None:
+    """An import inside a function is one a module must not pay for when it is imported: a third-party library
+    (the statement names it: numpy, sympy, pyarrow, rich, a framework), a slow or missing standard-library module
+    (:data:`SLOW_STDLIB`, :data:`OPTIONAL_STDLIB`), or a kinkcheck module whose own imports reach a third-party
+    library this module does not import already. Each but the first says which on its line (or the line above):
+    ``# slow: sympy``, ``# slow to import``, ``# optional: …``; and a module that starts a command
+    (:data:`ENTRY_POINTS`) defers the modules the start does not need (``# on first use``). Any other import belongs
+    at the top, where a reader sees the module's real structure (issue 47)."""
+    files = _module_names()
+    modules = set(files)
+    direct, edges = _top_graph()
+    slow = _slow_libraries(direct, edges)
+    entries = [m for pattern in ENTRY_POINTS for m in files
+               if m == pattern or (pattern.endswith(".*") and m.startswith(pattern[:-1]))]
+    starts = [_start(edges, entry) for entry in entries]
+    wrong = []
+    for name, path in files.items():
+        text = path.read_text()
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                said = lines[node.lineno - 1] + (lines[node.lineno - 2] if node.lineno > 1 else "")
+                said = said[said.find("#"):] if "#" in said else ""
+                for target, kind in _targets(name, path, node, modules):
+                    where = f"{path.relative_to(SRC.parent)}:{node.lineno} ({ast.unparse(node)[:60]})"
+                    if kind == "third-party":
+                        continue
+                    if kind == "stdlib":
+                        if target.startswith(OPTIONAL_STDLIB):
+                            ok = "optional" in said
+                        elif target.startswith(SLOW_STDLIB):
+                            ok = "slow" in said
+                        else:
+                            wrong.append(f"{where}: a quick standard-library import: at the top")
+                            continue
+                        if not ok:
+                            wrong.append(f"{where}: say why it waits (# slow to import, # optional: …)")
+                        continue
+                    extra = slow[target] - slow[name]
+                    later = any(name in start and target not in start for start in starts)
+                    if extra and not any(lib in said for lib in extra):
+                        wrong.append(f"{where}: name what it waits for ({', '.join(sorted(extra))})")
+                    elif not extra and not later:
+                        wrong.append(f"{where}: {target} imports nothing slow that {name} does not: at the top")
+                    elif not extra and "first use" not in said:
+                        wrong.append(f"{where}: a start-up module waits for {target}: say so (# on first use)")
+    assert not wrong, f"{len(wrong)} function-body import(s):\n" + "\n".join(wrong[:40])

@@ -19,7 +19,7 @@ def __getattr__(name: str) -> object:
     on first use: ``import kinkcheck`` needs nothing beyond the standard library (the noxfile imports the
     registry under nox's own Python)."""
     if name in ("lookup", "search", "LookupFailed"):
-        from kinkcheck.report import query
+        from kinkcheck.report import query  # slow: msgspec
 
         return getattr(query, name)
     raise AttributeError(f"module 'kinkcheck' has no attribute {name!r}")

@@ -12,7 +12,11 @@ days, :func:`prune_cached`), all keyed on content hashes. An empty folder is wha
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import pickle
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +69,6 @@ def is_cached(kind: str, key: str) -> bool:
 def read_pickled(kind: str, key: str, touch: bool = False) -> Any:
     """The object pickled as ``<cache>/<kind>/<key>`` (:func:`write_pickled`), None when absent, unreadable or
     damaged: the caller computes it again, never an error (and checks that it is what it expects)."""
-    import pickle
-
     raw = read_cached(kind, key, touch)
     if raw is None:
         return None
@@ -78,8 +80,6 @@ def read_pickled(kind: str, key: str, touch: bool = False) -> Any:
 
 def write_pickled(kind: str, key: str, value: Any) -> None:
     """Cache ``value`` pickled (:func:`write_cached`: atomically; skipped where the cache cannot be written)."""
-    import pickle
-
     write_cached(kind, key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
@@ -92,8 +92,6 @@ def prune_cached(kind: str, days: float = UNUSED_DAYS) -> int:
     temporary files a killed writer left, at most once an hour per kind (a ``.pruned`` stamp): the kinds a render
     writes per shard (a benchmark's grown copies, releases since removed) do not pile up. Returns how many were
     removed; a cache that cannot be walked or written is left as it is, never an error."""
-    import time
-
     folder = cache_dir() / kind
     stamp = folder / ".pruned"
     now = time.time()
@@ -121,7 +119,7 @@ def prune_cached(kind: str, days: float = UNUSED_DAYS) -> int:
 def write_cached(kind: str, key: str, data: bytes) -> None:
     """Cache ``data`` as ``<cache>/<kind>/<key>`` atomically (a temporary file, then a rename: a reader never
     sees half of it); a cache that cannot be written is skipped, never an error."""
-    import tempfile
+    import tempfile  # slow to import
 
     folder = cache_dir() / kind
     try:
@@ -143,8 +141,6 @@ def read_signed(kind: str, key: str, touch: bool = False) -> Any:
     JSON, or the entry is not the one written under this key (its first line, the SHA-256 of the key and the rest,
     does not match: damaged, edited by hand, or another key's entry copied over it). ``touch`` as in
     :func:`read_cached`. The caller checks the shape of what it reads."""
-    import json
-
     raw = read_cached(kind, key, touch)
     if raw is None:
         return None
@@ -176,6 +172,4 @@ def copy_signed(kind: str, old: str, new: str) -> bool:
 
 
 def _signature(key: str, body: bytes) -> bytes:
-    import hashlib
-
     return hashlib.sha256(key.encode() + b"\n" + body).hexdigest().encode()

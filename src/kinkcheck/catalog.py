@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import pickle
+import sys
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,9 +20,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kinkcheck import registry
+from kinkcheck.cache import read_cached, write_cached
 from kinkcheck.language import expr as ex
 from kinkcheck.language import points
-from kinkcheck import registry
 from kinkcheck.language.anchors import program_slug, slug
 
 __all__ = ["FRAMEWORKS", "PROGRAMS_DIR", "STAGED_DIR", "Case", "Catalog", "CatalogError", "Program", "default_catalog_path",
@@ -409,10 +412,6 @@ def _program_files(folder: Path, case_ids: list[Any]) -> dict[str, dict[str, dic
 def _load(path: str, only: frozenset[str] | None = None) -> Catalog:
     """:func:`_parse`, through a disk cache keyed on everything the parse reads (:func:`_cache_key`): parsing
     the expressions is a tenth of a light framework's whole probe, and a catalog rarely changes."""
-    import pickle
-
-    from kinkcheck.cache import read_cached, write_cached
-
     key = _cache_key(path, only)
     if key is not None:
         data = read_cached("catalogs", key)
@@ -437,8 +436,6 @@ def _cache_key(path: str, only: frozenset[str] | None) -> str | None:
     """A digest of the catalog file, its program files, the parser's source, the registry's names, aliases and
     modes, the selection ``only`` and Python's version; None when a file cannot be read (the parse then says
     why). Not the path: the same content anywhere (the tests' catalogs) is one entry."""
-    import sys
-
     p = Path(path)
     h = hashlib.sha256(repr((sorted(only) if only is not None else None, sys.version,
                              [(f.name, f.aliases, f.modes) for f in registry.REGISTRY.values()])).encode())

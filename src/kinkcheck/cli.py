@@ -9,10 +9,12 @@ corrupt shard) prints one line on stderr and exits with status 2; no traceback, 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import sys
 from collections.abc import Sequence
 
-from kinkcheck import faces
+from kinkcheck import __version__, faces
 from kinkcheck.errors import EXIT_BAD_INPUT, UsageError
 from kinkcheck.faces import shared
 
@@ -21,8 +23,6 @@ __all__ = ["UsageError", "build_parser", "main", "run"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``kinkcheck``: each face adds its command (:func:`kinkcheck.faces.faces`)."""
-    from kinkcheck import __version__
-
     p = shared.Parser(prog="kinkcheck", description="Gradient conventions at kinks, measured in real frameworks.")
     p.add_argument("--version", action="version", version=f"kinkcheck {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=shared.Parser)
@@ -50,8 +50,6 @@ def run() -> None:
     ``report`` run this way also leaves the collector off after its render (:data:`kinkcheck.faces.shared.EXITS_AFTER`):
     switched back on, its first pass walks the millions of objects the render made (0.6 s), for a process about to
     exit."""
-    import gc
-
     shared.EXITS_AFTER = True
     try:
         rc = main()
@@ -78,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below, not at interpreter exit
         return rc
     except UsageError as err:
-        from kinkcheck.shards.validate import one_line
+        from kinkcheck.shards.validate import one_line  # on first use: not loaded at start-up
 
         msg = one_line(str(err), limit=2000)  # names read from a user's file may hold line breaks
         print(f"kinkcheck: error: {msg}" if not msg.startswith("kinkcheck") else msg, file=sys.stderr)
@@ -124,8 +122,6 @@ def _refuse_empty_paths(args: argparse.Namespace) -> None:
 
 def _quiet_stdout() -> None:
     """Send later writes to stdout (and the interpreter's last flush) to /dev/null, so they cannot fail again."""
-    import os
-
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor (embedded, captured)

@@ -35,6 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from kinkcheck.catalog import CatalogError, load_catalog, with_staged
+from kinkcheck.platforms import DEVICES
+from kinkcheck.probe.plan import missing_work, write_merged
+from kinkcheck.probe.run import environment_id
+from kinkcheck.registry import FRAMEWORKS, framework
+from kinkcheck.shards import ShardError, read_shard, shard_lock
 from kinkcheck.vocabulary import COMPILED_MODES, FRAMEWORK_MODES
 
 __all__ = ["SIDE_BY_SIDE", "STEPS", "Step", "lane_steps", "main"]
@@ -90,11 +96,6 @@ def lane_steps(framework: str, device: str, out_dir: Path, catalog_path: str | N
     ShardError
         The framework's shard in ``out_dir`` cannot be read (no probe could merge into it).
     """
-    from kinkcheck.catalog import load_catalog
-    from kinkcheck.probe.run import environment_id
-    from kinkcheck.probe.plan import missing_work
-    from kinkcheck.shards import read_shard
-
     catalog = load_catalog(catalog_path)
     env_id = environment_id(framework, device)
     shard = None
@@ -118,10 +119,6 @@ def _run_apart(step: Step, device: str, out_dir: Path, scratch: Path, log: Path,
                extra: Sequence[str], catalog_path: str | None, staged: bool) -> None:
     """One step of a :data:`SIDE_BY_SIDE` framework: probed into ``scratch`` (a folder of its own), then merged
     into its shard in ``out_dir`` under the shard's lock; a step cut off keeps its journal in ``scratch``."""
-    from kinkcheck.catalog import load_catalog, with_staged
-    from kinkcheck.probe.plan import write_merged
-    from kinkcheck.shards import ShardError, read_shard, shard_lock
-
     scratch.mkdir(parents=True, exist_ok=True)
     _run_lane([step], device, scratch, log, deadline, extra)
     if not step.ok or step.outcome.startswith("fresh"):
@@ -213,10 +210,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from kinkcheck.platforms import DEVICES
-    from kinkcheck.probe.run import environment_id
-    from kinkcheck.registry import FRAMEWORKS, framework
-
     ap = _Parser(prog="python -m kinkcheck.lanes", description=__doc__.splitlines()[0])
     ap.add_argument("--device", required=True, help=f"one of {', '.join(DEVICES)}")
     ap.add_argument("--framework", action="append", default=[],
@@ -241,7 +234,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--archive {args.archive}: " + ("a folder" if args.archive.is_dir() else
                                                    f"its folder {args.archive.parent} does not exist or is not "
                                                    "writable"))
-    from kinkcheck.catalog import CatalogError, load_catalog
 
     try:
         catalog = load_catalog(args.catalog)
@@ -265,7 +257,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs_dir.mkdir()
     extra = [*(["--catalog", args.catalog] if args.catalog else []), *(["--staged"] if args.staged else []),
              *(["--drop-removed"] if args.drop_removed else [])]
-    from kinkcheck.shards import ShardError
 
     try:
         lanes = {f: lane_steps(f, args.device, args.out_dir, args.catalog, args.case) for f in present}

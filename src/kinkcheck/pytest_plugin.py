@@ -35,8 +35,8 @@ def pytest_configure(config: Any) -> None:
     if not path.strip():  # `--kinkcheck-lock "$LOCK"` with $LOCK unset: refused, never a check turned off
         raise pytest.UsageError("--kinkcheck-lock is empty: name the lock file (kinkcheck.lock), or leave the option "
                                 "out")
-    from kinkcheck.answers import lock
-    from kinkcheck.errors import UsageError
+    from kinkcheck.answers import lock  # slow: msgspec
+    from kinkcheck.errors import UsageError  # on first use: not loaded at start-up
 
     try:
         held = lock.read_lock(path)

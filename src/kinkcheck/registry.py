@@ -17,6 +17,8 @@ framework) reaches every consumer without an import-time copy going stale.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,9 +40,6 @@ DOCUMENTED_FAMILIES: tuple[str, ...] = ("zero", "even", "first", "min-norm")
 def _read_matrix() -> dict[str, tuple[str, ...]]:
     """Framework → its default version matrix, from ``matrix.toml`` beside this module (by path, not through
     the package: the noxfile loads this module on its own)."""
-    import tomllib
-    from pathlib import Path
-
     data = tomllib.loads(Path(__file__).with_name("matrix.toml").read_text(encoding="utf-8"))
     return {name: tuple(versions) for name, versions in data.items()}
 
@@ -170,8 +169,6 @@ def read_record(path: Path) -> Framework:
     ValueError
         A record whose name is not its folder's.
     """
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(f"kinkcheck.frameworks.{path.parent.name}.record", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)

@@ -23,16 +23,35 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from kinkcheck.catalog import find, point_key
-from kinkcheck.errors import UsageError
+from kinkcheck import platforms as plat
+from kinkcheck.catalog import (
+    DRAFT_REASON,
+    FRAMEWORKS,
+    PROGRAMS_DIR,
+    SYMPY_NAMES,
+    CatalogError,
+    find,
+    forget_loaded,
+    load_catalog,
+    point_key,
+    staged_case_ids,
+    staged_path,
+)
+from kinkcheck.errors import EXIT_BAD_INPUT, UsageError
+from kinkcheck.language import expr as ex
+from kinkcheck.language import points as pt
+from kinkcheck.language.anchors import slug
+from kinkcheck.language.decimals import decimal_clarke, decimal_exact, decimal_text, decimal_value
 from kinkcheck.probe.ondemand import (
     DEFAULT_DISK_BUDGET_GB,
     ENV_DISK,
@@ -46,7 +65,10 @@ from kinkcheck.probe.ondemand import (
     make_room,
     releases_asked,
 )
-from kinkcheck.vocabulary import NOT_JUDGED
+from kinkcheck.probe.plan import missing_work
+from kinkcheck.rules import answer as predicted
+from kinkcheck.shards import read_shard, write_text_atomic
+from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, NOT_JUDGED, flat_value
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "MAX_PAGE_NAME_BYTES", "MAX_STAGE_ID_BYTES",
            "Answer", "Question", "ask", "device_releases", "disk_budget",
@@ -142,10 +164,6 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
     function and tie flag are the case's. Otherwise the function is ``sympy_text``, else the mapping's sympy form,
     and ``tie`` says whether the kink is a tie (default no). Raises UsageError (one line) on bad input, and for a
     ``sympy_text`` that is not the catalog case's function (unless ``live``: then it is the user's own question)."""
-    from kinkcheck.language import expr as ex
-    from kinkcheck.language import points as pt
-    from kinkcheck.catalog import FRAMEWORKS, SYMPY_NAMES
-
     try:
         point = pt.parse_point(at)
         ex.check_input_names(point, FRAMEWORKS)
@@ -171,12 +189,11 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
         return Question(text, point, fw, case.sympy, case.id, case.tie,
                         (own.sympy, own.constants) if own is not None else None)
     if sympy_text is None:
-        from kinkcheck.oracles.mapping import Unmapped, sympy_form
+        from kinkcheck.oracles.mapping import Unmapped, sympy_form  # slow: numpy, sympy
 
         try:
             sympy_text = sympy_form(tree, point, fw).text
         except Unmapped as err:
-            import re
 
             why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # grad's hint: ask's is below
             raise UsageError(f"cannot write {text} in sympy ({why}); give its function with --sympy TEXT (the "
@@ -186,7 +203,6 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
         except ex.ExprError as err:
             raise UsageError(f"cannot write {text} in the catalog's sympy language: its form {err}; give its function "
                              "with --sympy TEXT") from None
-    from kinkcheck.vocabulary import flat_value
 
     components = len(flat_value(point))  # a kink of one number against a constant is no tie
     return Question(text, point, fw, sympy_text, None, bool(tie) and components > 1)
@@ -194,10 +210,7 @@ def question(expr: str, at: str, framework: str | None = None, sympy_text: str |
 
 def _same_function(a: str, b: str, at: dict[str, Any]) -> bool:
     """Whether two texts of the catalog's sympy language are one function of the point's inputs."""
-    from types import SimpleNamespace
-
-    from kinkcheck.language import expr as ex
-    from kinkcheck.oracles.translate import to_sympy
+    from kinkcheck.oracles.translate import to_sympy  # slow: sympy
 
     try:
         fa = to_sympy(SimpleNamespace(id="--sympy", sympy=a, at=at))[0]  # type: ignore[arg-type]
@@ -232,10 +245,6 @@ def stage_id_problem(case_id: object) -> str | None:
     UTF-8 bytes, its page name of at most :data:`MAX_PAGE_NAME_BYTES`; without a path separator, NUL or another control character; not starting
     with a dot or ending with one; not a name Windows reserves (``CON``, ``NUL``, ``COM1``, …); and in the form
     ``<function>@<point>`` without spaces or quotes."""
-    import re
-
-    from kinkcheck.language.anchors import slug
-
     if not isinstance(case_id, str) or not case_id:
         return "a case id is <function>@<point>, e.g. relu6@6"
     size = len(case_id.encode("utf-8", "surrogatepass"))
@@ -271,11 +280,7 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     reason that starts with :data:`~kinkcheck.catalog.DRAFT_REASON` (``nox -s report`` measures the case; moving it
     into the catalog waits until each is written). The files written. Raises UsageError (one line, nothing
     written) for a catalog that is not there, an id in use, or a case the catalog's checks refuse."""
-    import tempfile
-
-    from kinkcheck.catalog import (DRAFT_REASON, FRAMEWORKS, PROGRAMS_DIR, CatalogError, forget_loaded, load_catalog,
-                                   staged_path)
-    from kinkcheck.shards import write_text_atomic
+    import tempfile  # slow to import
 
     why = stage_id_problem(case_id)
     if why is not None:
@@ -287,7 +292,6 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
         catalog = load_catalog(catalog_path)
     except CatalogError as err:
         raise UsageError(str(err)) from None
-    from kinkcheck.language.anchors import slug
 
     if any(c.id == case_id for c in catalog):
         raise UsageError(f"--stage {case_id}: the catalog has a case {case_id}; choose another id")
@@ -295,7 +299,6 @@ def stage(q: Question, case_id: str, catalog_path: Path, title: str | None = Non
     if same is not None:
         raise UsageError(f"--stage {case_id}: reads as the catalog's {same} in a report page name; choose another id")
     staged = staged_path(catalog_path)
-    from kinkcheck.catalog import staged_case_ids
 
     if case_id in staged_case_ids(catalog_path):
         raise UsageError(f"--stage {case_id}: already staged in {staged}; choose another id, or edit the staged case")
@@ -353,8 +356,8 @@ def device_releases(framework: str, device: str, path: str | Path | None = None)
     """The releases of ``framework`` the report (``path``, default :func:`kinkcheck.report.query.default_report`) measured
     on ``device`` (an environment's place: ``cuda``), oldest first as the report lists them; read from the report's
     head, no row. Raises UsageError when the report cannot be read."""
-    from kinkcheck.report.cells import CellError, load_report_for
-    from kinkcheck.report.query import default_report
+    from kinkcheck.report.cells import CellError, load_report_for  # slow: msgspec, numpy
+    from kinkcheck.report.query import default_report  # slow: msgspec
 
     try:
         report = load_report_for(path if path is not None else default_report(), frameworks=())
@@ -380,9 +383,8 @@ def from_report(q: Question, releases: Sequence[str], modes: Sequence[str] = (),
     """
     import msgspec
 
-    from kinkcheck.report.query import DATA_ENV
-    from kinkcheck.report.cells import CellError, load_report_for
-    from kinkcheck.report.query import default_report
+    from kinkcheck.report.cells import CellError, load_report_for  # slow: msgspec, numpy
+    from kinkcheck.report.query import DATA_ENV, default_report  # slow: msgspec
 
     if q.case is None:
         return None
@@ -433,15 +435,10 @@ class Answer:
 
 
 def _shard_path(folder: Path, framework: str, version: str) -> Path:
-    from kinkcheck import platforms as plat
-
     return folder / "shards" / f"{plat.environment_id(framework, version, 'cpu', plat.host_tag())}.json"
 
 
 def _fresh(shard: Path, catalog: Any, framework: str, modes: Sequence[str], dtypes: Sequence[str]) -> bool:
-    from kinkcheck.probe.plan import missing_work
-    from kinkcheck.shards import read_shard
-
     if not shard.exists():
         return False
     try:
@@ -471,10 +468,9 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
     ``live``); every other release is measured here, one probe of the questions' catalog per release (only what its
     shard lacks). Both are judged together, as the report judges its cases (:func:`kinkcheck.judge.build.build`
     over the questions' catalog)."""
-    import tempfile
+    import tempfile  # slow to import
 
-    from kinkcheck.catalog import load_catalog
-    from kinkcheck.judge.build import build
+    from kinkcheck.judge.build import build  # slow: msgspec, numpy
 
     frameworks = {q.framework for q in questions}
     if len(frameworks) != 1:
@@ -507,7 +503,7 @@ def measure(questions: Sequence[Question], releases: Sequence[str], *, modes: Se
         not_measured = {**elsewhere, **not_measured}
         every = [*(reported or ()), *shards]
         judged = build(every, catalog) if every else None
-    from kinkcheck.report.query import default_report
+    from kinkcheck.report.query import default_report  # slow: msgspec
 
     return Answer(questions[0], list(releases), judged, not_measured,
                   {v: sources[v] for v in releases if v in sources},
@@ -532,9 +528,7 @@ def _live(framework: str, releases: Sequence[str], catalog: Any, catalog_path: P
     to date by ``kinkcheck probe`` in the release's environment. The next release's environment is made while the
     current one is measured, and the kept environments are brought within the disk budget before each one is made.
     The shards (their cells narrowed to the modes and dtypes asked) and the releases not measured with the reason."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from kinkcheck.shards import read_shard
+    from concurrent.futures import ThreadPoolExecutor  # slow to import
 
     if not releases:
         return [], {}
@@ -618,9 +612,8 @@ def _probe(got: tuple[str, dict[str, str]], framework: str, catalog_path: Path, 
 def render(answer: Answer) -> str:
     """The answer as a case page shows a program, in text: the oracle, the values over releases with their
     labels (other dtypes where they differ), what changed where, the modes of the newest release, errors."""
-    from kinkcheck.language.decimals import decimal_clarke, decimal_exact, decimal_text
-    from kinkcheck.report.text import oracle_finding
-    from kinkcheck.render.view import report_view
+    from kinkcheck.render.view import report_view  # slow: msgspec, numpy
+    from kinkcheck.report.text import oracle_finding  # slow: msgspec, numpy
 
     q = answer.question
     out = [f"{q.expr} at {', '.join(f'{k} = {v}' for k, v in q.at.items())}"]
@@ -628,7 +621,7 @@ def render(answer: Answer) -> str:
     for version, source in answer.sources.items():
         by_source.setdefault(source, []).append(version)
     if q.case is not None:
-        from kinkcheck.report.text import case_page
+        from kinkcheck.report.text import case_page  # slow: msgspec, numpy
 
         out.append(f"the catalog's case {q.case} (the report's {case_page(q.case)})")
     if "report" in by_source and answer.device != "cpu":
@@ -657,7 +650,6 @@ def render(answer: Answer) -> str:
         clarke = decimal_clarke(oracle.clarke, len(oracle.components), oracle.lipschitz)
         out.append(f"  {sides}Clarke generalized gradient {clarke}"
                    + (f", min-norm {decimal_exact(oracle.min_norm)}" if oracle.min_norm else ""))
-    from kinkcheck.vocabulary import DTYPES
 
     present = [d for d in DTYPES if any(o.dtype == d for o in answer.report.observations)]
     shown = (f"{present[0]}, other dtypes in parentheses where they differ" if len(present) > 1
@@ -700,7 +692,7 @@ def render(answer: Answer) -> str:
 
 def _ranges(answer: Answer, versions: Sequence[str]) -> str:
     """``versions`` as runs of the answer's releases (``"1.13.1 – 2.15.0"``)."""
-    from kinkcheck.report.model import release_ranges
+    from kinkcheck.report.model import release_ranges  # slow: msgspec, numpy
 
     envs = answer.report.environments
     return release_ranges([e.id for e in envs if e.framework_version in versions], envs)
@@ -709,7 +701,7 @@ def _ranges(answer: Answer, versions: Sequence[str]) -> str:
 def _mark(label: str | None) -> str:
     """A strip's letter for ``label`` (:data:`kinkcheck.report.text.LABEL_LETTER`, as the site draws it): a terminal
     may have no colour-emoji font, and the emoji tell left from right by shape alone."""
-    from kinkcheck.report.text import LABEL_LETTER, NO_OBSERVATION_LETTER
+    from kinkcheck.report.text import LABEL_LETTER, NO_OBSERVATION_LETTER  # slow: msgspec, numpy
 
     return LABEL_LETTER.get(label, "?") if label else NO_OBSERVATION_LETTER
 
@@ -722,8 +714,6 @@ def _key(labels: Sequence[str | None]) -> str:
 def _cell_text(cell: Any) -> str:
     """A cell's value and label (its numbers as :func:`kinkcheck.language.decimals.decimal` prints them), then each other
     dtype that differs."""
-    from kinkcheck.language.decimals import decimal_value
-
     face = cell.face
     if face is None:
         return cell.why or "no observation"
@@ -765,7 +755,7 @@ def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0"
       only for the releases asked (a torch environment from PyPI takes ~5.5 GB of disk); a figure for the whole
       matrix at that rate is arithmetic, printed as such.
     """
-    import tempfile
+    import tempfile  # slow to import
 
     try:
         chosen = releases_asked("torch", releases=releases)
@@ -805,13 +795,7 @@ def speed(releases: str, program: str = "torch.clamp(x, min=0)", at: str = "x=0"
 
 def command(args: Any) -> int:
     """``kinkcheck ask`` (:mod:`kinkcheck.faces.ask` parses its arguments)."""
-    import sys
-
-    from kinkcheck.answers import ask
-    from kinkcheck.errors import EXIT_BAD_INPUT
-    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
-
-    q = ask.question(args.expr, args.at, args.framework, args.sympy, tie=args.tie, live=args.live)
+    q = question(args.expr, args.at, args.framework, args.sympy, tie=args.tie, live=args.live)
     known = FRAMEWORK_MODES.get(q.framework, ())
     for mode in args.mode or ():
         if mode not in known:
@@ -823,14 +807,13 @@ def command(args: Any) -> int:
         raise UsageError("--stage needs an id (the case id to stage, e.g. relu-written@0)")
     if (args.title or args.catalog) and not args.stage:
         raise UsageError("--title and --catalog go with --stage ID")
-    from kinkcheck.rules import answer as predicted
 
     modes, dtypes = list(args.mode or ()), list(args.dtype or ())
     explicit = bool(args.release or args.releases is not None or args.all)
-    installed = ask.installed_release(q.framework)
+    installed = installed_release(q.framework)
     device = getattr(args, "device", "cpu") or "cpu"
     if device != "cpu":  # the report's cells on that device, never measured here
-        on_device = ask.device_releases(q.framework, device, args.report)
+        on_device = device_releases(q.framework, device, args.report)
         if args.live:
             raise UsageError(f"--live measures here, on the CPU: --device {device} answers from the report's cells")
         if q.case is None or not on_device:
@@ -839,34 +822,34 @@ def command(args: Any) -> int:
                     "cases' points")
             raise UsageError(f"not measured: kinkcheck ask measures on the CPU and answers --device {device} from the "
                              f"report, which {what}; {q.expr} at {args.at} is not among its {device} cells")
-        releases = (ask.releases_asked(q.framework, args.release or (), args.releases, args.all) if explicit
+        releases = (releases_asked(q.framework, args.release or (), args.releases, args.all) if explicit
                     else on_device)
         chosen = releases
     elif args.live or q.case is not None:  # measured (or the report's cells) in every release asked, as before
-        releases = ask.releases_asked(q.framework, args.release or (), args.releases, args.all)
+        releases = releases_asked(q.framework, args.release or (), args.releases, args.all)
         chosen = releases
     else:  # a program the catalog lacks: predicted in every release asked, measured live in the installed one only
-        chosen = ask.releases_asked(q.framework, args.release or (), args.releases, args.all) if explicit else []
+        chosen = releases_asked(q.framework, args.release or (), args.releases, args.all) if explicit else []
         releases = [installed] if installed else []
         modes, dtypes = modes or ["reverse"], dtypes or ["float64"]
-    ask.disk_budget(args.disk_budget)  # bad input before anything is installed
+    disk_budget(args.disk_budget)  # bad input before anything is installed
     if args.stage:
         catalog = Path(args.catalog) if args.catalog else Path("references/catalog.toml")
-        for path in ask.stage(q, args.stage, catalog, args.title):
+        for path in stage(q, args.stage, catalog, args.title):
             print(f"staged {args.stage}: wrote {path}", file=sys.stderr)
     forecast = predicted.predictions(q.expr, q.at, q.framework, releases=chosen or None,
                                      modes=modes or ["reverse"], dtypes=dtypes or ["float64"], device=device,
                                      report=args.report)
-    answer = (ask.ask(q, releases, modes=modes, dtypes=dtypes, disk_budget_gb=args.disk_budget, quiet=args.quiet,
+    answer = (ask(q, releases, modes=modes, dtypes=dtypes, disk_budget_gb=args.disk_budget, quiet=args.quiet,
                       live=args.live, report=args.report, device=device) if releases else None)
     if device != "cpu" and answer is not None and answer.report is None:  # none of the releases asked is there
         raise UsageError(f"not measured: the report holds no {device} cell of {q.expr} at {args.at} in "
                          f"{', '.join(releases)} (it measured {q.framework} on {device} in "
-                         f"{', '.join(ask.device_releases(q.framework, device, args.report))}); kinkcheck ask measures "
+                         f"{', '.join(device_releases(q.framework, device, args.report))}); kinkcheck ask measures "
                          "on the CPU only")
     differs = _prediction_differs(answer, forecast, installed)
     if args.json:
-        from kinkcheck.report.model import report_json
+        from kinkcheck.report.model import report_json  # slow: msgspec, numpy
 
         print(json.dumps({"question": {"expr": q.expr, "at": q.at, "framework": q.framework, "sympy": q.sympy,
                                        "case": q.case, "tie": q.tie},
@@ -883,7 +866,7 @@ def command(args: Any) -> int:
                           "prediction_differs": differs}))
     else:
         if answer is not None:
-            sys.stdout.write(ask.render(answer))
+            sys.stdout.write(render(answer))
         else:
             print(f"{q.framework} is not installed here: nothing measured live (predicted only)")
         sys.stdout.write(predicted.render(forecast))
@@ -895,8 +878,7 @@ def command(args: Any) -> int:
 def _prediction_differs(answer: Any, forecast: dict[str, Any], installed: str | None) -> list[str]:
     """Where the installed release was measured and predicted, in the same mode and dtype, with different values:
     one line each (the prediction is wrong there, or the program does something its operations' rules do not)."""
-    from kinkcheck.oracles.classify import same_value
-    from kinkcheck.vocabulary import flat_value
+    from kinkcheck.oracles.classify import same_value  # slow: numpy
 
     if answer is None or answer.report is None or installed is None:
         return []
@@ -911,7 +893,6 @@ def _prediction_differs(answer: Any, forecast: dict[str, Any], installed: str | 
                 continue
             got, want = flat_value(o.value), flat_value(p["value"])
             if not same_value(got, want, o.dtype):
-                from kinkcheck.language.decimals import decimal_value
 
                 out.append(f"{installed} {o.mode} {o.dtype}: measured {decimal_value(o.value)} but the rules predict "
                            f"{decimal_value(p['value'])} (the point may not be a kink in floating point, or the "

@@ -21,13 +21,19 @@ Python API: :func:`check_pair`. Command line: ``kinkcheck check MODULE:FN path/t
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kinkcheck.frameworks import FrameworkUnavailable, Unavailable, get_adapter, kink_counter
+from kinkcheck.frameworks.base import short_error
+from kinkcheck.language import expr as ex
 from kinkcheck.oracles.classify import same_value
 from kinkcheck.probe.usercode import UserCodeError, load_function
-from kinkcheck.vocabulary import flat_value
+from kinkcheck.probe.worker import BoundExceeded, TaskError, _is_oom
+from kinkcheck.registry import framework
+from kinkcheck.vocabulary import FRAMEWORK_MODES, MODES, flat_value, flatten
 
 if TYPE_CHECKING:
     from kinkcheck.probe.worker import Limits
@@ -184,8 +190,6 @@ def _plan(at: Mapping[str, Any]) -> Iterator[tuple[str, int, float, str]]:
 
 def count_variants(at: Mapping[str, Any]) -> int:
     """How many points :func:`variants` yields (the given input included), in time linear in the entries."""
-    from collections import Counter
-
     entries = _entries(at)
     keys = [_key(_get(at, n, i)) for n, i in entries]
     total = 1
@@ -228,8 +232,6 @@ def pair_modes(mode: str | Sequence[str], frameworks: Sequence[str]) -> tuple[st
     CheckError
         Not one or two modes; an unknown mode; a mode the function's framework lacks (named with its modes).
     """
-    from kinkcheck.vocabulary import FRAMEWORK_MODES, MODES
-
     pair = (mode, mode) if isinstance(mode, str) else tuple(mode)
     if len(pair) != 2:
         raise CheckError(f"expected one mode, or two (one per function), got {len(pair)}")
@@ -247,9 +249,6 @@ def kinks_hit(fn: Callable[..., Any], framework: str, at: Mapping[str, Any], dty
     primitives): ``["torch.clamp at x = min, x = max (1 of 1)"]``; one line saying why where the framework has no
     counter, where the function fails, or where no kinked operation sits at its kink (then the difference comes from
     elsewhere, e.g. an operation the counters do not know)."""
-    from kinkcheck.frameworks import kink_counter
-    from kinkcheck.frameworks.base import short_error
-
     counter = kink_counter(framework)
     if counter is None:
         return [f"no kink-hit counter for {framework}"]
@@ -295,10 +294,6 @@ def check_pair(first: Callable[..., Any], second: Callable[..., Any], at: Mappin
         that this release lacks (``torch.func`` before torch 2.0); either function fails at the given
         input itself (nothing to compare).
     """
-    from kinkcheck.frameworks import Unavailable, get_adapter
-    from kinkcheck.frameworks.base import short_error
-    from kinkcheck.registry import framework
-
     modes = pair_modes(mode, frameworks)
     # frameworks whose import must come first (registry.Framework.import_first: importing PaddlePaddle after
     # TensorFlow segfaults), then the others; the pair keeps its order
@@ -339,8 +334,7 @@ VECTOR_LIMIT = 8
 def render(result: CheckResult, names: Sequence[str], shown: int | None = SHOWN) -> str:
     """Plain-text summary: each differing input (the first ``shown``; None: all) with both gradients and the
     kinked operations each function hits there, then the smallest differing input. Long vectors are elided."""
-    from kinkcheck.vocabulary import flatten
-    from kinkcheck.render.view import fmt_number, fmt_vector
+    from kinkcheck.render.view import fmt_number, fmt_vector  # slow: msgspec
 
     def g(v: Any) -> str:
         return v if isinstance(v, str) else named(v)
@@ -397,10 +391,6 @@ def check_task(payload: Mapping[str, Any], limits: Limits) -> Any:
     """``kinkcheck check``'s evaluation, a task of the worker (:data:`kinkcheck.probe.worker.TASKS`): payload
     ``first``, ``second``, ``at``, ``frameworks``, ``dtype``, and optionally ``modes`` (one per function; default
     reverse)."""
-    from kinkcheck.language import expr as ex
-    from kinkcheck.frameworks import FrameworkUnavailable
-    from kinkcheck.probe.worker import BoundExceeded, TaskError, _is_oom
-
     try:
         fns = [load_function(payload["first"]), load_function(payload["second"])]
         result = check_pair(fns[0], fns[1], payload["at"], frameworks=tuple(payload["frameworks"]),

@@ -15,21 +15,29 @@ from ``observations.parquet``) and every counter-example; a summary of measured 
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
+import tomllib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.language.anchors import slug
 from kinkcheck.catalog import FRAMEWORKS
-from kinkcheck.language.decimals import decimal_value
-from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM, place_title
+from kinkcheck.language.anchors import slug
+from kinkcheck.language.decimals import decimal, decimal_value, decimal_vector
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms import place_title
 from kinkcheck.registry import view
 from kinkcheck.report.cells import CellError, cells_of, check_cell, stated_case
-from kinkcheck.report.model import Case, Environment, Observation, Report
+from kinkcheck.report.model import DTYPES, MODES, Case, Environment, Observation, Report
+from kinkcheck.report.query import DatasetError, nearest_programs, read_table, source_tree
 from kinkcheck.report.text import CASES_DIR, LABEL_HELP, case_page, mode_anchor, release_anchor, row_anchor
+from kinkcheck.rules import PAGE
+from kinkcheck.rules.page import LABEL_WORDS, rule_anchor, rule_id
+from kinkcheck.vocabulary import release_key
 
 __all__ = ["Citation", "CiteError", "RuleCitation", "bibtex", "cff", "cite", "cite_rule", "find_rule", "site_base",
            "site_url"]
@@ -50,11 +58,8 @@ def site_url() -> str | None:
     """The published site's root URL, ending in ``/``: the ``Documentation`` URL of ``[project.urls]``, read from
     ``pyproject.toml`` in a source tree (a clone, an editable install) and from the installed distribution's
     metadata (``Project-URL: Documentation, …``) otherwise; None when neither names one."""
-    from kinkcheck.report.query import source_tree
-
     url = None
     if source_tree():
-        import tomllib
 
         try:
             with open(Path(__file__).resolve().parents[3] / "pyproject.toml", "rb") as fh:
@@ -62,7 +67,6 @@ def site_url() -> str | None:
         except (OSError, tomllib.TOMLDecodeError):
             url = None
     if url is None:
-        from importlib import metadata  # 0.03 s to import: only where pyproject.toml is not beside the package
 
         try:
             entries = metadata.metadata("kinkcheck").get_all("Project-URL") or []
@@ -161,7 +165,6 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
         raise CiteError(f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)})")
     if case is not None:
         if case not in ix.case:
-            import difflib
 
             near = difflib.get_close_matches(case, list(ix.case), n=5, cutoff=0.3)
             raise CiteError(f"unknown case {case!r}" + (f" (nearest: {', '.join(near)})" if near else ""))
@@ -170,7 +173,6 @@ def cite(report: Report, program: str, case: str | None = None, framework_versio
             raise CiteError(f"case {case!r} has no program {program!r}"
                             + (f" in {framework}" if framework is not None else ""))
     elif not cells:
-        from kinkcheck.report.query import nearest_programs
 
         near = nearest_programs(program, sorted({p.program for c in report.cases for p in c.programs
                                                  if framework is None or p.framework == framework}))
@@ -328,8 +330,6 @@ class RuleCitation:
     def link(self, base: str = "reports") -> str:
         """The rule's place on the rules page: ``base`` as :meth:`Citation.link` reads it → ``base/rules.md#anchor``
         (a ``.md`` page → ``rules.md`` beside it; a ``.html`` page of the site → ``rules.html`` beside it)."""
-        from kinkcheck.rules import PAGE
-
         base, suffix = _base_folder(base)
         return f"{base}/{PAGE.removesuffix('.md')}{suffix}#{self.anchor}"
 
@@ -357,19 +357,16 @@ def find_rule(doc: Mapping[str, Any], spec: str, framework: str | None = None) -
         No such operation (with the closest names), several operations or kinds fit (each named by its rule id),
         or the operation is not ``framework``'s.
     """
-    from kinkcheck.rules.page import rule_id
-
     op_text, at, kind_text = spec.strip().rpartition("@") if "@" in spec else (spec.strip(), "", "")
     op_text = _squeezed(op_text)
     if not op_text:
         raise CiteError(f"cite which rule? --rule OPERATION[@KIND], e.g. torch.clamp@max (not {spec!r})")
-    from kinkcheck.rules.names import resolve_operation
+    from kinkcheck.rules.names import resolve_operation  # slow: sympy
 
     rules = [r for r in doc["rules"] if framework is None or r["framework"] == framework]
     op_text, found = resolve_operation(rules, op_text)
     ops = {_squeezed(r["operation"]): r["operation"] for r in rules}
     if not found:
-        import difflib
 
         where = f" in {framework}" if framework is not None else ""
         elsewhere = sorted({r["framework"] for r in doc["rules"]
@@ -442,8 +439,6 @@ def _by_value(rows: Sequence[tuple[str, str]], order: Sequence[str]) -> str:
 def _modes_dtypes(pairs: Collection[tuple[str, str]]) -> str:
     """``forward, forward-ad mode × float64, float32`` (every mode in every dtype), else ``forward mode: float64;
     jit mode: float32, float16``: a set of (mode, dtype) pairs, in the report's order of modes and dtypes."""
-    from kinkcheck.report.model import DTYPES, MODES
-
     def order(seq: Sequence[str]) -> Any:
         return lambda x: (seq.index(x) if x in seq else len(seq), x)
 
@@ -458,8 +453,6 @@ def _modes_dtypes(pairs: Collection[tuple[str, str]]) -> str:
 def _labels_said(labels: Sequence[str]) -> tuple[str, str]:
     """The value a rule's labels name, in words (:data:`kinkcheck.rules.page.LABEL_WORDS`, the first label's), and
     the labels in parentheses, saying what else the value is where its evidence does not tell the labels apart."""
-    from kinkcheck.rules.page import LABEL_WORDS
-
     first = LABEL_WORDS.get(labels[0], labels[0])
     if len(labels) == 1:
         return first, f"(label {labels[0]})"
@@ -483,9 +476,6 @@ def cite_rule(doc: Mapping[str, Any], spec: str, *, observations: str | Path, fr
         No such rule (:func:`find_rule`), an unknown mode or dtype, no evidence in the slice or release asked for,
         evidence that contradicts itself there (no labels), an unreadable ``observations``.
     """
-    from kinkcheck.rules.page import rule_anchor, rule_id
-    from kinkcheck.vocabulary import release_key
-
     rule = find_rule(doc, spec, framework)
     fw, op, kind = rule["framework"], rule["operation"], rule["kind"]
     check_cell(fw, mode, dtype)
@@ -552,8 +542,6 @@ def _evidence(rule: Mapping[str, Any], doc: Mapping[str, Any], observations: str
     """One line per program of the rule's evidence measured in ``run_envs`` (environment → release), its values
     over the releases of ``run`` (runs grouped), read from the Parquet file; and the number of cells. A program's
     cell that is a counter-example (one of ``counter_cells``) is not evidence: it is listed with the others."""
-    from kinkcheck.report.query import DatasetError, read_table
-
     cells = doc["cells"]
     counter_at = {(cells[c[0]][0], c[1], c[2]) for c in rule["counterexamples"] if c[0] in counter_cells}
     programs = [(c, p) for c, p in rule["programs"]]
@@ -578,9 +566,6 @@ def _counterexamples(rule: Mapping[str, Any], doc: Mapping[str, Any]) -> list[st
     """Every counter-example cell of the rule, in any mode, dtype and place: one line per case, program, value and
     run of releases, the places with the same modes and dtypes together (``… [0, 0] in 2.15.0 on
     cpu-linux_x86_64_v2, cpu-linux_x86_64_v3 (forward, forward-ad mode × float64, float32)``)."""
-    from kinkcheck.language.decimals import decimal, decimal_vector
-    from kinkcheck.vocabulary import release_key
-
     cells, envs, fw = doc["cells"], doc["environments"], rule["framework"]
     versions: dict[tuple[str, str, str, str, str, str], list[str]] = {}
     for c in rule["counterexamples"]:

@@ -14,6 +14,8 @@ differs (``ok``/``error``/``unavailable``) or their values differ beyond the dty
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +23,21 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.report.model import SCHEMA_ID, Environment, Observation, Report, ReportError, differs
+from kinkcheck.registry import FRAMEWORKS
 from kinkcheck.render.view import describe_observation  # the report's words for a value, not diff's own
+from kinkcheck.report.model import (
+    SCHEMA_ID,
+    Environment,
+    Observation,
+    Report,
+    ReportError,
+    differs,
+    load_report,
+    report_path,
+)
+from kinkcheck.report.query import DATA_ENV, default_report
+from kinkcheck.shards import ShardError, read_shard
+from kinkcheck.shards.validate import read_text
 
 __all__ = ["Change", "ChangeRow", "DiffError", "Side", "compare", "describe_observation", "differs", "group_changes",
            "load_side", "nearest_environments", "side_from_report", "side_from_shard"]
@@ -146,8 +161,6 @@ def side_from_report(report: Report, env_id: str, label: str) -> Side:
 def nearest_environments(env_id: str, known: Sequence[str], n: int = 4) -> str:
     """The words a DiffError gives for an unknown environment: the ``n`` ids of ``known`` closest to ``env_id``
     (:func:`difflib.get_close_matches`, else those of its framework), e.g. ``nearest: torch-2.13.0-cpu, …``."""
-    import difflib
-
     near = difflib.get_close_matches(env_id, list(known), n=n, cutoff=0.5)
     if not near:
         fw = env_id.partition("-")[0]
@@ -159,8 +172,6 @@ def nearest_environments(env_id: str, known: Sequence[str], n: int = 4) -> str:
 
 def _is_environment_id(spec: str) -> bool:
     """``torch-2.13.0-cpu``: a bare environment id (a framework, a release, a device), not a file's name."""
-    from kinkcheck.registry import FRAMEWORKS
-
     fw, _, rest = spec.partition("-")
     return (fw in FRAMEWORKS and bool(rest) and "/" not in spec and "\\" not in spec
             and not spec.endswith((".json", ".gz")))
@@ -186,17 +197,12 @@ def load_side(spec: str, report: str | Path | None = None) -> Side:
         document (:func:`kinkcheck.report.model.decode_report`; a v1 report is refused: re-render it); a
         report without ``#ENV``; an unknown environment.
     """
-    from kinkcheck.report.model import load_report, report_path
-    from kinkcheck.shards.validate import read_text
-
     path, _, env_id = spec.partition("#")
     if not path and not env_id:
         raise DiffError("an empty side: name a shard file, REPORT#ENV, #ENV or ENV (e.g. torch-2.13.0-cpu)")
     if not path or (not env_id and not Path(path).exists() and _is_environment_id(path)):
         env_id = env_id or path  # "#ENV", or "ENV": an environment of the report, not a file
-        import os
 
-        from kinkcheck.report.query import DATA_ENV, default_report
 
         path = str(report if report is not None else default_report())
         if report is None and os.environ.get(DATA_ENV) and not report_path(path).exists():  # say where it looked
@@ -214,7 +220,6 @@ def load_side(spec: str, report: str | Path | None = None) -> Side:
     except RecursionError:
         raise DiffError(f"{p}: cannot read (JSON nested too deeply)") from None
     if schema in ("kinkcheck/shard/v1", "kinkcheck/shard/v2"):  # a shard file, packed (v2) or not
-        from kinkcheck.shards import ShardError, read_shard
 
         try:
             shard = read_shard(p)

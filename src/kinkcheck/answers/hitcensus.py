@@ -31,10 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from kinkcheck.catalog import load_catalog
+from kinkcheck.census import coverage, load_census
 from kinkcheck.frameworks import census_network, kink_counter
 from kinkcheck.kinkhits import CensusScale as Scale
 from kinkcheck.kinkhits import Site
+from kinkcheck.language import expr as ex
 from kinkcheck.render.census import PAPER_PREACTIVATIONS, PRECISION, render_run
+from kinkcheck.render.view import fmt_value
 
 __all__ = ["PAPER", "PAPER_PREACTIVATIONS", "PAPER_SOURCE", "Scale", "render_run", "render_sites", "run"]
 
@@ -112,8 +116,6 @@ def _census_op(framework: str, program: str) -> Any:
     """The census operation a site's program names: ``torch.nn.functional.relu``, ``torch.Tensor.clamp``
     (``.clamp``); for JAX the named call around a primitive (``relu: max`` → ``jax.nn.relu``) or the primitive
     itself (``max`` → ``jax.lax.max``). None when the census has no such operation."""
-    from kinkcheck.census import load_census
-
     counter = kink_counter(framework)
     if counter is None:
         return None
@@ -133,11 +135,6 @@ def convention(framework: str, program: str, report: Any, dtype: str = "float32"
     directly, and its reverse-mode value in ``dtype`` on the CPU (Linux x86-64) in release ``version`` (the one
     the model ran in) where the report has it, else the newest. A sentence saying why not where the census or
     the catalog has nothing."""
-    from kinkcheck.language import expr as ex
-    from kinkcheck.catalog import load_catalog
-    from kinkcheck.census import coverage, load_census
-    from kinkcheck.render.view import fmt_value
-
     op = _census_op(framework, program)
     if op is None:
         return "not in the census of kinked operations"

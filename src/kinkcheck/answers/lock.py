@@ -32,7 +32,23 @@ from typing import Any, Literal
 
 import msgspec
 
+from kinkcheck import __version__
+from kinkcheck.answers import ask, lock
+from kinkcheck.catalog import find
 from kinkcheck.errors import UsageError
+from kinkcheck.frameworks import kink_counter
+from kinkcheck.language import expr as ex
+from kinkcheck.language import points as pt
+from kinkcheck.language.decimals import decimal_value
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.platforms.isa import capped_tag, split_tag
+from kinkcheck.probe.ondemand import installed_release, releases_asked
+from kinkcheck.probe.userhits import CensusError, call_user, load_user_function, user_census
+from kinkcheck.registry import REGISTRY
+from kinkcheck.report.query import DatasetError, LookupFailed, ReportUnreadable, data_path, lookup, table_metadata
+from kinkcheck.rules.answer import predictions
+from kinkcheck.shards import write_text_atomic
+from kinkcheck.vocabulary import DTYPES, flat_value
 
 __all__ = ["LOCK_FILE", "SCHEMA", "Change", "Lock", "LockedSite", "Predicted", "UnlockedSite", "UsedRule",
            "batch_shift", "check", "check_across", "check_writable", "command", "conventions", "make_lock",
@@ -164,11 +180,7 @@ def _nonsense(lock: Lock) -> str | None:
     """What in a lock that decoded kinkcheck would never have written, or None."""
     from packaging.version import InvalidVersion, Version
 
-    from kinkcheck.language import expr as ex
-    from kinkcheck.language import points as pt
-    from kinkcheck.oracles.classify import LABELS
-    from kinkcheck.registry import REGISTRY
-    from kinkcheck.vocabulary import DTYPES
+    from kinkcheck.oracles.classify import LABELS  # slow: numpy
 
     if lock.framework not in REGISTRY:
         return f"unknown framework {lock.framework!r} (known: {', '.join(REGISTRY)})"
@@ -283,8 +295,6 @@ def check_writable(path: Path) -> None:
 
 def write_lock(lock: Lock, path: str | Path) -> None:
     """Write ``lock`` atomically (a crash leaves the old file)."""
-    from kinkcheck.shards import write_text_atomic
-
     write_text_atomic(Path(path), lock_text(lock))
 
 
@@ -294,8 +304,6 @@ def write_lock(lock: Lock, path: str | Path) -> None:
 def _catalog_case(framework: str, program: str, at: dict[str, Any]) -> str | None:
     """The catalog case holding ``program`` (canonical text) of ``framework`` at the point ``at`` (the sign of zero
     included: ``maximum@-0.0`` is not a tie at +0), if any."""
-    from kinkcheck.catalog import find
-
     found = find(framework, program, at)
     return found[0].id if found is not None else None
 
@@ -311,8 +319,6 @@ def report_table() -> Path:
         No report data, or data that cannot be used: one line naming the file (a guard never reads past it, nor
         measures in its place).
     """
-    from kinkcheck.report.query import DatasetError, LookupFailed, data_path, table_metadata
-
     try:
         path = data_path()
         table_metadata(path)
@@ -326,7 +332,6 @@ def _report_cell(case: str | None, program: str, release: str, dtype: str) -> An
     cell). UsageError for report data that cannot be read (:class:`kinkcheck.report.query.ReportUnreadable`)."""
     if case is None:
         return None
-    from kinkcheck.report.query import LookupFailed, ReportUnreadable, lookup
 
     try:
         rows = lookup(program, case=case, release=release, mode="reverse", dtype=dtype, device="cpu")
@@ -344,9 +349,6 @@ def conventions(framework: str, release: str, wanted: Sequence[tuple[str, str, s
     report's cell where the catalog holds the program at that point and the report measured it, else measured live
     (:func:`kinkcheck.answers.ask.measure`, reverse mode, those dtypes; not with ``report_only``: those are left out).
     ``ties``: the (program, at) whose kink is a tie (the tie labels apply; a catalog case's own flag wins)."""
-    from kinkcheck.answers import ask
-    from kinkcheck.language import points as pt
-
     report_table()  # unreadable: one line before anything is looked up or measured (5.5 GB for a torch release)
     out: dict[tuple[str, str, str], Any] = {}
     live: dict[tuple[str, str], ask.Question] = {}
@@ -389,9 +391,6 @@ def predicted(framework: str, release: str, wanted: Sequence[tuple[str, str, str
     (:func:`kinkcheck.rules.answer.predictions`; nothing is measured or installed): a value with the rules it
     composed, or the reason it is not predicted (no rules file, no rule for an operation there, a release the rules
     file does not hold)."""
-    from kinkcheck.language import points as pt
-    from kinkcheck.rules.answer import predictions
-
     out: dict[tuple[str, str, str], Predicted] = {}
     dtypes: dict[tuple[str, str], list[str]] = {}
     for program, at, dtype in wanted:
@@ -422,10 +421,6 @@ def rules_text(rules: Sequence[UsedRule]) -> str:
 
 def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, quiet: bool = False) -> Lock:
     """Run the model under the kink-hit counter and lock the convention of each kinked call it makes."""
-    from kinkcheck import __version__
-    from kinkcheck.probe.ondemand import installed_release
-    from kinkcheck.probe.userhits import CensusError, user_census
-
     report_table()  # a report that cannot be read: one line before the model runs
     try:
         framework, sites, _ = user_census(model, data, batches=batches, eval_mode=eval_mode)
@@ -447,7 +442,6 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
         locked.append(LockedSite(index=s.index, operation=s.program, call=s.call, kink=s.kink, dtype=s.dtype,
                                  hits=s.hits, elements=s.elements, program=s.question, at=s.at, case=case,
                                  status=status, value=value, labels=labels, source=source, predicted=forecast.get(key)))
-    from kinkcheck.language.decimals import decimal_value
 
     for site in locked:  # a finding: the program is not what its operations' rules compose to (or a rule is wrong)
         f = site.predicted
@@ -472,8 +466,7 @@ def make_lock(model: str, data: str, batches: int = 5, eval_mode: bool = False, 
 def case_page(case: str) -> str:
     """Where to read a case: its page in the report folder the data comes from (``reports/cases/relu-at-0.md``,
     relative to here when it is below), else the case and where the repository keeps its page."""
-    from kinkcheck.report.query import LookupFailed, data_path
-    from kinkcheck.report.text import case_file
+    from kinkcheck.report.text import case_file  # slow: numpy
 
     try:
         page = data_path().parent / "cases" / case_file(case)
@@ -503,7 +496,6 @@ class Change(msgspec.Struct, kw_only=True):
         new = _face(self.status, self.value, self.labels)
         note = self.note
         if self.source == "predicted":  # never shown as a measurement
-            from kinkcheck.language.decimals import decimal_value
 
             new = decimal_value(self.value)
             note = f" (predicted from the rules, not measured: {rules_text(self.rules)}){note}"
@@ -522,8 +514,7 @@ class Change(msgspec.Struct, kw_only=True):
 
 
 def _same(dtype: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
-    from kinkcheck.oracles.classify import same_value
-    from kinkcheck.vocabulary import flat_value
+    from kinkcheck.oracles.classify import same_value  # slow: numpy
 
     if a is None or b is None:
         return a is b
@@ -542,8 +533,6 @@ def check(lock: Lock, release: str | None = None, quiet: bool = False, report_on
     ``measure``, is measured live (:func:`conventions`: in that release's environment, made the first time), or is
     not compared with ``report_only``. The installed release is measured live (seconds), not predicted.
     ``sources``: filled with each compared site's index → ``report``, ``predicted`` or ``measured``."""
-    from kinkcheck.probe.ondemand import installed_release, releases_asked
-
     if report_only and measure:
         raise UsageError("--report-only or --measure, not both (--report-only measures nothing)")
     installed = installed_release(lock.framework)
@@ -596,8 +585,6 @@ def _unconfirmed(lock: Lock, guess: Mapping[tuple[str, str, str], Predicted]) ->
     lock's own release is not the value the lock holds (the program is not what its operations' rules compose to:
     comparing a measurement with a prediction would report a change that is only the rules' miss), or the rules hold
     no prediction there to check it with."""
-    from kinkcheck.language.decimals import decimal_value
-
     own = predicted(lock.framework, lock.release, list(guess))
     out: dict[tuple[str, str, str], str] = {}
     for s in lock.site:
@@ -631,15 +618,13 @@ def nothing_compared(lock: Lock, unknown: Sequence[str], target: str, hint: str 
 
 
 def _face(status: str, value: Any, labels: Sequence[str]) -> str:
-    from kinkcheck.language.decimals import decimal_value
-
     return f"{decimal_value(value)} ({labels[0] if labels else 'not judged'})" if status == "ok" else status
 
 
 def report_releases(framework: str, device: str) -> list[str]:
     """The releases of ``framework`` the report measured on ``device`` (Linux x86-64), oldest first. UsageError when
     the report cannot be read (:func:`report_table`)."""
-    from kinkcheck.report.dataset import DatasetError, table_index
+    from kinkcheck.report.dataset import DatasetError, table_index  # slow: numpy
 
     try:
         return list(table_index(report_table()).get("releases", {}).get(framework, {}).get(device, []))
@@ -657,11 +642,6 @@ def check_across(lock: Lock, framework: str, release: str, device: str = "cpu",
     reference level (is it the device's or the level's doing, or the release's?). The changes (one per program
     that returns another value or status), and a line for each site that cannot be compared (no catalog case, no
     cell)."""
-    from kinkcheck.probe.ondemand import releases_asked
-    from kinkcheck.platforms.isa import split_tag
-    from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-    from kinkcheck.report.query import LookupFailed, ReportUnreadable, lookup
-
     releases_asked(framework, [release])  # an unknown release: UsageError before anything runs
     report_table()  # unreadable: one line before anything is compared
     same = framework == lock.framework
@@ -718,12 +698,6 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
     checked release's in the other (:func:`kinkcheck.frameworks.torch.kinkhits.first_layer_shift`); the largest
     change of its first weight's gradient beside that gradient's largest entry, or a sentence saying why not.
     ``where``: the lock's folder, where its model's module is looked for first."""
-    import sys
-
-    from kinkcheck.language import points as pt
-
-    from kinkcheck.frameworks import kink_counter
-
     counter = kink_counter(lock.framework)
     first_layer_shift = getattr(counter, "first_layer_shift", None)  # a counter that can swap conventions: torch's
     if first_layer_shift is None:
@@ -739,7 +713,6 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
             after[c.site.index] = (at, c.value)
     if not after:
         return "its size on your batch is not measured for these sites (3-d pools, errors)"
-    from kinkcheck.probe.userhits import CensusError, call_user, load_user_function
 
     added = str(where.resolve()) if where is not None else None
     if added is not None:
@@ -779,8 +752,6 @@ def batch_shift(lock: Lock, changes: Sequence[Change], where: Path | None = None
 
 def parse_framework_version(text: str) -> tuple[str, str]:
     """``torch==2.14.1`` → ``("torch", "2.14.1")``; UsageError for another form or an unknown framework."""
-    from kinkcheck.registry import REGISTRY
-
     name, sep, version = text.partition("==")
     if not sep or not version.strip() or not name.strip():
         raise UsageError(f"--framework-version {text!r}: write it as FRAMEWORK==VERSION (torch==2.14.1)")
@@ -799,10 +770,6 @@ def default_lock_path() -> Path:
 
 def command(args: Any) -> int:
     """``kinkcheck lock`` (:mod:`kinkcheck.faces.lock` parses its arguments)."""
-    from kinkcheck.answers import lock
-    from kinkcheck.platforms.isa import capped_tag
-    from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-
     path = Path(args.lock) if args.lock else lock.default_lock_path()
     if not args.check:
         if (args.release or args.framework_version or args.device != "cpu" or args.isa or args.report_only

@@ -20,16 +20,22 @@ tests (``tests/answers/test_migrate.py``) at the kink and beside it.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import math
 import re
 from dataclasses import dataclass, field
+from string import Template
 from typing import Any
 
 from kinkcheck.catalog import FRAMEWORKS
-from kinkcheck.oracles.classify import same_value
 from kinkcheck.language.decimals import decimal, decimal_value
+from kinkcheck.oracles.classify import same_value
+from kinkcheck.platforms import DEVICES
 from kinkcheck.registry import framework as framework_record
+from kinkcheck.report.cells import CellError, check_cell, program_in_case
 from kinkcheck.report.model import Case, Environment, Observation, Report, ReportIndex, parts_by_reason
+from kinkcheck.report.query import nearest_programs
 
 __all__ = ["CasePairs", "MigrateError", "Migration", "Pair", "migrate", "parse_side", "render", "snippet",
            "tie_snippet"]
@@ -82,8 +88,6 @@ class Migration:
 def split_place(text: str, device: str) -> tuple[str, str]:
     """``"torch==2.11.0@cuda"`` → ``("torch==2.11.0", "cuda")``: a side may name its own place (a CPU → CUDA
     migration); without ``@`` the side is on ``device`` (``--device``)."""
-    from kinkcheck.platforms import DEVICES
-
     side, sep, place = text.partition("@")
     place = place.strip()
     if sep and not place:
@@ -167,8 +171,6 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
     MigrateError
         Unknown framework or case, a release not in the report, the same environment on both sides.
     """
-    from kinkcheck.report.cells import CellError, check_cell
-
     source, sdev = split_place(source, device)
     target, tdev = split_place(target, device)
     sfw, sver = parse_side(source)
@@ -187,11 +189,9 @@ def migrate(report: Report, source: str, target: str, mode: str = "reverse", dty
         raise MigrateError(f"unknown case {case!r}")
     spelled: dict[str, str] = {}  # case → the source program ``program`` spells there (aliases canonicalised)
     if program is not None:
-        from kinkcheck.report.cells import program_in_case
 
         spelled = {c.id: pid for c in report.cases if (pid := program_in_case(program, c)) in c.programs_of(sfw)}
         if not spelled:
-            from kinkcheck.report.query import nearest_programs
 
             near = nearest_programs(program, sorted({p for c in report.cases for p in c.programs_of(sfw)}))
             raise MigrateError(f"{program!r} is not a {sfw} program of the report's catalog"
@@ -281,8 +281,6 @@ def _tie_of_two(c: Case) -> tuple[str, str] | None:
     """The two inputs when the case is a tie of two scalars whose kink is the whole line ``x == y``: its sympy
     form is ``Max`` or ``Min`` of exactly those inputs, and they are equal at the point (P10's ``tf.minimum``
     at x = y); else None. The form is parsed (:mod:`ast`), never evaluated."""
-    import ast
-
     if len(c.at) != 2 or any(isinstance(v, list) for v in c.at.values()):
         return None
     (a, va), (b, vb) = c.at.items()
@@ -371,8 +369,6 @@ def tie_snippet(framework: str, target: str, names: tuple[str, str], values: tup
 def _fill(template: str, note: str, **values: str) -> str:
     """A framework's code template (``string.Template`` text) with ``values`` in place, and its ``# $note`` line
     saying ``note``, or left out where there is none."""
-    from string import Template
-
     text = Template(template).substitute(values, note=note)
     return text if note else re.sub(r"(?m)^ *# \n", "", text)
 
@@ -386,8 +382,6 @@ def _snippets(framework: str) -> Any:
     MigrateError
         The framework has no such module: no generated code for it.
     """
-    import importlib
-
     try:
         package = framework_record(framework).adapter
         return importlib.import_module(f"{package}.snippets")

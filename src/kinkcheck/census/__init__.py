@@ -26,14 +26,15 @@ output, random, complex-only, not differentiable by design ...); the rest are *u
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.language import expr as ex
 from kinkcheck.catalog import Catalog, default_catalog_path
+from kinkcheck.language import expr as ex
 
 __all__ = ["STATUSES", "Census", "CensusError", "Coverage", "Op", "census_dir", "census_path", "coverage",
            "load_census", "names_used", "write_census"]
@@ -213,8 +214,6 @@ def _case_order(catalog: Catalog) -> Any:
 
 def write_census(census: Census, path: str | Path, header: Sequence[str] = ()) -> None:
     """Write ``census`` as TOML (deterministic: the ops in the given order, fixed key order)."""
-    import json
-
     def q(s: str) -> str:
         return json.dumps(s, ensure_ascii=False)  # a TOML basic string is a JSON string
 

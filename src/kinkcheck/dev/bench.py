@@ -42,6 +42,12 @@ sessions' freshness checks) is measured by ``nox -s bench_report``.
 from __future__ import annotations
 
 import argparse
+import gc
+import gzip
+import hashlib
+import importlib
+import importlib.util
+import io
 import json
 import os
 import shutil
@@ -52,10 +58,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.dev import figures
+from kinkcheck import platforms, rules
+from kinkcheck.answers.ask import speed
 from kinkcheck.catalog import FRAMEWORKS, load_catalog
-from kinkcheck.registry import framework as framework_record
+from kinkcheck.dev import figures
+from kinkcheck.frameworks import get_adapter
+from kinkcheck.language import points as pt
 from kinkcheck.oracles.backprop import P0
+from kinkcheck.probe.plan import is_fresh, missing_work
+from kinkcheck.probe.run import environment_id
+from kinkcheck.probe.speed import compiled_chunks_speed, compiled_vs_eager
+from kinkcheck.registry import REGISTRY
+from kinkcheck.registry import framework as framework_record
+from kinkcheck.rules import answer
+from kinkcheck.shards import _read_loose, read_shard, write_shard
+from kinkcheck.vocabulary import FRAMEWORK_MODES
 
 TARGET = 1.5
 
@@ -65,8 +82,6 @@ def _head(framework: str) -> tuple[str, str]:
     computes the catalog's gradients with the framework directly, as a person would type it: the imports,
     ``grad(f, at, dtype)``, ``net(f, dtype)`` (``{net}`` is P0's network) and the loop over float64 and float32, to
     which :func:`hand_written_loop` appends one line per catalog program. Text only: it imports no framework."""
-    import importlib
-
     module = importlib.import_module(f"{framework_record(framework).adapter}.bench")
     return module.HEAD, module.IMPORT
 
@@ -116,9 +131,6 @@ def _requirements(framework: str, version: str) -> list[str]:
 
 def cold_installs() -> int:
     """Cold install (empty cache, new virtualenv) with uv vs pip/venv, side by side, and the ratio."""
-    import os
-    import shutil
-
     uv = shutil.which("uv")
     if uv is None:
         print("uv is not on PATH: pip install uv")
@@ -185,10 +197,6 @@ def _added_cases(catalog: Any, framework: str) -> list[tuple[str, str]]:
 
 def _reinstall_s(framework: str, version: str, tmp: Path) -> float | None:
     """Seconds to create a virtualenv and install ``framework==version`` from the warm uv cache (None: no uv)."""
-    import shutil
-
-    from kinkcheck.registry import REGISTRY
-
     uv = shutil.which("uv")
     if uv is None:
         return None
@@ -210,14 +218,6 @@ def add_case(frameworks: list[str] | None) -> int:
     run wrote, after that case's rows (and its ``case_hashes`` entry) are taken out: the state right after the
     case is added to the catalog; :func:`kinkcheck.probe.plan.missing_work` must plan exactly that case.
     """
-    import importlib.util
-
-    from kinkcheck.frameworks import get_adapter
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-    from kinkcheck.probe.run import environment_id
-    from kinkcheck.probe.plan import missing_work
-    from kinkcheck.shards import read_shard, write_shard
-
     catalog = load_catalog()
     names = frameworks or [f for f in FRAMEWORK_MODES if importlib.util.find_spec(f) is not None]
     rows = []
@@ -292,7 +292,7 @@ print(json.dumps({"import": imported, "total": time.perf_counter() - t0, "cases"
 
 def oracle_cold() -> int:
     """The sympy oracle over the whole catalog in a fresh process, no cache: total, and per case median and max."""
-    import statistics
+    import statistics  # slow to import
 
     done = subprocess.run([sys.executable, "-c", _ORACLE_SCRIPT], check=True, capture_output=True, text=True)
     r = json.loads(done.stdout.splitlines()[-1])
@@ -328,7 +328,7 @@ def grad_judged_vs_bare(sample: int, repeat: int) -> int:
     thread and rendering, warm) from a fresh process: what the judgement costs when the worker is not there
     to overlap with.
     """
-    import statistics
+    import statistics  # slow to import
 
     catalog = load_catalog()
     programs = list(catalog.programs())
@@ -479,10 +479,6 @@ def report_speed(shards: Path, repeat: int, cold: bool = True, top: int = 10) ->
     Every shard in ``shards`` should be fresh (:func:`kinkcheck.probe.plan.is_fresh`, as after ``nox -s report``);
     the count of fresh ones is printed. Returns 0; a failing report exits with its error.
     """
-    import os
-
-    from kinkcheck.probe.plan import is_fresh
-
     catalog = load_catalog()
     files = sorted(shards.glob("*.json"))
     fresh = sum(is_fresh(f, catalog) for f in files)
@@ -542,9 +538,6 @@ def grow_shards(shards: Path, out: Path, scale: int) -> int:
     releases of its framework (``<release>+copy<k>``, a PEP 440 local version, so the copies sort right after the
     release, environment ids to match). The copies keep the observations and case hashes, so they are
     fresh and the render judges, tabulates and writes every one. Returns the number of observations written."""
-    from kinkcheck.platforms import DEFAULT, environment_id
-    from kinkcheck.shards import _read_loose
-
     out.mkdir(parents=True, exist_ok=True)
     rows = 0
     for path in sorted(shards.glob("*.json")):
@@ -556,8 +549,8 @@ def grow_shards(shards: Path, out: Path, scale: int) -> int:
             e = dict(env) if k else env
             if k:
                 e["framework_version"] = f"{env['framework_version']}+copy{k}"
-                e["id"] = environment_id(env["framework"], e["framework_version"], env["device"],
-                                         env.get("platform_tag", DEFAULT))
+                e["id"] = platforms.environment_id(env["framework"], e["framework_version"], env["device"],
+                                                   env.get("platform_tag", platforms.DEFAULT))
             (out / f"{e['id']}.json").write_bytes(json.dumps({**shard, "environment": e}).encode())
             rows += len(shard["observations"])
     return rows
@@ -620,11 +613,9 @@ def table_write_s(parquet: Path, scale: int) -> tuple[float, float]:
     :func:`kinkcheck.report.dataset.write_table` (sort by case and program, row groups and their index, zstd), and
     the same table grown ``scale`` times (:func:`_grown_table`): what any render writes whatever else it keeps,
     since the file holds every observation, sorted for its readers."""
-    import gc
-
     import pyarrow.parquet as pq
 
-    from kinkcheck.report.dataset import write_table
+    from kinkcheck.report.dataset import write_table  # slow: msgspec
 
     table = pq.read_table(parquet)
     small = _timed_s(lambda: write_table(table))
@@ -664,17 +655,14 @@ def add_new_shard(shards: Path, tag: str = "new") -> Path:
     """Write into ``shards`` one more release: a copy of its largest shard (most observations) as release
     ``<release>+<tag>`` (a PEP 440 local version, environment id to match), what probing one new release adds.
     Returns its path."""
-    from kinkcheck.platforms import DEFAULT, environment_id
-    from kinkcheck.shards import _read_loose
-
     path = max(sorted(shards.glob("*.json")), key=lambda p: p.stat().st_size)
     shard = _read_loose(path)
     if shard is None:
         raise SystemExit(f"{path}: not a shard")
     env = dict(shard["environment"])
     env["framework_version"] = f"{env['framework_version']}+{tag}"
-    env["id"] = environment_id(env["framework"], env["framework_version"], env["device"],
-                               env.get("platform_tag", DEFAULT))
+    env["id"] = platforms.environment_id(env["framework"], env["framework_version"], env["device"],
+                                         env.get("platform_tag", platforms.DEFAULT))
     new = shards / f"{env['id']}.json"
     new.write_bytes(json.dumps({**shard, "environment": env}).encode())
     return new
@@ -684,7 +672,7 @@ def new_release_tag(k: int) -> str:
     """The local version of the ``k``-th new release of a run (``new1.<8 hex digits>``): never one an earlier run
     rendered, whose judgement, rules and page parts this machine's cache would still hold (a fixed ``+new`` timed a
     render of a shard the cache knew)."""
-    import secrets
+    import secrets  # slow to import
 
     return f"new{k + 1}.{secrets.token_hex(4)}"
 
@@ -738,7 +726,7 @@ def new_shard_lines(scale: int, full: dict[str, float], new: dict[str, float]) -
 def census_speed() -> int:
     """``kinkcheck census`` at its default scale, timed (one run: it is minutes long), with the minibatches and
     pre-activations it looks at per second, per dtype and in all."""
-    from kinkcheck.answers import hitcensus as hc
+    from kinkcheck.answers import hitcensus as hc  # slow: msgspec
 
     scale = hc.Scale()
     t0 = time.perf_counter()
@@ -804,14 +792,11 @@ def grow_report(src: Path, out: Path, scale: int) -> int:
     lays the table out (:func:`kinkcheck.report.dataset.write_table`), the JSON (``conventions.json.gz``) recording
     the grown table's digest. Every program and case holds ``scale`` times its rows, as ten times the releases
     would give. Returns the rows written."""
-    import gzip
-    import hashlib
-
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from kinkcheck.report.dataset import write_table
+    from kinkcheck.report.dataset import write_table  # slow: msgspec
 
     table = pq.read_table(src / "observations.parquet")
     parts = [table]
@@ -821,7 +806,7 @@ def grow_report(src: Path, out: Path, scale: int) -> int:
             part = part.set_column(part.schema.get_field_index(column), column,
                                    pc.binary_join_element_wise(part[column], pa.scalar(f"+copy{k}"), ""))
         parts.append(part)
-    from kinkcheck.report.query import file_metadata
+    from kinkcheck.report.query import file_metadata  # slow: msgspec
 
     meta = file_metadata(src / "observations.parquet")  # the index is in the footer alone (dataset.FOOTER_ONLY)
     index = json.loads(meta[b"kinkcheck.index"])
@@ -847,8 +832,7 @@ def grow_report(src: Path, out: Path, scale: int) -> int:
     # readers of the head (cite) read at x10 what they read at x1
     import msgspec
 
-    from kinkcheck.report.model import gzip_bytes
-    from kinkcheck.report.model import Report, head_end, report_json
+    from kinkcheck.report.model import Report, gzip_bytes, head_end, report_json  # slow: msgspec
 
     data = report_json(msgspec.convert(doc, Report))
     (out / "conventions.json.gz").write_bytes(gzip_bytes(data, head_end(data)))
@@ -899,7 +883,7 @@ def lookup_speed(repeat: int, scale: int = 10) -> int:
     ``kinkcheck grad`` shows for it at x=0 (:data:`GRAD_CASES`: the row groups of those cases), on the data
     (:func:`kinkcheck.report.query.data_path`: ``$KINKCHECK_REPORTS`` if set) and on it grown ``scale`` times
     (:func:`grow_report`: ten times the releases); targets: each <= 0.5 s and <= 200 MB, at both sizes."""
-    from kinkcheck.report.query import data_path
+    from kinkcheck.report.query import data_path  # slow: msgspec
 
     program = "torch.clamp(x, min=0)"
     look = ("import kinkcheck\n"
@@ -956,13 +940,7 @@ def _grown_table(table: Any, scale: int) -> Any:
 def rules_speed(repeat: int, program: str = "torch.relu(2.0 * x - 1.0) * torch.clamp(x, 0.0, 1.0)",
                 at: str = "x=0.5") -> int:
     """The rules' benchmark (module docstring, ``--rules``): figures side by side in one run."""
-    import io
-
     import pyarrow.parquet as pq
-
-    from kinkcheck.language import points as pt
-    from kinkcheck import rules
-    from kinkcheck.rules import answer
 
     point = pt.parse_point(at)
     answer.predictions(program, point, "torch", report="reports")  # warm: the rules file read, the oracle cached
@@ -1096,7 +1074,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.rules:
         return rules_speed(args.repeat)
     if args.ask:
-        from kinkcheck.answers.ask import speed
 
         return speed(args.ask)
     if args.lookup:
@@ -1117,18 +1094,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.matrix_disk:
         return matrix_disk(Path(args.matrix_disk))
     if args.compiled_chunks:
-        from kinkcheck.probe.speed import compiled_chunks_speed
 
         return compiled_chunks_speed(args.repeat)
     if args.compiled:
-        from kinkcheck.probe.speed import compiled_vs_eager
 
         return compiled_vs_eager(args.repeat)
     py = sys.executable
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        import importlib.util
-
         for fw in args.framework or [f for f in heads() if importlib.util.find_spec(f) is not None]:
             script = Path(tmp) / f"loop_{fw}.py"
             script.write_text(hand_written_loop(fw))

@@ -28,6 +28,8 @@ from typing import Any
 
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import environment_id
+from kinkcheck.registry import MATRIX, REGISTRY
+from kinkcheck.shards import write_text_atomic
 
 __all__ = ["ACTIONLINT", "MAX_MATRIX", "PR_TOKEN", "RUNNERS", "Runner", "jobs", "lint", "render", "workflow"]
 
@@ -83,8 +85,6 @@ _SETUP = [
 def _measures(r: Runner, framework: str, version: str, elsewhere: Mapping[str, Mapping[str, Sequence[str]]]) -> bool:
     """Whether runner class ``r`` probes ``framework`` ``version``: its framework list, the release's wheels on its
     platform (``elsewhere``: :func:`kinkcheck.dev.releases.read_platforms`), a build for its device."""
-    from kinkcheck.registry import REGISTRY
-
     if r.frameworks is not None and framework not in r.frameworks:
         return False
     if r.platform != DEFAULT_PLATFORM and version not in elsewhere.get(r.platform, {}).get(framework, ()):
@@ -106,10 +106,7 @@ def jobs(sessions: list[dict[str, Any]], elsewhere: Mapping[str, Mapping[str, Se
         A session without ``call_spec`` framework and version (not a probe session); an unreadable
         ``platforms.toml``.
     """
-    from kinkcheck.dev.releases import read_platforms
-
-    from kinkcheck.registry import MATRIX
-    from kinkcheck.dev.releases import PLATFORMS_FILE
+    from kinkcheck.dev.releases import PLATFORMS_FILE, read_platforms  # slow: packaging
 
     table = read_platforms() if elsewhere is None else elsewhere
     if not table:  # every job off Linux x86-64 would go without a word
@@ -308,7 +305,6 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"{args.sessions}: no probe session, so no job (GitHub refuses an empty matrix)")
         text = render(workflow(sessions))
         out.parent.mkdir(parents=True, exist_ok=True)
-        from kinkcheck.shards import write_text_atomic
 
         write_text_atomic(out, text)  # a killed run leaves the old workflow whole
     except (OSError, ValueError) as err:

@@ -16,12 +16,15 @@ source; ``--check`` exits 1 naming each stale one (the tests run it). A figure h
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import kinkcheck
 
 __all__ = ["FIG", "OUT", "RECORD", "REPORT_FIGURES", "FigureError", "data_key", "measured", "note", "noted",
            "record", "recorded", "refresh", "stale", "unsourced", "write_record"]
@@ -40,7 +43,7 @@ class FigureError(ValueError):
 
 
 def _reports() -> Path:
-    from kinkcheck.report.query import data_path
+    from kinkcheck.report.query import data_path  # slow: msgspec
 
     return data_path().parent
 
@@ -50,7 +53,7 @@ def _index(reports: Path) -> dict[str, Any]:
     file's metadata without its rows."""
     import msgspec
 
-    from kinkcheck.report.query import table_metadata
+    from kinkcheck.report.query import table_metadata  # slow: msgspec
 
     return msgspec.json.decode(table_metadata(reports / "observations.parquet")[b"kinkcheck.index"])
 
@@ -71,8 +74,6 @@ def data_key(reports: Path | None = None) -> str:
 
 
 def _rules_doc(reports: Path) -> dict[str, Any]:
-    import gzip
-
     return json.loads(gzip.decompress((reports / "rules.json.gz").read_bytes()))
 
 
@@ -105,8 +106,6 @@ def _multi_call(reports: Path) -> str:
 
 
 def _lookup_example(reports: Path) -> str:
-    import kinkcheck
-
     rows = kinkcheck.lookup("torch.clamp(x, min=0)", case="relu@0", release="2.14.1")
     found = [(op.name, op.cases[:3]) for op in kinkcheck.search("clamp") if op.framework == "torch"]
     return "\n".join(['```python', '>>> import kinkcheck',
@@ -118,7 +117,7 @@ def _lookup_example(reports: Path) -> str:
 
 def _diff_example(reports: Path) -> str:
     """The summary line ``kinkcheck diff torch-2.13.0-cpu torch-2.14.1-cpu`` prints (its count of rows too)."""
-    from kinkcheck.answers.diff import compare, group_changes, load_side
+    from kinkcheck.answers.diff import compare, group_changes, load_side  # slow: msgspec, numpy
 
     old, new = (load_side(env, reports) for env in ("torch-2.13.0-cpu", "torch-2.14.1-cpu"))
     changes = compare(old, new)

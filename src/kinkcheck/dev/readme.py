@@ -17,7 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.report.query import _num, data_path, read_table
+from kinkcheck.catalog import load_catalog
+from kinkcheck.dev import figures
+from kinkcheck.registry import REGISTRY
+from kinkcheck.report.query import _num, data_path, read_table, table_metadata
 from kinkcheck.vocabulary import release_key
 
 __all__ = ["BEGIN", "CASES", "END", "FRAMEWORKS_BEGIN", "FRAMEWORKS_END", "at_a_glance", "frameworks_phrase", "main",
@@ -43,8 +46,6 @@ def _value(value: Any, status: str = "ok") -> str:
 def at_a_glance(path: str | Path | None = None) -> str:
     """The Markdown table (and the sentence before it), from the Parquet file at ``path`` (default: the report's,
     :func:`kinkcheck.report.query.data_path`)."""
-    from kinkcheck.registry import REGISTRY
-
     p = Path(path) if path is not None else data_path()
     table = read_table(p, filters=[("case", "in", [c for c, _ in CASES]), ("mode", "==", "reverse"),
                                    ("dtype", "==", "float64"), ("device", "==", "cpu"),
@@ -84,9 +85,6 @@ def frameworks_phrase(path: str | Path | None = None) -> str:
     registry's order, by their display names."""
     import msgspec
 
-    from kinkcheck.report.query import table_metadata
-    from kinkcheck.registry import REGISTRY
-
     index = msgspec.json.decode(table_metadata(Path(path) if path is not None else data_path())[b"kinkcheck.index"])
     measured = sorted(index["releases"], key=lambda f: list(REGISTRY).index(f) if f in REGISTRY else len(REGISTRY))
     names = ", ".join(REGISTRY[fw].display if fw in REGISTRY else fw for fw in measured)
@@ -95,8 +93,6 @@ def frameworks_phrase(path: str | Path | None = None) -> str:
 
 
 def _catalog_cases() -> Any:
-    from kinkcheck.catalog import load_catalog
-
     return load_catalog()
 
 
@@ -127,16 +123,12 @@ def update(text: str, table: str, begin: str = BEGIN, end: str = END, inline: bo
 def update_all(text: str) -> str:
     """``text`` with every generated block of README.md rewritten from the data, its figures too
     (:func:`kinkcheck.dev.figures.refresh`)."""
-    from kinkcheck.dev import figures
-
     text = update(text, at_a_glance())
     text = update(text, frameworks_phrase(), FRAMEWORKS_BEGIN, FRAMEWORKS_END, inline=True)
     return figures.refresh(text)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kinkcheck.dev import figures
-
     root = Path(__file__).resolve().parents[3]
     ap = argparse.ArgumentParser(prog="python -m kinkcheck.dev.readme", description=__doc__.splitlines()[0])
     ap.add_argument("--readme", type=Path, default=root / "README.md")

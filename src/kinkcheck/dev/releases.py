@@ -15,6 +15,7 @@ import functools
 import json
 import re
 import sys
+import tomllib
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from kinkcheck.platforms import DEFAULT, PLATFORMS
+from kinkcheck.registry import MATRIX, REGISTRY
+from kinkcheck.shards import write_text_atomic
 
 __all__ = ["GLIBC", "INDEX", "MACOS", "MATRIX_FILE", "PLATFORMS_FILE", "installable", "lines", "marker_environment",
            "new_lines", "pinned", "pinned_requirements", "platforms_of", "write_matrix", "write_platforms"]
@@ -269,10 +272,6 @@ def write_matrix(additions: Mapping[str, Sequence[str]], path: Path = MATRIX_FIL
     ValueError
         The file has no line ``<framework> = [...]`` for a framework of ``additions``.
     """
-    from kinkcheck.shards import write_text_atomic
-
-    import tomllib
-
     text = path.read_text(encoding="utf-8")
     for fw, versions in additions.items():
         if not versions:
@@ -289,8 +288,6 @@ def write_matrix(additions: Mapping[str, Sequence[str]], path: Path = MATRIX_FIL
 def write_platforms(table: Mapping[str, Mapping[str, Sequence[str]]], path: Path = PLATFORMS_FILE) -> None:
     """Write ``table`` (platform → framework → releases with wheels there) as ``platforms.toml``, platforms and
     frameworks in the order given, with the header saying how it is made (same table, same bytes)."""
-    from kinkcheck.shards import write_text_atomic
-
     lines_ = ["# Per platform other than Linux x86-64 (kinkcheck.platforms): the releases of the matrix (matrix.toml)",
               "# with a wheel there for the environment's Python, framework and companions alike (jaxlib for jax).",
               "# Written by `nox -s releases -- --write` from PyPI's JSON API; the CI workflow (kinkcheck.dev.ci) runs a",
@@ -313,15 +310,12 @@ def read_platforms(path: Path = PLATFORMS_FILE) -> dict[str, dict[str, tuple[str
     ValueError
         The file is not TOML of tables of string arrays (one line naming the file).
     """
-    import tomllib
-
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise ValueError(f"{path}: {' '.join(str(err).split())}") from None
-    from kinkcheck.registry import MATRIX
 
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for tag, frameworks in data.items():
@@ -343,8 +337,6 @@ def read_platforms(path: Path = PLATFORMS_FILE) -> dict[str, dict[str, tuple[str
 
 
 def main(argv: list[str] | None = None, get: Callable[[str], dict[str, Any]] = fetch) -> int:
-    from kinkcheck.registry import MATRIX, REGISTRY
-
     ap = argparse.ArgumentParser(prog="python -m kinkcheck.dev.releases", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"append the new release lines to {MATRIX_FILE.name}")
     ap.add_argument("--framework", action="append", choices=tuple(MATRIX), help="default: every framework")

@@ -62,6 +62,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.answers.ask import command
+    from kinkcheck.answers.ask import command  # on first use: not loaded at start-up
 
     return command(args)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,9 +53,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from kinkcheck.answers import hitcensus as hc
+    from kinkcheck.answers import hitcensus as hc  # slow: numpy
 
     if (args.model is None) != (args.data is None):
         raise UsageError("census: --model and --data go together (a model factory and its batches)")
@@ -83,7 +83,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"census: --out {out}: {parent} is not a folder this user can write into")
     scale = hc.Scale(depths=depths, dtypes=dtypes, inits=args.inits, width=args.width, batch=args.batch,
                      passes=args.passes, train_epochs=args.train_epochs, seed=args.seed)
-    import importlib.util
 
     needs = ("census needs PyTorch and scikit-learn (pip install torch scikit-learn; jax for --framework jax): "
              "No module named {!r}")
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(hc.render_run(record))  # first: a write that fails still leaves the tables shown
     sys.stdout.flush()
     if out is not None:
-        from kinkcheck.shards import write_text_atomic
+        from kinkcheck.shards import write_text_atomic  # on first use: not loaded at start-up
 
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +129,7 @@ def _census_run(hc: Any, scale: Any, quiet: bool, framework: str) -> dict[str, A
 
 
 def _census_of_model(args: argparse.Namespace, hc: Any) -> int:
-    from kinkcheck.report.model import ReportError, load_report
+    from kinkcheck.report.model import ReportError, load_report  # slow: numpy
 
     if args.batches < 1:
         raise UsageError(f"census: --batches at least 1, got {args.batches}")
@@ -141,13 +140,13 @@ def _census_of_model(args: argparse.Namespace, hc: Any) -> int:
             report = load_report(args.report)
         except (OSError, ReportError) as err:
             raise UsageError(f"census: --report {args.report}: {getattr(err, 'strerror', None) or err}") from None
-    from kinkcheck.probe.userhits import CensusError, user_census
+    from kinkcheck.probe.userhits import CensusError, user_census  # on first use: not loaded at start-up
 
     try:
         framework, sites, mode = user_census(args.model, args.data, args.batches, args.eval)
     except CensusError as err:
         raise UsageError(f"census: {err}") from None
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # slow to import
 
     try:
         installed = version(framework).split("+")[0]

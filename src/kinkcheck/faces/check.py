@@ -34,10 +34,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.language import expr as ex
-    from kinkcheck.language import points as pt
-    from kinkcheck.answers.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render
-    from kinkcheck.vocabulary import DTYPES
+    from kinkcheck.language import expr as ex  # on first use: not loaded at start-up
+    from kinkcheck.language import points as pt  # on first use: not loaded at start-up
+    from kinkcheck.answers.check import SHOWN, CheckError, CheckResult, Point, pair_modes, render  # slow: numpy
+    from kinkcheck.vocabulary import DTYPES  # on first use: not loaded at start-up
 
     frameworks = tuple(f.strip() for f in args.frameworks.split(","))
     if len(frameworks) != 2 or any(f not in FRAMEWORKS for f in frameworks):

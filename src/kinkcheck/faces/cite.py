@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from kinkcheck.errors import UsageError
 from kinkcheck.faces.shared import REPORT_HELP, framework_name
-from kinkcheck.report.query import default_report
 from kinkcheck.registry import FRAMEWORKS
+from kinkcheck.report.query import default_report, load_rules, rules_path
 
 #: Where the command stands in ``kinkcheck --help``.
 POSITION = 80
@@ -49,7 +50,7 @@ def add_parser(sub: Any) -> None:
 def _print_local_page(args: argparse.Namespace, page: str, anchor: str) -> None:
     """``cite``'s second link, to the page in the reports folder read, when that page is there (a checkout, a render
     of one's own; an installed package holds the report's data, not its pages) and no ``--link-base`` was given."""
-    from kinkcheck.report.model import report_path
+    from kinkcheck.report.model import report_path  # slow: numpy
 
     folder = report_path(args.report or default_report()).parent
     if args.link_base is None and (folder / page).is_file():
@@ -57,8 +58,8 @@ def _print_local_page(args: argparse.Namespace, page: str, anchor: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.answers.cite import CiteError, bibtex, cff, cite, site_base
-    from kinkcheck.report.cells import load_report_for
+    from kinkcheck.answers.cite import CiteError, bibtex, cff, cite, site_base  # slow: numpy
+    from kinkcheck.report.cells import load_report_for  # slow: numpy
 
     if args.framework_version and "==" in args.framework_version:  # torch==2.13.0, as lock and migrate take it
         fw, _, version = args.framework_version.partition("==")
@@ -81,7 +82,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"Report cell: {c.link(site_base(args.link_base))}")
     _print_local_page(args, c.page, c.anchor)
     if args.case is None and c.others:  # the principal case was chosen: say which others exist
-        import shlex
 
         pick = f" --framework {args.framework}" if args.framework else ""
         print(f"Also measured in: {', '.join(c.others)} (kinkcheck cite {shlex.quote(args.program)}{pick} --case ID)")
@@ -93,12 +93,9 @@ def run(args: argparse.Namespace) -> int:
 def _cite_rule(args: argparse.Namespace) -> int:
     """``kinkcheck cite --rule OPERATION[@KIND]``: the rule's sentence, its place on the rules page, its history,
     evidence and counter-examples, then the dataset entry (:func:`kinkcheck.answers.cite.cite_rule`)."""
-    import shlex
-
-    from kinkcheck.answers.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, site_base
-    from kinkcheck.report.cells import load_report_for
-    from kinkcheck.rules import PAGE
-    from kinkcheck.report.query import load_rules, rules_path
+    from kinkcheck.answers.cite import FRAMEWORK_NAMES, CiteError, bibtex, cff, cite_rule, site_base  # slow: numpy
+    from kinkcheck.report.cells import load_report_for  # slow: numpy
+    from kinkcheck.rules import PAGE  # on first use: not loaded at start-up
 
     if args.program is not None or args.case is not None:
         raise UsageError("--rule cites a rule: give no program or --case with it")

@@ -35,8 +35,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.answers.diff import DiffError, compare, group_changes, load_side
-    from kinkcheck.vocabulary import DTYPES, MODES
+    from kinkcheck.answers.diff import DiffError, compare, group_changes, load_side  # slow: msgspec, numpy
+    from kinkcheck.vocabulary import DTYPES, MODES  # on first use: not loaded at start-up
 
     for what, given, known in (("mode", args.mode, MODES), ("dtype", args.dtype, DTYPES)):
         if given is not None and given not in known:  # before reading either side
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     wanted: dict[int, Any] = {i: {v} for i, v in enumerate((args.case, args.program, args.mode, args.dtype))
                               if v is not None}
     if args.program is not None:  # any spelling of the catalog's program (min=0.0 is min=0), as on every face
-        from kinkcheck.language.expr import same_program
+        from kinkcheck.language.expr import same_program  # on first use: not loaded at start-up
 
         wanted[1] = set(same_program(args.program, sorted({k[1] for k in (*old.observations, *new.observations)})))
         wanted[1] = wanted[1] or {args.program}

@@ -48,10 +48,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.language import expr as ex
-    from kinkcheck.language import points as pt
-    from kinkcheck.catalog import FRAMEWORKS
-    from kinkcheck.vocabulary import DTYPES, MODES
+    from kinkcheck.language import expr as ex  # on first use: not loaded at start-up
+    from kinkcheck.language import points as pt  # on first use: not loaded at start-up
+    from kinkcheck.catalog import FRAMEWORKS  # on first use: not loaded at start-up
+    from kinkcheck.vocabulary import DTYPES, MODES  # on first use: not loaded at start-up
 
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r} (known: {', '.join(DTYPES)})")
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if pending is None:
         print(json.dumps(grad))
         return 0
-    from kinkcheck.answers.explain import ReportUnavailable, render
+    from kinkcheck.answers.explain import ReportUnavailable, render  # slow: msgspec
 
     try:
         explanation = pending.finish(grad)
@@ -104,9 +104,9 @@ def _grad_from_report(args: argparse.Namespace, tree: Any, inputs: Any, framewor
     at the point on D (the installed release's where the report measured it there, else the newest), judged and
     shown as grad shows a value, with the rules' prediction for that release, every part marked "from the report;
     not measured here" (:class:`kinkcheck.answers.explain.ReportAnswer`); no such cell: one line, exit 2."""
-    from kinkcheck.probe.ondemand import installed_release
-    from kinkcheck.answers.explain import ReportUnavailable, render
-    from kinkcheck.rules import answer as rules_answer
+    from kinkcheck.probe.ondemand import installed_release  # on first use: not loaded at start-up
+    from kinkcheck.answers.explain import ReportUnavailable, render  # slow: msgspec
+    from kinkcheck.rules import answer as rules_answer  # on first use: not loaded at start-up
 
     if pending is None:  # --no-judge: the report's index still answers
         pending = _start_explain(args, tree, inputs, framework)
@@ -140,8 +140,8 @@ def _grad_from_report(args: argparse.Namespace, tree: Any, inputs: Any, framewor
 
 def _grad_prediction(args: argparse.Namespace, at: dict[str, Any], framework: str, wrt: list[str]) -> dict[str, Any]:
     """What the rules of the installed release predict for the program (:mod:`kinkcheck.rules.answer`)."""
-    from kinkcheck.probe.ondemand import installed_release
-    from kinkcheck.rules import answer
+    from kinkcheck.probe.ondemand import installed_release  # on first use: not loaded at start-up
+    from kinkcheck.rules import answer  # on first use: not loaded at start-up
 
     release = installed_release(framework)
     return answer.predictions(args.expr, at, framework, releases=[release] if release else [], modes=[args.mode],
@@ -149,9 +149,9 @@ def _grad_prediction(args: argparse.Namespace, at: dict[str, Any], framework: st
 
 
 def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
-    from kinkcheck.oracles.classify import same_value
-    from kinkcheck.language.decimals import decimal_value
-    from kinkcheck.vocabulary import flat_value
+    from kinkcheck.oracles.classify import same_value  # slow: numpy
+    from kinkcheck.language.decimals import decimal_value  # on first use: not loaded at start-up
+    from kinkcheck.vocabulary import flat_value  # on first use: not loaded at start-up
 
     p = forecast["predicted"][0] if forecast["predicted"] else None
     if p is None or p["value"] is None:
@@ -174,9 +174,9 @@ def _print_prediction(forecast: dict[str, Any], grad: Any) -> None:
 def _start_explain(args: argparse.Namespace, tree: Any, inputs: Any, framework: str) -> Any:
     """Start ``grad``'s judgement and report lookup (:class:`kinkcheck.answers.explain.Pending`) beside the evaluation;
     a ``--sympy`` text that does not parse is bad input before anything runs."""
-    from kinkcheck.language import expr as ex
-    from kinkcheck.catalog import SYMPY_NAMES
-    from kinkcheck.answers.explain import Pending, oracle_timeout_from_env
+    from kinkcheck.language import expr as ex  # on first use: not loaded at start-up
+    from kinkcheck.catalog import SYMPY_NAMES  # on first use: not loaded at start-up
+    from kinkcheck.answers.explain import Pending, oracle_timeout_from_env  # slow: msgspec
 
     try:
         bound = oracle_timeout_from_env(args.oracle_timeout)

@@ -55,6 +55,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.answers.lock import command
+    from kinkcheck.answers.lock import command  # slow: msgspec
 
     return command(args)

@@ -35,8 +35,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.answers.migrate import MigrateError, migrate, render, side_frameworks
-    from kinkcheck.report.cells import CellError, load_report_for
+    from kinkcheck.answers.migrate import MigrateError, migrate, render, side_frameworks  # slow: numpy
+    from kinkcheck.report.cells import CellError, load_report_for  # slow: numpy
 
     try:  # only the two sides' frameworks' rows
         sides = side_frameworks(args.source, args.target, args.device)

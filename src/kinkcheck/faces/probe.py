@@ -16,6 +16,7 @@ POSITION = 40
 
 def add_parser(sub: Any) -> None:
     """Add the command to ``kinkcheck``'s subcommands."""
+    # on first use: not loaded at start-up
     from kinkcheck.probe.worker import (DEFAULT_BATCH_TIMEOUT_S, DEFAULT_CASE_TIMEOUT_S, DEFAULT_PROBE_MEMORY_GIB,
                                         ENV_BATCH_TIMEOUT, ENV_CASE_TIMEOUT, ENV_PROBE_MEMORY)
     pr = sub.add_parser("probe", help="probe the catalog in the installed framework and merge it into its shard",
@@ -71,6 +72,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.probe.command import probe_command
+    from kinkcheck.probe.command import probe_command  # on first use: not loaded at start-up
 
     return probe_command(args)

@@ -4,6 +4,7 @@ catalog of the checkout the shards sit in."""
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def _render_catalog(args: argparse.Namespace) -> tuple[Path, str | None]:
     """``--catalog``, else the checkout's (:func:`checkout_catalog`), else the package's; with, for a catalog found
     without ``kinkhits/`` beside it, the line saying what a render against it leaves out (printed by :func:`run`
     once the shards are read: a render that stops on bad input says only why), else None."""
-    from kinkcheck.catalog import default_catalog_path
+    from kinkcheck.catalog import default_catalog_path  # on first use: not loaded at start-up
 
     if args.catalog:  # the user's choice, with whatever lies beside it
         return Path(args.catalog), None
@@ -61,9 +62,18 @@ def _render_catalog(args: argparse.Namespace) -> tuple[Path, str | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.render import CASES, OutputError, check_output, inputs_digest, is_current, record_render, write_reports
-    from kinkcheck.shards import ShardError, load_shards
+    from kinkcheck.catalog import CatalogError, load_catalog  # on first use: not loaded at start-up
+    # slow: msgspec, numpy
+    from kinkcheck.render import (
+        CASES,
+        OutputError,
+        check_output,
+        inputs_digest,
+        is_current,
+        record_render,
+        write_reports,
+    )
+    from kinkcheck.shards import ShardError, load_shards  # on first use: not loaded at start-up
 
     try:
         found, left_out = _render_catalog(args)
@@ -95,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
     if left_out is not None:
         print(left_out, file=sys.stderr)
     if shared.EXITS_AFTER:  # the console script exits next (run): the collector stays off, not walking the render again
-        import gc
 
         gc.disable()
     try:

@@ -4,6 +4,7 @@ changes over releases, evidence and counter-examples (read from ``rules.json.gz`
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 from typing import Any
 
@@ -29,9 +30,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kinkcheck.report.query import load_rules
-    from kinkcheck.rules.names import resolve_operation  # the rules' modules, on first use
-    from kinkcheck.rules.page import cell_text, rule_rows
+    from kinkcheck.report.query import load_rules  # slow: msgspec
+    from kinkcheck.rules.names import resolve_operation  # slow: numpy, sympy; the rules' modules, on first use
+    from kinkcheck.rules.page import cell_text, rule_rows  # on first use: not loaded at start-up
 
     doc = load_rules(args.report)
     known = sorted({r["framework"] for r in doc["rules"]})
@@ -43,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
         rows = [h for name in sorted(resolve_operation(rules, args.operation)[1])
                 for h in rule_rows(doc, framework=args.framework, operation=name)]
     if args.operation is not None and not rows:
-        import difflib
 
         elsewhere = sorted({h.framework for h in rule_rows(doc, operation=args.operation)})
         if elsewhere:

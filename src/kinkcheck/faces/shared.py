@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from kinkcheck.errors import UsageError
-from kinkcheck.registry import FRAMEWORKS
+from kinkcheck.registry import FRAMEWORKS, aliases
 
 
 def modes_help() -> str:
     """``--mode``'s help: each framework's modes, read from the registry
     (:data:`kinkcheck.vocabulary.FRAMEWORK_MODES`), so a framework or mode added there is listed here."""
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
+    from kinkcheck.vocabulary import FRAMEWORK_MODES  # on first use: not loaded at start-up
 
     return "reverse (default); " + "; ".join(f"{fw}: {', '.join(m for m in modes if m != 'reverse') or 'no other'}"
                                             for fw, modes in FRAMEWORK_MODES.items())
@@ -23,7 +23,7 @@ def modes_help() -> str:
 
 def dtypes_help() -> str:
     """``--dtype``'s help, from the dtypes' record (:data:`kinkcheck.vocabulary.DTYPES`)."""
-    from kinkcheck.vocabulary import DTYPES
+    from kinkcheck.vocabulary import DTYPES  # on first use: not loaded at start-up
 
     return f"{DTYPES[0]} (default) | " + " | ".join(DTYPES[1:])
 
@@ -50,7 +50,7 @@ class Parser(argparse.ArgumentParser):
 
 def worker_limits(args: argparse.Namespace) -> Any:
     """``--timeout``/``--memory`` (else the environment, else the defaults) as :class:`kinkcheck.probe.worker.Limits`."""
-    from kinkcheck.probe.worker import Limits
+    from kinkcheck.probe.worker import Limits  # on first use: not loaded at start-up
 
     try:
         return Limits.resolve(args.timeout, args.memory)
@@ -60,7 +60,7 @@ def worker_limits(args: argparse.Namespace) -> Any:
 
 def evaluate(args: argparse.Namespace, task: str, payload: dict[str, Any]) -> Any:
     """Run a task in a bounded worker (or in this process with ``--no-isolate``); its errors as UsageError."""
-    from kinkcheck.probe import worker
+    from kinkcheck.probe import worker  # on first use: not loaded at start-up
 
     bounds = worker_limits(args)
     try:
@@ -105,6 +105,7 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 
 def bound_options(p: argparse.ArgumentParser) -> None:
+    # on first use: not loaded at start-up
     from kinkcheck.probe.worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S, ENV_MEMORY, ENV_TIMEOUT
 
     p.add_argument("--timeout", metavar="SECONDS",
@@ -118,7 +119,5 @@ def bound_options(p: argparse.ArgumentParser) -> None:
 def framework_name(text: str) -> str:
     """``--framework``'s value: a framework's name, or an alias that stands for the whole framework (``tf``,
     ``ms``; not ``jnp``, which is a module of one)."""
-    from kinkcheck.registry import aliases
-
     path = aliases().get(text)
     return path if path is not None and path in FRAMEWORKS else text

@@ -116,7 +116,7 @@ def data_limit() -> int | None:
     """This process's ``RLIMIT_DATA`` in bytes (set by a probe or ``grad`` worker, :mod:`kinkcheck.probe.worker`),
     None when unlimited (or where there is no rlimit: Windows)."""
     try:
-        import resource
+        import resource  # optional: not on Windows
     except ImportError:  # Windows
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_DATA)

@@ -5,14 +5,33 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import importlib
+import itertools
 import math
+import os
+import platform
+import re
+import shutil
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from importlib import metadata
 from typing import Any
 
 from kinkcheck.language import expr as ex
 from kinkcheck.platforms.isa import cpuinfo as _cpuinfo
-from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
-                                  encode, flat_value, flatten)
+from kinkcheck.registry import framework
+from kinkcheck.vocabulary import (
+    COMPILED_MODES,
+    DTYPES,
+    FRAMEWORK_MODES,
+    GRADIENT_MODES,
+    MODE_INFO,
+    MODES,
+    decode,
+    encode,
+    flat_value,
+    flatten,
+)
 
 __all__ = [
     "COMPILED_MODES",
@@ -121,9 +140,6 @@ class Adapter(abc.ABC):
     @property
     def version(self) -> str:
         """The framework's version string (``torch.__version__``; the distribution's where there is none)."""
-        import importlib
-        from importlib import metadata
-
         found = getattr(importlib.import_module(self.version_module or self.name), "__version__", None)
         return str(found or metadata.version(_record(self.name).distribution))
 
@@ -145,8 +161,6 @@ class Adapter(abc.ABC):
 
     def namespace(self) -> dict[str, Any]:
         """Root names for :func:`kinkcheck.language.expr.resolve_names`: the framework's package under its name."""
-        import importlib
-
         return {self.name: importlib.import_module(self.name)}
 
     def _resolve(self, tree: ex.Node) -> dict[str, Any]:
@@ -238,8 +252,6 @@ def adapter_loader(package: str) -> Any:
     """A framework folder's ``load``: imports ``<package>.adapter`` (and so the framework) when called, and returns
     what that module's ``load()`` returns; importing the folder's package imports no framework."""
     def load() -> Adapter:
-        import importlib
-
         return importlib.import_module(f"{package}.adapter").load()
 
     load.__doc__ = f"The adapter of {package} (``{package}.adapter.load``), importing the framework."
@@ -248,8 +260,6 @@ def adapter_loader(package: str) -> Any:
 
 def _record(name: str) -> Any:
     """The registry record of ``name`` (:func:`kinkcheck.registry.framework`)."""
-    from kinkcheck.registry import framework
-
     return framework(name)
 
 
@@ -341,9 +351,7 @@ def native_stderr(keep: Any = None) -> Iterator[list[str]]:
     list that holds those lines once the block ends, also when it raises. The lines ``keep`` accepts (default
     all) are written back in order when it ends. A no-op (an empty list) where descriptor 2 is closed.
     """
-    import os
-    import sys
-    import tempfile
+    import tempfile  # slow to import
 
     fd = 2  # where native code writes, whatever object sys.stderr is
     seen: list[str] = []
@@ -381,8 +389,6 @@ def start_up_notices_dropped(*noise: str) -> Iterator[None]:
     cannot silence them and they would open every ``kinkcheck grad`` answer (abseil/abseil-cpp#1718,
     tensorflow/tensorflow#102212). A no-op where descriptor 2 is closed.
     """
-    import re
-
     pattern = re.compile("|".join(f"(?:{n})" for n in noise))
     with native_stderr(lambda line: not pattern.search(line)):
         yield
@@ -399,8 +405,6 @@ def processor_name() -> str:
     """The CPU a ``cpu`` environment ran on: the ``model name`` of ``/proc/cpuinfo`` where ``platform.processor()``
     names none (empty on Debian, the machine type ``x86_64`` on Ubuntu), else ``platform.processor()``, else the
     machine type; its ``device_name`` in a shard's provenance, the same text for every adapter."""
-    import platform
-
     name = platform.processor()
     if not name or name == platform.machine():
         name = _cpuinfo().get("model name") or name
@@ -418,8 +422,7 @@ def vector_isa() -> str:
 
 def nvidia_driver() -> str:
     """The NVIDIA driver's version (``nvidia-smi --query-gpu=driver_version``), "" where there is none."""
-    import shutil
-    import subprocess
+    import subprocess  # slow to import
 
     smi = shutil.which("nvidia-smi")
     if smi is None:
@@ -464,8 +467,6 @@ def encode_point(at: Mapping[str, Any]) -> dict[str, Any]:
 
 def unit_tangents(shapes: Sequence[tuple[str, Sequence[int]]]) -> list[tuple[str, tuple[int, ...]]]:
     """(input name, multi-index) of every scalar component, in input order then row-major."""
-    import itertools
-
     out = []
     for name, shape in shapes:
         for idx in itertools.product(*(range(n) for n in shape)):

@@ -31,16 +31,9 @@ from typing import Any
 import msgspec
 
 from kinkcheck import __version__
-from kinkcheck.judge import conformance as conf
-from kinkcheck.cache import prune_cached
+from kinkcheck.cache import prune_cached, read_pickled, write_pickled
 from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
-from kinkcheck.oracles.classify import OracleNumbers, classify
-from kinkcheck.oracles import backprop
-from kinkcheck.oracles.table import oracle_table, own_function_table
-from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
-from kinkcheck.probe.plan import missing_work
-from kinkcheck.report import model as m
-from kinkcheck.report.dataset import fragment
+from kinkcheck.judge import conformance as conf
 from kinkcheck.judge.sections import (
     COUNTED,
     COUNTED_LABELS,
@@ -56,6 +49,13 @@ from kinkcheck.judge.sections import (
     disagreements,
     mode_disagreements,
 )
+from kinkcheck.oracles import backprop
+from kinkcheck.oracles.classify import OracleNumbers, classify
+from kinkcheck.oracles.table import oracle_table, own_function_table
+from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
+from kinkcheck.probe.plan import missing_work
+from kinkcheck.report import model as m
+from kinkcheck.report.dataset import fragment
 from kinkcheck.shards import ShardFile
 from kinkcheck.vocabulary import flat_value
 
@@ -318,7 +318,6 @@ class _Context:
         self.dtype_rank = {x: i for i, x in enumerate(m.DTYPES)}
         self.n_programs = max((len(c.programs) for c in catalog), default=0) + 1
         self.n_modes, self.n_dtypes = len(m.MODES) + 1, len(m.DTYPES) + 1
-        import hashlib
 
         h = hashlib.sha256(judge_digest().encode())
         h.update(json.dumps([catalog.hash, sorted(self.staged_ids), [
@@ -331,7 +330,6 @@ class _Context:
 def judge_digest() -> str:
     """16 hex digits of the judging code (:data:`JUDGE_MODULES`' sources): part of every judged shard's key."""
     if not _JUDGE_DIGEST:
-        import hashlib
 
         root = Path(__file__).resolve().parents[1]
         h = hashlib.sha256()
@@ -357,10 +355,6 @@ def judged_shard(shard: dict[str, Any] | ShardFile, ctx: _Context) -> JudgedShar
     written atomically (:func:`kinkcheck.cache.write_cached`: two renders at once each write a whole entry, the
     same bytes); one that cannot be read is judged again, never an error, and so is a shard msgpack cannot encode.
     """
-    import hashlib
-
-    from kinkcheck.cache import read_pickled, write_pickled
-
     h = hashlib.sha256(ctx.digest.encode())
     if isinstance(shard, ShardFile):
         h.update(f"file {shard.digest}".encode())

@@ -5,6 +5,7 @@ spans, coverage and the summary (:func:`kinkcheck.judge.build.build` fills them 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Sequence
 from fractions import Fraction
@@ -13,18 +14,20 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.judge import conformance as conf
 from kinkcheck import registry
+from kinkcheck.cache import read_pickled, write_pickled
 from kinkcheck.catalog import FRAMEWORKS, Catalog
+from kinkcheck.census import CensusError, census_path, coverage, load_census
+from kinkcheck.judge import conformance as conf
 from kinkcheck.oracles.classify import same_value
-from kinkcheck.platforms.isa import split_tag
 from kinkcheck.platforms import DEFAULT as DEFAULT_PLATFORM
 from kinkcheck.platforms import DEVICES, PLATFORMS, device_title
 from kinkcheck.platforms import title as platform_title
+from kinkcheck.platforms.isa import split_tag
 from kinkcheck.report import model as m
 from kinkcheck.report.model import differs
 from kinkcheck.report.text import describe_observation
-from kinkcheck.vocabulary import COMPARISONS, COMPARISON_RECORDS, DTYPES, MODES, NOT_JUDGED, encode
+from kinkcheck.vocabulary import COMPARISON_RECORDS, COMPARISONS, DTYPES, MODES, NOT_JUDGED, encode
 
 #: Shown as the program of a *Changed in* row when a mode appeared or went for every program.
 EVERY_PROGRAM = "(every program in this mode)"
@@ -86,7 +89,6 @@ _DERIVED_DIGEST: list[str] = []
 def derived_digest() -> str:
     """16 hex digits of :data:`DERIVED_MODULES`' sources: part of every key :func:`_kept` writes."""
     if not _DERIVED_DIGEST:
-        import hashlib
 
         root = Path(__file__).resolve().parents[1]
         h = hashlib.sha256()
@@ -104,10 +106,6 @@ def _kept(report: m.Report, kind: str, environments: Sequence[str], compute: Any
     new shard computes the parts that read it, and reads the others. A report built without judged keys (by hand,
     in a test) computes every part; an entry that cannot be read, or is not a list of ``item``, is computed again,
     never an error."""
-    import hashlib
-
-    from kinkcheck.cache import read_pickled, write_pickled
-
     keys = getattr(report, "judged_keys", None) or {}
     parts = [keys.get(e) for e in environments]
     if any(k is None for k in parts):
@@ -640,8 +638,6 @@ def _operations(catalog: Catalog) -> list[m.OperationCoverage]:
     """The census of each registered framework that has one (``census/`` beside the catalog file:
     ``references/census/``) against ``catalog``; an unreadable census is a row with its one-line error,
     never a failed report."""
-
-    from kinkcheck.census import CensusError, census_path, coverage, load_census
 
     folder = Path(catalog.path).parent / "census"
     out = []

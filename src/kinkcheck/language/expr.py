@@ -46,6 +46,7 @@ Points (``--at``) are read by :mod:`kinkcheck.language.points`.
 from __future__ import annotations
 
 import ast
+import importlib
 import math
 import operator
 import types
@@ -855,8 +856,6 @@ def _call_signatures() -> tuple[dict[str, Any], dict[str, str]]:
     asked for: a face matching one program reads a few of the 900) and NumPy-clone prefixes, read from each
     registered framework's ``mapping.py`` as :mod:`kinkcheck.oracles.mapping` reads them (no sympy: the rows are
     text)."""
-    import importlib
-
     adapters = tuple(r.adapter for r in registry.REGISTRY.values())
     if _SIGNATURES and _SIGNATURES[0] == adapters:
         return _SIGNATURES[1], _SIGNATURES[2]
@@ -916,7 +915,7 @@ def _normal(node: Node, arguments: bool = True) -> Node:
         row = table.get(dotted)
         signature = None if row is None else row.parameters
     if signature is not None:
-        import inspect
+        import inspect  # slow to import
 
         try:
             bound = signature.bind(*args, **kwargs)

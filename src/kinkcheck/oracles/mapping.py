@@ -30,6 +30,7 @@ to the difference. Ties among elements (``max``, ``sort``) take the value, which
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
@@ -44,10 +45,36 @@ from kinkcheck.language import expr as ex
 from kinkcheck.oracles.handlers import _HANDLERS
 from kinkcheck.oracles.rows import Entry
 from kinkcheck.oracles.values import (
-    _REDUCERS, MAX_ELEMENTS, Unmapped, _Arg, _arr, _At, _AtIndex, _binop, _Ctx, _Decomposition, _describe,
-    _dims, _elementwise, _exact_number, _Factor, _Fn, _Indices, _is_bool, _numeric, _obj, _Pair, _positions,
-    _reduce, _static_index, _static_int, _tensorish, _vec, _write,
+    _REDUCERS,
+    MAX_ELEMENTS,
+    Unmapped,
+    _Arg,
+    _arr,
+    _At,
+    _AtIndex,
+    _binop,
+    _Ctx,
+    _Decomposition,
+    _describe,
+    _dims,
+    _elementwise,
+    _exact_number,
+    _Factor,
+    _Fn,
+    _Indices,
+    _is_bool,
+    _numeric,
+    _obj,
+    _Pair,
+    _positions,
+    _reduce,
+    _static_index,
+    _static_int,
+    _tensorish,
+    _vec,
+    _write,
 )
+from kinkcheck.registry import REGISTRY
 
 __all__ = ["CONSTANTS", "TABLE", "Entry", "SympyForm", "Unmapped", "call_form", "mapped_names", "sympy_form"]
 
@@ -80,10 +107,6 @@ class SympyForm:
 def _framework_rows() -> list[Any]:
     """Every registered framework's rows module (``frameworks/<name>/mapping.py``), report order; a framework
     without one has no rows (its programs are unmapped)."""
-    import importlib
-
-    from kinkcheck.registry import REGISTRY
-
     out = []
     for record in REGISTRY.values():
         try:

@@ -5,6 +5,7 @@ writes its rows with it (``frameworks/<name>/mapping.py``, a ``table()``), and t
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import re
 from collections.abc import Mapping
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from kinkcheck.registry import REGISTRY
 
 __all__ = ["BINARY", "FMOD", "GELU_ERF", "GELU_TANH", "HARDSIGMOID", "I0E", "RELU6", "REMAINDER", "ROUND", "SELU", "SIGMOID",
            "SINC", "SOFTPLUS", "UNARY", "XLOG1PY", "XLOGY", "Entry", "constants", "e", "h", "r", "rename",
@@ -142,10 +145,6 @@ def source_files() -> tuple[Path, ...]:
     (``frameworks/<name>/mapping.py``). A cache of what the mapping gave keys on their bytes
     (:mod:`kinkcheck.answers.explain.judgement`), so a changed row recomputes it. Here, beside the rows' form, so that
     reading the key imports neither the mapping nor sympy."""
-    import importlib.util
-
-    from kinkcheck.registry import REGISTRY
-
     here = Path(__file__).parent
     rows = [importlib.util.find_spec(f"{record.adapter}.mapping") for record in REGISTRY.values()]
     return (*(here / name for name in _OWN_SOURCES), *(Path(spec.origin) for spec in rows if spec and spec.origin))

@@ -12,11 +12,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from dataclasses import replace
 from importlib import metadata, resources
 from typing import Any
 
 from kinkcheck.cache import cache_dir
 from kinkcheck.catalog import Case, Catalog
+from kinkcheck.registry import FOLDERS
+from kinkcheck.shards import write_json_atomic
 
 __all__ = ["ORACLE_SOURCES", "cache_dir", "case_key", "oracle_table", "own_function_table"]
 
@@ -36,8 +39,6 @@ ORACLE_SOURCES: tuple[tuple[str, str], ...] = (
 
 @functools.cache  # once a process: read for every case of a warm report
 def _oracle_source_hash() -> str:
-    from kinkcheck.registry import FOLDERS
-
     h = hashlib.sha256()
     for pkg, name in ORACLE_SOURCES:
         h.update(resources.files(pkg).joinpath(name).read_bytes())
@@ -81,12 +82,11 @@ def oracle_table(catalog: Catalog, use_cache: bool = True) -> dict[str, dict[str
             except (OSError, ValueError):
                 entry = None
         if not isinstance(entry, dict) or entry.get("case") != case.id:
-            from kinkcheck.oracles.symbolic import analyze
+            from kinkcheck.oracles.symbolic import analyze  # slow: numpy, sympy
 
             entry = analyze(case).to_json()
             if use_cache:
                 try:
-                    from kinkcheck.shards import write_json_atomic
 
                     write_json_atomic(path, entry)
                 except OSError:
@@ -99,8 +99,6 @@ def own_function_table(catalog: Catalog, use_cache: bool = True) -> dict[tuple[s
     """(case id, framework, program id) → the oracle's JSON for a program's own function
     (:attr:`kinkcheck.catalog.Case.own_functions`: its documented constants differ from the case's), cached
     as :func:`oracle_table` caches a case: the own function is judged as a case of its own at the same point."""
-    from dataclasses import replace
-
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for case in catalog:
         for (fw, pid), own in sorted(case.own_functions.items()):

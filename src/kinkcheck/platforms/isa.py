@@ -24,8 +24,10 @@ Standard library only (read by the noxfile through :mod:`kinkcheck.platforms`).
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -177,8 +179,6 @@ def apply_cap(level: str, info: Mapping[str, str] | None = None) -> dict[str, st
     IsaError
         :func:`check_cap`'s refusals, or a framework already imported in this process.
     """
-    import sys
-
     lv = check_cap(level, info)
     loaded = sorted(m for m in ("torch", "jax", "jaxlib", "tensorflow", "paddle", "mindspore") if m in sys.modules)
     if loaded:
@@ -195,8 +195,7 @@ def apply_cap(level: str, info: Mapping[str, str] | None = None) -> dict[str, st
     if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         # inductor's cache key leaves the vector ISA out: kernels compiled at another level were reused, or failed
         # to build ("C++ compile error", seen under the x86-64-v2 cap after an AVX2 probe); a folder per level
-        import getpass
-        import tempfile
+        import tempfile  # slow to import
 
         user = re.sub(r"[^A-Za-z0-9_.-]", "_", getpass.getuser())
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}_{level}")

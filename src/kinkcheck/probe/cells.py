@@ -10,16 +10,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck.language import expr as ex
-from kinkcheck.catalog import Catalog
-from kinkcheck.frameworks import Adapter, DeviceAbsent, FrameworkUnavailable, Unavailable, data_limit
+from kinkcheck.catalog import FRAMEWORKS, Catalog, CatalogError
+from kinkcheck.frameworks import Adapter, DeviceAbsent, FrameworkUnavailable, Unavailable, data_limit, get_adapter
 from kinkcheck.frameworks.base import short_error
+from kinkcheck.language import expr as ex
+from kinkcheck.oracles import p0
 from kinkcheck.probe.worker import ENV_PROBE_MEMORY, BoundExceeded, Limits, NoDevice, TaskError, _is_oom
-from kinkcheck.vocabulary import COMPILED_MODES, DTYPES, NETWORK_MODES, encode
-
+from kinkcheck.vocabulary import COMPILED_MODES, DTYPES, FRAMEWORK_MODES, NETWORK_MODES, encode
 
 #: dtypes of a probe: all four.
 DEFAULT_DTYPES: tuple[str, ...] = DTYPES
@@ -35,7 +37,6 @@ def select_cases(catalog: Catalog, cases: Sequence[str] | None) -> Catalog:
     """
     if not cases:
         return catalog
-    from kinkcheck.catalog import CatalogError
 
     ids = {c.id for c in catalog}
     unknown = [c for c in cases if c not in ids]
@@ -76,8 +77,6 @@ def network_tree(tree: ex.Node, input_name: str) -> ex.Node:
 
 
 def network_point() -> dict[str, Any]:
-    from kinkcheck.oracles import p0
-
     return p0.point()
 
 
@@ -141,9 +140,6 @@ def grad_task(payload: Mapping[str, Any], limits: Limits) -> Any:
 
     Returns input name → encoded gradient, for the differentiated inputs only.
     """
-    from kinkcheck.catalog import FRAMEWORKS
-    from kinkcheck.frameworks import get_adapter
-
     framework = payload["framework"]
     try:
         tree = ex.parse(payload["expr"], payload["at"], FRAMEWORKS)
@@ -180,8 +176,6 @@ CRASH_SIGNAL_ENV = "KINKCHECK_CRASH_SIGNAL"
 
 
 def _crash(signame: str | None) -> None:
-    import signal
-
     if signame:
         os.kill(os.getpid(), getattr(signal, signame))
     os.abort()
@@ -200,8 +194,6 @@ def _fault_at(variable: str, key: str) -> bool:
 
 
 def _hang_if(hang: bool) -> None:
-    import time
-
     while hang:  # fault injection (KINKCHECK_HANG_CASE): never returns
         time.sleep(60)
 
@@ -215,8 +207,6 @@ def _crashed(catalog: Catalog, key: str, framework: str, dtypes: Sequence[str], 
     for the programs of its chunk (:func:`batch_programs`: the whole catalog when the batch is not split); the
     cells say so.
     """
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-
     done = done or {}
     if key.startswith("batch:"):
         mode, dtype, part = _parse_batch_name(key)

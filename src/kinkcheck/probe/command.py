@@ -7,13 +7,36 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.catalog import CatalogError, load_catalog, with_staged
 from kinkcheck.errors import EXIT_BAD_INPUT, UsageError
-
+from kinkcheck.frameworks import FrameworkUnavailable
+from kinkcheck.platforms import device_title
+from kinkcheck.platforms.isa import IsaError, apply_cap
+from kinkcheck.probe.cells import DEFAULT_DTYPES, select_cases
+from kinkcheck.probe.compiled import chunk_count, compile_jobs, compiled_chunks
+from kinkcheck.probe.isolated import probe_isolated
+from kinkcheck.probe.journal import _append, _read_journal, journal_path
+from kinkcheck.probe.plan import read_old_shard, write_merged
+from kinkcheck.probe.run import ProbeBusy, environment_id, probe, probe_lock
+from kinkcheck.probe.worker import (
+    RESTARTED_ENV,
+    START_ENV,
+    ProbeInterrupted,
+    ProbeLimits,
+    die_with_parent,
+    limit_memory,
+)
+from kinkcheck.registry import REGISTRY
+from kinkcheck.shards import ShardError
+from kinkcheck.shards.validate import one_line
+from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 
 __all__ = ["ProbeStopped", "probe_command", "probe_worker"]
 
@@ -26,11 +49,7 @@ def probe_command(args: argparse.Namespace) -> int:
     UsageError
         Bad input, a framework or device that is not here, a shard that cannot be written (one line, exit 2).
     """
-    from kinkcheck.catalog import CatalogError, load_catalog
-    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
-
     if getattr(args, "isa", None):  # before anything imports a framework: the libraries read the cap when they load
-        from kinkcheck.platforms.isa import IsaError, apply_cap
 
         try:
             apply_cap(args.isa)
@@ -46,10 +65,8 @@ def probe_command(args: argparse.Namespace) -> int:
     try:
         catalog = load_catalog(args.catalog, frameworks=(args.framework,) if args.framework else None)
         if args.staged:
-            from kinkcheck.catalog import with_staged
 
             catalog = with_staged(catalog, frameworks=(args.framework,) if args.framework else None)
-        from kinkcheck.probe.cells import select_cases
 
         select_cases(catalog, args.case)
     except CatalogError as err:
@@ -64,8 +81,6 @@ def probe_command(args: argparse.Namespace) -> int:
     if args.out and not args.framework:
         raise UsageError("probe: --out needs --framework NAME (or use --out-dir DIR for every installed framework)")
     if args.framework and args.device == "metal":  # before any progress: bad input, not an absent device
-        from kinkcheck.platforms import device_title
-        from kinkcheck.registry import REGISTRY
 
         devices = REGISTRY[args.framework].devices  # (cuda: each adapter says why, TensorFlow's measures it)
         if args.device not in devices:
@@ -108,11 +123,6 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
     written. The whole probe holds the environment's lock (:func:`kinkcheck.probe.run.probe_lock`): a second probe
     of the same environment stops at once.
     """
-    import contextlib
-
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-    from kinkcheck.probe.run import ProbeBusy, environment_id, probe_lock
-
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]
     if args.mode and args.framework and len(modes) < len(args.mode):
         bad = [m for m in args.mode if m not in modes]
@@ -139,17 +149,6 @@ def _probe_one(args: argparse.Namespace, catalog: Any, framework: str, out: Path
 def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: Path | None,
                   out_dir: Path | None) -> int:
     """:func:`_probe_one` once the environment's lock is held."""
-    from kinkcheck.catalog import CatalogError
-    from kinkcheck.frameworks import FrameworkUnavailable
-    from kinkcheck.probe.cells import DEFAULT_DTYPES
-    from kinkcheck.probe.isolated import probe_isolated
-    from kinkcheck.probe.journal import journal_path
-    from kinkcheck.probe.plan import read_old_shard, write_merged
-    from kinkcheck.probe.run import environment_id
-    from kinkcheck.probe.worker import ProbeInterrupted
-    from kinkcheck.shards import ShardError
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-
     modes = [m for m in args.mode if m in FRAMEWORK_MODES[framework]]  # checked by _probe_one
     args.framework = framework
     expected = environment_id(framework, args.device)  # from the installed metadata, before a long probe
@@ -190,7 +189,6 @@ def _probe_locked(args: argparse.Namespace, catalog: Any, framework: str, out: P
     args.out = str(out)
     keep = catalog  # what the shard may hold: the staged cases measured ahead are not "removed" cases
     if not catalog.staged:
-        from kinkcheck.catalog import with_staged
 
         try:
             keep = with_staged(catalog, frameworks=(framework,))
@@ -237,8 +235,6 @@ def _check_shard_name(out: Path, environment_id: str) -> None:
 
 def _drop_empty_journal(journal: Path | None) -> None:
     """Delete a journal that holds no finished case (e.g. only the worker's 'no cuda device' line)."""
-    from kinkcheck.probe.journal import _read_journal
-
     if journal is None or not journal.exists():
         return
     try:
@@ -251,14 +247,6 @@ def _drop_empty_journal(journal: Path | None) -> None:
 
 def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | None,
                          modes: Sequence[str] | None = None) -> dict[str, Any]:
-    import os
-
-    from kinkcheck.probe.cells import DEFAULT_DTYPES, select_cases
-    from kinkcheck.probe.compiled import compile_jobs, compiled_chunks
-    from kinkcheck.probe.run import probe
-    from kinkcheck.probe.worker import RESTARTED_ENV
-    from kinkcheck.vocabulary import FRAMEWORK_MODES
-
     catalog = select_cases(catalog, args.case)
     modes = list(modes or args.mode or FRAMEWORK_MODES[args.framework])
     if args.quiet:  # no progress display: rich is not even imported (a tenth of a light framework's probe)
@@ -293,11 +281,6 @@ def _probe_with_progress(args: argparse.Namespace, catalog: Any, journal: str | 
 
 def _probe_limits(args: argparse.Namespace) -> Any:
     """``--case-timeout``/``--batch-timeout``/``--memory`` (else the environment, else the defaults)."""
-    import os
-
-    from kinkcheck.probe.compiled import chunk_count, compile_jobs
-    from kinkcheck.probe.worker import START_ENV, ProbeLimits
-
     start = os.environ.get(START_ENV, "")
     if start not in ("", "fork", "spawn"):
         raise UsageError(f"{START_ENV} must be fork or spawn (or unset: fork where it is safe), got {start!r}")
@@ -310,10 +293,6 @@ def _probe_limits(args: argparse.Namespace) -> Any:
 
 def probe_worker(args: argparse.Namespace, catalog: Any) -> int:
     """The worker half of an isolated probe: results go to the journal, not to --out."""
-    from kinkcheck.frameworks import FrameworkUnavailable
-    from kinkcheck.probe.journal import _append
-    from kinkcheck.probe.worker import die_with_parent, limit_memory
-
     die_with_parent()
     limit_memory(int(args.limits.memory_gib * 2 ** 30))  # before the framework is imported
     try:
@@ -332,7 +311,6 @@ def _forked_worker(args: argparse.Namespace, catalog: Any, journal: Path) -> int
     try:
         return probe_worker(ns, catalog)
     except UsageError as err:
-        from kinkcheck.shards.validate import one_line
 
         print(f"kinkcheck: error: {one_line(str(err), limit=2000)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -343,8 +321,6 @@ def _forked_worker(args: argparse.Namespace, catalog: Any, journal: Path) -> int
 
 def _check_writable(out: Path) -> None:
     """Fail before a long probe, not after it, when the shard cannot be written."""
-    import os
-
     if out.is_dir():
         raise UsageError(f"--out {out} is a folder; name a file, e.g. {out / 'torch-2.13.0-cpu.json'}")
     try:

@@ -6,22 +6,40 @@ of its own, on as many cores as the probe may use (:func:`compile_jobs`).
 from __future__ import annotations
 
 import json
+import math
 import os
+import pickle
+import shutil
+import signal
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kinkcheck.catalog import Catalog
 from kinkcheck.frameworks import Adapter, Unavailable, get_adapter
-from kinkcheck.probe.cells import (CRASH_ENV, CRASH_SIGNAL_ENV, HANG_ENV, NETWORK_DTYPES, WHOLE, Part, _batch_key,
-                                   _batch_name, _crash, _error_text, _fault_at, _hang_if, _has_network, batch_programs,
-                                   network_point, network_tree)
-from kinkcheck.vocabulary import COMPILED_MODES
+from kinkcheck.probe.cells import (
+    CRASH_ENV,
+    CRASH_SIGNAL_ENV,
+    HANG_ENV,
+    NETWORK_DTYPES,
+    WHOLE,
+    Part,
+    _batch_key,
+    _batch_name,
+    _crash,
+    _error_text,
+    _fault_at,
+    _hang_if,
+    _has_network,
+    batch_programs,
+    network_point,
+    network_tree,
+)
 from kinkcheck.probe.journal import _append
 from kinkcheck.probe.worker import PARENT_ENV, die_with_parent
-from kinkcheck.vocabulary import encode
-
+from kinkcheck.vocabulary import COMPILED_MODES, encode
 
 #: Environment variable: how many compiled batches (one mode and dtype of the whole catalog each) compile at
 #: once, each in its own process; ``1`` compiles them one after another in the probe's process.
@@ -84,8 +102,6 @@ def chunk_count(batches: int, jobs: int, environ: Mapping[str, str] | None = Non
     ValueError
         The variable is set and not a positive integer (one line naming it).
     """
-    import math
-
     chunks = _count_from(ENV_COMPILE_CHUNKS, environ)
     if chunks is not None:
         return chunks
@@ -133,11 +149,8 @@ def _batch_processes(catalog: Catalog, framework: str, device: str, dtypes: Sequ
     that batch again in its own process, where a crash is isolated and reported as for any case. When the
     processes cannot be set up (the catalog does not pickle, no temporary folder), nothing runs here.
     """
-    import pickle
-    import shutil
-    import subprocess
-    import tempfile
-    import time
+    import subprocess  # slow to import
+    import tempfile  # slow to import
 
     _remove_orphaned_batch_folders()
     tmp = None
@@ -191,8 +204,7 @@ _BATCH_FOLDER = "kinkcheck-batches-"
 
 def _remove_orphaned_batch_folders() -> None:
     """Remove the batch folders of probes that no longer run (a worker killed at a time limit leaves one)."""
-    import shutil
-    import tempfile
+    import tempfile  # slow to import
 
     for folder in Path(tempfile.gettempdir()).glob(f"{_BATCH_FOLDER}*"):
         pid = folder.name[len(_BATCH_FOLDER):].split("-", 1)[0]
@@ -210,9 +222,6 @@ def _batch_process(spec: str, framework: str, device: str, mode: str, dtype: str
                    chunk: str = "0/1") -> None:
     """A batch process of :func:`_batch_processes`: one chunk (``index/count``) of a compiled batch, its results
     as JSON in ``out``."""
-    import pickle
-    import signal
-
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the probe, which ends its batch processes
     catalog = pickle.loads(Path(spec).read_bytes())

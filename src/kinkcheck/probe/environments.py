@@ -14,20 +14,30 @@ nox itself, and kinkcheck's catalog and shard modules, are imported where they a
 from __future__ import annotations
 
 import contextlib
+import glob
+import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kinkcheck import __version__, catalog, platforms, vocabulary
+from kinkcheck import platforms as plat
 from kinkcheck.platforms.isa import IsaError, capped_tag, check_cap
+from kinkcheck.probe.plan import drop_removed, missing_work, record_failed_attempt
+from kinkcheck.probe.run import runner
 from kinkcheck.registry import REGISTRY
+from kinkcheck.shards import ShardBusy, _read_loose, shard_lock
+from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
 
 __all__ = ["DEVICE_DEADLINE_ENV", "FALLBACK_PYTHON", "Places", "install_env", "install_once", "probe_release",
            "requirements", "tested_requirements"]
@@ -102,8 +112,6 @@ def install_once(session: Any, root: Path, *args: str, env: dict[str, str] | Non
 def _stamp_text(root: Path, args: Sequence[str]) -> str:
     """What an install is remembered by: ``args`` and the checkout's ``pyproject.toml`` (none where ``root`` is no
     checkout: ``kinkcheck ask``'s folder, whose environments install kinkcheck's requirements by name)."""
-    import hashlib
-
     project = root / "pyproject.toml"
     return hashlib.sha256((project.read_bytes() if project.is_file() else b"") + repr(tuple(args)).encode()).hexdigest()
 
@@ -123,15 +131,11 @@ def _stamp(stamp: Path, root: Path, args: Sequence[str]) -> None:
 def _catalog(places: Places) -> Any:
     """The catalog followed by its staged cases (references/staged/): a probe measures both, the report shows
     the catalog's; a staged case measured here is fresh once it moves into the catalog unchanged."""
-    from kinkcheck import catalog
-
     return catalog.with_staged(catalog.load_catalog(places.catalog))
 
 
 def _read(shard: Path) -> dict[str, Any] | None:
     """The shard at ``shard`` as JSON, or None when it is missing or unreadable (then it is probed in full)."""
-    from kinkcheck.shards import _read_loose
-
     return _read_loose(shard)
 
 
@@ -149,8 +153,6 @@ def _unreadable(shard: Path) -> str | None:
 def _plan(shard: Path, framework: str, catalog: Any) -> Any:
     """``kinkcheck.probe.plan.Work``: what ``shard`` lacks for the full matrix (every mode of ``framework``, 4
     dtypes)."""
-    from kinkcheck.probe.plan import missing_work
-
     return missing_work(_read(shard), catalog, framework)
 
 
@@ -166,10 +168,6 @@ def fresh_marker(places: Places, shard: Path, framework: str) -> Path | None:
     cannot be read. Reading and checking 76 shards in 76 sessions costs seconds; hashing them milliseconds, so
     a warm ``nox -s report`` spends its time rendering. Only a fresh verdict is remembered: any change to the
     shard or the catalog misses the marker and is checked in full."""
-    import hashlib
-
-    from kinkcheck import catalog, vocabulary
-
     src = Path(catalog.__file__).parent
     try:
         code = b"".join(p.read_bytes() for p in [*(src / f for f in FRESHNESS_SOURCES),
@@ -194,8 +192,6 @@ def probe_args(work: Any, catalog: Any, framework: str, remeasure: bool) -> list
     every case), ``--mode`` and ``--dtype`` for the modes and dtypes missing (none when that is all of them):
     cases × modes × dtypes, a superset of the missing cells, merged into the shard.
     """
-    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
-
     if remeasure:
         return ["--replace"]
     every_case = {c.id for c in catalog if c.programs_for(framework)}
@@ -226,8 +222,6 @@ def python_for(framework: str, version: str, running: tuple[int, int] | None = N
 def find_python(version: str) -> str:
     """An interpreter for Python ``version`` ("3.12"): ``python3.12`` on PATH when it runs (a pyenv shim may
     not), else a pyenv installation of it; else ``version`` itself (uv finds or downloads one)."""
-    import glob
-
     for cand in [shutil.which(f"python{version}"),
                  *sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / f"{version}.*" / "bin" / "python3")))]:
         if cand and subprocess.run([cand, "-c", "import sys"], capture_output=True, check=False).returncode == 0:
@@ -299,8 +293,6 @@ def interrupted(reason: str) -> bool:
     """Whether a failed probe command was stopped from outside rather than failing: killed by a signal
     ("Returned code -9"), or ended by kinkcheck's own handler of SIGINT, SIGHUP or SIGTERM (exit 130, 129, 143:
     128 + the signal, as the README says)."""
-    import re
-
     m = re.search(r"code (-?\d+)", reason)
     return m is not None and (int(m.group(1)) < 0 or int(m.group(1)) in (129, 130, 143))
 
@@ -329,9 +321,6 @@ def not_measured_environment(places: Places, framework: str, version: str, reaso
                              device: str = "cpu", isa: str | None = None) -> dict[str, Any]:
     """The environment of a record that says why ``framework`` ``version`` was not measured on ``device`` here
     (capped at the x86-64 level ``isa``, :mod:`kinkcheck.platforms.isa`, where the session asked for one)."""
-    from kinkcheck import __version__, platforms
-    from kinkcheck.probe.run import runner
-
     tag = capped_tag(platforms.host_tag(), isa)
     return {
         "id": platforms.environment_id(framework, version, device, tag), "framework": framework,
@@ -433,8 +422,6 @@ def _check_posargs(session: Any) -> None:
 def _shard_path(session: Any, framework: str, version: str, places: Places) -> Path:
     """The shard this session writes; an unknown device, one the framework is not measured on, or one this
     machine's platform lacks ends the session before anything is installed or written."""
-    from kinkcheck import platforms as plat
-
     device = device_of(session.posargs)
     if device not in plat.DEVICES:
         session.error(f"unknown device {device!r} (known: {', '.join(plat.DEVICES)})")
@@ -458,8 +445,6 @@ def _shard_path(session: Any, framework: str, version: str, places: Places) -> P
 
 def _remember_fresh(session: Any, places: Places, shard: Path, framework: str, catalog: Any, name: Any) -> None:
     """A fresh shard: drop the cases the catalog no longer holds, remember the verdict for these bytes."""
-    from kinkcheck.probe.plan import drop_removed
-
     dropped = drop_removed(shard, catalog)
     marker = fresh_marker(places, shard, framework)  # after drop_removed: the bytes it leaves are the fresh ones
     if marker is not None:
@@ -473,9 +458,6 @@ def _remember_fresh(session: Any, places: Places, shard: Path, framework: str, c
 
 def _measure(session: Any, framework: str, version: str, places: Places, shard: Path, args: list[str]) -> None:
     """Make the release's virtualenv, install it and kinkcheck, probe into ``shard``; record a failure there."""
-    from kinkcheck.probe.plan import record_failed_attempt
-    from kinkcheck.shards import ShardBusy, shard_lock
-
     device = device_of(session.posargs)
     python = python_for(framework, version)
     venv = places.venvs / f"probe-{framework}-{version}"
@@ -539,8 +521,7 @@ def _run_probe(session: Any, framework: str, version: str, places: Places, shard
 def bench_warm_report(session: Any, places: Places) -> None:
     """``nox -s bench_report``: a warm ``nox -s report`` beside ``kinkcheck report --force`` alone, best of 3 each,
     with the targets (warm <= 5 s and <= 1.2 x rendering alone; the render itself 5 s, printed as it is)."""
-    import tempfile
-    import time
+    import tempfile  # slow to import
 
     out = Path(tempfile.mkdtemp(prefix="kinkcheck-bench-"))
     kinkcheck = Path(session.bin) / "kinkcheck"
@@ -569,7 +550,7 @@ def bench_warm_report(session: Any, places: Places) -> None:
 def write_ci_workflow(session: Any, places: Places) -> None:
     """``nox -s ci_workflow``: list the probe sessions (``nox -l --json -t probe``) and write
     ``.github/workflows/matrix.yml`` from them (``python -m kinkcheck.dev.ci``)."""
-    import tempfile
+    import tempfile  # slow to import
 
     listing = subprocess.run([sys.executable, "-m", "nox", "-f", str(places.root / "noxfile.py"), "-l", "--json", "-t",
                               "probe"], check=True, capture_output=True, text=True).stdout

@@ -5,7 +5,9 @@ that crashed it, hung or ran out of memory (that case's cells say so), from the 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,18 @@ from kinkcheck.frameworks import FrameworkUnavailable
 from kinkcheck.probe.cells import DEFAULT_DTYPES, _assemble, _crashed, select_cases
 from kinkcheck.probe.compiled import compile_jobs, compiled_chunks
 from kinkcheck.probe.journal import _append, _Progress, _read_journal
-from kinkcheck.probe.worker import (PARENT_ENV, RESTARTED_ENV, STARTUP_TIMEOUT_S, ForkedWorker, ProbeInterrupted,
-                                    ProbeLimits, _exit_on_termination, _interrupting_signal, fork_safe, kill_group)
+from kinkcheck.probe.worker import (
+    PARENT_ENV,
+    RESTARTED_ENV,
+    STARTUP_TIMEOUT_S,
+    ForkedWorker,
+    ProbeInterrupted,
+    ProbeLimits,
+    _exit_on_termination,
+    _interrupting_signal,
+    fork_safe,
+    kill_group,
+)
 from kinkcheck.vocabulary import COMPILED_MODES
 
 
@@ -79,7 +91,7 @@ def probe_isolated(
     CatalogError
         A case id of ``cases`` the catalog does not hold.
     """
-    import tempfile
+    import tempfile  # slow to import
 
     limits = limits or ProbeLimits.resolve()
     catalog = select_cases(catalog if catalog is not None else load_catalog(), cases)  # an empty Catalog is falsy
@@ -96,8 +108,7 @@ def _isolated(framework: str, device: str, dtypes: Sequence[str], modes: Sequenc
               quiet: bool, cases: Sequence[str] | None, journal: Path, limits: ProbeLimits,
               worker: Callable[[Path], int] | None = None,
               on_started: Callable[[], None] | None = None) -> dict[str, Any]:
-    import signal
-    import subprocess
+    import subprocess  # slow to import
 
     cmd = [sys.executable, "-m", "kinkcheck", "probe", "--framework", framework, "--device", device,
            "--worker", str(journal), "--catalog", catalog.path, "--memory", repr(limits.memory_gib)]
@@ -165,8 +176,7 @@ def _watch(proc: Any, journal: Path, limits: ProbeLimits) -> tuple[float, str | 
     Returns (the limit that ran out, the key of the case or batch that ran past it, or None outside any), or
     None when the worker exited by itself.
     """
-    import subprocess
-    import time
+    import subprocess  # slow to import
 
     progress = _Progress(journal)
     idle_limit = max(limits.case_timeout_s, limits.batch_timeout_s, STARTUP_TIMEOUT_S)  # importing the framework

@@ -6,6 +6,7 @@ it, and a killed probe resumes where it stopped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any
 
 from kinkcheck.frameworks import FrameworkUnavailable
 from kinkcheck.probe.cells import DEFAULT_DTYPES
+from kinkcheck.shards import write_text_atomic
 
 
 def journal_path(shard_path: str | Path, modes: Sequence[str] | None = None, dtypes: Sequence[str] | None = None,
@@ -26,8 +28,6 @@ def journal_path(shard_path: str | Path, modes: Sequence[str] | None = None, dty
     the journal of a killed full probe. Kept when the probe is interrupted (the same command resumes from
     it), deleted once the shard is written; ``.gitignore`` covers it (``.*.journal.jsonl``).
     """
-    import hashlib
-
     selection = json.dumps([sorted(set(modes or ())), sorted(set(dtypes or DEFAULT_DTYPES)), sorted(set(cases or ()))])
     p = Path(shard_path)
     return p.with_name(f".{p.stem}.{hashlib.sha256(selection.encode()).hexdigest()[:8]}.journal.jsonl")
@@ -131,8 +131,6 @@ def _prepare_journal(journal: str | Path, env: dict[str, Any]) -> None:
     when every case is (a batch compiles all of them in one call); ``start`` lines of unfinished cases and
     ``fatal`` lines of an earlier run are dropped.
     """
-    from kinkcheck.shards import write_text_atomic
-
     p = Path(journal)
     if not p.exists():
         return

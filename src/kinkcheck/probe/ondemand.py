@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import kinkcheck
 from kinkcheck.errors import UsageError
+from kinkcheck.probe import environments as envs
+from kinkcheck.probe.environments import _du
+from kinkcheck.registry import REGISTRY
 
 __all__ = ["DEFAULT_DISK_BUDGET_GB", "ENV_DISK", "ENV_HOME", "Log", "disk_budget", "disk_use", "environment",
            "environment_path", "home", "installed_release", "make_room", "releases_asked"]
@@ -52,11 +59,7 @@ def home() -> Path:
 def installed_release(framework: str) -> str | None:
     """The release of ``framework`` installed beside kinkcheck (its public version, as the probe names its
     environment: ``2.13.0`` for ``2.13.0+cpu``), or None."""
-    from importlib import metadata
-
     from packaging.version import InvalidVersion, Version
-
-    from kinkcheck.registry import REGISTRY
 
     try:
         found = metadata.version(REGISTRY[framework].distribution)
@@ -73,8 +76,6 @@ class Log:
     ``console`` (a rich console drawing a progress bar) where there is one."""
 
     def __init__(self, quiet: bool, console: Any = None) -> None:
-        import threading
-
         self.quiet = quiet
         self.console = console
         self._lock = threading.Lock()  # the next release's environment is made in a thread: whole lines only
@@ -94,8 +95,6 @@ class Log:
 
 def _dependencies() -> list[str]:
     """kinkcheck's own requirements (no extras), installed beside a release so that its probe runs there."""
-    from importlib import metadata
-
     from packaging.requirements import Requirement
 
     try:
@@ -109,8 +108,6 @@ def _dependencies() -> list[str]:
 def _source_copy(root: Path) -> Path:
     """This kinkcheck's package, copied once per content into ``root/src-<digest>/kinkcheck``: a release's
     environment imports it through ``PYTHONPATH`` (nothing of this interpreter's site-packages)."""
-    import kinkcheck
-
     package = Path(kinkcheck.__file__).parent
     files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     h = hashlib.sha256()
@@ -136,8 +133,6 @@ def _source_copy(root: Path) -> Path:
 def disk_budget(gb: float | None) -> float:
     """The disk budget of the kept virtualenvs in bytes: ``gb``, else ``$KINKCHECK_ASK_DISK_GB``, else the
     default. Raises UsageError for one that is not a positive number."""
-    import math
-
     raw: Any = gb if gb is not None else os.environ.get(ENV_DISK, DEFAULT_DISK_BUDGET_GB)
     try:
         value = float(raw)
@@ -152,8 +147,6 @@ def disk_budget(gb: float | None) -> float:
 def disk_use(envs: Path) -> int:
     """Bytes on disk under ``envs`` (the virtualenvs, the installer's cache, the package copy), each file once
     however many links it has (:func:`kinkcheck.probe.environments._du`)."""
-    from kinkcheck.probe.environments import _du
-
     return _du(envs, set()) if envs.is_dir() else 0
 
 
@@ -197,8 +190,6 @@ def environment_path(root: Path, framework: str, version: str) -> Path:
 def environment(framework: str, version: str, root: Path, log: Log) -> tuple[str, dict[str, str]] | str:
     """The interpreter and environment variables that run kinkcheck with ``framework`` ``version``: this one for
     the installed release, else a kept virtualenv (made and installed on first use). A string: why there is none."""
-    from kinkcheck.probe import environments as envs
-
     if version == installed_release(framework):
         return sys.executable, {}
     venv = environment_path(root, framework, version)
@@ -221,8 +212,6 @@ def releases_asked(framework: str, release: Sequence[str] = (), releases: str | 
     default the installed release. Raises UsageError for a release kinkcheck does not know or an empty choice."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
-
-    from kinkcheck.registry import REGISTRY
 
     matrix = list(REGISTRY[framework].versions)
     installed = installed_release(framework)

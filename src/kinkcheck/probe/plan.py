@@ -19,8 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kinkcheck.shards import (SCHEMA_ID, ShardBusy, ShardError, _read_loose, _write_shard_file, read_shard,
-                              shard_lock, write_shard)
+from kinkcheck.shards import (
+    SCHEMA_ID,
+    ShardBusy,
+    ShardError,
+    _read_loose,
+    _write_shard_file,
+    read_shard,
+    shard_lock,
+    write_shard,
+)
+from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
@@ -150,8 +159,6 @@ def missing_work(shard: dict[str, Any] | None, catalog: Catalog, framework: str 
     Work
         ``Work.fresh`` is True when nothing is missing and the shard is not a not-measured record.
     """
-    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES
-
     framework = framework or (shard["environment"]["framework"] if shard else None)
     if framework is None:
         raise ValueError("missing_work: no shard, so name the framework")
@@ -241,8 +248,6 @@ def withdraw(shard: dict[str, Any], select: Callable[[dict[str, Any]], bool], re
     ShardError
         ``reason`` is empty, or ``select`` picks nothing (a withdrawal that finds nothing is a mistake).
     """
-    from kinkcheck.vocabulary import DTYPES, MODES
-
     if not reason.strip():
         raise ShardError("a withdrawal must say why the cells are not measured")
     gone = [o for o in shard["observations"] if select(o)]
@@ -302,8 +307,6 @@ def not_measured_cases(shard: dict[str, Any], catalog: Catalog, cases: Sequence[
         ``reason`` is empty, the shard is a not-measured record, or a case is unknown, has no program for the
         framework or is already held by the shard.
     """
-    from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
-
     env = shard["environment"]
     if not reason.strip() or env.get("not_measured") is not None:
         raise ShardError(f"{env.get('id', '?')}: cases not measured need a measured shard and a reason")
@@ -367,8 +370,6 @@ def open_parts(parts: Sequence[dict[str, Any]], observations: Sequence[dict[str,
     """The parts of ``environment.not_measured_parts`` still not measured: a program's part narrowed to its
     cells absent from ``observations`` (a probe of some of its modes leaves the others, and a part never names a
     cell the shard holds), a part of whole modes with the modes not yet ``probed`` (``environment.modes``)."""
-    from kinkcheck.vocabulary import DTYPES, MODES
-
     present = {_row_key(o) for o in observations}
     out = []
     for part in parts:
@@ -469,7 +470,6 @@ def merge_shard(old: dict[str, Any] | None, new: dict[str, Any], catalog: Catalo
 
     observations, kept_obs = merged_rows(old["observations"], new["observations"])
     networks, kept_nets = merged_rows(old["networks"], new["networks"])
-    from kinkcheck.vocabulary import DTYPES, MODES
 
     env = {k: v for k, v in env_old.items() if k not in ("last_attempt", "not_measured")}
     for k in ("framework_build", "python", "platform", "runner", "measured_at", "kinkcheck_version", "catalog_hash",

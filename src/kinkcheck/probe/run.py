@@ -16,17 +16,35 @@ import datetime as dt
 import os
 import platform
 from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from kinkcheck import __version__
 from kinkcheck.catalog import Catalog, load_catalog
 from kinkcheck.frameworks import Adapter, DeviceAbsent, get_adapter
-from kinkcheck.frameworks.base import check_mode, short_error
-from kinkcheck.platforms import device_title
-from kinkcheck.probe.cells import (CRASH_ENV, CRASH_SIGNAL_ENV, DEFAULT_DTYPES, HANG_ENV, NETWORK_DTYPES,
-                                   NETWORK_MODES, _assemble, _batch_name, _crash, _fault_at, _hang_if,
-                                   _has_network, _run, network_point, network_tree, select_cases)
+from kinkcheck.frameworks.base import check_mode, processor_name, short_error, vector_isa
+from kinkcheck.platforms import device_title, host_tag
+from kinkcheck.platforms import environment_id as _env_id
+from kinkcheck.platforms.isa import cpu_record
+from kinkcheck.probe.cells import (
+    CRASH_ENV,
+    CRASH_SIGNAL_ENV,
+    DEFAULT_DTYPES,
+    HANG_ENV,
+    NETWORK_DTYPES,
+    NETWORK_MODES,
+    _assemble,
+    _batch_name,
+    _crash,
+    _fault_at,
+    _hang_if,
+    _has_network,
+    _run,
+    network_point,
+    network_tree,
+    select_cases,
+)
 from kinkcheck.probe.compiled import _batch_processes, _compiled_batch, chunk_step, compile_jobs, compiled_chunks
 from kinkcheck.probe.journal import _append, _prepare_journal, _read_journal
 from kinkcheck.registry import view
@@ -51,9 +69,6 @@ def environment(adapter: Adapter, device: str, catalog: Catalog, dtypes: Sequenc
     ``catalog`` is the catalog probed (a part of it when the probe is narrowed to some cases: ``catalog_hash``
     is the whole catalog's, ``case_hashes`` names the cases probed, each with its measurement hash).
     """
-    from kinkcheck.platforms import environment_id as _env_id
-    from kinkcheck.platforms import host_tag
-
     version = _public_version(adapter.version)
     tag = host_tag()
     env = {
@@ -95,9 +110,6 @@ def runner(adapter: Adapter | None, device: str) -> dict[str, str]:
     ``metal``: :meth:`accelerator` where the adapter has one); on a GitHub Actions runner the ``ci_*`` fields
     (:data:`CI_VARIABLES`). Every value is a string; a field nothing tells of is left out. ``adapter`` None:
     the machine alone (the record of an attempt that imported no framework)."""
-    from kinkcheck.frameworks.base import processor_name, vector_isa
-    from kinkcheck.platforms.isa import cpu_record
-
     info = {"os": platform.system(), "os_release": platform.release(), "arch": platform.machine(),
             "processor": processor_name(), "vector_isa": vector_isa(), **cpu_record()}
     describe = getattr(adapter, "accelerator", None)
@@ -121,14 +133,10 @@ def environment_id(framework: str, device: str = "cpu") -> str | None:
     Read from the installed distribution's metadata (``torch.__version__`` is the distribution version);
     None when it is not installed (the probe then says why).
     """
-    from importlib import metadata
-
     try:
         version = metadata.version(DISTRIBUTIONS.get(framework, framework))
     except metadata.PackageNotFoundError:
         return None
-    from kinkcheck.platforms import environment_id as _env_id
-    from kinkcheck.platforms import host_tag
 
     return _env_id(framework, _public_version(version), device, host_tag())
 

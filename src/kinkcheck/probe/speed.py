@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.catalog import load_catalog
+from kinkcheck.frameworks import get_adapter
 from kinkcheck.probe.compiled import ENV_COMPILE_CHUNKS, ENV_COMPILE_JOBS, chunk_count, compile_jobs
+from kinkcheck.probe.run import environment_id
+from kinkcheck.shards import load_shards, read_shard
 
 __all__ = ["CHUNKS_RATIO_TARGET", "COMPILED_TARGET", "compiled_chunks_speed", "compiled_vs_eager"]
 
@@ -73,7 +76,6 @@ def compiled_vs_eager(repeat: int) -> int:
                 after = counts(cache)
                 best = min(best, (time.perf_counter() - t0, _children_cpu() - c0, after[0] - before[0], after[1] - before[1]))
             rows[label] = best
-    from kinkcheck.frameworks import get_adapter
 
     print(f"torch {get_adapter('torch').version}, whole catalog ({sum(1 for _ in load_catalog().programs('torch'))} "
           f"programs), float64/float32/float16/bfloat16, with P0 networks; fresh process, best of {repeat}, "
@@ -102,7 +104,7 @@ CHUNKS_RATIO_TARGET = 1.25
 
 def _children_cpu() -> float:
     """User + system seconds of this process's children that have ended (and theirs, once reaped)."""
-    import resource
+    import resource  # optional: not on Windows
 
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -110,8 +112,6 @@ def _children_cpu() -> float:
 
 def _cold_inductor(out: Path, cache: Path, extra: dict[str, str]) -> tuple[float, float, dict[str, Any]]:
     """(wall s, CPU s, cells) of a cold ``kinkcheck probe --mode inductor`` of the whole catalog into ``out``."""
-    from kinkcheck.shards import load_shards
-
     out.mkdir()
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), **extra}
     t0, c0 = time.perf_counter(), _children_cpu()
@@ -137,8 +137,6 @@ def compiled_chunks_speed(repeat: int = 1) -> int:
     """Cold inductor, whole catalog, four dtypes: program chunks on every core beside one batch per dtype as before
     (each process with inductor's own pool of compile workers), and one after another (the compile CPU-seconds
     with nothing running beside them: the ratio's base)."""
-    from kinkcheck.frameworks import get_adapter
-
     jobs = compile_jobs()
     runs = {f"program chunks ({chunk_count(4, jobs)} a dtype, {jobs} jobs)": {ENV_COMPILE_JOBS: str(jobs)},
             # before issue 33: whole batches, each process with inductor's own pool of compile workers
@@ -173,8 +171,6 @@ def compiled_chunks_speed(repeat: int = 1) -> int:
                     key=str)
     print(f"cells: {len(first)} inductor observations and network runs; "
           + ("identical in every run" if not differ else f"{len(differ)} differ, e.g. {differ[:3]}"))
-    from kinkcheck.probe.run import environment_id
-    from kinkcheck.shards import read_shard
 
     committed = Path("references") / "observations" / f"{environment_id('torch')}.json"
     if committed.is_file():  # the release's shard in this checkout: the same cells as the chunked probe's?

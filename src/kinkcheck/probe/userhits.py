@@ -10,6 +10,7 @@ from typing import Any
 
 from kinkcheck.frameworks import kink_counters
 from kinkcheck.kinkhits import Site, merge_sites
+from kinkcheck.probe.usercode import UserCodeError, load_function
 
 __all__ = ["CensusError", "call_user", "load_user_function", "user_census"]
 
@@ -21,8 +22,6 @@ class CensusError(ValueError):
 def load_user_function(spec: str, what: str) -> Callable[..., Any]:
     """``module:function`` or ``path/to/file.py:function`` → the function (:func:`kinkcheck.probe.usercode.load_function`,
     as ``kinkcheck check`` loads its two functions)."""
-    from kinkcheck.probe.usercode import UserCodeError, load_function
-
     try:
         return load_function(spec)
     except UserCodeError as err:

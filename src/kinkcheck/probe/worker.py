@@ -37,18 +37,27 @@ journal (:mod:`kinkcheck.probe.journal`) instead of a pipe, so that a crash lose
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
+import gc
+import importlib
 import json
 import math
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
+import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kinkcheck
+from kinkcheck.registry import FRAMEWORKS
 
 __all__ = [
     "DEFAULT_MEMORY_GIB",
@@ -175,8 +184,6 @@ TASKS: dict[str, str] = {"grad": "kinkcheck.probe.cells:grad_task", "check": "ki
 
 
 def _task(name: str) -> Callable[[Mapping[str, Any], Limits], Any]:
-    import importlib
-
     module, _, function = TASKS[name].partition(":")
     return getattr(importlib.import_module(module), function)
 
@@ -209,7 +216,6 @@ def run(task: str, payload: Mapping[str, Any], limits: Limits) -> Any:
     """
     request = json.dumps({"task": task, "payload": payload, "memory_bytes": int(limits.memory_gib * 2 ** 30),
                           "memory_gib": limits.memory_gib}).encode()
-    import kinkcheck
 
     env = dict(os.environ)  # the worker imports this very kinkcheck, even one found through a changed sys.path
     src = str(Path(kinkcheck.__file__).resolve().parents[1])
@@ -275,7 +281,7 @@ def limit_memory(limit: int) -> None:
     A no-op where the ``resource`` module does not exist (Windows).
     """
     try:
-        import resource
+        import resource  # optional: not on Windows
     except ImportError:  # Windows: no rlimit; the time bound still holds
         return
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -398,8 +404,6 @@ def _interrupting_signal(rc: int | None) -> str | None:
 
     A worker that gets SIGINT as a Python exception exits with 130 (``kinkcheck.cli.main``).
     """
-    import signal
-
     if rc == 130:
         return "SIGINT"
     if rc is None or rc >= 0:
@@ -424,10 +428,6 @@ def fork_safe() -> bool:
     worker must import its framework fresh, as a new interpreter would. ``KINKCHECK_PROBE_START=spawn``
     turns forking off.
     """
-    import threading
-
-    from kinkcheck.registry import FRAMEWORKS
-
     if not sys.platform.startswith("linux") or not hasattr(os, "fork") or os.environ.get(START_ENV) == "spawn":
         return False
     if threading.active_count() != 1:
@@ -447,9 +447,6 @@ class ForkedWorker:
     """
 
     def __init__(self, work: Callable[[], int], env: Mapping[str, str]) -> None:
-        import gc
-        import signal
-
         for stream in (sys.stdout, sys.stderr):  # what is buffered here must not be written twice
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -474,7 +471,6 @@ class ForkedWorker:
             except KeyboardInterrupt:
                 code = 130
             except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, then status 1
-                import traceback
 
                 traceback.print_exc()
             finally:
@@ -504,9 +500,7 @@ class ForkedWorker:
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit status; raises :class:`subprocess.TimeoutExpired` after ``timeout`` seconds."""
-        import select
-        import subprocess
-        import time
+        import subprocess  # slow to import
 
         end = None if timeout is None else time.monotonic() + timeout
         delay = 0.0005
@@ -522,8 +516,6 @@ class ForkedWorker:
         return self.returncode  # type: ignore[return-value]
 
     def kill(self) -> None:
-        import signal
-
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
 
@@ -545,8 +537,6 @@ def die_with_parent() -> None:
     """
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-    import signal
 
     try:
         ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
@@ -562,9 +552,6 @@ def _exit_on_termination() -> Iterator[None]:
     """SIGTERM and SIGHUP raise SystemExit while a worker runs, so that its group is killed on the way out
     (the worker has its own session: a signal to the probe no longer reaches it, and an orphan that hangs
     would run forever)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

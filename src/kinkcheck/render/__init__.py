@@ -29,20 +29,35 @@ committed report).
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import functools
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
+import sys
 import tempfile
+import time
+import zlib
 from collections.abc import Sequence
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from kinkcheck.cache import cache_dir, prune_cached
 from kinkcheck.catalog import Catalog
+from kinkcheck.judge.build import derive, judged_report
+from kinkcheck.render.markdown import render_case_pages, render_markdown, render_section_pages
+from kinkcheck.render.plots import kink_hits_svg
+from kinkcheck.report.dataset import sorted_rows, write_parquet
+from kinkcheck.report.model import Provenance, gzip_bytes, head_end, report_json
 from kinkcheck.report.text import CASES_DIR, SECTION_PAGES  # not the view: it imports the classifier, NumPy
-from kinkcheck.shards.validate import _no_gc
+from kinkcheck.rules import render as render_rules
+from kinkcheck.rules.ahead import start
+from kinkcheck.shards.validate import _no_gc, gunzip
 
 __all__ = ["CASES", "FILES", "KINK_HITS_PLOT", "OPTIONAL", "RETIRED", "SECTION_PAGES", "OutputError",
            "check_output", "inputs_digest", "is_current", "record_render", "set_problems", "validate_report",
@@ -93,9 +108,6 @@ def validate_report(doc: dict[str, Any]) -> None:
 
 @functools.cache
 def _report_validator() -> Any:
-    import json
-    from importlib import resources
-
     import fastjsonschema
 
     schema = json.loads(resources.files("kinkcheck").joinpath("schemas/conventions.v2.json").read_text())
@@ -166,10 +178,7 @@ def write_reports(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path,
 
 
 def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: Sequence[str]) -> list[Path]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from kinkcheck.judge.build import derive, judged_report
-    from kinkcheck.report.dataset import write_parquet
+    from concurrent.futures import ThreadPoolExecutor  # slow to import
 
     # conformance to the schema is checked by the tests, not per render
     report, predictions = judged_report(shards, catalog, gaps)  # its index built, once, before a thread reads it
@@ -192,9 +201,6 @@ def _write(shards: Sequence[dict[str, Any]], catalog: Catalog, out: Path, gaps: 
 
 def _write_set(report: Any, catalog: Catalog, out: Path, sources: dict[str, str] | None, ahead: Any,
                written: Any) -> list[Path]:
-    from kinkcheck.render.markdown import render_case_pages, render_markdown, render_section_pages
-    from kinkcheck.report.model import gzip_bytes, head_end, report_json
-
     pages = {f"{CASES}/{name}": text for name, text in render_case_pages(report, json_sha256=_DIGEST_HOLE).items()}
     sections = render_section_pages(report, json_sha256=_DIGEST_HOLE)
     parquet = written.result()
@@ -206,17 +212,14 @@ def _write_set(report: Any, catalog: Catalog, out: Path, sources: dict[str, str]
     plots = {}
     measured = [k for k in report.kink_hits if k.error is None and k.cells]
     if measured:  # the census page shows it (section.md.j2): every measurement, by file name
-        from kinkcheck.render.plots import kink_hits_svg
 
         plots[KINK_HITS_PLOT] = kink_hits_svg(measured).encode("utf-8")
-    from kinkcheck.rules import render as render_rules
 
     rules = render_rules(parquet, catalog, sources, ahead)  # the rules inferred, and their validation
     blobs = {"observations.parquet": parquet, **pages, **sections, **plots, **rules,
              "conventions.json.gz": gzip_bytes(json_bytes, head_end(json_bytes)),  # the head alone first
              "conventions.md": render_markdown(report, json_sha256=digest).encode("utf-8")}
     _replace_set(out, blobs)
-    from kinkcheck.cache import prune_cached
 
     prune_cached("case-parts")  # kept per framework: what no render has read for a week goes
     return [out / name for name in ("observations.parquet", "conventions.json.gz", "conventions.md",
@@ -243,8 +246,6 @@ def _rules_ahead(report: Any, catalog: Catalog, sources: dict[str, str] | None) 
     fragments = getattr(report, "fragments", None)
     if sources is None or fragments is None:
         return None
-    from kinkcheck.report.dataset import sorted_rows
-    from kinkcheck.rules.ahead import start
 
     sizes: dict[str, int] = {}
     for e in report.environments:
@@ -352,8 +353,6 @@ PAUSE_ENV = "KINKCHECK_TEST_PAUSE_SWITCH"
 
 def _pause(where: str) -> None:
     if os.environ.get(PAUSE_ENV) == where:
-        import sys
-        import time
 
         print(f"kinkcheck report: paused {where} the switch (${PAUSE_ENV})", file=sys.stderr, flush=True)
         time.sleep(60)
@@ -392,7 +391,7 @@ def _hold(folder: Path, wait: bool = True) -> int | None:
     """An open descriptor of ``folder`` with an exclusive ``flock`` on it (``-1`` where the system has none);
     None when another process holds it and ``wait`` is False."""
     try:
-        import fcntl
+        import fcntl  # optional: not on Windows
     except ImportError:  # no flock (Windows): renders into one folder at once are not told apart
         return -1
     fd = os.open(folder, os.O_RDONLY)
@@ -419,10 +418,6 @@ def _hold_current(target: Path) -> int | None:
 def _exchange(a: Path, b: Path) -> bool:
     """Swap the folders ``a`` and ``b`` in one rename: Linux's ``renameat2(RENAME_EXCHANGE)`` (3.15+), macOS's
     ``renamex_np(RENAME_SWAP)``. False where the system or file system cannot (the caller renames twice)."""
-    import ctypes
-    import errno
-    import sys
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         if sys.platform.startswith("linux"):
@@ -530,8 +525,6 @@ def _cwd_within(target: Path) -> Path | None:
 
 def _folder_mode(target: Path) -> int:
     """The old folder's permissions for the new one, else the default a new folder gets (0o777 less the umask)."""
-    import stat
-
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except OSError:
@@ -558,9 +551,6 @@ def set_problems(out: str | Path) -> list[str]:
     that does not name the JSON's SHA-256, a plain ``conventions.json`` that is not the gzip's. Only the JSON's
     provenance is decoded."""
     import msgspec
-
-    from kinkcheck.report.model import Provenance
-    from kinkcheck.shards.validate import gunzip
 
     head = msgspec.defstruct("Head", [("provenance", Provenance)])  # the rest of the JSON is skipped
     out = Path(out)
@@ -606,10 +596,6 @@ def inputs_digest(shards: str | Path, catalog: str | Path) -> str:
     folder and the catalog's folder (programs, census, staged cases), the kinkcheck package's files, and the
     releases of Python, zlib and the libraries that draw, write or format (:data:`_RENDER_LIBRARIES`). The same
     digest means the same report set (the render is a function of these alone)."""
-    import sys
-    import zlib
-    from importlib import metadata
-
     h = hashlib.sha256()
     package = Path(__file__).resolve().parents[1]
     seen: set[Path] = set()  # the shards' folder usually sits in the catalog's: each file read once
@@ -632,8 +618,6 @@ def inputs_digest(shards: str | Path, catalog: str | Path) -> str:
 
 
 def _stamp_path(out: Path) -> Path:
-    from kinkcheck.cache import cache_dir
-
     return cache_dir() / "renders" / f"{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:24]}.json"
 
 

@@ -14,13 +14,15 @@ per framework and kept in the cache under its shards' judged keys (:func:`framew
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.report.model import Brief, Report
-from kinkcheck.report.text import MODE_PAGES, md_prose, md_text
+from kinkcheck.cache import read_signed, write_signed
+from kinkcheck.render.census import render_run
 from kinkcheck.render.view import (
     CASES_DIR,
     DTYPE_SHORT,
@@ -41,6 +43,9 @@ from kinkcheck.render.view import (
     md_cell,
     report_view,
 )
+from kinkcheck.report.model import Brief, Report
+from kinkcheck.report.text import MODE_PAGES, md_prose, md_text
+from kinkcheck.rules.page import front_table
 
 __all__ = ["SECTION_PAGES", "render_case_pages", "render_markdown", "render_operation_pages", "render_section_pages",
            "render_site_index"]
@@ -137,8 +142,6 @@ def _kink_hits_md(k: Any) -> str:
     """A kink-hit census measurement's tables (:func:`kinkcheck.render.census.render_run`)."""
     import msgspec
 
-    from kinkcheck.render.census import render_run
-
     return render_run(msgspec.to_builtins(k)).rstrip("\n")
 
 
@@ -217,9 +220,6 @@ def framework_parts(report: Report, framework: str) -> dict[str, list[str | None
 def _parts_key(report: Report, framework: str) -> str | None:
     """The key :func:`framework_parts` keeps a framework's parts under; None when a shard of it has no judged key
     (a report decoded from its JSON, or a shard judged without one)."""
-    import hashlib
-    import json
-
     keys = getattr(report, "judged_keys", None) or {}
     idx = report.index
     envs = idx.columns.get(framework, [])
@@ -233,8 +233,6 @@ def _parts_key(report: Report, framework: str) -> str | None:
 @cache
 def _parts_code() -> str:
     """A digest of the code that renders a framework's parts (:func:`_parts_sources`; the parts show no version)."""
-    import hashlib
-
     h = hashlib.sha256()
     root = Path(__file__).resolve().parents[1]
     for path in _parts_sources():
@@ -254,8 +252,6 @@ def _parts_sources() -> list[Path]:
 def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] | None:
     """A framework's parts kept under ``key``, None when absent or not the entry written under it (its first line,
     the digest of the key and the rest, does not match: damaged, edited or copied) or not one part per case."""
-    from kinkcheck.cache import read_signed
-
     got = read_signed("case-parts", key, touch=True)
     if not isinstance(got, dict) or list(got) != list(cases) or any(
             not isinstance(v, list) or len(v) != 3 or any(x is not None and not isinstance(x, str) for x in v)
@@ -265,10 +261,6 @@ def _kept_parts(key: str, cases: Sequence[str]) -> dict[str, list[str | None]] |
 
 
 def _keep_parts(key: str, parts: dict[str, list[str | None]]) -> None:
-    import json
-
-    from kinkcheck.cache import write_signed
-
     write_signed("case-parts", key, json.dumps(parts, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
@@ -289,8 +281,6 @@ def render_site_index(report: Report, pages: Sequence[Any], rules: Any = None) -
     """The site's first page: the counts, how to search, the rules table (``rules``: the rules file's document,
     :mod:`kinkcheck.rules.page`; none when the report has no rules file), and every operation's page, folded, with
     its kink and the releases where a program calling it changed convention (:func:`render_operation_pages`)."""
-    from kinkcheck.rules.page import front_table
-
     g = _globals(report, None)
     groups: dict[str, list[Any]] = {}
     for p in pages:

@@ -21,16 +21,20 @@ import hashlib
 import io
 import json
 import math
+import os
+import pickle
+import re
+import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.language import expr as ex
 from kinkcheck.cache import read_cached, write_cached
+from kinkcheck.language import expr as ex
 from kinkcheck.registry import FRAMEWORKS, view
-from kinkcheck.report.model import Case
 from kinkcheck.render.view import slug
+from kinkcheck.report.model import Case
 
 __all__ = ["PARALLEL_MIN", "case_svg", "case_svgs", "kink_hits_svg"]
 
@@ -94,8 +98,6 @@ def case_svgs(requests: Sequence[Request], workers: int | None = None) -> list[s
     list of str
         The SVG texts, in the order of ``requests``.
     """
-    import os
-
     keys = [_cache_key(*r) for r in requests]
     out: list[str | None] = [_cached(k) for k in keys]
     todo = [i for i, svg in enumerate(out) if svg is None]
@@ -123,10 +125,7 @@ def _draw_in_workers(requests: list[Request], workers: int) -> list[str] | None:
     ``fork`` copies a process that may hold threads. The requests go to each child pickled on stdin (a child
     of this process, running this module), the SVGs come back as JSON on stdout.
     """
-    import os
-    import pickle
-    import subprocess
-    import sys
+    import subprocess  # slow to import
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # where this process found kinkcheck
     chunks = [requests[k::workers] for k in range(workers)]
@@ -160,9 +159,6 @@ def _draw_in_workers(requests: list[Request], workers: int) -> list[str] | None:
 
 def _worker() -> None:
     """Body of a child of :func:`_draw_in_workers`: pickled requests on stdin, their SVGs as a JSON list on stdout."""
-    import pickle
-    import sys
-
     requests = pickle.loads(sys.stdin.buffer.read())  # written by the parent process, never read from a file
     sys.stdout.write(json.dumps([_render(*r) for r in requests]))
 
@@ -192,7 +188,7 @@ def _line(case: Case) -> tuple[Any, float, str]:
     """``g`` as a float function of t, the kink coordinate ``p_0`` and the axis label."""
     import sympy
 
-    from kinkcheck.oracles.symbolic import to_sympy
+    from kinkcheck.oracles.symbolic import to_sympy  # slow: sympy
 
     f, syms, point = to_sympy(case)
     rest = {s: v for s, v in zip(syms[1:], point[1:])}
@@ -340,8 +336,6 @@ def round_numbers(svg: str, decimals: int = DECIMALS) -> str:
     ``d="M 31.12 148.480001"`` becomes ``d="M 31.12 148.48"``; ``-0`` is written ``0``. Text between tags
     (tick labels, legend values) is left as drawn.
     """
-    import re
-
     def number(m: re.Match[str]) -> str:
         text = f"{float(m.group(0)):.{decimals}f}".rstrip("0").rstrip(".")
         return "0" if text == "-0" else text
@@ -355,8 +349,6 @@ def round_numbers(svg: str, decimals: int = DECIMALS) -> str:
 def _unique_ids(svg: str, prefix: str) -> str:
     """Rename every id (and each reference to it) to ``prefix`` + its rank in the document, so 50 inline plots
     share one HTML document validly and no id carries matplotlib's hash of unrounded coordinates."""
-    import re
-
     order: dict[str, str] = {}
     for name in re.findall(r'\bid="([^"]+)"', svg):
         order.setdefault(name, f"{prefix}{len(order) + 1}")

@@ -30,8 +30,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,9 +42,13 @@ from typing import Any, NoReturn
 import msgspec
 
 from kinkcheck.language.anchors import slug
-from kinkcheck.report.model import Case, ChangedIn, Report
+from kinkcheck.render.markdown import render_operation_pages, render_site_index
+from kinkcheck.render.plots import case_svgs
 from kinkcheck.render.view import ProgramRow, fmt_value, report_view
-from kinkcheck.report.text import LABEL_LETTER, NO_OBSERVATION_LETTER
+from kinkcheck.report.model import Case, ChangedIn, Report, ReportError, load_report
+from kinkcheck.report.query import operations as all_operations
+from kinkcheck.report.text import LABEL_LETTER, LABEL_MARK, NO_OBSERVATION, NO_OBSERVATION_LETTER
+from kinkcheck.rules import doc
 
 __all__ = ["LABEL_LETTER", "LAZY_INDEX", "PAGE_BUDGET", "OperationPage", "SiteError", "build_site", "main",
            "loaded_sizes", "operation_pages", "page_sizes", "search_boost", "site_css", "strip_marks", "write_source"]
@@ -100,8 +106,6 @@ def operation_pages(report: Report, operations: Sequence[Any] | None = None) -> 
     ``mindspore.ops.clamp``, ``mindspore.mint.clamp``).
 
     ``operations``: :func:`kinkcheck.report.query.operations` (the default), for a test to pass its own."""
-    from kinkcheck.report.query import operations as all_operations
-
     ops = list(all_operations() if operations is None else operations)
     kinked = {s.rsplit(".", 1)[-1].lower() for o in ops if o.census for s in (o.name, o.census)}
     census_frameworks = {o.framework for o in ops if o.census}
@@ -184,8 +188,6 @@ RETURNS_SHOWN = 3
 def _returns(rows: Sequence[ProgramLine]) -> tuple[list[str], int]:
     """The values ``rows`` return in their newest CPU release, most common first (ties in first-seen order), the
     first :data:`RETURNS_SHOWN` of them, and how many others."""
-    from collections import Counter
-
     seen: Counter[str] = Counter()
     for line in rows:
         runs = next((runs for device, runs in line.row.runs if device == "cpu"), None)
@@ -213,8 +215,6 @@ def _case_plots(report: Report) -> dict[str, str]:
     """Case id → SVG plot (:func:`kinkcheck.render.plots.case_svgs`): the newest CPU release's first components
     per framework (reverse mode, float64; non-finite ones left out, the tables have them) and the oracle's
     one-sided derivatives."""
-    from kinkcheck.render.plots import case_svgs
-
     idx = report.index
     values: dict[str, dict[tuple[str, float], int]] = {}
     for fw in idx.frameworks():
@@ -267,8 +267,6 @@ FAMILY_COLOUR: dict[str, tuple[str, str]] = {  # family → (colour, text on it)
 def _mark_styles() -> dict[str, tuple[str, str, str]]:
     """Label (``""`` for no observation) → (CSS class, letter, CSS declarations): the family's colour, filled for its
     first label, outlined for the second, dashed for the third."""
-    from kinkcheck.report.text import LABEL_MARK, NO_OBSERVATION
-
     seen: dict[str, int] = {}
     out = {}
     for label, m in [*LABEL_MARK.items(), ("", NO_OBSERVATION)]:
@@ -291,10 +289,6 @@ def strip_marks(text: str) -> str:
     """``text`` (a report page's Markdown) with every strip emoji drawn as its letter in a box: a strip's anchor
     (``<a id="…" title="2.13.0: 1 right">🔵</a>``) keeps its id and title and becomes the box (one element, as
     before); elsewhere (the legend, the index's newest releases) a ``<span>`` box carries the label as its title."""
-    import re
-
-    from kinkcheck.report.text import LABEL_MARK, NO_OBSERVATION
-
     styles = _mark_styles()
     by_emoji = {m.emoji: label for label, m in LABEL_MARK.items()} | {NO_OBSERVATION.emoji: ""}
     alternatives = "|".join(re.escape(e) for e in sorted(by_emoji, key=len, reverse=True))
@@ -340,8 +334,6 @@ def _guide_links(text: str) -> str:
     """A ``docs/`` page's links as they resolve on the site: the repository's ``../reports/`` is the site's
     ``../report/``, its README the site's first page; other links outside ``docs/`` go to the repository's
     files, which the site does not hold, so they are left as text."""
-    import re
-
     text = text.replace("](../reports/", "](../report/").replace("](../README.md", "](../index.md")
 
     def outside(m: re.Match[str]) -> str:
@@ -413,9 +405,6 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
     SiteError
         No report in ``report_dir`` (or it cannot be read).
     """
-    from kinkcheck.render.markdown import render_operation_pages, render_site_index
-    from kinkcheck.report.model import ReportError, load_report
-
     if report_dir.is_file():  # the report's file given instead of its folder
         report_dir = report_dir.parent
     try:
@@ -428,7 +417,6 @@ def write_source(report_dir: Path, out: Path, docs: Path | None = None, report: 
     pages = operation_pages(report)
     rules = None
     if (report_dir / "rules.json.gz").is_file():
-        from kinkcheck.rules import doc
 
         try:
             rules = doc.load(report_dir / doc.FILE)
@@ -542,7 +530,7 @@ def build_site(report_dir: Path, out: Path, docs: Path | None = None, report: Re
         As :func:`write_source`; MkDocs or Material is not installed (``pip install -e .[site]``); a page over
         :data:`PAGE_BUDGET`.
     """
-    import logging
+    import logging  # slow to import
 
     try:
         from mkdocs.commands.build import build
@@ -579,8 +567,6 @@ def loaded_sizes(site: Path) -> dict[str, int]:
     """Every HTML page of a built site (path relative to it) → the bytes it loads before interaction: its HTML and
     each file of the site it references (:data:`_LOADS`), once each: at least what Chromium fetches for the page
     (tests/render/test_site.py compares them; the worker's own fetch is not the page's there)."""
-    import re
-
     out = {}
     for page in sorted(site.rglob("*.html")):
         html = page.read_text(encoding="utf-8", errors="replace")

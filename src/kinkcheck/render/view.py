@@ -31,15 +31,17 @@ Everything is built in one pass over the observations plus constant-time lookups
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, NamedTuple
 
 import msgspec
 
+from kinkcheck.cache import cache_dir
 from kinkcheck.language.anchors import slug
+from kinkcheck.language.decimals import decimal_text
 from kinkcheck.report.model import (
     DTYPES,
     LABELS,
@@ -78,10 +80,10 @@ from kinkcheck.report.text import (
     fmt_number,
     fmt_value,
     fmt_vector,
+    is_isa_comparison,
     mark,
     md_cell,
     mode_anchor,
-    is_isa_comparison,
     mode_page,
     oracle_finding,
     oracle_reason,
@@ -689,8 +691,6 @@ def _generic(error: str, version: str, dtype: str) -> str:
     """A message with its own release and dtype written ``<release>`` and ``<dtype>`` (``paddle 2.6.2 has no
     float16 CPU kernel`` → ``paddle <release> has no <dtype> CPU kernel``), so the releases and dtypes that
     failed alike share a row, which names them."""
-    import re
-
     error = re.sub(rf"(?<![\w.]){re.escape(version)}(?![\w.])", "<release>", error)
     return re.sub(rf"\b{re.escape(dtype)}\b", "<dtype>", error)
 
@@ -747,8 +747,6 @@ def jinja_environment(autoescape: bool) -> Any:
     caller adds its own (cells, strips, escaping). Compiled
     templates are cached under :func:`kinkcheck.cache.cache_dir` (``jinja/``, keyed on each template's text),
     which saves a third of a second per process; an unwritable cache is skipped."""
-    from importlib import resources
-
     import jinja2
 
     folder = resources.files("kinkcheck.render").joinpath("templates")
@@ -765,15 +763,11 @@ def jinja_environment(autoescape: bool) -> Any:
 def _decimal_text(text: str) -> str:
     """A sympy form as a person reads it (:func:`kinkcheck.language.decimals.decimal_text`: selu's 32-digit constants
     as their float64 decimals); the JSON and the Parquet keep the exact text."""
-    from kinkcheck.language.decimals import decimal_text
-
     return decimal_text(text)
 
 
 def _bytecode_cache() -> Any:
     import jinja2.bccache
-
-    from kinkcheck.cache import cache_dir
 
     class Cache(jinja2.bccache.FileSystemBytecodeCache):
         def load_bytecode(self, bucket: Any) -> None:

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.language import expr as ex
-from kinkcheck.report.query import DATA_ENV
+from kinkcheck.report.dataset import DatasetError, table_index
 from kinkcheck.report.model import Case, Report, ReportError, report_path
+from kinkcheck.report.model import load_report as load
+from kinkcheck.report.query import DATA_ENV
+from kinkcheck.shards.validate import _no_gc
 from kinkcheck.vocabulary import DIFFERENTIABLE, DTYPES, FRAMEWORK_MODES, MODES, flatten
 
 __all__ = ["CellError", "cells_of", "check_cell", "load_report_for", "principal_case", "program_in_case",
@@ -43,8 +46,6 @@ def load_report_for(path: str | Path, program: str | None = None, frameworks: Co
         ``kinkcheck/conventions/v2`` report (a v1 report is refused: re-render it), or a report with missing,
         mistyped or dangling parts (the first one named, e.g. a hand-made or truncated report).
     """
-    from kinkcheck.report.model import load_report as load
-
     def spelled(report: Report) -> list[str]:
         return sorted({pid for c in report.cases if (pid := program_in_case(program or "", c)) is not None})
 
@@ -55,8 +56,6 @@ def load_report_for(path: str | Path, program: str | None = None, frameworks: Co
 
     def table_modes(report: Report) -> Any:
         if "modes" not in index:
-            from kinkcheck.report.dataset import DatasetError, table_index
-            from kinkcheck.shards.validate import _no_gc
 
             try:
                 with _no_gc():  # the index of every environment's modes: many objects, no cycle

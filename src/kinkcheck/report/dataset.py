@@ -34,8 +34,8 @@ from typing import Any
 
 import msgspec
 
-from kinkcheck.report.query import ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
 from kinkcheck.report.model import DTYPES, MODES, Observation, Report, read_observations
+from kinkcheck.report.query import COLUMNS, ROW_GROUPS, SCHEMA_ID, DatasetError, read_table, table_metadata
 
 __all__ = ["ROW_GROUP", "ROW_GROUPS", "SCHEMA_ID", "DatasetError", "fragment",
            "read_observations", "read_table", "report_index",
@@ -51,8 +51,6 @@ def schema() -> Any:
     """The Arrow schema of the table (a function: pyarrow is imported only where the dataset is used), built from
     :data:`kinkcheck.report.query.COLUMNS`, the list every reader checks a file against."""
     import pyarrow as pa
-
-    from kinkcheck.report.query import COLUMNS
 
     types = {"string": pa.string(), "list<string>": pa.list_(pa.string())}
     return pa.schema([(name, types[kind]) for name, kind in COLUMNS])

@@ -23,6 +23,8 @@ to a number (scalar input) or a nested list (vector, matrix), row-major, in the 
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
@@ -34,16 +36,50 @@ from typing import Any, Literal
 import msgspec
 
 from kinkcheck.oracles.classify import LABELS, same_value
-from kinkcheck.vocabulary import COMPARISON_RECORDS, DTYPES, MODE_INFO, MODES, flat_value, flatten
 from kinkcheck.report.derived import (
-    Across, Brief, ChangedIn, Conformance, ConformanceRow, Coverage, Disagreements, Group, KinkHitCell,
-    KinkHits, ModeDisagreements, ModeRow, NetworkSummary, Newest, OperationCoverage, Rule, Summary, TrainingRun,
-    VersionSpan, Within,
+    Across,
+    Brief,
+    ChangedIn,
+    Conformance,
+    ConformanceRow,
+    Coverage,
+    Disagreements,
+    Group,
+    KinkHitCell,
+    KinkHits,
+    ModeDisagreements,
+    ModeRow,
+    NetworkSummary,
+    Newest,
+    OperationCoverage,
+    Rule,
+    Summary,
+    TrainingRun,
+    VersionSpan,
+    Within,
 )
+from kinkcheck.report.query import DatasetError, decode_cell, read_table
 from kinkcheck.report.records import (
-    P0, Case, Environment, Exact, Network, NotMeasuredPart, Observation, Oracle, P0Net, P0Oracle, P0Row,
-    ProgramRef, Provenance, Value, _S, parts_by_reason, release_title,
+    _S,
+    P0,
+    Case,
+    Environment,
+    Exact,
+    Network,
+    NotMeasuredPart,
+    Observation,
+    Oracle,
+    P0Net,
+    P0Oracle,
+    P0Row,
+    ProgramRef,
+    Provenance,
+    Value,
+    parts_by_reason,
+    release_title,
 )
+from kinkcheck.shards.validate import _no_gc, read_first_member, read_text, shape_of
+from kinkcheck.vocabulary import COMPARISON_RECORDS, DTYPES, MODE_INFO, MODES, flat_value, flatten
 
 __all__ = [
     "P0",
@@ -381,8 +417,6 @@ def gzip_bytes(data: bytes, split: int | None = None) -> bytes:
     """``data`` gzipped deterministically (level 9, no file name, mtime 0), for ``conventions.json.gz``; with
     ``split``, as two gzip members, ``data[:split]`` then the rest (the report's head, then its derived sections:
     :func:`kinkcheck.report.model.head_end`), which any gunzip reads as one file."""
-    import gzip
-
     if split is None:
         return gzip.compress(data, compresslevel=9, mtime=0)
     return gzip.compress(data[:split], compresslevel=9, mtime=0) + gzip.compress(data[split:], compresslevel=9, mtime=0)
@@ -480,8 +514,6 @@ def load_report(path: str | Path, missing: str | None = None,
         Missing (``missing`` when given, else "no report at PATH"), not a regular file, unreadable, or
         anything :func:`decode_report` refuses.
     """
-    from kinkcheck.shards.validate import _no_gc
-
     with _no_gc():  # decoding makes 100,000s of objects and no cycle: the collector would walk them again and again
         return _load_report(path, missing, select, environments, where)
 
@@ -489,8 +521,6 @@ def load_report(path: str | Path, missing: str | None = None,
 def _load_report(path: str | Path, missing: str | None, select: Callable[[Report], Iterable[str]] | None,
                  environments: Sequence[str] | None,
                  where: Callable[[Report], Mapping[str, Sequence[str]] | None] | None) -> Report:
-    from kinkcheck.shards.validate import read_first_member, read_text
-
     p = report_path(path)
     try:
         st = p.stat()
@@ -573,8 +603,6 @@ def read_observations(path: str | Path, programs: Sequence[str] | None = None,
         As :func:`kinkcheck.report.query.read_table`, or a ``value`` or ``input`` cell that is not a JSON object
         (:func:`kinkcheck.report.query.decode_cell`).
     """
-    from kinkcheck.report.query import decode_cell, read_table
-
     filters = [(column, "in", list(names) or [""])  # none: no row (pyarrow refuses an empty "in" list)
                for column, names in (*(where or {}).items(), ("program", programs), ("environment", environments))
                if names is not None]
@@ -617,10 +645,6 @@ def attach_observations(report: Report, folder: Path, name: str, programs: Seque
     ReportError
         The file is missing, unreadable, not kinkcheck's, another render's, or names what the report lacks.
     """
-    import hashlib
-
-    from kinkcheck.report.query import DatasetError
-
     file = Path(report.observations_file or "")
     if file.name != str(file) or file.name in ("", ".", ".."):
         raise ReportError(f"{name}: observations_file {report.observations_file!r} is not a file name beside it")
@@ -664,8 +688,6 @@ def report_problem(report: Report) -> str | None:
     environment's, an unknown mode, dtype or label, a value naming other inputs than its case or not of the
     shape of its point (numbers or ``"nan"``/``"inf"``/``"-inf"``, :func:`kinkcheck.shards.validate.shape_of`);
     None when the report is usable."""
-    from kinkcheck.shards.validate import shape_of
-
     envs: dict[str, str] = {}
     for i, e in enumerate(report.environments):
         if e.id in envs:

@@ -20,8 +20,14 @@ report. :func:`data_path` finds the data:
 
 from __future__ import annotations
 
+import ast
 import difflib
+import gzip
+import hashlib
+import json
 import os
+import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -320,8 +326,6 @@ def check_one_render(table: str | Path) -> None:
         The report beside it cannot be read, is not kinkcheck's, records no table digest, or records another
         table's.
     """
-    import hashlib
-
     p = Path(table)
     folder = p.parent
     report = folder / "conventions.json"
@@ -351,10 +355,6 @@ def check_one_render(table: str | Path) -> None:
 def _recorded_table_digest(report: Path) -> str:
     """``provenance.observations_sha256`` of the report JSON (plain or gzipped), read from its first bytes (the
     provenance follows the schema; at most 4 MiB are read)."""
-    import gzip
-    import json
-    import zlib
-
     head = b""
     provenance: Any = None
     try:
@@ -535,6 +535,7 @@ def default_report() -> Path:
 def rules_path(report: str | Path | None = None) -> Path:
     """``rules.json.gz`` (:mod:`kinkcheck.rules.doc`) beside the report the faces read (``--report``,
     ``$KINKCHECK_REPORTS``, ``./reports``, the package's data); ``--report`` naming nothing: a UsageError."""
+    # on first use: not loaded at start-up
     from kinkcheck.rules.doc import FILE  # here: the rules package is read by the faces that predict, not by lookup
 
     if report is not None:
@@ -557,7 +558,7 @@ def rules_path(report: str | Path | None = None) -> Path:
 def load_rules(report: str | Path | None = None) -> dict[str, Any]:
     """The rules document beside the report (:func:`rules_path`), or a :class:`~kinkcheck.errors.UsageError` in one
     line."""
-    from kinkcheck.rules.doc import RulesUnreadable, load  # as in rules_path
+    from kinkcheck.rules.doc import RulesUnreadable, load  # on first use: not loaded at start-up; as in rules_path
 
     try:
         return load(rules_path(report))
@@ -621,8 +622,6 @@ def calls_of(program: str) -> frozenset[str]:
     LookupFailed
         ``program`` is not a string.
     """
-    import re
-
     if not isinstance(program, str):
         raise LookupFailed(f"program must be a string, not {type(program).__name__} {_shown(program)} (e.g. "
                            "'torch.clamp(x, min=0)')")
@@ -668,14 +667,14 @@ def _path_argument(path: Any) -> None:
 
 def _framework_argument(framework: Any) -> None:
     """Raise LookupFailed unless ``framework`` is None or a registered one (:data:`kinkcheck.registry.FRAMEWORKS`)."""
-    from kinkcheck.registry import FRAMEWORKS
+    from kinkcheck.registry import FRAMEWORKS  # on first use: not loaded at start-up
 
     _known_argument("framework", framework, tuple(FRAMEWORKS))
 
 
 def _devices() -> tuple[str, ...]:
     """The devices of environment ids (:data:`kinkcheck.platforms.DEVICES`)."""
-    from kinkcheck.platforms import DEVICES
+    from kinkcheck.platforms import DEVICES  # on first use: not loaded at start-up
 
     return tuple(DEVICES)
 
@@ -700,8 +699,8 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
         (:func:`data_path`), a program the report does not hold (the message names the nearest ones), or a
         release, case, framework or platform with no row for it (the message names the ones there are).
     """
-    from kinkcheck.registry import FRAMEWORKS
-    from kinkcheck.vocabulary import DTYPES, MODES
+    from kinkcheck.registry import FRAMEWORKS  # on first use: not loaded at start-up
+    from kinkcheck.vocabulary import DTYPES, MODES  # on first use: not loaded at start-up
 
     for what, given, example in (("program", program, "torch.clamp(x, min=0)"), ("case", case, "relu@0"),
                                  ("release", release, "2.14.1"), ("platform", platform, "linux_x86_64")):
@@ -716,7 +715,7 @@ def lookup(program: str | None = None, *, case: str | None = None, framework: st
     filters: list[tuple[str, str, Any]] = []
     try:
         if program is not None:
-            from kinkcheck.language.expr import same_program
+            from kinkcheck.language.expr import same_program  # on first use: not loaded at start-up
 
             programs = _programs(p)
             # min=0.0 is min=0, as on every face; the closest spelling per framework (a method form such as
@@ -802,7 +801,7 @@ def _why_empty(p: Path, filters: list[tuple[str, str, Any]], release: str | None
                 near = difflib.get_close_matches(given, [str(c) for c in seen], n=5, cutoff=0.3)
                 return (f"no case {given!r} for this query ({len(seen)} cases; nearest: "
                         f"{', '.join(near) or 'none'})")
-            from kinkcheck.vocabulary import release_key
+            from kinkcheck.vocabulary import release_key  # on first use: not loaded at start-up
 
             there = ", ".join(sorted(map(str, seen), key=release_key)) or "none"
             return f"no {name} {given!r} for this query (there are: {there})"
@@ -828,8 +827,6 @@ def _not_measured_in(program: str | Sequence[str], framework: str, measured: Seq
 
 def _first_operation(text: str) -> str | None:
     """The bare name of the outermost operation ``text`` calls (``-torch.max(-v)``: ``max``), None for none."""
-    import ast
-
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -880,8 +877,8 @@ def operations(framework: str | None = None) -> list[Operation]:
     LookupFailed
         ``framework`` is not one kinkcheck knows (the message names them).
     """
-    from kinkcheck.language import expr as ex
-    from kinkcheck.catalog import FRAMEWORKS, load_catalog
+    from kinkcheck.catalog import FRAMEWORKS, load_catalog  # on first use: not loaded at start-up
+    from kinkcheck.language import expr as ex  # on first use: not loaded at start-up
 
     _framework_argument(framework)
     catalog = load_catalog()
@@ -912,7 +909,7 @@ def operations(framework: str | None = None) -> list[Operation]:
 
 
 def _census(framework: str) -> Any:
-    from kinkcheck.census import CensusError, census_path, load_census
+    from kinkcheck.census import CensusError, census_path, load_census  # on first use: not loaded at start-up
 
     if not census_path(framework).is_file():
         return None

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kinkcheck.language.anchors import program_slug, slug
+from kinkcheck.language.decimals import decimal
 from kinkcheck.report.model import (
     COMPARISON_RECORDS,
     Exact,
@@ -267,7 +268,6 @@ def fmt_exact(entry: Exact | Sequence[Exact | None] | None) -> str:
     if isinstance(entry, Exact):
         if len(entry.exact) <= 24 and not _LONG_DIGITS.search(entry.exact):
             return entry.exact
-        from kinkcheck.language.decimals import decimal
 
         return f"≈{decimal(entry.float_)}"
     entries = list(entry)

@@ -22,7 +22,13 @@ Only sympy, NumPy, pyarrow and the project's oracle; no framework is imported.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
+import json
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 __all__ = ["COLUMNS", "PAGE", "from_table", "render"]
@@ -30,15 +36,19 @@ __all__ = ["COLUMNS", "PAGE", "from_table", "render"]
 #: The rules page beside ``conventions.md``.
 PAGE = "rules.md"
 
-from kinkcheck.rules.table import COLUMNS  # the observation columns the rules read
+from kinkcheck.cache import copy_signed, is_cached, prune_cached, read_cached, read_signed, write_cached, write_signed
+from kinkcheck.registry import REGISTRY
+from kinkcheck.rules import store
+from kinkcheck.rules.cached import code_digest
+from kinkcheck.rules.page import render_page
+from kinkcheck.rules.table import COLUMNS, encode  # the observation columns the rules read
 
 
 def from_table(table: Any, catalog: Any) -> tuple[Any, Any]:
     """Infer the rules from an observations table and validate them by leaving one case out:
     ``(RuleBook, Validation)``."""
-    from kinkcheck.rules.infer import infer
-    from kinkcheck.rules.table import encode
-    from kinkcheck.rules.validate import validate
+    from kinkcheck.rules.infer import infer  # slow: numpy, sympy
+    from kinkcheck.rules.validate import validate  # slow: numpy, sympy
 
     coded = encode(table)
     book = infer(coded, catalog)
@@ -65,16 +75,9 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
     framework's part is then kept on disk under it (:mod:`kinkcheck.cache`, kind ``rules-part``), so a render
     after one new shard infers only that shard's framework again. ``ahead``: the parts being inferred in child
     processes meanwhile (:func:`kinkcheck.rules.ahead.start`), waited for and read kept."""
-    import io
-    import time
-
     import pyarrow.parquet as pq
 
-    from kinkcheck.registry import REGISTRY
-
     start = time.perf_counter()
-    from kinkcheck.rules import store
-    from kinkcheck.rules.page import render_page
 
     code = _code_key(catalog)  # read once: every framework's part is keyed on it too
     key = _render_key(parquet, code)
@@ -118,13 +121,10 @@ def render(parquet: bytes, catalog: Any, sources: Mapping[str, str] | None = Non
         blob = merged(parts_of(read=True))
     except (KeyError, TypeError, IndexError, ValueError, AttributeError):  # a kept part damaged inside:
         blob = merged(parts_of(read=False))  # every part inferred again (and kept again), never an error
-    import gzip
-    import json
 
     doc = json.loads(gzip.decompress(blob))
     out = {store.FILE: blob, PAGE: render_page(doc, list(REGISTRY)).encode("utf-8")}
     _keep_render(key, out, {} if sources is None else {fw: _part_key(fw, sources[fw], code) for fw in frameworks})
-    from kinkcheck.cache import prune_cached
 
     for kind in ("rules-part", "rules-render"):  # what no render has read for a week (releases since removed)
         prune_cached(kind)
@@ -137,8 +137,7 @@ def _part(table: Any, framework: str, catalog: Any) -> dict[str, Any]:
     ``case_programs`` (:func:`kinkcheck.rules.validate.case_programs`) for the merge."""
     import pyarrow.compute as pc
 
-    from kinkcheck.rules import store
-    from kinkcheck.rules.validate import case_programs
+    from kinkcheck.rules.validate import case_programs  # slow: numpy, sympy
 
     rows = table.filter(pc.equal(table.column("framework"), framework))
     book, validation = from_table(rows, catalog)
@@ -147,8 +146,6 @@ def _part(table: Any, framework: str, catalog: Any) -> dict[str, Any]:
 
 def _part_key(framework: str, source: str, code: str) -> str:
     """A framework's part depends on its rows (``source``) and the catalog and code (``code``: :func:`_code_key`)."""
-    import hashlib
-
     return hashlib.sha256(repr((framework, source, code)).encode()).hexdigest()[:32]
 
 
@@ -156,8 +153,6 @@ def _cached_part(key: str) -> dict[str, Any] | None:
     """A framework's part kept by an earlier render (kind ``rules-part``); None when there is none, or the entry
     is not the one written under this key (its first line, the digest of the key and the rest, does not match: a
     damaged, edited or copied entry) or not a part (computed again, never an error)."""
-    from kinkcheck.cache import read_signed
-
     got = read_signed("rules-part", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
     wanted = {"cells": list, "environments": dict, "rules": list, "validation": dict, "case_programs": dict}
     if not isinstance(got, dict) or any(not isinstance(got.get(k), t) for k, t in wanted.items()):
@@ -167,17 +162,11 @@ def _cached_part(key: str) -> dict[str, Any] | None:
 
 def _keep_part(key: str, part: dict[str, Any]) -> None:
     """Keep ``part`` under ``key``: its JSON, signed with the key (:func:`kinkcheck.cache.write_signed`)."""
-    import json
-
-    from kinkcheck.cache import write_signed
-
     write_signed("rules-part", key, json.dumps(part, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def _render_key(parquet: bytes, code: str) -> str:
     """The rules' files depend on the observations and on the catalog and code (``code``: :func:`_code_key`)."""
-    import hashlib
-
     h = hashlib.sha256(parquet)
     h.update(code.encode())
     return h.hexdigest()[:32]
@@ -186,11 +175,6 @@ def _render_key(parquet: bytes, code: str) -> str:
 def _code_key(catalog: Any) -> str:
     """The catalog and the code of the rules, oracles and mapping (:func:`~kinkcheck.rules.cached.code_digest`),
     with every module of the rules (the page and the file's layout too)."""
-    import hashlib
-    from pathlib import Path
-
-    from kinkcheck.rules.cached import code_digest
-
     h = hashlib.sha256(str(getattr(catalog, "hash", "")).encode())
     h.update(code_digest().encode())
     for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
@@ -206,11 +190,6 @@ def _cached_render(key: str) -> dict[str, Any] | None:
     """The rules' files of an earlier render of the same inputs (:mod:`kinkcheck.cache`, kind ``rules-render``),
     with, under :data:`_PARTS`, framework → the key its part was kept under by that render (empty for an entry
     written without sources); None when there is none or it is damaged."""
-    import json
-
-    from kinkcheck.cache import read_cached
-    from kinkcheck.rules import store
-
     raw = read_cached("rules-render", key, touch=True)  # read: kept from pruning (kinkcheck.cache.prune_cached)
     if raw is None:
         return None
@@ -230,11 +209,6 @@ def _cached_render(key: str) -> dict[str, Any] | None:
 
 def _keep_render(key: str, out: dict[str, bytes], parts: dict[str, str]) -> None:
     """Keep the rules' files ``out`` under ``key``, with ``parts`` (framework → the key its part is kept under)."""
-    import json
-
-    from kinkcheck.cache import write_cached
-    from kinkcheck.rules import store
-
     blob, page = out[store.FILE], out[PAGE]
     write_cached("rules-render", key, json.dumps([len(blob), len(page), parts]).encode() + b"\n" + blob + page)
 
@@ -245,8 +219,6 @@ def _carry_parts(kept: dict[str, str], wanted: dict[str, str]) -> None:
     the same, so the part is. Without this, a render after the judge's code changed (its keys with it, not its
     output) would find the files kept and keep no part, and the next render after one new shard would infer every
     framework's part again. A part not kept, or damaged, is left to be inferred when next needed."""
-    from kinkcheck.cache import copy_signed, is_cached
-
     for fw, new in sorted(wanted.items()):
         old = kept.get(fw)
         if old is not None and old != new and not is_cached("rules-part", new):

@@ -13,6 +13,7 @@ that failed or kept nothing leaves the part to the render itself, never an error
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +22,10 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from kinkcheck.cache import is_cached
+from kinkcheck.catalog import load_catalog
+from kinkcheck.rules import COLUMNS, _code_key, _keep_part, _part, _part_key
 
 __all__ = ["Ahead", "start"]
 
@@ -62,8 +67,6 @@ class Ahead:
 def fingerprint(catalog: Any) -> str:
     """What the child checks its catalog against: the file's hash and every case and program the parent's catalog
     holds (a catalog with its staged cases, or loaded for some frameworks only, keeps the file's hash)."""
-    import hashlib
-
     cases = [(c.id, [(p.framework, p.id) for p in c.programs]) for c in catalog]
     return hashlib.sha256(repr((str(catalog.hash), cases)).encode()).hexdigest()
 
@@ -76,9 +79,6 @@ def start(rows_of: Callable[[str], Any], catalog: Any, sources: Mapping[str, str
     beside the pages and the others here (each child imports sympy and NumPy again). Every part kept already, or
     one CPU: no child, nothing read."""
     import pyarrow as pa
-
-    from kinkcheck.cache import is_cached
-    from kinkcheck.rules import COLUMNS, _code_key, _part_key
 
     ahead = Ahead()
     if len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)) < 2:
@@ -124,9 +124,6 @@ def main(argv: list[str]) -> int:
     not the render's (:func:`fingerprint`)."""
     rows, catalog_path, wanted, framework, key = argv
     import pyarrow as pa
-
-    from kinkcheck.catalog import load_catalog
-    from kinkcheck.rules import _keep_part, _part
 
     with pa.OSFile(rows, "rb") as fh:
         table = pa.ipc.open_file(fh).read_all()

@@ -9,17 +9,23 @@ the same value by the same rules.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from kinkcheck.catalog import FRAMEWORKS
+from kinkcheck.language import expr as ex
+from kinkcheck.language.decimals import decimal_value
+from kinkcheck.rules import store
+from kinkcheck.rules.page import plain
+from kinkcheck.vocabulary import encode, release_key
 
 __all__ = ["predictions", "render"]
 
 
 def _shape(at: Mapping[str, Any], flat: Sequence[Any]) -> dict[str, Any]:
     """Flat values (input component order) → input name → number or nested list, as a shard's ``value``."""
-    from kinkcheck.vocabulary import encode
-
     it = iter(flat)
 
     def rec(v: Any) -> Any:
@@ -43,14 +49,11 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
         "rules": [{"operation", "kind", "labels"}]}]}``; ``reason`` is set (and ``predicted`` empty) when nothing
         can be predicted at all (no rules file, no symbolic form).
     """
-    from kinkcheck.language import expr as ex
-    from kinkcheck.catalog import FRAMEWORKS
-    from kinkcheck.oracles.mapping import Unmapped
-    from kinkcheck.rules import graph as gr
-    from kinkcheck.rules import store
-    from kinkcheck.report.query import rules_path
-    from kinkcheck.rules.infer import Cell
-    from kinkcheck.rules.predict import predict
+    from kinkcheck.oracles.mapping import Unmapped  # slow: numpy, sympy
+    from kinkcheck.report.query import rules_path  # slow: msgspec
+    from kinkcheck.rules import graph as gr  # slow: numpy, sympy
+    from kinkcheck.rules.infer import Cell  # slow: numpy, sympy
+    from kinkcheck.rules.predict import predict  # slow: numpy, sympy
 
     path = rules_path(report)
     out: dict[str, Any] = {"program": expr, "framework": framework, "rules_file": str(path), "reason": None,
@@ -64,14 +67,11 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
         tree = ex.parse(expr, dict(at), FRAMEWORKS)
         graph = gr.build(tree, at, framework, wrt=wrt)
     except (Unmapped, ex.ExprError, ArithmeticError, TypeError, ValueError, IndexError, RecursionError) as err:
-        import re
 
         why = re.sub(r"\s*\(pass one with --sympy [^)]*\)", "", str(err))  # a --sympy form does not cut a program
         out["reason"] = f"not predicted: {why} (the rules need each call's own form)"
         return out
     out["calls"] = [s.name for s in graph.sites]
-    from kinkcheck.rules.page import plain
-    from kinkcheck.vocabulary import release_key
 
     envs = sorted(((env, e) for env, e in doc["environments"].items()
                    if e.get("framework") == framework and e.get("device") == device and plain(env, e)
@@ -95,8 +95,6 @@ def predictions(expr: str, at: Mapping[str, Any], framework: str, *, releases: S
 
 def render(answer: Mapping[str, Any]) -> str:
     """The predictions as text: runs of releases with the same predicted value and rules, one line each."""
-    from kinkcheck.language.decimals import decimal_value
-
     lines = [f"predicted from the rules (not measured: each operation's rule at its kink, composed by the chain "
              f"rule; docs/rules.md) — {answer['framework']}:"]
     if answer["reason"]:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import pickle
+from pathlib import Path
 from typing import Any
 
 __all__ = ["code_digest", "unpickle"]
@@ -12,8 +15,6 @@ def code_digest() -> str:
     """A digest of the code a program model depends on (the rules, the oracles, the framework rows)."""
     if _DIGEST:
         return _DIGEST[0]
-    import hashlib
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
@@ -29,8 +30,6 @@ def unpickle(raw: bytes) -> Any:
     """A cached pickle of sympy objects, read back without sympy re-evaluating what it built already (they were
     pickled evaluated, so they compare equal; re-evaluating a large ``Max`` of ``Min``s costs seconds); None when the
     entry is damaged (it is recomputed, never an error)."""
-    import pickle
-
     from sympy.core.parameters import evaluate
 
     try:

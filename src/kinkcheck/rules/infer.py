@@ -18,16 +18,18 @@ of its evidence cells, in :data:`LABELS` order (labels its evidence does not tel
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-
 from kinkcheck.oracles import classify
 from kinkcheck.rules.local import LABELS
 from kinkcheck.rules.model import ProgramModel, case_models
 from kinkcheck.rules.names import operation
+from kinkcheck.rules.table import Encoded, encode
+from kinkcheck.vocabulary import flat_value
 
 __all__ = ["Cell", "Evidence", "ProgramModel", "Rule", "RuleBook", "infer", "operation"]
 
@@ -216,12 +218,7 @@ def infer(rows: Any, catalog: Any) -> RuleBook:
     Only first-order cells (:data:`kinkcheck.vocabulary.GRADIENT_MODES`) that were measured (``status == "ok"``)
     count; a program without a symbolic form, or with no kink or kinks of several operations, is no evidence.
     """
-    import json
-
     import numpy as np
-
-    from kinkcheck.rules.table import Encoded, encode
-    from kinkcheck.vocabulary import flat_value
 
     enc = rows if isinstance(rows, Encoded) else encode(rows)
     book = RuleBook()

@@ -38,14 +38,19 @@ are two rules.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+import pickle
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
 import sympy
 
+from kinkcheck.cache import read_cached, write_cached
+from kinkcheck.oracles.routing import routing
+from kinkcheck.rules.cached import code_digest, unpickle
 from kinkcheck.rules.doc import LABELS  # the rule labels (a leaf: the rules file's readers need them without sympy)
 from kinkcheck.vocabulary import NOT_JUDGED
 
@@ -152,12 +157,6 @@ def local_oracle(k: LocalKink) -> Any:
 def _cached_oracle(k: LocalKink, key: tuple[str, tuple[str, ...]]) -> Any:
     """:func:`_oracle`, kept on disk (:mod:`kinkcheck.cache`, kind ``rules-local``) keyed on the form's text, the
     point and the oracle's code, so a render does not judge the same few hundred local forms again."""
-    import hashlib
-    import pickle
-
-    from kinkcheck.cache import read_cached, write_cached
-    from kinkcheck.rules.cached import code_digest, unpickle
-
     digest = hashlib.sha256(repr((code_digest(), key)).encode()).hexdigest()[:32]
     raw = read_cached("rules-local", digest)
     if raw is not None:
@@ -178,10 +177,7 @@ _BY_KINK: dict[LocalKink, Any] = {}
 
 
 def _oracle(k: LocalKink, text: str) -> Any:
-    from dataclasses import replace
-
-    from kinkcheck.oracles import symbolic as sym
-    from kinkcheck.oracles.routing import routing
+    from kinkcheck.oracles import symbolic as sym  # slow: numpy
 
     result = sym.analyze_expression(k.phi, k.symbols, k.point, case_id="local", tie=True, sympy_diff=False)
     if result.kind == NOT_JUDGED:

@@ -6,12 +6,16 @@ not of the inference that reads the models (:mod:`kinkcheck.rules.infer`)."""
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
 
+from kinkcheck.cache import read_cached, write_cached
+from kinkcheck.oracles.mapping import Unmapped
 from kinkcheck.rules import graph as gr
 from kinkcheck.rules.cached import code_digest, unpickle
 from kinkcheck.rules.chain import NotPredicted, backward
@@ -60,10 +64,6 @@ class ProgramModel:
     # Kept on disk with its graph pickled on its own and read back when first asked for: most readers (the
     # inference, and predictions kept on disk) never ask, and the graphs' sympy forms are most of a case's entry.
     def __getstate__(self) -> dict[str, Any]:
-        import pickle
-
-        import hashlib
-
         state = dict(self.__dict__)
         if "graph" in state:
             graph = state.pop("graph")
@@ -75,8 +75,6 @@ class ProgramModel:
     def intact(self) -> bool:
         """Whether a graph kept on disk and not read back yet is the one written (its digest matches): a damaged one
         would fail only when first asked for, far from the cache's reader, which computes a damaged entry again."""
-        import hashlib
-
         blob = self.__dict__.get("_graph_blob")
         return blob is None or hashlib.sha256(blob).hexdigest() == self.__dict__.get("_graph_sha")
 
@@ -90,7 +88,6 @@ class ProgramModel:
         blob = self.__dict__.get("_graph_blob") if name == "graph" else None
         if blob is None:
             raise AttributeError(name)
-        import pickle
 
         from sympy.core.parameters import evaluate
 
@@ -104,11 +101,6 @@ class ProgramModel:
 def case_models(case: Any) -> list[ProgramModel]:
     """Every program of a catalog case, modelled (:func:`model_program`); cached on disk per case
     (:mod:`kinkcheck.cache`, kind ``rules``), keyed on the case, its programs and :func:`code_digest`."""
-    import hashlib
-    import pickle
-
-    from kinkcheck.cache import read_cached, write_cached
-
     key = hashlib.sha256(repr((code_digest(), case.id, case.sympy, repr(case.at), case.tie,
                                [(p.framework, p.id) for p in case.programs])).encode()).hexdigest()[:32]
     if key in _MODELS:  # read once per process: each framework's rules read the case (kinkcheck.rules.render)
@@ -119,7 +111,6 @@ def case_models(case: Any) -> list[ProgramModel]:
         if isinstance(got, list) and all(isinstance(m, ProgramModel) and m.intact() for m in got):
             _MODELS[key] = got
             return got
-    from dataclasses import replace
 
     models = [replace(model_program(case, p), source=key) for p in case.programs]
     try:
@@ -136,8 +127,6 @@ _MODELS: dict[str, list[ProgramModel]] = {}
 
 def model_program(case: Any, program: Any) -> ProgramModel:
     """Cut a catalog program (``case.program(...)``) at its calls and evaluate it under each rule label."""
-    from kinkcheck.oracles.mapping import Unmapped
-
     try:
         graph = gr.build(program.tree, case.at, program.framework)
     except (Unmapped, ArithmeticError, TypeError, ValueError, IndexError, RecursionError) as err:

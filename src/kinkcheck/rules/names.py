@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kinkcheck.census import CensusError, load_census
+from kinkcheck.language import expr as ex
+from kinkcheck.oracles.mapping import METHOD_PREFIXES
 from kinkcheck.rules import graph as gr
 
 __all__ = ["operation", "resolve_operation", "site_operation"]
@@ -28,14 +31,12 @@ def _aliases(framework: str) -> dict[str, str]:
     hit = _ALIAS_CACHE.get(framework)
     if hit is not None:
         return hit
-    from kinkcheck.census import CensusError, load_census
 
     out: dict[str, str] = {}
     try:
         census = load_census(framework)
     except (CensusError, OSError):
         census = None
-    from kinkcheck.oracles.mapping import METHOD_PREFIXES
 
     method_prefix = METHOD_PREFIXES.get(framework)
     if census is not None:
@@ -61,8 +62,6 @@ def resolve_operation(rules: Sequence[Mapping[str, Any]], text: str) -> tuple[st
     census maps to it (``torch.relu`` → ``torch.nn.functional.relu``, ``torch.Tensor.clamp`` → ``torch.clamp``), the
     name without its overload when only one overload has rules, or its last name(s) (``clamp``); among overloads a
     short name is the one without an overload. Empty when none fits; several when the text is ambiguous."""
-    from kinkcheck.language import expr as ex  # the language's aliases: this module is read by the rules' graph too
-
     op_text = "".join(text.split())
     head, dot, tail = op_text.partition(".")
     if head in ex.ALIASES:

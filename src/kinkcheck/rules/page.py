@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinkcheck.language.anchors import program_slug, slug
+from kinkcheck.language.decimals import decimal, decimal_vector
 from kinkcheck.vocabulary import release_key
 
 __all__ = ["LABEL_WORDS", "History", "front_table", "history", "releases_by_framework", "render_page", "rule_anchor",
@@ -268,6 +269,4 @@ def _cell(text: str) -> str:
 
 
 def _vec(v: Sequence[Any]) -> str:
-    from kinkcheck.language.decimals import decimal, decimal_vector
-
     return decimal_vector(v) if len(v) != 1 else decimal(v[0])

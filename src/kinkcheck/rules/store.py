@@ -144,7 +144,7 @@ def merge(parts: Sequence[Mapping[str, Any]], programs: Mapping[str, Mapping[str
 
 def read(path: str | Path) -> tuple[RuleBook, dict[str, Any]]:
     """The rule book a face predicts with, and the file's document (environments, validation)."""
-    from kinkcheck.rules.infer import Cell, RuleBook
+    from kinkcheck.rules.infer import Cell, RuleBook  # slow: numpy, sympy
 
     doc = load(path)
     try:

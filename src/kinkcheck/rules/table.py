@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kinkcheck.vocabulary import GRADIENT_MODES
+
 __all__ = ["Encoded", "encode"]
 
 #: The observation columns the rules read.
@@ -59,8 +61,6 @@ def encode(table: Any) -> Encoded:
     observations table (a ``pyarrow.Table`` with :data:`COLUMNS`, or rows as dicts), coded."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from kinkcheck.vocabulary import GRADIENT_MODES
 
     if not isinstance(table, pa.Table):
         table = _from_rows(table)

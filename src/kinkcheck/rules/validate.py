@@ -10,15 +10,20 @@ where it appears; a cell that cannot be predicted says why.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from kinkcheck.cache import read_cached, write_cached
 from kinkcheck.oracles import classify
-from kinkcheck.vocabulary import encode, release_key
+from kinkcheck.rules import table
 from kinkcheck.rules.infer import Cell, ProgramModel, RuleBook
 from kinkcheck.rules.predict import Prediction, predict
+from kinkcheck.vocabulary import encode, flat_value, release_key
 
 __all__ = ["Miss", "Tally", "Validation", "case_programs", "program_kind", "validate"]
 
@@ -93,9 +98,7 @@ def validate(book: RuleBook, rows: Any) -> Validation:
     only), and compared once per distinct measured value."""
     import numpy as np
 
-    from kinkcheck.rules.table import Encoded, encode
-
-    enc = rows if isinstance(rows, Encoded) else encode(rows)
+    enc = rows if isinstance(rows, table.Encoded) else table.encode(rows)
     out = Validation()
     cells = [Cell(*c) for c in enc.cells]
     dtypes = sorted({c.dtype for c in cells})
@@ -185,7 +188,6 @@ def _floats(enc: Any, value: int) -> tuple[float, ...]:
     """A measured value's flat floats (parsed once per distinct text)."""
     hit = _PARSED.get(enc.values[value])
     if hit is None:
-        from kinkcheck.vocabulary import flat_value
 
         hit = _PARSED[enc.values[value]] = tuple(flat_value(json.loads(enc.values[value])))
     return hit
@@ -247,8 +249,6 @@ def _predictions(model: ProgramModel, book: RuleBook, enc: Any, cells: list[Cell
 def _predict_digest() -> str:
     """The digest of :mod:`kinkcheck.rules.predict` (the models' key covers the rest of what a prediction runs)."""
     if not _DIGEST:
-        import hashlib
-        from pathlib import Path
 
         _DIGEST.append(hashlib.sha256((Path(__file__).parent / "predict.py").read_bytes()).hexdigest()[:16])
     return _DIGEST[0]
@@ -263,16 +263,11 @@ class _Kept(dict):  # type: ignore[type-arg]
     new shard predicts only what new labels ask. Plain numbers and labels: read without sympy's care."""
 
     def __init__(self, source: str) -> None:
-        import hashlib
-
         super().__init__()
         self.changed = False
         self.key = hashlib.sha256(repr((source, _predict_digest())).encode()).hexdigest()[:32] if source else ""
         if not self.key:
             return
-        import pickle
-
-        from kinkcheck.cache import read_cached
 
         raw = read_cached("rules-predict", self.key)
         try:
@@ -283,10 +278,6 @@ class _Kept(dict):  # type: ignore[type-arg]
             self.update(got)
 
     def save(self) -> None:
-        import pickle
-
-        from kinkcheck.cache import write_cached
-
         if self.changed and self.key:
             try:
                 write_cached("rules-predict", self.key, pickle.dumps(dict(self), protocol=pickle.HIGHEST_PROTOCOL))

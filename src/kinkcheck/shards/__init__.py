@@ -12,9 +12,14 @@ and how a probe merges into it is :mod:`kinkcheck.probe.plan`'s.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
+import marshal
 import os
+import re
+import reprlib
+import sys
 import tempfile
 from collections.abc import Iterator
 from functools import cache
@@ -22,7 +27,18 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kinkcheck.cache import cache_dir, read_cached, write_cached
 from kinkcheck.registry import FRAMEWORKS
+from kinkcheck.shards.validate import (
+    _no_gc,
+    _p0_shapes,
+    one_line,
+    parse_checked_json,
+    parse_json,
+    read_text,
+    shard_problem,
+)
+from kinkcheck.vocabulary import DTYPES, MODES
 
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
@@ -66,7 +82,7 @@ def shard_lock(shard_path: str | Path) -> Iterator[None]:
         The lock file cannot be created.
     """
     try:
-        import fcntl
+        import fcntl  # optional: not on Windows
     except ImportError:  # no flock: one probe per environment is then the user's to ensure
         yield
         return
@@ -103,8 +119,6 @@ def shard_schema() -> dict[str, Any]:
     """``schemas/shard.v1.json`` with its framework, mode and dtype enums read from the registry
     (:mod:`kinkcheck.registry`) and :mod:`kinkcheck.frameworks.base` (the committed file holds the same
     lists; ``tests/test_registry.py`` checks it)."""
-    from kinkcheck.vocabulary import DTYPES, MODES
-
     return _shard_schema((tuple(FRAMEWORKS), MODES, DTYPES))
 
 
@@ -266,8 +280,6 @@ def _write_shard_file(path: str | Path, shard: dict[str, Any]) -> None:
 
 def _validated_marker(raw: bytes) -> Path:
     """The cache marker saying that ``raw`` passed the strict JSON parse and the shard schema."""
-    from kinkcheck.cache import cache_dir
-
     return cache_dir() / "validated-shards" / hashlib.sha256(_schema_text() + b"\0" + raw).hexdigest()[:32]
 
 
@@ -283,12 +295,7 @@ def _compiled(key: bytes) -> Any:
     The generated code's bytecode is cached (:mod:`kinkcheck.cache`, keyed on the schema, fastjsonschema's and
     Python's versions): generating and compiling it took 0.03 s of every probe, a tenth of a light framework's.
     """
-    import marshal
-    import sys
-
     import fastjsonschema
-
-    from kinkcheck.cache import read_cached, write_cached
 
     digest = hashlib.sha256(key + f"\0{fastjsonschema.VERSION}\0{sys.version}".encode()).hexdigest()[:32]
     data = read_cached("shard-validators", digest)
@@ -330,8 +337,6 @@ def _null_last(schema: Any) -> Any:
 def _validate(data: Any, name: str) -> None:
     """Raise :class:`ShardError` (one line: the file, the path in the document, what is wrong) unless ``data``
     matches ``schemas/shard.v1.json``."""
-    import reprlib
-
     import fastjsonschema
 
     try:
@@ -371,9 +376,6 @@ def read_shard(path: str | Path, catalog: Catalog | None = None, raw: bytes | No
         mismatch, or a semantic problem (e.g. an ``ok`` observation without a value); the message is one line
         naming the file and the first problem.
     """
-    from kinkcheck.cache import cache_dir
-    from kinkcheck.shards.validate import parse_checked_json, parse_json, read_text, shard_problem
-
     p = Path(path)
     if raw is None:
         raw = read_text(p, ShardError, missing=f"{p}: shard not found")
@@ -435,7 +437,6 @@ class ShardFile:
             other bytes than the ones its caches are keyed on.
         """
         if self._shard is None:
-            from kinkcheck.shards.validate import read_text
 
             raw = read_text(self.path, ShardError, missing=f"{self.path}: shard not found")
             if _validated_marker(raw).name != self.digest:
@@ -456,9 +457,6 @@ def read_shard_file(path: str | Path, catalog: Catalog | None = None) -> ShardFi
     ShardError
         As :func:`read_shard`.
     """
-    from kinkcheck.cache import cache_dir, read_cached, write_cached
-    from kinkcheck.shards.validate import read_text
-
     p = Path(path)
     raw = read_text(p, ShardError, missing=f"{p}: shard not found")
     validated = _validated_marker(raw)
@@ -493,8 +491,6 @@ def _in_file(message: str, file_doc: Any) -> str:
     """``message`` about the unpacked document with the place in a packed (v2) file: ``observations/483/status``
     → ``observations/40/cells/3 (status)``, ``observation #484 (…)`` → ``… (observations/40/cells/3 in the
     file)``. A v1 file's places are its own: returned as it is."""
-    import re
-
     if not isinstance(file_doc, dict) or file_doc.get("schema") != FILE_SCHEMA_ID:
         return message
 
@@ -540,8 +536,6 @@ def _text(_key: int) -> bytes:
 def _checks_hash() -> str:
     """What the semantic checks of a shard depend on besides the shard and the catalog's content: the source
     of :mod:`kinkcheck.shards.validate` and of :mod:`kinkcheck.catalog` (the measurement hashes), and P0's shapes."""
-    from kinkcheck.shards.validate import _p0_shapes
-
     h = hashlib.sha256(repr(_p0_shapes()).encode())
     for name in ("shards/validate.py", "catalog.py"):
         h.update(resources.files("kinkcheck").joinpath(name).read_bytes())
@@ -561,8 +555,6 @@ def load_shards(folder: str | Path, catalog: Catalog | None = None,
     ShardError
         When ``folder`` does not exist or is not a folder.
     """
-    from kinkcheck.shards.validate import _no_gc, one_line
-
     d = Path(folder)
     if not d.is_dir():
         raise ShardError(f"{d}: not a folder (--shards takes the folder of shard files)" if d.exists()
@@ -597,8 +589,6 @@ def _read_loose(path: str | Path) -> dict[str, Any] | None:
     Parsed by orjson where nox's Python has it (three times faster: nox reads each shard three times a warm
     ``nox -s report``), else, or where orjson refuses what :mod:`json` reads (a bare NaN), by :mod:`json`.
     """
-    import gc
-
     try:
         raw = Path(path).read_bytes()
         was = gc.isenabled()

@@ -16,10 +16,16 @@ from __future__ import annotations
 import gc
 import json
 import math
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from kinkcheck.oracles import p0
+from kinkcheck.platforms import DEFAULT, DEVICES, environment_id, tag_of, title
+from kinkcheck.platforms.isa import LEVELS, capped_tag, split_tag
+from kinkcheck.vocabulary import DTYPES, MODES
 
 if TYPE_CHECKING:
     from kinkcheck.catalog import Catalog
@@ -119,8 +125,6 @@ def gunzip(raw: bytes, path: Path, error: type[Exception]) -> bytes:
 
 def _inflate(raw: bytes, path: Path, error: type[Exception], first: bool) -> tuple[bytes, bool]:
     """Every member of ``raw`` inflated (``first``: the first one only), and whether members were left unread."""
-    import zlib
-
     parts: list[bytes] = []
     size = 0
     rest = raw
@@ -265,8 +269,6 @@ def _point_problem(value: Any, expected: Mapping[str, tuple[int, ...]], what: st
 
 
 def _p0_shapes() -> tuple[tuple[int, ...], tuple[int, ...]]:
-    from kinkcheck.oracles import p0  # not backprop's arrays: reading a shard needs no NumPy
-
     return p0.shapes()
 
 
@@ -348,8 +350,6 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     W1 and W2 of P0's shapes (3x2, 2x2).
     """
     env = shard["environment"]
-    from kinkcheck.platforms.isa import LEVELS, capped_tag, split_tag
-    from kinkcheck.platforms import DEFAULT, DEVICES, environment_id, tag_of, title
 
     tag = env.get("platform_tag", DEFAULT)
     runner = env.get("runner") or {}
@@ -374,7 +374,6 @@ def shard_problem(shard: Mapping[str, Any], catalog: Catalog | None = None) -> s
     observations = shard["observations"]
     parts = env.get("not_measured_parts") or []
     if parts:
-        from kinkcheck.vocabulary import DTYPES, MODES
 
         present = {(o["case"], o["program"], o["mode"], o["dtype"]) for o in observations}
         for part in parts:

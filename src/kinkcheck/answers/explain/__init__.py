@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinkcheck.language import expr as ex
-from kinkcheck.answers.explain.judgement import Judgement, _components, flat_value, judge, labels
+import kinkcheck
+from kinkcheck.answers.explain.judgement import Judgement, _components, _same_point, flat_value, judge, labels
 from kinkcheck.answers.explain.rows import (
     RULE_LABELS,
     ReportDamaged,
@@ -47,6 +48,9 @@ from kinkcheck.answers.explain.rows import (
     report_index,
     report_rows,
 )
+from kinkcheck.language import expr as ex
+from kinkcheck.language.decimals import decimal_exact, decimal_text, decimal_value
+from kinkcheck.probe.worker import _positive, kill_group, limit_memory
 from kinkcheck.report.query import DATA_ENV, default_report
 from kinkcheck.vocabulary import JUMP, KINK, NOT_JUDGED
 
@@ -170,10 +174,7 @@ class Pending:
     def _in_worker(self, cases: Sequence[Mapping[str, Any]]) -> Judgement | None:
         """Run :func:`judge` in ``python -m kinkcheck.answers.explain`` within the bound (time, memory): sympy can spend
         minutes in one C call (``10 ** 10 ** 10``) that no thread could interrupt; a process can be killed."""
-        import subprocess
-        import sys
-
-        import kinkcheck
+        import subprocess  # slow to import
 
         r = self.request
         request = json.dumps({"program": self.program, "at": r.at, "framework": r.framework, "wrt": list(r.wrt),
@@ -214,8 +215,6 @@ class Pending:
 
     def cancel(self) -> None:
         """Kill the judgement's worker, if one runs (grad is answering without it, or leaving)."""
-        from kinkcheck.probe.worker import kill_group
-
         with self._lock:
             self._cancelled = True
             proc = self._proc
@@ -240,7 +239,6 @@ class Pending:
         if index is None:
             raise ReportUnavailable(f"{no_device}, and {self.report_problem or 'the report was not read in time'}")
         program = catalog_spelling(r.program, r.framework, r.at, index["cases"])
-        from kinkcheck.answers.explain.judgement import _same_point
 
         cases = [c["id"] for c in index["cases"] if _same_point(c["at"], r.at) and [r.framework, program] in
                  [list(fp) for fp in c["programs"]]]
@@ -349,8 +347,6 @@ def catalog_spelling(program: str, framework: str, at: Mapping[str, Any], cases:
     """The report's text of ``program`` (:func:`kinkcheck.language.expr.same_program`: ``torch.clamp(x, min=0.0)`` is the
     catalog's ``torch.clamp(x, min=0)``), the closest spelling among the cases at ``at`` first, then among all
     cases; ``program`` itself when the report has none."""
-    from kinkcheck.answers.explain.judgement import _same_point
-
     mine = [(c, p) for c in cases for fw, p in c["programs"] if fw == framework]
     spelled = (ex.same_program(program, [p for c, p in mine if _same_point(c["at"], at)], at.keys())
                or ex.same_program(program, [p for _, p in mine], at.keys()))
@@ -359,8 +355,6 @@ def catalog_spelling(program: str, framework: str, at: Mapping[str, Any], cases:
 
 def _exact(entry: Any) -> str:
     """An oracle value as a person reads it: its float's shortest decimal (``--json`` keeps the exact text)."""
-    from kinkcheck.language.decimals import decimal_exact
-
     if isinstance(entry, list) and len(entry) == 1:
         return "(" + decimal_exact(entry[0]) + ")"
     return decimal_exact(entry)
@@ -405,8 +399,7 @@ def _rule_lines(e: Explanation, oracle: Mapping[str, Any] | None) -> list[str]:
 
 def render(e: Explanation) -> str:
     """The text ``grad`` prints after the value line (several lines, ending with a newline)."""
-    from kinkcheck.language.decimals import decimal_text, decimal_value
-    from kinkcheck.render.view import oracle_finding
+    from kinkcheck.render.view import oracle_finding  # slow: numpy
 
     j = e.judgement
     lines: list[str] = []
@@ -475,8 +468,6 @@ def oracle_timeout_from_env(value: str | float | None) -> float:
     ValueError
         Not a positive finite number (one line).
     """
-    from kinkcheck.probe.worker import _positive  # the one parser of --timeout/--memory-like limits
-
     return _positive(value, "KINKCHECK_ORACLE_TIMEOUT", "--oracle-timeout", os.environ, DEFAULT_ORACLE_TIMEOUT_S)
 
 
@@ -487,10 +478,7 @@ _WORKER: list[str] | None = None
 def _worker() -> int:
     """``python -m kinkcheck.answers.explain``: one request (JSON on stdin) → ``{"ok": judgement}``, ``{"error": …,
     "bad_input": true}`` for a ``--sympy`` text that does not evaluate, or ``{"error": …}``."""
-    import sys
-
     request = json.loads(sys.stdin.buffer.read())
-    from kinkcheck.probe.worker import limit_memory
 
     limit_memory(int(request["memory_bytes"]))
     try:

@@ -4,16 +4,22 @@ oracle's answer there, cached on disk; and the labels of a measured value agains
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata, resources
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from kinkcheck.language import expr as ex
 from kinkcheck.cache import cache_dir
+from kinkcheck.catalog import FRAMEWORKS, Case, CatalogError, load_catalog
+from kinkcheck.language import expr as ex
+from kinkcheck.oracles.rows import source_files
+from kinkcheck.oracles.table import ORACLE_SOURCES
+from kinkcheck.shards import write_json_atomic
 from kinkcheck.vocabulary import NOT_JUDGED
 
 #: Version of the cached entries' layout: bump to orphan old entries.
@@ -68,9 +74,6 @@ class Judgement:
 
 def _source_hash() -> str:
     """What a cached judgement depends on besides its inputs: this code, the oracle, the mapping, the parser."""
-    from kinkcheck.oracles.rows import source_files
-    from kinkcheck.oracles.table import ORACLE_SOURCES
-
     h = hashlib.sha256()
     explain = [("kinkcheck.answers.explain", f) for f in ("__init__.py", "judgement.py", "rows.py")]
     for pkg, name in (*explain, *ORACLE_SOURCES):
@@ -84,8 +87,6 @@ def _source_hash() -> str:
 def _sympy_release() -> bytes:
     """sympy's ``release.py`` (its version), read without importing sympy: ``importlib.metadata.version``
     scans every installed distribution, a quarter of a second on a busy machine, on every warm ``grad``."""
-    import importlib.util
-
     spec = importlib.util.find_spec("sympy")
     if spec is None or spec.origin is None:
         return b"no sympy"
@@ -109,7 +110,6 @@ def _read_cache(name: str) -> Any:
 
 def _write_cache(name: str, data: Any) -> None:
     try:
-        from kinkcheck.shards import write_json_atomic
 
         write_json_atomic(cache_dir() / name, data)
     except (OSError, ValueError, TypeError):  # a read-only home only costs time
@@ -202,13 +202,12 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
            sympy_text: str | None, cand: list[dict[str, Any]], use_cache: bool) -> Judgement:
     import sympy
 
-    from kinkcheck.oracles import symbolic as sym
+    from kinkcheck.oracles import symbolic as sym  # slow: numpy, sympy
 
     if sympy_text is not None:
         expr, symbols, point, source = *_from_text(sympy_text, at, wrt), "--sympy"
     else:
-        from kinkcheck.catalog import FRAMEWORKS
-        from kinkcheck.oracles.mapping import Unmapped, sympy_form
+        from kinkcheck.oracles.mapping import Unmapped, sympy_form  # slow: numpy, sympy
 
         components = _components(at, wrt)
         same_text = [c["id"] for c in cand if program in c["programs"]]
@@ -252,8 +251,6 @@ def _judge(program: str, at: Mapping[str, Any], framework: str, tree: ex.Node | 
 
 def _own_function(case_id: str, framework: str, program: str) -> str | None:
     """The program's own function in the installed catalog (:attr:`kinkcheck.catalog.Case.own_functions`), or None."""
-    from kinkcheck.catalog import CatalogError, load_catalog
-
     try:
         own = load_catalog().case(case_id).own_functions.get((framework, program))
     except (CatalogError, KeyError, OSError):
@@ -266,10 +263,8 @@ def _routing(expr: Any, at: Mapping[str, Any], wrt: Sequence[str], case: Mapping
     matched catalog case's own expression when there is one (the report's), else on the sympy form as sympy
     prints it (its symbols are named ``v[0]``, so the text is in the catalog's language), where a tied max of
     tied mins (an order statistic sympy expanded) is refused rather than routed node by node."""
-    from types import SimpleNamespace
-
-    from kinkcheck.oracles import symbolic as sym
-    from kinkcheck.oracles.routing import routing
+    from kinkcheck.oracles import symbolic as sym  # slow: numpy, sympy
+    from kinkcheck.oracles.routing import routing  # slow: sympy
 
     if case is not None:
         got = routing(SimpleNamespace(sympy=case["sympy"], at=case["at"]))  # type: ignore[arg-type]
@@ -303,8 +298,7 @@ def _components(at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[str, ...]:
 
 def _from_text(text: str, at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
     """A ``--sympy`` text over the inputs → (expr, differentiated symbols, exact point); others substituted."""
-    from kinkcheck.catalog import Case
-    from kinkcheck.oracles import symbolic as sym
+    from kinkcheck.oracles import symbolic as sym  # slow: numpy, sympy
 
     expr, syms, point = sym.to_sympy(Case(id="--sympy", title="--sympy", sympy=text, at=dict(at)))
     keep = {c for c in _components(at, wrt)}
@@ -317,7 +311,7 @@ def _from_text(text: str, at: Mapping[str, Any], wrt: Sequence[str]) -> tuple[An
 
 def _text(expr: Any) -> str:
     try:
-        from kinkcheck.oracles.mapping import _TextPrinter  # decimals as written (0.7, not 7/10)
+        from kinkcheck.oracles.mapping import _TextPrinter  # slow: sympy; decimals as written (0.7, not 7/10)
 
         return _TextPrinter().doprint(expr)
     except ImportError:
@@ -329,8 +323,7 @@ def _same_function(expr: Any, symbols: Sequence[Any], case: Mapping[str, Any]) -
     at the point and at 12 points around it (exact substitution, compared to 1e-12)."""
     import sympy
 
-    from kinkcheck.catalog import Case
-    from kinkcheck.oracles import symbolic as sym
+    from kinkcheck.oracles import symbolic as sym  # slow: numpy, sympy
 
     try:
         g, gsyms, gpoint = sym.to_sympy(Case(id=case["id"], title="", sympy=case["sympy"], at=dict(case["at"])))
@@ -399,7 +392,7 @@ def labels(value: Mapping[str, Any], judgement: Judgement, dtype: str, mode: str
     (:func:`kinkcheck.oracles.classify.classify`, tolerance of ``dtype``); ``second-order`` is judged against the
     oracle's ``H @ 1``. An oracle that could not decide gives ``["not-judged"]`` (as the report's cells);
     None when there is no oracle at all (no symbolic form, the bound exceeded)."""
-    from kinkcheck.oracles.classify import OracleNumbers, classify
+    from kinkcheck.oracles.classify import OracleNumbers, classify  # slow: numpy
 
     oracle = judgement.oracle
     if oracle is None:

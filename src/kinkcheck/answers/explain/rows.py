@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kinkcheck.answers.explain.judgement import _key, _same_point
-from kinkcheck.report.query import DATA_ENV
+from kinkcheck.platforms import DEFAULT
+from kinkcheck.report.query import DATA_ENV, DatasetError, calls_of, decode_cell, read_table
 
 
 class ReportUnavailable(Exception):
@@ -26,7 +27,7 @@ class ReportDamaged(ReportUnavailable):
 
 
 def _report_key(path: Path) -> str:
-    from kinkcheck.report.model import SCHEMA_ID
+    from kinkcheck.report.model import SCHEMA_ID  # slow: numpy
 
     st = path.stat()  # the schema id too: a cache of a file read under an older model is not reused
     return _key(SCHEMA_ID, str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
@@ -44,7 +45,7 @@ def report_index(path: str | Path) -> dict[str, Any]:
         The file is missing, unreadable or not a kinkcheck report (:func:`kinkcheck.report.model.load_report`),
         or has no ``observations.parquet`` beside it (every ``kinkcheck report`` writes one).
     """
-    from kinkcheck.report.model import ReportError, load_report, report_path
+    from kinkcheck.report.model import ReportError, load_report, report_path  # slow: numpy
 
     p = report_path(path)  # reports/conventions.json, or the .gz a clone has
     if not p.is_file():
@@ -71,7 +72,7 @@ def _table_index(report: Path, table: Path) -> dict[str, Any]:
     ReportUnavailable
         The table is not kinkcheck's, or has no index (written before it had one: re-render).
     """
-    from kinkcheck.report.dataset import DatasetError, table_index  # the model's one reader of the table
+    from kinkcheck.report.dataset import DatasetError, table_index  # slow: numpy; the model's one reader of the table
 
     try:
         index = table_index(table)
@@ -85,9 +86,6 @@ def _table_cells(index: Mapping[str, Any], case_ids: Sequence[str], mode: str, d
                  device: str) -> dict[str, dict[str, dict[str, Any]]]:
     """The cells of ``case_ids`` in one mode, dtype and place from the table, as :func:`report_index`'s cache
     holds them: ``"case\tframework\tprogram"`` → release → ``{status, value, label, labels, error}``."""
-    from kinkcheck.platforms import DEFAULT
-    from kinkcheck.report.query import DatasetError, decode_cell, read_table
-
     if not case_ids:  # no report case at this point: nothing to read
         return {}
     dev, _, tag = device.partition("-")
@@ -179,7 +177,6 @@ def report_rows(index: Mapping[str, Any], program: str, framework: str, case_ids
     view = _rows_of(index, program, framework, case_ids, mode, dtype, device)
     if view.rows or at is None:
         return view
-    from kinkcheck.report.query import calls_of
 
     ops = calls_of(program)
     if not ops:

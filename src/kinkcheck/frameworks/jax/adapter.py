@@ -17,9 +17,21 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from kinkcheck.frameworks.base import (
+    Adapter,
+    DeviceAbsent,
+    ImportGuard,
+    ProgramError,
+    by_unit_tangents,
+    check_dtype,
+    check_mode,
+    nvidia_driver,
+    of_differentiated,
+    processor_name,
+    returned,
+    rounded_point,
+)
 from kinkcheck.language import expr as ex
-from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
-    by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, rounded_point
 
 GUARD = ImportGuard()
 with GUARD:
@@ -149,8 +161,6 @@ class JaxAdapter(Adapter):
         default device already, so that an array the program makes itself (``jnp.arange(-1, 2)``) is made where its
         inputs are committed, instead of being made on the default device and moved (on a CUDA machine the GPU is
         the default, so CPU and CUDA probes enter nothing)."""
-        import contextlib
-
         dev = self._device(device)
         place = getattr(jax, "default_device", None)
         if place is None or dev == jax.devices()[0]:

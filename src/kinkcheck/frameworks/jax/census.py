@@ -50,8 +50,10 @@ rule of a listed primitive cannot be found in the installed sources (the rules m
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import re
+import shutil
 import sys
 import types
 import warnings
@@ -338,7 +340,6 @@ def _jax() -> Any:
 def public_functions() -> dict[str, Callable[..., Any]]:
     """Every public function of :data:`MODULES`, by dotted name, in module order then name order."""
     _jax()
-    import importlib
 
     out: dict[str, Callable[..., Any]] = {}
     for mname in MODULES:
@@ -741,8 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if existing_path.exists():
         existing = load_census("jax", existing_path.parent) if existing_path.name == "jax.toml" else None
         if existing is None:
-            import shutil
-            import tempfile
+            import tempfile  # slow to import
 
             with tempfile.TemporaryDirectory() as tmp:
                 shutil.copy(existing_path, Path(tmp) / "jax.toml")

@@ -51,7 +51,7 @@ def bifurcation(scale: CensusScale, depth: int, dtype: str, X: Any, Y: Any,
     import jax.numpy as jnp
     import numpy as np
 
-    from kinkcheck.frameworks.jax.adapter import _x64
+    from kinkcheck.frameworks.jax.adapter import _x64  # slow: jax, numpy
 
     t0 = time.perf_counter()
     cell = CensusCell(dtype, depth, scale.inits, hits=[0] * depth, elements=[0] * depth,

@@ -4,6 +4,7 @@ JAX only when it counts."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -112,8 +113,6 @@ def jax_hits(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[Site]]:
 def _user_call(eqn: Any, outer: str) -> str:
     """``file:line`` of the user's code that made this equation (JAX's own frames skipped); the enclosing call's
     where the equation was made inside JAX (the ``max`` inside ``jax.nn.relu``)."""
-    import os
-
     try:
         from jax._src import source_info_util
 
@@ -274,7 +273,7 @@ def hits_at(fn: Callable[..., Any], at: Mapping[str, Any], dtype: str) -> list[S
     differentiates it."""
     import jax.numpy as jnp
 
-    from kinkcheck.frameworks.jax.adapter import _x64
+    from kinkcheck.frameworks.jax.adapter import _x64  # slow: jax, numpy
 
     with _x64(dtype == "float64"):
         _, sites = jax_hits(fn, *(jnp.asarray(at[k], dtype=dtype) for k in at))

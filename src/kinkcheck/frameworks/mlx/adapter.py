@@ -19,12 +19,26 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kinkcheck.frameworks.base import (
+    Adapter,
+    DeviceAbsent,
+    FrameworkUnavailable,
+    ImportGuard,
+    ProgramError,
+    Unavailable,
+    by_unit_tangents,
+    check_dtype,
+    check_mode,
+    of_differentiated,
+    processor_name,
+    resolve,
+    returned,
+)
 from kinkcheck.language import expr as ex
-from kinkcheck.frameworks.base import Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, ProgramError, \
-    Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated, processor_name, resolve, returned
 
 GUARD = ImportGuard()
 with GUARD:
@@ -78,8 +92,7 @@ def _fails(code: str) -> str | None:
     releases an error MLX throws while evaluating leaves its state corrupt, and a later, unrelated call in the
     same process crashes (SIGSEGV), which would lose every cell of that case."""
     if code not in _FAILS:
-        import subprocess
-        import sys
+        import subprocess  # slow to import
 
         try:
             run = subprocess.run([sys.executable, "-c", "import mlx.core as mx\nimport numpy as np\n" + code],

@@ -32,12 +32,24 @@ from __future__ import annotations
 
 import logging
 import os
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from kinkcheck.frameworks.base import (
+    Adapter,
+    DeviceAbsent,
+    ImportGuard,
+    ProgramError,
+    by_unit_tangents,
+    check_dtype,
+    check_mode,
+    processor_name,
+    resolve,
+    returned,
+    start_up_notices_dropped,
+)
 from kinkcheck.language import expr as ex
-from kinkcheck.frameworks.base import Adapter, DeviceAbsent, ImportGuard, ProgramError, \
-    by_unit_tangents, check_dtype, check_mode, processor_name, resolve, returned, start_up_notices_dropped
 
 # TensorFlow's C++ start-up notices (CPU features, oneDNN) would reach `kinkcheck grad`'s stderr; a user's
 # own setting wins.
@@ -96,8 +108,6 @@ REFUSED_OPS: Mapping[str, str] = {
 
 def _refusal(dotted: str, obj: Any) -> str | None:
     """Why a resolved name is refused (None when it is one of TensorFlow's pure ops)."""
-    import types
-
     if isinstance(obj, (types.ModuleType, int, float, complex, bool)):
         return None
     module = getattr(obj, "__module__", None)
@@ -156,7 +166,7 @@ class TensorFlowAdapter(Adapter):
         default on x86 Linux since TensorFlow 2.9; they may change float rounding), the float precision, and
         the NumPy and ml_dtypes releases beside TensorFlow (``tnp``'s type promotion of bfloat16 goes through
         them: it raises with NumPy 1.26 / ml_dtypes 0.4 and works with NumPy 2)."""
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib.metadata import PackageNotFoundError, version  # slow to import
 
         def installed(dist: str) -> str:
             try:

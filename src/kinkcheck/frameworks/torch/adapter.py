@@ -12,14 +12,31 @@ Where PyTorch defines a kink's derivative: ``tools/autograd/derivatives.yaml`` (
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kinkcheck.frameworks.base import (
+    COMPILED_MODES,
+    Adapter,
+    DeviceAbsent,
+    FrameworkUnavailable,
+    ImportGuard,
+    ProgramError,
+    Unavailable,
+    by_unit_tangents,
+    check_dtype,
+    check_mode,
+    nvidia_driver,
+    of_differentiated,
+    processor_name,
+    returned,
+    short_error,
+    split_inputs,
+)
 from kinkcheck.language import expr as ex
-from kinkcheck.frameworks.base import COMPILED_MODES, Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, \
-    ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode, nvidia_driver, of_differentiated, processor_name, returned, \
-    short_error, split_inputs
 
 GUARD = ImportGuard()
 with GUARD:
@@ -49,8 +66,6 @@ def _placed(tdev: Any) -> Any:
     CUDA inputs, and PyTorch raised "Expected all tensors to be on the same device", which is the probe's doing, not
     PyTorch's. :meth:`TorchAdapter._device` refuses a device other than the CPU on a release without the context.
     """
-    import contextlib
-
     return contextlib.nullcontext() if tdev.type == "cpu" else tdev
 
 
@@ -67,7 +82,6 @@ def _made_on(names: dict[str, Any], tdev: Any) -> dict[str, Any]:
     """
     if tdev.type == "cpu":
         return names
-    import functools
 
     try:
         from torch.utils._device import _device_constructors

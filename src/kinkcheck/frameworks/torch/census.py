@@ -54,6 +54,7 @@ import argparse
 import contextlib
 import io
 import re
+import shutil
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -592,7 +593,7 @@ _F_HELPERS = frozenset({"assert_int_or_pair", "boolean_dispatch", "handle_torch_
 
 def public_callables() -> dict[str, Any]:
     """Public dotted name (``torch.nn.functional.relu``; a Tensor method as ``.relu``) -> callable."""
-    import inspect
+    import inspect  # slow to import
 
     import torch
     import torch.nn.functional as F
@@ -866,8 +867,7 @@ def main(argv: Iterable[str] | None = None) -> int:
 
 
 def _load_file(path: Path) -> Census:
-    import shutil
-    import tempfile
+    import tempfile  # slow to import
 
     with tempfile.TemporaryDirectory() as d:
         shutil.copy(path, Path(d) / "torch.toml")

@@ -5,6 +5,8 @@ the elements of each kinked call's input that sit exactly on its kink. Imports t
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -171,9 +173,6 @@ def torch_program(func: Any) -> str:
 
 def _caller() -> str:
     """``file:line`` of the innermost frame outside torch and kinkcheck: where the user's code made the call."""
-    import os
-    import sys
-
     import torch
 
     skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -212,7 +211,7 @@ _REDUCTIONS = {"max", "min", "amax", "amin"}
 
 def _defaults(func: Any) -> dict[str, Any]:
     """The keyword defaults of a Python-level torch function (``torch.nn.functional``); none for a builtin."""
-    import inspect
+    import inspect  # slow to import
 
     try:
         params = inspect.signature(func).parameters.values()
