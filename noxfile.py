@@ -151,8 +151,7 @@ def framework_tests(session: nox.Session, framework: str) -> None:
     """One framework's adapter tests in a virtualenv of its own (its pins conflict with the test virtualenv's)."""
     _install(session, *ENVIRONMENTS.requirements(framework, TESTED_ALONE[framework]))
     _install(session, "-e", ".[test]")
-    # its own tests, and the framework contract's cells for it (tests/frameworks/test_frameworks.py, one id per
-    # framework)
+    # its own tests, and the framework contract's cells for it (one id per framework)
     session.run("pytest", f"tests/frameworks/test_framework_{framework}.py", "tests/frameworks/test_frameworks.py",
                 "-k", framework, *session.posargs)
 

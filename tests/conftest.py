@@ -43,6 +43,11 @@ _import_first()
 #: Framework versions the pinned expectations (public cases P0-P9) hold for; see noxfile.TESTED.
 PINNED = {"torch": "2.13.0", "jax": "0.10.2"}
 
+#: A small report: two catalog cases from two committed shards (torch and jax), for the tests that
+#: judge and render one quickly (tests/judge/test_judge.py, tests/render/test_render.py).
+SMALL_CASES = ("relu@0", "where-sqrt@-1")
+SMALL_SHARDS = ("torch-2.13.0-cpu.json", "jax-0.10.2-cpu.json")
+
 
 @pytest.fixture(scope="session")
 def catalog():

@@ -139,11 +139,12 @@ def test_bad_input_exit_2_one_line(args, message):
 
 def test_missing_framework_is_bad_input(monkeypatch, capsys):
     from kinkcheck import frameworks
+    from kinkcheck.probe import cells
 
     def unavailable(name):
         raise frameworks.FrameworkUnavailable(f"{name} is not installed in this Python (No module named '{name}')")
 
-    monkeypatch.setattr(frameworks, "get_adapter", unavailable)
+    monkeypatch.setattr(cells, "get_adapter", unavailable)  # the name grad's cells call
     code = cli.main(["grad", "jax.nn.relu(x)", "--at", "x=0", "--no-isolate"])
     err = capsys.readouterr().err
     assert code == 2 and "jax is not installed" in err, f"exit {code}, stderr {err!r}"

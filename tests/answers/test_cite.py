@@ -630,14 +630,14 @@ def test_the_site_url_is_the_documentation_url_and_its_pages_are_the_reports(mon
 
     from conftest import ROOT
 
-    import kinkcheck.report.query
+    from kinkcheck.answers import cite as cite_module
     from kinkcheck.answers.cite import site_base, site_url
     from kinkcheck.render import site
 
     documented = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Documentation"]
     assert site_url() == documented.rstrip("/") + "/" == SITE, (site_url(), documented)
     assert site_base(None) == SITE + "report/conventions.html" and site_base("x/") == "x/", site_base(None)
-    monkeypatch.setattr(kinkcheck.report.query, "source_tree", lambda: False)  # as an installed copy reads it
+    monkeypatch.setattr(cite_module, "source_tree", lambda: False)  # as an installed copy reads it
     monkeypatch.setattr(metadata, "metadata", lambda name: _Meta(
         ["Source, https://example.org/src", "Documentation, https://example.org/docs"]))
     assert site_url() == "https://example.org/docs/", "the metadata's Documentation entry, not another URL"

@@ -240,9 +240,7 @@ def test_a_locked_prediction_round_trips_and_one_that_differs_from_the_measureme
     def predicted(framework, release, wanted):
         return {k: scaled.predicted for k in wanted}
 
-    import kinkcheck.probe.userhits
-
-    monkeypatch.setattr(kinkcheck.probe.userhits, "user_census", census)
+    monkeypatch.setattr(lock, "user_census", census)  # the name make_lock calls
     monkeypatch.setattr(lock, "conventions", conventions)
     monkeypatch.setattr(lock, "predicted", predicted)
     made = lock.make_lock("m:f", "m:d", quiet=True)

@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SMALL_CASES, SMALL_SHARDS
 
 from kinkcheck import cli
 from kinkcheck.render import CASES, FILES, validate_report
@@ -18,8 +18,6 @@ from kinkcheck.shards import load_shards, unpack
 
 
 OBS = ROOT / "references" / "observations"
-SMALL_CASES = ("relu@0", "where-sqrt@-1")  # as tests/render/test_render.py renders small
-SMALL_SHARDS = ("torch-2.13.0-cpu.json", "jax-0.10.2-cpu.json")
 
 
 UNJUDGED = """

@@ -240,9 +240,12 @@ def test_staged_cases_are_probed_ahead_and_kept(sandbox):
     s["environment"]["case_hashes"] = {c: h for c, h in s["environment"]["case_hashes"].items() if c in ids}
     write_shard(shard, s)
     (places.catalog.parent / "staged" / "programs").mkdir(parents=True)
-    (places.catalog.parent / "staged" / "catalog.toml").write_text(STAGED_RELU)
+    head, _, inline = STAGED_RELU.partition("[case.programs]\n")  # as the catalog is laid out: programs in files
+    (places.catalog.parent / "staged" / "catalog.toml").write_text(head)
+    programs = dict(line.split(" = ", 1) for line in inline.splitlines() if line.strip())
     for table in (places.catalog.parent / "programs").glob("*.toml"):  # the same program files as the catalog
         (places.catalog.parent / "staged" / "programs" / table.name).write_text(
+            f'["relu-written@0"]\nprograms = {programs[table.stem]}\n' if table.stem in programs else
             '["relu-written@0"]\nno_equivalent = "a test case"\n')
     session = Session()
     _run_probe(places, session, "torch", "2.13.0")

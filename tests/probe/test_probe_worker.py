@@ -257,10 +257,9 @@ def test_a_worker_is_forked_only_from_a_clean_process(monkeypatch):
     more threads run, not with KINKCHECK_PROBE_START=spawn, not off Linux."""
     import threading
 
-    from kinkcheck import registry
     from kinkcheck.probe import worker as pr
 
-    monkeypatch.setattr(registry, "FRAMEWORKS", ("kinkcheck_nofw",))  # none imported here (the tests import all)
+    monkeypatch.setattr(pr, "FRAMEWORKS", ("kinkcheck_nofw",))  # none imported here (the tests import all)
     monkeypatch.delenv("KINKCHECK_PROBE_START", raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
     assert pr.fork_safe() == (threading.active_count() == 1)

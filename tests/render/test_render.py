@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SMALL_CASES, SMALL_SHARDS
 
 from kinkcheck import cli
 from kinkcheck.render import CASES, FILES, KINK_HITS_PLOT, SECTION_PAGES, OutputError, _replace_set, set_problems
@@ -26,8 +26,6 @@ from kinkcheck.shards import unpack
 OBS = ROOT / "references" / "observations"
 
 
-SMALL_CASES = ("relu@0", "where-sqrt@-1")
-SMALL_SHARDS = ("torch-2.13.0-cpu.json", "jax-0.10.2-cpu.json")
 _SMALL_RENDER = """
 import dataclasses, json, sys
 from pathlib import Path
