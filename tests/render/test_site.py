@@ -232,7 +232,8 @@ def test_largest_pages_load_under_budget_interactive_within_two_seconds_and_sear
     """The ten largest pages and the home page, each in a fresh browser: the bytes fetched before interaction (the
     HTML, stylesheets, scripts, images; not the search index) under :data:`PAGE_BUDGET`, interactive (the
     navigation's ``domInteractive``, the best of up to five loads) within :data:`INTERACTIVE_MS`; then on the
-    largest page search's first result, the exact name's page, within :data:`SEARCH_MS` of the query being typed."""
+    largest page search's first result, the exact name's page, within :data:`SEARCH_MS` of the query being typed
+    (the best of up to three fresh loads of that page, each fetching the index anew)."""
     chromium = _chromium()
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
@@ -279,22 +280,33 @@ def test_largest_pages_load_under_budget_interactive_within_two_seconds_and_sear
                 cell = page.locator("#case-relu-at-0--torch-torch-clamp-x-min-0--torch-2-13-0-cpu")
                 assert cell.count() == 1 and "right" in cell.get_attribute("title") and cell.inner_text() == "R", \
                     "the cited square: its title, its letter"
-                page.goto(f"{base}/{largest[0][0]}", wait_until="load")
-                page.keyboard.press("/")  # Material's shortcut to the search box: the index is fetched now
-                box = page.locator("input.md-search__input")
-                for query, exact in (("clamp", "torch.clamp (torch)"), ("relu", "torch.nn.functional.relu (torch)")):
-                    box.fill("")
-                    box.press_sequentially(query, delay=80)  # typed as a person types
-                    typed = page.evaluate("performance.now()")
-                    try:  # the exact name's page first: the wait ends when it is
-                        page.wait_for_function("t => { const h = document.querySelector("
-                                               "'.md-search-result__list > .md-search-result__item h1');"
-                                               " return h && h.innerText.trim() === t; }", arg=exact, timeout=15_000)
-                        ms = page.evaluate("performance.now()") - typed
-                    except PlaywrightTimeout:
-                        ms = math.inf
-                    found[query] = (ms, page.locator(".md-search-result__list > .md-search-result__item h1")
-                                    .all_inner_texts()[:6])
+                for _ in range(3):  # the best of up to three fresh loads of the page, as for the timings above
+                    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    page = context.new_page()
+                    page.on("request", lambda r: requests.append(r.url))
+                    page.on("pageerror", lambda e: errors.append(str(e)))
+                    page.goto(f"{base}/{largest[0][0]}", wait_until="load")
+                    page.keyboard.press("/")  # Material's shortcut to the search box: the index is fetched now
+                    box = page.locator("input.md-search__input")
+                    for query, exact in (("clamp", "torch.clamp (torch)"),
+                                         ("relu", "torch.nn.functional.relu (torch)")):
+                        box.fill("")
+                        box.press_sequentially(query, delay=80)  # typed as a person types
+                        typed = page.evaluate("performance.now()")
+                        try:  # the exact name's page first: the wait ends when it is
+                            page.wait_for_function("t => { const h = document.querySelector("
+                                                   "'.md-search-result__list > .md-search-result__item h1');"
+                                                   " return h && h.innerText.trim() === t; }", arg=exact,
+                                                   timeout=15_000)
+                            ms = page.evaluate("performance.now()") - typed
+                        except PlaywrightTimeout:
+                            ms = math.inf
+                        if ms < found.get(query, (math.inf, []))[0] or query not in found:
+                            found[query] = (ms, page.locator(".md-search-result__list > .md-search-result__item h1")
+                                            .all_inner_texts()[:6])
+                    context.close()
+                    if all(ms <= SEARCH_MS for ms, _ in found.values()):
+                        break
             finally:
                 browser.close()
     finally:
