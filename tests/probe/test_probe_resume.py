@@ -139,13 +139,7 @@ def test_a_journal_is_reused_only_where_it_still_applies(small, tmp_path):
     assert not journal.exists(), "a journal of another mode list is discarded"
 
 
-NEW_CASE = """
-[[case]]
-id = "abs@0-again"
-title = "abs at 0, added by a test"
-sympy = "Abs(x)"
-at = { x = 0 }
-"""
+NEW_CASE = '\n[[case]]\nid = "abs@0-again"\ntitle = "abs at 0, added by a test"\nsympy = "Abs(x)"\nat = { x = 0 }\n'
 #: The new case's programs, added to each framework's program file.
 NEW_PROGRAMS = {"torch": '\n["abs@0-again"]\nprograms = ["torch.abs(x)"]\n',
                 "jax": '\n["abs@0-again"]\nprograms = ["jax.numpy.abs(x)"]\n'}
