@@ -516,8 +516,9 @@ def test_a_function_body_import_is_slow_or_optional_and_says_which() -> None:
             for node in ast.walk(fn):
                 if not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
-                said = lines[node.lineno - 1] + (lines[node.lineno - 2] if node.lineno > 1 else "")
-                said = said[said.find("#"):] if "#" in said else ""
+                above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+                line = lines[node.lineno - 1]
+                said = (line[line.find("#"):] if "#" in line else "") + (above if above.startswith("#") else "")
                 for target, kind in _targets(name, path, node, modules):
                     where = f"{path.relative_to(SRC.parent)}:{node.lineno} ({ast.unparse(node)[:60]})"
                     if kind == "third-party":

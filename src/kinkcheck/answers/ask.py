@@ -34,37 +34,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from kinkcheck import platforms as plat
-from kinkcheck.catalog import (
-    DRAFT_REASON,
-    FRAMEWORKS,
-    PROGRAMS_DIR,
-    SYMPY_NAMES,
-    CatalogError,
-    find,
-    forget_loaded,
-    load_catalog,
-    point_key,
-    staged_case_ids,
-    staged_path,
-)
+from kinkcheck.catalog import (DRAFT_REASON, FRAMEWORKS, PROGRAMS_DIR, SYMPY_NAMES, CatalogError, find, forget_loaded,
+                               load_catalog, point_key, staged_case_ids, staged_path)
 from kinkcheck.errors import EXIT_BAD_INPUT, UsageError
 from kinkcheck.language import expr as ex
 from kinkcheck.language import points as pt
 from kinkcheck.language.anchors import slug
 from kinkcheck.language.decimals import decimal_clarke, decimal_exact, decimal_text, decimal_value
-from kinkcheck.probe.ondemand import (
-    DEFAULT_DISK_BUDGET_GB,
-    ENV_DISK,
-    ENV_HOME,
-    Log,
-    disk_budget,
-    environment,
-    environment_path,
-    home,
-    installed_release,
-    make_room,
-    releases_asked,
-)
+from kinkcheck.probe.ondemand import (DEFAULT_DISK_BUDGET_GB, ENV_DISK, ENV_HOME, Log, disk_budget, environment,
+                                      environment_path, home, installed_release, make_room, releases_asked)
 from kinkcheck.probe.plan import missing_work
 from kinkcheck.rules import answer as predicted
 from kinkcheck.shards import read_shard, write_text_atomic

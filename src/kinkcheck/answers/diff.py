@@ -25,16 +25,8 @@ import msgspec
 
 from kinkcheck.registry import FRAMEWORKS
 from kinkcheck.render.view import describe_observation  # the report's words for a value, not diff's own
-from kinkcheck.report.model import (
-    SCHEMA_ID,
-    Environment,
-    Observation,
-    Report,
-    ReportError,
-    differs,
-    load_report,
-    report_path,
-)
+from kinkcheck.report.model import (SCHEMA_ID, Environment, Observation, Report, ReportError, differs, load_report,
+                                    report_path)
 from kinkcheck.report.query import DATA_ENV, default_report
 from kinkcheck.shards import ShardError, read_shard
 from kinkcheck.shards.validate import read_text

@@ -14,16 +14,8 @@ import importlib.util
 from collections.abc import Mapping
 from types import ModuleType
 
-from kinkcheck.frameworks.base import (
-    DTYPES,
-    MODES,
-    Adapter,
-    DeviceAbsent,
-    FrameworkUnavailable,
-    ProgramError,
-    Unavailable,
-    encode,
-)
+from kinkcheck.frameworks.base import (DTYPES, MODES, Adapter, DeviceAbsent, FrameworkUnavailable, ProgramError,
+                                       Unavailable, encode)
 from kinkcheck.registry import view
 
 __all__ = [

@@ -20,18 +20,8 @@ from typing import Any
 from kinkcheck.language import expr as ex
 from kinkcheck.platforms.isa import cpuinfo as _cpuinfo
 from kinkcheck.registry import framework
-from kinkcheck.vocabulary import (
-    COMPILED_MODES,
-    DTYPES,
-    FRAMEWORK_MODES,
-    GRADIENT_MODES,
-    MODE_INFO,
-    MODES,
-    decode,
-    encode,
-    flat_value,
-    flatten,
-)
+from kinkcheck.vocabulary import (COMPILED_MODES, DTYPES, FRAMEWORK_MODES, GRADIENT_MODES, MODE_INFO, MODES, decode,
+                                  encode, flat_value, flatten)
 
 __all__ = [
     "COMPILED_MODES",

@@ -34,21 +34,9 @@ from kinkcheck import __version__
 from kinkcheck.cache import prune_cached, read_pickled, write_pickled
 from kinkcheck.catalog import FRAMEWORKS, Catalog, staged_case_ids
 from kinkcheck.judge import conformance as conf
-from kinkcheck.judge.sections import (
-    COUNTED,
-    COUNTED_LABELS,
-    _conformance,
-    _coverage,
-    _frac_num,
-    _minus,
-    _network_summary,
-    _num,
-    _summary,
-    _version_span,
-    changed_in,
-    disagreements,
-    mode_disagreements,
-)
+from kinkcheck.judge.sections import (COUNTED, COUNTED_LABELS, _conformance, _coverage, _frac_num, _minus,
+                                      _network_summary, _num, _summary, _version_span, changed_in, disagreements,
+                                      mode_disagreements)
 from kinkcheck.oracles import backprop
 from kinkcheck.oracles.classify import OracleNumbers, classify
 from kinkcheck.oracles.table import oracle_table, own_function_table

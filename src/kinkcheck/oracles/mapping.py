@@ -44,36 +44,10 @@ from sympy.printing.str import StrPrinter
 from kinkcheck.language import expr as ex
 from kinkcheck.oracles.handlers import _HANDLERS
 from kinkcheck.oracles.rows import Entry
-from kinkcheck.oracles.values import (
-    _REDUCERS,
-    MAX_ELEMENTS,
-    Unmapped,
-    _Arg,
-    _arr,
-    _At,
-    _AtIndex,
-    _binop,
-    _Ctx,
-    _Decomposition,
-    _describe,
-    _dims,
-    _elementwise,
-    _exact_number,
-    _Factor,
-    _Fn,
-    _Indices,
-    _is_bool,
-    _numeric,
-    _obj,
-    _Pair,
-    _positions,
-    _reduce,
-    _static_index,
-    _static_int,
-    _tensorish,
-    _vec,
-    _write,
-)
+from kinkcheck.oracles.values import (_REDUCERS, MAX_ELEMENTS, Unmapped, _Arg, _arr, _At, _AtIndex, _binop, _Ctx,
+                                      _Decomposition, _describe, _dims, _elementwise, _exact_number, _Factor, _Fn,
+                                      _Indices, _is_bool, _numeric, _obj, _Pair, _positions, _reduce, _static_index,
+                                      _static_int, _tensorish, _vec, _write)
 from kinkcheck.registry import REGISTRY
 
 __all__ = ["CONSTANTS", "TABLE", "Entry", "SympyForm", "Unmapped", "call_form", "mapped_names", "sympy_form"]

@@ -25,14 +25,8 @@ from kinkcheck.probe.isolated import probe_isolated
 from kinkcheck.probe.journal import _append, _read_journal, journal_path
 from kinkcheck.probe.plan import read_old_shard, write_merged
 from kinkcheck.probe.run import ProbeBusy, environment_id, probe, probe_lock
-from kinkcheck.probe.worker import (
-    RESTARTED_ENV,
-    START_ENV,
-    ProbeInterrupted,
-    ProbeLimits,
-    die_with_parent,
-    limit_memory,
-)
+from kinkcheck.probe.worker import (RESTARTED_ENV, START_ENV, ProbeInterrupted, ProbeLimits, die_with_parent,
+                                    limit_memory)
 from kinkcheck.registry import REGISTRY
 from kinkcheck.shards import ShardError
 from kinkcheck.shards.validate import one_line

@@ -19,24 +19,9 @@ from typing import Any
 
 from kinkcheck.catalog import Catalog
 from kinkcheck.frameworks import Adapter, Unavailable, get_adapter
-from kinkcheck.probe.cells import (
-    CRASH_ENV,
-    CRASH_SIGNAL_ENV,
-    HANG_ENV,
-    NETWORK_DTYPES,
-    WHOLE,
-    Part,
-    _batch_key,
-    _batch_name,
-    _crash,
-    _error_text,
-    _fault_at,
-    _hang_if,
-    _has_network,
-    batch_programs,
-    network_point,
-    network_tree,
-)
+from kinkcheck.probe.cells import (CRASH_ENV, CRASH_SIGNAL_ENV, HANG_ENV, NETWORK_DTYPES, WHOLE, Part, _batch_key,
+                                   _batch_name, _crash, _error_text, _fault_at, _hang_if, _has_network, batch_programs,
+                                   network_point, network_tree)
 from kinkcheck.probe.journal import _append
 from kinkcheck.probe.worker import PARENT_ENV, die_with_parent
 from kinkcheck.vocabulary import COMPILED_MODES, encode

@@ -17,18 +17,8 @@ from kinkcheck.frameworks import FrameworkUnavailable
 from kinkcheck.probe.cells import DEFAULT_DTYPES, _assemble, _crashed, select_cases
 from kinkcheck.probe.compiled import compile_jobs, compiled_chunks
 from kinkcheck.probe.journal import _append, _Progress, _read_journal
-from kinkcheck.probe.worker import (
-    PARENT_ENV,
-    RESTARTED_ENV,
-    STARTUP_TIMEOUT_S,
-    ForkedWorker,
-    ProbeInterrupted,
-    ProbeLimits,
-    _exit_on_termination,
-    _interrupting_signal,
-    fork_safe,
-    kill_group,
-)
+from kinkcheck.probe.worker import (PARENT_ENV, RESTARTED_ENV, STARTUP_TIMEOUT_S, ForkedWorker, ProbeInterrupted,
+                                    ProbeLimits, _exit_on_termination, _interrupting_signal, fork_safe, kill_group)
 from kinkcheck.vocabulary import COMPILED_MODES
 
 

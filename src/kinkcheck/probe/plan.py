@@ -19,16 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kinkcheck.shards import (
-    SCHEMA_ID,
-    ShardBusy,
-    ShardError,
-    _read_loose,
-    _write_shard_file,
-    read_shard,
-    shard_lock,
-    write_shard,
-)
+from kinkcheck.shards import (SCHEMA_ID, ShardBusy, ShardError, _read_loose, _write_shard_file, read_shard, shard_lock,
+                              write_shard)
 from kinkcheck.vocabulary import DTYPES, FRAMEWORK_MODES, MODES
 
 if TYPE_CHECKING:

@@ -27,24 +27,9 @@ from kinkcheck.frameworks.base import check_mode, processor_name, short_error, v
 from kinkcheck.platforms import device_title, host_tag
 from kinkcheck.platforms import environment_id as _env_id
 from kinkcheck.platforms.isa import cpu_record
-from kinkcheck.probe.cells import (
-    CRASH_ENV,
-    CRASH_SIGNAL_ENV,
-    DEFAULT_DTYPES,
-    HANG_ENV,
-    NETWORK_DTYPES,
-    NETWORK_MODES,
-    _assemble,
-    _batch_name,
-    _crash,
-    _fault_at,
-    _hang_if,
-    _has_network,
-    _run,
-    network_point,
-    network_tree,
-    select_cases,
-)
+from kinkcheck.probe.cells import (CRASH_ENV, CRASH_SIGNAL_ENV, DEFAULT_DTYPES, HANG_ENV, NETWORK_DTYPES, NETWORK_MODES,
+                                   _assemble, _batch_name, _crash, _fault_at, _hang_if, _has_network, _run,
+                                   network_point, network_tree, select_cases)
 from kinkcheck.probe.compiled import _batch_processes, _compiled_batch, chunk_step, compile_jobs, compiled_chunks
 from kinkcheck.probe.journal import _append, _prepare_journal, _read_journal
 from kinkcheck.registry import view

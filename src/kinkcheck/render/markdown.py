@@ -23,26 +23,9 @@ from typing import Any
 
 from kinkcheck.cache import read_signed, write_signed
 from kinkcheck.render.census import render_run
-from kinkcheck.render.view import (
-    CASES_DIR,
-    DTYPE_SHORT,
-    LABEL_HELP,
-    LABEL_MARK,
-    NO_OBSERVATION,
-    SECTION_PAGES,
-    Cell,
-    Face,
-    ProgramRow,
-    Verdict,
-    case_anchor,
-    case_file,
-    fmt_value,
-    fmt_vector,
-    jinja_environment,
-    mark,
-    md_cell,
-    report_view,
-)
+from kinkcheck.render.view import (CASES_DIR, DTYPE_SHORT, LABEL_HELP, LABEL_MARK, NO_OBSERVATION, SECTION_PAGES, Cell,
+                                   Face, ProgramRow, Verdict, case_anchor, case_file, fmt_value, fmt_vector,
+                                   jinja_environment, mark, md_cell, report_view)
 from kinkcheck.report.model import Brief, Report
 from kinkcheck.report.text import MODE_PAGES, md_prose, md_text
 from kinkcheck.rules.page import front_table

@@ -42,54 +42,14 @@ import msgspec
 from kinkcheck.cache import cache_dir
 from kinkcheck.language.anchors import slug
 from kinkcheck.language.decimals import decimal_text
-from kinkcheck.report.model import (
-    DTYPES,
-    LABELS,
-    MODE_INFO,
-    MODES,
-    Case,
-    ChangedIn,
-    ConformanceRow,
-    Environment,
-    ModeRow,
-    NetworkSummary,
-    Observation,
-    Oracle,
-    P0Row,
-    Report,
-    differs,
-    parts_by_reason,
-    release_ranges,
-    value_runs,
-)
-from kinkcheck.report.text import (
-    CASES_DIR,
-    DTYPE_SHORT,
-    LABEL_HELP,
-    LABEL_MARK,
-    NO_OBSERVATION,
-    ORACLE_KINDS,
-    SECTION_PAGES,
-    case_anchor,
-    case_file,
-    clarke_text,
-    describe_observation,
-    fmt_distinct,
-    fmt_exact,
-    fmt_matrix,
-    fmt_number,
-    fmt_value,
-    fmt_vector,
-    is_isa_comparison,
-    mark,
-    md_cell,
-    mode_anchor,
-    mode_page,
-    oracle_finding,
-    oracle_reason,
-    release_anchor,
-    row_anchor,
-)
+from kinkcheck.report.model import (DTYPES, LABELS, MODE_INFO, MODES, Case, ChangedIn, ConformanceRow, Environment,
+                                    ModeRow, NetworkSummary, Observation, Oracle, P0Row, Report, differs,
+                                    parts_by_reason, release_ranges, value_runs)
+from kinkcheck.report.text import (CASES_DIR, DTYPE_SHORT, LABEL_HELP, LABEL_MARK, NO_OBSERVATION, ORACLE_KINDS,
+                                   SECTION_PAGES, case_anchor, case_file, clarke_text, describe_observation,
+                                   fmt_distinct, fmt_exact, fmt_matrix, fmt_number, fmt_value, fmt_vector,
+                                   is_isa_comparison, mark, md_cell, mode_anchor, mode_page, oracle_finding,
+                                   oracle_reason, release_anchor, row_anchor)
 from kinkcheck.vocabulary import ORACLE_KIND_RECORDS
 
 __all__ = [

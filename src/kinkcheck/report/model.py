@@ -36,48 +36,13 @@ from typing import Any, Literal
 import msgspec
 
 from kinkcheck.oracles.classify import LABELS, same_value
-from kinkcheck.report.derived import (
-    Across,
-    Brief,
-    ChangedIn,
-    Conformance,
-    ConformanceRow,
-    Coverage,
-    Disagreements,
-    Group,
-    KinkHitCell,
-    KinkHits,
-    ModeDisagreements,
-    ModeRow,
-    NetworkSummary,
-    Newest,
-    OperationCoverage,
-    Rule,
-    Summary,
-    TrainingRun,
-    VersionSpan,
-    Within,
-)
+from kinkcheck.report.derived import (Across, Brief, ChangedIn, Conformance, ConformanceRow, Coverage, Disagreements,
+                                      Group, KinkHitCell, KinkHits, ModeDisagreements, ModeRow, NetworkSummary, Newest,
+                                      OperationCoverage, Rule, Summary, TrainingRun, VersionSpan, Within)
 from kinkcheck.report.query import DatasetError, decode_cell, read_table
-from kinkcheck.report.records import (
-    _S,
-    P0,
-    Case,
-    Environment,
-    Exact,
-    Network,
-    NotMeasuredPart,
-    Observation,
-    Oracle,
-    P0Net,
-    P0Oracle,
-    P0Row,
-    ProgramRef,
-    Provenance,
-    Value,
-    parts_by_reason,
-    release_title,
-)
+from kinkcheck.report.records import (_S, P0, Case, Environment, Exact, Network, NotMeasuredPart, Observation, Oracle,
+                                      P0Net, P0Oracle, P0Row, ProgramRef, Provenance, Value, parts_by_reason,
+                                      release_title)
 from kinkcheck.shards.validate import _no_gc, read_first_member, read_text, shape_of
 from kinkcheck.vocabulary import COMPARISON_RECORDS, DTYPES, MODE_INFO, MODES, flat_value, flatten
 

@@ -11,13 +11,7 @@ from typing import Any, NamedTuple
 
 from kinkcheck.language.anchors import program_slug, slug
 from kinkcheck.language.decimals import decimal
-from kinkcheck.report.model import (
-    COMPARISON_RECORDS,
-    Exact,
-    Observation,
-    Oracle,
-    flatten,
-)
+from kinkcheck.report.model import (COMPARISON_RECORDS, Exact, Observation, Oracle, flatten)
 from kinkcheck.vocabulary import NOT_JUDGED, ORACLE_KIND_RECORDS
 
 #: One line per label, for the legend (the order of :data:`kinkcheck.oracles.classify.LABELS` is the precedence).

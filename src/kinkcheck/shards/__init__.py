@@ -29,15 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from kinkcheck.cache import cache_dir, read_cached, write_cached
 from kinkcheck.registry import FRAMEWORKS
-from kinkcheck.shards.validate import (
-    _no_gc,
-    _p0_shapes,
-    one_line,
-    parse_checked_json,
-    parse_json,
-    read_text,
-    shard_problem,
-)
+from kinkcheck.shards.validate import (_no_gc, _p0_shapes, one_line, parse_checked_json, parse_json, read_text,
+                                       shard_problem)
 from kinkcheck.vocabulary import DTYPES, MODES
 
 if TYPE_CHECKING:

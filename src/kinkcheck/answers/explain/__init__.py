@@ -39,15 +39,8 @@ from typing import Any
 
 import kinkcheck
 from kinkcheck.answers.explain.judgement import Judgement, _components, _same_point, flat_value, judge, labels
-from kinkcheck.answers.explain.rows import (
-    RULE_LABELS,
-    ReportDamaged,
-    ReportUnavailable,
-    ReportView,
-    parameter_rule,
-    report_index,
-    report_rows,
-)
+from kinkcheck.answers.explain.rows import (RULE_LABELS, ReportDamaged, ReportUnavailable, ReportView, parameter_rule,
+                                            report_index, report_rows)
 from kinkcheck.language import expr as ex
 from kinkcheck.language.decimals import decimal_exact, decimal_text, decimal_value
 from kinkcheck.probe.worker import _positive, kill_group, limit_memory

@@ -17,20 +17,9 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from kinkcheck.frameworks.base import (
-    Adapter,
-    DeviceAbsent,
-    ImportGuard,
-    ProgramError,
-    by_unit_tangents,
-    check_dtype,
-    check_mode,
-    nvidia_driver,
-    of_differentiated,
-    processor_name,
-    returned,
-    rounded_point,
-)
+from kinkcheck.frameworks.base import (Adapter, DeviceAbsent, ImportGuard, ProgramError, by_unit_tangents, check_dtype,
+                                       check_mode, nvidia_driver, of_differentiated, processor_name, returned,
+                                       rounded_point)
 from kinkcheck.language import expr as ex
 
 GUARD = ImportGuard()

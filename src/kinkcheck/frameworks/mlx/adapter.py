@@ -23,21 +23,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck.frameworks.base import (
-    Adapter,
-    DeviceAbsent,
-    FrameworkUnavailable,
-    ImportGuard,
-    ProgramError,
-    Unavailable,
-    by_unit_tangents,
-    check_dtype,
-    check_mode,
-    of_differentiated,
-    processor_name,
-    resolve,
-    returned,
-)
+from kinkcheck.frameworks.base import (Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard, ProgramError,
+                                       Unavailable, by_unit_tangents, check_dtype, check_mode, of_differentiated,
+                                       processor_name, resolve, returned)
 from kinkcheck.language import expr as ex
 
 GUARD = ImportGuard()

@@ -36,19 +36,8 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kinkcheck.frameworks.base import (
-    Adapter,
-    DeviceAbsent,
-    ImportGuard,
-    ProgramError,
-    by_unit_tangents,
-    check_dtype,
-    check_mode,
-    processor_name,
-    resolve,
-    returned,
-    start_up_notices_dropped,
-)
+from kinkcheck.frameworks.base import (Adapter, DeviceAbsent, ImportGuard, ProgramError, by_unit_tangents, check_dtype,
+                                       check_mode, processor_name, resolve, returned, start_up_notices_dropped)
 from kinkcheck.language import expr as ex
 
 # TensorFlow's C++ start-up notices (CPU features, oneDNN) would reach `kinkcheck grad`'s stderr; a user's

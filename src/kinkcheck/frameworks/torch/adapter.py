@@ -18,24 +18,10 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kinkcheck.frameworks.base import (
-    COMPILED_MODES,
-    Adapter,
-    DeviceAbsent,
-    FrameworkUnavailable,
-    ImportGuard,
-    ProgramError,
-    Unavailable,
-    by_unit_tangents,
-    check_dtype,
-    check_mode,
-    nvidia_driver,
-    of_differentiated,
-    processor_name,
-    returned,
-    short_error,
-    split_inputs,
-)
+from kinkcheck.frameworks.base import (COMPILED_MODES, Adapter, DeviceAbsent, FrameworkUnavailable, ImportGuard,
+                                       ProgramError, Unavailable, by_unit_tangents, check_dtype, check_mode,
+                                       nvidia_driver, of_differentiated, processor_name, returned, short_error,
+                                       split_inputs)
 from kinkcheck.language import expr as ex
 
 GUARD = ImportGuard()
