@@ -20,6 +20,7 @@ from kinkcheck.language import points as pt
 from kinkcheck.frameworks import FrameworkUnavailable, ProgramError, Unavailable, get_adapter
 from kinkcheck.oracles import backprop
 from kinkcheck.registry import REGISTRY
+from gradients import grad
 from network import network_grads
 
 #: torch and JAX, marked so that ``-m torch`` / ``-m jax`` select them: the tests only they are held to.
@@ -190,6 +191,19 @@ def test_every_mode_gives_a_smooth_programs_exact_gradient(request, framework, d
         for name in ("x", "y", "v"):
             assert np.shape(got[name]) == np.shape(at[name]), f"{where}: {mode} {name} has shape {np.shape(got[name])}"
             np.testing.assert_allclose(got[name], rev[name], rtol=tol, atol=tol, err_msg=f"{where}: {mode} vs reverse, {name}")
+
+
+@pytest.mark.parametrize("framework", EVERY_FRAMEWORK)
+def test_second_order_is_the_hessian_times_ones(request, framework):
+    """Second-order mode gives H @ 1: f = x**3 * y has H = [[6xy, 3x²], [3x², 0]], so at (2, 1) H @ 1 = (24, 12); a
+    linear program's is 0 (a constant gradient). In every framework that has the mode."""
+    adapter = adapter_for(request, framework)
+    if "second-order" not in adapter.modes:
+        pytest.skip(f"{framework} has no second-order mode")
+    got = grad(adapter, "x ** 3 * y", {"x": 2.0, "y": 1.0}, mode="second-order")
+    assert got == pytest.approx({"x": 24.0, "y": 12.0}), f"{framework}: x**3 * y at (2, 1), H @ 1: {got}, want (24, 12)"
+    linear = grad(adapter, "3.0 * x", {"x": 1.0}, mode="second-order")
+    assert linear == {"x": 0.0}, f"{framework}: 3x: H @ 1 = {linear}, want 0 (a constant gradient)"
 
 
 @pytest.mark.parametrize("mode", ["reverse", "forward"])
